@@ -1,0 +1,56 @@
+"""amv-calib: calibrated memory-staleness probabilities and the runtime gate that uses them.
+
+Public names are re-exported here lazily (PEP 562), so ``import amv_calib.gate`` pulls in
+numpy and the standard library only, never scikit-learn, pandas, MLflow or Optuna.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from amv_calib._exceptions import (
+    AmvCalibError,
+    ArtifactError,
+    ConfigError,
+    DataContractError,
+    InsufficientDataError,
+    MissingColumnsError,
+    PipelineError,
+    PortableFormatError,
+)
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "FeatureMap": "amv_calib.features",
+    "PortableCalibrator": "amv_calib.features",
+    "Term": "amv_calib.features",
+}
+
+__all__ = [
+    "AmvCalibError",
+    "ArtifactError",
+    "ConfigError",
+    "DataContractError",
+    "InsufficientDataError",
+    "MissingColumnsError",
+    "PipelineError",
+    "PortableFormatError",
+    "__version__",
+    *_EXPORTS,
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'amv_calib' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

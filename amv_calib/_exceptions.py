@@ -1,0 +1,66 @@
+"""The exception hierarchy: one base class, specific subclasses.
+
+Every error the package raises on purpose derives from :class:`AmvCalibError`, so a caller
+can catch the whole family at once. Subclasses that signal bad input also derive from
+:class:`ValueError`, so ``except ValueError`` keeps working for code that does not know us.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AmvCalibError",
+    "ArtifactError",
+    "ConfigError",
+    "DataContractError",
+    "InsufficientDataError",
+    "MissingColumnsError",
+    "PipelineError",
+    "PortableFormatError",
+]
+
+
+class AmvCalibError(Exception):
+    """Base class of every error raised by amv-calib.
+
+    ``exit_code`` is what the command line exits with when this error reaches it.
+    """
+
+    exit_code: int = 1
+
+
+class DataContractError(AmvCalibError, ValueError):
+    """Input data break the data contract (see ``data/README.md``)."""
+
+    exit_code = 2
+
+
+class MissingColumnsError(DataContractError):
+    """An input file lacks required columns; raised before any row is read."""
+
+
+class InsufficientDataError(AmvCalibError, ValueError):
+    """Too little (or too uniform) data to fit or compare calibrators."""
+
+    exit_code = 2
+
+
+class PortableFormatError(AmvCalibError, ValueError):
+    """A portable calibrator description is malformed or unsafe to evaluate."""
+
+
+class ArtifactError(AmvCalibError):
+    """An artifact is missing, tampered with, of unknown format or otherwise refused."""
+
+
+class ConfigError(AmvCalibError, ValueError):
+    """A pipeline file or setting is invalid (unknown key, missing file, bad value)."""
+
+    exit_code = 2
+
+
+class PipelineError(AmvCalibError):
+    """A pipeline step failed; ``step`` names it."""
+
+    def __init__(self, step: str, message: str) -> None:
+        super().__init__(f"step {step!r} failed: {message}")
+        self.step = step
