@@ -313,13 +313,13 @@ class PortableCalibrator:
                 i = int(np.argmax(np.diff(x) <= 0))
                 raise PortableFormatError(
                     f"isotonic x_knots are not strictly increasing at index {i + 1}: "
-                    f"{x[i]!r} then {x[i + 1]!r}"
+                    f"{float(x[i])!r} then {float(x[i + 1])!r}"
                 )
             if np.any(np.diff(y) < 0):
                 i = int(np.argmax(np.diff(y) < 0))
                 raise PortableFormatError(
-                    f"isotonic table is not monotone: y_knots[{i}]={y[i]!r} > "
-                    f"y_knots[{i + 1}]={y[i + 1]!r}"
+                    f"isotonic table is not monotone: y_knots[{i}]={float(y[i])!r} > "
+                    f"y_knots[{i + 1}]={float(y[i + 1])!r}"
                 )
             if np.any((y < 0) | (y > 1)):
                 raise PortableFormatError("isotonic y_knots must lie in [0, 1]")
