@@ -24,6 +24,14 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
+    "ExportResult": "amv_calib.artifacts",
+    "LoadedArtifact": "amv_calib.gate._artifact",
+    "bundle": "amv_calib.artifacts",
+    "export_artifact": "amv_calib.artifacts",
+    "load_artifact": "amv_calib.gate._artifact",
+    "promote": "amv_calib.artifacts",
+    "rollback": "amv_calib.artifacts",
+    "verify_artifact": "amv_calib.artifacts",
     "FeatureMap": "amv_calib.features",
     "PortableCalibrator": "amv_calib.features",
     "Term": "amv_calib.features",
