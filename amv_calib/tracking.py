@@ -1,0 +1,1157 @@
+"""MLflow tracking of the pipeline stages, read from what each stage wrote to disk.
+
+Every stage leaves a folder behind (``compare --out DIR``, the tuning folder, an exported
+artifact ``models/NAME/vN``); the functions here read those folders and log them, so tracking
+never needs the stages' Python objects and can be re-done from the files afterwards.
+
+Layout in MLflow (experiment ``amv-calib`` unless told otherwise)::
+
+    <pipeline run>                 parent: tags (git commit, package version, data fingerprint),
+    |                              comparison table, overlay reliability diagram, replay table,
+    |                              exported artifact files, the registered gate model
+    +-- <calibrator name>          one nested run per calibrator: settings, metrics overall and
+    |                              per fold, interval bounds, reliability diagram and bins
+    +-- tuning                     the Optuna study: per-trial metrics (step = trial number),
+                                   trials table, Pareto front table and plot, best thresholds
+
+Tracking is optional: ``PipelineTracker(enabled=False)`` accepts every call and does
+nothing, without importing anything. (This module imports MLflow at the top, so only code
+that has decided to track imports it; the runtime gate never does.)
+
+With no configuration the store is ``sqlite:///mlflow.db`` in the current folder
+(:func:`amv_calib.settings.tracking_uri`, which ``MLFLOW_TRACKING_URI`` overrides), with
+artifacts in ``mlruns/`` beside the database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import unquote
+
+import mlflow
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, RunTag
+
+from amv_calib import __version__
+from amv_calib._cmd_mlflow import ui_command
+from amv_calib._exceptions import ArtifactError, ConfigError
+from amv_calib.settings import DEFAULT_REGISTERED_MODEL, project_root
+from amv_calib.settings import tracking_uri as default_tracking_uri
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "DEFAULT_EXPERIMENT",
+    "MODEL_ARTIFACT_KEY",
+    "MODEL_NAME",
+    "PipelineTracker",
+    "RegisteredVersion",
+    "ensure_tracking_db",
+    "log_artifact_export",
+    "log_comparison",
+    "log_replay",
+    "log_tuning",
+    "pipeline_run",
+    "register_champion",
+    "registry_promote",
+    "reliability_figure",
+    "resolve_tracking_uri",
+    "ui_command",
+]
+
+DEFAULT_EXPERIMENT: Final = "amv-calib"
+#: Name of the logged gate model inside its run (``runs:/<id>/gate_model``).
+MODEL_NAME: Final = "gate_model"
+#: Key of the portable artifact folder in the pyfunc model's ``artifacts``.
+MODEL_ARTIFACT_KEY: Final = "amv_artifact"
+DEFAULT_ALIAS: Final = "champion"
+
+#: Run and model-version tag keys.
+TAG_GIT_COMMIT: Final = "git_commit"
+TAG_PACKAGE_VERSION: Final = "amv_calib_version"
+TAG_DATA_FINGERPRINT: Final = "data_fingerprint"
+TAG_STAGE: Final = "amv_calib.stage"
+
+# MLflow's limits on one log_batch call and on a parameter value.
+_MAX_METRICS_PER_BATCH: Final = 1000
+_MAX_PARAMS_PER_BATCH: Final = 100
+_MAX_PARAM_CHARS: Final = 6000
+
+_log = logging.getLogger(__name__)
+
+
+# -- tracking store ---------------------------------------------------------------------
+def resolve_tracking_uri(uri: str | None = None) -> str:
+    """``uri`` if given, else ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db``.
+
+    A bare path is refused: MLflow would read it as the deprecated file store.
+    """
+    resolved = uri or default_tracking_uri()
+    scheme = resolved.split(":", 1)[0] if ":" in resolved else ""
+    if scheme in ("", "file") or len(scheme) == 1:  # one letter: a Windows drive
+        raise ConfigError(
+            f"tracking URI {resolved!r} names MLflow's deprecated file store; use "
+            f"sqlite:///PATH.db or an http(s):// tracking server"
+        )
+    return resolved
+
+
+def _sqlite_path(uri: str) -> Path | None:
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(unquote(uri[len("sqlite:///"):].split("?", 1)[0]))
+
+
+@contextlib.contextmanager
+def _file_lock(key: str) -> Iterator[None]:
+    """An exclusive inter-process lock named by ``key`` (a file in the temp folder)."""
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"amv-calib-{digest}.lock"
+    with path.open("a+b") as fh:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX: no lock, MLflow's own retry
+            yield
+            return
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def ensure_tracking_db(uri: str | None = None) -> str:
+    """Create (or migrate) the tracking database once; call before parallel jobs start.
+
+    MLflow creates its SQLite tables on first use, and several processes doing that on a
+    fresh file at once race. This opens the store under an inter-process lock, so the first
+    caller creates the tables and the others find them. For a server URI it only checks
+    that the server answers.
+
+    Parameters
+    ----------
+    uri : str, optional
+        Tracking URI; see :func:`resolve_tracking_uri`.
+
+    Returns
+    -------
+    str
+        The resolved URI.
+    """
+    resolved = resolve_tracking_uri(uri)
+    db = _sqlite_path(resolved)
+    if db is None:
+        MlflowClient(tracking_uri=resolved).search_experiments(max_results=1)
+        return resolved
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with _file_lock(str(db.resolve())):
+        MlflowClient(tracking_uri=resolved).search_experiments(max_results=1)
+    return resolved
+
+
+def _artifact_root(uri: str) -> str | None:
+    """``mlruns/`` beside a SQLite database; a server chooses its own root (None)."""
+    db = _sqlite_path(uri)
+    if db is None:
+        return None
+    return (db.resolve().parent / "mlruns").as_uri()
+
+
+@contextlib.contextmanager
+def _use_uri(uri: str) -> Iterator[None]:
+    """Point MLflow's fluent API at ``uri`` and restore the caller's setting afterwards."""
+    from mlflow.tracking._tracking_service import utils as tracking_utils
+
+    old_global = getattr(tracking_utils, "_tracking_uri", None)
+    old_env = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        if old_global:
+            mlflow.set_tracking_uri(old_global)
+        else:
+            # Unset, so that a later MLFLOW_TRACKING_URI is honoured again.
+            tracking_utils._tracking_uri = None
+        # set_tracking_uri mirrors the URI into the environment; put the caller's back.
+        if old_env is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = old_env
+
+
+def _experiment_id(client: MlflowClient, name: str, uri: str) -> str:
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        return str(exp.experiment_id)
+    try:
+        return str(client.create_experiment(name, artifact_location=_artifact_root(uri)))
+    except mlflow.exceptions.MlflowException:
+        # Another process created it between the lookup and the create.
+        exp = client.get_experiment_by_name(name)
+        if exp is None:
+            raise
+        return str(exp.experiment_id)
+
+
+# -- provenance -------------------------------------------------------------------------
+def _git_commit() -> str | None:
+    root = project_root()
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=True,
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = out.stdout.strip()
+    return commit or None
+
+
+def _provenance_tags() -> dict[str, str]:
+    tags = {TAG_PACKAGE_VERSION: __version__}
+    commit = _git_commit()
+    if commit:
+        tags[TAG_GIT_COMMIT] = commit
+        tags["mlflow.source.git.commit"] = commit
+    return tags
+
+
+def _data_fingerprint(claims: pd.DataFrame) -> str | None:
+    """sha256 of the canonical claims, exactly as the artifact manifest records it."""
+    from amv_calib._exceptions import DataContractError
+    from amv_calib.artifacts import claims_fingerprint
+
+    try:
+        return str(claims_fingerprint(claims)["sha256"])
+    except DataContractError as exc:
+        _log.warning("claims have no fingerprint (%s); logging them without one", exc)
+        return None
+
+
+# -- small logging helpers --------------------------------------------------------------
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(float(value))
+
+
+def _param_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    if len(text) > _MAX_PARAM_CHARS:
+        text = text[: _MAX_PARAM_CHARS - 3] + "..."
+    return text
+
+
+def _log_batch(client: MlflowClient, run_id: str, *, metrics: Sequence[Metric] = (),
+               params: Mapping[str, Any] | None = None,
+               tags: Mapping[str, Any] | None = None) -> None:
+    """log_batch in chunks within MLflow's per-call limits."""
+    param_list = [Param(k, _param_value(v)) for k, v in (params or {}).items() if v is not None]
+    tag_list = [RunTag(k, str(v)) for k, v in (tags or {}).items() if v is not None]
+    for i in range(0, len(param_list), _MAX_PARAMS_PER_BATCH):
+        client.log_batch(run_id, params=param_list[i:i + _MAX_PARAMS_PER_BATCH])
+    for i in range(0, len(tag_list), _MAX_PARAMS_PER_BATCH):
+        client.log_batch(run_id, tags=tag_list[i:i + _MAX_PARAMS_PER_BATCH])
+    metric_list = list(metrics)
+    for i in range(0, len(metric_list), _MAX_METRICS_PER_BATCH):
+        client.log_batch(run_id, metrics=metric_list[i:i + _MAX_METRICS_PER_BATCH])
+
+
+def _metrics(values: Mapping[str, Any], *, step: int = 0, prefix: str = "") -> list[Metric]:
+    now = int(time.time() * 1000)
+    return [Metric(f"{prefix}{k}", float(v), now, step) for k, v in values.items()
+            if _is_number(v)]
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: missing (did the stage finish?)") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    import pandas as pd
+
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path)
+    if path.suffix == ".json":
+        return pd.read_json(path)
+    return pd.read_csv(path)
+
+
+def _table_for_mlflow(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy MLflow's table artifact can serialise (no pandas extension scalars or NaT)."""
+    out = df.copy()
+    for col in out.columns:
+        if str(out[col].dtype) in ("string", "str") or out[col].dtype == object:
+            out[col] = out[col].astype(object).where(out[col].notna(), None)
+        elif "datetime" in str(out[col].dtype):
+            out[col] = out[col].astype(str)
+    return out
+
+
+# -- flattening a comparison entry ------------------------------------------------------
+_INTERVAL_LO: Final = ("lo", "lower", "low", "ci_lo", "ci_low")
+_INTERVAL_HI: Final = ("hi", "upper", "high", "ci_hi", "ci_high")
+_VALUE_KEYS: Final = ("value", "estimate", "mean", "point")
+
+
+def _flatten_metrics(entry: Mapping[str, Any], *, skip: frozenset[str]) -> dict[str, float]:
+    """Numeric fields of one comparison entry as MLflow metrics.
+
+    ``{"log_loss": 0.3}`` -> ``log_loss``; an interval ``{"log_loss_ci": [lo, hi]}`` or
+    ``{"log_loss": {"value": v, "lo": a, "hi": b}}`` -> ``log_loss``, ``log_loss_lo``,
+    ``log_loss_hi``; nested objects get their key as a prefix.
+    """
+    out: dict[str, float] = {}
+
+    def walk(prefix: str, obj: Any) -> None:
+        if _is_number(obj):
+            out[prefix] = float(obj)
+        elif isinstance(obj, Mapping):
+            for key, val in obj.items():
+                if key in _VALUE_KEYS:
+                    walk(prefix, val)
+                elif key in _INTERVAL_LO:
+                    walk(f"{prefix}_lo", val)
+                elif key in _INTERVAL_HI:
+                    walk(f"{prefix}_hi", val)
+                else:
+                    walk(f"{prefix}_{key}" if prefix else str(key), val)
+        elif isinstance(obj, (list, tuple)) and len(obj) == 2 and all(map(_is_number, obj)):
+            base = prefix.removesuffix("_ci").removesuffix("_interval")
+            out[f"{base}_lo"], out[f"{base}_hi"] = float(obj[0]), float(obj[1])
+
+    for key, val in entry.items():
+        if key not in skip:
+            walk(str(key), val)
+    return out
+
+
+# -- reliability diagrams ---------------------------------------------------------------
+_BIN_COLUMNS: Final[dict[str, tuple[str, ...]]] = {
+    "calibrator": ("calibrator", "name", "model"),
+    "x": ("mean_pred", "mean_predicted", "mean_prediction", "pred_mean", "confidence",
+          "p_mean", "mean_p"),
+    "y": ("observed", "observed_rate", "frac_pos", "fraction_positive", "obs_rate",
+          "event_rate", "rate"),
+    "count": ("count", "n", "n_rows"),
+    "lo": ("observed_lo", "obs_lo", "ci_lo", "lo", "lower"),
+    "hi": ("observed_hi", "obs_hi", "ci_hi", "hi", "upper"),
+    "scheme": ("scheme", "binning", "strategy"),
+}
+
+
+def _bin_column(df: pd.DataFrame, role: str, *, required: bool = True) -> str | None:
+    for cand in _BIN_COLUMNS[role]:
+        if cand in df.columns:
+            return cand
+    if required:
+        raise ConfigError(
+            f"reliability bins lack a {role!r} column (looked for {list(_BIN_COLUMNS[role])}, "
+            f"found {list(df.columns)})"
+        )
+    return None
+
+
+def reliability_figure(bins: pd.DataFrame, *, title: str = "Reliability diagram") -> Figure:
+    """A reliability diagram of one or several calibrators, from their reliability bins.
+
+    Parameters
+    ----------
+    bins : pandas.DataFrame
+        Rows of ``reliability_bins.csv``: calibrator name, mean prediction, observed rate,
+        count and (optionally) the observed rate's interval. With a binning-scheme column,
+        only the first scheme is drawn.
+    title : str
+        Axes title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Drawn with the Agg canvas (no pyplot state): top panel observed rate against mean
+        prediction over the diagonal, bottom panel the share of rows per bin.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    scheme = _bin_column(bins, "scheme", required=False)
+    if scheme is not None and bins[scheme].nunique() > 1:
+        bins = bins[bins[scheme] == bins[scheme].iloc[0]]
+    name_col = _bin_column(bins, "calibrator", required=False)
+    x_col, y_col = _bin_column(bins, "x"), _bin_column(bins, "y")
+    n_col = _bin_column(bins, "count", required=False)
+    lo_col, hi_col = _bin_column(bins, "lo", required=False), _bin_column(bins, "hi",
+                                                                           required=False)
+    fig = Figure(figsize=(6.0, 6.5), dpi=100)
+    FigureCanvasAgg(fig)
+    grid = fig.add_gridspec(2, 1, height_ratios=(3, 1), hspace=0.08)
+    ax = fig.add_subplot(grid[0])
+    hist = fig.add_subplot(grid[1], sharex=ax)
+    ax.plot([0, 1], [0, 1], color="0.6", linestyle="--", linewidth=1, label="perfect")
+    groups = [("", bins)] if name_col is None else list(bins.groupby(name_col, sort=False))
+    width = 1.0 / max(10, len(bins) // max(1, len(groups)))
+    for i, (name, g) in enumerate(groups):
+        g = g[g[n_col] > 0] if n_col is not None else g
+        x = g[x_col].to_numpy(dtype=float)
+        y = g[y_col].to_numpy(dtype=float)
+        color = f"C{i % 10}"
+        label = str(name) or None
+        if lo_col is not None and hi_col is not None:
+            lo = g[lo_col].to_numpy(dtype=float)
+            hi = g[hi_col].to_numpy(dtype=float)
+            err = [[max(0.0, v) for v in y - lo], [max(0.0, v) for v in hi - y]]
+            ax.errorbar(x, y, yerr=err, fmt="o-", color=color, markersize=3, linewidth=1,
+                        capsize=2, label=label)
+        else:
+            ax.plot(x, y, "o-", color=color, markersize=3, linewidth=1, label=label)
+        if n_col is not None:
+            counts = g[n_col].to_numpy(dtype=float)
+            share = counts / counts.sum() if counts.sum() > 0 else counts
+            hist.bar(x, share, width=width, color=color, alpha=0.35)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("observed violation rate")
+    ax.set_title(title)
+    ax.legend(loc="upper left", fontsize=8)
+    ax.tick_params(labelbottom=False)
+    hist.set_xlabel("predicted violation probability (bin mean)")
+    hist.set_ylabel("share of rows")
+    return fig
+
+
+# -- results ----------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class RegisteredVersion:
+    """A registered model version carrying the champion alias.
+
+    ``str(v)`` is the registry version number, as ``models:/NAME/<version>`` takes it.
+    """
+
+    name: str
+    version: str
+    alias: str | None
+    model_uri: str
+    run_id: str | None
+    artifact_name: str
+    artifact_version: str
+    artifact_sha256: str
+
+    def __str__(self) -> str:
+        return self.version
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComparisonRuns:
+    """Run ids logged by :meth:`PipelineTracker.log_comparison`."""
+
+    parent_run_id: str
+    calibrator_runs: dict[str, str]
+    champion: str | None
+
+
+# -- the tracker ------------------------------------------------------------------------
+class PipelineTracker:
+    """The parent run of one pipeline run; the stages log into it.
+
+    Use it as a context manager: entering starts (or, with ``run_id``, re-opens) the parent
+    run, leaving ends it as FINISHED, FAILED (an exception) or KILLED (an interrupt). With
+    ``enabled=False`` every method does nothing and returns None, so a caller passes a
+    disabled tracker instead of branching on ``--no-tracking``.
+
+    Parameters
+    ----------
+    run_name : str
+        Name of the parent run.
+    experiment : str
+        MLflow experiment, created on first use (artifacts in ``mlruns/`` beside a SQLite
+        database).
+    tracking_uri : str, optional
+        See :func:`resolve_tracking_uri`.
+    params, tags : mapping, optional
+        Logged on the parent run (tags after the provenance tags, so they may override them).
+    enabled : bool
+        False: a no-op tracker.
+    run_id : str, optional
+        Log into this existing run instead of starting one; its status is restored on exit.
+    """
+
+    def __init__(self, *, run_name: str = "amv-calib", experiment: str = DEFAULT_EXPERIMENT,
+                 tracking_uri: str | None = None, params: Mapping[str, Any] | None = None,
+                 tags: Mapping[str, Any] | None = None, enabled: bool = True,
+                 run_id: str | None = None) -> None:
+        self.run_name = run_name
+        self.experiment = experiment
+        self.enabled = enabled
+        self.tracking_uri = resolve_tracking_uri(tracking_uri) if enabled else tracking_uri
+        self.run_id: str | None = run_id
+        self._params = dict(params or {})
+        self._tags = dict(tags or {})
+        self._attach = run_id is not None
+        self._attached_status: str | None = None
+        self._client: MlflowClient | None = None
+        self._experiment_id: str | None = None
+        self._stack: contextlib.ExitStack | None = None
+        self._owns_run = True
+
+    # context management
+    def __enter__(self) -> PipelineTracker:
+        if not self.enabled:
+            return self
+        uri = ensure_tracking_db(self.tracking_uri)
+        self._client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+        stack = contextlib.ExitStack()
+        stack.enter_context(_use_uri(uri))
+        try:
+            active = mlflow.active_run()
+            if self._attach and active is not None and active.info.run_id == self.run_id:
+                # Already open in this process (an enclosing tracker): log into it, leave
+                # ending it to its owner.
+                self._owns_run = False
+                self._experiment_id = active.info.experiment_id
+            elif self._attach:
+                run = self._client.get_run(str(self.run_id))
+                self._attached_status = run.info.status
+                self._experiment_id = run.info.experiment_id
+                mlflow.start_run(run_id=self.run_id)
+            else:
+                self._experiment_id = _experiment_id(self._client, self.experiment, uri)
+                active = mlflow.start_run(run_name=self.run_name,
+                                          experiment_id=self._experiment_id)
+                self.run_id = active.info.run_id
+            tags = {TAG_STAGE: "pipeline", **_provenance_tags(), **self._tags}
+            if self._attach:
+                tags = self._tags
+            _log_batch(self._client, str(self.run_id), params=self._params, tags=tags)
+        except BaseException:
+            stack.close()
+            raise
+        self._stack = stack
+        _log.info("MLflow run %s (%s) in %s", self.run_id, self.run_name, uri)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if not self.enabled or self._stack is None:
+            return
+        try:
+            if exc_type is None:
+                status = "FINISHED"
+            elif issubclass(exc_type, KeyboardInterrupt):
+                status = "KILLED"
+            else:
+                status = "FAILED"
+            if self._owns_run:
+                mlflow.end_run(status=status)
+            if (self._owns_run and self._attach and self._attached_status == "RUNNING"
+                    and self._client is not None):
+                self._client.update_run(str(self.run_id), status="RUNNING")
+        finally:
+            self._stack.close()
+            self._stack = None
+
+    @property
+    def client(self) -> MlflowClient:
+        """The MLflow client of the open run (raises when the tracker is not entered)."""
+        if self._client is None or self._stack is None or self.run_id is None:
+            raise RuntimeError("PipelineTracker is not entered; use it as a context manager")
+        return self._client
+
+    def _nested(self, name: str, *, stage: str, tags: Mapping[str, Any] | None = None
+                ) -> contextlib.AbstractContextManager[Any]:
+        all_tags = {TAG_STAGE: stage, **_provenance_tags(), **(tags or {})}
+        return mlflow.start_run(run_name=name, nested=True, experiment_id=self._experiment_id,
+                                tags={k: str(v) for k, v in all_tags.items()})
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        """Tag the parent run."""
+        if self.enabled:
+            _log_batch(self.client, str(self.run_id), tags=tags)
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        """Log parameters on the parent run."""
+        if self.enabled:
+            _log_batch(self.client, str(self.run_id), params=params)
+
+    # -- compare ----------------------------------------------------------------------
+    def log_comparison(self, compare_dir: str | os.PathLike[str], *,
+                       claims: pd.DataFrame | None = None,
+                       claims_path: str | os.PathLike[str] | None = None
+                       ) -> ComparisonRuns | None:
+        """Log a compare output folder: one nested run per calibrator.
+
+        Parameters
+        ----------
+        compare_dir : path
+            What ``amv-calib compare CLAIMS --out DIR`` wrote.
+        claims : pandas.DataFrame, optional
+            The training claims, logged as the runs' dataset input. Read from
+            ``claims_path`` (or the path in ``comparison.json``'s config) when not given.
+        claims_path : path, optional
+            Where the claims live; the dataset's source.
+
+        Returns
+        -------
+        ComparisonRuns or None
+            None when the tracker is disabled.
+        """
+        if not self.enabled:
+            return None
+        client, parent = self.client, str(self.run_id)
+        cdir = Path(compare_dir)
+        comparison = _read_json(cdir / "comparison.json")
+        if not isinstance(comparison, Mapping) or not isinstance(
+                comparison.get("calibrators"), list):
+            raise ConfigError(f"{cdir / 'comparison.json'}: lacks a 'calibrators' list")
+        champion = comparison.get("champion")
+        config_raw = comparison.get("config")
+        config: Mapping[str, Any] = config_raw if isinstance(config_raw, Mapping) else {}
+        dataset, fingerprint = self._dataset(claims, claims_path, config, cdir)
+
+        bins = None
+        bins_path = cdir / "reliability_bins.csv"
+        if bins_path.is_file():
+            bins = _read_table(bins_path)
+        name_col = None if bins is None else _bin_column(bins, "calibrator", required=False)
+
+        # parent: configuration, champion, table, overlay
+        config_params = {f"compare.{k}": v for k, v in _flat_params(config).items()}
+        _log_batch(client, parent, params=config_params,
+                   tags={"champion": champion, TAG_DATA_FINGERPRINT: fingerprint})
+        for fname in ("comparison.csv", "comparison.md", "comparison.json", "champion.json",
+                      "reliability.png", "reliability_bins.csv"):
+            if (cdir / fname).is_file():
+                client.log_artifact(parent, str(cdir / fname), "compare")
+        rows = [_table_row(e) for e in comparison["calibrators"] if isinstance(e, Mapping)]
+        if rows:
+            import pandas as pd
+
+            client.log_table(parent, _table_for_mlflow(pd.DataFrame(rows)), "comparison.json")
+        if bins is not None:
+            client.log_table(parent, _table_for_mlflow(bins), "reliability_bins.json")
+            fig = reliability_figure(bins, title="Reliability: all calibrators")
+            client.log_figure(parent, fig, "reliability_overlay.png")
+        if dataset is not None:
+            mlflow.log_input(dataset, context="training")
+
+        # one nested run per calibrator
+        runs: dict[str, str] = {}
+        folds_top = comparison.get("folds")
+        for entry in comparison["calibrators"]:
+            if not isinstance(entry, Mapping) or "name" not in entry:
+                raise ConfigError(f"{cdir / 'comparison.json'}: a calibrator entry lacks 'name'")
+            name = str(entry["name"])
+            is_champion = name == champion
+            with self._nested(name, stage="calibrator",
+                              tags={"calibrator": name, "is_champion": is_champion,
+                                    TAG_DATA_FINGERPRINT: fingerprint}) as run:
+                rid = run.info.run_id
+                runs[name] = rid
+                metrics = _metrics(_flatten_metrics(entry, skip=_ENTRY_SKIP))
+                metrics += self._fold_metrics(entry, folds_top, name)
+                params = _calibrator_params(entry, config, cdir / "calibrators" / f"{name}.json")
+                _log_batch(client, rid, metrics=metrics, params=params)
+                portable = cdir / "calibrators" / f"{name}.json"
+                if portable.is_file():
+                    client.log_artifact(rid, str(portable))
+                if bins is not None:
+                    own = bins if name_col is None else bins[bins[name_col] == name]
+                    if len(own):
+                        client.log_table(rid, _table_for_mlflow(own), "reliability_bins.json")
+                        client.log_figure(rid, reliability_figure(own, title=f"Reliability: "
+                                                                  f"{name}"), "reliability.png")
+                        client.log_figure(parent, reliability_figure(
+                            own, title=f"Reliability: {name}"), f"reliability/{name}.png")
+                if dataset is not None:
+                    mlflow.log_input(dataset, context="training")
+        if champion is not None:
+            champ = next((e for e in comparison["calibrators"]
+                          if isinstance(e, Mapping) and e.get("name") == champion), None)
+            if champ is not None:
+                _log_batch(client, parent, metrics=_metrics(
+                    _flatten_metrics(champ, skip=_ENTRY_SKIP), prefix="champion_"))
+        return ComparisonRuns(parent_run_id=parent, calibrator_runs=runs,
+                              champion=None if champion is None else str(champion))
+
+    def _dataset(self, claims: pd.DataFrame | None, claims_path: str | os.PathLike[str] | None,
+                 config: Mapping[str, Any], cdir: Path) -> tuple[Any, str | None]:
+        path = claims_path if claims_path is not None else config.get("claims")
+        if claims is None and path is not None and Path(path).exists():
+            claims = _read_table(Path(path))
+        if claims is None:
+            _log.info("no claims given for %s: no dataset input logged", cdir)
+            return None, None
+        fingerprint = _data_fingerprint(claims)
+        from mlflow.data.pandas_dataset import from_pandas
+
+        name = Path(path).stem if path is not None else "claims"
+        # No path: MLflow records the calling code as the source.
+        where: dict[str, Any] = {} if path is None else {"source": _dataset_source(path)}
+        dataset = from_pandas(_table_for_mlflow(claims), name=name,
+                              targets="violated" if "violated" in claims else None, **where)
+        return dataset, fingerprint
+
+    @staticmethod
+    def _fold_metrics(entry: Mapping[str, Any], folds_top: Any, name: str) -> list[Metric]:
+        """Per-fold metrics as ``fold/<metric>`` with step = fold index."""
+        folds = entry.get("folds")
+        if folds is None and isinstance(folds_top, list):
+            folds = [f for f in folds_top if isinstance(f, Mapping)
+                     and f.get("calibrator", f.get("name")) == name]
+        if isinstance(folds, Mapping):
+            folds = [dict(v, fold=k) if isinstance(v, Mapping) else {"fold": k}
+                     for k, v in folds.items()]
+        out: list[Metric] = []
+        for i, fold in enumerate(folds or []):
+            if not isinstance(fold, Mapping):
+                continue
+            step_raw = fold.get("fold", i)
+            step = int(step_raw) if _is_number(step_raw) else i
+            values = _flatten_metrics(fold, skip=frozenset({"fold", "calibrator", "name"}))
+            out += _metrics(values, step=step, prefix="fold/")
+        return out
+
+    # -- tuning -----------------------------------------------------------------------
+    def log_tuning(self, tune_dir: str | os.PathLike[str]) -> str | None:
+        """Log a tuning output folder as one nested run for the Optuna study.
+
+        Reads ``thresholds.json`` (the best thresholds), the trials table (every numeric
+        column becomes a metric with step = trial number), the Pareto front table and plot,
+        the replay table, and any summary JSON. Returns the nested run's id.
+        """
+        if not self.enabled:
+            return None
+        client, parent = self.client, str(self.run_id)
+        tdir = Path(tune_dir)
+        thresholds = _read_json(tdir / "thresholds.json")
+        if not isinstance(thresholds, Mapping):
+            raise ConfigError(f"{tdir / 'thresholds.json'}: must hold a JSON object")
+        summary = _tuning_summary(tdir)
+        _log_batch(client, parent, params={f"tune.{k}": v for k, v in thresholds.items()})
+        with self._nested("tuning", stage="tuning") as run:
+            rid = run.info.run_id
+            params: dict[str, Any] = {f"best.{k}": v for k, v in thresholds.items()}
+            params.update(_flat_params({k: v for k, v in summary.items()
+                                        if not _is_number(v) or k in _SUMMARY_PARAM_KEYS}))
+            metrics = _metrics({k: v for k, v in _flatten_metrics(summary, skip=frozenset())
+                                .items() if k not in _SUMMARY_PARAM_KEYS})
+            metrics += _metrics({k: v for k, v in thresholds.items() if _is_number(v)},
+                                prefix="best.")
+            trials_path = _first(tdir, _TRIALS_FILES)
+            if trials_path is not None:
+                trials = _read_table(trials_path)
+                metrics += _trial_metrics(trials)
+                client.log_table(rid, _table_for_mlflow(trials), "trials.json")
+                params["n_trials"] = len(trials)
+            _log_batch(client, rid, metrics=metrics, params=params)
+            for fname in sorted(p.name for p in tdir.iterdir() if p.is_file()):
+                path = tdir / fname
+                if path.suffix == ".png":
+                    client.log_artifact(rid, str(path), "figures")
+                    if "pareto" in fname:
+                        client.log_artifact(parent, str(path), "tuning")
+                elif path.suffix in (".csv", ".json", ".md"):
+                    client.log_artifact(rid, str(path), "files")
+                if path.suffix == ".csv" and path != trials_path:
+                    client.log_table(rid, _table_for_mlflow(_read_table(path)),
+                                     f"{path.stem}.json")
+        replay = _first(tdir, _REPLAY_FILES)
+        if replay is not None:
+            self.log_replay(replay, run_id=rid)
+        return str(rid)
+
+    # -- replay -----------------------------------------------------------------------
+    def log_replay(self, replay: str | os.PathLike[str], *, run_id: str | None = None
+                   ) -> None:
+        """Log a replay result (``--json`` object, its CSV table, or a folder holding one).
+
+        Every policy's metrics become ``replay.<policy>.<metric>`` on the parent run (and on
+        ``run_id`` when given); the table is logged as ``replay_table.json``.
+        """
+        if not self.enabled:
+            return
+        path = Path(replay)
+        if path.is_dir():
+            found = _first(path, _REPLAY_FILES)
+            if found is None:
+                raise ConfigError(f"{path}: holds no replay table ({', '.join(_REPLAY_FILES)})")
+            path = found
+        table = _replay_table(path)
+        client = self.client
+        pcol = "policy" if "policy" in table.columns else str(table.columns[0])
+        metrics: list[Metric] = []
+        for _, row in table.iterrows():
+            values = {str(k): v for k, v in row.items() if k != pcol}
+            metrics += _metrics(values, prefix=f"replay.{row[pcol]}.")
+        for rid in dict.fromkeys([str(self.run_id), *([run_id] if run_id else [])]):
+            _log_batch(client, rid, metrics=metrics)
+            client.log_table(rid, _table_for_mlflow(table), "replay_table.json")
+
+    # -- export -----------------------------------------------------------------------
+    def log_artifact_export(self, artifact_dir: str | os.PathLike[str]) -> None:
+        """Log an exported artifact version: its files, name, version and sha256 as tags."""
+        if not self.enabled:
+            return
+        art = _load(artifact_dir)
+        client, parent = self.client, str(self.run_id)
+        manifest_sha = hashlib.sha256((art.path / "manifest.json").read_bytes()).hexdigest()
+        training = art.manifest.get("training_data") or {}
+        tags = {
+            "artifact_name": art.name,
+            "artifact_version": art.version,
+            "artifact_path": str(art.path.resolve()),
+            "artifact_sha256": manifest_sha,
+            "calibrator_sha256": art.calibrator_sha256,
+        }
+        if isinstance(training, Mapping) and training.get("sha256"):
+            tags[TAG_DATA_FINGERPRINT] = str(training["sha256"])
+        _log_batch(client, parent, tags=tags,
+                   params={"export.name": art.name, "export.version": art.version,
+                           "export.calibrator_kind": art.calibrator.kind,
+                           **{f"export.{k}": v for k, v in art.thresholds.items()}})
+        for fname in ("manifest.json", "calibrator.json"):
+            client.log_artifact(parent, str(art.path / fname), f"artifact/{art.version}")
+
+    # -- registry ---------------------------------------------------------------------
+    def register_champion(self, artifact_dir: str | os.PathLike[str], *,
+                          registered_name: str = DEFAULT_REGISTERED_MODEL,
+                          alias: str | None = DEFAULT_ALIAS) -> RegisteredVersion | None:
+        """Log the artifact as the servable gate model, register it and set ``alias``.
+
+        The model is the pyfunc of :mod:`amv_calib.mlflow_model` ("models from code") with
+        the artifact folder as its only artifact. The model version's tags name the
+        artifact's name, version, manifest sha256 and calibrator sha256.
+
+        Returns
+        -------
+        RegisteredVersion or None
+            None when the tracker is disabled.
+        """
+        if not self.enabled:
+            return None
+        from amv_calib import mlflow_model
+
+        art = _load(artifact_dir)
+        client, parent = self.client, str(self.run_id)
+        manifest_sha = hashlib.sha256((art.path / "manifest.json").read_bytes()).hexdigest()
+        version_tags = _artifact_tags(art, manifest_sha)
+        info = mlflow.pyfunc.log_model(
+            name=MODEL_NAME,
+            python_model=str(Path(mlflow_model.__file__).resolve()),
+            artifacts={MODEL_ARTIFACT_KEY: str(art.path.resolve())},
+            signature=mlflow_model.model_signature(),
+            input_example=mlflow_model.input_example(),
+            pip_requirements=mlflow_model.pip_requirements(),
+            registered_model_name=registered_name,
+            metadata={"amv_calib_artifact": {k: str(v) for k, v in version_tags.items()}},
+            tags={k: str(v) for k, v in version_tags.items()},
+        )
+        version = str(info.registered_model_version)
+        for key, value in version_tags.items():
+            client.set_model_version_tag(registered_name, version, key, str(value))
+        client.update_model_version(
+            registered_name, version,
+            description=f"amv-calib artifact {art.name} {art.version} "
+                        f"(calibrator {art.calibrator.kind}, manifest sha256 {manifest_sha})")
+        if alias:
+            client.set_registered_model_alias(registered_name, alias, version)
+        _log_batch(client, parent, tags={"registered_model": f"{registered_name}/{version}"})
+        return RegisteredVersion(
+            name=registered_name, version=version, alias=alias,
+            model_uri=f"models:/{registered_name}@{alias}" if alias
+            else f"models:/{registered_name}/{version}",
+            run_id=parent, artifact_name=art.name, artifact_version=art.version,
+            artifact_sha256=manifest_sha)
+
+
+# -- module-level shortcuts -------------------------------------------------------------
+@contextlib.contextmanager
+def pipeline_run(name: str, *, tracking_uri: str | None = None,
+                 experiment: str = DEFAULT_EXPERIMENT, tags: Mapping[str, Any] | None = None,
+                 params: Mapping[str, Any] | None = None, enabled: bool = True
+                 ) -> Iterator[PipelineTracker]:
+    """``with pipeline_run("retrain") as tracker:`` -- the parent run of a pipeline run.
+
+    See :class:`PipelineTracker`; ``enabled=False`` yields a no-op tracker.
+    """
+    with PipelineTracker(run_name=name, experiment=experiment, tracking_uri=tracking_uri,
+                         params=params, tags=tags, enabled=enabled) as tracker:
+        yield tracker
+
+
+@contextlib.contextmanager
+def _standalone(stage: str, parent_run_id: str | None, tracking_uri: str | None,
+                experiment: str) -> Iterator[PipelineTracker]:
+    # Inside an open tracker run, attach to it rather than start a second top-level run.
+    active = mlflow.active_run()
+    run_id = parent_run_id or (active.info.run_id if active is not None else None)
+    with PipelineTracker(run_name=stage, experiment=experiment, tracking_uri=tracking_uri,
+                         run_id=run_id) as tracker:
+        yield tracker
+
+
+def log_comparison(compare_dir: str | os.PathLike[str], *, claims: pd.DataFrame | None = None,
+                   claims_path: str | os.PathLike[str] | None = None,
+                   parent_run_id: str | None = None, tracking_uri: str | None = None,
+                   experiment: str = DEFAULT_EXPERIMENT) -> ComparisonRuns:
+    """Log a compare folder; under ``parent_run_id`` if given, else in a new run "compare"."""
+    with _standalone("compare", parent_run_id, tracking_uri, experiment) as t:
+        out = t.log_comparison(compare_dir, claims=claims, claims_path=claims_path)
+    assert out is not None
+    return out
+
+
+def log_tuning(tune_dir: str | os.PathLike[str], *, parent_run_id: str | None = None,
+               tracking_uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT) -> str:
+    """Log a tuning folder; under ``parent_run_id`` if given, else in a new run "tune"."""
+    with _standalone("tune", parent_run_id, tracking_uri, experiment) as t:
+        out = t.log_tuning(tune_dir)
+    assert out is not None
+    return out
+
+
+def log_replay(replay: str | os.PathLike[str], *, parent_run_id: str | None = None,
+               tracking_uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT) -> None:
+    """Log a replay result; under ``parent_run_id`` if given, else in a new run "replay"."""
+    with _standalone("replay", parent_run_id, tracking_uri, experiment) as t:
+        t.log_replay(replay)
+
+
+def log_artifact_export(artifact_dir: str | os.PathLike[str], *,
+                        parent_run_id: str | None = None, tracking_uri: str | None = None,
+                        experiment: str = DEFAULT_EXPERIMENT) -> None:
+    """Log an exported artifact; under ``parent_run_id`` if given, else in a run "export"."""
+    with _standalone("export", parent_run_id, tracking_uri, experiment) as t:
+        t.log_artifact_export(artifact_dir)
+
+
+def register_champion(artifact_dir: str | os.PathLike[str], *,
+                      registered_name: str = DEFAULT_REGISTERED_MODEL,
+                      alias: str | None = DEFAULT_ALIAS, parent_run_id: str | None = None,
+                      tracking_uri: str | None = None,
+                      experiment: str = DEFAULT_EXPERIMENT) -> RegisteredVersion:
+    """Register an artifact as the servable gate model (see
+    :meth:`PipelineTracker.register_champion`); in a new run "register" unless attached."""
+    with _standalone("register", parent_run_id, tracking_uri, experiment) as t:
+        out = t.register_champion(artifact_dir, registered_name=registered_name, alias=alias)
+    assert out is not None
+    return out
+
+
+def registry_promote(version: str | int | os.PathLike[str], alias: str = DEFAULT_ALIAS, *,
+            registered_name: str = DEFAULT_REGISTERED_MODEL,
+            tracking_uri: str | None = None) -> RegisteredVersion:
+    """Point ``alias`` of a registered model at another version.
+
+    Parameters
+    ----------
+    version : str, int or path
+        A registry version (``3``), an artifact version (``"v3"``, matched through the
+        ``artifact_version`` tag), or an artifact folder / reference (matched through its
+        manifest sha256).
+    alias : str
+        The alias to move (``champion``).
+
+    Raises
+    ------
+    ArtifactError
+        When no registered version matches, or several artifact versions match.
+    """
+    uri = ensure_tracking_db(tracking_uri)
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    versions = client.search_model_versions(f"name = '{_quote(registered_name)}'")
+    if not versions:
+        raise ArtifactError(f"registered model {registered_name!r} has no versions in {uri}")
+    text = os.fspath(version) if not isinstance(version, int) else str(version)
+    matches: list[Any]
+    if text.isdigit():
+        matches = [v for v in versions if str(v.version) == text]
+        what = f"version {text}"
+    elif text.startswith("v") and text[1:].isdigit() and not Path(text).exists():
+        matches = [v for v in versions if v.tags.get("artifact_version") == text]
+        what = f"artifact version {text}"
+    else:
+        art = _load(text)
+        sha = hashlib.sha256((art.path / "manifest.json").read_bytes()).hexdigest()
+        matches = [v for v in versions if v.tags.get("artifact_sha256") == sha]
+        what = f"artifact {art.path} (manifest sha256 {sha[:12]})"
+    if not matches:
+        known = sorted((int(v.version), v.tags.get("artifact_version", "?")) for v in versions)
+        raise ArtifactError(f"registered model {registered_name!r} has no {what}; versions "
+                            f"(registry, artifact): {known}")
+    if len(matches) > 1:
+        # The newest registration of the same artifact wins.
+        matches.sort(key=lambda v: int(v.version))
+    chosen = matches[-1]
+    client.set_registered_model_alias(registered_name, alias, str(chosen.version))
+    return RegisteredVersion(
+        name=registered_name, version=str(chosen.version), alias=alias,
+        model_uri=f"models:/{registered_name}@{alias}", run_id=chosen.run_id,
+        artifact_name=chosen.tags.get("artifact_name", ""),
+        artifact_version=chosen.tags.get("artifact_version", ""),
+        artifact_sha256=chosen.tags.get("artifact_sha256", ""))
+
+
+# -- private helpers --------------------------------------------------------------------
+_ENTRY_SKIP: Final = frozenset({"name", "folds", "params", "settings", "config",
+                                "calibrator", "is_champion", "kind", "feature_map"})
+_TRIALS_FILES: Final = ("trials.csv", "trials.parquet", "trials.json")
+_REPLAY_FILES: Final = ("replay.json", "replay.csv", "replay_heldout.json", "replay_table.csv")
+_SUMMARY_FILES: Final = ("tuning.json", "study.json", "summary.json")
+_SUMMARY_PARAM_KEYS: Final = frozenset({"seed", "n_trials", "trials", "target_harmful"})
+
+
+def _quote(text: str) -> str:
+    return text.replace("'", "\\'")
+
+
+def _first(folder: Path, names: Sequence[str]) -> Path | None:
+    for name in names:
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def _flat_params(obj: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, val in obj.items():
+        name = f"{prefix}{key}"
+        if isinstance(val, Mapping) and len(val) <= 20:
+            out.update(_flat_params(val, prefix=f"{name}."))
+        else:
+            out[name] = val
+    return out
+
+
+def _table_row(entry: Mapping[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {"name": entry.get("name")}
+    row.update(_flatten_metrics(entry, skip=_ENTRY_SKIP))
+    return row
+
+
+def _calibrator_params(entry: Mapping[str, Any], config: Mapping[str, Any],
+                       portable: Path) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for key in ("folds", "n_folds", "split", "scoring", "seed", "n_boot", "n_bins"):
+        if key in config:
+            params[key] = config[key]
+    settings = entry.get("params", entry.get("settings"))
+    if isinstance(settings, Mapping):
+        params.update(_flat_params(settings, prefix="calibrator."))
+    calibrators_cfg = config.get("calibrators")
+    if isinstance(calibrators_cfg, Mapping) and isinstance(
+            calibrators_cfg.get(str(entry["name"])), Mapping):
+        params.update(_flat_params(calibrators_cfg[str(entry["name"])], prefix="calibrator."))
+    for key in ("kind", "feature_map"):
+        if key in entry:
+            params[key] = entry[key]
+    if portable.is_file():
+        data = _read_json(portable)
+        if isinstance(data, Mapping):
+            params.setdefault("kind", data.get("kind"))
+            fmap = data.get("feature_map")
+            if isinstance(fmap, list):
+                from amv_calib.features import FeatureMap
+
+                params["feature_map"] = ", ".join(FeatureMap.from_list(fmap).names)
+                params["n_features"] = len(fmap)
+    return params
+
+
+def _tuning_summary(tdir: Path) -> dict[str, Any]:
+    path = _first(tdir, _SUMMARY_FILES)
+    if path is None:
+        return {}
+    data = _read_json(path)
+    return dict(data) if isinstance(data, Mapping) else {}
+
+
+def _trial_metrics(trials: pd.DataFrame) -> list[Metric]:
+    """Each numeric column of a trials table as ``trial/<column>`` with step = trial number."""
+    if "state" in trials.columns:
+        trials = trials[trials["state"].astype(str).str.upper().isin(["COMPLETE",
+                                                                      "TRIALSTATE.COMPLETE"])]
+    num_col = "number" if "number" in trials.columns else None
+    skip = {"number", "duration", "datetime_start", "datetime_complete", "state"}
+    out: list[Metric] = []
+    now = int(time.time() * 1000)
+    cols = [c for c in trials.columns if c not in skip
+            and str(trials[c].dtype) not in ("bool", "boolean")
+            and trials[c].dtype.kind in "iuf"]
+    for i, row in enumerate(trials.itertuples(index=False)):
+        values = dict(zip(trials.columns, row, strict=True))
+        step = int(values[num_col]) if num_col else i
+        for col in cols:
+            v = values[col]
+            if _is_number(v):
+                key = str(col).removeprefix("params_").removeprefix("user_attrs_") \
+                    .removeprefix("values_")
+                out.append(Metric(f"trial/{key}", float(v), now, step))
+    return out
+
+
+def _replay_table(path: Path) -> pd.DataFrame:
+    import pandas as pd
+
+    if path.suffix == ".json":
+        data = _read_json(path)
+        if isinstance(data, Mapping):
+            rows = []
+            for policy, metrics in data.items():
+                if isinstance(metrics, Mapping):
+                    rows.append({"policy": policy, **_flatten_metrics(
+                        metrics, skip=frozenset({"families", "per_family"}))})
+            return pd.DataFrame(rows)
+        return pd.DataFrame(data)
+    return _read_table(path)
+
+
+def _dataset_source(path: str | os.PathLike[str]) -> Any:
+    """A local file's dataset source, built directly: MLflow 3.17 registers the local source
+    class twice and warns on every string it resolves."""
+    from mlflow.data.dataset_source_registry import get_registered_sources
+
+    text = str(Path(path).resolve())
+    for cls in get_registered_sources():
+        if cls.__name__ == "LocalArtifactDatasetSource":
+            return cls(text)
+    return text
+
+
+def _load(artifact_dir: str | os.PathLike[str]) -> Any:
+    from amv_calib.gate._artifact import load_artifact
+
+    return load_artifact(artifact_dir)
+
+
+def _artifact_tags(art: Any, manifest_sha: str) -> dict[str, Any]:
+    training = art.manifest.get("training_data") or {}
+    tags: dict[str, Any] = {
+        "artifact_name": art.name,
+        "artifact_version": art.version,
+        "artifact_sha256": manifest_sha,
+        "calibrator_sha256": art.calibrator_sha256,
+        "calibrator_kind": art.calibrator.kind,
+        TAG_PACKAGE_VERSION: art.manifest.get("package_version", __version__),
+    }
+    if art.manifest.get("git_commit"):
+        tags[TAG_GIT_COMMIT] = art.manifest["git_commit"]
+    if isinstance(training, Mapping) and training.get("sha256"):
+        tags[TAG_DATA_FINGERPRINT] = training["sha256"]
+    return tags
