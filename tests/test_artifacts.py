@@ -561,6 +561,22 @@ def test_rollback_refuses_broken_previous(models: Path) -> None:
     assert load_artifact(f"{models / 'm'}@production").version == "v2"
 
 
+def test_alias_naming_a_deleted_or_reissued_version_is_refused(models: Path) -> None:
+    import shutil
+
+    export_artifact(calibrator=seed_prior_calibrator(), name="m", models_dir=models)
+    promote("m", "v1", alias="production", models_dir=models)
+    shutil.rmtree(models / "m" / "v1")
+    ref = f"{models / 'm'}@production"
+    with pytest.raises(ArtifactError, match=r"alias 'production' names v1, but .* not exist"):
+        load_artifact(ref)
+    # The number is given out again to a different export: the alias must not follow it.
+    export_artifact(calibrator=seed_prior_calibrator(), name="m", models_dir=models,
+                    thresholds={**DEFAULT_THRESHOLDS, "epsilon_harm_bound": 0.5})
+    with pytest.raises(ArtifactError, match=r"recorded when alias 'production' was promoted"):
+        load_artifact(ref)
+
+
 def test_relative_reference_under_models_dir(art: Path, monkeypatch: pytest.MonkeyPatch,
                                              tmp_path: Path) -> None:
     promote("m", "v1", alias="production", models_dir=art.parent.parent)

@@ -349,8 +349,13 @@ def _resolve(ref: str | os.PathLike[str] | None) -> _Resolved:
             f"{folder / ALIASES_FILE}: no alias {alias!r} (known aliases: {known}); "
             f"promote a version first: amv-calib promote {folder.name} vN --alias {alias}"
         )
-    return _Resolved(path=folder / entry["version"], alias=alias,
-                     manifest_sha256=entry.get("manifest_sha256"))
+    target = folder / entry["version"]
+    if not target.is_dir():
+        raise ArtifactError(
+            f"{folder / ALIASES_FILE}: alias {alias!r} names {entry['version']}, but {target} "
+            f"does not exist"
+        )
+    return _Resolved(path=target, alias=alias, manifest_sha256=entry.get("manifest_sha256"))
 
 
 def resolve_reference(ref: str | os.PathLike[str] | None = None) -> Path:
