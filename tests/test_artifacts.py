@@ -421,6 +421,39 @@ def test_gate_from_refused_artifact_fails_closed(art: Path) -> None:
         gate_from_artifact(_RecordingGate, art, strict=True)
 
 
+def test_real_gate_from_refused_artifact_abstains_never_proceeds(art: Path) -> None:
+    from amv_calib.gate import CandidateAction, Gate, MemoryClaim, Premise, Verifier
+
+    good = Gate.from_artifact(art)
+    assert (good.refusal, good.artifact_name, good.artifact_version) == (None, "m", "v1")
+    _tamper(art)
+    refused = [Gate.from_artifact(art), Gate.from_artifact(art.with_name("v9")),
+               Gate.from_artifact(art, planner="myopic")]
+    with pytest.raises(ArtifactError, match="sha256 mismatch"):
+        Gate.from_artifact(art, strict=True)
+    rng = np.random.default_rng(5)
+    proceeded = 0
+    for i in range(150):
+        claim = MemoryClaim(id=f"c{i}", source_trust_score=float(rng.uniform(0.6, 1.0)),
+                            model_confidence=float(rng.uniform(0.8, 1.0)),
+                            recency_hours=float(rng.exponential(50.0)),
+                            contradiction_flag=bool(rng.random() < 0.1))
+        premises = (Premise(id="p1", claim_id=claim.id, claim=claim),
+                    Premise(id="p2", calibrated_violation_probability=float(rng.uniform(0, 0.01))))
+        action = CandidateAction(action_id=f"a{i}", tool_name="transfer", arguments={},
+                                 impact_cost_theta=float(rng.uniform(0.5, 40.0)),
+                                 abstention_cost_kappa=float(rng.uniform(0.5, 5.0)),
+                                 premises=premises)
+        verifiers = [Verifier(id="v", resolves_premise_ids=("p1",), execution_cost=0.05,
+                              symmetric_reliability=0.95)]
+        proceeded += good.evaluate(action, verifiers).regime == "PROCEED"
+        for gate in refused:
+            d = gate.evaluate(action, verifiers)
+            assert d.regime == "ABSTAIN"
+            assert "artifact refused" in d.reason
+    assert proceeded > 0  # a sound artifact lets some of these actions through
+
+
 # -- never unpickles ------------------------------------------------------------------------
 class _Bomb:
     """Unpickling this writes a marker file (what a malicious pickle could do)."""
@@ -453,6 +486,9 @@ def test_load_never_unpickles(models: Path, monkeypatch: pytest.MonkeyPatch,
     loaded = load_artifact(res.path)
     verify_artifact(res.path)
     gate_from_artifact(_RecordingGate, res.path)
+    from amv_calib.gate import Gate
+
+    assert Gate.from_artifact(res.path, strict=True).artifact_version == "v1"
     assert "calibrator.joblib" in loaded.files
     assert not marker.exists()
     monkeypatch.undo()
