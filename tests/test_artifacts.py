@@ -742,6 +742,22 @@ def test_cli_export_promote_verify_rollback_bundle(
     assert "nope.json: thresholds does not exist" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("which", ["platt", "beta", "isotonic", "seed_prior"])
+def test_round_trip_real_calibrators(models: Path, claims: pd.DataFrame, which: str) -> None:
+    calibrators = pytest.importorskip("amv_calib.calibrators")
+    fits = [calibrators.default_calibrators()[which].fit(claims, claims["violated"])
+            for _ in range(2)]
+    paths = [export_artifact(calibrator=est, thresholds=NO_CLAMP, name=which,
+                             models_dir=models).path for est in fits]
+    loaded = load_artifact(paths[0])
+    np.testing.assert_allclose(loaded.calibrator.predict(claims),
+                               fits[0].predict_proba(claims)[:, 1], rtol=0, atol=1e-12)
+    assert (paths[0] / "calibrator.joblib").is_file()
+    # Same data, same seed, same code: the same calibrator.json bytes.
+    assert (paths[0] / "calibrator.json").read_bytes() == \
+        (paths[1] / "calibrator.json").read_bytes()
+
+
 def test_export_from_joblib_estimator(models: Path, claims: pd.DataFrame) -> None:
     calibrators = pytest.importorskip("amv_calib.calibrators")
     import joblib
