@@ -38,7 +38,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import unquote
 
 import mlflow
@@ -1129,8 +1129,8 @@ def _dataset_source(path: str | os.PathLike[str]) -> Any:
 
     text = str(Path(path).resolve())
     for cls in get_registered_sources():
-        if cls.__name__ == "LocalArtifactDatasetSource":
-            return cls(text)
+        if getattr(cls, "__name__", "") == "LocalArtifactDatasetSource":
+            return cast(Any, cls)(text)
     return text
 
 
