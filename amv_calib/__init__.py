@@ -24,6 +24,9 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
+    "IngestSummary": "amv_calib.ingest",
+    "ingest_file": "amv_calib.ingest",
+    "load_claims": "amv_calib.ingest",
     "ExportResult": "amv_calib.artifacts",
     "LoadedArtifact": "amv_calib.gate._artifact",
     "bundle": "amv_calib.artifacts",
