@@ -731,9 +731,13 @@ class PipelineTracker:
     def log_tuning(self, tune_dir: str | os.PathLike[str]) -> str | None:
         """Log a tuning output folder as one nested run for the Optuna study.
 
-        Reads ``thresholds.json`` (the best thresholds), the trials table (every numeric
-        column becomes a metric with step = trial number), the Pareto front table and plot,
-        the replay table, and any summary JSON. Returns the nested run's id.
+        Reads ``thresholds.json`` (the chosen thresholds), ``trials.csv`` (every numeric
+        column becomes the metric ``trial/<column>`` with step = trial number; the table is
+        logged too), ``pareto.csv`` and ``pareto.png`` (multi-objective mode), and
+        ``tune_report.json`` (study settings as parameters, the chosen trial's metrics on
+        the tuning split as ``tune.<metric>`` and on the held-out split as
+        ``holdout.<metric>`` with ``_lo`` / ``_hi`` bounds, and the held-out replay table of
+        the tuned gate beside the baselines). Returns the nested run's id.
         """
         if not self.enabled:
             return None
@@ -742,17 +746,24 @@ class PipelineTracker:
         thresholds = _read_json(tdir / "thresholds.json")
         if not isinstance(thresholds, Mapping):
             raise ConfigError(f"{tdir / 'thresholds.json'}: must hold a JSON object")
-        summary = _tuning_summary(tdir)
+        report = _tuning_summary(tdir)
         _log_batch(client, parent, params={f"tune.{k}": v for k, v in thresholds.items()})
         with self._nested("tuning", stage="tuning") as run:
             rid = run.info.run_id
             params: dict[str, Any] = {f"best.{k}": v for k, v in thresholds.items()}
-            params.update(_flat_params({k: v for k, v in summary.items()
-                                        if not _is_number(v) or k in _SUMMARY_PARAM_KEYS}))
-            metrics = _metrics({k: v for k, v in _flatten_metrics(summary, skip=frozenset())
-                                .items() if k not in _SUMMARY_PARAM_KEYS})
-            metrics += _metrics({k: v for k, v in thresholds.items() if _is_number(v)},
-                                prefix="best.")
+            params.update({k: v for k, v in report.items()
+                           if k not in _REPORT_NESTED and not isinstance(v, (Mapping, list))})
+            metrics = _metrics({k: v for k, v in thresholds.items() if _is_number(v)},
+                               prefix="best.")
+            tune_metrics = report.get("tune_metrics")
+            if isinstance(tune_metrics, Mapping):
+                metrics += _metrics(_flatten_metrics(tune_metrics, skip=frozenset()),
+                                    prefix="tune.")
+            holdout = report.get("holdout")
+            tuned = holdout.get("tuned") if isinstance(holdout, Mapping) else None
+            if isinstance(tuned, Mapping):
+                metrics += _metrics(_flatten_metrics(tuned, skip=frozenset()),
+                                    prefix="holdout.")
             trials_path = _first(tdir, _TRIALS_FILES)
             if trials_path is not None:
                 trials = _read_table(trials_path)
@@ -773,7 +784,11 @@ class PipelineTracker:
                                      f"{path.stem}.json")
         replay = _first(tdir, _REPLAY_FILES)
         if replay is not None:
-            self.log_replay(replay, run_id=rid)
+            self._log_replay_table(_replay_table(replay), [parent, rid])
+        elif isinstance(holdout, Mapping) and isinstance(tuned, Mapping):
+            planner = str(report.get("planner", "tuned"))
+            table = {f"tuned-{planner}": tuned, **dict(holdout.get("baselines") or {})}
+            self._log_replay_table(_replay_rows(table), [parent, rid])
         return str(rid)
 
     # -- replay -----------------------------------------------------------------------
@@ -792,14 +807,17 @@ class PipelineTracker:
             if found is None:
                 raise ConfigError(f"{path}: holds no replay table ({', '.join(_REPLAY_FILES)})")
             path = found
-        table = _replay_table(path)
+        self._log_replay_table(_replay_table(path),
+                               [str(self.run_id), *([run_id] if run_id else [])])
+
+    def _log_replay_table(self, table: pd.DataFrame, run_ids: Sequence[str]) -> None:
         client = self.client
         pcol = "policy" if "policy" in table.columns else str(table.columns[0])
         metrics: list[Metric] = []
         for _, row in table.iterrows():
             values = {str(k): v for k, v in row.items() if k != pcol}
             metrics += _metrics(values, prefix=f"replay.{row[pcol]}.")
-        for rid in dict.fromkeys([str(self.run_id), *([run_id] if run_id else [])]):
+        for rid in dict.fromkeys(run_ids):
             _log_batch(client, rid, metrics=metrics)
             client.log_table(rid, _table_for_mlflow(table), "replay_table.json")
 
@@ -1013,8 +1031,9 @@ _ENTRY_SKIP: Final = frozenset({"name", "folds", "params", "settings", "config",
                                 "calibrator", "is_champion", "kind", "feature_map"})
 _TRIALS_FILES: Final = ("trials.csv", "trials.parquet", "trials.json")
 _REPLAY_FILES: Final = ("replay.json", "replay.csv", "replay_heldout.json", "replay_table.csv")
-_SUMMARY_FILES: Final = ("tuning.json", "study.json", "summary.json")
-_SUMMARY_PARAM_KEYS: Final = frozenset({"seed", "n_trials", "trials", "target_harmful"})
+_SUMMARY_FILES: Final = ("tune_report.json", "tuning.json", "summary.json")
+# tune_report.json keys that are not study settings (logged as metrics, tables or files)
+_REPORT_NESTED: Final = frozenset({"thresholds", "tune_metrics", "holdout", "files"})
 
 
 def _quote(text: str) -> str:
@@ -1106,19 +1125,24 @@ def _trial_metrics(trials: pd.DataFrame) -> list[Metric]:
     return out
 
 
-def _replay_table(path: Path) -> pd.DataFrame:
+def _replay_rows(data: Mapping[str, Any]) -> pd.DataFrame:
+    """``{policy: {metric: value or {value, lo, hi}}}`` as one row per policy."""
     import pandas as pd
 
+    rows = []
+    for policy, metrics in data.items():
+        if isinstance(metrics, Mapping):
+            rows.append({"policy": policy, **_flatten_metrics(
+                metrics, skip=frozenset({"by_family", "family_n", "config", "policy"}))})
+    return pd.DataFrame(rows)
+
+
+def _replay_table(path: Path) -> pd.DataFrame:
     if path.suffix == ".json":
         data = _read_json(path)
-        if isinstance(data, Mapping):
-            rows = []
-            for policy, metrics in data.items():
-                if isinstance(metrics, Mapping):
-                    rows.append({"policy": policy, **_flatten_metrics(
-                        metrics, skip=frozenset({"families", "per_family"}))})
-            return pd.DataFrame(rows)
-        return pd.DataFrame(data)
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{path}: a replay result must be a JSON object by policy")
+        return _replay_rows(data)
     return _read_table(path)
 
 

@@ -102,7 +102,7 @@ def fake_compare_dir(root: Path, claims: pd.DataFrame, claims_path: Path | None 
 
 
 def fake_tune_dir(root: Path, n_trials: int = 12) -> Path:
-    """A tuning DIR: thresholds.json, trials.csv (Optuna's trials_dataframe columns), pareto."""
+    """A tuning DIR as ``tune_thresholds(out_dir=...)`` writes it (multi-objective mode)."""
     out = root / "tune"
     out.mkdir(parents=True)
     thresholds = {"lambda_cost_scale": 0.5, "delta_loss_threshold": 8.0,
@@ -112,25 +112,53 @@ def fake_tune_dir(root: Path, n_trials: int = 12) -> Path:
     num = np.arange(n_trials)
     trials = pd.DataFrame({
         "number": num,
-        "value": 10.0 - 0.5 * num,
-        "params_lambda_cost_scale": 0.1 + 0.05 * num,
-        "params_epsilon_harm_bound": 0.01 + 0.002 * num,
-        "user_attrs_gate_harmful": 0.05 - 0.001 * num,
-        "user_attrs_verification_cost": 1.0 + 0.1 * num,
         "state": ["COMPLETE"] * (n_trials - 1) + ["FAIL"],
+        "lambda_cost_scale": 0.1 + 0.05 * num,
+        "delta_loss_threshold": 5.0 + num,
+        "epsilon_harm_bound": 0.01 + 0.002 * num,
+        "max_verifications": 1 + num % 4,
+        "gate_harmful": 0.05 - 0.001 * num,
+        "verification_cost": 1.0 + 0.1 * num,
+        "queries": 1.0 + 0.05 * num,
+        "proceed_coverage": 0.5 + 0.01 * num,
+        "abstention_rate": 0.2 - 0.005 * num,
+        "total_loss": 10.0 - 0.5 * num,
+        "feasible": [True] * (n_trials - 1) + [""],
     })
+    trials.loc[n_trials - 1, ["gate_harmful", "total_loss"]] = np.nan
     trials.to_csv(out / "trials.csv", index=False)
-    pd.DataFrame({"gate_harmful": [0.01, 0.02], "verification_cost": [1.5, 1.0]}).to_csv(
-        out / "pareto.csv", index=False)
+    pd.DataFrame({"number": [3, 7], "gate_harmful": [0.01, 0.02],
+                  "verification_cost": [1.5, 1.0]}).to_csv(out / "pareto.csv", index=False)
     (out / "pareto.png").write_bytes(_PNG_1X1)
+
+    def ci(v: float) -> dict[str, float]:
+        return {"value": v, "lo": v * 0.8, "hi": v * 1.2}
+
+    tuned = {"gate_harmful": ci(0.01), "verification_cost": ci(1.1), "queries": ci(1.2),
+             "proceed_coverage": ci(0.6), "abstention_rate": ci(0.3), "total_loss": ci(3.0)}
+    proceed = {"gate_harmful": ci(0.3), "verification_cost": ci(0.0), "queries": ci(0.0),
+               "proceed_coverage": ci(1.0), "abstention_rate": ci(0.0), "total_loss": ci(9.0)}
+    report = {"study_name": "s", "storage": "journal", "mode": "multi", "planner": "lookahead",
+              "target_harmful": 0.02, "calibrator": "champion.json", "seed": 5,
+              "lambda_eval": 1.0, "thresholds": thresholds, "best_trial": 7,
+              "tune_metrics": {"gate_harmful": 0.012, "total_loss": 2.9},
+              "holdout": {"tuned": tuned, "baselines": {"always-proceed": proceed}},
+              "n_tune": 40, "n_holdout": 40, "files": {}}
+    (out / "tune_report.json").write_text(json.dumps(report), encoding="utf-8")
+    return out
+
+
+def fake_replay_json(root: Path) -> Path:
+    """The ``amv-calib replay --json`` object of two policies."""
+    path = root / "replay.json"
     replay = {"always-proceed": {"gate_harmful": 0.3, "verification_cost": 0.0, "queries": 0.0,
                                  "proceed_coverage": 1.0, "abstention_rate": 0.0,
                                  "total_loss": 9.0, "n": 50},
               "lookahead": {"gate_harmful": 0.01, "verification_cost": 1.1, "queries": 1.2,
                             "proceed_coverage": 0.6, "abstention_rate": 0.3,
                             "total_loss": 3.0, "n": 50}}
-    (out / "replay.json").write_text(json.dumps(replay), encoding="utf-8")
-    return out
+    path.write_text(json.dumps(replay), encoding="utf-8")
+    return path
 
 
 _PNG_1X1 = bytes.fromhex(

@@ -20,6 +20,7 @@ import pytest
 from _mlflow_stages import (
     CALIBRATORS,
     fake_compare_dir,
+    fake_replay_json,
     fake_tune_dir,
     make_claims,
 )
@@ -250,25 +251,33 @@ def test_training_data_is_a_dataset_input(logged: dict[str, Any],
 
 
 # -- tuning ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("column", ["lambda_cost_scale", "max_verifications", "gate_harmful",
+                                    "verification_cost", "proceed_coverage", "total_loss"])
 def test_trials_logged_with_trial_number_as_step(logged: dict[str, Any],
-                                                 stages: dict[str, Any]) -> None:
+                                                 stages: dict[str, Any], column: str) -> None:
     trials = pd.read_csv(stages["tune"] / "trials.csv")
     complete = trials[trials["state"] == "COMPLETE"]
-    client, rid = logged["client"], logged["tune_run"]
-    for col, key in (("value", "trial/value"),
-                     ("params_lambda_cost_scale", "trial/lambda_cost_scale"),
-                     ("user_attrs_gate_harmful", "trial/gate_harmful")):
-        hist = sorted((h.step, h.value) for h in client.get_metric_history(rid, key))
-        assert hist == list(zip(complete["number"], complete[col], strict=True)), key
-    run = client.get_run(rid)
-    assert run.data.params["n_trials"] == str(len(trials))
+    hist = logged["client"].get_metric_history(logged["tune_run"], f"trial/{column}")
+    assert sorted((h.step, h.value) for h in hist) == \
+        list(zip(complete["number"], complete[column].astype(float), strict=True))
 
 
-def test_best_thresholds_logged(logged: dict[str, Any], stages: dict[str, Any]) -> None:
+def test_study_settings_and_chosen_trial(logged: dict[str, Any], stages: dict[str, Any]
+                                         ) -> None:
     thresholds = json.loads((stages["tune"] / "thresholds.json").read_text())
+    report = json.loads((stages["tune"] / "tune_report.json").read_text())
     run = logged["client"].get_run(logged["tune_run"])
-    assert run.data.metrics["best.lambda_cost_scale"] == thresholds["lambda_cost_scale"]
-    assert run.data.params["best.planner"] == "lookahead"
+    m, params = run.data.metrics, run.data.params
+    assert m["best.lambda_cost_scale"] == thresholds["lambda_cost_scale"]
+    assert params["best.planner"] == "lookahead"
+    assert params["mode"] == "multi" and params["seed"] == "5" and params["best_trial"] == "7"
+    assert params["n_trials"] == str(len(pd.read_csv(stages["tune"] / "trials.csv")))
+    assert m["tune.total_loss"] == report["tune_metrics"]["total_loss"]
+    tuned = report["holdout"]["tuned"]
+    for key in ("gate_harmful", "verification_cost", "proceed_coverage", "total_loss"):
+        assert m[f"holdout.{key}"] == tuned[key]["value"]
+        assert m[f"holdout.{key}_lo"] == tuned[key]["lo"]
+        assert m[f"holdout.{key}_hi"] == tuned[key]["hi"]
     parent = logged["client"].get_run(logged["parent"])
     assert parent.data.params["tune.epsilon_harm_bound"] == "0.04"
 
@@ -276,14 +285,27 @@ def test_best_thresholds_logged(logged: dict[str, Any], stages: dict[str, Any]) 
 def test_pareto_plot_trials_and_replay_tables(logged: dict[str, Any], tmp_path: Path) -> None:
     client, rid = logged["client"], logged["tune_run"]
     files = _artifact_paths(client, rid)
-    assert {"figures/pareto.png", "trials.json", "pareto.json", "replay_table.json"} <= files
+    assert {"figures/pareto.png", "trials.json", "pareto.json", "replay_table.json",
+            "files/tune_report.json"} <= files
     assert "tuning/pareto.png" in _artifact_paths(client, logged["parent"])
     raw = json.loads(_download(client, rid, "replay_table.json", tmp_path))
-    table = pd.DataFrame(raw["data"], columns=raw["columns"])
-    assert table.set_index("policy").loc["lookahead", "total_loss"] == 3.0
+    table = pd.DataFrame(raw["data"], columns=raw["columns"]).set_index("policy")
+    assert table.loc["tuned-lookahead", "total_loss"] == 3.0
+    assert table.loc["always-proceed", "gate_harmful_hi"] == pytest.approx(0.36)
     parent = client.get_run(logged["parent"])
-    assert parent.data.metrics["replay.lookahead.gate_harmful"] == 0.01
+    assert parent.data.metrics["replay.tuned-lookahead.gate_harmful"] == 0.01
     assert parent.data.metrics["replay.always-proceed.proceed_coverage"] == 1.0
+
+
+def test_replay_json_of_the_replay_command(logged: dict[str, Any], tmp_path: Path) -> None:
+    path = fake_replay_json(tmp_path)
+    client = logged["client"]
+    exp = client.get_run(logged["parent"]).info.experiment_id
+    parent = client.create_run(exp, run_name="evaluate").info.run_id
+    tracking.log_replay(path, parent_run_id=parent, tracking_uri=logged["uri"])
+    m = client.get_run(parent).data.metrics
+    assert m["replay.lookahead.total_loss"] == 3.0
+    assert m["replay.always-proceed.n"] == 50
 
 
 # -- export ---------------------------------------------------------------------------------
