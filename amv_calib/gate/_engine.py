@@ -1,0 +1,1072 @@
+"""The runtime gate: screened stopping value, corrected VOI, sequential stopping, planning.
+
+Arithmetic of ``mode="amv"`` (what :mod:`amv_calib.gate._batch` reproduces)
+--------------------------------------------------------------------------------
+For premises ``p_1..p_m`` (premise order) ``q = prod_i (1 - p_i)`` multiplied left to right
+from 1.0, ``H = 1 - q``, ``R = theta * H``; *admissible* iff ``R <= min(delta, kappa)`` and
+``H <= epsilon``; ``V_stop = R`` if admissible else ``kappa``.
+
+A verifier with reliability ``r`` resolving the premises ``S`` (taken in premise order)
+has ``2^|S|`` joint outcomes, enumerated in ``itertools.product`` order (first premise most
+significant, confirm before refute). For premise ``i``: ``Pc_i = (1-p_i) r + p_i (1-r)``
+and ``Pr_i = p_i r + (1-p_i)(1-r)`` (both computed directly, not as ``1 - Pc_i``). An
+outcome has probability ``w_o`` = the product of its ``Pc_i`` or ``Pr_i`` (left to right
+over ``S``, from 1.0) and leaves ``q_o`` = ``q`` times the product of its factors
+``r / Pc_i`` or ``(1-r) / Pr_i`` (each factor divided first, left to right, from ``q``),
+which equals ``prod (1 - posterior)`` without dividing by ``1 - p_i``. Outcomes with
+``w_o == 0`` are skipped. ``E = sum_o w_o V_stop(q_o)`` in outcome order, and
+``VOI = V_stop - E - lambda * c``.
+
+The myopic rule VERIFIES with the first verifier of largest VOI when that VOI exceeds
+``VOI_TOLERANCE * kappa`` (a relative guard against rounding: with a free verifier that
+cannot change the decision the exact VOI is 0, and rounding must not turn it into VERIFY);
+else it PROCEEDS if admissible and ABSTAINS otherwise. The lookahead planner VERIFIES when
+``V_stop - V*`` exceeds the same tolerance, ``V*`` the planned expected loss.
+
+``mode="seed"`` follows the seed engine operation by operation instead: ``P_any``
+accumulated as ``1 - (1 - acc)(1 - p)``, only the first resolved premise (in premise order)
+updated, ``P(refute) = 1 - P(confirm)``, strict ``VOI > 0``, and its calibration formula.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
+
+import numpy as np
+
+from amv_calib._exceptions import AmvCalibError
+from amv_calib.features import PortableCalibrator
+from amv_calib.gate._model import CandidateAction, Premise, Verifier
+from amv_calib.gate._planner import Spec, plan
+
+if TYPE_CHECKING:
+    from amv_calib.gate._batch import BatchDecision
+
+__all__ = [
+    "REGIME_CODES",
+    "VOI_TOLERANCE",
+    "Decision",
+    "Gate",
+    "Mode",
+    "Planner",
+    "Regime",
+    "RunStep",
+    "RunTrace",
+    "StoppingValue",
+    "UncalibratedPremiseError",
+    "posterior_confirm",
+    "posterior_refute",
+    "seed_calibrate",
+    "update_posteriors",
+]
+
+Regime = Literal["PROCEED", "VERIFY", "ABSTAIN"]
+Planner = Literal["lookahead", "myopic"]
+Mode = Literal["amv", "seed"]
+
+#: Regime codes of the batch arrays.
+REGIME_CODES: Final[dict[str, int]] = {"PROCEED": 0, "VERIFY": 1, "ABSTAIN": 2}
+#: VERIFY needs a VOI above ``VOI_TOLERANCE * kappa`` (``mode="amv"``; the seed mode uses 0).
+VOI_TOLERANCE: Final = 1e-12
+
+_NEG_INF: Final = float("-inf")
+
+_R_PROCEED: Final = (
+    "admissible (R <= min(delta, kappa) and H <= epsilon) and no verification is worth its cost"
+)
+_R_PROCEED_NONE: Final = "admissible (R <= min(delta, kappa) and H <= epsilon); no verifier left"
+_R_ABSTAIN_H: Final = "harm H = P_any exceeds epsilon and no verification is worth its cost"
+_R_ABSTAIN_R: Final = (
+    "expected loss R = theta * P_any exceeds min(delta, kappa) and no verification is worth "
+    "its cost"
+)
+_R_ABSTAIN_NONE: Final = "not admissible (R > min(delta, kappa) or H > epsilon); no verifier left"
+_R_VERIFY: Final = "has the largest one-step VOI, and it is positive"
+_R_VERIFY_PLAN: Final = "is the first call of the verification plan that beats stopping"
+
+
+class UncalibratedPremiseError(AmvCalibError, ValueError):
+    """A premise has no probability and none can be computed; the gate fails closed."""
+
+    exit_code = 2
+
+
+class StoppingValue(NamedTuple):
+    """Screened stopping value of an action at its current probabilities."""
+
+    v_stop: float
+    r_expected: float
+    h_harm: float
+    admissible: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    """What the gate decided for one action, and why.
+
+    Attributes
+    ----------
+    regime : {"PROCEED", "VERIFY", "ABSTAIN"}
+    verifier : Verifier or None
+        The verifier to call now (VERIFY only).
+    voi : float or None
+        Myopic planner: the largest one-step VOI (the chosen verifier's when VERIFY).
+        Lookahead: ``v_stop - planner_value``, the value of the best verification plan.
+        None when no verifier may be called.
+    v_stop, r_expected, h_harm : float
+        ``V_stop``, ``R = theta * P_any`` and ``H = P_any`` at ``probabilities``.
+    probabilities : tuple of float
+        The premises' violation probabilities the decision used (empty when failing closed).
+    reason : str
+        Short human-readable explanation.
+    planner_value : float or None
+        Lookahead only: expected loss of the optimal plan (``<= v_stop``).
+    vois : tuple of float
+        One-step VOI of each verifier offered, in the order given (empty when none).
+    """
+
+    regime: Regime
+    verifier: Verifier | None
+    voi: float | None
+    v_stop: float
+    r_expected: float
+    h_harm: float
+    probabilities: tuple[float, ...]
+    reason: str
+    planner_value: float | None = None
+    vois: tuple[float, ...] = ()
+
+    @property
+    def regime_code(self) -> int:
+        """0 = PROCEED, 1 = VERIFY, 2 = ABSTAIN (the batch arrays' codes)."""
+        return REGIME_CODES[self.regime]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the verifier by id)."""
+        return {
+            "regime": self.regime,
+            "verifier": None if self.verifier is None else self.verifier.id,
+            "voi": self.voi,
+            "v_stop": self.v_stop,
+            "r_expected": self.r_expected,
+            "h_harm": self.h_harm,
+            "probabilities": list(self.probabilities),
+            "reason": self.reason,
+            "planner_value": self.planner_value,
+            "vois": list(self.vois),
+        }
+
+
+_new_object = object.__new__
+_set_attr = object.__setattr__
+
+
+def _decision(regime: Regime, verifier: Verifier | None, voi: float | None, v_stop: float,
+              r_expected: float, h_harm: float, probabilities: tuple[float, ...], reason: str,
+              planner_value: float | None, vois: tuple[float, ...]) -> Decision:
+    # The frozen dataclass __init__ costs about 2 us (one object.__setattr__ per field), more
+    # than the whole decision; the gate hands the instance its dict directly instead.
+    d: Decision = _new_object(Decision)
+    _set_attr(d, "__dict__", {
+        "regime": regime, "verifier": verifier, "voi": voi, "v_stop": v_stop,
+        "r_expected": r_expected, "h_harm": h_harm, "probabilities": probabilities,
+        "reason": reason, "planner_value": planner_value, "vois": vois,
+    })
+    return d
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunStep:
+    """One verification of a sequential run."""
+
+    decision: Decision
+    verifier: Verifier
+    signals: dict[str, bool]
+    posteriors_before: tuple[float, ...]
+    posteriors_after: tuple[float, ...]
+    cost_spent: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunTrace:
+    """A sequential run: every verification, and the decision it stopped with.
+
+    ``total_cost`` is the summed ``execution_cost`` (not scaled by lambda); ``prior`` the
+    probabilities before any verification, ``posteriors`` after the last one.
+    """
+
+    steps: tuple[RunStep, ...]
+    final: Decision
+    total_cost: float
+    prior: tuple[float, ...]
+    posteriors: tuple[float, ...]
+
+    @property
+    def verifications(self) -> int:
+        """Number of verifier calls made."""
+        return len(self.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "steps": [
+                {
+                    "decision": s.decision.to_dict(),
+                    "verifier": s.verifier.id,
+                    "signals": dict(s.signals),
+                    "posteriors_before": list(s.posteriors_before),
+                    "posteriors_after": list(s.posteriors_after),
+                    "cost_spent": s.cost_spent,
+                }
+                for s in self.steps
+            ],
+            "final": self.final.to_dict(),
+            "total_cost": self.total_cost,
+            "prior": list(self.prior),
+            "posteriors": list(self.posteriors),
+        }
+
+
+# -- posterior updates ---------------------------------------------------------------------
+
+
+def posterior_confirm(p: float, r: float) -> float:
+    """``P(violated | confirm) = p(1-r) / (p(1-r) + (1-p)r)``.
+
+    A confirmation the model gives probability 0 (``p = 1``, ``r = 1``) believes the
+    perfect verifier: 0.
+    """
+    num = p * (1.0 - r)
+    den = num + (1.0 - p) * r
+    return num / den if den > 0.0 else 0.0
+
+
+def posterior_refute(p: float, r: float) -> float:
+    """``P(violated | refute) = p r / (p r + (1-p)(1-r))``; 1 for a refutation of
+    probability 0 (``p = 0``, ``r = 1``)."""
+    num = p * r
+    den = num + (1.0 - p) * (1.0 - r)
+    return num / den if den > 0.0 else 1.0
+
+
+def _seed_posterior(p: float, r: float, confirm: bool) -> float:
+    # the seed's own arithmetic: P(refute) = 1 - P(confirm), clipped to [0, 1]
+    pc = (1.0 - p) * r + p * (1.0 - r)
+    if confirm:
+        return min(1.0, max(0.0, p * (1.0 - r) / pc)) if pc > 0.0 else 0.0
+    pr = 1.0 - pc
+    return min(1.0, max(0.0, p * r / pr)) if pr > 0.0 else 1.0
+
+
+def _as_signal(value: Any, what: str) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ValueError(f"{what}={value!r} must be a boolean (True = confirms valid)")
+
+
+def _signals(verifier: Verifier, raw: Any) -> dict[str, bool]:
+    ids = verifier.resolves_premise_ids
+    if isinstance(raw, (bool, np.bool_)):
+        if len(ids) == 1:
+            return {ids[0]: bool(raw)}
+        raise ValueError(
+            f"verifier {verifier.id!r} resolves {len(ids)} premises; its signals must be a "
+            f"mapping premise id -> bool, got {raw!r}"
+        )
+    if not isinstance(raw, Mapping):
+        raise ValueError(
+            f"signals of verifier {verifier.id!r} must be a mapping premise id -> bool, "
+            f"got {raw!r}"
+        )
+    out: dict[str, bool] = {}
+    for pid, val in raw.items():
+        if pid not in ids:
+            raise ValueError(
+                f"signals of verifier {verifier.id!r} name premise {pid!r}, which it does "
+                f"not resolve ({list(ids)})"
+            )
+        out[str(pid)] = _as_signal(val, f"signal for premise {pid!r} of verifier "
+                                        f"{verifier.id!r}")
+    return out
+
+
+def update_posteriors(
+    probs: Mapping[str, float],
+    verifier: Verifier,
+    signals: Mapping[str, bool] | bool,
+    *,
+    mode: Mode = "amv",
+) -> dict[str, float]:
+    """Posteriors after one verifier call.
+
+    Parameters
+    ----------
+    probs : mapping premise id -> float
+        Current violation probabilities, in premise order.
+    verifier : Verifier
+    signals : mapping premise id -> bool, or bool
+        ``True`` = the verifier says the premise is valid. A premise the mapping leaves
+        out is not updated. A bare bool is accepted for a verifier resolving one premise,
+        and always in the seed mode.
+    mode : {"amv", "seed"}
+        ``"amv"`` updates every signalled premise (conditionally independent signals);
+        ``"seed"`` only the first premise, in ``probs`` order, that the verifier resolves.
+
+    Returns
+    -------
+    dict premise id -> float
+    """
+    out = dict(probs)
+    for pid in verifier.resolves_premise_ids:
+        if pid not in out:
+            raise ValueError(
+                f"resolves_premise_ids of verifier {verifier.id!r} names premise {pid!r}, "
+                f"which is not among {list(out)}"
+            )
+    r = verifier.symmetric_reliability
+    if mode == "seed":
+        target = next((pid for pid in out if pid in verifier.resolves_premise_ids), None)
+        if target is None:
+            return out
+        if isinstance(signals, (bool, np.bool_)):
+            sig: bool | None = bool(signals)
+        else:
+            given = _signals(verifier, signals)
+            sig = given.get(target)
+        if sig is not None:
+            out[target] = _seed_posterior(out[target], r, sig)
+        return out
+    for pid, confirm in _signals(verifier, signals).items():
+        p = out[pid]
+        out[pid] = posterior_confirm(p, r) if confirm else posterior_refute(p, r)
+    return out
+
+
+# -- calibration -----------------------------------------------------------------------------
+
+
+def seed_calibrate(recency_hours: float, source_trust_score: float, model_confidence: float,
+                   contradiction_flag: bool) -> float:
+    """The seed engine's ``calibratePremiseFailureProbability``, operation by operation.
+
+    The same model as :func:`amv_calib.features.seed_prior_calibrator` (which computes
+    ``logit`` as a difference of logs and the sigmoid in a stable form, so the two agree
+    to rounding only); the seed mode uses this one to reproduce the seed bit for bit.
+    """
+    recency_penalty = min(1.0, recency_hours / (24 * 30))
+    logit_conf = math.log(max(1e-5, model_confidence) / max(1e-5, 1 - model_confidence))
+    z = (-0.85 - (1.42 * logit_conf) + (2.15 * recency_penalty)
+         - (1.80 * source_trust_score) + (2.5 if contradiction_flag else 0.0))
+    return max(0.001, min(0.999, 1.0 / (1.0 + math.exp(-z))))
+
+
+# -- the gate ----------------------------------------------------------------------------------
+
+
+def _unknown_premise(verifier: Verifier, pid: str, action: CandidateAction) -> ValueError:
+    return ValueError(
+        f"resolves_premise_ids of verifier {verifier.id!r} names premise {pid!r}, which "
+        f"action {action.action_id!r} does not have (its premises: {list(action._index)})"
+    )
+
+
+def _expect(probs: Sequence[float], q: float, idx: Sequence[int], r: float, theta: float,
+            kappa: float, lim: float, eps: float) -> float:
+    # E[V_stop after the verifier] over its 2^k joint outcomes (module docstring)
+    s = 1.0 - r
+    ws = [1.0]
+    fs = [q]
+    for i in idx:
+        p = probs[i]
+        a = 1.0 - p
+        pc = a * r + p * s
+        pr = p * r + a * s
+        nw: list[float] = []
+        nf: list[float] = []
+        fc = r / pc if pc > 0.0 else 0.0
+        fr = s / pr if pr > 0.0 else 0.0
+        for w, f in zip(ws, fs, strict=True):
+            if pc > 0.0:
+                nw.append(w * pc)
+                nf.append(f * fc)
+            if pr > 0.0:
+                nw.append(w * pr)
+                nf.append(f * fr)
+        ws, fs = nw, nf
+    e = 0.0
+    for w, f in zip(ws, fs, strict=True):
+        h = 1.0 - f
+        rx = theta * h
+        e += w * (rx if (rx <= lim and h <= eps) else kappa)
+    return e
+
+
+def _seed_stop(probs: Sequence[float], theta: float, kappa: float, lim: float,
+               eps: float) -> float:
+    acc = 0.0
+    for p in probs:
+        acc = 1.0 - (1.0 - acc) * (1.0 - p)
+    rx = acc * theta
+    return rx if (rx <= lim and acc <= eps) else kappa
+
+
+class Gate:
+    """The AMV runtime gate: PROCEED, VERIFY or ABSTAIN for one candidate action.
+
+    Parameters
+    ----------
+    lambda_cost_scale : float, default 1.0
+        ``lambda``: weight of a verifier's execution cost in the loss.
+    delta_loss_threshold : float, default 10.0
+        ``delta``: largest expected loss ``R`` an admissible action may carry.
+    epsilon_harm_bound : float, default 0.05
+        ``epsilon``: largest harm probability ``H = P_any`` an admissible action may carry.
+    planner : {"lookahead", "myopic"}, default "lookahead"
+        ``"lookahead"`` plans over all remaining verifiers (see :mod:`._planner`);
+        ``"myopic"`` is the seed's one-step rule.
+    mode : {"amv", "seed"}, default "amv"
+        ``"seed"`` reproduces the seed engine exactly: myopic, only the first resolved
+        premise updated, the seed's calibration formula and clamp ``[0.001, 0.999]``
+        (unless a ``calibrator`` is given), and its floating-point operation order.
+    max_verifications : int, default 8
+        Verifier calls allowed per action (0 = never VERIFY).
+    reuse_verifiers : bool, default False
+        Whether :meth:`run` may call a verifier again.
+    calibrator : PortableCalibrator, optional
+        Computes ``p`` for premises that carry a claim but no probability. Without one,
+        ``mode="amv"`` fails closed (ABSTAIN) on such premises.
+    refusal : str, optional
+        When set, every decision is ABSTAIN with this reason (a refused artifact).
+    artifact_name, artifact_version : str, optional
+        Recorded in the decision log.
+    decision_log : path or callable, optional
+        A path gets one JSON line per decision (``amv_calib.gate._decision_log``); a
+        callable receives each record as a dict.
+    """
+
+    def __init__(
+        self,
+        *,
+        lambda_cost_scale: float = 1.0,
+        delta_loss_threshold: float = 10.0,
+        epsilon_harm_bound: float = 0.05,
+        planner: Planner = "lookahead",
+        mode: Mode = "amv",
+        max_verifications: int = 8,
+        reuse_verifiers: bool = False,
+        calibrator: PortableCalibrator | None = None,
+        refusal: str | None = None,
+        artifact_name: str | None = None,
+        artifact_version: str | None = None,
+        decision_log: str | os.PathLike[str] | Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        lam = _gate_number(lambda_cost_scale, "lambda_cost_scale")
+        if not (lam >= 0.0 and math.isfinite(lam)):
+            raise ValueError(f"lambda_cost_scale={lambda_cost_scale!r} must be finite and >= 0")
+        delta = _gate_number(delta_loss_threshold, "delta_loss_threshold")
+        if not delta >= 0.0:
+            raise ValueError(f"delta_loss_threshold={delta_loss_threshold!r} must be >= 0")
+        eps = _gate_number(epsilon_harm_bound, "epsilon_harm_bound")
+        if not 0.0 <= eps <= 1.0:
+            raise ValueError(f"epsilon_harm_bound={epsilon_harm_bound!r} must lie in [0, 1]")
+        if planner not in ("lookahead", "myopic"):
+            raise ValueError(f"planner={planner!r} must be 'lookahead' or 'myopic'")
+        if mode not in ("amv", "seed"):
+            raise ValueError(f"mode={mode!r} must be 'amv' or 'seed'")
+        if (isinstance(max_verifications, bool) or not isinstance(max_verifications, int)
+                or max_verifications < 0):
+            raise ValueError(f"max_verifications={max_verifications!r} must be an int >= 0")
+        if calibrator is not None and not isinstance(calibrator, PortableCalibrator):
+            raise ValueError(f"calibrator={calibrator!r} must be a PortableCalibrator")
+        if refusal is not None and not isinstance(refusal, str):
+            raise ValueError(f"refusal={refusal!r} must be a string")
+        self._lam = lam
+        self._delta = delta
+        self._eps = eps
+        self._mode: Mode = mode
+        self._seed = mode == "seed"
+        self._planner: Planner = "myopic" if self._seed else planner
+        self._lookahead = self._planner == "lookahead"
+        self._max = max_verifications
+        self._reuse = bool(reuse_verifiers)
+        self._calibrator = calibrator
+        self._refusal = refusal
+        self._artifact_name = artifact_name
+        self._artifact_version = artifact_version
+        self._decision_log = decision_log
+        self._sink: Callable[[dict[str, Any]], None] | None
+        if decision_log is None:
+            self._sink = None
+        elif callable(decision_log):
+            self._sink = decision_log
+        elif isinstance(decision_log, (str, os.PathLike)):
+            from amv_calib.gate._decision_log import DecisionLogWriter
+
+            self._sink = DecisionLogWriter(decision_log).append
+        else:
+            raise ValueError(
+                f"decision_log={decision_log!r} must be a path, a callable or None"
+            )
+
+    # -- configuration (read-only) --------------------------------------------------------
+    @property
+    def lambda_cost_scale(self) -> float:
+        """``lambda``."""
+        return self._lam
+
+    @property
+    def delta_loss_threshold(self) -> float:
+        """``delta``."""
+        return self._delta
+
+    @property
+    def epsilon_harm_bound(self) -> float:
+        """``epsilon``."""
+        return self._eps
+
+    @property
+    def planner(self) -> Planner:
+        """The planner in effect (``"myopic"`` whenever ``mode="seed"``)."""
+        return self._planner
+
+    @property
+    def mode(self) -> Mode:
+        """``"amv"`` or ``"seed"``."""
+        return self._mode
+
+    @property
+    def max_verifications(self) -> int:
+        """Verifier calls allowed per action."""
+        return self._max
+
+    @property
+    def reuse_verifiers(self) -> bool:
+        """Whether a run may call a verifier again."""
+        return self._reuse
+
+    @property
+    def calibrator(self) -> PortableCalibrator | None:
+        """The calibrator for claim-only premises, if any."""
+        return self._calibrator
+
+    @property
+    def refusal(self) -> str | None:
+        """Why this gate abstains on everything, or None."""
+        return self._refusal
+
+    @property
+    def artifact_name(self) -> str | None:
+        """Name of the artifact the calibrator came from."""
+        return self._artifact_name
+
+    @property
+    def artifact_version(self) -> str | None:
+        """Version of the artifact the calibrator came from."""
+        return self._artifact_version
+
+    def __repr__(self) -> str:
+        return (
+            f"Gate(lambda_cost_scale={self._lam!r}, delta_loss_threshold={self._delta!r}, "
+            f"epsilon_harm_bound={self._eps!r}, planner={self._planner!r}, "
+            f"mode={self._mode!r}, max_verifications={self._max!r}, "
+            f"calibrator={'yes' if self._calibrator is not None else None}, "
+            f"refusal={self._refusal!r})"
+        )
+
+    # -- construction from an artifact -------------------------------------------------------
+    @classmethod
+    def from_artifact(cls, ref: str | os.PathLike[str] | None = None, *, strict: bool = False,
+                      **overrides: Any) -> Gate:
+        """A gate using an exported artifact's calibrator and thresholds.
+
+        See :func:`amv_calib.gate._artifact.gate_from_artifact`: a refused artifact gives
+        a gate that always abstains, unless ``strict`` re-raises the ArtifactError.
+        """
+        from amv_calib.gate._artifact import gate_from_artifact
+
+        return gate_from_artifact(cls, ref, strict=strict, **overrides)
+
+    # -- probabilities ---------------------------------------------------------------------
+    def _calibrate(self, pm: Premise) -> float:
+        claim = pm.claim
+        if claim is None:
+            raise UncalibratedPremiseError(
+                f"premise {pm.id!r} has no calibrated_violation_probability and no claim"
+            )
+        cal = self._calibrator
+        if cal is None:
+            if not self._seed:
+                raise UncalibratedPremiseError(
+                    f"premise {pm.id!r} has no calibrated_violation_probability and the gate "
+                    f"has no calibrator"
+                )
+            return seed_calibrate(claim.recency_hours, claim.source_trust_score,
+                                  claim.model_confidence, claim.contradiction_flag)
+        p = cal.predict_one(claim.features())
+        if not 0.0 <= p <= 1.0:
+            raise UncalibratedPremiseError(
+                f"calibrator gave p={p!r} for premise {pm.id!r}, outside [0, 1]"
+            )
+        return p
+
+    def probabilities(self, action: CandidateAction) -> tuple[float, ...]:
+        """Violation probability of each premise, in premise order.
+
+        A premise's own ``calibrated_violation_probability`` wins; otherwise its claim
+        goes through the calibrator (the seed prior in ``mode="seed"``).
+
+        Raises
+        ------
+        UncalibratedPremiseError
+            A premise has neither (``evaluate`` turns this into ABSTAIN).
+        """
+        return tuple(self._probs(action))
+
+    def _probs(self, action: CandidateAction) -> list[float]:
+        out = []
+        for pm in action.premises:
+            p = pm.calibrated_violation_probability
+            out.append(self._calibrate(pm) if p is None else p)
+        return out
+
+    # -- stopping value and one-step VOI ---------------------------------------------------------
+    def stopping_value(self, action: CandidateAction) -> StoppingValue:
+        """Screened stopping value ``(v_stop, r_expected, h_harm, admissible)``."""
+        return self._stop(self._probs(action), action.impact_cost_theta,
+                          action.abstention_cost_kappa)
+
+    def _stop(self, probs: Sequence[float], theta: float, kappa: float) -> StoppingValue:
+        if self._seed:
+            h = 0.0
+            for p in probs:
+                h = 1.0 - (1.0 - h) * (1.0 - p)
+        else:
+            q = 1.0
+            for p in probs:
+                q *= 1.0 - p
+            h = 1.0 - q
+        rx = theta * h
+        adm = rx <= min(self._delta, kappa) and h <= self._eps
+        return StoppingValue(rx if adm else kappa, rx, h, adm)
+
+    def one_step_voi(self, action: CandidateAction, verifier: Verifier, v_stop: float) -> float:
+        """``v_stop - E_o[V_stop(b | o)] - lambda * c`` for one verifier.
+
+        ``v_stop`` is the current stopping value (from :meth:`stopping_value`). The
+        expectation runs over the joint outcomes of every premise the verifier resolves
+        (only the first of them in ``mode="seed"``).
+        """
+        probs = self._probs(action)
+        idx = self._indices(action, verifier)
+        return self._voi(probs, idx, verifier, action.impact_cost_theta,
+                         action.abstention_cost_kappa, v_stop)
+
+    def _indices(self, action: CandidateAction, verifier: Verifier) -> tuple[int, ...]:
+        index = action._index
+        out = []
+        for pid in verifier.resolves_premise_ids:
+            i = index.get(pid)
+            if i is None:
+                raise _unknown_premise(verifier, pid, action)
+            out.append(i)
+        return tuple(sorted(out))
+
+    def _voi(self, probs: Sequence[float], idx: tuple[int, ...], v: Verifier, theta: float,
+             kappa: float, v_stop: float) -> float:
+        lim = min(self._delta, kappa)
+        lam_c = self._lam * v.execution_cost
+        if self._seed:
+            return self._seed_voi(probs, idx, v, theta, kappa, lim, v_stop)
+        q = 1.0
+        for p in probs:
+            q *= 1.0 - p
+        e = _expect(probs, q, idx, v.symmetric_reliability, theta, kappa, lim, self._eps)
+        return v_stop - e - lam_c
+
+    def _seed_voi(self, probs: Sequence[float], idx: tuple[int, ...], v: Verifier,
+                  theta: float, kappa: float, lim: float, v_stop: float) -> float:
+        if not idx:
+            return -self._lam * v.execution_cost
+        t = idx[0]
+        p = probs[t]
+        r = v.symmetric_reliability
+        pc = (1.0 - p) * r + p * (1.0 - r)
+        pr = 1.0 - pc
+        # a zero-probability outcome: the seed's NaN posterior is inadmissible, and 0 * kappa
+        # adds exactly 0, which skipping the term reproduces
+        e = 0.0
+        if pc != 0.0:
+            post = list(probs)
+            post[t] = (p * (1.0 - r)) / pc
+            e = pc * _seed_stop(post, theta, kappa, lim, self._eps)
+        if pr != 0.0:
+            post = list(probs)
+            post[t] = (p * r) / pr
+            e = e + pr * _seed_stop(post, theta, kappa, lim, self._eps)
+        return (v_stop - e) - (self._lam * v.execution_cost)
+
+    # -- decisions ----------------------------------------------------------------------------
+    def evaluate(self, action: CandidateAction, verifiers: Sequence[Verifier] = ()) -> Decision:
+        """Decide PROCEED, VERIFY (with which verifier) or ABSTAIN for ``action``.
+
+        Raises
+        ------
+        ValueError
+            A verifier names a premise the action does not have.
+        """
+        if self._refusal is not None:
+            for v in verifiers:
+                self._indices(action, v)
+            d = self._closed(action, self._refusal)
+        else:
+            probs = action._explicit
+            if probs is None:
+                try:
+                    probs = tuple(self._probs(action))
+                except UncalibratedPremiseError as exc:
+                    for v in verifiers:
+                        self._indices(action, v)
+                    probs = None
+                    d = self._closed(action, f"failing closed: {exc}")
+            if probs is not None:
+                d = self._decide(action, probs, verifiers, self._max, None)
+        if self._sink is not None:
+            self._emit(self._record(action, d, None))
+        return d
+
+    def _closed(self, action: CandidateAction, reason: str) -> Decision:
+        # fail closed as if every premise were violated: P_any = 1
+        return _decision("ABSTAIN", None, None, action.abstention_cost_kappa,
+                         action.impact_cost_theta, 1.0, (), reason, None, ())
+
+    def _decide(self, action: CandidateAction, probs: Sequence[float],
+                verifiers: Sequence[Verifier], left: int, budget: float | None) -> Decision:
+        # The hot path: plain floats and locals, no dataclass copies (module docstring).
+        theta = action.impact_cost_theta
+        kappa = action.abstention_cost_kappa
+        probs_t = probs if type(probs) is tuple else tuple(probs)
+        if self._seed:
+            if budget is not None:
+                verifiers = [v for v in verifiers if v.execution_cost <= budget]
+            return self._decide_seed(action, probs_t, verifiers, left, theta, kappa)
+        delta = self._delta
+        lim = delta if delta < kappa else kappa
+        eps = self._eps
+        lam = self._lam
+        q = 1.0
+        for p in probs_t:
+            q *= 1.0 - p
+        h = 1.0 - q
+        rx = theta * h
+        adm = rx <= lim and h <= eps
+        v_stop = rx if adm else kappa
+        index = action._index
+        look = self._lookahead
+        best = _NEG_INF
+        best_v: Verifier | None = None
+        best_j = -1
+        vois: list[float] = []
+        specs: list[Spec] = []
+        offered: list[Verifier] = []
+        if left > 0:
+            for v in verifiers:
+                ids = v.resolves_premise_ids
+                r = v.symmetric_reliability
+                if len(ids) == 1:
+                    i = index.get(ids[0])
+                    if i is None:
+                        raise _unknown_premise(v, ids[0], action)
+                    idx: tuple[int, ...] = (i,)
+                    # one premise, unrolled (module docstring for the arithmetic)
+                    p = probs_t[i]
+                    s = 1.0 - r
+                    a = 1.0 - p
+                    pc = a * r + p * s
+                    pr = p * r + a * s
+                    e = 0.0
+                    if pc > 0.0:
+                        hc = 1.0 - q * (r / pc)
+                        rc = theta * hc
+                        e = pc * (rc if (rc <= lim and hc <= eps) else kappa)
+                    if pr > 0.0:
+                        hr = 1.0 - q * (s / pr)
+                        rr = theta * hr
+                        e += pr * (rr if (rr <= lim and hr <= eps) else kappa)
+                else:
+                    idx = self._indices(action, v)
+                    e = _expect(probs_t, q, idx, r, theta, kappa, lim, eps)
+                cost = v.execution_cost
+                voi = v_stop - e - lam * cost
+                vois.append(voi)
+                if budget is not None and cost > budget:
+                    continue
+                if voi > best:
+                    best = voi
+                    best_v = v
+                    best_j = len(offered)
+                if look:
+                    specs.append(Spec(idx, r, lam * cost, cost))
+                    offered.append(v)
+        else:
+            for v in verifiers:
+                self._indices(action, v)
+        tol = VOI_TOLERANCE * kappa
+        if best_v is None:
+            return _decision("PROCEED" if adm else "ABSTAIN", None, None, v_stop, rx, h, probs_t,
+                             _R_PROCEED_NONE if adm else _R_ABSTAIN_NONE, None, tuple(vois))
+        if look:
+            pl = plan(probs_t, theta, kappa, lim, eps, specs, depth=left, budget=budget,
+                      reuse=self._reuse, myopic_first=best_j if best > tol else None,
+                      myopic_value=v_stop - best)
+            gain = v_stop - pl.value
+            if pl.first is not None and gain > tol:
+                v = offered[pl.first]
+                return _decision("VERIFY", v, gain, v_stop, rx, h, probs_t,
+                                 "lookahead: verifier " + v.id + " " + _R_VERIFY_PLAN,
+                                 pl.value, tuple(vois))
+            return _decision("PROCEED" if adm else "ABSTAIN", None, gain, v_stop, rx, h,
+                             probs_t, _R_PROCEED if adm else _abstain_reason(rx, lim),
+                             pl.value, tuple(vois))
+        if best > tol:
+            regime: Regime = "VERIFY"
+            reason = "verifier " + best_v.id + " " + _R_VERIFY
+        else:
+            regime = "PROCEED" if adm else "ABSTAIN"
+            reason = _R_PROCEED if adm else _abstain_reason(rx, lim)
+            best_v = None
+        # _decision() inlined: this is the path the latency budget is about
+        d: Decision = _new_object(Decision)
+        _set_attr(d, "__dict__", {
+            "regime": regime, "verifier": best_v, "voi": best, "v_stop": v_stop,
+            "r_expected": rx, "h_harm": h, "probabilities": probs_t, "reason": reason,
+            "planner_value": None, "vois": tuple(vois),
+        })
+        return d
+
+    def _decide_seed(self, action: CandidateAction, probs: tuple[float, ...],
+                     verifiers: Sequence[Verifier], left: int, theta: float,
+                     kappa: float) -> Decision:
+        # The seed engine's evaluate(), operation by operation (module docstring).
+        lim = min(self._delta, kappa)
+        eps = self._eps
+        lam = self._lam
+        h = 0.0
+        for p in probs:
+            h = 1.0 - (1.0 - h) * (1.0 - p)
+        rx = h * theta
+        adm = rx <= lim and h <= eps
+        v_stop = rx if adm else kappa
+        index = action._index
+        best = _NEG_INF
+        best_v: Verifier | None = None
+        vois: list[float] = []
+        m = len(probs)
+        for v in verifiers:
+            ids = v.resolves_premise_ids
+            if len(ids) == 1:
+                t = index.get(ids[0])
+                if t is None:
+                    raise _unknown_premise(v, ids[0], action)
+            else:
+                found = self._indices(action, v)
+                t = found[0] if found else None
+            if t is None:
+                voi = -lam * v.execution_cost
+            else:
+                p = probs[t]
+                r = v.symmetric_reliability
+                pc = (1.0 - p) * r + p * (1.0 - r)
+                pr = 1.0 - pc
+                # A zero-probability outcome: the seed's NaN posterior is inadmissible and
+                # 0 * kappa adds exactly 0, which leaving the term out reproduces.
+                e = 0.0
+                if pc != 0.0:
+                    x = (p * (1.0 - r)) / pc
+                    acc = 0.0
+                    for j in range(m):
+                        acc = 1.0 - (1.0 - acc) * (1.0 - (x if j == t else probs[j]))
+                    ra = acc * theta
+                    e = pc * (ra if (ra <= lim and acc <= eps) else kappa)
+                if pr != 0.0:
+                    x = (p * r) / pr
+                    acc = 0.0
+                    for j in range(m):
+                        acc = 1.0 - (1.0 - acc) * (1.0 - (x if j == t else probs[j]))
+                    ra = acc * theta
+                    e = e + pr * (ra if (ra <= lim and acc <= eps) else kappa)
+                voi = (v_stop - e) - (lam * v.execution_cost)
+            vois.append(voi)
+            if voi > best:
+                best = voi
+                best_v = v
+        if left <= 0 or best_v is None:
+            return _decision("PROCEED" if adm else "ABSTAIN", None, None, v_stop, rx, h, probs,
+                             _R_PROCEED_NONE if adm else _R_ABSTAIN_NONE, None, tuple(vois))
+        if best > 0.0:
+            return _decision("VERIFY", best_v, best, v_stop, rx, h, probs,
+                             "verifier " + best_v.id + " " + _R_VERIFY, None, tuple(vois))
+        return _decision("PROCEED" if adm else "ABSTAIN", None, best, v_stop, rx, h, probs,
+                         _R_PROCEED if adm else _abstain_reason(rx, lim), None, tuple(vois))
+
+    # -- sequential stopping -----------------------------------------------------------------------
+    def run(
+        self,
+        action: CandidateAction,
+        verifiers: Sequence[Verifier],
+        verify: Callable[[Verifier, CandidateAction], Mapping[str, bool] | bool],
+        *,
+        budget: float | None = None,
+    ) -> RunTrace:
+        """Verify, update and decide again until the gate stops.
+
+        Parameters
+        ----------
+        action : CandidateAction
+        verifiers : sequence of Verifier
+            Each is called at most once unless the gate has ``reuse_verifiers=True``.
+        verify : callable
+            ``verify(verifier, action)`` performs the check and returns its signals:
+            a mapping premise id -> bool (True = confirms valid); a bare bool for a
+            verifier resolving one premise (and always in ``mode="seed"``).
+        budget : float, optional
+            Largest total ``execution_cost`` to spend; verifiers that would exceed what
+            is left are not called. ``max_verifications`` bounds the number of calls.
+
+        Returns
+        -------
+        RunTrace
+        """
+        if budget is not None:
+            budget = _gate_number(budget, "budget")
+            if budget < 0.0:
+                raise ValueError(f"budget={budget!r} must be >= 0")
+        for v in verifiers:
+            self._indices(action, v)
+        steps: list[RunStep] = []
+        calls: list[dict[str, Any]] = []
+        spent = 0.0
+        probs: list[float] = []
+        final: Decision | None = None
+        if self._refusal is not None:
+            final = self._closed(action, self._refusal)
+        else:
+            try:
+                probs = self._probs(action)
+            except UncalibratedPremiseError as exc:
+                final = self._closed(action, f"failing closed: {exc}")
+        prior = tuple(probs)
+        available = list(verifiers)
+        while final is None:
+            left = self._max - len(steps)
+            d = self._decide(action, probs, available, left,
+                             None if budget is None else budget - spent)
+            if d.regime != "VERIFY" or d.verifier is None:
+                final = d
+                break
+            v = d.verifier
+            raw = verify(v, action)
+            if self._seed and isinstance(raw, (bool, np.bool_)):
+                # the seed's verifier answers about its first premise in premise order
+                raw = {action.premises[self._indices(action, v)[0]].id: bool(raw)}
+            signals = _signals(v, raw)
+            before = tuple(probs)
+            probs = self._update(action, probs, v, signals)
+            spent += v.execution_cost
+            steps.append(RunStep(decision=d, verifier=v, signals=signals,
+                                 posteriors_before=before, posteriors_after=tuple(probs),
+                                 cost_spent=spent))
+            calls.append({"verifier": v.id, "signals": dict(signals),
+                          "cost": v.execution_cost, "reliability": v.symmetric_reliability})
+            if not self._reuse:
+                available = [u for u in available if u is not v]
+        trace = RunTrace(steps=tuple(steps), final=final, total_cost=spent, prior=prior,
+                         posteriors=tuple(probs))
+        if self._sink is not None:
+            rec = self._record(action, final, prior)
+            rec["verifier_calls"] = calls
+            rec["posteriors"] = list(probs)
+            self._emit(rec)
+        return trace
+
+    def _update(self, action: CandidateAction, probs: list[float], v: Verifier,
+                signals: dict[str, bool]) -> list[float]:
+        out = list(probs)
+        r = v.symmetric_reliability
+        index = action._index
+        if self._seed:
+            idx = self._indices(action, v)
+            if idx:
+                t = idx[0]
+                sig = signals.get(action.premises[t].id)
+                if sig is not None:
+                    out[t] = _seed_posterior(out[t], r, sig)
+            return out
+        for pid, confirm in signals.items():
+            i = index[pid]
+            out[i] = posterior_confirm(out[i], r) if confirm else posterior_refute(out[i], r)
+        return out
+
+    # -- batch -----------------------------------------------------------------------------------
+    def evaluate_batch(self, p: Any, premise_mask: Any, theta: Any, kappa: Any, resolves: Any,
+                       cost: Any, reliability: Any, available: Any = None,
+                       **kwargs: Any) -> BatchDecision:
+        """Decisions for many padded actions at once; see
+        :func:`amv_calib.gate._batch.evaluate_batch` (returns a ``BatchDecision``)."""
+        from amv_calib.gate._batch import evaluate_batch
+
+        return evaluate_batch(self, p, premise_mask, theta, kappa, resolves, cost, reliability,
+                              available, **kwargs)
+
+    # -- decision log -----------------------------------------------------------------------------
+    def _record(self, action: CandidateAction, d: Decision,
+                prior: tuple[float, ...] | None) -> dict[str, Any]:
+        probs = d.probabilities if prior is None else prior
+        premises = []
+        for i, pm in enumerate(action.premises):
+            c = pm.claim
+            premises.append({
+                "id": pm.id,
+                "claim_id": pm.claim_id,
+                "recency_hours": None if c is None else c.recency_hours,
+                "source_trust_score": None if c is None else c.source_trust_score,
+                "model_confidence": None if c is None else c.model_confidence,
+                "contradiction_flag": None if c is None else c.contradiction_flag,
+                "p": probs[i] if i < len(probs) else None,
+            })
+        return {
+            "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "action_id": action.action_id,
+            "tool_name": action.tool_name,
+            "theta": action.impact_cost_theta,
+            "kappa": action.abstention_cost_kappa,
+            "premises": premises,
+            "calibrator": {"name": self._artifact_name, "version": self._artifact_version},
+            "regime": d.regime,
+            "verifier": None if d.verifier is None else d.verifier.id,
+            "voi": d.voi,
+            "reason": d.reason,
+            "planner": self._planner,
+            "mode": self._mode,
+        }
+
+    def _emit(self, record: dict[str, Any]) -> None:
+        if self._sink is not None:
+            self._sink(record)
+
+
+def _abstain_reason(rx: float, lim: float) -> str:
+    return _R_ABSTAIN_R if rx > lim else _R_ABSTAIN_H
+
+
+def _gate_number(value: Any, what: str) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        raise ValueError(f"{what}={value!r} is not a number")
+    f = float(value)
+    if math.isnan(f):
+        raise ValueError(f"{what}={value!r} is not a number")
+    return f

@@ -1,0 +1,328 @@
+"""Non-myopic planning: the exact value of the optimal verification policy.
+
+The value function over beliefs ``b`` (the premises' violation probabilities) and the set
+``R`` of verifiers still available is::
+
+    V(b, R) = min( V_stop(b),  min_{v in R} [ lambda c_v + sum_o P(o | b) V(b | o, R - v) ] )
+
+where ``o`` ranges over the ``2^k`` joint outcomes of the ``k`` premises ``v`` resolves (one
+conditionally independent signal per premise, ``P(confirm) = (1-p) r + p (1-r)``). The
+gate VERIFIES with the minimising first verifier when its value beats stopping.
+
+Work is bounded. States are memoised by which verifiers were used and what they answered,
+so the state space of verifiers resolving ``k_1, ..., k_n`` premises has at most
+``prod_j (1 + 2^k_j)`` states. The plan is exact when ``n <= MAX_EXACT_VERIFIERS`` (8)
+and ``prod_j (1 + 2^k_j) * sum_j 2^k_j <= MAX_WORK`` (8 single-premise verifiers fit).
+Beyond that it is a *beam*: the exact plan over the best-ranked verifiers that fit (ranked
+by their one-step value under the unscreened stopping loss ``min(theta P_any, kappa)``),
+with the myopic rule over all verifiers as a floor. Two bounds prune without changing the
+result: every policy loses at least ``P_any * min(theta, kappa)`` (the clairvoyant's loss;
+``P_any`` is a martingale under verification), and a verifier is abandoned as soon as its
+partial expected loss reaches the best alternative. With ``reuse`` (a verifier may be
+called again) the plan is a receding horizon: exact over the next ``H`` calls, ``H`` the
+deepest tree that fits ``MAX_WORK``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final, NamedTuple
+
+__all__ = [
+    "MAX_EXACT_VERIFIERS",
+    "MAX_WORK",
+    "Plan",
+    "Spec",
+    "outcomes",
+    "plan",
+]
+
+#: Most verifiers the planner treats exactly.
+MAX_EXACT_VERIFIERS: Final = 8
+#: Bound on states x outcomes per state of an exact plan (3^8 * 16 for 8 one-premise verifiers).
+MAX_WORK: Final = 3**8 * 16
+
+
+class Spec(NamedTuple):
+    """A verifier as the planner sees it (premise positions in premise order)."""
+
+    idx: tuple[int, ...]
+    r: float
+    lam_cost: float
+    cost: float
+
+
+class Plan(NamedTuple):
+    """Result of :func:`plan`.
+
+    ``value`` is the expected loss of the policy found (``<= v_stop``), ``first`` the
+    position (in the ``specs`` given) of the verifier to call now, or None to stop, and
+    ``exact`` whether the work bound allowed the exact programme.
+    """
+
+    value: float
+    first: int | None
+    exact: bool
+
+
+def outcomes(
+    probs: Sequence[float], q: float, idx: tuple[int, ...], r: float
+) -> list[tuple[int, float, float, list[float]]]:
+    """Joint outcomes of one verifier: ``(code, probability, q after, posteriors after)``.
+
+    ``q = prod_i (1 - p_i)``. Outcomes are in ``itertools.product`` order over the resolved
+    premises (premise order, confirm before refute); ``code`` is the outcome's position in
+    that order (bit set = refute, first premise most significant). Outcomes of probability
+    0 are left out. ``q`` after an outcome is ``q * prod (r / P(confirm) or (1 - r) /
+    P(refute))`` (each factor divided first), the same arithmetic as the one-step VOI.
+    """
+    s = 1.0 - r
+    states: list[tuple[int, float, float, list[float]]] = [(0, 1.0, q, list(probs))]
+    for i in idx:
+        p = probs[i]
+        a = 1.0 - p
+        pc = a * r + p * s
+        pr = p * r + a * s
+        nxt: list[tuple[int, float, float, list[float]]] = []
+        for code, w, f, post in states:
+            if pc > 0.0:
+                c = post.copy()
+                c[i] = p * s / pc
+                nxt.append((2 * code, w * pc, f * (r / pc), c))
+            if pr > 0.0:
+                c = post.copy()
+                c[i] = p * r / pr
+                nxt.append((2 * code + 1, w * pr, f * (s / pr), c))
+        states = nxt
+    return states
+
+
+def _work(specs: Sequence[Spec]) -> tuple[int, int]:
+    states = 1
+    branch = 0
+    for sp in specs:
+        states *= 1 + (1 << len(sp.idx))
+        branch += 1 << len(sp.idx)
+    return states, branch
+
+
+def _relaxed_gain(probs: Sequence[float], q: float, sp: Spec, theta: float, kappa: float
+                  ) -> float:
+    # one-step value under the unscreened (concave) loss min(theta P_any, kappa): the ranking
+    # the beam uses, positive for informative verifiers even where the screen hides it
+    f0 = min(theta * (1.0 - q), kappa)
+    e = 0.0
+    for _, w, qo, _ in outcomes(probs, q, sp.idx, sp.r):
+        e += w * min(theta * (1.0 - qo), kappa)
+    return f0 - e - sp.lam_cost
+
+
+def _exact(
+    probs: Sequence[float],
+    q: float,
+    theta: float,
+    kappa: float,
+    lim: float,
+    eps: float,
+    specs: Sequence[Spec],
+    depth: int,
+    budget: float | None,
+) -> tuple[float, int | None]:
+    n = len(specs)
+    radix: list[int] = []
+    base = 1
+    for sp in specs:
+        radix.append(base)
+        base *= 1 + (1 << len(sp.idx))
+    floor = min(theta, kappa)
+    memo: dict[int, float] = {}
+    big = float("inf")
+
+    def value(probs: list[float], q: float, key: int, rem: int, d: int, b: float,
+              root: bool) -> tuple[float, int | None]:
+        h = 1.0 - q
+        rx = theta * h
+        best = rx if (rx <= lim and h <= eps) else kappa
+        first: int | None = None
+        if d > 0 and rem:
+            lb = h * floor
+            for j in range(n):
+                if not (rem >> j) & 1:
+                    continue
+                sp = specs[j]
+                acc = sp.lam_cost
+                if acc + lb >= best or sp.cost > b:
+                    continue
+                rj = rem & ~(1 << j)
+                step = radix[j]
+                d1 = d - 1
+                b1 = b - sp.cost
+                idx = sp.idx
+                if len(idx) == 1:
+                    # the common case, unrolled: one premise, confirm then refute
+                    i = idx[0]
+                    p = probs[i]
+                    r = sp.r
+                    s = 1.0 - r
+                    a = 1.0 - p
+                    pc = a * r + p * s
+                    pr = p * r + a * s
+                    if pc > 0.0:
+                        ck = key + step
+                        got = memo.get(ck)
+                        if got is None:
+                            post = probs.copy()
+                            post[i] = p * s / pc
+                            got = value(post, q * (r / pc), ck, rj, d1, b1, False)[0]
+                        acc += pc * got
+                    if pr > 0.0 and acc < best:
+                        ck = key + 2 * step
+                        got = memo.get(ck)
+                        if got is None:
+                            post = probs.copy()
+                            post[i] = p * r / pr
+                            got = value(post, q * (s / pr), ck, rj, d1, b1, False)[0]
+                        acc += pr * got
+                    if acc < best:
+                        best = acc
+                        first = j
+                    continue
+                for code, w, qo, post in outcomes(probs, q, idx, sp.r):
+                    # the key records each used verifier's outcome code (0 = unused), so a
+                    # key names one belief whatever the order the verifiers were used in
+                    ck = key + step * (code + 1)
+                    got = memo.get(ck)
+                    if got is None:
+                        got = value(post, qo, ck, rj, d1, b1, False)[0]
+                    acc += w * got
+                    if acc >= best:
+                        break
+                else:
+                    if acc < best:
+                        best = acc
+                        first = j
+        if not root:
+            memo[key] = best
+        return best, first
+
+    return value(list(probs), q, 0, (1 << n) - 1, depth, big if budget is None else budget,
+                 True)
+
+
+def _receding(
+    probs: Sequence[float],
+    q: float,
+    theta: float,
+    kappa: float,
+    lim: float,
+    eps: float,
+    specs: Sequence[Spec],
+    depth: int,
+    budget: float | None,
+) -> tuple[float, int | None]:
+    branch = sum(1 << len(sp.idx) for sp in specs) or 1
+    horizon = 1
+    while horizon < depth and branch ** (horizon + 1) <= MAX_WORK:
+        horizon += 1
+    horizon = min(horizon, depth)
+    floor = min(theta, kappa)
+    memo: dict[tuple[tuple[float, ...], int, float], float] = {}
+
+    def value(probs: list[float], q: float, d: int, b: float, root: bool
+              ) -> tuple[float, int | None]:
+        h = 1.0 - q
+        rx = theta * h
+        best = rx if (rx <= lim and h <= eps) else kappa
+        first: int | None = None
+        if d > 0:
+            lb = h * floor
+            for j, sp in enumerate(specs):
+                acc = sp.lam_cost
+                if acc + lb >= best or sp.cost > b:
+                    continue
+                for _, w, qo, post in outcomes(probs, q, sp.idx, sp.r):
+                    ck = (tuple(post), d - 1, b - sp.cost)
+                    got = memo.get(ck)
+                    if got is None:
+                        got = value(post, qo, d - 1, b - sp.cost, False)[0]
+                        memo[ck] = got
+                    acc += w * got
+                    if acc >= best:
+                        break
+                else:
+                    if acc < best:
+                        best = acc
+                        first = j
+        return best, first
+
+    return value(list(probs), q, horizon, float("inf") if budget is None else budget, True)
+
+
+def plan(
+    probs: Sequence[float],
+    theta: float,
+    kappa: float,
+    lim: float,
+    eps: float,
+    specs: Sequence[Spec],
+    *,
+    depth: int,
+    budget: float | None = None,
+    reuse: bool = False,
+    myopic_first: int | None = None,
+    myopic_value: float | None = None,
+) -> Plan:
+    """Plan verifications for one action.
+
+    Parameters
+    ----------
+    probs : sequence of float
+        Current violation probabilities, in premise order.
+    theta, kappa : float
+        Loss of a harmful execution, cost of abstaining.
+    lim, eps : float
+        Screening: admissible iff ``theta * P_any <= lim`` (``min(delta, kappa)``) and
+        ``P_any <= eps``.
+    specs : sequence of Spec
+        The available verifiers; ties go to the earliest.
+    depth : int
+        Verifications left (``max_verifications`` minus those made).
+    budget : float, optional
+        Execution cost left; a verifier costing more is not called.
+    reuse : bool, default False
+        Whether a verifier may be called again (receding-horizon plan).
+    myopic_first, myopic_value : optional
+        The myopic rule's choice and the expected loss of taking it (``v_stop - VOI``),
+        used as the floor of a beam plan.
+    """
+    q = 1.0
+    for p in probs:
+        q *= 1.0 - p
+    if depth <= 0 or not specs:
+        h = 1.0 - q
+        rx = theta * h
+        return Plan(rx if (rx <= lim and h <= eps) else kappa, None, True)
+    if reuse:
+        value, first = _receding(probs, q, theta, kappa, lim, eps, specs, depth, budget)
+        return Plan(value, first, False)
+    states, branch = _work(specs)
+    if len(specs) <= MAX_EXACT_VERIFIERS and states * branch <= MAX_WORK:
+        value, first = _exact(probs, q, theta, kappa, lim, eps, specs, depth, budget)
+        return Plan(value, first, True)
+    # beam: best-ranked verifiers that fit the work bound, kept in their given order
+    order = sorted(range(len(specs)),
+                   key=lambda j: (-_relaxed_gain(probs, q, specs[j], theta, kappa), j))
+    keep: list[int] = []
+    for j in order:
+        trial = sorted([*keep, j])
+        if len(trial) > MAX_EXACT_VERIFIERS:
+            break
+        s, b = _work([specs[t] for t in trial])
+        if s * b <= MAX_WORK:
+            keep = trial
+    value, first = _exact(probs, q, theta, kappa, lim, eps, [specs[t] for t in keep], depth,
+                          budget)
+    mapped = None if first is None else keep[first]
+    if myopic_first is not None and myopic_value is not None and myopic_value < value:
+        return Plan(myopic_value, myopic_first, False)
+    return Plan(value, mapped, False)
