@@ -23,6 +23,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "amv_calib._cmd_ingest",
     "amv_calib._cmd_artifacts",
     "amv_calib._cmd_mlflow",
+    "amv_calib._cmd_gate",
 )
 
 
