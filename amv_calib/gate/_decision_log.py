@@ -281,10 +281,14 @@ class LogReadStats:
 
 
 def _pick(data: Mapping[str, Any], names: tuple[str, ...]) -> tuple[bool, Any]:
+    # The first spelling with a non-null value wins; an explicit null is kept as null.
+    found = False
     for name in names:
         if name in data:
-            return True, data[name]
-    return False, None
+            if data[name] is not None:
+                return True, data[name]
+            found = True
+    return found, None
 
 
 def _normalize_fields(data: Mapping[str, Any],
@@ -309,10 +313,10 @@ def _normalize_premise(premise: Any) -> Any:
     if isinstance(claim, Mapping):
         c = _normalize_fields(claim, {**PREMISE_ALIASES, "claim_id": ("claim_id", "claimId", "id")})
         for key in ("claim_id", *_CLAIM_FEATURE_KEYS):
-            if key not in out and key in c:
+            if out.get(key) is None and c.get(key) is not None:
                 out[key] = c[key]
         for key in ("statement", "source"):
-            if key not in out and key in claim:
+            if out.get(key) is None and claim.get(key) is not None:
                 out[key] = claim[key]
     return out
 
