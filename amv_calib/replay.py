@@ -154,7 +154,7 @@ def stream_uniform(keys: U64Array, seed: int, call_index: IntArray | int) -> Flo
     c = np.broadcast_to(np.asarray(call_index, dtype=np.uint64), k.shape)
     x = _mix(k ^ s)
     x = _mix(x + (c + np.uint64(1)) * np.uint64(_GOLDEN))
-    return cast(FloatArray, (x >> np.uint64(11)).astype(np.float64) * 2.0**-53)
+    return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
 # -- episodes ---------------------------------------------------------------------------------
