@@ -27,6 +27,8 @@ _EXPORTS: dict[str, str] = {
     "IngestSummary": "amv_calib.ingest",
     "ingest_file": "amv_calib.ingest",
     "load_claims": "amv_calib.ingest",
+    "synth_claims": "amv_calib.synth",
+    "synth_episodes": "amv_calib.synth",
     "ExportResult": "amv_calib.artifacts",
     "LoadedArtifact": "amv_calib.gate._artifact",
     "bundle": "amv_calib.artifacts",

@@ -21,6 +21,7 @@ __all__ = ["main"]
 # One line per stage module; each defines ``register(subparsers) -> None``.
 _COMMAND_MODULES: tuple[str, ...] = (
     "amv_calib._cmd_ingest",
+    "amv_calib._cmd_synth",
     "amv_calib._cmd_artifacts",
     "amv_calib._cmd_mlflow",
     "amv_calib._cmd_gate",
