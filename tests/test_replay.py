@@ -271,3 +271,69 @@ def test_replay_many_shares_episodes(hand: Any) -> None:
     assert list(out) == ["always-proceed", "oracle"]
     assert math.isclose(out["oracle"].summary()["total_loss"], 0.5)
     assert out["always-proceed"].summary()["n"] == 4
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cli_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from amv_calib.artifacts import export_artifact
+    from amv_calib.synth import synth_episodes
+
+    root = tmp_path_factory.mktemp("cli")
+    path = root / "episodes.jsonl"
+    path.write_text("\n".join(json.dumps(e) for e in synth_episodes(150, seed=4)) + "\n")
+    res = export_artifact(calibrator=ONE_MINUS_CONF, name="m", models_dir=root / "models",
+                          include_joblib=False)
+    return {"episodes": path, "artifact": Path(res.path)}
+
+
+def test_cli_replay_json_matches_api(cli_files: dict[str, Path],
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from amv_calib.cli import main
+
+    code = main(["replay", str(cli_files["episodes"]), "--policy", "all", "--json",
+                 "--artifact", str(cli_files["artifact"]), "--seed", "8", "--n-boot", "0"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert list(out) == ["always-proceed", "always-verify", "static", "seed", "myopic",
+                         "lookahead", "oracle"]
+    assert set(out["seed"]) == {*METRICS, "n"} and out["seed"]["n"] == 150
+    api = replay(str(cli_files["episodes"]), "always-verify", seed=8, n_boot=0).summary()
+    assert out["always-verify"] == pytest.approx(api)
+
+
+def test_cli_replay_table(cli_files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    from amv_calib.cli import main
+
+    code = main(["replay", str(cli_files["episodes"]), "--policy", "always-proceed",
+                 "--policy", "oracle", "--n-boot", "50", "--by-family"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "Gate Harmful %" in out and "Always Proceed" in out and "Oracle" in out
+    assert "family " in out
+
+
+def test_cli_tune_writes_thresholds(cli_files: dict[str, Path], tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from amv_calib.cli import main
+
+    code = main(["tune", str(cli_files["episodes"]), "--calibrator", "seed", "--trials", "3",
+                 "--storage", str(tmp_path / "j.log"), "--target-harmful", "0.5",
+                 "--planner", "myopic", "--n-boot", "0", "--out", str(tmp_path / "o")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "trial 2 (3/3)" in captured.err and "best: trial" in captured.err
+    assert (tmp_path / "o" / "thresholds.json").is_file()
+    assert "held-out split" in captured.out
+
+
+def test_cli_replay_error_exit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from amv_calib.cli import main
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"instance_id": "x"}\n')
+    assert main(["replay", str(bad), "--policy", "oracle"]) == 2
+    assert "amv-calib replay: error: episodes row 1: lacks field 'family'" in \
+        capsys.readouterr().err
