@@ -46,6 +46,14 @@ _EXPORTS: dict[str, str] = {
     "FeatureMap": "amv_calib.features",
     "PortableCalibrator": "amv_calib.features",
     "Term": "amv_calib.features",
+    "BatchDecision": "amv_calib.gate._batch",
+    "EpisodeSet": "amv_calib.replay",
+    "ReplayResult": "amv_calib.replay",
+    "read_episodes": "amv_calib.replay",
+    "replay": "amv_calib.replay",
+    "TuneResult": "amv_calib.tuning",
+    "transfer_check": "amv_calib.tuning",
+    "tune_thresholds": "amv_calib.tuning",
 }
 
 __all__ = [
