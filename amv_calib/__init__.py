@@ -54,6 +54,11 @@ _EXPORTS: dict[str, str] = {
     "TuneResult": "amv_calib.tuning",
     "transfer_check": "amv_calib.tuning",
     "tune_thresholds": "amv_calib.tuning",
+    "JoinReport": "amv_calib.labels",
+    "label_claims": "amv_calib.labels",
+    "fit_noisy_labels": "amv_calib.labels",
+    "mem0_history_to_claims": "amv_calib.adapters",
+    "graphiti_edges_to_claims": "amv_calib.adapters",
 }
 
 __all__ = [

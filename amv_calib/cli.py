@@ -24,6 +24,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "amv_calib._cmd_synth",
     "amv_calib._cmd_artifacts",
     "amv_calib._cmd_mlflow",
+    "amv_calib._cmd_label",
     "amv_calib._cmd_gate",
     "amv_calib._cmd_replay",
 )

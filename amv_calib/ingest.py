@@ -43,7 +43,10 @@ __all__ = [
 #: The function takes the input path and returns the claim-outcome table (a pandas
 #: DataFrame or pyarrow Table, canonical or alias column names), or an iterable of such
 #: tables; it is then validated like any other input (row numbers count its output rows).
-ADAPTERS: dict[str, str] = {}
+ADAPTERS: dict[str, str] = {
+    "mem0": "amv_calib.adapters:mem0_adapter",
+    "graphiti": "amv_calib.adapters:graphiti_adapter",
+}
 
 _LAZY = frozenset(__all__) - {"ADAPTERS"}
 
