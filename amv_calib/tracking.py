@@ -172,13 +172,21 @@ def _artifact_root(uri: str) -> str | None:
     return (db.resolve().parent / "mlruns").as_uri()
 
 
+# MLflow writes run links to stdout (where the CLI prints results) and progress bars to
+# stderr; inside a tracker both are off, and the run link goes to our log instead.
+_QUIET_ENV: Final = {"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
+                     "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
+
+
 @contextlib.contextmanager
 def _use_uri(uri: str) -> Iterator[None]:
-    """Point MLflow's fluent API at ``uri`` and restore the caller's setting afterwards."""
+    """Point MLflow's fluent API at ``uri`` (quietly) and restore the caller's settings."""
     from mlflow.tracking._tracking_service import utils as tracking_utils
 
     old_global = getattr(tracking_utils, "_tracking_uri", None)
-    old_env = os.environ.get("MLFLOW_TRACKING_URI")
+    names = ("MLFLOW_TRACKING_URI", *_QUIET_ENV)
+    old_env = {k: os.environ.get(k) for k in names}
+    os.environ.update(_QUIET_ENV)
     mlflow.set_tracking_uri(uri)
     try:
         yield
@@ -189,10 +197,11 @@ def _use_uri(uri: str) -> Iterator[None]:
             # Unset, so that a later MLFLOW_TRACKING_URI is honoured again.
             tracking_utils._tracking_uri = None
         # set_tracking_uri mirrors the URI into the environment; put the caller's back.
-        if old_env is None:
-            os.environ.pop("MLFLOW_TRACKING_URI", None)
-        else:
-            os.environ["MLFLOW_TRACKING_URI"] = old_env
+        for key, value in old_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _experiment_id(client: MlflowClient, name: str, uri: str) -> str:
@@ -543,7 +552,7 @@ class PipelineTracker:
             stack.close()
             raise
         self._stack = stack
-        _log.info("MLflow run %s (%s) in %s", self.run_id, self.run_name, uri)
+        _log.info("MLflow run %s started: %s", self.run_name, self.run_url)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -559,12 +568,22 @@ class PipelineTracker:
                 status = "FAILED"
             if self._owns_run:
                 mlflow.end_run(status=status)
+                _log.info("MLflow run %s %s: %s", self.run_name, status.lower(),
+                          self.run_url)
             if (self._owns_run and self._attach and self._attached_status == "RUNNING"
                     and self._client is not None):
                 self._client.update_run(str(self.run_id), status="RUNNING")
         finally:
             self._stack.close()
             self._stack = None
+
+    @property
+    def run_url(self) -> str:
+        """Where to see the parent run: its UI address on a server, else its run id."""
+        uri = str(self.tracking_uri)
+        if uri.startswith(("http://", "https://")) and self._experiment_id is not None:
+            return f"{uri.rstrip('/')}/#/experiments/{self._experiment_id}/runs/{self.run_id}"
+        return f"run {self.run_id} in {uri}"
 
     @property
     def client(self) -> MlflowClient:
