@@ -59,6 +59,11 @@ _EXPORTS: dict[str, str] = {
     "fit_noisy_labels": "amv_calib.labels",
     "mem0_history_to_claims": "amv_calib.adapters",
     "graphiti_edges_to_claims": "amv_calib.adapters",
+    "PipelineTracker": "amv_calib.tracking",
+    "ensure_tracking_db": "amv_calib.tracking",
+    "pipeline_run": "amv_calib.tracking",
+    "register_champion": "amv_calib.tracking",
+    "registry_promote": "amv_calib.tracking",
 }
 
 __all__ = [

@@ -382,3 +382,13 @@ def test_ui_command_prints_the_sqlite_line(capsys: pytest.CaptureFixture[str],
     assert main(["ui-command"]) == 0
     assert capsys.readouterr().out.strip() == \
         "mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port 5000"
+
+
+def test_gate_and_cli_do_not_import_mlflow() -> None:
+    code = ("import sys, amv_calib.gate, amv_calib.cli\n"
+            "amv_calib.cli.build_parser()\n"
+            "assert 'mlflow' not in sys.modules, 'mlflow imported'\n"
+            "from amv_calib import PipelineTracker, registry_promote\n"
+            "assert 'mlflow' in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
