@@ -30,24 +30,22 @@ _DEPENDENCY_TYPES: Final = get_args(DependencyType)
 _IGNORED_PREMISE_KEYS: Final = frozenset({"violated", "p_true", "pTrue"})
 
 
-def _number(value: Any, what: str) -> float:
+def _number(value: Any, name: str, where: str) -> float:
     # numpy scalars pass; booleans, strings and None do not
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-        raise ValueError(f"{what}={value!r} is not a number")
+        raise ValueError(f"{name}={value!r} {where} is not a number")
     f = float(value)
     if not math.isfinite(f):
-        raise ValueError(f"{what}={value!r} is not finite")
+        raise ValueError(f"{name}={value!r} {where} is not finite")
     return f
 
 
-def _flag(value: Any, what: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, np.bool_):
+def _flag(value: Any, name: str, where: str) -> bool:
+    if isinstance(value, (bool, np.bool_)):
         return bool(value)
     if isinstance(value, (int, float)) and value in (0, 1):
         return bool(value)
-    raise ValueError(f"{what}={value!r} is not a boolean")
+    raise ValueError(f"{name}={value!r} {where} is not a boolean")
 
 
 def _keys(data: Any, cls: str, names: Mapping[str, str], ignored: frozenset[str] = frozenset()
@@ -131,18 +129,18 @@ class MemoryClaim:
     def __post_init__(self) -> None:
         where = f"of claim {self.id!r}"
         for name in ("source_trust_score", "model_confidence"):
-            v = _number(getattr(self, name), f"{name} {where}")
+            v = _number(getattr(self, name), name, where)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"{name}={v!r} {where} must lie in [0, 1]")
             object.__setattr__(self, name, v)
-        h = _number(self.recency_hours, f"recency_hours {where}")
+        h = _number(self.recency_hours, "recency_hours", where)
         if h < 0.0:
             raise ValueError(f"recency_hours={h!r} {where} must be >= 0")
         object.__setattr__(self, "recency_hours", h)
-        object.__setattr__(self, "timestamp", _number(self.timestamp, f"timestamp {where}"))
+        object.__setattr__(self, "timestamp", _number(self.timestamp, "timestamp", where))
         object.__setattr__(
             self, "contradiction_flag",
-            _flag(self.contradiction_flag, f"contradiction_flag {where}"),
+            _flag(self.contradiction_flag, "contradiction_flag", where),
         )
 
     def features(self) -> dict[str, float]:
@@ -201,7 +199,7 @@ class Premise:
             )
         p = self.calibrated_violation_probability
         if p is not None:
-            p = _number(p, f"calibrated_violation_probability {where}")
+            p = _number(p, "calibrated_violation_probability", where)
             if not 0.0 <= p <= 1.0:
                 raise ValueError(
                     f"calibrated_violation_probability={p!r} {where} must lie in [0, 1]"
@@ -281,7 +279,7 @@ class CandidateAction:
     def __post_init__(self) -> None:
         where = f"of action {self.action_id!r}"
         for name in ("impact_cost_theta", "abstention_cost_kappa"):
-            v = _number(getattr(self, name), f"{name} {where}")
+            v = _number(getattr(self, name), name, where)
             if v <= 0.0:
                 raise ValueError(f"{name}={v!r} {where} must be > 0")
             object.__setattr__(self, name, v)
@@ -349,11 +347,11 @@ class Verifier:
         if len(set(ids)) != len(ids):
             raise ValueError(f"resolves_premise_ids={list(ids)!r} {where} repeats an id")
         object.__setattr__(self, "resolves_premise_ids", ids)
-        c = _number(self.execution_cost, f"execution_cost {where}")
+        c = _number(self.execution_cost, "execution_cost", where)
         if c < 0.0:
             raise ValueError(f"execution_cost={c!r} {where} must be >= 0")
         object.__setattr__(self, "execution_cost", c)
-        r = _number(self.symmetric_reliability, f"symmetric_reliability {where}")
+        r = _number(self.symmetric_reliability, "symmetric_reliability", where)
         if not 0.5 < r <= 1.0:
             raise ValueError(f"symmetric_reliability={r!r} {where} must lie in (0.5, 1]")
         object.__setattr__(self, "symmetric_reliability", r)

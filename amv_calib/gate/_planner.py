@@ -13,18 +13,22 @@ Work is bounded. States are memoised by which verifiers were used and what they 
 so the state space of verifiers resolving ``k_1, ..., k_n`` premises has at most
 ``prod_j (1 + 2^k_j)`` states. The plan is exact when ``n <= MAX_EXACT_VERIFIERS`` (8)
 and ``prod_j (1 + 2^k_j) * sum_j 2^k_j <= MAX_WORK`` (8 single-premise verifiers fit).
-Beyond that it is a *beam*: the exact plan over the best-ranked verifiers that fit (ranked
-by their one-step value under the unscreened stopping loss ``min(theta P_any, kappa)``),
-with the myopic rule over all verifiers as a floor. Two bounds prune without changing the
-result: every policy loses at least ``P_any * min(theta, kappa)`` (the clairvoyant's loss;
-``P_any`` is a martingale under verification), and a verifier is abandoned as soon as its
-partial expected loss reaches the best alternative. With ``reuse`` (a verifier may be
-called again) the plan is a receding horizon: exact over the next ``H`` calls, ``H`` the
-deepest tree that fits ``MAX_WORK``.
+Beyond that it is a *beam*: the exact plan over the verifiers that fit, chosen so that
+every premise keeps its best verifier and then by evidence per cost (``p(1-p)`` times the
+signal's log-likelihood ratio, over ``lambda c``), with the myopic rule over all verifiers
+as a floor (its choice wins when its one-step value beats the beam's plan).
+
+Two bounds prune without changing the result: every policy loses at least
+``P_any * min(theta, kappa)`` (the clairvoyant's loss; ``P_any`` is a martingale under
+verification), and a verifier is abandoned as soon as its partial expected loss reaches
+the best alternative. With ``reuse`` (a verifier may be called again) the plan is a
+receding horizon: exact over the next ``H`` calls, ``H`` the deepest tree that fits
+``MAX_WORK``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
@@ -106,15 +110,44 @@ def _work(specs: Sequence[Spec]) -> tuple[int, int]:
     return states, branch
 
 
-def _relaxed_gain(probs: Sequence[float], q: float, sp: Spec, theta: float, kappa: float
-                  ) -> float:
-    # one-step value under the unscreened (concave) loss min(theta P_any, kappa): the ranking
-    # the beam uses, positive for informative verifiers even where the screen hides it
-    f0 = min(theta * (1.0 - q), kappa)
-    e = 0.0
-    for _, w, qo, _ in outcomes(probs, q, sp.idx, sp.r):
-        e += w * min(theta * (1.0 - qo), kappa)
-    return f0 - e - sp.lam_cost
+def _score(probs: Sequence[float], sp: Spec) -> float:
+    # Evidence per unit of cost: each resolved premise's variance p(1-p) times the signal's
+    # log-likelihood ratio (capped, r = 1 is infinitely strong), over lambda c.
+    llr = 40.0 if sp.r >= 1.0 else min(40.0, math.log(sp.r / (1.0 - sp.r)))
+    evidence = sum(probs[i] * (1.0 - probs[i]) for i in sp.idx) * llr
+    return evidence / (sp.lam_cost + 1e-12)
+
+
+def _beam(probs: Sequence[float], specs: Sequence[Spec]) -> list[int]:
+    """Verifiers kept for the exact plan, in their given order.
+
+    First every premise (the most uncertain first) gets its best-scoring verifier, so that
+    no premise becomes unverifiable; then the rest join by score, while the set fits
+    ``MAX_EXACT_VERIFIERS`` and ``MAX_WORK``.
+    """
+    order = sorted(range(len(specs)), key=lambda j: (-_score(probs, specs[j]), j))
+    keep: list[int] = []
+
+    def fits(j: int) -> bool:
+        trial = [*keep, j]
+        if len(trial) > MAX_EXACT_VERIFIERS:
+            return False
+        states, branch = _work([specs[t] for t in trial])
+        return states * branch <= MAX_WORK
+
+    covered: set[int] = set()
+    for i in sorted(range(len(probs)), key=lambda i: (-probs[i] * (1.0 - probs[i]), i)):
+        if i in covered:
+            continue
+        for j in order:
+            if i in specs[j].idx and j not in keep and fits(j):
+                keep.append(j)
+                covered.update(specs[j].idx)
+                break
+    for j in order:
+        if j not in keep and fits(j):
+            keep.append(j)
+    return sorted(keep)
 
 
 def _exact(
@@ -309,17 +342,8 @@ def plan(
     if len(specs) <= MAX_EXACT_VERIFIERS and states * branch <= MAX_WORK:
         value, first = _exact(probs, q, theta, kappa, lim, eps, specs, depth, budget)
         return Plan(value, first, True)
-    # beam: best-ranked verifiers that fit the work bound, kept in their given order
-    order = sorted(range(len(specs)),
-                   key=lambda j: (-_relaxed_gain(probs, q, specs[j], theta, kappa), j))
-    keep: list[int] = []
-    for j in order:
-        trial = sorted([*keep, j])
-        if len(trial) > MAX_EXACT_VERIFIERS:
-            break
-        s, b = _work([specs[t] for t in trial])
-        if s * b <= MAX_WORK:
-            keep = trial
+    # beam: an exact plan over the verifiers _beam keeps, floored by the myopic rule
+    keep = _beam(probs, specs)
     value, first = _exact(probs, q, theta, kappa, lim, eps, [specs[t] for t in keep], depth,
                           budget)
     mapped = None if first is None else keep[first]
