@@ -361,8 +361,8 @@ _BIN_COLUMNS: Final[dict[str, tuple[str, ...]]] = {
     "y": ("observed", "observed_rate", "frac_pos", "fraction_positive", "obs_rate",
           "event_rate", "rate"),
     "count": ("count", "n", "n_rows"),
-    "lo": ("observed_lo", "obs_lo", "ci_lo", "lo", "lower"),
-    "hi": ("observed_hi", "obs_hi", "ci_hi", "hi", "upper"),
+    "lo": ("ci_low", "observed_lo", "obs_lo", "ci_lo", "lo", "lower"),
+    "hi": ("ci_high", "observed_hi", "obs_hi", "ci_hi", "hi", "upper"),
     "scheme": ("scheme", "binning", "strategy"),
 }
 
@@ -433,7 +433,11 @@ def reliability_figure(bins: pd.DataFrame, *, title: str = "Reliability diagram"
         if n_col is not None:
             counts = g[n_col].to_numpy(dtype=float)
             share = counts / counts.sum() if counts.sum() > 0 else counts
-            hist.bar(x, share, width=width, color=color, alpha=0.35)
+            if len(groups) == 1:
+                hist.bar(x, share, width=width, color=color, alpha=0.5)
+            else:
+                # Outlines, so that several calibrators' histograms stay readable.
+                hist.plot(x, share, drawstyle="steps-mid", color=color, linewidth=1)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_ylabel("observed violation rate")
