@@ -287,22 +287,24 @@ def _batch_columns(batch: pa.RecordBatch | pa.Table) -> dict[str, pa.Array]:
 
 
 def _rechunk(batches: Iterable[pa.RecordBatch], chunksize: int) -> Iterator[pa.Table]:
-    """Group record batches into tables of at least ``chunksize`` rows (the last may be short)."""
+    """Regroup record batches into tables of ``chunksize`` rows (the last may be short)."""
     pending: list[pa.RecordBatch] = []
     n = 0
     for b in batches:
-        pending.append(b)
-        n += b.num_rows
-        if n >= chunksize:
-            yield pa.Table.from_batches(pending)
-            pending, n = [], 0
+        while b.num_rows:
+            take = min(b.num_rows, chunksize - n)
+            pending.append(b.slice(0, take))
+            n += take
+            b = b.slice(take)
+            if n == chunksize:
+                yield pa.Table.from_batches(pending)
+                pending, n = [], 0
     if pending:
         yield pa.Table.from_batches(pending)
 
 
 def _open_csv(path: Path, chunksize: int) -> _Reader:
-    with _open_text(path) as fh:
-        header = next(csv.reader(fh), [])
+    header = _csv_header(path)
     if not header:
         return _Reader(format="csv", columns=[], chunks=iter(()))
     _resolve_columns(header)  # fail before reading rows
@@ -356,6 +358,27 @@ def _open_csv(path: Path, chunksize: int) -> _Reader:
             )
 
     return _Reader(format="csv", columns=list(header), chunks=chunks())
+
+
+def _csv_header(path: Path) -> list[str]:
+    """The first CSV record (the header), read from the first 1 MiB only."""
+    with _open_binary(path) as fh:
+        head = fh.read(1 << 20)
+    text = head.decode("utf-8", errors="replace").removeprefix("\ufeff")
+    return next(csv.reader(io.StringIO(text, newline="")), [])
+
+
+def _open_binary(path: Path) -> io.BufferedIOBase:
+    suffix = path.suffix.lower()
+    if suffix == ".gz":
+        import gzip
+
+        return cast(io.BufferedIOBase, gzip.open(path, "rb"))
+    if suffix == ".bz2":
+        import bz2
+
+        return cast(io.BufferedIOBase, bz2.open(path, "rb"))
+    return cast(io.BufferedIOBase, open(path, "rb"))
 
 
 def _open_text(path: Path) -> io.TextIOBase:
@@ -981,7 +1004,10 @@ def _parse_id(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
 
 
 def _parse_str(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
-    return _Parsed(values=pc.cast(_string_view(arr), pa.string()), problems=[])
+    # An empty optional field is missing (null), as in every other format.
+    s = pc.cast(_string_view(arr), pa.string())
+    return _Parsed(values=pc.if_else(pc.equal(s, ""), pa.scalar(None, pa.string()), s),
+                   problems=[])
 
 
 _PARSERS: Final[dict[_Kind, Callable[[str, pa.Array, _Spec], _Parsed]]] = {
@@ -1444,6 +1470,7 @@ def ingest_file(
                     cw.write_table(res.rejects)
             if not wrote:
                 pw.write_table(claims_schema.empty_table())
+            cw.write_table(run.rejects_schema.empty_table())  # the header, even if no rows
         os.replace(tmp_claims, claims_path)
         os.replace(tmp_rejects, rejects_path)
     finally:
