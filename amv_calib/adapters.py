@@ -351,15 +351,14 @@ def load_graphiti_edges(source: _Source) -> tuple[pd.DataFrame, pd.DataFrame]:
         if pd.isna(uuid.iloc[i]):
             reason[i] = "uuid missing"
         elif times["created_at"][i] == _NAT:
-            reason[i] = f"created_at={raw['created_at'][i]!r} is not a time"
+            shown = None if _absent(raw["created_at"][i]) else raw["created_at"][i]
+            reason[i] = f"created_at={shown!r} is not a time"
         elif dup[i]:
             reason[i] = f"uuid {uuid.iloc[i]!r} repeats an earlier edge"
         else:
             for k in ("valid_at", "invalid_at", "expired_at"):
                 v = raw[k][i]
-                given = v is not None and not (isinstance(v, float) and math.isnan(v)) \
-                    and v != ""
-                if given and times[k][i] == _NAT:
+                if not _absent(v) and times[k][i] == _NAT:
                     reason[i] = f"{k}={v!r} is not a time"
                     break
     ok = reason == ""
@@ -444,7 +443,12 @@ def load_uses_table(source: _Source) -> pd.DataFrame:
 
 
 def _absent(v: Any) -> bool:
-    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)) or v == ""
+    """None, NaN, NaT, NA or an empty string."""
+    if v is None or (isinstance(v, str) and v == ""):
+        return True
+    if isinstance(v, (str, bytes, list, tuple, dict)):
+        return False
+    return bool(pd.isna(v))
 
 
 def _num(v: Any) -> float:

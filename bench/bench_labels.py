@@ -1,0 +1,270 @@
+"""Benchmark: the label join (10 M decision lines x 1 M outcomes) beside a plain pandas merge.
+
+Issue 9: join 10 M decision-log lines with 1 M outcome records on this machine and report
+time and peak memory beside a plain pandas merge of the same data, in the same run.
+
+- **ours**: ``amv_calib.labels.label_claims`` (pyarrow block parsing of the log, the
+  time-aware join by outcome kind, posterior soft labels, the full accounting report).
+- **baseline**: what one would write with pandas alone: ``pandas.read_json(lines=True,
+  chunksize=...)``, explode and normalise the premises, ``read_csv`` the outcomes and
+  ``pandas.merge`` on ``claim_id``. It has no time rule, no report and no soft labels, so it
+  does less work than ours.
+
+Each side runs in its own subprocess; peak memory is that process's ``ru_maxrss``. The
+writer's append latency (``DecisionLogWriter.append``: p50 / p99 / max) is measured beside a
+plain buffered ``write`` + ``flush`` of the same lines.
+
+Run: ``.venv/bin/python bench/bench_labels.py [--quick] [--lines N] [--outcomes M]``.
+Numbers go to ``bench/results/labels.json``. The full run writes a ~4 GB log to a
+temporary folder (``--data-dir`` to choose it) and takes several minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+_CHUNK = 200_000
+
+
+# ---------------------------------------------------------------------------------------------
+# data
+# ---------------------------------------------------------------------------------------------
+def make_data(folder: Path, n_lines: int, n_outcomes: int, seed: int) -> dict[str, Any]:
+    """A decision log of ``n_lines`` records (1-4 premises, 10% with a verifier call) and
+    ``n_outcomes`` outcome records, written with vectorised string formatting."""
+    rng = np.random.default_rng(seed)
+    n_claims = max(10, n_lines // 4)
+    log = folder / "decisions.jsonl"
+    t0_us = 1_790_000_000_000_000
+    step_us = 1_000_000
+    premises_total = 0
+    with open(log, "w", encoding="utf-8") as fh:
+        for start in range(0, n_lines, _CHUNK):
+            n = min(_CHUNK, n_lines - start)
+            k = rng.integers(1, 5, size=n)
+            premises_total += int(k.sum())
+            claims = rng.integers(0, n_claims, size=(n, 4))
+            rh = np.round(rng.gamma(1.5, 200.0, size=(n, 4)), 3)
+            trust = np.round(rng.beta(4, 2, size=(n, 4)), 4)
+            conf = np.round(rng.beta(5, 2, size=(n, 4)), 4)
+            flag = rng.random(size=(n, 4)) < 0.1
+            p = np.round(rng.random(size=(n, 4)) * 0.3, 5)
+            verify = rng.random(n) < 0.1
+            confirm = rng.random(n) < 0.7
+            secs = (t0_us + (start + np.arange(n)) * step_us) // 1_000_000
+            stamps = np.datetime_as_string(secs.astype("datetime64[s]"), unit="s")
+            out = []
+            for i in range(n):
+                prem = ",".join(
+                    f'{{"id":"p{j}","claim_id":"c{claims[i, j]}","recency_hours":{rh[i, j]},'
+                    f'"source_trust_score":{trust[i, j]},"model_confidence":{conf[i, j]},'
+                    f'"contradiction_flag":{"true" if flag[i, j] else "false"},'
+                    f'"p":{p[i, j]}}}'
+                    for j in range(int(k[i])))
+                rec = (f'{{"time":"{stamps[i]}Z","action_id":"a{start + i}",'
+                       f'"tool_name":"bank_transfer","theta":120.0,"kappa":4.0,'
+                       f'"premises":[{prem}],"calibrator":{{"name":"amv-guard","version":"3"}},'
+                       f'"regime":"PROCEED","verifier":null,"voi":null,"reason":"admissible",'
+                       f'"planner":"lookahead","mode":"amv"')
+                if verify[i]:
+                    rec += (f',"verifier_calls":[{{"verifier":"v","signals":{{"p0":'
+                            f'{"true" if confirm[i] else "false"}}},"cost":0.2,'
+                            f'"reliability":0.9}}]')
+                out.append(rec + "}\n")
+            fh.write("".join(out))
+    outcomes = folder / "outcomes.csv"
+    last_s = (t0_us + n_lines * step_us) // 1_000_000
+    with open(outcomes, "w", encoding="utf-8") as fh:
+        fh.write("claim_id,action_id,time,violated\n")
+        for start in range(0, n_outcomes, _CHUNK):
+            n = min(_CHUNK, n_outcomes - start)
+            kind = rng.random(n)
+            claim = rng.integers(0, n_claims, size=n)
+            action = rng.integers(0, n_lines, size=n)
+            secs = rng.integers(t0_us // 1_000_000, last_s + 86_400, size=n)
+            stamps = np.datetime_as_string(secs.astype("datetime64[s]"), unit="s")
+            viol = rng.random(n) < 0.15
+            rows = []
+            for i in range(n):
+                v = "true" if viol[i] else "false"
+                if kind[i] < 0.8:
+                    rows.append(f"c{claim[i]},,{stamps[i]}Z,{v}\n")
+                elif kind[i] < 0.9:
+                    rows.append(f"c{claim[i]},a{action[i]},{stamps[i]}Z,{v}\n")
+                else:
+                    rows.append(f",a{action[i]},{stamps[i]}Z,{v}\n")
+            fh.write("".join(rows))
+    return {"log": str(log), "outcomes": str(outcomes), "lines": n_lines,
+            "outcome_records": n_outcomes, "premise_entries": premises_total,
+            "log_bytes": log.stat().st_size}
+
+
+# ---------------------------------------------------------------------------------------------
+# the two sides (each runs in a child process)
+# ---------------------------------------------------------------------------------------------
+def _peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def child_ours(log: str, outcomes: str) -> dict[str, Any]:
+    import warnings
+
+    from amv_calib.labels import label_claims
+
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        claims, report = label_claims(log, outcomes)
+    seconds = time.perf_counter() - t0
+    d = report.to_dict()
+    return {"seconds": seconds, "peak_mib": _peak_mib(), "rows": len(claims),
+            "join": {k: d[k] for k in ("uses_read", "joined", "joined_by_source", "unjoined",
+                                       "outcomes_read", "outcomes", "repeated_entries")}}
+
+
+def child_baseline(log: str, outcomes: str) -> dict[str, Any]:
+    import pandas as pd
+
+    t0 = time.perf_counter()
+    parts = []
+    for chunk in pd.read_json(log, lines=True, chunksize=_CHUNK, dtype=False):
+        ex = chunk[["time", "action_id", "premises"]].explode("premises", ignore_index=True)
+        prem = pd.json_normalize(ex["premises"].tolist())
+        prem["action_id"] = ex["action_id"].to_numpy()
+        prem["time"] = ex["time"].to_numpy()
+        parts.append(prem)
+    uses = pd.concat(parts, ignore_index=True)
+    out = pd.read_csv(outcomes, dtype={"claim_id": str, "action_id": str})
+    merged = pd.merge(uses, out, on="claim_id", how="inner", suffixes=("", "_outcome"))
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "peak_mib": _peak_mib(), "rows": len(merged),
+            "uses": len(uses)}
+
+
+def _run_child(side: str, data: dict[str, Any]) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", side,
+           "--log", data["log"], "--outcomes-file", data["outcomes"]]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{side} failed:\n{proc.stderr}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+# ---------------------------------------------------------------------------------------------
+# writer latency
+# ---------------------------------------------------------------------------------------------
+def writer_latency(folder: Path, n: int) -> dict[str, Any]:
+    sys.path.insert(0, str(ROOT))
+    from amv_calib.gate._decision_log import DecisionLogWriter, encode_record
+
+    rec = {"time": "2026-12-01T10:00:00.000000Z", "action_id": "a", "tool_name": "t",
+           "theta": 120.0, "kappa": 4.0,
+           "premises": [{"id": f"p{j}", "claim_id": f"c{j}", "recency_hours": 12.5,
+                         "source_trust_score": 0.8, "model_confidence": 0.9,
+                         "contradiction_flag": False, "p": 0.04} for j in range(3)],
+           "calibrator": {"name": "amv-guard", "version": "3"}, "regime": "PROCEED",
+           "verifier": None, "voi": 0.0, "reason": "admissible", "planner": "lookahead",
+           "mode": "amv"}
+    ours = np.empty(n)
+    with DecisionLogWriter(folder / "latency.jsonl") as w:
+        for i in range(n):
+            t = time.perf_counter_ns()
+            w.append(rec)
+            ours[i] = time.perf_counter_ns() - t
+    plain = np.empty(n)
+    with open(folder / "plain.jsonl", "ab") as fh:
+        for i in range(n):
+            t = time.perf_counter_ns()
+            fh.write(encode_record(rec))
+            fh.flush()
+            plain[i] = time.perf_counter_ns() - t
+
+    def stats(a: np.ndarray) -> dict[str, float]:
+        return {"p50_us": float(np.percentile(a, 50) / 1e3),
+                "p99_us": float(np.percentile(a, 99) / 1e3), "max_us": float(a.max() / 1e3)}
+
+    s_ours, s_plain = stats(ours), stats(plain)
+    return {"appends": n, "writer": s_ours, "plain_write_flush": s_plain,
+            "p50_ratio": s_ours["p50_us"] / s_plain["p50_us"]}
+
+
+# ---------------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
+    ap.add_argument("--lines", type=int, default=None, help="decision lines (default 10 M)")
+    ap.add_argument("--outcomes", type=int, default=None, help="outcome records (default 1 M)")
+    ap.add_argument("--seed", type=int, default=20261202)
+    ap.add_argument("--data-dir", default=None, help="where to write the generated data")
+    ap.add_argument("--keep", action="store_true", help="keep the generated data")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the pandas baseline")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "labels.json"))
+    ap.add_argument("--child", choices=("ours", "baseline"), help=argparse.SUPPRESS)
+    ap.add_argument("--log", help=argparse.SUPPRESS)
+    ap.add_argument("--outcomes-file", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        sys.path.insert(0, str(ROOT))
+        fn = child_ours if args.child == "ours" else child_baseline
+        print(json.dumps(fn(args.log, args.outcomes_file)))
+        return 0
+    n_lines = args.lines or (10_000 if args.quick else 10_000_000)
+    n_out = args.outcomes or (1_000 if args.quick else 1_000_000)
+    folder = Path(tempfile.mkdtemp(prefix="bench-labels-", dir=args.data_dir))
+    try:
+        t0 = time.perf_counter()
+        data = make_data(folder, n_lines, n_out, args.seed)
+        data["generate_seconds"] = time.perf_counter() - t0
+        print(f"data: {n_lines:,} lines ({data['log_bytes'] / 2**20:,.0f} MiB, "
+              f"{data['premise_entries']:,} premise entries), {n_out:,} outcomes, "
+              f"generated in {data['generate_seconds']:.1f} s", flush=True)
+        ours = _run_child("ours", data)
+        print(f"ours:     {ours['seconds']:8.1f} s  peak {ours['peak_mib']:8,.0f} MiB  "
+              f"rows {ours['rows']:,}", flush=True)
+        result: dict[str, Any] = {"data": {k: v for k, v in data.items()
+                                           if k not in ("log", "outcomes")},
+                                  "ours": {k: ours[k] for k in ("seconds", "peak_mib", "rows")},
+                                  "join": ours["join"]}
+        if not args.no_baseline:
+            base = _run_child("baseline", data)
+            print(f"baseline: {base['seconds']:8.1f} s  peak {base['peak_mib']:8,.0f} MiB  "
+                  f"rows {base['rows']:,} (plain equi-join, no time rule)", flush=True)
+            result["baseline"] = base
+            result["ratios"] = {"time_ours_over_baseline": ours["seconds"] / base["seconds"],
+                                "memory_ours_over_baseline": ours["peak_mib"] / base["peak_mib"]}
+            print(f"ratio ours/baseline: time {result['ratios']['time_ours_over_baseline']:.2f}x"
+                  f", peak memory {result['ratios']['memory_ours_over_baseline']:.2f}x")
+        lat = writer_latency(folder, 1_000 if args.quick else 100_000)
+        result["writer_latency"] = lat
+        print(f"writer append: p50 {lat['writer']['p50_us']:.1f} us, p99 "
+              f"{lat['writer']['p99_us']:.1f} us, max {lat['writer']['max_us']:.0f} us "
+              f"(plain write+flush p50 {lat['plain_write_flush']['p50_us']:.1f} us; "
+              f"ratio {lat['p50_ratio']:.2f}x)")
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {out}")
+    finally:
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
+            print(f"data kept in {folder}")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    sys.exit(main())
