@@ -101,9 +101,9 @@ _M2: Final = 0x94D049BB133111EB
 # -- the counter-based answer stream ---------------------------------------------------------
 
 
-def _key_bytes(instance_id: str, verifier_id: str, premise_id: str) -> int:
-    data = "\x1f".join((instance_id, verifier_id, premise_id)).encode("utf-8")
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+def _hash64(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(),
+                          "little")
 
 
 def _mix_int(x: int) -> int:
@@ -122,6 +122,11 @@ def _mix(x: U64Array) -> U64Array:
     return cast(U64Array, x ^ (x >> np.uint64(31)))
 
 
+def _stream_key(inst: U64Array, pair: U64Array) -> U64Array:
+    # key(i, v, j) = mix(h(instance_id) + phi * mix(h(verifier_id \x1f premise_id)))
+    return _mix(inst + np.uint64(_GOLDEN) * _mix(pair))
+
+
 def _check_seed(seed: int) -> int:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not (
         0 <= int(seed) <= _MASK64
@@ -135,14 +140,17 @@ def answer_uniform(
 ) -> float:
     """The uniform number behind one verifier answer, in plain Python.
 
-    ``u = mix(mix(key XOR mix(seed + phi)) + (call_index + 1) * phi) / 2**64`` (top 53 bits),
-    where ``key`` is the first 8 bytes (little-endian) of
-    ``blake2b(instance_id \\x1f verifier_id \\x1f premise_id)``, ``mix`` is splitmix64's
-    finaliser and ``phi = 0x9E3779B97F4A7C15``. The answer is correct iff ``u < r``.
+    ``u = mix(mix(key XOR mix(seed + phi)) + (call_index + 1) * phi) / 2**64`` (top 53 bits)
+    with ``key = mix(h(instance_id) + phi * mix(h(verifier_id \\x1f premise_id)))``, where
+    ``h`` is the first 8 bytes (little-endian) of blake2b, ``mix`` is splitmix64's finaliser
+    and ``phi = 0x9E3779B97F4A7C15`` (all modulo 2**64). The answer is correct iff ``u < r``.
     :func:`stream_uniform` is the vectorised twin.
     """
     s = _mix_int(_check_seed(seed) + _GOLDEN)
-    x = _mix_int(_key_bytes(instance_id, verifier_id, premise_id) ^ s)
+    key = _mix_int(
+        _hash64(instance_id) + _GOLDEN * _mix_int(_hash64(f"{verifier_id}\x1f{premise_id}"))
+    )
+    x = _mix_int(key ^ s)
     x = _mix_int(x + (int(call_index) + 1) * _GOLDEN)
     return (x >> 11) * 2.0**-53
 
@@ -420,11 +428,164 @@ def load_episodes(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return out
 
 
+class _Slow(Exception):
+    """The fast path met something unusual; the checking parser takes over."""
+
+
+_FLOATS: Final = (float, int)
+
+
+def _fnum(v: Any) -> float:
+    if type(v) not in _FLOATS:
+        raise _Slow
+    return float(v)
+
+
+class _Columns:
+    """Flat columns of the records seen so far (the fast path appends to them)."""
+
+    def __init__(self) -> None:
+        self.iid: list[str] = []
+        self.family: list[str] = []
+        self.tool: list[str] = []
+        self.theta: list[float] = []
+        self.kappa: list[float] = []
+        self.pids: list[tuple[str, ...]] = []
+        self.vids: list[tuple[str, ...]] = []
+        self.p_row: list[int] = []
+        self.p_slot: list[int] = []
+        self.feat: list[float] = []
+        self.viol: list[bool] = []
+        self.ptrue: list[float] = []
+        self.v_row: list[int] = []
+        self.v_slot: list[int] = []
+        self.cost: list[float] = []
+        self.rel: list[float] = []
+        self.r_row: list[int] = []
+        self.r_v: list[int] = []
+        self.r_j: list[int] = []
+
+    def add_fast(self, obj: Any) -> None:
+        """Append one canonical record; raise :class:`_Slow` (before appending) otherwise."""
+        if type(obj) is not dict:
+            raise _Slow
+        iid = obj["instance_id"]
+        family = obj["family"]
+        tool = obj.get("tool_name", "")
+        if type(iid) is not str or type(family) is not str or type(tool) is not str \
+                or not iid or not family:
+            raise _Slow
+        theta = _fnum(obj["impact_cost_theta"])
+        kappa = _fnum(obj["abstention_cost_kappa"])
+        premises = obj["premises"]
+        verifiers = obj.get("verifiers", [])
+        if type(premises) is not list or not premises or type(verifiers) is not list:
+            raise _Slow
+        i = len(self.iid)
+        pids: list[str] = []
+        feat: list[float] = []
+        viol: list[bool] = []
+        ptrue: list[float] = []
+        for pr in premises:
+            if type(pr) is not dict:
+                raise _Slow
+            pid = pr["id"]
+            contra = pr["contradiction_flag"]
+            bad = pr["violated"]
+            pt = pr.get("p_true")
+            if type(pid) is not str or not pid or type(contra) is not bool \
+                    or type(bad) is not bool:
+                raise _Slow
+            feat += (_fnum(pr["recency_hours"]), _fnum(pr["source_trust_score"]),
+                     _fnum(pr["model_confidence"]), 1.0 if contra else 0.0)
+            viol.append(bad)
+            if pt is None:
+                ptrue.append(math.nan)
+            else:
+                x = _fnum(pt)
+                if not math.isfinite(x):
+                    raise _Slow
+                ptrue.append(x)
+            pids.append(pid)
+        index = {p: j for j, p in enumerate(pids)}
+        if len(index) != len(pids):
+            raise _Slow
+        vids: list[str] = []
+        cost: list[float] = []
+        rel: list[float] = []
+        r_v: list[int] = []
+        r_j: list[int] = []
+        for v, ve in enumerate(verifiers):
+            if type(ve) is not dict:
+                raise _Slow
+            vid = ve["id"]
+            names = ve["resolves_premise_ids"]
+            if type(vid) is not str or not vid or type(names) is not list:
+                raise _Slow
+            js = sorted({index[x] for x in names})  # KeyError / TypeError: slow path
+            r_v += [v] * len(js)
+            r_j += js
+            cost.append(_fnum(ve["execution_cost"]))
+            rel.append(_fnum(ve["symmetric_reliability"]))
+            vids.append(vid)
+        if len(set(vids)) != len(vids):
+            raise _Slow
+        self._append(i, iid, family, tool, theta, kappa, pids, feat, viol, ptrue, vids, cost,
+                     rel, r_v, r_j)
+
+    def add_parsed(self, x: _Parsed) -> None:
+        feat: list[float] = []
+        for f in x.features:
+            feat += f
+        r_v: list[int] = []
+        r_j: list[int] = []
+        for v, js in enumerate(x.resolves):
+            r_v += [v] * len(js)
+            r_j += js
+        self._append(len(self.iid), x.instance_id, x.family, x.tool_name, x.theta, x.kappa,
+                     list(x.premise_ids), feat, x.violated, x.p_true, list(x.verifier_ids),
+                     x.cost, x.reliability, r_v, r_j)
+
+    def _append(self, i: int, iid: str, family: str, tool: str, theta: float, kappa: float,
+                pids: list[str], feat: list[float], viol: list[bool], ptrue: list[float],
+                vids: list[str], cost: list[float], rel: list[float], r_v: list[int],
+                r_j: list[int]) -> None:
+        self.iid.append(iid)
+        self.family.append(family)
+        self.tool.append(tool)
+        self.theta.append(theta)
+        self.kappa.append(kappa)
+        self.pids.append(tuple(pids))
+        self.vids.append(tuple(vids))
+        k = len(pids)
+        self.p_row += [i] * k
+        self.p_slot += range(k)
+        self.feat += feat
+        self.viol += viol
+        self.ptrue += ptrue
+        self.v_row += [i] * len(vids)
+        self.v_slot += range(len(vids))
+        self.cost += cost
+        self.rel += rel
+        self.r_row += [i] * len(r_v)
+        self.r_v += r_v
+        self.r_j += r_j
+
+
+def _first_bad(bad: BoolArray, owner: IntArray) -> int | None:
+    """Position of the first record owning a True entry of ``bad``, or None."""
+    hit = np.flatnonzero(bad)
+    return None if hit.size == 0 else int(owner[hit].min())
+
+
 def episode_set(records: Iterable[Mapping[str, Any]]) -> EpisodeSet:
     """Validate episode objects and pad them into an :class:`EpisodeSet`.
 
     A record's row number for error messages is its ``_row`` key when present (as set by
-    :func:`load_episodes`), else its 1-based position.
+    :func:`load_episodes`), else its 1-based position. Canonical records take a fast path
+    whose range checks run vectorised afterwards; a record that fails them, or that is
+    unusual (camelCase keys, 0/1 flags, a missing field), goes through the checking parser,
+    which names the problem.
 
     Raises
     ------
@@ -433,60 +594,106 @@ def episode_set(records: Iterable[Mapping[str, Any]]) -> EpisodeSet:
         of range, a duplicate premise / verifier / instance id, a verifier naming an unknown
         premise, or an empty file.
     """
-    parsed: list[_Parsed] = []
-    seen: dict[str, int] = {}
+    cols = _Columns()
+    kept: list[Any] = []
+    row_no: list[int] = []
     for pos, rec in enumerate(records, start=1):
-        row = int(rec.get("_row", pos)) if isinstance(rec, Mapping) else pos
-        item = _parse(rec, row)
-        if item.instance_id in seen:
-            first = seen[item.instance_id]
-            raise _err(row, f"instance_id={item.instance_id!r} repeats row {first}")
-        seen[item.instance_id] = row
-        parsed.append(item)
-    if not parsed:
+        row = pos
+        if isinstance(rec, Mapping):
+            raw_row = rec.get("_row", pos)
+            row = raw_row if type(raw_row) is int else pos
+        try:
+            cols.add_fast(rec)
+        except (_Slow, KeyError, TypeError):
+            cols.add_parsed(_parse(rec, row))
+        kept.append(rec)
+        row_no.append(row)
+    if not kept:
         raise DataContractError("episodes: no instances")
-    n = len(parsed)
-    m = max(len(x.premise_ids) for x in parsed)
-    nv = max((len(x.verifier_ids) for x in parsed), default=0)
+    n = len(kept)
+    rows = np.asarray(row_no)
+    theta = np.asarray(cols.theta, dtype=np.float64)
+    kappa = np.asarray(cols.kappa, dtype=np.float64)
+    feat = np.asarray(cols.feat, dtype=np.float64).reshape(-1, len(CLAIM_FEATURES))
+    ptrue = np.asarray(cols.ptrue, dtype=np.float64)
+    cost = np.asarray(cols.cost, dtype=np.float64)
+    rel = np.asarray(cols.rel, dtype=np.float64)
+    p_row = np.asarray(cols.p_row, dtype=np.intp)
+    v_row = np.asarray(cols.v_row, dtype=np.intp)
+    with np.errstate(invalid="ignore"):
+        checks = [
+            _first_bad(~(np.isfinite(theta) & (theta > 0)) | ~(np.isfinite(kappa) & (kappa > 0)),
+                       np.arange(n)),
+            _first_bad(~np.all(np.isfinite(feat), axis=1) | (feat[:, 0] < 0)
+                       | ~((feat[:, 1] >= 0) & (feat[:, 1] <= 1))
+                       | ~((feat[:, 2] >= 0) & (feat[:, 2] <= 1))
+                       | (np.isinf(ptrue) | (ptrue < 0) | (ptrue > 1)), p_row),
+            _first_bad(~np.isfinite(cost) | (cost < 0) | ~((rel > 0.5) & (rel <= 1.0)), v_row),
+        ]
+    offenders = [c for c in checks if c is not None]
+    if offenders:
+        pos_bad = min(offenders)
+        _parse(kept[pos_bad], int(rows[pos_bad]))  # raises, naming the field
+        raise _err(int(rows[pos_bad]), "failed a range check")  # pragma: no cover
+    seen: dict[str, int] = {}
+    for pos, iid in enumerate(cols.iid):
+        if iid in seen:
+            raise _err(int(rows[pos]), f"instance_id={iid!r} repeats row {rows[seen[iid]]}")
+        seen[iid] = pos
+
+    m = int(np.bincount(p_row).max())
+    nv = int(np.bincount(v_row, minlength=n).max()) if v_row.size else 0
+    p_slot = np.asarray(cols.p_slot, dtype=np.intp)
+    v_slot = np.asarray(cols.v_slot, dtype=np.intp)
     premise_mask = np.zeros((n, m), dtype=bool)
+    premise_mask[p_row, p_slot] = True
     features = np.zeros((n, m, len(CLAIM_FEATURES)), dtype=np.float64)
+    features[p_row, p_slot] = feat
     violated = np.zeros((n, m), dtype=bool)
+    violated[p_row, p_slot] = np.asarray(cols.viol, dtype=bool)
     p_true = np.full((n, m), np.nan, dtype=np.float64)
+    p_true[p_row, p_slot] = ptrue
     verifier_mask = np.zeros((n, nv), dtype=bool)
+    verifier_mask[v_row, v_slot] = True
+    cost_a = np.zeros((n, nv), dtype=np.float64)
+    cost_a[v_row, v_slot] = cost
+    rel_a = np.ones((n, nv), dtype=np.float64)
+    rel_a[v_row, v_slot] = rel
+    r_row = np.asarray(cols.r_row, dtype=np.intp)
+    r_v = np.asarray(cols.r_v, dtype=np.intp)
+    r_j = np.asarray(cols.r_j, dtype=np.intp)
     resolves = np.zeros((n, nv, m), dtype=bool)
-    cost = np.zeros((n, nv), dtype=np.float64)
-    reliability = np.ones((n, nv), dtype=np.float64)
+    resolves[r_row, r_v, r_j] = True
     stream_key = np.zeros((n, nv, m), dtype=np.uint64)
-    for i, x in enumerate(parsed):
-        k = len(x.premise_ids)
-        premise_mask[i, :k] = True
-        features[i, :k] = x.features
-        violated[i, :k] = x.violated
-        p_true[i, :k] = x.p_true
-        nvi = len(x.verifier_ids)
-        verifier_mask[i, :nvi] = True
-        cost[i, :nvi] = x.cost
-        reliability[i, :nvi] = x.reliability
-        for v, js in enumerate(x.resolves):
-            for j in js:
-                resolves[i, v, j] = True
-                stream_key[i, v, j] = _key_bytes(x.instance_id, x.verifier_ids[v], x.premise_ids[j])
+    if r_row.size:
+        inst = np.array([_hash64(iid) for iid in cols.iid], dtype=np.uint64)
+        pair_cache: dict[tuple[str, str], int] = {}
+        pair = np.empty(r_row.size, dtype=np.uint64)
+        vids, pids = cols.vids, cols.pids
+        for k, (i, v, j) in enumerate(zip(r_row.tolist(), r_v.tolist(), r_j.tolist(),
+                                          strict=True)):
+            name = (vids[i][v], pids[i][j])
+            h = pair_cache.get(name)
+            if h is None:
+                h = pair_cache[name] = _hash64(f"{name[0]}\x1f{name[1]}")
+            pair[k] = h
+        stream_key[r_row, r_v, r_j] = _stream_key(inst[r_row], pair)
     return EpisodeSet(
-        instance_id=tuple(x.instance_id for x in parsed),
-        family=tuple(x.family for x in parsed),
-        tool_name=tuple(x.tool_name for x in parsed),
-        theta=np.array([x.theta for x in parsed], dtype=np.float64),
-        kappa=np.array([x.kappa for x in parsed], dtype=np.float64),
-        premise_ids=tuple(x.premise_ids for x in parsed),
+        instance_id=tuple(cols.iid),
+        family=tuple(cols.family),
+        tool_name=tuple(cols.tool),
+        theta=theta,
+        kappa=kappa,
+        premise_ids=tuple(cols.pids),
         premise_mask=premise_mask,
         features=features,
         violated=violated,
         p_true=p_true,
-        verifier_ids=tuple(x.verifier_ids for x in parsed),
+        verifier_ids=tuple(cols.vids),
         verifier_mask=verifier_mask,
         resolves=resolves,
-        cost=cost,
-        reliability=reliability,
+        cost=cost_a,
+        reliability=rel_a,
         stream_key=stream_key,
     )
 
@@ -605,11 +812,15 @@ def _bootstrap(
         return [MetricCI(value=float(v), lo=float(v), hi=float(v)) for v in point]
     rng = np.random.default_rng(seed)
     means = np.empty((n_boot, values.shape[1]), dtype=np.float64)
-    chunk = max(1, min(n_boot, 4_000_000 // max(n, 1)))
+    # A resample is a vector of counts (how often each instance is drawn): bincount of n
+    # uniform draws, then one matrix product gives every metric's mean at once.
+    chunk = max(1, min(n_boot, 8_000_000 // max(n, 1)))
+    counts = np.empty((chunk, n), dtype=np.float64)
     for start in range(0, n_boot, chunk):
         b = min(chunk, n_boot - start)
-        idx = rng.integers(0, n, size=(b, n))
-        means[start : start + b] = values[idx].mean(axis=1)
+        for k in range(b):
+            counts[k] = np.bincount(rng.integers(0, n, size=n), minlength=n)
+        means[start : start + b] = counts[:b] @ values / n
     a = (1.0 - ci) / 2.0
     lo = np.quantile(means, a, axis=0)
     hi = np.quantile(means, 1.0 - a, axis=0)

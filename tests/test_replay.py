@@ -337,3 +337,70 @@ def test_cli_replay_error_exit(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["replay", str(bad), "--policy", "oracle"]) == 2
     assert "amv-calib replay: error: episodes row 1: lacks field 'family'" in \
         capsys.readouterr().err
+
+
+# -- the sequential batch replay equals Gate.run with the same answers -----------------------
+
+
+def _scalar_run(es: Any, rec: dict[str, Any], gate: Any, seed: int) -> tuple[bool, int, float]:
+    from amv_calib.gate import CandidateAction, Premise, Verifier
+
+    probs = es.probabilities(gate.calibrator)[es.instance_id.index(rec["instance_id"])]
+    action = CandidateAction(
+        action_id=rec["instance_id"], tool_name=rec["tool_name"],
+        impact_cost_theta=rec["impact_cost_theta"],
+        abstention_cost_kappa=rec["abstention_cost_kappa"],
+        premises=tuple(Premise(id=p["id"], calibrated_violation_probability=float(probs[j]))
+                       for j, p in enumerate(rec["premises"])),
+    )
+    verifiers = [Verifier.from_dict(v) for v in rec["verifiers"]]
+    truth = {p["id"]: p["violated"] for p in rec["premises"]}
+    calls: dict[str, int] = {}
+
+    def verify(v: Any, _a: Any) -> dict[str, bool]:
+        c = calls.get(v.id, 0)
+        calls[v.id] = c + 1
+        return {pid: (answer_uniform(seed, rec["instance_id"], v.id, pid, c)
+                      < v.symmetric_reliability) != truth[pid]
+                for pid in v.resolves_premise_ids}
+
+    trace = gate.run(action, verifiers, verify)
+    return trace.final.regime == "PROCEED", trace.verifications, trace.total_cost
+
+
+@pytest.mark.parametrize(
+    "gate_kw",
+    [{"planner": "myopic"}, {"planner": "lookahead"}, {"planner": "lookahead",
+                                                        "max_verifications": 1},
+     {"mode": "seed", "planner": "myopic"}],
+    ids=["myopic", "lookahead", "lookahead-budget1", "seed"],
+)
+def test_batch_replay_equals_scalar_run(gate_kw: dict[str, Any]) -> None:
+    from amv_calib.gate import Gate
+    from amv_calib.gate._batch import evaluate_batch  # noqa: F401  (the path under test)
+    from amv_calib.replay import _gate_policy
+    from amv_calib.synth import synth_episodes
+
+    recs = synth_episodes(200, seed=21)
+    es = episode_set(recs)
+    gate = Gate(calibrator=ONE_MINUS_CONF, **gate_kw)
+    proceed, calls, _ = _gate_policy(es, gate, es.probabilities(ONE_MINUS_CONF), 17)
+    cost = (calls * es.cost).sum(axis=1)
+    for i, rec in enumerate(recs):
+        want = _scalar_run(es, rec, gate, 17)
+        assert (bool(proceed[i]), int(calls[i].sum())) == want[:2], rec["instance_id"]
+        assert cost[i] == pytest.approx(want[2], abs=1e-12)
+
+
+def test_bench_quick_runs(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "replay.json"
+    proc = subprocess.run([sys.executable, str(root / "bench" / "bench_replay.py"), "--quick",
+                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(out.read_text())
+    assert all(r["identical_to_scalar"] for r in res["replay"]["policies"].values())
+    assert res["tuning"]["workers_1"]["trials_per_s"] > 0
