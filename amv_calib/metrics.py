@@ -1,0 +1,602 @@
+"""Calibration and scoring metrics for binary outcomes, with seeded bootstrap intervals.
+
+Every metric takes ``y`` (0/1 or bool: 1 = violated), ``p`` (predicted ``P(y = 1)`` in
+[0, 1]) and an optional non-negative ``sample_weight``. Weighted and row-repeated inputs agree
+exactly (a weight of 2 is the row twice), which is how :func:`bootstrap_ci` resamples: a
+bootstrap replicate is the original rows weighted by their multiplicities.
+
+Definitions (``W`` is the total weight, sums run over rows or over the rows of a bin ``b``):
+
+- ``log_loss = -sum w [y ln p + (1 - y) ln(1 - p)] / W`` with ``p`` clipped to
+  ``[eps, 1 - eps]`` (``eps = 1e-15``) before the logarithms;
+- ``brier_score = sum w (p - y)^2 / W``;
+- ``roc_auc``: weighted Mann-Whitney statistic, ``P(p_pos > p_neg) + P(p_pos = p_neg) / 2``;
+- ``ece = sum_b |sum_b w (y - p)| / W`` (the bin-weighted mean of ``|observed - predicted|``),
+  ``mce = max_b |observed_b - predicted_b|`` over non-empty bins. ``strategy="uniform"``: bins
+  ``[k/B, (k+1)/B)`` with the last one closed (as ``sklearn.calibration.calibration_curve``);
+  ``strategy="quantile"`` (equal mass): rows sorted by ``p``, a group of tied ``p`` values goes
+  whole to bin ``floor(B * m / W)`` where ``m`` is the cumulative weight at the group's middle;
+- ``smooth_ece`` (Blasiok and Nakkiran 2024): ``smECE_s = integral over [0, 1] of
+  |sum w K_s(t, p) (y - p)| / W dt`` with the reflected Gaussian kernel ``K_s`` on [0, 1],
+  at the bandwidth ``s*`` where ``smECE_s* = s*`` (found by bisection; ``smECE_s`` falls as
+  ``s`` grows).
+
+numpy only, except :func:`reliability_curve` (returns a pandas DataFrame).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, cast
+
+import numpy as np
+from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "METRICS",
+    "BootstrapInterval",
+    "Metric",
+    "bootstrap_ci",
+    "bootstrap_counts",
+    "bootstrap_metrics",
+    "brier_score",
+    "ece",
+    "log_loss",
+    "mce",
+    "reliability_curve",
+    "roc_auc",
+    "smooth_ece",
+    "smooth_ece_sigma",
+]
+
+FloatArray = NDArray[np.float64]
+Strategy = Literal["uniform", "quantile"]
+
+#: Clip of probabilities before logarithms.
+LOG_EPS: Final = 1e-15
+#: Smallest smooth-ECE bandwidth searched (the grid gets finer as the bandwidth shrinks).
+SMOOTH_ECE_MIN_SIGMA: Final = 1e-3
+
+
+class Metric(Protocol):
+    """A metric: ``metric(y, p, sample_weight=None) -> float``."""
+
+    def __call__(self, y: Any, p: Any, sample_weight: Any = None) -> float: ...
+
+
+# -- input checks -----------------------------------------------------------------------------
+def _check(
+    y: Any, p: Any, sample_weight: Any, *, probability: bool = True
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    yy = np.asarray(y)
+    pp = np.asarray(p, dtype=np.float64)
+    if yy.ndim != 1 or pp.ndim != 1:
+        raise ValueError(f"y and p must be 1-D, got shapes {yy.shape} and {pp.shape}")
+    if yy.shape != pp.shape:
+        raise ValueError(f"y has {yy.shape[0]} rows but p has {pp.shape[0]}")
+    if yy.size == 0:
+        raise ValueError("metrics need at least one row")
+    yf = yy.astype(np.float64)
+    bad = ~((yf == 0.0) | (yf == 1.0))
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        raise ValueError(f"y must be 0/1 or bool; row {i} has y={yy[i].item()!r}")
+    bad = ~np.isfinite(pp) | (((pp < 0.0) | (pp > 1.0)) if probability else False)
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        where = "lie in [0, 1]" if probability else "be finite"
+        raise ValueError(f"p must {where}; row {i} has p={float(pp[i])!r}")
+    if sample_weight is None:
+        w = np.ones_like(pp)
+    else:
+        w = np.asarray(sample_weight, dtype=np.float64)
+        if w.shape != pp.shape:
+            raise ValueError(f"sample_weight has shape {w.shape}, expected {pp.shape}")
+        bad = ~np.isfinite(w) | (w < 0.0)
+        if np.any(bad):
+            i = int(np.argmax(bad))
+            raise ValueError(
+                f"sample_weight must be finite and >= 0; row {i} has {float(w[i])!r}"
+            )
+        if not np.any(w > 0):
+            raise ValueError("sample_weight is zero on every row")
+    return yf, pp, w
+
+
+# -- the computations, on rows sorted by p ---------------------------------------------------
+class _Prepared:
+    """Validated rows sorted by ``p``, with what every metric reuses across weightings.
+
+    The metric methods take a weight vector in this sorted order; :func:`bootstrap_metrics`
+    calls them once per resample with the resample's multiplicities.
+    """
+
+    def __init__(self, yf: FloatArray, pp: FloatArray) -> None:
+        self.order: NDArray[np.intp] | None
+        if pp.size > 1 and bool(np.all(pp[1:] >= pp[:-1])):
+            self.order = None
+            self.y, self.p = yf, pp
+        else:
+            self.order = np.argsort(pp, kind="stable")
+            self.y, self.p = yf[self.order], pp[self.order]
+        self.starts = np.flatnonzero(np.r_[True, self.p[1:] != self.p[:-1]])
+        self.sizes = np.diff(np.r_[self.starts, self.p.size])
+        self.ties = self.starts.size < self.p.size
+        pc = np.clip(self.p, LOG_EPS, 1.0 - LOG_EPS)
+        self.log_loss_rows = -(self.y * np.log(pc) + (1.0 - self.y) * np.log1p(-pc))
+        d = self.p - self.y
+        self.squared_rows = d * d
+        self._uniform: dict[int, NDArray[np.intp]] = {}
+        self._last_bins: tuple[FloatArray, int, str, tuple[FloatArray, ...]] | None = None
+        self._grids: dict[int, tuple[NDArray[np.intp], FloatArray]] = {}
+
+    def sort_weights(self, w: FloatArray) -> FloatArray:
+        return w if self.order is None else w[self.order]
+
+    def group_sum(self, x: FloatArray) -> FloatArray:
+        """Sums of ``x`` over each group of tied predictions."""
+        return np.add.reduceat(x, self.starts) if self.ties else x
+
+    # proper scores and ranking
+    def log_loss(self, w: FloatArray) -> float:
+        return float(np.dot(w, self.log_loss_rows) / w.sum())
+
+    def brier(self, w: FloatArray) -> float:
+        return float(np.dot(w, self.squared_rows) / w.sum())
+
+    def auc(self, w: FloatArray) -> float:
+        pos = self.group_sum(w * self.y)
+        neg = self.group_sum(w) - pos
+        n_pos, n_neg = float(pos.sum()), float(neg.sum())
+        if n_pos <= 0.0 or n_neg <= 0.0:
+            raise ValueError("roc_auc is undefined when y has only one class (by weight)")
+        neg_below = np.cumsum(neg) - neg
+        return float(np.dot(pos, neg_below + 0.5 * neg) / (n_pos * n_neg))
+
+    # binned calibration
+    def uniform_bins(self, n_bins: int) -> NDArray[np.intp]:
+        b = self._uniform.get(n_bins)
+        if b is None:
+            edges = np.linspace(0.0, 1.0, n_bins + 1)
+            b = np.searchsorted(edges[1:-1], self.p, side="right").astype(np.intp)
+            self._uniform[n_bins] = b
+        return b
+
+    def quantile_group_bins(self, w: FloatArray, n_bins: int) -> NDArray[np.intp]:
+        """Equal-mass bin of each group of tied predictions."""
+        gw = self.group_sum(w)
+        mid = np.cumsum(gw) - 0.5 * gw
+        return cast(
+            NDArray[np.intp],
+            np.minimum(n_bins - 1, np.floor(n_bins * mid / gw.sum())).astype(np.intp),
+        )
+
+    def row_bins(self, w: FloatArray, n_bins: int, strategy: str) -> NDArray[np.intp]:
+        if strategy == "uniform":
+            return self.uniform_bins(n_bins)
+        return np.repeat(self.quantile_group_bins(w, n_bins), self.sizes)
+
+    def bins(
+        self, w: FloatArray, n_bins: int, strategy: str
+    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        """Per bin: weight, weighted sum of y, weighted sum of p, row count."""
+        last = self._last_bins
+        # ECE and MCE of one weighting share their bins.
+        if last is not None and last[0] is w and last[1] == n_bins and last[2] == strategy:
+            wb, yb, pb, nb = last[3]
+            return wb, yb, pb, nb
+        if strategy == "uniform":
+            b = self.uniform_bins(n_bins)
+            out = (
+                _wsum(b, w, minlength=n_bins),
+                _wsum(b, w * self.y, minlength=n_bins),
+                _wsum(b, w * self.p, minlength=n_bins),
+                _wsum(b, None, minlength=n_bins),
+            )
+        else:
+            gb = self.quantile_group_bins(w, n_bins)
+            out = (
+                _wsum(gb, self.group_sum(w), minlength=n_bins),
+                _wsum(gb, self.group_sum(w * self.y), minlength=n_bins),
+                _wsum(gb, self.group_sum(w * self.p), minlength=n_bins),
+                _wsum(gb, self.sizes.astype(np.float64), minlength=n_bins),
+            )
+        self._last_bins = (w, n_bins, strategy, out)
+        return out
+
+    def ece(self, w: FloatArray, n_bins: int, strategy: str) -> float:
+        wb, yb, pb, _ = self.bins(w, n_bins, strategy)
+        return float(np.abs(yb - pb).sum() / wb.sum())
+
+    def mce(self, w: FloatArray, n_bins: int, strategy: str) -> float:
+        wb, yb, pb, _ = self.bins(w, n_bins, strategy)
+        live = wb > 0
+        return float(np.max(np.abs(yb[live] - pb[live]) / wb[live]))
+
+    # smooth ECE
+    def grid_residuals(self, r: FloatArray, g: int) -> FloatArray:
+        """Residual masses ``r`` linearly binned onto ``g`` grid points of [0, 1]."""
+        got = self._grids.get(g)
+        if got is None:
+            x = self.p * (g - 1)
+            i = np.minimum(np.floor(x).astype(np.intp), g - 2)
+            got = (i, x - i)
+            self._grids[g] = got
+        i, frac = got
+        return _wsum(i, r * (1.0 - frac), minlength=g) + _wsum(i + 1, r * frac, minlength=g)
+
+    def smooth_ece(self, w: FloatArray, sigma: float | None, tol: float) -> float:
+        return _SmoothEce(self, w).value(sigma, tol)
+
+
+def _wsum(idx: NDArray[np.intp], w: FloatArray | None, minlength: int) -> FloatArray:
+    """``bincount`` as float64 (weighted sums per index; counts when ``w`` is None)."""
+    return np.bincount(idx, weights=w, minlength=minlength).astype(np.float64, copy=False)
+
+
+def _grid_size(sigma: float) -> int:
+    """Grid points for bandwidth ``sigma``: spacing at most sigma / 20, from a fixed ladder."""
+    g = 1024
+    while g < 20.0 / sigma:
+        g *= 4
+    return g + 1
+
+
+class _SmoothEce:
+    """``smECE_s`` of one weighting of the rows, for any bandwidth ``s``.
+
+    With ``K(t, u) = g(t - u) + g(t + u)`` (``g`` the Gaussian wrapped with period 2, which
+    is ``u + s Z`` reflected at 0 and 1), smoothing the residual masses on a grid of
+    spacing ``h = 1 / (G - 1)`` is a circular convolution of their even extension (period
+    ``2 (G - 1)`` points) with ``g``. In Fourier space that is a product with ``g``'s
+    coefficients ``exp(-(pi k s)^2 / 2)``, so each bandwidth costs one inverse FFT.
+    """
+
+    def __init__(self, prep: _Prepared, w: FloatArray) -> None:
+        self._prep = prep
+        self._r = w * (prep.y - prep.p) / w.sum()
+        self._spectra: dict[int, NDArray[np.complex128]] = {}
+
+    def _spectrum(self, g: int) -> NDArray[np.complex128]:
+        got = self._spectra.get(g)
+        if got is None:
+            r = self._prep.grid_residuals(self._r, g)
+            ext = np.concatenate([r, r[-2:0:-1]])
+            # The end points are their own mirror images: both kernel terms hit them.
+            ext[0] *= 2.0
+            ext[g - 1] *= 2.0
+            got = np.fft.rfft(ext)
+            self._spectra[g] = got
+        return got
+
+    def at(self, sigma: float) -> float:
+        """``smECE_sigma``: trapezoid integral of the smoothed residual's absolute value."""
+        g = _grid_size(sigma)
+        n = 2 * (g - 1)
+        k = np.arange(n // 2 + 1, dtype=np.float64)
+        # DFT of the sampled wrapped Gaussian (times h): its Fourier coefficients, aliased.
+        gain = sum(np.exp(-0.5 * (math.pi * sigma * (k + a * n)) ** 2) for a in (-1, 0, 1))
+        dens = np.fft.irfft(self._spectrum(g) * gain, n)[:g]
+        a = np.abs(dens)
+        return float(a.sum() - 0.5 * (a[0] + a[-1]))
+
+    def sigma_star(self, tol: float) -> float:
+        lo, hi = SMOOTH_ECE_MIN_SIGMA, 1.0
+        if self.at(lo) <= lo:
+            return lo
+        while hi - lo > tol * lo:
+            mid = 0.5 * (lo + hi)
+            if self.at(mid) > mid:
+                lo = mid
+            else:
+                hi = mid
+        return 0.5 * (lo + hi)
+
+    def value(self, sigma: float | None, tol: float) -> float:
+        return self.at(self.sigma_star(tol) if sigma is None else sigma)
+
+
+def _check_bins(n_bins: int, strategy: str) -> None:
+    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
+        raise ValueError(f"n_bins={n_bins!r} must be a positive integer")
+    if strategy not in ("uniform", "quantile"):
+        raise ValueError(f"strategy={strategy!r} must be 'uniform' or 'quantile'")
+
+
+def _prepare(
+    y: Any, p: Any, sample_weight: Any, *, probability: bool = True
+) -> tuple[_Prepared, FloatArray]:
+    yf, pp, w = _check(y, p, sample_weight, probability=probability)
+    prep = _Prepared(yf, pp)
+    return prep, prep.sort_weights(w)
+
+
+# -- public metrics ---------------------------------------------------------------------------
+def log_loss(y: Any, p: Any, sample_weight: Any = None) -> float:
+    """Mean negative log-likelihood (nats), ``p`` clipped to ``[1e-15, 1 - 1e-15]``."""
+    yf, pp, w = _check(y, p, sample_weight)
+    pc = np.clip(pp, LOG_EPS, 1.0 - LOG_EPS)
+    loss = -(yf * np.log(pc) + (1.0 - yf) * np.log1p(-pc))
+    return float(np.dot(w, loss) / w.sum())
+
+
+def brier_score(y: Any, p: Any, sample_weight: Any = None) -> float:
+    """Mean squared error of the probabilities."""
+    yf, pp, w = _check(y, p, sample_weight)
+    d = pp - yf
+    return float(np.dot(w, d * d) / w.sum())
+
+
+def roc_auc(y: Any, p: Any, sample_weight: Any = None) -> float:
+    """Area under the ROC curve of any finite scores ``p``; ties count one half.
+
+    Raises ValueError if ``y`` has one class (by weight).
+    """
+    prep, w = _prepare(y, p, sample_weight, probability=False)
+    return prep.auc(w)
+
+
+def ece(
+    y: Any,
+    p: Any,
+    sample_weight: Any = None,
+    *,
+    n_bins: int = 15,
+    strategy: Strategy = "uniform",
+) -> float:
+    """Expected calibration error over ``n_bins`` bins (equal-width or equal-mass)."""
+    _check_bins(n_bins, strategy)
+    prep, w = _prepare(y, p, sample_weight)
+    return prep.ece(w, n_bins, strategy)
+
+
+def mce(
+    y: Any,
+    p: Any,
+    sample_weight: Any = None,
+    *,
+    n_bins: int = 15,
+    strategy: Strategy = "uniform",
+) -> float:
+    """Maximum calibration error: the largest ``|observed - predicted|`` of a non-empty bin."""
+    _check_bins(n_bins, strategy)
+    prep, w = _prepare(y, p, sample_weight)
+    return prep.mce(w, n_bins, strategy)
+
+
+def reliability_curve(
+    y: Any,
+    p: Any,
+    sample_weight: Any = None,
+    *,
+    n_bins: int = 15,
+    strategy: Strategy = "uniform",
+    alpha: float = 0.05,
+    interval: Literal["wilson", "clopper-pearson"] = "wilson",
+) -> pd.DataFrame:
+    """Reliability-diagram data, one row per non-empty bin.
+
+    Columns: ``bin``, ``bin_lower`` and ``bin_upper`` (the bin's range: its edges for
+    uniform bins, its smallest and largest prediction for quantile bins), ``count`` (rows),
+    ``weight``, ``mean_pred``, ``observed_rate``, and the ``1 - alpha`` binomial interval
+    ``ci_low``/``ci_high`` of the observed rate (Wilson score, or Clopper-Pearson from beta
+    quantiles), computed from ``count`` trials at the weighted rate.
+    """
+    import pandas as pd
+
+    if not (0.0 < alpha < 1.0):
+        raise ValueError(f"alpha={alpha!r} must lie in (0, 1)")
+    if interval not in ("wilson", "clopper-pearson"):
+        raise ValueError(f"interval={interval!r} must be 'wilson' or 'clopper-pearson'")
+    _check_bins(n_bins, strategy)
+    prep, w = _prepare(y, p, sample_weight)
+    wb, yb, pb, nb = prep.bins(w, n_bins, strategy)
+    live = np.flatnonzero(wb > 0)
+    if strategy == "uniform":
+        edges = np.linspace(0.0, 1.0, n_bins + 1)
+        lower, upper = edges[live], edges[live + 1]
+    else:
+        b = prep.row_bins(w, n_bins, strategy)
+        lo_all = np.full(n_bins, np.inf)
+        hi_all = np.full(n_bins, -np.inf)
+        np.minimum.at(lo_all, b, prep.p)
+        np.maximum.at(hi_all, b, prep.p)
+        lower, upper = lo_all[live], hi_all[live]
+    rate = yb[live] / wb[live]
+    n = nb[live]
+    ci_lo, ci_hi = _binomial_interval(rate, n, alpha, interval)
+    return pd.DataFrame(
+        {
+            "bin": live.astype(np.int64),
+            "bin_lower": lower,
+            "bin_upper": upper,
+            "count": n.astype(np.int64),
+            "weight": wb[live],
+            "mean_pred": pb[live] / wb[live],
+            "observed_rate": rate,
+            "ci_low": ci_lo,
+            "ci_high": ci_hi,
+        }
+    )
+
+
+def _binomial_interval(
+    rate: FloatArray, n: FloatArray, alpha: float, interval: str
+) -> tuple[FloatArray, FloatArray]:
+    if interval == "wilson":
+        z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
+        denom = 1.0 + z * z / n
+        centre = (rate + z * z / (2.0 * n)) / denom
+        half = z * np.sqrt(rate * (1.0 - rate) / n + z * z / (4.0 * n * n)) / denom
+        return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+    from scipy.stats import beta
+
+    k = rate * n
+    # beta.ppf is only evaluated where its shape parameters are positive.
+    lo = np.zeros_like(rate)
+    hi = np.ones_like(rate)
+    pos, below = k > 0, k < n
+    lo[pos] = beta.ppf(alpha / 2.0, k[pos], n[pos] - k[pos] + 1.0)
+    hi[below] = beta.ppf(1.0 - alpha / 2.0, k[below] + 1.0, n[below] - k[below])
+    return lo, hi
+
+
+def smooth_ece(
+    y: Any,
+    p: Any,
+    sample_weight: Any = None,
+    *,
+    sigma: float | None = None,
+    tol: float = 1e-4,
+) -> float:
+    """Smooth ECE at bandwidth ``sigma``, by default at the fixed point ``smECE_s = s``.
+
+    The fixed point is bracketed in ``[1e-3, 1]`` and bisected to relative width ``tol``.
+    The data are linearly binned onto a uniform grid of spacing at most ``sigma / 20``,
+    smoothed with the reflected Gaussian kernel, and integrated by the trapezoidal rule.
+    """
+    if sigma is not None and not (0.0 < sigma <= 1.0):
+        raise ValueError(f"sigma={sigma!r} must lie in (0, 1]")
+    prep, w = _prepare(y, p, sample_weight)
+    return prep.smooth_ece(w, sigma, tol)
+
+
+def smooth_ece_sigma(y: Any, p: Any, sample_weight: Any = None, *, tol: float = 1e-4) -> float:
+    """The automatic smooth-ECE bandwidth ``s*`` (``smECE_s* = s*``, floored at 1e-3)."""
+    prep, w = _prepare(y, p, sample_weight)
+    return _SmoothEce(prep, w).sigma_star(tol)
+
+
+def _ece_mass(y: Any, p: Any, sample_weight: Any = None) -> float:
+    return ece(y, p, sample_weight, strategy="quantile")
+
+
+#: The metrics ``compare_calibrators`` reports, by name (ECE and MCE with 15 bins;
+#: ``ece`` equal-width, ``ece_mass`` equal-mass, ``mce`` equal-width).
+METRICS: Final[Mapping[str, Metric]] = {
+    "log_loss": log_loss,
+    "brier": brier_score,
+    "auc": roc_auc,
+    "ece": ece,
+    "ece_mass": _ece_mass,
+    "mce": mce,
+    "smooth_ece": smooth_ece,
+}
+
+# The same metrics on prepared rows (the bootstrap fast path), keyed by public function.
+_FAST: Final[dict[Any, Callable[[_Prepared, FloatArray], float]]] = {
+    log_loss: _Prepared.log_loss,
+    brier_score: _Prepared.brier,
+    roc_auc: _Prepared.auc,
+    ece: lambda prep, w: prep.ece(w, 15, "uniform"),
+    _ece_mass: lambda prep, w: prep.ece(w, 15, "quantile"),
+    mce: lambda prep, w: prep.mce(w, 15, "uniform"),
+    smooth_ece: lambda prep, w: prep.smooth_ece(w, None, 1e-4),
+}
+
+
+# -- bootstrap --------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class BootstrapInterval:
+    """A metric's value on all rows and its percentile bootstrap interval."""
+
+    estimate: float
+    low: float
+    high: float
+    n_boot: int
+    n_valid: int
+
+
+def bootstrap_counts(n: int, n_boot: int, seed: int) -> Iterator[NDArray[np.float64]]:
+    """Row multiplicities of ``n_boot`` bootstrap resamples of ``n`` rows, from ``seed``.
+
+    Replicate ``b`` is ``bincount`` of ``n`` uniform draws with replacement; the stream
+    depends on ``(n, seed)`` only, so several calibrators can share the same resamples.
+    """
+    rng = np.random.default_rng(seed)
+    for _ in range(n_boot):
+        yield np.bincount(rng.integers(0, n, size=n), minlength=n).astype(np.float64)
+
+
+def bootstrap_metrics(
+    metrics: Mapping[str, Callable[..., float]],
+    y: Any,
+    p: Any,
+    sample_weight: Any = None,
+    *,
+    n_boot: int = 200,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> dict[str, BootstrapInterval]:
+    """Percentile bootstrap intervals of several metrics over the same resamples.
+
+    A replicate whose metric is undefined (for example AUC of a one-class resample) is left
+    out of that metric's quantiles; ``n_valid`` counts the rest.
+    """
+    if not (0.0 < alpha < 1.0):
+        raise ValueError(f"alpha={alpha!r} must lie in (0, 1)")
+    if n_boot < 0:
+        raise ValueError(f"n_boot={n_boot!r} must be >= 0")
+    prep, w = _prepare(y, p, sample_weight)
+    fast = {name: _FAST.get(m) for name, m in metrics.items()}
+    estimates: dict[str, float] = {}
+    for name, m in metrics.items():
+        f = fast[name]
+        estimates[name] = f(prep, w) if f is not None else float(m(prep.y, prep.p, w))
+    values = {name: np.full(n_boot, np.nan) for name in metrics}
+    for b, counts in enumerate(bootstrap_counts(prep.p.size, n_boot, seed)):
+        wb = prep.sort_weights(counts) * w
+        if not np.any(wb > 0):
+            continue
+        for name, m in metrics.items():
+            f = fast[name]
+            try:
+                values[name][b] = f(prep, wb) if f is not None else m(prep.y, prep.p, wb)
+            except ValueError:
+                # e.g. AUC of a resample holding one class: undefined, left out.
+                continue
+    out: dict[str, BootstrapInterval] = {}
+    for name, v in values.items():
+        ok = v[np.isfinite(v)]
+        if ok.size:
+            lo, hi = np.quantile(ok, [alpha / 2.0, 1.0 - alpha / 2.0])
+        else:
+            lo = hi = math.nan
+        out[name] = BootstrapInterval(
+            estimate=estimates[name], low=float(lo), high=float(hi), n_boot=n_boot,
+            n_valid=int(ok.size),
+        )
+    return out
+
+
+def bootstrap_ci(
+    metric: Callable[..., float] | str,
+    y: Any,
+    p: Any,
+    sample_weight: Any = None,
+    *,
+    n_boot: int = 200,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> BootstrapInterval:
+    """Percentile bootstrap interval of one metric (a callable or a :data:`METRICS` name).
+
+    The callable is called as ``metric(y, p, weights)``, ``weights`` being the row
+    multiplicities of the resample times ``sample_weight``.
+    """
+    if isinstance(metric, str):
+        if metric not in METRICS:
+            raise ValueError(f"unknown metric {metric!r}; expected one of {sorted(METRICS)}")
+        fn: Callable[..., float] = METRICS[metric]
+    else:
+        fn = metric
+    res = bootstrap_metrics(
+        {"m": fn}, y, p, sample_weight, n_boot=n_boot, seed=seed, alpha=alpha
+    )
+    return res["m"]
