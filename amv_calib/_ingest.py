@@ -1432,6 +1432,9 @@ def load_claims(
     return claims, rejects
 
 
+_LOW_CARDINALITY: Final = ("source", "tool_name", "family", "defaulted_features")
+
+
 def ingest_file(
     source: Source,
     out_dir: str | os.PathLike[str],
@@ -1458,19 +1461,21 @@ def ingest_file(
     tmp_claims = out / f".claims.parquet.{os.getpid()}.tmp"
     tmp_rejects = out / f".rejects.csv.{os.getpid()}.tmp"
     claims_schema = run.claims_schema.remove(0)
+    # Dictionary pages only pay off for the low-cardinality text columns; for ids and
+    # floats they cost time (the writer tries them, then falls back).
+    dictionary = [c for c in _LOW_CARDINALITY if c in claims_schema.names]
     try:
-        with pq.ParquetWriter(tmp_claims, claims_schema) as pw, \
+        with pq.ParquetWriter(tmp_claims, claims_schema, use_dictionary=dictionary) as pw, \
                 pacsv.CSVWriter(tmp_rejects, run.rejects_schema) as cw:
-            wrote = False
-            for res in _results(run):
+            cw.write_table(run.rejects_schema.empty_table())  # the header, even if no rows
+            # Validation runs ahead in a thread, so writing overlaps the next chunk.
+            for res in _prefetch(_results(run)):
                 if res.claims.num_rows:
                     pw.write_table(res.claims.drop_columns(["row"]))
-                    wrote = True
                 if res.rejects.num_rows:
                     cw.write_table(res.rejects)
-            if not wrote:
+            if run.accepted == 0:
                 pw.write_table(claims_schema.empty_table())
-            cw.write_table(run.rejects_schema.empty_table())  # the header, even if no rows
         os.replace(tmp_claims, claims_path)
         os.replace(tmp_rejects, rejects_path)
     finally:
