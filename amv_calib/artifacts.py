@@ -246,21 +246,15 @@ def list_versions(name: str, *, models_dir: str | os.PathLike[str] | None = None
 
 # -- training-data fingerprint -------------------------------------------------------------
 def _read_claims(path: Path) -> Any:
-    import pandas as pd
+    # The ingest stage's reader, so a file fingerprints like the table ingest accepted from it.
+    from amv_calib.ingest import load_claims
 
-    suffix = path.suffix.lower()
-    try:
-        if path.is_dir() or suffix in (".parquet", ".pq"):
-            frame = pd.read_parquet(path)
-        elif suffix == ".csv":
-            frame = pd.read_csv(path)
-        elif suffix in (".jsonl", ".ndjson"):
-            frame = pd.read_json(path, lines=True)
-        else:
-            raise ConfigError(f"{path}: claims must be .csv, .parquet or .jsonl")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: claims file does not exist") from None
-    return frame
+    if not path.exists():
+        raise ConfigError(f"{path}: claims file does not exist")
+    claims, rejects = load_claims(path)
+    if len(rejects):
+        _log.info("%s: %d rejected rows left out of the fingerprint", path, len(rejects))
+    return claims
 
 
 def _bool_column(col: Any, name: str) -> Any:
@@ -316,8 +310,9 @@ def claims_fingerprint(claims: Any) -> dict[str, Any]:
     Parameters
     ----------
     claims : pandas.DataFrame or path
-        A claims table (canonical or seed camelCase column names) or a ``.csv``,
-        ``.parquet`` or ``.jsonl`` file holding one.
+        A claims table (canonical or seed camelCase column names), or a ``.csv``,
+        ``.parquet`` or ``.jsonl`` file holding one, read with
+        :func:`amv_calib.ingest.load_claims` (its accepted rows are fingerprinted).
 
     Returns
     -------
