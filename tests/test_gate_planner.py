@@ -20,6 +20,7 @@ from amv_calib.gate import (
     posterior_confirm,
     posterior_refute,
 )
+from amv_calib.gate import _planner as planner_module
 from amv_calib.gate._planner import Spec, plan
 
 
@@ -51,21 +52,24 @@ def outcomes(ps: Sequence[float], idx: Sequence[int], r: float
 
 
 def brute_force(ps: Sequence[float], theta: float, kappa: float, delta: float, eps: float,
-                lam: float, vs: Sequence[tuple[list[int], float, float]], depth: int) -> float:
+                lam: float, vs: Sequence[tuple[list[int], float, float]], depth: int,
+                budget: float = math.inf) -> float:
     """The Bellman recursion written out, no memo, no pruning."""
 
-    def value(ps: Sequence[float], rem: frozenset[int], d: int) -> float:
+    def value(ps: Sequence[float], rem: frozenset[int], d: int, b: float) -> float:
         best = stop(ps, theta, kappa, delta, eps)
         if d == 0:
             return best
         for j in rem:
             idx, r, c = vs[j]
-            q = lam * c + sum(w * value(post, rem - {j}, d - 1)
+            if c > b:
+                continue
+            q = lam * c + sum(w * value(post, rem - {j}, d - 1, b - c)
                               for w, post in outcomes(ps, idx, r))
             best = min(best, q)
         return best
 
-    return value(ps, frozenset(range(len(vs))), depth)
+    return value(ps, frozenset(range(len(vs))), depth, budget)
 
 
 def myopic_loss(gate: Gate, ps: Sequence[float], theta: float, kappa: float,
@@ -141,7 +145,15 @@ def test_design_myopic_failure_becomes_verify() -> None:
     assert d.planner_value == pytest.approx(bf, rel=1e-12)
 
 
-def test_plan_value_equals_brute_force() -> None:
+@pytest.fixture(params=["scalar", "arrays"])
+def solver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with the pruned recursion only, or with the numpy programme only."""
+    monkeypatch.setattr(planner_module, "SCALAR_STATES", 1 << 40 if request.param == "scalar"
+                        else 0)
+    return str(request.param)
+
+
+def test_plan_value_equals_brute_force(solver: str) -> None:
     for pb in problems():
         vs = verifiers_for(pb)
         for depth in (1, 2, 8):
@@ -169,7 +181,7 @@ def test_plan_never_loses_more_than_the_myopic_rule() -> None:
     assert strictly_better > 0  # the comparison has teeth
 
 
-def test_first_step_of_the_plan_is_optimal() -> None:
+def test_first_step_of_the_plan_is_optimal(solver: str) -> None:
     for pb in problems()[:60]:
         vs = verifiers_for(pb)
         d = gate_for(pb, "lookahead").evaluate(action(pb["ps"], pb["theta"], pb["kappa"]), vs)
@@ -219,3 +231,26 @@ def test_lookahead_with_one_step_left_is_myopic() -> None:
                                                   rel=1e-12, abs=1e-12)
         if one.regime != "VERIFY" or my.regime != "VERIFY":
             assert one.regime == my.regime
+
+
+def test_budgeted_plans_and_both_solvers_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    for n, pb in enumerate(problems()[:80]):
+        specs = [Spec(tuple(idx), r, pb["lam"] * c, c) for idx, r, c in pb["vs"]]
+        lim = min(pb["delta"], pb["kappa"])
+        budget = None if n % 3 == 0 else float(sum(c for _, _, c in pb["vs"]) * 0.6)
+        tol = 1e-12 * pb["kappa"]
+        got = {}
+        for name, cap in (("scalar", 1 << 40), ("arrays", 0)):
+            monkeypatch.setattr(planner_module, "SCALAR_STATES", cap)
+            got[name] = plan(pb["ps"], pb["theta"], pb["kappa"], lim, pb["eps"], specs,
+                             depth=3, budget=budget, tol=tol)
+        want = brute_force(pb["ps"], pb["theta"], pb["kappa"], pb["delta"], pb["eps"],
+                           pb["lam"], pb["vs"], 3,
+                           math.inf if budget is None else budget)
+        for pl in got.values():
+            assert pl.exact and pl.value == pytest.approx(want, rel=1e-9, abs=tol)
+        v_stop = stop(pb["ps"], pb["theta"], pb["kappa"], pb["delta"], pb["eps"])
+        if v_stop - want > 1e-9 * pb["kappa"]:  # a clear gain: both pick the same first call
+            assert got["scalar"].first == got["arrays"].first is not None
+            first = pb["vs"][got["scalar"].first]
+            assert budget is None or first[2] <= budget

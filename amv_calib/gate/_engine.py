@@ -18,10 +18,13 @@ which equals ``prod (1 - posterior)`` without dividing by ``1 - p_i``. Outcomes 
 ``VOI = V_stop - E - lambda * c``.
 
 The myopic rule VERIFIES with the first verifier of largest VOI when that VOI exceeds
-``VOI_TOLERANCE * kappa`` (a relative guard against rounding: with a free verifier that
-cannot change the decision the exact VOI is 0, and rounding must not turn it into VERIFY);
-else it PROCEEDS if admissible and ABSTAINS otherwise. The lookahead planner VERIFIES when
-``V_stop - V*`` exceeds the same tolerance, ``V*`` the planned expected loss.
+``VOI_TOLERANCE * (theta + kappa)``; else it PROCEEDS if admissible and ABSTAINS
+otherwise. The tolerance guards against rounding: a free verifier that cannot change the
+decision has VOI exactly 0, but ``H = 1 - q`` loses digits when the premises are nearly
+sure (an absolute error of a few ulps of 1, times ``theta``), and that noise must not turn
+into VERIFY. The lookahead planner VERIFIES when ``V_stop - V*`` exceeds the same
+tolerance, ``V*`` the planned expected loss, with the earliest of the first steps whose
+values lie within it of the best.
 
 ``mode="seed"`` follows the seed engine operation by operation instead: ``P_any``
 accumulated as ``1 - (1 - acc)(1 - p)``, only the first resolved premise (in premise order)
@@ -71,7 +74,8 @@ Mode = Literal["amv", "seed"]
 
 #: Regime codes of the batch arrays.
 REGIME_CODES: Final[dict[str, int]] = {"PROCEED": 0, "VERIFY": 1, "ABSTAIN": 2}
-#: VERIFY needs a VOI above ``VOI_TOLERANCE * kappa`` (``mode="amv"``; the seed mode uses 0).
+#: VERIFY needs a VOI above ``VOI_TOLERANCE * (theta + kappa)`` (``mode="amv"``; the seed
+#: mode uses 0, as the seed does).
 VOI_TOLERANCE: Final = 1e-12
 
 _NEG_INF: Final = float("-inf")
@@ -815,14 +819,14 @@ class Gate:
         else:
             for v in verifiers:
                 self._indices(action, v)
-        tol = VOI_TOLERANCE * kappa
+        tol = VOI_TOLERANCE * (theta + kappa)
         if best_v is None:
             return _decision("PROCEED" if adm else "ABSTAIN", None, None, v_stop, rx, h, probs_t,
                              _R_PROCEED_NONE if adm else _R_ABSTAIN_NONE, None, tuple(vois))
         if look:
             pl = plan(probs_t, theta, kappa, lim, eps, specs, depth=left, budget=budget,
                       reuse=self._reuse, myopic_first=best_j if best > tol else None,
-                      myopic_value=v_stop - best)
+                      myopic_value=v_stop - best, tol=tol)
             gain = v_stop - pl.value
             if pl.first is not None and gain > tol:
                 v = offered[pl.first]

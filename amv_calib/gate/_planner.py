@@ -21,20 +21,28 @@ as a floor (its choice wins when its one-step value beats the beam's plan).
 Two bounds prune without changing the result: every policy loses at least
 ``P_any * min(theta, kappa)`` (the clairvoyant's loss; ``P_any`` is a martingale under
 verification), and a verifier is abandoned as soon as its partial expected loss reaches
-the best alternative. With ``reuse`` (a verifier may be called again) the plan is a
-receding horizon: exact over the next ``H`` calls, ``H`` the deepest tree that fits
-``MAX_WORK``.
+the best alternative. The pruned recursion (plain Python) expands at most
+``SCALAR_STATES`` states; where pruning does not bite, the same programme runs over all
+states at once with numpy (:func:`_exact_arrays`). With ``reuse`` (a verifier may be
+called again) the plan is a receding horizon: exact over the next ``H`` calls, ``H`` the
+deepest tree with at most ``RECEDING_WORK`` leaves.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
 
 __all__ = [
     "MAX_EXACT_VERIFIERS",
     "MAX_WORK",
+    "RECEDING_WORK",
+    "SCALAR_STATES",
     "Plan",
     "Spec",
     "outcomes",
@@ -45,6 +53,8 @@ __all__ = [
 MAX_EXACT_VERIFIERS: Final = 8
 #: Bound on states x outcomes per state of an exact plan (3^8 * 16 for 8 one-premise verifiers).
 MAX_WORK: Final = 3**8 * 16
+#: Bound on the leaves of a receding-horizon plan (verifiers that may be called again).
+RECEDING_WORK: Final = 4096
 
 
 class Spec(NamedTuple):
@@ -160,7 +170,14 @@ def _exact(
     specs: Sequence[Spec],
     depth: int,
     budget: float | None,
+    tol: float,
+    cap: int = 1 << 62,
 ) -> tuple[float, int | None]:
+    """Memoised, pruned recursion in plain Python; raises _TooMuchWork past ``cap`` states.
+
+    Memo keys record each used verifier's outcome code (0 = unused), so a key names one
+    belief whatever order the verifiers were used in.
+    """
     n = len(specs)
     radix: list[int] = []
     base = 1
@@ -169,77 +186,94 @@ def _exact(
         base *= 1 + (1 << len(sp.idx))
     floor = min(theta, kappa)
     memo: dict[int, float] = {}
-    big = float("inf")
+    left = [cap]
 
-    def value(probs: list[float], q: float, key: int, rem: int, d: int, b: float,
-              root: bool) -> tuple[float, int | None]:
+    def expand(probs: list[float], q: float, key: int, rem: int, d: int, b: float, j: int,
+               cut: float) -> float:
+        # lambda c_j + E_o V(child): exact, or >= cut as soon as the partial sum reaches it
+        sp = specs[j]
+        acc = sp.lam_cost
+        rj = rem & ~(1 << j)
+        step = radix[j]
+        d1 = d - 1
+        b1 = b - sp.cost
+        idx = sp.idx
+        if len(idx) == 1:  # the common case, unrolled: confirm, then refute
+            i = idx[0]
+            p = probs[i]
+            r = sp.r
+            s = 1.0 - r
+            a = 1.0 - p
+            pc = a * r + p * s
+            pr = p * r + a * s
+            if pc > 0.0:
+                ck = key + step
+                got = memo.get(ck)
+                if got is None:
+                    post = probs.copy()
+                    post[i] = p * s / pc
+                    got = value(post, q * (r / pc), ck, rj, d1, b1)
+                acc += pc * got
+            if pr > 0.0 and acc < cut:
+                ck = key + 2 * step
+                got = memo.get(ck)
+                if got is None:
+                    post = probs.copy()
+                    post[i] = p * r / pr
+                    got = value(post, q * (s / pr), ck, rj, d1, b1)
+                acc += pr * got
+            return acc
+        for code, w, qo, post in outcomes(probs, q, idx, sp.r):
+            ck = key + step * (code + 1)
+            got = memo.get(ck)
+            if got is None:
+                got = value(post, qo, ck, rj, d1, b1)
+            acc += w * got
+            if acc >= cut:
+                break
+        return acc
+
+    def value(probs: list[float], q: float, key: int, rem: int, d: int, b: float) -> float:
+        left[0] -= 1
+        if left[0] < 0:
+            raise _TooMuchWork
         h = 1.0 - q
         rx = theta * h
         best = rx if (rx <= lim and h <= eps) else kappa
-        first: int | None = None
         if d > 0 and rem:
-            lb = h * floor
+            lb = h * floor  # no policy loses less than the clairvoyant
             for j in range(n):
-                if not (rem >> j) & 1:
-                    continue
-                sp = specs[j]
-                acc = sp.lam_cost
-                if acc + lb >= best or sp.cost > b:
-                    continue
-                rj = rem & ~(1 << j)
-                step = radix[j]
-                d1 = d - 1
-                b1 = b - sp.cost
-                idx = sp.idx
-                if len(idx) == 1:
-                    # the common case, unrolled: one premise, confirm then refute
-                    i = idx[0]
-                    p = probs[i]
-                    r = sp.r
-                    s = 1.0 - r
-                    a = 1.0 - p
-                    pc = a * r + p * s
-                    pr = p * r + a * s
-                    if pc > 0.0:
-                        ck = key + step
-                        got = memo.get(ck)
-                        if got is None:
-                            post = probs.copy()
-                            post[i] = p * s / pc
-                            got = value(post, q * (r / pc), ck, rj, d1, b1, False)[0]
-                        acc += pc * got
-                    if pr > 0.0 and acc < best:
-                        ck = key + 2 * step
-                        got = memo.get(ck)
-                        if got is None:
-                            post = probs.copy()
-                            post[i] = p * r / pr
-                            got = value(post, q * (s / pr), ck, rj, d1, b1, False)[0]
-                        acc += pr * got
-                    if acc < best:
-                        best = acc
-                        first = j
-                    continue
-                for code, w, qo, post in outcomes(probs, q, idx, sp.r):
-                    # the key records each used verifier's outcome code (0 = unused), so a
-                    # key names one belief whatever the order the verifiers were used in
-                    ck = key + step * (code + 1)
-                    got = memo.get(ck)
-                    if got is None:
-                        got = value(post, qo, ck, rj, d1, b1, False)[0]
-                    acc += w * got
-                    if acc >= best:
-                        break
-                else:
-                    if acc < best:
-                        best = acc
-                        first = j
-        if not root:
-            memo[key] = best
-        return best, first
+                if (rem >> j) & 1:
+                    sp = specs[j]
+                    if sp.lam_cost + lb < best and sp.cost <= b:
+                        got = expand(probs, q, key, rem, d, b, j, best)
+                        if got < best:
+                            best = got
+        memo[key] = best
+        return best
 
-    return value(list(probs), q, 0, (1 << n) - 1, depth, big if budget is None else budget,
-                 True)
+    # the root: every verifier within tol of the best gets an exact value, so that the
+    # first of the (near-)tied optimal first steps is chosen, as the array version does
+    start = list(probs)
+    b0 = float("inf") if budget is None else budget
+    h0 = 1.0 - q
+    rx0 = theta * h0
+    v_stop = rx0 if (rx0 <= lim and h0 <= eps) else kappa
+    best = v_stop
+    qs: dict[int, float] = {}
+    rem0 = (1 << n) - 1
+    if depth > 0:
+        lb0 = h0 * floor
+        for j in range(n):
+            sp = specs[j]
+            if sp.lam_cost + lb0 <= best + tol and sp.cost <= b0:
+                got = expand(start, q, 0, rem0, depth, b0, j, best + tol)
+                if got <= best + tol:
+                    qs[j] = got
+                    best = min(best, got)
+    if not best < v_stop:
+        return best, None
+    return best, min(j for j, v in qs.items() if v <= best + tol)
 
 
 def _receding(
@@ -255,7 +289,7 @@ def _receding(
 ) -> tuple[float, int | None]:
     branch = sum(1 << len(sp.idx) for sp in specs) or 1
     horizon = 1
-    while horizon < depth and branch ** (horizon + 1) <= MAX_WORK:
+    while horizon < depth and branch ** (horizon + 1) <= RECEDING_WORK:
         horizon += 1
     horizon = min(horizon, depth)
     floor = min(theta, kappa)
@@ -291,6 +325,154 @@ def _receding(
     return value(list(probs), q, horizon, float("inf") if budget is None else budget, True)
 
 
+class _TooMuchWork(Exception):
+    pass
+
+
+def _expit(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    out: NDArray[np.float64] = np.exp(-np.logaddexp(0.0, -x))
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(widths: tuple[int, ...]) -> dict[str, Any]:
+    """The state space of verifiers with ``widths[j] = 1 + 2^k_j`` digits, sorted by level.
+
+    Depends on the verifiers' shapes only, so it is built once per shape. States are
+    ordered by the number of verifiers used, so each level is a contiguous block.
+    """
+    n = len(widths)
+    w = np.asarray(widths, dtype=np.int64)
+    radix = np.ones(n, dtype=np.int64)
+    radix[1:] = np.cumprod(w[:-1])
+    total = int(np.prod(w))
+    ids = np.arange(total, dtype=np.int64)
+    digits = (ids[:, None] // radix[None, :]) % w[None, :]
+    used = (digits > 0).sum(axis=1)
+    order = np.argsort(used, kind="stable")
+    pos = np.empty(total, dtype=np.int64)
+    pos[order] = np.arange(total)
+    digits = digits[order]
+    used = used[order]
+    width = int(w.max()) - 1
+    codes = np.arange(width)
+    # child of (state, verifier, outcome), as a position; 0 where undefined (weight 0 there)
+    raw = ids[order][:, None, None] + radix[None, :, None] * (codes[None, None, :] + 1)
+    ok = (digits[:, :, None] == 0) & (codes[None, None, :] < (w - 1)[None, :, None])
+    child = np.where(ok, pos[np.where(ok, raw, 0)], 0)
+    bounds = np.searchsorted(used, np.arange(n + 2))
+    for arr in (digits, used, child, bounds):
+        arr.setflags(write=False)
+    return {"digits": digits, "used": used, "child": child, "bounds": bounds,
+            "total": total, "width": width}
+
+
+def _exact_arrays(
+    probs: Sequence[float],
+    theta: float,
+    kappa: float,
+    lim: float,
+    eps: float,
+    specs: Sequence[Spec],
+    depth: int,
+    budget: float | None,
+    tol: float,
+) -> tuple[float, int | None]:
+    """The same programme over every state at once, with numpy, level by level.
+
+    A state is a digit per verifier (0 = unused, ``1 + o`` = used with outcome ``o``); all
+    ``prod (1 + 2^k_j)`` of them are enumerated (:func:`_layout`). Beliefs come from
+    log-odds, which add up whatever the order of the signals: ``logit p_i = logit p0_i
+    +- llr_j`` per signal (``llr = ln(r / (1 - r))``, infinite for ``r = 1``). A state
+    reachable only through an outcome of probability 0 gets a NaN belief and weight 0.
+    Children have one more digit set, so levels are solved from the deepest up.
+    """
+    n = len(specs)
+    lay = _layout(tuple(1 + (1 << len(sp.idx)) for sp in specs))
+    digits, child, bounds = lay["digits"], lay["child"], lay["bounds"]
+    total, width = lay["total"], lay["width"]
+    p0 = np.asarray(probs, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lo = np.empty((total, len(probs)))
+        lo[:] = np.log(p0) - np.log1p(-p0)
+        for j, sp in enumerate(specs):
+            k = len(sp.idx)
+            llr = np.inf if sp.r >= 1.0 else math.log(sp.r) - math.log1p(-sp.r)
+            codes = np.arange(1 << k)
+            for t, i in enumerate(sp.idx):
+                table = np.zeros((1 << k) + 1)
+                table[1:] = np.where((codes >> (k - 1 - t)) & 1, llr, -llr)
+                lo[:, i] += table[digits[:, j]]
+        p = np.exp(-np.logaddexp(0.0, -lo))
+    p[0] = p0  # the root keeps the given beliefs exactly (expit(logit p) is off by ulps)
+    bad = np.isnan(p).any(axis=1)
+    if bad.any():
+        p[bad] = 0.0
+    q = np.prod(1.0 - p, axis=1)
+    h = 1.0 - q
+    rx = theta * h
+    value = np.where((rx <= lim) & (h <= eps), rx, kappa)
+    value[bad] = 0.0
+    weights = np.zeros((total, n, width))
+    for j, sp in enumerate(specs):
+        k = len(sp.idx)
+        r = sp.r
+        codes = np.arange(1 << k)
+        w = np.ones((total, 1 << k))
+        for t, i in enumerate(sp.idx):
+            pi = p[:, i:i + 1]
+            pc = (1.0 - pi) * r + pi * (1.0 - r)
+            pr = pi * r + (1.0 - pi) * (1.0 - r)
+            w *= np.where((((codes >> (k - 1 - t)) & 1) == 1)[None, :], pr, pc)
+        weights[:, j, :1 << k] = w
+    if bad.any():
+        weights[bad] = 0.0
+    avail = digits == 0
+    if budget is not None:
+        costs = np.array([sp.cost for sp in specs])
+        spent = (~avail * costs[None, :]).sum(axis=1)
+        avail = avail & (spent[:, None] + costs[None, :] <= budget)
+    lam_cost = np.array([sp.lam_cost for sp in specs])
+    root_q = np.full(n, np.inf)
+    v_stop = float(value[0])
+    for level in range(min(n, depth) - 1, -1, -1):
+        a, b = int(bounds[level]), int(bounds[level + 1])
+        qv = lam_cost + (weights[a:b] * value[child[a:b]]).sum(axis=2)
+        qv = np.where(avail[a:b], qv, np.inf)
+        value[a:b] = np.minimum(value[a:b], qv.min(axis=1))
+        if level == 0:
+            root_q = qv[0]
+    best = float(value[0])
+    if not best < v_stop:
+        return best, None
+    return best, int(np.flatnonzero(root_q <= best + tol)[0])
+
+
+#: States the plain-Python recursion may expand before the array version takes over.
+SCALAR_STATES: Final = 48
+
+
+def _solve(
+    probs: Sequence[float],
+    q: float,
+    theta: float,
+    kappa: float,
+    lim: float,
+    eps: float,
+    specs: Sequence[Spec],
+    depth: int,
+    budget: float | None,
+    tol: float,
+) -> tuple[float, int | None]:
+    # The pruned recursion is fastest when pruning bites (most actions); where it would
+    # expand most of the state space, numpy over all states at once is faster.
+    try:
+        return _exact(probs, q, theta, kappa, lim, eps, specs, depth, budget, tol,
+                      cap=SCALAR_STATES)
+    except _TooMuchWork:
+        return _exact_arrays(probs, theta, kappa, lim, eps, specs, depth, budget, tol)
+
+
 def plan(
     probs: Sequence[float],
     theta: float,
@@ -304,6 +486,7 @@ def plan(
     reuse: bool = False,
     myopic_first: int | None = None,
     myopic_value: float | None = None,
+    tol: float = 0.0,
 ) -> Plan:
     """Plan verifications for one action.
 
@@ -327,6 +510,9 @@ def plan(
     myopic_first, myopic_value : optional
         The myopic rule's choice and the expected loss of taking it (``v_stop - VOI``),
         used as the floor of a beam plan.
+    tol : float, default 0
+        First steps whose values lie within ``tol`` of the best count as tied; the
+        earliest of them is chosen (orders of verifying the same premises often tie).
     """
     q = 1.0
     for p in probs:
@@ -340,12 +526,12 @@ def plan(
         return Plan(value, first, False)
     states, branch = _work(specs)
     if len(specs) <= MAX_EXACT_VERIFIERS and states * branch <= MAX_WORK:
-        value, first = _exact(probs, q, theta, kappa, lim, eps, specs, depth, budget)
+        value, first = _solve(probs, q, theta, kappa, lim, eps, specs, depth, budget, tol)
         return Plan(value, first, True)
     # beam: an exact plan over the verifiers _beam keeps, floored by the myopic rule
     keep = _beam(probs, specs)
-    value, first = _exact(probs, q, theta, kappa, lim, eps, [specs[t] for t in keep], depth,
-                          budget)
+    value, first = _solve(probs, q, theta, kappa, lim, eps, [specs[t] for t in keep], depth,
+                          budget, tol)
     mapped = None if first is None else keep[first]
     if myopic_first is not None and myopic_value is not None and myopic_value < value:
         return Plan(myopic_value, myopic_first, False)

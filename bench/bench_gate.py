@@ -1,0 +1,263 @@
+"""Benchmark: the runtime gate beside the seed's TypeScript engine under node, same run.
+
+Measured (issue 3 targets):
+
+* one myopic ``Gate.evaluate`` call, 3 premises and 3 verifiers, against the seed engine's
+  ``evaluate`` timed inside node (``performance.now`` over many calls) on the same cases:
+  at most 2x the node time;
+* the lookahead planner with 6 verifiers: under 1 ms per decision;
+* ``Gate.evaluate_batch`` throughput (when ``amv_calib.gate._batch`` is present) against
+  node's per-call throughput: at least 20x.
+
+Python and node rounds alternate, and the ratios use each side's median round, so drift on
+a loaded machine hits both. Run ``.venv/bin/python bench/bench_gate.py [--quick]``; the
+numbers go to ``bench/results/gate.json``. Needs node and the seed document beside the
+checkout (``../shared/seed/``) for the node side; without them the Python figures alone
+are reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+SINGLE_TARGET = 2.0  # Python time / node time, at most
+BATCH_TARGET = 20.0  # batch throughput / node throughput, at least
+PLAN_TARGET_MS = 1.0
+
+
+def _harness() -> ModuleType:
+    path = ROOT / "tests" / "seed_engine" / "seed_harness.py"
+    spec = importlib.util.spec_from_file_location("seed_harness", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+H = _harness()
+
+
+def _calibrated(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Premises get their seed-prior probability up front, on both sides alike."""
+    from amv_calib.gate import seed_calibrate
+
+    out = []
+    for c in cases:
+        prem = []
+        for pm in c["action"]["premises"]:
+            pm = dict(pm)
+            claim = pm.pop("claim", None)
+            if pm.get("calibratedViolationProbability") is None:
+                pm["calibratedViolationProbability"] = seed_calibrate(
+                    claim["recencyHours"], claim["sourceTrustScore"], claim["modelConfidence"],
+                    claim["contradictionFlag"])
+            prem.append(pm)
+        out.append({**c, "action": {**c["action"], "premises": prem}})
+    return out
+
+
+def _build(cases: list[dict[str, Any]], **gate_kw: Any) -> list[tuple[Any, Any, list[Any]]]:
+    from amv_calib.gate import CandidateAction, Gate, Verifier
+
+    items = []
+    for c in cases:
+        e = c["engine"]
+        gate = Gate(lambda_cost_scale=e["lambda"], delta_loss_threshold=e["delta"],
+                    epsilon_harm_bound=e["epsilon"], **gate_kw)
+        items.append((gate, CandidateAction.from_dict(c["action"]),
+                      [Verifier.from_dict(v) for v in c["verifiers"]]))
+    return items
+
+
+def _py_round_ns(items: Sequence[tuple[Any, Any, list[Any]]], calls: int) -> float:
+    n = len(items)
+    reps = max(1, calls // n)
+    t0 = time.perf_counter_ns()
+    for _ in range(reps):
+        for gate, act, vs in items:
+            gate.evaluate(act, vs)
+    return (time.perf_counter_ns() - t0) / (reps * n)
+
+
+def _single_call(cases: list[dict[str, Any]], *, calls: int, rounds: int,
+                 node: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    sides: dict[str, Callable[[], float]] = {}
+    for label, kw in (("amv_myopic", {"planner": "myopic"}), ("seed", {"mode": "seed"})):
+        items = _build(cases, **kw)
+        _py_round_ns(items, len(items))  # warm up
+        sides[label] = lambda items=items: _py_round_ns(items, calls)  # type: ignore[misc]
+    per: dict[str, list[float]] = {k: [] for k in sides}
+    node_ns: list[float] = []
+    for _ in range(rounds):
+        if node:
+            res = H.run_node({"mode": "bench", "cases": cases, "calls": calls, "rounds": 1})
+            node_ns.extend(res["nsPerCall"])
+        for label, fn in sides.items():
+            per[label].append(fn())
+    for label, vals in per.items():
+        out[f"python_{label}_ns"] = statistics.median(vals)
+        out[f"python_{label}_ns_min"] = min(vals)
+    if node_ns:
+        med = statistics.median(node_ns)
+        out["node_ns"] = med
+        out["node_ns_min"] = min(node_ns)
+        for label in per:
+            out[f"ratio_{label}_vs_node"] = out[f"python_{label}_ns"] / med
+    return out
+
+
+def _lookahead(cases: list[dict[str, Any]], *, rounds: int) -> dict[str, Any]:
+    items = _build(cases)  # default planner: lookahead
+    for gate, act, vs in items[:20]:
+        gate.evaluate(act, vs)
+    times = []
+    regimes: dict[str, int] = {}
+    for _ in range(rounds):
+        for gate, act, vs in items:
+            t0 = time.perf_counter_ns()
+            d = gate.evaluate(act, vs)
+            times.append((time.perf_counter_ns() - t0) / 1e6)
+            regimes[d.regime] = regimes.get(d.regime, 0) + 1
+    arr = np.asarray(times)
+    return {"lookahead_ms_median": float(np.median(arr)),
+            "lookahead_ms_p95": float(np.quantile(arr, 0.95)),
+            "lookahead_ms_max": float(arr.max()), "lookahead_regimes": regimes}
+
+
+def _batch_arrays(cases: list[dict[str, Any]], n: int) -> dict[str, np.ndarray]:
+    m = max(len(c["action"]["premises"]) for c in cases)
+    k = max(len(c["verifiers"]) for c in cases)
+    rows = [cases[i % len(cases)] for i in range(n)]
+    p = np.zeros((n, m))
+    mask = np.zeros((n, m), dtype=bool)
+    resolves = np.zeros((n, k, m), dtype=bool)
+    cost = np.zeros((n, k))
+    rel = np.full((n, k), 0.75)
+    avail = np.zeros((n, k), dtype=bool)
+    theta = np.empty(n)
+    kappa = np.empty(n)
+    for i, c in enumerate(rows):
+        ids = [pm["id"] for pm in c["action"]["premises"]]
+        for j, pm in enumerate(c["action"]["premises"]):
+            p[i, j] = pm["calibratedViolationProbability"]
+            mask[i, j] = True
+        for j, v in enumerate(c["verifiers"]):
+            for pid in v["resolvesPremiseIds"]:
+                resolves[i, j, ids.index(pid)] = True
+            cost[i, j] = v["executionCost"]
+            rel[i, j] = v["symmetricReliability"]
+            avail[i, j] = True
+        theta[i] = c["action"]["impactCostTheta"]
+        kappa[i] = c["action"]["abstentionCostKappa"]
+    return {"p": p, "premise_mask": mask, "theta": theta, "kappa": kappa,
+            "resolves": resolves, "cost": cost, "reliability": rel, "available": avail}
+
+
+def _batch(cases: list[dict[str, Any]], *, n: int, rounds: int,
+           node_ns: float | None) -> dict[str, Any]:
+    if importlib.util.find_spec("amv_calib.gate._batch") is None:
+        return {"batch": "amv_calib.gate._batch not present"}
+    from amv_calib.gate import Gate
+
+    # One engine setting for the whole batch (the batch API takes the gate's thresholds).
+    same = [{**c, "engine": {"lambda": 1.0, "delta": 10.0, "epsilon": 0.05}} for c in cases]
+    arrays = _batch_arrays(same, n)
+    out: dict[str, Any] = {"batch_rows": n}
+    for label, gate in (("amv_myopic", Gate(planner="myopic")), ("seed", Gate(mode="seed"))):
+        gate.evaluate_batch(**{k: v[:100] for k, v in arrays.items()})
+        secs = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            gate.evaluate_batch(**arrays)
+            secs.append(time.perf_counter() - t0)
+        rate = n / statistics.median(secs)
+        out[f"batch_{label}_rows_per_s"] = rate
+        if node_ns:
+            out[f"ratio_batch_{label}_vs_node"] = rate / (1e9 / node_ns)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gate.json")
+    args = ap.parse_args(argv)
+    quick = args.quick
+    node_reason = H.unavailable_reason()
+    node = node_reason is None
+    n_cases = 200 if quick else 2000
+    single = _calibrated(H.random_cases(31, n_cases, n_premises=3, n_verifiers=3,
+                                        explicit_p=0.0, one_premise_each=True))
+    mixed = _calibrated(H.random_cases(32, n_cases, n_premises=3, n_verifiers=3,
+                                       explicit_p=0.0))
+    six = _calibrated(H.random_cases(33, 100 if quick else 500, n_premises=3, n_verifiers=6,
+                                     explicit_p=0.0, one_premise_each=True))
+    six_wide = _calibrated(H.random_cases(34, 100 if quick else 500, n_premises=6,
+                                          n_verifiers=6, explicit_p=0.0,
+                                          one_premise_each=True))
+    calls, rounds = (2000, 2) if quick else (200_000, 7)
+    report: dict[str, Any] = {"node": node, "node_skipped_because": node_reason,
+                              "quick": quick}
+    report["single_one_premise_verifiers"] = _single_call(single, calls=calls, rounds=rounds,
+                                                          node=node)
+    report["single_mixed_verifiers"] = _single_call(mixed, calls=calls, rounds=rounds,
+                                                    node=node)
+    report["lookahead_6v_3p"] = _lookahead(six, rounds=1 if quick else 3)
+    report["lookahead_6v_6p"] = _lookahead(six_wide, rounds=1 if quick else 3)
+    node_ns = report["single_one_premise_verifiers"].get("node_ns")
+    report["batch"] = _batch(single, n=2000 if quick else 200_000, rounds=2 if quick else 5,
+                             node_ns=node_ns)
+    report["targets"] = {"single_myopic_vs_node_at_most": SINGLE_TARGET,
+                         "batch_vs_node_at_least": BATCH_TARGET,
+                         "lookahead_6_verifiers_ms_under": PLAN_TARGET_MS}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    s = report["single_one_premise_verifiers"]
+    print(f"single evaluate (3 premises, 3 one-premise verifiers): "
+          f"python amv myopic {s['python_amv_myopic_ns']:.0f} ns, "
+          f"seed mode {s['python_seed_ns']:.0f} ns"
+          + (f", node {s['node_ns']:.0f} ns -> ratios "
+             f"{s['ratio_amv_myopic_vs_node']:.2f}x / {s['ratio_seed_vs_node']:.2f}x "
+             f"(target <= {SINGLE_TARGET}x)" if "node_ns" in s else ""))
+    s = report["single_mixed_verifiers"]
+    print(f"single evaluate (3 premises, verifiers on 1-3 premises): "
+          f"python amv myopic {s['python_amv_myopic_ns']:.0f} ns, "
+          f"seed mode {s['python_seed_ns']:.0f} ns"
+          + (f", node {s['node_ns']:.0f} ns -> ratios "
+             f"{s['ratio_amv_myopic_vs_node']:.2f}x / {s['ratio_seed_vs_node']:.2f}x"
+             if "node_ns" in s else ""))
+    for key in ("lookahead_6v_3p", "lookahead_6v_6p"):
+        lk = report[key]
+        print(f"{key}: median {lk['lookahead_ms_median']:.3f} ms, p95 "
+              f"{lk['lookahead_ms_p95']:.3f} ms, max {lk['lookahead_ms_max']:.3f} ms "
+              f"(target < {PLAN_TARGET_MS} ms)")
+    b = report["batch"]
+    if "batch_rows" in b:
+        print(f"evaluate_batch: amv myopic {b['batch_amv_myopic_rows_per_s']:.0f} rows/s, "
+              f"seed {b['batch_seed_rows_per_s']:.0f} rows/s"
+              + (f" -> {b['ratio_batch_amv_myopic_vs_node']:.1f}x / "
+                 f"{b['ratio_batch_seed_vs_node']:.1f}x node (target >= {BATCH_TARGET}x)"
+                 if "ratio_batch_seed_vs_node" in b else ""))
+    else:
+        print(f"evaluate_batch: {b['batch']}")
+    if not node:
+        print(f"node side skipped: {node_reason}")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
