@@ -405,8 +405,20 @@ def _portable_from_estimator(est: Any, clamp: tuple[float, float] | None) -> Por
     return portable
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _interval(v: Any) -> bool:
+    return isinstance(v, list) and len(v) == 2 and all(x is None or _is_number(x) for x in v)
+
+
 def _compare_metrics(path: Path) -> dict[str, Any] | None:
-    """The champion's row of a compare DIR's ``comparison.json``, flat: name and numbers."""
+    """The champion's row of a compare DIR's ``comparison.json``, flattened.
+
+    Gives ``champion``, ``scoring``, every numeric metric of the champion's row, its
+    intervals as ``<metric>_ci`` ``[low, high]``, and ``oracle_log_loss`` when present.
+    """
     if not path.is_file():
         return None
     data = _read_json_file(path, "comparison")
@@ -414,14 +426,21 @@ def _compare_metrics(path: Path) -> dict[str, Any] | None:
         return None
     champion = data.get("champion")
     out: dict[str, Any] = {"champion": champion} if isinstance(champion, str) else {}
+    if isinstance(data.get("scoring"), str):
+        out["scoring"] = data["scoring"]
     rows = data.get("calibrators")
-    if isinstance(rows, list):
-        for row in rows:
-            if isinstance(row, Mapping) and row.get("name") == champion:
-                out.update({
-                    str(k): v for k, v in row.items()
-                    if k != "name" and isinstance(v, (int, float)) and not isinstance(v, bool)
-                })
+    for row in rows if isinstance(rows, list) else []:
+        if not (isinstance(row, Mapping) and row.get("name") == champion):
+            continue
+        for k, v in row.items():
+            if k != "name" and (_is_number(v) or _interval(v)):
+                out[str(k)] = v
+        ci = row.get("ci")
+        if isinstance(ci, Mapping):
+            out.update({f"{m}_ci": v for m, v in ci.items() if _interval(v)})
+    oracle = data.get("oracle")
+    if isinstance(oracle, Mapping) and _is_number(oracle.get("log_loss")):
+        out["oracle_log_loss"] = oracle["log_loss"]
     return out or None
 
 

@@ -687,9 +687,11 @@ def compare_dir(tmp_path: Path, fitted: tuple[LogisticRegression, PortableCalibr
     (d / "champion.json").write_bytes(canonical_json_bytes(portable.to_dict()))
     joblib.dump(lr, d / "champion.joblib")
     (d / "comparison.json").write_text(json.dumps({
-        "champion": "platt",
+        "champion": "platt", "scoring": "log_loss",
         "calibrators": [{"name": "seed_prior", "log_loss": 0.4},
-                        {"name": "platt", "log_loss": 0.3, "brier": 0.1, "auc": 0.8}],
+                        {"name": "platt", "log_loss": 0.3, "brier": 0.1, "auc": 0.8,
+                         "ci": {"log_loss": [0.29, 0.31]}, "excess_log_loss_ci": [0.0, 0.01]}],
+        "oracle": {"name": "oracle", "log_loss": 0.28}, "config": {"folds": 5},
     }))
     (d / "reliability.png").write_bytes(b"\x89PNG")
     (d / "comparison.md").write_text("| name |\n")
@@ -721,8 +723,9 @@ def test_cli_export_promote_verify_rollback_bundle(
     assert (models / "g" / "v1" / "calibrator.joblib").read_bytes() == \
         (compare_dir / "champion.joblib").read_bytes()
     summary = run("verify-artifact", str(models / "g" / "v1"))
-    assert summary["metrics"] == {"champion": "platt", "log_loss": 0.3, "brier": 0.1,
-                                  "auc": 0.8}
+    assert summary["metrics"] == {"champion": "platt", "scoring": "log_loss", "log_loss": 0.3,
+                                  "brier": 0.1, "auc": 0.8, "log_loss_ci": [0.29, 0.31],
+                                  "excess_log_loss_ci": [0.0, 0.01], "oracle_log_loss": 0.28}
     assert summary["gate"]["epsilon_harm_bound"] == 0.03
     assert summary["training_data"] == claims_fingerprint(claims)
     run("export", "--calibrator", str(compare_dir / "champion.json"), "--name", "g",
