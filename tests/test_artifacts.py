@@ -783,6 +783,9 @@ def test_shipped_champion_loads() -> None:
     p = art.calibrator.predict(np.array([[10.0, 0.9, 0.95, 0.0], [2000.0, 0.1, 0.3, 1.0]]))
     assert 0.0 < p[0] < p[1] < 1.0
     assert art.manifest["training_data"]["rows"] > 0
+    from amv_calib.gate import Gate
+
+    assert Gate.from_artifact(ref, strict=True).artifact_name == "amv-guard"
 
 
 def test_bench_quick_runs(tmp_path: Path) -> None:
