@@ -93,6 +93,7 @@ _NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _VERSION_RE: Final = re.compile(r"v([1-9][0-9]*)")
 _LOCK_TIMEOUT_S: Final = 10.0
 _LOCK_STALE_S: Final = 60.0
+_STALE_TMP_S: Final = 24 * 3600.0
 
 _log = logging.getLogger(__name__)
 
@@ -623,10 +624,21 @@ def _next_number(root: Path) -> int:
     return max(nums, default=0) + 1
 
 
+def _sweep_stale_tmp(root: Path) -> None:
+    """Remove ``.tmp-*`` folders of exports killed over a day ago (never a live one)."""
+    cutoff = time.time() - _STALE_TMP_S
+    for p in root.glob(".tmp-*"):
+        with contextlib.suppress(OSError):
+            if p.is_dir() and p.stat().st_mtime < cutoff:
+                shutil.rmtree(p)
+                _log.info("removed %s, left by an interrupted export", p)
+
+
 def _write_version(
     root: Path, payload: Mapping[str, bytes | Path], manifest_base: Mapping[str, Any]
 ) -> tuple[Path, str, dict[str, Any]]:
     root.mkdir(parents=True, exist_ok=True)
+    _sweep_stale_tmp(root)
     tmp = root / f".tmp-{uuid.uuid4().hex}"
     tmp.mkdir()
     try:

@@ -545,6 +545,18 @@ def test_concurrent_exports_by_processes(models: Path) -> None:
     load_artifact(f"{models / 'm'}@production")
 
 
+def test_export_sweeps_only_stale_temporary_folders(art: Path) -> None:
+    old, fresh = art.parent / ".tmp-old", art.parent / ".tmp-fresh"
+    for d in (old, fresh):
+        d.mkdir()
+        (d / "calibrator.json").write_text("{}")
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(old, (two_days_ago, two_days_ago))
+    export_artifact(calibrator=seed_prior_calibrator(), name="m", models_dir=art.parent.parent)
+    assert not old.exists() and fresh.is_dir()
+    assert list_versions("m", models_dir=art.parent.parent) == ["v1", "v2"]
+
+
 # -- aliases and rollback -------------------------------------------------------------------
 def test_promote_rollback_and_alias_resolution(models: Path) -> None:
     for _ in range(3):
