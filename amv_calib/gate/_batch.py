@@ -256,7 +256,6 @@ def _myopic_voi(
     first-premise update.
     """
     n, n_ver = cost.shape
-    m = p.shape[1]
     lam = float(gate.lambda_cost_scale)
     eps = float(gate.epsilon_harm_bound)
     lim = _lim(gate, kappa)
@@ -288,40 +287,64 @@ def _myopic_voi(
                 e = np.where(pr != 0.0, e + pr * vr, e)
                 val = np.where(has, (v_stop - e) - lam_c, -lam * cost[:, v])
             else:
-                s = 1.0 - r
-                a = 1.0 - p
-                rr = r[:, None]
-                pc_all = a * rr + p * s[:, None]
-                pr_all = p * rr + a * s[:, None]
-                k_row = target.sum(axis=1)
-                k_max = int(k_row.max(initial=0))
-                shift = np.clip(k_max - np.cumsum(target, axis=1), 0, None)
-                low = np.left_shift(1, k_max - k_row) - 1
-                e = np.zeros(n, dtype=np.float64)
-                for combo in range(1 << k_max):
-                    # product order over the resolved premises: the first is the most
-                    # significant digit, confirm (0) before refute (1); a row resolving
-                    # k < k_max premises takes the combos whose k_max - k low bits are 0
-                    bit = ((combo >> shift) & 1).astype(bool)
-                    ok = (combo & low) == 0
-                    w = np.ones(n, dtype=np.float64)
-                    f = q.copy()
-                    for j in range(m):
-                        t = target[:, j]
-                        if not np.any(t):
-                            continue
-                        b = bit[:, j]
-                        pj = np.where(b, pr_all[:, j], pc_all[:, j])
-                        ok &= ~t | (pj > 0.0)
-                        w = np.where(t, w * pj, w)
-                        f = np.where(t, f * (np.where(b, s, r) / pj), f)
-                    h = 1.0 - f
-                    rx = theta * h
-                    vs = np.where((rx <= lim) & (h <= eps), rx, kappa)
-                    e = np.where(ok, e + w * vs, e)
-                val = (v_stop - e) - lam_c
+                val = _amv_voi(p, target, on, theta, kappa, lim, eps, r, lam_c, q, v_stop)
             voi[:, v] = np.where(on, val, -np.inf)
     return voi
+
+
+def _amv_voi(
+    p: FloatArray,
+    target: BoolArray,
+    on: BoolArray,
+    theta: FloatArray,
+    kappa: FloatArray,
+    lim: FloatArray,
+    eps: float,
+    r: FloatArray,
+    lam_c: FloatArray,
+    q: FloatArray,
+    v_stop: FloatArray,
+) -> FloatArray:
+    """One verifier column's VOI, rows grouped by how many premises it resolves there."""
+    n = p.shape[0]
+    val = np.full(n, -np.inf, dtype=np.float64)
+    k_row = target.sum(axis=1)
+    zero = on & (k_row == 0)
+    # one outcome of weight 1 leaving q unchanged: E = V_stop exactly
+    val[zero] = (v_stop[zero] - v_stop[zero]) - lam_c[zero]
+    for k in np.unique(k_row[on & (k_row > 0)]).tolist():
+        rows = np.flatnonzero(on & (k_row == k))
+        cols = np.nonzero(target[rows])[1].reshape(rows.size, k)  # premise order
+        pk = p[rows[:, None], cols]
+        rk = r[rows][:, None]
+        sk = 1.0 - rk
+        ak = 1.0 - pk
+        pc = ak * rk + pk * sk
+        pr = pk * rk + ak * sk
+        fc = np.where(pc > 0.0, rk / np.where(pc > 0.0, pc, 1.0), 0.0)
+        fr = np.where(pr > 0.0, sk / np.where(pr > 0.0, pr, 1.0), 0.0)
+        qk, th, ka, li = q[rows], theta[rows], kappa[rows], lim[rows]
+        e = np.zeros(rows.size, dtype=np.float64)
+        for combo in range(1 << k):
+            # itertools.product order: the first premise is the most significant digit,
+            # confirm (0) before refute (1); outcomes of probability 0 are skipped
+            w = np.ones(rows.size, dtype=np.float64)
+            f = qk
+            ok = np.ones(rows.size, dtype=bool)
+            for t in range(k):
+                if (combo >> (k - 1 - t)) & 1:
+                    w = w * pr[:, t]
+                    f = f * fr[:, t]
+                    ok &= pr[:, t] > 0.0
+                else:
+                    w = w * pc[:, t]
+                    f = f * fc[:, t]
+                    ok &= pc[:, t] > 0.0
+            h = 1.0 - f
+            rx = th * h
+            e = np.where(ok, e + w * np.where((rx <= li) & (h <= eps), rx, ka), e)
+        val[rows] = (v_stop[rows] - e) - lam_c[rows]
+    return val
 
 
 def evaluate_batch(
@@ -438,7 +461,7 @@ def evaluate_batch(
         # argmax keeps the first maximum, like the strict ``voi > best`` scans
         idx = np.argmax(voi, axis=1)
         best = voi[np.arange(n), idx]
-        tol = 0.0 if seed_mode else VOI_TOLERANCE * ka
+        tol = 0.0 if seed_mode else VOI_TOLERANCE * (th + ka)
         if gate.planner == "lookahead" and not seed_mode:
             go, idx, best = _lookahead(gate, pa, mask, th, ka, lim, eps, res, co, rel, avail,
                                        left, q, v_stop, best, idx, tol)
@@ -485,9 +508,10 @@ def _lookahead(
     tol_a = np.broadcast_to(np.asarray(tol, dtype=np.float64), (n,))
     offered = avail.any(axis=1)
     reuse = bool(getattr(gate, "reuse_verifiers", False))
-    # Root pruning, exactly as the planner tests it: acc = lambda*c, lb = h * min(theta, kappa)
+    # Root pruning, exactly as the planner tests it: verifier j is expanded only if
+    # lambda*c_j + h*min(theta, kappa) <= v_stop + tol (the clairvoyant bound)
     lb = (1.0 - q) * np.minimum(theta, kappa)
-    pruned = np.all(~avail | (lam_c + lb[:, None] >= v_stop[:, None]), axis=1)
+    pruned = np.all(~avail | (lam_c + lb[:, None] > (v_stop + tol_a)[:, None]), axis=1)
     trivial = offered & pruned & (best <= tol_a) & (not reuse)
     gain = np.where(offered, 0.0, -np.inf)
     go = np.zeros(n, dtype=bool)
@@ -519,7 +543,7 @@ def _lookahead(
             myopic_first = cols.index(bi_l[i]) if b > tol_l[i] else None
             pl = plan(probs, th_l[i], ka_l[i], lim_l[i], eps, specs, depth=left_l[i],
                       budget=None, reuse=reuse, myopic_first=myopic_first,
-                      myopic_value=vs_l[i] - b)
+                      myopic_value=vs_l[i] - b, tol=tol_l[i])
             g = vs_l[i] - pl.value
             gain[i] = g
             if pl.first is not None and g > tol_l[i]:
