@@ -778,6 +778,8 @@ class Gate:
         specs: list[Spec] = []
         offered: list[Verifier] = []
         if left > 0:
+            add = vois.append
+            one = -1
             for v in verifiers:
                 ids = v.resolves_premise_ids
                 r = v.symmetric_reliability
@@ -785,7 +787,6 @@ class Gate:
                     i = index.get(ids[0])
                     if i is None:
                         raise _unknown_premise(v, ids[0], action)
-                    idx: tuple[int, ...] = (i,)
                     # one premise, unrolled (module docstring for the arithmetic)
                     p = probs_t[i]
                     s = 1.0 - r
@@ -801,12 +802,14 @@ class Gate:
                         hr = 1.0 - q * (s / pr)
                         rr = theta * hr
                         e += pr * (rr if (rr <= lim and hr <= eps) else kappa)
+                    idx: tuple[int, ...] | None = None
+                    one = i
                 else:
                     idx = self._indices(action, v)
                     e = _expect(probs_t, q, idx, r, theta, kappa, lim, eps)
                 cost = v.execution_cost
                 voi = v_stop - e - lam * cost
-                vois.append(voi)
+                add(voi)
                 if budget is not None and cost > budget:
                     continue
                 if voi > best:
@@ -814,7 +817,7 @@ class Gate:
                     best_v = v
                     best_j = len(offered)
                 if look:
-                    specs.append(Spec(idx, r, lam * cost, cost))
+                    specs.append(Spec((one,) if idx is None else idx, r, lam * cost, cost))
                     offered.append(v)
         else:
             for v in verifiers:
@@ -859,9 +862,14 @@ class Gate:
         lim = min(self._delta, kappa)
         eps = self._eps
         lam = self._lam
+        # pre[j]: the seed's running P_any after the first j premises; an outcome that
+        # changes premise t re-runs the same recurrence from pre[t], so the arithmetic is
+        # the seed's, operation for operation
+        pre = [0.0]
         h = 0.0
         for p in probs:
             h = 1.0 - (1.0 - h) * (1.0 - p)
+            pre.append(h)
         rx = h * theta
         adm = rx <= lim and h <= eps
         v_stop = rx if adm else kappa
@@ -889,18 +897,17 @@ class Gate:
                 # A zero-probability outcome: the seed's NaN posterior is inadmissible and
                 # 0 * kappa adds exactly 0, which leaving the term out reproduces.
                 e = 0.0
+                base = 1.0 - pre[t]
                 if pc != 0.0:
-                    x = (p * (1.0 - r)) / pc
-                    acc = 0.0
-                    for j in range(m):
-                        acc = 1.0 - (1.0 - acc) * (1.0 - (x if j == t else probs[j]))
+                    acc = 1.0 - base * (1.0 - (p * (1.0 - r)) / pc)
+                    for j in range(t + 1, m):
+                        acc = 1.0 - (1.0 - acc) * (1.0 - probs[j])
                     ra = acc * theta
                     e = pc * (ra if (ra <= lim and acc <= eps) else kappa)
                 if pr != 0.0:
-                    x = (p * r) / pr
-                    acc = 0.0
-                    for j in range(m):
-                        acc = 1.0 - (1.0 - acc) * (1.0 - (x if j == t else probs[j]))
+                    acc = 1.0 - base * (1.0 - (p * r) / pr)
+                    for j in range(t + 1, m):
+                        acc = 1.0 - (1.0 - acc) * (1.0 - probs[j])
                     ra = acc * theta
                     e = e + pr * (ra if (ra <= lim and acc <= eps) else kappa)
                 voi = (v_stop - e) - (lam * v.execution_cost)
