@@ -45,7 +45,7 @@ def _sha(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def synth_big() -> pd.DataFrame:
-    return synth_claims(200_000, seed=7)
+    return synth_claims(200_000, seed=DEFAULT_SEED)
 
 
 # -- determinism ---------------------------------------------------------------------------
