@@ -329,6 +329,12 @@ class _TooMuchWork(Exception):
     pass
 
 
+# A finite stand-in for the infinite log-likelihood ratio of r = 1: exp(-800) is exactly 0
+# in float64, so beliefs still reach 0 or 1, and a contradiction (reached only through an
+# outcome of probability 0) stays finite instead of becoming inf - inf.
+_LLR_CAP: Final = 800.0
+
+
 def _expit(x: NDArray[np.float64]) -> NDArray[np.float64]:
     out: NDArray[np.float64] = np.exp(-np.logaddexp(0.0, -x))
     return out
@@ -392,17 +398,29 @@ def _exact_arrays(
     digits, child, bounds = lay["digits"], lay["child"], lay["bounds"]
     total, width = lay["total"], lay["width"]
     p0 = np.asarray(probs, dtype=np.float64)
+    single = all(len(sp.idx) == 1 for sp in specs)
     with np.errstate(divide="ignore", invalid="ignore"):
-        lo = np.empty((total, len(probs)))
-        lo[:] = np.log(p0) - np.log1p(-p0)
-        for j, sp in enumerate(specs):
-            k = len(sp.idx)
-            llr = np.inf if sp.r >= 1.0 else math.log(sp.r) - math.log1p(-sp.r)
-            codes = np.arange(1 << k)
-            for t, i in enumerate(sp.idx):
-                table = np.zeros((1 << k) + 1)
-                table[1:] = np.where((codes >> (k - 1 - t)) & 1, llr, -llr)
-                lo[:, i] += table[digits[:, j]]
+        logit0 = np.log(p0) - np.log1p(-p0)
+        if single:
+            # one premise per verifier (the common case): one gather and one product
+            llr = np.array([_LLR_CAP if sp.r >= 1.0 else math.log(sp.r) - math.log1p(-sp.r)
+                            for sp in specs])
+            table = np.stack([np.zeros(n), -llr, llr], axis=1)  # digit 0, confirm, refute
+            inc = table[np.arange(n)[None, :], digits]
+            onto = np.zeros((n, len(probs)))
+            onto[np.arange(n), [sp.idx[0] for sp in specs]] = 1.0
+            lo = logit0 + inc @ onto
+        else:
+            lo = np.empty((total, len(probs)))
+            lo[:] = logit0
+            for j, sp in enumerate(specs):
+                k = len(sp.idx)
+                lj = np.inf if sp.r >= 1.0 else math.log(sp.r) - math.log1p(-sp.r)
+                codes = np.arange(1 << k)
+                for t, i in enumerate(sp.idx):
+                    tab = np.zeros((1 << k) + 1)
+                    tab[1:] = np.where((codes >> (k - 1 - t)) & 1, lj, -lj)
+                    lo[:, i] += tab[digits[:, j]]
         p = np.exp(-np.logaddexp(0.0, -lo))
     p[0] = p0  # the root keeps the given beliefs exactly (expit(logit p) is off by ulps)
     bad = np.isnan(p).any(axis=1)
@@ -413,18 +431,24 @@ def _exact_arrays(
     rx = theta * h
     value = np.where((rx <= lim) & (h <= eps), rx, kappa)
     value[bad] = 0.0
-    weights = np.zeros((total, n, width))
-    for j, sp in enumerate(specs):
-        k = len(sp.idx)
-        r = sp.r
-        codes = np.arange(1 << k)
-        w = np.ones((total, 1 << k))
-        for t, i in enumerate(sp.idx):
-            pi = p[:, i:i + 1]
-            pc = (1.0 - pi) * r + pi * (1.0 - r)
-            pr = pi * r + (1.0 - pi) * (1.0 - r)
-            w *= np.where((((codes >> (k - 1 - t)) & 1) == 1)[None, :], pr, pc)
-        weights[:, j, :1 << k] = w
+    if single:
+        pp = p[:, [sp.idx[0] for sp in specs]]
+        rr = np.array([sp.r for sp in specs])
+        weights = np.stack([(1.0 - pp) * rr + pp * (1.0 - rr),
+                            pp * rr + (1.0 - pp) * (1.0 - rr)], axis=2)
+    else:
+        weights = np.zeros((total, n, width))
+        for j, sp in enumerate(specs):
+            k = len(sp.idx)
+            r = sp.r
+            codes = np.arange(1 << k)
+            w = np.ones((total, 1 << k))
+            for t, i in enumerate(sp.idx):
+                pi = p[:, i:i + 1]
+                pc = (1.0 - pi) * r + pi * (1.0 - r)
+                pr = pi * r + (1.0 - pi) * (1.0 - r)
+                w *= np.where((((codes >> (k - 1 - t)) & 1) == 1)[None, :], pr, pc)
+            weights[:, j, :1 << k] = w
     if bad.any():
         weights[bad] = 0.0
     avail = digits == 0
