@@ -51,6 +51,8 @@ def register(subparsers: Any) -> None:
                    help="price of verifier cost in the total loss (default 1.0)")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (0: none)")
     p.add_argument("--by-family", action="store_true", help="also print one table per family")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="worker processes for the lookahead planner (same results)")
     p.add_argument("--json", action="store_true",
                    help="print {POLICY: {metric: value, ..., n}} instead of the table")
     p.set_defaults(func=_run_replay)
@@ -161,7 +163,7 @@ def _run_replay(args: argparse.Namespace) -> int:
         n: replay(es, n, seed=args.seed, gate=gate, calibrator=cal,  # type: ignore[arg-type]
                   tau=DEFAULT_TAU if args.tau is None else args.tau,
                   lambda_eval=LAMBDA_EVAL if args.lambda_eval is None else args.lambda_eval,
-                  n_boot=args.n_boot)
+                  n_boot=args.n_boot, n_jobs=args.jobs)
         for n in names
     }
     if args.json:

@@ -932,7 +932,7 @@ def _static(es: EpisodeSet, flagged: BoolArray, seed: int) -> tuple[BoolArray, I
 
 
 def _gate_policy(
-    es: EpisodeSet, gate: Gate, p: FloatArray, seed: int
+    es: EpisodeSet, gate: Gate, p: FloatArray, seed: int, n_jobs: int = 1
 ) -> tuple[BoolArray, IntArray, IntArray]:
     """Sequential stopping with the batch gate; returns (proceed, calls, steps)."""
     from amv_calib.gate._batch import PROCEED, VERIFY, evaluate_batch, update_batch
@@ -952,7 +952,7 @@ def _gate_policy(
         bd = evaluate_batch(
             gate, post[active], es.premise_mask[active], es.theta[active], es.kappa[active],
             es.resolves[active], es.cost[active], es.reliability[active], avail[active],
-            budget=left,
+            budget=left, n_jobs=n_jobs,
         )
         verify = bd.regime == VERIFY
         done = active[~verify]
@@ -1006,6 +1006,7 @@ def replay(
     lambda_eval: float = LAMBDA_EVAL,
     n_boot: int = 1000,
     ci: float = 0.95,
+    n_jobs: int = 1,
 ) -> ReplayResult:
     """Replay ``policy`` over frozen episodes and summarise the metrics.
 
@@ -1036,6 +1037,8 @@ def replay(
         Bootstrap resamples (0: no intervals).
     ci : float
         Interval coverage.
+    n_jobs : int
+        Worker processes for the lookahead planner (same results for any value).
 
     Returns
     -------
@@ -1046,7 +1049,7 @@ def replay(
     seed = _check_seed(seed)
     es = _as_episode_set(episodes)
     outcomes, config = _run_policy(es, policy, seed=seed, gate=gate, calibrator=calibrator,
-                                   tau=tau, lambda_eval=lambda_eval)
+                                   tau=tau, lambda_eval=lambda_eval, n_jobs=n_jobs)
     overall, by_family, counts = summarise(outcomes, es.family, n_boot=n_boot, seed=seed, ci=ci)
     return ReplayResult(policy=policy, n=len(es), outcomes=outcomes, overall=overall,
                         by_family=by_family, family_n=counts, config=config)
@@ -1061,6 +1064,7 @@ def _run_policy(
     calibrator: PortableCalibrator | None,
     tau: float,
     lambda_eval: float,
+    n_jobs: int = 1,
 ) -> tuple[Outcomes, dict[str, Any]]:
     n, nv = es.cost.shape
     config: dict[str, Any] = {"policy": policy, "seed": seed, "lambda_eval": lambda_eval}
@@ -1084,7 +1088,7 @@ def _run_policy(
         g = _default_gate(policy, calibrator, gate)
         if g.calibrator is None:
             raise ConfigError(f"policy {policy!r} needs a calibrator (or a gate holding one)")
-        proceed, calls, _ = _gate_policy(es, g, es.probabilities(g.calibrator), seed)
+        proceed, calls, _ = _gate_policy(es, g, es.probabilities(g.calibrator), seed, n_jobs)
         config.update(
             lambda_cost_scale=g.lambda_cost_scale,
             delta_loss_threshold=g.delta_loss_threshold,
@@ -1107,11 +1111,12 @@ def replay_many(
     lambda_eval: float = LAMBDA_EVAL,
     n_boot: int = 1000,
     ci: float = 0.95,
+    n_jobs: int = 1,
 ) -> dict[str, ReplayResult]:
     """:func:`replay` for several policies on the same episodes and answer stream."""
     es = _as_episode_set(episodes)
     return {
         p: replay(es, p, seed=seed, gate=gate, calibrator=calibrator, tau=tau,
-                  lambda_eval=lambda_eval, n_boot=n_boot, ci=ci)
+                  lambda_eval=lambda_eval, n_boot=n_boot, ci=ci, n_jobs=n_jobs)
         for p in policies
     }

@@ -404,3 +404,16 @@ def test_bench_quick_runs(tmp_path: Path) -> None:
     res = json.loads(out.read_text())
     assert all(r["identical_to_scalar"] for r in res["replay"]["policies"].values())
     assert res["tuning"]["workers_1"]["trials_per_s"] > 0
+
+
+def test_lookahead_parallel_rows_give_the_same_replay() -> None:
+    from amv_calib.gate import Gate
+    from amv_calib.gate._batch import PARALLEL_MIN_ROWS
+    from amv_calib.synth import synth_episodes
+
+    es = episode_set(synth_episodes(PARALLEL_MIN_ROWS + 500, seed=3))
+    gate = Gate(calibrator=ONE_MINUS_CONF, planner="lookahead")
+    one = replay(es, "lookahead", seed=2, gate=gate, n_boot=0)
+    two = replay(es, "lookahead", seed=2, gate=gate, n_boot=0, n_jobs=2)
+    np.testing.assert_array_equal(one.outcomes.proceed, two.outcomes.proceed)
+    np.testing.assert_array_equal(one.outcomes.calls, two.outcomes.calls)

@@ -359,6 +359,7 @@ def evaluate_batch(
     available: ArrayLike | None = None,
     *,
     budget: ArrayLike | None = None,
+    n_jobs: int = 1,
 ) -> BatchDecision:
     """Decide PROCEED / VERIFY / ABSTAIN for ``n`` padded actions at once.
 
@@ -385,6 +386,9 @@ def evaluate_batch(
     budget : array_like of int, shape (n,), optional
         Verifications left per row (``max_verifications`` minus those made, as in
         ``Gate.run``); rows with 0 never VERIFY. Default ``gate.max_verifications``.
+    n_jobs : int, default 1
+        Worker processes for the lookahead planner's rows (used from
+        :data:`PARALLEL_MIN_ROWS` rows on); the decisions do not depend on it.
 
     Returns
     -------
@@ -464,7 +468,7 @@ def evaluate_batch(
         tol = 0.0 if seed_mode else VOI_TOLERANCE * (th + ka)
         if gate.planner == "lookahead" and not seed_mode:
             go, idx, best = _lookahead(gate, pa, mask, th, ka, lim, eps, res, co, rel, avail,
-                                       left, q, v_stop, best, idx, tol)
+                                       left, q, v_stop, best, idx, tol, n_jobs)
         else:
             go = best > tol
         regime = np.where(go, VERIFY, regime).astype(np.int8)
@@ -498,9 +502,10 @@ def _lookahead(
     best: FloatArray,
     best_idx: IntArray,
     tol: FloatArray | float,
+    n_jobs: int = 1,
 ) -> tuple[BoolArray, IntArray, FloatArray]:
     """The lookahead decision per row: ``(verify, verifier column, gain)``."""
-    from amv_calib.gate._planner import Spec, plan
+    from amv_calib.gate._planner import Spec
 
     n, n_ver = cost.shape
     lam = float(gate.lambda_cost_scale)
@@ -518,35 +523,71 @@ def _lookahead(
     col = np.full(n, -1, dtype=np.intp)
     todo = np.flatnonzero(offered & ~trivial)
     if todo.size:
-        p_l = p.tolist()
-        m_l = mask.tolist()
-        th_l, ka_l, lim_l = theta.tolist(), kappa.tolist(), lim.tolist()
-        r_l, c_l, lc_l = rel.tolist(), cost.tolist(), lam_c.tolist()
-        av_l = avail.tolist()
-        best_l, bi_l, vs_l, tol_l = best.tolist(), best_idx.tolist(), v_stop.tolist(), \
-            tol_a.tolist()
-        left_l = left.tolist()
-        for i in todo.tolist():
-            real = [j for j, on in enumerate(m_l[i]) if on]
-            slot = {j: k for k, j in enumerate(real)}
-            probs = [p_l[i][j] for j in real]
+        res_l = resolves[todo].tolist()
+        p_l, m_l, av_l = p[todo].tolist(), mask[todo].tolist(), avail[todo].tolist()
+        r_l, c_l, lc_l = rel[todo].tolist(), cost[todo].tolist(), lam_c[todo].tolist()
+        th_l, ka_l, lim_l = theta[todo].tolist(), kappa[todo].tolist(), lim[todo].tolist()
+        best_l, bi_l = best[todo].tolist(), best_idx[todo].tolist()
+        vs_l, tol_l, left_l = v_stop[todo].tolist(), tol_a[todo].tolist(), left[todo].tolist()
+        jobs: list[_PlanJob] = []
+        col_of: list[list[int]] = []
+        for k in range(todo.size):
+            real = [j for j, on in enumerate(m_l[k]) if on]
+            slot = {j: t for t, j in enumerate(real)}
             specs: list[Spec] = []
             cols: list[int] = []
-            res_i = resolves[i]
             for v in range(n_ver):
-                if not av_l[i][v]:
-                    continue
-                idx = tuple(slot[j] for j in np.flatnonzero(res_i[v]).tolist())
-                specs.append(Spec(idx, r_l[i][v], lc_l[i][v], c_l[i][v]))
-                cols.append(v)
-            b = best_l[i]
-            myopic_first = cols.index(bi_l[i]) if b > tol_l[i] else None
-            pl = plan(probs, th_l[i], ka_l[i], lim_l[i], eps, specs, depth=left_l[i],
-                      budget=None, reuse=reuse, myopic_first=myopic_first,
-                      myopic_value=vs_l[i] - b, tol=tol_l[i])
-            g = vs_l[i] - pl.value
+                if av_l[k][v]:
+                    idx = tuple(slot[j] for j, on in enumerate(res_l[k][v]) if on)
+                    specs.append(Spec(idx, r_l[k][v], lc_l[k][v], c_l[k][v]))
+                    cols.append(v)
+            b = best_l[k]
+            jobs.append(([p_l[k][j] for j in real], th_l[k], ka_l[k], lim_l[k], eps, specs,
+                         left_l[k], reuse, cols.index(bi_l[k]) if b > tol_l[k] else None,
+                         vs_l[k] - b, tol_l[k]))
+            col_of.append(cols)
+        plans = _run_plans(jobs, n_jobs)
+        for k, (value, first) in enumerate(plans):
+            i = int(todo[k])
+            g = vs_l[k] - value
             gain[i] = g
-            if pl.first is not None and g > tol_l[i]:
+            if first is not None and g > tol_l[k]:
                 go[i] = True
-                col[i] = cols[pl.first]
+                col[i] = col_of[k][first]
     return go, col, gain
+
+
+_PlanJob = tuple[list[float], float, float, float, float, list[Any], int, bool, "int | None",
+                 float, float]
+
+
+def _plan_chunk(jobs: list[_PlanJob]) -> list[tuple[float, int | None]]:
+    """Run the scalar planner on a list of rows (also the worker-process entry point)."""
+    from amv_calib.gate._planner import plan
+
+    out: list[tuple[float, int | None]] = []
+    for probs, theta, kappa, lim, eps, specs, depth, reuse, mfirst, mvalue, tol in jobs:
+        pl = plan(probs, theta, kappa, lim, eps, specs, depth=depth, budget=None, reuse=reuse,
+                  myopic_first=mfirst, myopic_value=mvalue, tol=tol)
+        out.append((pl.value, pl.first))
+    return out
+
+
+#: Fewest planner rows worth starting worker processes for.
+PARALLEL_MIN_ROWS: Final = 2000
+
+
+def _run_plans(jobs: list[_PlanJob], n_jobs: int) -> list[tuple[float, int | None]]:
+    if n_jobs <= 1 or len(jobs) < PARALLEL_MIN_ROWS:
+        return _plan_chunk(jobs)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # The planner is deterministic, so the split does not change any decision.
+    k = max(1, -(-len(jobs) // (4 * n_jobs)))
+    chunks = [jobs[i : i + k] for i in range(0, len(jobs), k)]
+    ctx = multiprocessing.get_context("fork" if "fork" in
+                                      multiprocessing.get_all_start_methods() else "spawn")
+    with ProcessPoolExecutor(max_workers=n_jobs, mp_context=ctx) as pool:
+        parts = list(pool.map(_plan_chunk, chunks))
+    return [r for part in parts for r in part]
