@@ -114,11 +114,11 @@ _SPECS: Final[dict[str, _Spec]] = {
 assert set(_SPECS) == set(REQUIRED_COLUMNS) | set(OPTIONAL_COLUMNS)
 
 _ARROW_TYPES: Final[dict[_Kind, pa.DataType]] = {
-    "id": pa.string(),
+    "id": pa.large_string(),
     "timestamp": _UTC_US,
     "float": pa.float64(),
     "bool": pa.bool_(),
-    "str": pa.string(),
+    "str": pa.large_string(),
 }
 
 #: Arrow schema of the accepted claims with every optional column present.
@@ -840,6 +840,7 @@ _TRUE_SET: Final = pa.array(_TRUE)
 _FALSE_SET: Final = pa.array(_FALSE)
 _TRUE_FAST: Final = pa.array(sorted({f(v) for v in _TRUE for f in (str, str.upper, str.title)}))
 _FALSE_FAST: Final = pa.array(sorted({f(v) for v in _FALSE for f in (str, str.upper, str.title)}))
+_BOOL_FAST: Final = pa.concat_arrays([_TRUE_FAST, _FALSE_FAST])
 
 
 def _parse_bool(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
@@ -858,9 +859,11 @@ def _parse_bool(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
     elif _is_stringish(arr):
         s = _string_view(arr)
         # Common spellings first; only a column with others pays for trim + lower-case.
-        is_true = _np_mask(pc.fill_null(pc.is_in(s, value_set=_TRUE_FAST), False))
-        is_false = _np_mask(pc.fill_null(pc.is_in(s, value_set=_FALSE_FAST), False))
-        ok = is_true | is_false
+        where = pc.index_in(s, value_set=_BOOL_FAST)
+        code = np.asarray(pc.fill_null(where, -1).to_numpy(zero_copy_only=False))
+        is_true = (code >= 0) & (code < len(_TRUE_FAST))
+        is_false = code >= len(_TRUE_FAST)
+        ok = code >= 0
         if not (ok | nulls).all():
             s = pc.utf8_lower(pc.utf8_trim_whitespace(s))
             is_true = _np_mask(pc.fill_null(pc.is_in(s, value_set=_TRUE_SET), False))
@@ -999,15 +1002,17 @@ def _parse_id(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
     s = _string_view(arr)
     nulls = _null_mask(s)
     empty = _empty_mask(s, nulls)
-    return _Parsed(values=pc.cast(s, pa.string()),
+    return _Parsed(values=pc.cast(s, pa.large_string()),
                    problems=_missing_problems(col, nulls, empty))
 
 
 def _parse_str(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
     # An empty optional field is missing (null), as in every other format.
-    s = pc.cast(_string_view(arr), pa.string())
-    return _Parsed(values=pc.if_else(pc.equal(s, ""), pa.scalar(None, pa.string()), s),
-                   problems=[])
+    s = pc.cast(_string_view(arr), pa.large_string())
+    empty = pc.equal(s, "")
+    if pc.any(empty).as_py():
+        s = pc.if_else(empty, pa.scalar(None, pa.large_string()), s)
+    return _Parsed(values=s, problems=[])
 
 
 _PARSERS: Final[dict[_Kind, Callable[[str, pa.Array, _Spec], _Parsed]]] = {
@@ -1118,7 +1123,8 @@ class _SeenKeys:
         self._keys.append(keys)
         self._rows.append(rows)
         self._runs.append(np.sort(keys) if sorted_keys is None else sorted_keys)
-        while len(self._runs) > 1 and len(self._runs[-2]) <= 2 * len(self._runs[-1]):
+        # Binary-counter merging: each key is merged O(log(n / chunk)) times in all.
+        while len(self._runs) > 1 and len(self._runs[-2]) <= len(self._runs[-1]):
             b = self._runs.pop()
             a = self._runs.pop()
             self._runs.append(_merge_sorted(a, b))
