@@ -3,17 +3,20 @@
 Measured (issue 3 targets):
 
 * one myopic ``Gate.evaluate`` call, 3 premises and 3 verifiers, against the seed engine's
-  ``evaluate`` timed inside node (``performance.now`` over many calls) on the same cases:
+  ``evaluate`` timed inside node over many calls on the same cases:
   at most 2x the node time;
 * the lookahead planner with 6 verifiers: under 1 ms per decision;
 * ``Gate.evaluate_batch`` throughput (when ``amv_calib.gate._batch`` is present) against
   node's per-call throughput: at least 20x.
 
-Python and node rounds alternate, and the ratios use each side's median round, so drift on
-a loaded machine hits both. Run ``.venv/bin/python bench/bench_gate.py [--quick]``; the
-numbers go to ``bench/results/gate.json``. Needs node and the seed document beside the
-checkout (``../shared/seed/``) for the node side; without them the Python figures alone
-are reported.
+Times are CPU time (``time.thread_time`` in Python, ``process.cpuUsage`` in node), so that
+other processes on a loaded machine do not skew the ratios; wall-clock figures are kept in
+the JSON too. Python and node rounds alternate and each side's median round is used.
+
+Run ``.venv/bin/python bench/bench_gate.py [--quick]``; the numbers go to
+``bench/results/gate.json``. Needs node and the seed document beside the checkout
+(``../shared/seed/``) for the node side; without them the Python figures alone are
+reported.
 """
 
 from __future__ import annotations
@@ -81,41 +84,46 @@ def _build(cases: list[dict[str, Any]], **gate_kw: Any) -> list[tuple[Any, Any, 
     return items
 
 
-def _py_round_ns(items: Sequence[tuple[Any, Any, list[Any]]], calls: int) -> float:
+def _py_round_ns(items: Sequence[tuple[Any, Any, list[Any]]], calls: int
+                 ) -> tuple[float, float]:
+    """(wall, CPU) nanoseconds per call over about ``calls`` calls."""
     n = len(items)
     reps = max(1, calls // n)
+    c0 = time.thread_time_ns()
     t0 = time.perf_counter_ns()
     for _ in range(reps):
         for gate, act, vs in items:
             gate.evaluate(act, vs)
-    return (time.perf_counter_ns() - t0) / (reps * n)
+    wall = (time.perf_counter_ns() - t0) / (reps * n)
+    return wall, (time.thread_time_ns() - c0) / (reps * n)
 
 
 def _single_call(cases: list[dict[str, Any]], *, calls: int, rounds: int,
                  node: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    sides: dict[str, Callable[[], float]] = {}
+    sides: dict[str, Callable[[], tuple[float, float]]] = {}
     for label, kw in (("amv_myopic", {"planner": "myopic"}), ("seed", {"mode": "seed"})):
         items = _build(cases, **kw)
         _py_round_ns(items, len(items))  # warm up
         sides[label] = lambda items=items: _py_round_ns(items, calls)  # type: ignore[misc]
-    per: dict[str, list[float]] = {k: [] for k in sides}
-    node_ns: list[float] = []
+    per: dict[str, list[tuple[float, float]]] = {k: [] for k in sides}
+    node_wall: list[float] = []
+    node_cpu: list[float] = []
     for _ in range(rounds):
         if node:
             res = H.run_node({"mode": "bench", "cases": cases, "calls": calls, "rounds": 1})
-            node_ns.extend(res["nsPerCall"])
+            node_wall.extend(res["nsPerCall"])
+            node_cpu.extend(res["cpuNsPerCall"])
         for label, fn in sides.items():
             per[label].append(fn())
     for label, vals in per.items():
-        out[f"python_{label}_ns"] = statistics.median(vals)
-        out[f"python_{label}_ns_min"] = min(vals)
-    if node_ns:
-        med = statistics.median(node_ns)
-        out["node_ns"] = med
-        out["node_ns_min"] = min(node_ns)
+        out[f"python_{label}_ns"] = statistics.median(v[1] for v in vals)
+        out[f"python_{label}_wall_ns"] = statistics.median(v[0] for v in vals)
+    if node_cpu:
+        out["node_ns"] = statistics.median(node_cpu)
+        out["node_wall_ns"] = statistics.median(node_wall)
         for label in per:
-            out[f"ratio_{label}_vs_node"] = out[f"python_{label}_ns"] / med
+            out[f"ratio_{label}_vs_node"] = out[f"python_{label}_ns"] / out["node_ns"]
     return out
 
 
@@ -127,9 +135,9 @@ def _lookahead(cases: list[dict[str, Any]], *, rounds: int) -> dict[str, Any]:
     regimes: dict[str, int] = {}
     for _ in range(rounds):
         for gate, act, vs in items:
-            t0 = time.perf_counter_ns()
+            t0 = time.thread_time_ns()
             d = gate.evaluate(act, vs)
-            times.append((time.perf_counter_ns() - t0) / 1e6)
+            times.append((time.thread_time_ns() - t0) / 1e6)
             regimes[d.regime] = regimes.get(d.regime, 0) + 1
     arr = np.asarray(times)
     return {"lookahead_ms_median": float(np.median(arr)),
@@ -180,9 +188,9 @@ def _batch(cases: list[dict[str, Any]], *, n: int, rounds: int,
         gate.evaluate_batch(**{k: v[:100] for k, v in arrays.items()})
         secs = []
         for _ in range(rounds):
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             gate.evaluate_batch(**arrays)
-            secs.append(time.perf_counter() - t0)
+            secs.append(time.thread_time() - t0)
         rate = n / statistics.median(secs)
         out[f"batch_{label}_rows_per_s"] = rate
         if node_ns:

@@ -383,6 +383,26 @@ def _expect(probs: Sequence[float], q: float, idx: Sequence[int], r: float, thet
             kappa: float, lim: float, eps: float) -> float:
     # E[V_stop after the verifier] over its 2^k joint outcomes (module docstring)
     s = 1.0 - r
+    if len(idx) == 2:  # unrolled; the same products in the same order as the loop below
+        p1 = probs[idx[0]]
+        p2 = probs[idx[1]]
+        a1 = 1.0 - p1
+        a2 = 1.0 - p2
+        c1 = a1 * r + p1 * s
+        e1 = p1 * r + a1 * s
+        c2 = a2 * r + p2 * s
+        e2 = p2 * r + a2 * s
+        e = 0.0
+        for w1, f1 in ((c1, r / c1 if c1 > 0.0 else 0.0), (e1, s / e1 if e1 > 0.0 else 0.0)):
+            if w1 > 0.0:
+                g = q * f1
+                for w2, f2 in ((c2, r / c2 if c2 > 0.0 else 0.0),
+                               (e2, s / e2 if e2 > 0.0 else 0.0)):
+                    if w2 > 0.0:
+                        h = 1.0 - g * f2
+                        rx = theta * h
+                        e += (1.0 * w1 * w2) * (rx if (rx <= lim and h <= eps) else kappa)
+        return e
     ws = [1.0]
     fs = [q]
     for i in idx:

@@ -11,7 +11,8 @@
 //             "verifiers": [{...camelCase...}]}; a premise without
 //             calibratedViolationProbability carries a "claim" that the engine calibrates.
 //   response {"results": [{"p", "vStop", "rExpected", "hHarm", "vois", "regime", "selected"}]}
-//            or {"nsPerCall": [per round], "calls", "rounds", "checksum"} in bench mode.
+//            or {"nsPerCall": [wall, per round], "cpuNsPerCall": [CPU time, per round],
+//                "calls", "rounds", "checksum"} in bench mode.
 import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 
@@ -127,15 +128,19 @@ function main() {
       checksum += engine.evaluate(action, verifiers).regime.length;
     }
     const nsPerCall = [];
+    const cpuNsPerCall = [];
     for (let k = 0; k < rounds; k++) {
+      const c0 = process.cpuUsage();
       const t0 = performance.now();
       for (let i = 0; i < calls; i++) {
         const { engine, action, verifiers } = prepared[i % n];
         checksum += engine.evaluate(action, verifiers).regime.length;
       }
       nsPerCall.push(((performance.now() - t0) * 1e6) / calls);
+      const c = process.cpuUsage(c0);
+      cpuNsPerCall.push(((c.user + c.system) * 1e3) / calls);
     }
-    process.stdout.write(JSON.stringify({ nsPerCall, calls, rounds, checksum }));
+    process.stdout.write(JSON.stringify({ nsPerCall, cpuNsPerCall, calls, rounds, checksum }));
     return;
   }
   const results = prepared.map(({ engine, action, verifiers }) => {
