@@ -319,14 +319,17 @@ def _table_for_mlflow(df: pd.DataFrame) -> pd.DataFrame:
 _INTERVAL_LO: Final = ("lo", "lower", "low", "ci_lo", "ci_low")
 _INTERVAL_HI: Final = ("hi", "upper", "high", "ci_hi", "ci_high")
 _VALUE_KEYS: Final = ("value", "estimate", "mean", "point")
+#: Keys holding ``{metric: [low, high]}`` (compare's ``ci``).
+_INTERVAL_MAPS: Final = ("ci", "intervals")
 
 
 def _flatten_metrics(entry: Mapping[str, Any], *, skip: frozenset[str]) -> dict[str, float]:
-    """Numeric fields of one comparison entry as MLflow metrics.
+    """Numeric fields of one comparison or replay entry as MLflow metrics.
 
-    ``{"log_loss": 0.3}`` -> ``log_loss``; an interval ``{"log_loss_ci": [lo, hi]}`` or
-    ``{"log_loss": {"value": v, "lo": a, "hi": b}}`` -> ``log_loss``, ``log_loss_lo``,
-    ``log_loss_hi``; nested objects get their key as a prefix.
+    Interval bounds become their own metrics with the compare table's suffixes
+    ``_low`` / ``_high``: ``{"log_loss": 0.3, "ci": {"log_loss": [a, b]}}``,
+    ``{"log_loss_ci": [a, b]}`` and ``{"log_loss": {"value": v, "lo": a, "hi": b}}`` all give
+    ``log_loss``, ``log_loss_low``, ``log_loss_high``. Other nested objects prefix their key.
     """
     out: dict[str, float] = {}
 
@@ -338,17 +341,24 @@ def _flatten_metrics(entry: Mapping[str, Any], *, skip: frozenset[str]) -> dict[
                 if key in _VALUE_KEYS:
                     walk(prefix, val)
                 elif key in _INTERVAL_LO:
-                    walk(f"{prefix}_lo", val)
+                    walk(f"{prefix}_low", val)
                 elif key in _INTERVAL_HI:
-                    walk(f"{prefix}_hi", val)
+                    walk(f"{prefix}_high", val)
+                elif not prefix and key in _INTERVAL_MAPS and isinstance(val, Mapping):
+                    for metric, bounds in val.items():
+                        walk(f"{metric}_ci", bounds)
                 else:
                     walk(f"{prefix}_{key}" if prefix else str(key), val)
         elif isinstance(obj, (list, tuple)) and len(obj) == 2 and all(map(_is_number, obj)):
             base = prefix.removesuffix("_ci").removesuffix("_interval")
-            out[f"{base}_lo"], out[f"{base}_hi"] = float(obj[0]), float(obj[1])
+            out[f"{base}_low"], out[f"{base}_high"] = float(obj[0]), float(obj[1])
 
     for key, val in entry.items():
-        if key not in skip:
+        if key in skip:
+            continue
+        if key in _INTERVAL_MAPS:
+            walk("", {key: val})
+        else:
             walk(str(key), val)
     return out
 
@@ -365,6 +375,9 @@ _BIN_COLUMNS: Final[dict[str, tuple[str, ...]]] = {
     "hi": ("ci_high", "observed_hi", "obs_hi", "ci_hi", "hi", "upper"),
     "scheme": ("scheme", "binning", "strategy"),
 }
+
+
+_SCHEME_LABELS: Final = {"uniform": "equal-width", "quantile": "equal-mass"}
 
 
 def _bin_column(df: pd.DataFrame, role: str, *, required: bool = True) -> str | None:
@@ -386,8 +399,8 @@ def reliability_figure(bins: pd.DataFrame, *, title: str = "Reliability diagram"
     ----------
     bins : pandas.DataFrame
         Rows of ``reliability_bins.csv``: calibrator name, mean prediction, observed rate,
-        count and (optionally) the observed rate's interval. With a binning-scheme column,
-        only the first scheme is drawn.
+        count and (optionally) the observed rate's interval. With a binning-strategy
+        column, the equal-width (``uniform``) bins are drawn, else the first strategy's.
     title : str
         Axes title.
 
@@ -401,8 +414,11 @@ def reliability_figure(bins: pd.DataFrame, *, title: str = "Reliability diagram"
     from matplotlib.figure import Figure
 
     scheme = _bin_column(bins, "scheme", required=False)
-    if scheme is not None and bins[scheme].nunique() > 1:
-        bins = bins[bins[scheme] == bins[scheme].iloc[0]]
+    if scheme is not None and len(bins):
+        kinds = list(dict.fromkeys(bins[scheme].astype(str)))
+        kind = "uniform" if "uniform" in kinds else kinds[0]
+        bins = bins[bins[scheme].astype(str) == kind]
+        title = f"{title} ({_SCHEME_LABELS.get(kind, kind)} bins)"
     name_col = _bin_column(bins, "calibrator", required=False)
     x_col, y_col = _bin_column(bins, "x"), _bin_column(bins, "y")
     n_col = _bin_column(bins, "count", required=False)
@@ -433,7 +449,12 @@ def reliability_figure(bins: pd.DataFrame, *, title: str = "Reliability diagram"
         if n_col is not None:
             counts = g[n_col].to_numpy(dtype=float)
             share = counts / counts.sum() if counts.sum() > 0 else counts
-            if len(groups) == 1:
+            if len(groups) == 1 and {"bin_lower", "bin_upper"} <= set(g.columns):
+                left = g["bin_lower"].to_numpy(dtype=float)
+                widths = g["bin_upper"].to_numpy(dtype=float) - left
+                hist.bar(left, share, width=widths, align="edge", color=color, alpha=0.5,
+                         edgecolor="white")
+            elif len(groups) == 1:
                 hist.bar(x, share, width=width, color=color, alpha=0.5)
             else:
                 # Outlines, so that several calibrators' histograms stay readable.
@@ -653,19 +674,36 @@ class PipelineTracker:
             bins = _read_table(bins_path)
         name_col = None if bins is None else _bin_column(bins, "calibrator", required=False)
 
-        # parent: configuration, champion, table, overlay
+        # parent: configuration, champion, table, per-fold sizes, overlay, oracle
         config_params = {f"compare.{k}": v for k, v in _flat_params(config).items()}
         _log_batch(client, parent, params=config_params,
                    tags={"champion": champion, TAG_DATA_FINGERPRINT: fingerprint})
-        for fname in ("comparison.csv", "comparison.md", "comparison.json", "champion.json",
-                      "reliability.png", "reliability_bins.csv"):
-            if (cdir / fname).is_file():
-                client.log_artifact(parent, str(cdir / fname), "compare")
-        rows = [_table_row(e) for e in comparison["calibrators"] if isinstance(e, Mapping)]
-        if rows:
-            import pandas as pd
+        for path in sorted(cdir.iterdir()):
+            if path.is_file() and path.suffix in (".csv", ".md", ".json", ".png"):
+                client.log_artifact(parent, str(path), "compare")
+        import pandas as pd
 
-            client.log_table(parent, _table_for_mlflow(pd.DataFrame(rows)), "comparison.json")
+        table_path = cdir / "comparison.csv"
+        table = (_read_table(table_path) if table_path.is_file() else pd.DataFrame(
+            [_table_row(e) for e in comparison["calibrators"] if isinstance(e, Mapping)]))
+        if len(table):
+            client.log_table(parent, _table_for_mlflow(table), "comparison.json")
+        parent_metrics: list[Metric] = []
+        for i, info in enumerate(comparison.get("folds") or []):
+            if isinstance(info, Mapping) and "calibrator" not in info:
+                step = int(info["fold"]) if _is_number(info.get("fold")) else i
+                parent_metrics += _metrics({k: v for k, v in info.items()
+                                            if k.startswith("n_")}, step=step, prefix="fold/")
+        oracle = comparison.get("oracle")
+        if isinstance(oracle, Mapping):
+            parent_metrics += _metrics(_flatten_metrics(oracle, skip=_ENTRY_SKIP),
+                                       prefix="oracle_")
+        champ = next((e for e in comparison["calibrators"]
+                      if isinstance(e, Mapping) and e.get("name") == champion), None)
+        if champ is not None:
+            parent_metrics += _metrics(_flatten_metrics(champ, skip=_ENTRY_SKIP),
+                                       prefix="champion_")
+        _log_batch(client, parent, metrics=parent_metrics)
         if bins is not None:
             client.log_table(parent, _table_for_mlflow(bins), "reliability_bins.json")
             fig = reliability_figure(bins, title="Reliability: all calibrators")
@@ -675,7 +713,7 @@ class PipelineTracker:
 
         # one nested run per calibrator
         runs: dict[str, str] = {}
-        folds_top = comparison.get("folds")
+        per_fold = comparison.get("per_fold", comparison.get("folds"))
         for entry in comparison["calibrators"]:
             if not isinstance(entry, Mapping) or "name" not in entry:
                 raise ConfigError(f"{cdir / 'comparison.json'}: a calibrator entry lacks 'name'")
@@ -687,7 +725,7 @@ class PipelineTracker:
                 rid = run.info.run_id
                 runs[name] = rid
                 metrics = _metrics(_flatten_metrics(entry, skip=_ENTRY_SKIP))
-                metrics += self._fold_metrics(entry, folds_top, name)
+                metrics += self._fold_metrics(entry, per_fold, name)
                 params = _calibrator_params(entry, config, cdir / "calibrators" / f"{name}.json")
                 _log_batch(client, rid, metrics=metrics, params=params)
                 portable = cdir / "calibrators" / f"{name}.json"
@@ -697,18 +735,11 @@ class PipelineTracker:
                     own = bins if name_col is None else bins[bins[name_col] == name]
                     if len(own):
                         client.log_table(rid, _table_for_mlflow(own), "reliability_bins.json")
-                        client.log_figure(rid, reliability_figure(own, title=f"Reliability: "
-                                                                  f"{name}"), "reliability.png")
-                        client.log_figure(parent, reliability_figure(
-                            own, title=f"Reliability: {name}"), f"reliability/{name}.png")
+                        fig = reliability_figure(own, title=f"Reliability: {name}")
+                        client.log_figure(rid, fig, "reliability.png")
+                        client.log_figure(parent, fig, f"reliability/{name}.png")
                 if dataset is not None:
                     mlflow.log_input(dataset, context="training")
-        if champion is not None:
-            champ = next((e for e in comparison["calibrators"]
-                          if isinstance(e, Mapping) and e.get("name") == champion), None)
-            if champ is not None:
-                _log_batch(client, parent, metrics=_metrics(
-                    _flatten_metrics(champ, skip=_ENTRY_SKIP), prefix="champion_"))
         return ComparisonRuns(parent_run_id=parent, calibrator_runs=runs,
                               champion=None if champion is None else str(champion))
 
@@ -1050,8 +1081,9 @@ def registry_promote(version: str | int | os.PathLike[str], alias: str = DEFAULT
 
 
 # -- private helpers --------------------------------------------------------------------
-_ENTRY_SKIP: Final = frozenset({"name", "folds", "params", "settings", "config",
-                                "calibrator", "is_champion", "kind", "feature_map"})
+_ENTRY_SKIP: Final = frozenset({"name", "folds", "per_fold", "params", "settings", "config",
+                                "calibrator", "is_champion", "champion", "kind",
+                                "feature_map"})
 _TRIALS_FILES: Final = ("trials.csv", "trials.parquet", "trials.json")
 _REPLAY_FILES: Final = ("replay.json", "replay.csv", "replay_heldout.json", "replay_table.csv")
 _SUMMARY_FILES: Final = ("tune_report.json", "tuning.json", "summary.json")
@@ -1090,16 +1122,20 @@ def _table_row(entry: Mapping[str, Any]) -> dict[str, Any]:
 def _calibrator_params(entry: Mapping[str, Any], config: Mapping[str, Any],
                        portable: Path) -> dict[str, Any]:
     params: dict[str, Any] = {}
-    for key in ("folds", "n_folds", "split", "scoring", "seed", "n_boot", "n_bins"):
+    for key in ("folds", "n_folds", "split", "scoring", "tie_break", "seed", "n_boot",
+                "n_bins", "alpha", "n_rows", "sample_weight"):
         if key in config:
             params[key] = config[key]
     settings = entry.get("params", entry.get("settings"))
     if isinstance(settings, Mapping):
         params.update(_flat_params(settings, prefix="calibrator."))
     calibrators_cfg = config.get("calibrators")
-    if isinstance(calibrators_cfg, Mapping) and isinstance(
-            calibrators_cfg.get(str(entry["name"])), Mapping):
-        params.update(_flat_params(calibrators_cfg[str(entry["name"])], prefix="calibrator."))
+    own = calibrators_cfg.get(str(entry["name"])) if isinstance(calibrators_cfg, Mapping) \
+        else None
+    if isinstance(own, Mapping):
+        params.update(_flat_params(own, prefix="calibrator."))
+    elif isinstance(own, str):
+        params["estimator"] = own
     for key in ("kind", "feature_map"):
         if key in entry:
             params[key] = entry[key]

@@ -38,59 +38,85 @@ def make_claims(n: int = 400, seed: int = 7) -> pd.DataFrame:
 
 def _reliability_bins(p: np.ndarray, y: np.ndarray, name: str, n_bins: int = 5
                       ) -> list[dict[str, Any]]:
-    edges = np.linspace(0, 1, n_bins + 1)
-    idx = np.clip(np.digitize(p, edges[1:-1]), 0, n_bins - 1)
+    """Equal-width and equal-mass bins with a normal-approximation interval."""
     rows = []
-    for b in range(n_bins):
-        m = idx == b
-        n = int(m.sum())
-        if n == 0:
-            continue
-        rate = float(y[m].mean())
-        half = 1.96 * np.sqrt(rate * (1 - rate) / n)
-        rows.append({"calibrator": name, "bin": b, "mean_pred": float(p[m].mean()),
-                     "observed": rate, "count": n, "observed_lo": max(0.0, rate - half),
-                     "observed_hi": min(1.0, rate + half)})
+    for strategy in ("uniform", "quantile"):
+        if strategy == "uniform":
+            edges = np.linspace(0, 1, n_bins + 1)
+        else:
+            edges = np.quantile(p, np.linspace(0, 1, n_bins + 1))
+        idx = np.clip(np.searchsorted(edges[1:-1], p, side="right"), 0, n_bins - 1)
+        for b in range(n_bins):
+            m = idx == b
+            n = int(m.sum())
+            if n == 0:
+                continue
+            rate = float(y[m].mean())
+            half = 1.96 * np.sqrt(rate * (1 - rate) / n)
+            rows.append({"calibrator": name, "strategy": strategy, "bin": b,
+                         "bin_lower": float(edges[b]), "bin_upper": float(edges[b + 1]),
+                         "count": n, "weight": float(n), "mean_pred": float(p[m].mean()),
+                         "observed_rate": rate, "ci_low": max(0.0, rate - half),
+                         "ci_high": min(1.0, rate + half)})
     return rows
+
+
+METRIC_NAMES = ("log_loss", "brier", "auc", "ece", "ece_mass", "mce", "smooth_ece")
 
 
 def fake_compare_dir(root: Path, claims: pd.DataFrame, claims_path: Path | None = None
                      ) -> Path:
-    """A compare DIR: every calibrator is the seed formula with a different intercept."""
+    """A compare DIR in ``write_comparison``'s layout, with numbers made up here.
+
+    Every calibrator is the seed formula with its own intercept; its log loss is computed
+    here, the other metrics are arbitrary but distinct, so logged values can be traced back.
+    """
+    from amv_calib.features import PortableCalibrator
+
     out = root / "compare"
     (out / "calibrators").mkdir(parents=True)
     y = claims["violated"].to_numpy(dtype=float)
-    entries, bins = [], []
+    entries, bins, per_fold, table = [], [], [], []
     base = seed_prior_calibrator().to_dict()
     for k, name in enumerate(CALIBRATORS):
         cal = dict(base, intercept=base["intercept"] + 0.1 * k, source=name)
         (out / "calibrators" / f"{name}.json").write_text(json.dumps(cal), encoding="utf-8")
-        from amv_calib.features import PortableCalibrator
-
         p = PortableCalibrator.from_dict(cal).predict(claims)
         ll = float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
-        folds = [{"fold": f, "log_loss": ll + 0.01 * f, "brier": 0.1 + 0.001 * f,
-                  "auc": 0.7 + 0.01 * f, "ece": 0.02 * (f + 1), "mce": 0.05, "smooth_ece": 0.01}
-                 for f in range(3)]
-        entries.append({
-            "name": name, "log_loss": ll, "log_loss_lo": ll - 0.02, "log_loss_hi": ll + 0.02,
-            "brier": 0.1 + k / 100, "brier_lo": 0.09, "brier_hi": 0.11, "auc": 0.7,
-            "auc_lo": 0.65, "auc_hi": 0.75, "ece": 0.03, "ece_lo": 0.01, "ece_hi": 0.05,
-            "ece_mass": 0.031, "mce": 0.08, "mce_lo": 0.04, "mce_hi": 0.12,
-            "smooth_ece": 0.02, "smooth_ece_lo": 0.01, "smooth_ece_hi": 0.03,
-            "params": {"C": 1.0} if name == "platt" else {},
-            "folds": folds,
-        })
+        values = {"log_loss": ll, "brier": 0.1 + k / 100, "auc": 0.7 - k / 100,
+                  "ece": 0.03 + k / 1000, "ece_mass": 0.031, "mce": 0.08, "smooth_ece": 0.02}
+        entry: dict[str, Any] = {"name": name, **values,
+                                 "ci": {m: [v * 0.9, v * 1.1] for m, v in values.items()},
+                                 "excess_log_loss": 0.01 * (k + 1),
+                                 "excess_log_loss_ci": [0.005, 0.02 * (k + 1)],
+                                 "excess_log_loss_rel": 0.03}
+        entries.append(entry)
+        table.append({"name": name, **{c: v for m, v in values.items() for c, v in
+                                       ((m, v), (f"{m}_low", v * 0.9), (f"{m}_high", v * 1.1))}})
+        per_fold += [{"calibrator": name, "fold": f, "log_loss": ll + 0.01 * f,
+                      "brier": 0.1 + 0.001 * f, "auc": 0.7 + 0.01 * f, "ece": 0.02 * (f + 1),
+                      "ece_mass": 0.03, "mce": 0.05, "smooth_ece": 0.01} for f in range(3)]
         bins += _reliability_bins(p, y, name)
     champion = min(entries, key=lambda e: e["log_loss"])["name"]
-    config = {"folds": 3, "split": "time", "scoring": "log_loss", "seed": 1, "n_boot": 50,
-              "n_bins": 5}
+    for row in table:
+        row["champion"] = row["name"] == champion
+    config: dict[str, Any] = {
+        "n_rows": len(claims), "folds": 3, "split": "time", "scoring": "log_loss",
+        "tie_break": "brier", "n_bins": 5, "n_boot": 50, "alpha": 0.05, "seed": 1,
+        "sample_weight": None,
+        "calibrators": {n: f"{n.title()}Calibrator(C=1.0)" for n in CALIBRATORS},
+        "oracle": True}
     if claims_path is not None:
         config["claims"] = str(claims_path)
+    folds = [{"fold": f, "n_train": 2 * len(claims) // 3, "n_test": len(claims) // 3,
+              "n_test_claims": len(claims) // 6} for f in range(3)]
+    oracle = {"name": "oracle", "log_loss": 0.25, "brier": 0.08,
+              "ci": {"log_loss": [0.24, 0.26]}}
     (out / "comparison.json").write_text(json.dumps(
-        {"champion": champion, "calibrators": entries, "config": config}), encoding="utf-8")
-    pd.DataFrame([{k: v for k, v in e.items() if k not in ("params", "folds")}
-                  for e in entries]).to_csv(out / "comparison.csv", index=False)
+        {"champion": champion, "scoring": "log_loss", "calibrators": entries,
+         "oracle": oracle, "config": config, "folds": folds, "per_fold": per_fold}),
+        encoding="utf-8")
+    pd.DataFrame(table).to_csv(out / "comparison.csv", index=False)
     (out / "comparison.md").write_text("| name |\n|---|\n", encoding="utf-8")
     pd.DataFrame(bins).to_csv(out / "reliability_bins.csv", index=False)
     (out / "champion.json").write_text(

@@ -36,6 +36,7 @@ from mlflow import MlflowClient
 from amv_calib import tracking
 from amv_calib._schema import CLAIM_FEATURES
 from amv_calib.artifacts import claims_fingerprint, export_artifact
+from amv_calib.compare import compare_calibrators, write_comparison
 from amv_calib.gate import CandidateAction, Gate, Verifier
 from amv_calib.synth import synth_claims, synth_episodes, write_claims, write_episodes
 from amv_calib.tuning import tune_thresholds
@@ -46,7 +47,7 @@ BIN = Path(sys.executable).parent
 NAME = "amv-guard-calibrator"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 #: The metrics of the comparison issue, each with its interval bounds.
-COMPARISON_METRICS = ("log_loss", "brier", "auc", "ece", "mce", "smooth_ece")
+COMPARISON_METRICS = ("log_loss", "brier", "auc", "ece", "ece_mass", "mce", "smooth_ece")
 REPLAY_METRICS = ("gate_harmful", "verification_cost", "queries", "proceed_coverage",
                   "abstention_rate", "total_loss")
 
@@ -124,25 +125,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
 def pipeline(server: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
              ) -> dict[str, Any]:
     """The real stages on small synthetic data, logged against the server."""
-    from amv_calib.cli import main
-
     root = tmp_path_factory.mktemp("stages")
     claims_path = write_claims(synth_claims(3000, seed=11), root / "claims.parquet")
     episodes_path = write_episodes(synth_episodes(240, seed=12), root / "episodes.jsonl")
     compare_dir, tune_dir = root / "compare", root / "tune"
-    try:
-        import amv_calib.compare  # noqa: F401
-    except ImportError:
-        # TEMPORARY until the compare stage lands: its BRIEF layout, written by hand.
-        import shutil
-
-        from _mlflow_stages import fake_compare_dir
-
-        fake_compare_dir(root / "fc", pd.read_parquet(claims_path), claims_path)
-        shutil.move(root / "fc" / "compare", compare_dir)
-    else:
-        assert main(["compare", str(claims_path), "--out", str(compare_dir), "--folds", "3",
-                     "--n-boot", "20"]) == 0
+    result = compare_calibrators(pd.read_parquet(claims_path), folds=3, n_boot=20, seed=14)
+    write_comparison(result, compare_dir)
     tune_thresholds(episodes_path, calibrator=compare_dir / "champion.json", trials=16,
                     storage=str(root / "optuna.log"), seed=13, mode="multi",
                     out_dir=tune_dir, n_boot=20)
@@ -193,14 +181,18 @@ def test_every_comparison_metric_with_bounds(pipeline: dict[str, Any]) -> None:
     by_name = {e["name"]: e for e in comparison["calibrators"]}
     for name, rid in pipeline["runs"].calibrator_runs.items():
         m = client.get_run(rid).data.metrics
+        entry = by_name[name]
         for key in COMPARISON_METRICS:
-            assert key in m, (name, key)
-            assert f"{key}_lo" in m and f"{key}_hi" in m, (name, key)
-            assert m[f"{key}_lo"] <= m[f"{key}_hi"], (name, key)
-            if isinstance(by_name[name].get(key), float):
-                assert m[key] == pytest.approx(by_name[name][key], rel=1e-12)
-        fold_hist = client.get_metric_history(rid, "fold/log_loss")
-        assert sorted(h.step for h in fold_hist) == [0, 1, 2], name
+            assert m[key] == entry[key], (name, key)
+            assert [m[f"{key}_low"], m[f"{key}_high"]] == entry["ci"][key], (name, key)
+        folds = [(f["fold"], f["log_loss"]) for f in comparison["per_fold"]
+                 if f["calibrator"] == name]
+        hist = client.get_metric_history(rid, "fold/log_loss")
+        assert sorted((h.step, h.value) for h in hist) == folds, name
+        assert len(folds) == 3
+    parent = client.get_run(pipeline["parent"]).data.metrics
+    assert parent["oracle_log_loss"] == comparison["oracle"]["log_loss"]
+    assert parent["champion_log_loss"] == by_name[comparison["champion"]]["log_loss"]
 
 
 def test_tuning_trials_and_replay_metrics(pipeline: dict[str, Any]) -> None:
@@ -214,7 +206,7 @@ def test_tuning_trials_and_replay_metrics(pipeline: dict[str, Any]) -> None:
             list(zip(done["number"], done[key].astype(float), strict=True)), key
     m = client.get_run(pipeline["tune_run"]).data.metrics
     for key in REPLAY_METRICS:
-        assert f"holdout.{key}" in m and f"holdout.{key}_lo" in m and f"holdout.{key}_hi" in m
+        assert {f"holdout.{key}", f"holdout.{key}_low", f"holdout.{key}_high"} <= set(m)
     parent = client.get_run(pipeline["parent"]).data.metrics
     assert {f"replay.tuned-lookahead.{k}" for k in REPLAY_METRICS} <= set(parent)
 

@@ -153,26 +153,28 @@ def test_calibrator_metrics_match_comparison_json(logged: dict[str, Any],
                  ["calibrators"] if e["name"] == name)
     run = logged["client"].get_run(logged["runs"].calibrator_runs[name])
     m = run.data.metrics
-    for key in ("log_loss", "brier", "auc", "ece", "mce", "smooth_ece"):
-        assert m[key] == pytest.approx(entry[key], rel=0, abs=0), key
-        assert m[f"{key}_lo"] == entry[f"{key}_lo"]
-        assert m[f"{key}_hi"] == entry[f"{key}_hi"]
-    assert m["ece_mass"] == entry["ece_mass"]
+    for key in ("log_loss", "brier", "auc", "ece", "ece_mass", "mce", "smooth_ece"):
+        assert m[key] == entry[key], key
+        assert [m[f"{key}_low"], m[f"{key}_high"]] == entry["ci"][key], key
+    assert m["excess_log_loss"] == entry["excess_log_loss"]
+    assert [m["excess_log_loss_low"], m["excess_log_loss_high"]] == entry["excess_log_loss_ci"]
     assert run.data.params["split"] == "time"
     assert run.data.params["folds"] == "3"
     assert run.data.params["kind"] == "linear"
+    assert run.data.params["estimator"] == f"{name.title()}Calibrator(C=1.0)"
     assert run.data.params["feature_map"].startswith("logit(model_confidence)")
     assert run.data.tags["is_champion"] == str(name == logged["runs"].champion)
-    if name == "platt":
-        assert run.data.params["calibrator.C"] == "1.0"
 
 
 def test_fold_metrics_are_steps(logged: dict[str, Any], stages: dict[str, Any]) -> None:
-    entry = json.loads((stages["compare"] / "comparison.json").read_text())["calibrators"][0]
-    history = logged["client"].get_metric_history(
-        logged["runs"].calibrator_runs[entry["name"]], "fold/log_loss")
-    assert sorted((h.step, h.value) for h in history) == \
-        [(f["fold"], f["log_loss"]) for f in entry["folds"]]
+    data = json.loads((stages["compare"] / "comparison.json").read_text())
+    for name, rid in logged["runs"].calibrator_runs.items():
+        want = [(f["fold"], f["ece"]) for f in data["per_fold"] if f["calibrator"] == name]
+        history = logged["client"].get_metric_history(rid, "fold/ece")
+        assert sorted((h.step, h.value) for h in history) == want
+    sizes = logged["client"].get_metric_history(logged["parent"], "fold/n_test")
+    assert sorted((h.step, h.value) for h in sizes) == \
+        [(f["fold"], f["n_test"]) for f in data["folds"]]
 
 
 def test_champion_tagged_and_summarised_on_parent(logged: dict[str, Any],
@@ -182,7 +184,11 @@ def test_champion_tagged_and_summarised_on_parent(logged: dict[str, Any],
     assert parent.data.tags["champion"] == data["champion"]
     champ = next(e for e in data["calibrators"] if e["name"] == data["champion"])
     assert parent.data.metrics["champion_log_loss"] == champ["log_loss"]
+    assert parent.data.metrics["champion_log_loss_high"] == champ["ci"]["log_loss"][1]
+    assert parent.data.metrics["oracle_log_loss"] == data["oracle"]["log_loss"]
+    assert parent.data.metrics["oracle_log_loss_low"] == data["oracle"]["ci"]["log_loss"][0]
     assert parent.data.params["compare.scoring"] == "log_loss"
+    assert parent.data.params["compare.calibrators.beta"] == "BetaCalibrator(C=1.0)"
 
 
 def test_provenance_tags(logged: dict[str, Any], stages: dict[str, Any]) -> None:
@@ -225,18 +231,19 @@ def test_reliability_bins_table_matches_csv(logged: dict[str, Any], stages: dict
     table = pd.DataFrame(raw["data"], columns=raw["columns"])
     own = bins[bins["calibrator"] == "beta"].reset_index(drop=True)
     assert table["count"].tolist() == own["count"].tolist()
-    assert table["observed"].tolist() == pytest.approx(own["observed"].tolist())
+    assert table["strategy"].tolist() == own["strategy"].tolist()
+    assert table["observed_rate"].tolist() == pytest.approx(own["observed_rate"].tolist())
 
 
 def test_comparison_table(logged: dict[str, Any], stages: dict[str, Any],
                           tmp_path: Path) -> None:
     raw = json.loads(_download(logged["client"], logged["parent"], "comparison.json", tmp_path))
     table = pd.DataFrame(raw["data"], columns=raw["columns"])
-    assert table["name"].tolist() == list(CALIBRATORS)
-    want = [e["log_loss"] for e in json.loads(
-        (stages["compare"] / "comparison.json").read_text())["calibrators"]]
+    want = pd.read_csv(stages["compare"] / "comparison.csv")
+    assert table["name"].tolist() == want["name"].tolist() == list(CALIBRATORS)
     # MLflow writes table floats with 10 significant digits.
-    assert table["log_loss"].tolist() == pytest.approx(want, rel=1e-9)
+    for col in ("log_loss", "log_loss_low", "ece_high"):
+        assert table[col].tolist() == pytest.approx(want[col].tolist(), rel=1e-9)
 
 
 def test_training_data_is_a_dataset_input(logged: dict[str, Any],
@@ -278,8 +285,8 @@ def test_study_settings_and_chosen_trial(logged: dict[str, Any], stages: dict[st
     tuned = report["holdout"]["tuned"]
     for key in ("gate_harmful", "verification_cost", "proceed_coverage", "total_loss"):
         assert m[f"holdout.{key}"] == tuned[key]["value"]
-        assert m[f"holdout.{key}_lo"] == tuned[key]["lo"]
-        assert m[f"holdout.{key}_hi"] == tuned[key]["hi"]
+        assert m[f"holdout.{key}_low"] == tuned[key]["lo"]
+        assert m[f"holdout.{key}_high"] == tuned[key]["hi"]
     parent = logged["client"].get_run(logged["parent"])
     assert parent.data.params["tune.epsilon_harm_bound"] == "0.04"
 
@@ -293,7 +300,7 @@ def test_pareto_plot_trials_and_replay_tables(logged: dict[str, Any], tmp_path: 
     raw = json.loads(_download(client, rid, "replay_table.json", tmp_path))
     table = pd.DataFrame(raw["data"], columns=raw["columns"]).set_index("policy")
     assert table.loc["tuned-lookahead", "total_loss"] == 3.0
-    assert table.loc["always-proceed", "gate_harmful_hi"] == pytest.approx(0.36)
+    assert table.loc["always-proceed", "gate_harmful_high"] == pytest.approx(0.36)
     parent = client.get_run(logged["parent"])
     assert parent.data.metrics["replay.tuned-lookahead.gate_harmful"] == 0.01
     assert parent.data.metrics["replay.always-proceed.proceed_coverage"] == 1.0
