@@ -1191,8 +1191,12 @@ def _replay_rows(data: Mapping[str, Any]) -> pd.DataFrame:
     rows = []
     for policy, metrics in data.items():
         if isinstance(metrics, Mapping):
+            # ReplayResult.to_dict() nests the metrics under "overall"; --json does not.
+            overall = metrics.get("overall")
+            flat = dict(overall, n=metrics.get("n")) if isinstance(overall, Mapping) \
+                else metrics
             rows.append({"policy": policy, **_flatten_metrics(
-                metrics, skip=frozenset({"by_family", "family_n", "config", "policy"}))})
+                flat, skip=frozenset({"by_family", "family_n", "config", "policy"}))})
     return pd.DataFrame(rows)
 
 

@@ -401,3 +401,24 @@ def test_gate_and_cli_do_not_import_mlflow() -> None:
             "assert 'mlflow' in sys.modules\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_replay_results_of_the_replay_module(logged: dict[str, Any], tmp_path: Path) -> None:
+    from amv_calib.replay import replay_many
+    from amv_calib.synth import synth_episodes
+
+    results = replay_many(synth_episodes(60, seed=3), ["always-proceed", "oracle"], seed=4,
+                          n_boot=20)
+    path = tmp_path / "replay.json"
+    path.write_text(json.dumps({k: r.to_dict() for k, r in results.items()}))
+    client = logged["client"]
+    exp = client.get_run(logged["parent"]).info.experiment_id
+    parent = client.create_run(exp, run_name="evaluate").info.run_id
+    tracking.log_replay(tmp_path, parent_run_id=parent, tracking_uri=logged["uri"])
+    m = client.get_run(parent).data.metrics
+    for policy, res in results.items():
+        ci = res.overall["total_loss"]
+        assert m[f"replay.{policy}.total_loss"] == ci.value
+        assert m[f"replay.{policy}.total_loss_low"] == ci.lo
+        assert m[f"replay.{policy}.total_loss_high"] == ci.hi
+        assert m[f"replay.{policy}.n"] == res.n
