@@ -751,14 +751,25 @@ def _write_outputs(
     return files
 
 
+def _frontier(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The 2-D lower-left frontier (both minimised) of ``points``, sorted by x."""
+    out: list[tuple[float, float]] = []
+    for x, y in sorted(points):
+        if not out or y < out[-1][1]:
+            out.append((x, y))
+    return out
+
+
 def pareto_plot(
     study: Any, path: str | os.PathLike[str], *, baselines: Mapping[str, Mapping[str, Any]]
 ) -> None:
     """Two panels like the paper's Figures 3 and 4 from a multi-objective study.
 
     Left: Gate Harmful vs verifier calls per instance; right: total loss vs verification cost.
-    Grey dots are all trials, the line joins the Pareto-optimal ones, labelled markers are
-    the baseline policies on the same split.
+    Grey dots are all trials, blue circles the trials on the three-objective Pareto front
+    (harm, cost, coverage), the step line the frontier of the two plotted quantities, and
+    labelled squares the baseline policies on the same split (a baseline far above the
+    trials is pinned to the top edge with its value written beside it).
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -775,21 +786,36 @@ def pareto_plot(
     )
     for k, (xk, yk, xl, yl, title) in enumerate(panels):
         ax = fig.add_subplot(1, 2, k + 1)
-        xs = [t.user_attrs[xk] for t in done]
-        ys = [t.user_attrs[yk] for t in done]
-        ax.scatter(xs, ys, s=10, c="0.7", label="trials")
-        pts = sorted((t.user_attrs[xk], t.user_attrs[yk]) for t in done if t.number in front)
-        if pts:
-            ax.plot([a for a, _ in pts], [b for _, b in pts], "o-", ms=4, c="C0",
-                    label="Pareto-optimal trials")
+        pts = [(float(t.user_attrs[xk]), float(t.user_attrs[yk])) for t in done]
+        ax.scatter([a for a, _ in pts], [b for _, b in pts], s=9, c="0.75", label="trials")
+        fp = [(float(t.user_attrs[xk]), float(t.user_attrs[yk])) for t in done
+              if t.number in front]
+        ax.scatter([a for a, _ in fp], [b for _, b in fp], s=16, facecolors="none",
+                   edgecolors="C0", label="Pareto front (harm, cost, coverage)")
+        line = _frontier(pts)
+        if line:
+            ax.step([a for a, _ in line], [b for _, b in line], where="post", c="C0", lw=1.2,
+                    label="frontier of the two axes")
+        ys = [b for _, b in pts] + [float(m[yk]) for m in baselines.values()]
+        y_trials = max((b for _, b in pts), default=1.0)
+        top = max(ys) if max(ys) <= 3.0 * y_trials else 1.6 * y_trials
+        x_max = max([a for a, _ in pts] + [float(m[xk]) for m in baselines.values()])
         for j, (name, m) in enumerate(sorted(baselines.items())):
-            ax.scatter([m[xk]], [m[yk]], marker="s", s=40, c=f"C{j + 1}", label=name)
+            x, y = float(m[xk]), float(m[yk])
+            shown = min(y, top * 0.97)
+            ax.scatter([x], [shown], marker="s", s=40, c=f"C{j + 1}", label=name, zorder=3)
+            if y > top:
+                right = x > 0.6 * x_max
+                ax.annotate(f"{name}: {y:.3g}", (x, shown), xytext=(-6 if right else 6, -4),
+                            textcoords="offset points", fontsize=8,
+                            ha="right" if right else "left")
+        ax.set_ylim(bottom=0.0, top=top)
         ax.set_xlabel(xl)
         ax.set_ylabel(yl)
         ax.set_title(title, fontsize=10)
         ax.grid(True, alpha=0.3)
         if k == 0:
-            ax.legend(fontsize=8)
+            ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
     fig.savefig(os.fspath(path), dpi=120)
 
