@@ -945,6 +945,7 @@ def _gate_policy(
     steps = np.zeros(n, dtype=np.intp)
     active = np.arange(n)
     budget = int(gate.max_verifications)
+    reuse = bool(gate.reuse_verifiers)
     for step in range(budget + 1):
         if active.size == 0:
             break
@@ -967,7 +968,8 @@ def _gate_policy(
             es.reliability[rows, v],
         )
         calls[rows, v] += 1
-        avail[rows, v] = False
+        if not reuse:
+            avail[rows, v] = False
         steps[rows] += 1
         active = rows
     return proceed, calls, steps
@@ -987,6 +989,7 @@ def _default_gate(policy: str, calibrator: PortableCalibrator | None, gate: Gate
             planner=cast(Literal["myopic", "lookahead"], policy),
             mode="amv",
             max_verifications=gate.max_verifications,
+            reuse_verifiers=gate.reuse_verifiers,
             calibrator=cal,
             refusal=gate.refusal,
         )

@@ -417,3 +417,20 @@ def test_lookahead_parallel_rows_give_the_same_replay() -> None:
     two = replay(es, "lookahead", seed=2, gate=gate, n_boot=0, n_jobs=2)
     np.testing.assert_array_equal(one.outcomes.proceed, two.outcomes.proceed)
     np.testing.assert_array_equal(one.outcomes.calls, two.outcomes.calls)
+
+
+def test_reused_verifier_draws_a_fresh_answer_per_call() -> None:
+    from amv_calib.gate import Gate
+
+    # one premise, one noisy verifier that may be called again: the replay equals Gate.run
+    # with answers drawn at call indices 0, 1, 2, ...
+    recs = [_instance(f"r{i}", "f", 50.0, 2.0, [_premise("x", violated=i % 4 == 0, conf=0.9)],
+                      [_verifier("v", ["x"], 0.01, r=0.9)]) for i in range(60)]
+    es = episode_set(recs)
+    gate = Gate(calibrator=ONE_MINUS_CONF, planner="lookahead", reuse_verifiers=True,
+                max_verifications=4)
+    res = replay(es, "lookahead", seed=4, gate=gate, n_boot=0)
+    assert res.outcomes.queries.max() > 1
+    for i, rec in enumerate(recs):
+        want = _scalar_run(es, rec, gate, 4)
+        assert (bool(res.outcomes.proceed[i]), int(res.outcomes.queries[i])) == want[:2]
