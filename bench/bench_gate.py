@@ -232,6 +232,9 @@ def _main(argv: list[str] | None) -> int:
                               "quick": quick}
     report["single_one_premise_verifiers"] = _single_call(single, calls=calls, rounds=rounds,
                                                           node=node)
+    # the same kind of case, but only 50 of them in rotation: everything stays in cache
+    report["single_hot_50_cases"] = _single_call(single[:50], calls=calls, rounds=rounds,
+                                                 node=node)
     report["single_mixed_verifiers"] = _single_call(mixed, calls=calls, rounds=rounds,
                                                     node=node)
     report["lookahead_6v_3p"] = _lookahead(six, rounds=1 if quick else 3)
@@ -251,6 +254,13 @@ def _main(argv: list[str] | None) -> int:
           + (f", node {s['node_ns']:.0f} ns -> ratios "
              f"{s['ratio_amv_myopic_vs_node']:.2f}x / {s['ratio_seed_vs_node']:.2f}x "
              f"(target <= {SINGLE_TARGET}x)" if "node_ns" in s else ""))
+    s = report["single_hot_50_cases"]
+    print(f"single evaluate, 50 cases in rotation (hot caches): "
+          f"python amv myopic {s['python_amv_myopic_ns']:.0f} ns, "
+          f"seed mode {s['python_seed_ns']:.0f} ns"
+          + (f", node {s['node_ns']:.0f} ns -> ratios "
+             f"{s['ratio_amv_myopic_vs_node']:.2f}x / {s['ratio_seed_vs_node']:.2f}x"
+             if "node_ns" in s else ""))
     s = report["single_mixed_verifiers"]
     print(f"single evaluate (3 premises, verifiers on 1-3 premises): "
           f"python amv myopic {s['python_amv_myopic_ns']:.0f} ns, "
