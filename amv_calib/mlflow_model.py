@@ -124,7 +124,7 @@ class GateModel(PythonModel):
                 f"(probabilities) or an 'action' column (decisions)")
         X = np.empty((len(frame), len(CLAIM_FEATURES)), dtype=np.float64)
         for j, col in enumerate(CLAIM_FEATURES):
-            X[:, j] = [_feature(v, col, i) for i, v in enumerate(frame[col].tolist())]
+            X[:, j] = _feature_column(frame[col], col)
         out = pd.DataFrame({"p_violation": self._calibrator.predict(X)})
         if "claim_id" in frame.columns:
             out.insert(0, "claim_id", [None if _missing(v) else str(v)
@@ -181,20 +181,27 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _feature(value: Any, column: str, row: int) -> float:
-    if isinstance(value, (bool, np.bool_)):
-        return 1.0 if value else 0.0
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        raise _bad_request(f"row {row}: {column}={value!r} is not a number") from None
-    if not math.isfinite(f):
-        raise _bad_request(f"row {row}: {column}={value!r} is missing or not finite")
-    if column in ("source_trust_score", "model_confidence") and not 0.0 <= f <= 1.0:
-        raise _bad_request(f"row {row}: {column}={value!r} must lie in [0, 1]")
-    if column == "recency_hours" and f < 0.0:
-        raise _bad_request(f"row {row}: recency_hours={value!r} must be >= 0")
-    return f
+def _feature_column(col: pd.Series, column: str) -> np.ndarray:
+    """One feature column as float64, refusing (with the first bad row) what the gate would."""
+    if col.dtype == bool or str(col.dtype) == "boolean":
+        values = col.to_numpy(dtype=np.float64, na_value=np.nan)
+    else:
+        values = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64,
+                                                             na_value=np.nan)
+    if column in ("source_trust_score", "model_confidence"):
+        ok, rule = (values >= 0.0) & (values <= 1.0), "must lie in [0, 1]"
+    elif column == "recency_hours":
+        ok, rule = values >= 0.0, "must be >= 0"
+    else:
+        ok, rule = (values == 0.0) | (values == 1.0), "must be a boolean"
+    ok &= np.isfinite(values)
+    if not ok.all():
+        row = int(np.argmin(ok))
+        raw = col.iloc[row]
+        raw = raw.item() if isinstance(raw, np.generic) else raw
+        why = "is missing or not a number" if not np.isfinite(values[row]) else rule
+        raise _bad_request(f"row {row}: {column}={raw!r} {why}")
+    return values
 
 
 def _json_cell(cell: Any, column: str, row: int) -> Any:

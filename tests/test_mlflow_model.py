@@ -135,13 +135,21 @@ def test_many_claims_at_once(registered: dict[str, Any]) -> None:
         (pd.DataFrame({"recency_hours": [1.0, -2.0], "source_trust_score": [0.5, 0.5],
                        "model_confidence": [0.5, 0.5], "contradiction_flag": [False, False]}),
          r"row 1: recency_hours=-2\.0 must be >= 0"),
+        (pd.DataFrame({"recency_hours": [1.0, 2.0], "source_trust_score": [0.5, None],
+                       "model_confidence": [0.5, 0.5], "contradiction_flag": [False, True]}),
+         r"row 1: source_trust_score=(None|nan) is missing or not a number"),
+        (pd.DataFrame({"recency_hours": ["soon"], "source_trust_score": [0.5],
+                       "model_confidence": [0.5], "contradiction_flag": [False]}),
+         # MLflow's schema enforcement answers first, naming the column.
+         r"column recency_hours\. Can not safely convert"),
         (pd.DataFrame({"recency_hours": [1.0], "source_trust_score": [0.5]}),
          r"claims lack columns \['model_confidence', 'contradiction_flag'\]"),
         (pd.DataFrame({"recency_hours": [1.0], "source_trust_score": [0.5],
                        "model_confidence": [0.5], "contradiction_flag": [False],
                        "action": ["{}"]}), "not both"),
     ],
-    ids=["confidence-above-1", "negative-recency", "missing-columns", "mixed-request"],
+    ids=["confidence-above-1", "negative-recency", "missing-trust", "text-recency",
+         "missing-columns", "mixed-request"],
 )
 def test_bad_probability_requests_are_refused(registered: dict[str, Any], frame: pd.DataFrame,
                                               match: str) -> None:
@@ -297,3 +305,17 @@ def test_cli_register_and_registry_promote(registered: dict[str, Any],
     assert "promoted amv-cli-test version 1 @production" in capsys.readouterr().out
     assert main(["registry-promote", "amv-cli-test", "v77", "--tracking-uri", uri]) == 1
     assert "has no artifact version v77" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_bench_quick_runs(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, str(root / "bench" / "bench_mlflow.py"), "--quick"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "faster" in done.stdout
+    data = json.loads((root / "bench" / "results" / "mlflow.json").read_text())
+    assert data["quick"] is True and data["pyfunc"]["ratio_pyfunc_over_bare"] > 0
