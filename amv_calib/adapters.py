@@ -68,8 +68,10 @@ from amv_calib.labels import (
     _NAT,
     PathLike,
     _as_flag,
+    _cat_take,
     _collect_uses,
     _factorize,
+    _from_codes,
     _id_series,
     _read_table,
     _resolve,
@@ -464,22 +466,20 @@ def _num(v: Any) -> float:
 def _decision_uses(decisions: PathLike | Sequence[PathLike]) -> pd.DataFrame:
     """The uses of decision logs, in the layout of :func:`load_uses_table`."""
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
-    entries, _, _ = read_uses(plist)
-    uses, _ = _collect_uses(entries)
+    uses, _ = _collect_uses(read_uses(plist))
     u = uses.u
-    detail = uses.detail.copy()
-    names = [os.fspath(p) for p in plist]
+    every = np.arange(len(u), dtype=np.int64)
     out = pd.DataFrame({
-        "claim_id": u["claim_id"].reset_index(drop=True),
+        "claim_id": u["claim_id"].array,
         "t_us": uses.t_us,
-        "action_id": u["action_id"].reset_index(drop=True),
-        "tool_name": u["tool_name"].reset_index(drop=True),
-        "origin": pd.array([names[int(f)] for f in u["file"]], dtype="str"),
+        "action_id": _cat_take(u["action_id"], every),
+        "tool_name": _cat_take(u["tool_name"], every),
+        "origin": _from_codes(u["file"].to_numpy(), [os.fspath(p) for p in plist]),
         "line": u["line"].to_numpy(dtype=np.int64),
     })
     for name in CLAIM_FEATURES:
         out[name] = u[name].to_numpy(dtype=np.float64)
-    out["detail"] = pd.array(detail.tolist(), dtype="str")
+    out["detail"] = _from_codes(uses.detail_codes, uses.detail_categories)
     return out
 
 

@@ -85,6 +85,7 @@ __all__ = [
     "OUTCOME_STATUSES",
     "UNJOINED_REASONS",
     "JoinReport",
+    "LogEntries",
     "NoisyLabelFit",
     "SoftLabels",
     "fit_noisy_labels",
@@ -105,6 +106,8 @@ UNJOINED_REASONS: Final = (
     "ambiguous_action_outcome",
     "conflicting_signals",
 )
+_INVALID, _NO_OUTCOME, _BEFORE, _CONFLICT, _AMBIGUOUS, _BAD_SIGNALS = range(6)
+_JOINED: Final = -1
 
 #: What became of each outcome record.
 OUTCOME_STATUSES: Final = (
@@ -130,8 +133,8 @@ _FALSE: Final = frozenset({"false", "f", "no", "n", "0", "0.0"})
 #: Epoch numbers above this are milliseconds (the seed's ``Date.now()``), below it seconds.
 _EPOCH_MS_THRESHOLD: Final = 1e11
 
-#: Decision-log bytes parsed per block on the columnar path.
-_BLOCK_BYTES: Final = 32 << 20
+#: Decision-log bytes parsed per block.
+_BLOCK_BYTES: Final = 16 << 20
 
 _NAT: Final = np.iinfo(np.int64).min
 
@@ -139,93 +142,147 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 
-_STR_COLS: Final = ("action_id", "tool_name", "premise_id", "claim_id", "time_str", "calibrator",
-                    "regime")
-_NUM_COLS: Final = ("time_num", *CLAIM_FEATURES, "p")
-_INT_COLS: Final = ("file", "line", "pidx", "n_premises")
-_SIG_COLS: Final = ("file", "line", "premise_id", "verifier", "confirmed", "reliability")
+_REC_STR: Final = ("action_id", "tool_name", "calibrator", "regime")
+_FEATURE_ALIASES: Final = (("recency_hours", "recencyHours"),
+                           ("source_trust_score", "sourceTrustScore"),
+                           ("model_confidence", "modelConfidence"),
+                           ("contradiction_flag", "contradictionFlag"))
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading decision logs into a columnar table of premise entries
+# Reading decision logs: records and premise entries, column by column
 # ---------------------------------------------------------------------------------------------
-class _Columns:
-    """Growing column lists of premise entries and verifier signals (Python path)."""
+@dataclass(kw_only=True)
+class LogEntries:
+    """The premise entries of decision logs, as read by :func:`read_uses`.
+
+    ``entries`` has one row per premise of each record, in file and line order: ``rec``
+    (record index over all files), ``file`` (index into the paths), ``line`` (1-based),
+    ``pidx`` (position in the record), ``n_premises``, ``action_id``, ``tool_name``,
+    ``calibrator`` (``name@version``) and ``regime`` (categoricals, per record),
+    ``premise_id`` (categorical), ``claim_id``, ``t_us`` (use time, int64 UTC microseconds,
+    ``_NAT`` if missing or unparseable), the four claim features (float, NaN when missing
+    or of the wrong type) and ``p`` (the gate's probability). ``signals`` has one row per
+    verifier signal: ``rec``, ``premise_id``, ``verifier``, ``confirmed``, ``reliability``.
+    ``bad_times`` maps a record index to a time value that did not parse.
+    """
+
+    entries: pd.DataFrame
+    signals: pd.DataFrame
+    stats: list[LogReadStats]
+    bad_times: dict[int, Any]
+
+
+class _Acc:
+    """Per-block column chunks of records, premise entries and signals."""
 
     def __init__(self) -> None:
-        self.cols: dict[str, list[Any]] = {c: [] for c in (*_INT_COLS, *_STR_COLS, *_NUM_COLS)}
-        self.sig: dict[str, list[Any]] = {c: [] for c in _SIG_COLS}
-        self.records = 0
+        self.n_records = 0
+        self.rec: dict[str, list[Any]] = {k: [] for k in ("file", "line", "t_us", "n",
+                                                          *_REC_STR)}
+        self.ent: dict[str, list[Any]] = {k: [] for k in ("rec", "pidx", "premise_id",
+                                                          "claim_id", *CLAIM_FEATURES, "p")}
+        self.sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
+                                                          "confirmed", "reliability")}
+        self.bad_times: dict[int, Any] = {}
 
-    def add(self, rec: Mapping[str, Any], file_idx: int, lineno: int) -> None:
-        self.records += 1
-        c = self.cols
-        t = rec.get("time")
-        t_str = t if isinstance(t, str) else None
-        t_num = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else math.nan
-        action = _as_id(rec.get("action_id"))
-        tool = _as_id(rec.get("tool_name"))
-        cal = _calibrator_label(rec.get("calibrator"))
-        regime = _as_id(rec.get("regime"))
-        premises = rec.get("premises")
-        plist = premises if isinstance(premises, list) else []
-        for idx, prem in enumerate(plist):
-            pm = prem if isinstance(prem, Mapping) else {}
-            c["file"].append(file_idx)
-            c["line"].append(lineno)
-            c["pidx"].append(idx)
-            c["n_premises"].append(len(plist))
-            c["action_id"].append(action)
-            c["tool_name"].append(tool)
-            c["premise_id"].append(_as_id(pm.get("id")))
-            c["claim_id"].append(_as_id(pm.get("claim_id")))
-            c["time_str"].append(t_str)
-            c["calibrator"].append(cal)
-            c["regime"].append(regime)
-            c["time_num"].append(t_num)
-            c["recency_hours"].append(_as_float(pm.get("recency_hours")))
-            c["source_trust_score"].append(_as_float(pm.get("source_trust_score")))
-            c["model_confidence"].append(_as_float(pm.get("model_confidence")))
-            c["contradiction_flag"].append(_as_flag(pm.get("contradiction_flag")))
-            c["p"].append(_as_float(pm.get("p")))
-        calls = rec.get("verifier_calls")
-        if not isinstance(calls, list):
-            return
+    def add_block(self, file_idx: int, lines: IntArray, rec_str: Mapping[str, Any],
+                  time_str: Any, time_num: FloatArray, n_prem: IntArray,
+                  ent: Mapping[str, Any], raw_times: Sequence[Any] | None) -> None:
+        """Append one block: record columns (``rec_str`` as arrow string arrays), the raw
+        times, and entry columns whose ``rec`` indexes the block's records."""
+        import pyarrow as pa
+
+        n = int(lines.size)
+        base = self.n_records
+        t_us = _times_us(time_str, time_num)
+        bad = np.flatnonzero(t_us == _NAT)
+        if bad.size:
+            ts = pd.Series(time_str, copy=False)
+            for i in bad.tolist():
+                raw: Any = ts.iloc[i] if not pd.isna(ts.iloc[i]) else (
+                    None if not math.isfinite(time_num[i]) else time_num[i])
+                if raw_times is not None:
+                    raw = raw_times[i]
+                if raw is not None:
+                    self.bad_times[base + i] = raw
+        r = self.rec
+        r["file"].append(np.full(n, file_idx, dtype=np.int32))
+        r["line"].append(lines.astype(np.int64))
+        r["t_us"].append(t_us)
+        r["n"].append(n_prem.astype(np.int32))
+        for k in _REC_STR:
+            r[k].append(rec_str[k] if isinstance(rec_str[k], pa.Array)
+                        else pa.array(rec_str[k], type=pa.string()))
+        e = self.ent
+        e["rec"].append(np.asarray(ent["rec"], dtype=np.int64) + base)
+        e["pidx"].append(np.asarray(ent["pidx"], dtype=np.int32))
+        for k in ("premise_id", "claim_id"):
+            e[k].append(ent[k] if isinstance(ent[k], pa.Array)
+                        else pa.array(ent[k], type=pa.string()))
+        for k in (*CLAIM_FEATURES, "p"):
+            e[k].append(np.asarray(ent[k], dtype=np.float64))
+        self.n_records += n
+
+    def add_signals(self, rec_local: Sequence[int], premise_id: Sequence[str],
+                    verifier: Sequence[str], confirmed: Sequence[bool],
+                    reliability: Sequence[float], base: int) -> None:
         s = self.sig
-        for call in calls:
-            if not isinstance(call, Mapping):
-                continue
-            signals = call.get("signals")
-            if not isinstance(signals, Mapping):
-                continue
-            r = _as_float(call.get("reliability"))
-            verifier = _as_id(call.get("verifier")) or ""
-            for pid, val in signals.items():
-                if not isinstance(val, bool):
-                    continue
-                s["file"].append(file_idx)
-                s["line"].append(lineno)
-                s["premise_id"].append(str(pid))
-                s["verifier"].append(verifier)
-                s["confirmed"].append(val)
-                s["reliability"].append(r)
+        s["rec"].extend(base + i for i in rec_local)
+        s["premise_id"].extend(premise_id)
+        s["verifier"].extend(verifier)
+        s["confirmed"].extend(confirmed)
+        s["reliability"].extend(reliability)
 
-    def frame(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        c = self.cols
-        data: dict[str, Any] = {k: np.asarray(c[k], dtype=np.int64) for k in _INT_COLS}
-        for k in _STR_COLS:
-            data[k] = pd.array(c[k], dtype="str")
-        for k in _NUM_COLS:
-            data[k] = np.asarray(c[k], dtype=np.float64)
-        sig = pd.DataFrame({
-            "file": np.asarray(self.sig["file"], dtype=np.int64),
-            "line": np.asarray(self.sig["line"], dtype=np.int64),
-            "premise_id": pd.array(self.sig["premise_id"], dtype="str"),
-            "verifier": pd.array(self.sig["verifier"], dtype="str"),
-            "confirmed": np.asarray(self.sig["confirmed"], dtype=bool),
-            "reliability": np.asarray(self.sig["reliability"], dtype=np.float64),
+    def finish(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The entries and signals frames; the chunks are released as they are joined."""
+        import pyarrow as pa
+
+        r, e = self.rec, self.ent
+
+        def cat(d: dict[str, list[Any]], k: str, codes_at: IntArray | None) -> pd.Categorical:
+            arr = pa.chunked_array(d.pop(k), type=pa.string()).combine_chunks()
+            enc = arr.dictionary_encode()
+            del arr
+            codes = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+            cats = pd.Index(enc.dictionary.to_pandas(), dtype="str")
+            if codes_at is not None:
+                codes = codes[codes_at]
+            return pd.Categorical.from_codes(codes, categories=cats)
+
+        def cat_np(d: dict[str, list[Any]], k: str, dtype: Any) -> NDArray[Any]:
+            chunks = d.pop(k)
+            return np.concatenate(chunks).astype(dtype, copy=False) if chunks \
+                else np.zeros(0, dtype)
+
+        e_rec = cat_np(e, "rec", np.int64)
+        data: dict[str, Any] = {
+            "rec": e_rec,
+            "file": cat_np(r, "file", np.int32)[e_rec],
+            "line": cat_np(r, "line", np.int64)[e_rec],
+            "pidx": cat_np(e, "pidx", np.int32),
+            "n_premises": cat_np(r, "n", np.int32)[e_rec],
+        }
+        for k in _REC_STR:
+            data[k] = cat(r, k, e_rec)
+        data["premise_id"] = cat(e, "premise_id", None)
+        claim = pa.chunked_array(e.pop("claim_id"), type=pa.string()).combine_chunks()
+        data["claim_id"] = pd.array(claim, dtype="str")
+        del claim
+        data["t_us"] = cat_np(r, "t_us", np.int64)[e_rec]
+        for k in (*CLAIM_FEATURES, "p"):
+            data[k] = cat_np(e, k, np.float64)
+        entries = pd.DataFrame(data)
+        del data
+        s = self.sig
+        signals = pd.DataFrame({
+            "rec": np.asarray(s["rec"], dtype=np.int64),
+            "premise_id": pd.array(s["premise_id"], dtype="str"),
+            "verifier": pd.array(s["verifier"], dtype="str"),
+            "confirmed": np.asarray(s["confirmed"], dtype=bool),
+            "reliability": np.asarray(s["reliability"], dtype=np.float64),
         })
-        return pd.DataFrame(data), sig
+        return entries, signals
 
 
 def _as_id(v: Any) -> str | None:
@@ -269,15 +326,81 @@ def _calibrator_label(cal: Any) -> str | None:
     return _as_id(cal)
 
 
+def _signals_of(rec: Mapping[str, Any], i: int, out: dict[str, list[Any]]) -> None:
+    calls = rec.get("verifier_calls")
+    if not isinstance(calls, list):
+        return
+    for call in calls:
+        if not isinstance(call, Mapping):
+            continue
+        signals = call.get("signals")
+        if not isinstance(signals, Mapping):
+            continue
+        r = _as_float(call.get("reliability"))
+        verifier = _as_id(call.get("verifier")) or ""
+        for pid, val in signals.items():
+            if isinstance(val, bool):
+                out["rec"].append(i)
+                out["premise_id"].append(str(pid))
+                out["verifier"].append(verifier)
+                out["confirmed"].append(val)
+                out["reliability"].append(r)
+
+
+def _python_records(recs: Sequence[tuple[int, Mapping[str, Any]]], file_idx: int,
+                    acc: _Acc) -> None:
+    """Add normalised records ``(line, record)`` through plain Python."""
+    rec_str: dict[str, list[Any]] = {k: [] for k in _REC_STR}
+    lines = np.fromiter((ln for ln, _ in recs), dtype=np.int64, count=len(recs))
+    t_str: list[str | None] = []
+    t_num = np.full(len(recs), np.nan)
+    raw_times: list[Any] = []
+    n_prem = np.zeros(len(recs), dtype=np.int64)
+    ent: dict[str, list[Any]] = {k: [] for k in ("rec", "pidx", "premise_id", "claim_id",
+                                                 *CLAIM_FEATURES, "p")}
+    sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
+                                                 "confirmed", "reliability")}
+    for i, (_, rec) in enumerate(recs):
+        t = rec.get("time")
+        raw_times.append(t)
+        if isinstance(t, str):
+            t_str.append(t)
+        else:
+            t_str.append(None)
+            t_num[i] = _as_float(t)
+        rec_str["action_id"].append(_as_id(rec.get("action_id")))
+        rec_str["tool_name"].append(_as_id(rec.get("tool_name")))
+        rec_str["calibrator"].append(_calibrator_label(rec.get("calibrator")))
+        rec_str["regime"].append(_as_id(rec.get("regime")))
+        premises = rec.get("premises")
+        plist = premises if isinstance(premises, list) else []
+        n_prem[i] = len(plist)
+        for idx, prem in enumerate(plist):
+            pm = prem if isinstance(prem, Mapping) else {}
+            ent["rec"].append(i)
+            ent["pidx"].append(idx)
+            ent["premise_id"].append(_as_id(pm.get("id")))
+            ent["claim_id"].append(_as_id(pm.get("claim_id")))
+            ent["recency_hours"].append(_as_float(pm.get("recency_hours")))
+            ent["source_trust_score"].append(_as_float(pm.get("source_trust_score")))
+            ent["model_confidence"].append(_as_float(pm.get("model_confidence")))
+            ent["contradiction_flag"].append(_as_flag(pm.get("contradiction_flag")))
+            ent["p"].append(_as_float(pm.get("p")))
+        _signals_of(rec, i, sig)
+    base = acc.n_records
+    acc.add_block(file_idx, lines, rec_str, pd.array(t_str, dtype="str"), t_num, n_prem, ent,
+                  raw_times)
+    acc.add_signals(sig["rec"], sig["premise_id"], sig["verifier"], sig["confirmed"],
+                    sig["reliability"], base)
+
+
 def _arrow_schema() -> Any:
     import pyarrow as pa
 
-    feats = [
-        ("recency_hours", pa.float64()), ("recencyHours", pa.float64()),
-        ("source_trust_score", pa.float64()), ("sourceTrustScore", pa.float64()),
-        ("model_confidence", pa.float64()), ("modelConfidence", pa.float64()),
-        ("contradiction_flag", pa.bool_()), ("contradictionFlag", pa.bool_()),
-    ]
+    feats = []
+    for snake, camel in _FEATURE_ALIASES:
+        typ = pa.bool_() if snake == "contradiction_flag" else pa.float64()
+        feats += [(snake, typ), (camel, typ)]
     claim = pa.struct([("id", pa.string()), ("claim_id", pa.string()),
                        ("claimId", pa.string()), *feats])
     premise = pa.struct([
@@ -287,9 +410,9 @@ def _arrow_schema() -> Any:
         ("calibrated_violation_probability", pa.float64()), ("claim", claim),
     ])
     call = pa.struct([("reliability", pa.float64())])
-    fields = [(n, pa.string()) for n in ("time", "timestamp", "ts", "decidedAt", "decided_at")]
-    fields += [(n, pa.string()) for n in ("action_id", "actionId", "tool_name", "toolName",
-                                          "regime")]
+    fields = [(n, pa.string()) for n in ("time", "timestamp", "ts", "decidedAt", "decided_at",
+                                         "action_id", "actionId", "tool_name", "toolName",
+                                         "regime")]
     fields += [
         ("calibrator", pa.struct([("name", pa.string()), ("version", pa.string())])),
         ("premises", pa.list_(premise)),
@@ -304,14 +427,23 @@ def _coalesce(*arrays: Any) -> Any:
     return arrays[0] if len(arrays) == 1 else pc.coalesce(*arrays)
 
 
-def _columnar_block(block: bytes, file_idx: int, first_line: int, out: _Columns,
-                    chunks: list[pd.DataFrame]) -> bool:
-    """Parse a block of complete lines with pyarrow; False if the block needs the slow path."""
+def _no_empty(arr: Any) -> Any:
+    """Empty strings as nulls, as the line parser reads them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    empty = pc.fill_null(pc.equal(arr, ""), False)
+    return pc.if_else(empty, pa.scalar(None, pa.string()), arr)
+
+
+def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
+                    acc: _Acc) -> bool:
+    """Parse a block of ``n_lines`` complete lines with pyarrow; False if it needs the line
+    parser."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.json as pj
 
-    n_lines = block.count(b"\n")
     try:
         table = pj.read_json(
             pa.BufferReader(block),
@@ -321,87 +453,69 @@ def _columnar_block(block: bytes, file_idx: int, first_line: int, out: _Columns,
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return False
-    if table.num_rows != n_lines:  # blank lines: the slow path numbers lines exactly
+    if table.num_rows != n_lines:  # blank lines: the line parser numbers them exactly
         return False
     table = table.combine_chunks()
-    col = {name: table.column(name).chunk(0) if table.column(name).num_chunks else
-           pa.nulls(0, table.schema.field(name).type) for name in table.column_names}
-    calls = pc.fill_null(pc.add(pc.fill_null(pc.list_value_length(col["verifier_calls"]), 0),
-                                pc.fill_null(pc.list_value_length(col["verifierCalls"]), 0)), 0)
-    with_calls = np.flatnonzero(calls.to_numpy(zero_copy_only=False) > 0)
+    col = {name: (table.column(name).chunk(0) if table.column(name).num_chunks
+                  else pa.nulls(0, table.schema.field(name).type))
+           for name in table.column_names}
     premises = col["premises"]
     lens = pc.fill_null(pc.list_value_length(premises), 0).to_numpy(zero_copy_only=False)
     lens = lens.astype(np.int64)
-    out.records += int(table.num_rows - with_calls.size)
-    if with_calls.size:
-        lines = block.split(b"\n")
-        for row in with_calls.tolist():
-            rec = json.loads(lines[row])
-            out.add(normalize_decision(rec), file_idx, first_line + row)
-    total = int(lens.sum())
-    if total == 0:
-        return True
+    cal = col["calibrator"]
+    version = _no_empty(cal.field("version"))
+    name = _no_empty(cal.field("name"))
+    rec_str = {
+        "action_id": _no_empty(_coalesce(col["action_id"], col["actionId"])),
+        "tool_name": _no_empty(_coalesce(col["tool_name"], col["toolName"])),
+        "calibrator": pc.if_else(pc.is_valid(version),
+                                 pc.binary_join_element_wise(name, version, "@"), name),
+        "regime": _no_empty(col["regime"]),
+    }
+    time_str = _coalesce(col["time"], col["timestamp"], col["ts"], col["decidedAt"],
+                         col["decided_at"])
     flat = pc.list_flatten(premises)
     parents = pc.list_parent_indices(premises).to_numpy(zero_copy_only=False).astype(np.int64)
-    starts = np.repeat(np.cumsum(lens) - lens, lens)
-    pidx = np.arange(total, dtype=np.int64) - starts
-    keep = ~np.isin(parents, with_calls) if with_calls.size else np.ones(total, dtype=bool)
-    if not keep.any():
-        return True
-    idx = pa.array(np.flatnonzero(keep))
-    flat = flat.take(idx)
-    par = parents[keep]
-    par_idx = pa.array(par)
+    total = int(lens.sum())
     claim = flat.field("claim")
 
-    def f(name: str) -> Any:
-        return flat.field(name)
+    def f(n: str) -> Any:
+        return flat.field(n)
 
-    def top(*names: str) -> Any:
-        return _coalesce(*(col[n] for n in names)).take(par_idx)
-
-    cal = col["calibrator"]
-    cal_name = cal.field("name")
-    cal_version = cal.field("version")
-    cal_label = pc.if_else(
-        pc.is_valid(cal_version),
-        pc.binary_join_element_wise(cal_name, cal_version, "@"),
-        cal_name,
-    ).take(par_idx)
-    data: dict[str, Any] = {
-        "file": np.full(par.size, file_idx, dtype=np.int64),
-        "line": par + first_line,
-        "pidx": pidx[keep],
-        "n_premises": lens[par],
-        "action_id": top("action_id", "actionId"),
-        "tool_name": top("tool_name", "toolName"),
-        "premise_id": _coalesce(f("id"), f("premise_id"), f("premiseId")),
-        "claim_id": _coalesce(f("claim_id"), f("claimId"), claim.field("claim_id"),
-                              claim.field("claimId"), claim.field("id")),
-        "time_str": top("time", "timestamp", "ts", "decidedAt", "decided_at"),
-        "calibrator": cal_label,
-        "regime": top("regime"),
+    ent: dict[str, Any] = {
+        "rec": parents,
+        "pidx": np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens),
+        "premise_id": _no_empty(_coalesce(f("id"), f("premise_id"), f("premiseId"))),
+        "claim_id": _no_empty(_coalesce(f("claim_id"), f("claimId"), claim.field("claim_id"),
+                                        claim.field("claimId"), claim.field("id"))),
+        "p": _coalesce(f("p"), f("calibratedViolationProbability"),
+                       f("calibrated_violation_probability")).to_numpy(zero_copy_only=False),
     }
-    for name in _STR_COLS:
-        data[name] = pd.array(pc.if_else(pc.equal(data[name], ""), None, data[name])
-                              .to_pandas(), dtype="str")
-    data["time_num"] = np.full(par.size, np.nan)
-    for canonical, camel in (("recency_hours", "recencyHours"),
-                             ("source_trust_score", "sourceTrustScore"),
-                             ("model_confidence", "modelConfidence"),
-                             ("contradiction_flag", "contradictionFlag")):
-        arr = _coalesce(f(canonical), f(camel), claim.field(canonical), claim.field(camel))
-        data[canonical] = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)
-    data["p"] = _coalesce(f("p"), f("calibratedViolationProbability"),
-                          f("calibrated_violation_probability")).to_numpy(zero_copy_only=False)
-    chunks.append(pd.DataFrame(data))
+    for snake, camel in _FEATURE_ALIASES:
+        arr = _coalesce(f(snake), f(camel), claim.field(snake), claim.field(camel))
+        ent[snake] = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)
+    base = acc.n_records
+    acc.add_block(file_idx, np.arange(first_line, first_line + n_lines, dtype=np.int64),
+                  rec_str, time_str.to_pandas(), np.full(n_lines, np.nan), lens, ent, None)
+    # Signals sit in objects with free-form keys (premise ids): read those lines in Python.
+    calls = pc.add(pc.fill_null(pc.list_value_length(col["verifier_calls"]), 0),
+                   pc.fill_null(pc.list_value_length(col["verifierCalls"]), 0))
+    with_calls = np.flatnonzero(calls.to_numpy(zero_copy_only=False) > 0)
+    if with_calls.size:
+        lines = block.split(b"\n")
+        sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
+                                                     "confirmed", "reliability")}
+        for row in with_calls.tolist():
+            _signals_of(normalize_decision(json.loads(lines[row])), row, sig)
+        acc.add_signals(sig["rec"], sig["premise_id"], sig["verifier"], sig["confirmed"],
+                        sig["reliability"], base)
     return True
 
 
-def _python_block(block: bytes, file_idx: int, first_line: int, out: _Columns,
-                  st: LogReadStats, name: str, on_corrupt: str) -> None:
-    lines = block.split(b"\n")
-    for i, raw in enumerate(lines[:-1]):
+def _parse_lines(block: bytes, first_line: int, st: LogReadStats, name: str,
+                 on_corrupt: str) -> list[tuple[int, dict[str, Any]]]:
+    out: list[tuple[int, dict[str, Any]]] = []
+    for i, raw in enumerate(block.split(b"\n")[:-1]):
         lineno = first_line + i
         if not raw.strip():
             st.blank += 1
@@ -420,16 +534,17 @@ def _python_block(block: bytes, file_idx: int, first_line: int, out: _Columns,
             st.corrupt += 1
             st.corrupt_lines.append(lineno)
             warnings.warn(f"{name}: skipped corrupt line {lineno} ({exc})", DecisionLogWarning,
-                          stacklevel=4)
+                          stacklevel=5)
             continue
-        out.add(normalize_decision(obj), file_idx, lineno)
+        out.append((lineno, normalize_decision(obj)))
+    return out
 
 
 def _read_one_log(path: PathLike, file_idx: int, on_corrupt: str, columnar: bool,
-                  out: _Columns, chunks: list[pd.DataFrame]) -> LogReadStats:
+                  acc: _Acc) -> LogReadStats:
     name = os.fspath(path)
     st = LogReadStats()
-    records_before = out.records
+    records_before = acc.n_records
     next_line = 1
     carry = b""
     with open(name, "rb") as fh:
@@ -444,8 +559,10 @@ def _read_one_log(path: PathLike, file_idx: int, on_corrupt: str, columnar: bool
                 continue
             block = buf[:cut]
             n = block.count(b"\n")
-            if not (columnar and _columnar_block(block, file_idx, next_line, out, chunks)):
-                _python_block(block, file_idx, next_line, out, st, name, on_corrupt)
+            if not (columnar and _columnar_block(block, n, file_idx, next_line, acc)):
+                recs = _parse_lines(block, next_line, st, name, on_corrupt)
+                if recs:
+                    _python_records(recs, file_idx, acc)
             next_line += n
             st.lines += n
     if carry:
@@ -457,16 +574,17 @@ def _read_one_log(path: PathLike, file_idx: int, on_corrupt: str, columnar: bool
                 obj = json.loads(carry)
                 if not isinstance(obj, dict):
                     raise ValueError("not a JSON object")
-                out.add(normalize_decision(obj), file_idx, next_line)
             except (ValueError, UnicodeDecodeError):
                 st.torn += 1
                 st.corrupt_lines.append(next_line)
                 warnings.warn(
                     f"{name}: skipped torn last line {next_line} ({len(carry)} bytes without a "
                     f"newline; a writer was interrupted)",
-                    DecisionLogWarning, stacklevel=3,
+                    DecisionLogWarning, stacklevel=4,
                 )
-    st.records = out.records - records_before
+            else:
+                _python_records([(next_line, normalize_decision(obj))], file_idx, acc)
+    st.records = acc.n_records - records_before
     return st
 
 
@@ -475,8 +593,8 @@ def read_uses(
     *,
     on_corrupt: Literal["raise", "skip"] = "raise",
     columnar: bool = True,
-) -> tuple[pd.DataFrame, pd.DataFrame, list[LogReadStats]]:
-    """Read decision logs into one row per premise entry.
+) -> LogEntries:
+    """Read decision logs into one row per premise entry (see :class:`LogEntries`).
 
     Parameters
     ----------
@@ -486,40 +604,19 @@ def read_uses(
         As in :func:`amv_calib.gate._decision_log.read_decision_log`.
     columnar : bool, default True
         Parse blocks of well-formed lines with ``pyarrow.json`` (several times faster); a
-        block that does not fit the expected types falls back to the line-by-line parser,
-        which gives the same result.
-
-    Returns
-    -------
-    entries : DataFrame
-        ``file`` (index into ``paths``), ``line`` (1-based), ``pidx`` (premise position),
-        ``n_premises``, ``action_id``, ``tool_name``, ``premise_id``, ``claim_id``,
-        ``time_str`` / ``time_num`` (the raw time), the four claim features, ``p``,
-        ``calibrator`` (``name@version``) and ``regime``; ordered by file, line, premise.
-    signals : DataFrame
-        One row per verifier signal: ``file``, ``line``, ``premise_id``, ``verifier``,
-        ``confirmed``, ``reliability``.
-    stats : list of LogReadStats
-        Per file: lines, records, blank, torn and corrupt lines.
+        block whose values do not fit the expected types (numbers as times, camelCase
+        objects given as strings, blank lines, a corrupt line) falls back to the line
+        parser, which gives the same result.
     """
     if on_corrupt not in ("raise", "skip"):
         raise ValueError(f"on_corrupt={on_corrupt!r} must be 'raise' or 'skip'")
     plist = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    out = _Columns()
-    chunks: list[pd.DataFrame] = []
-    stats = [_read_one_log(p, i, on_corrupt, columnar, out, chunks) for i, p in enumerate(plist)]
-    slow, sig = out.frame()
-    frames = [c for c in (*chunks, slow) if len(c)]
-    if not frames:
-        entries = slow
-    elif len(frames) == 1:
-        entries = frames[0]
-    else:
-        entries = pd.concat(frames, ignore_index=True)
-    if len(frames) > 1 or (frames and frames[0] is not slow and len(slow)):
-        entries = entries.sort_values(["file", "line", "pidx"], kind="stable",
-                                      ignore_index=True)
-    return entries.reset_index(drop=True), sig, stats
+    acc = _Acc()
+    stats = [_read_one_log(p, i, on_corrupt, columnar, acc) for i, p in enumerate(plist)]
+    if not acc.rec["file"]:
+        _python_records([], 0, acc)
+    entries, signals = acc.finish()
+    return LogEntries(entries=entries, signals=signals, stats=stats, bad_times=acc.bad_times)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -594,25 +691,23 @@ def _read_jsonl_table(p: Path) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
         return pd.DataFrame.from_records([r if isinstance(r, dict) else {} for r in rows]), []
     if raw.endswith(b"\n") and b"\n\n" not in raw and not raw.startswith(b"\n"):
         try:
-            table = pj.read_json(pa.BufferReader(raw))
-            return table.to_pandas(), []
+            return pj.read_json(pa.BufferReader(raw)).to_pandas(), []
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
     records: list[dict[str, Any]] = []
     bad: list[tuple[int, str]] = []
-    row = 0
     lines = raw.split(b"\n")
     for i, line in enumerate(lines):
         if not line.strip():
             continue
-        row += 1
         try:
             obj = json.loads(line)
             if not isinstance(obj, dict):
                 raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
         except (ValueError, UnicodeDecodeError) as exc:
             torn = i == len(lines) - 1
-            bad.append((row, "torn last line" if torn else f"not a JSON object ({exc})"))
+            bad.append((len(records) + 1, "torn last line" if torn
+                        else f"not a JSON object ({exc})"))
             records.append({})
             continue
         records.append(obj)
@@ -630,49 +725,66 @@ def _resolve(columns: Iterable[str], aliases: Mapping[str, tuple[str, ...]]) -> 
     return found
 
 
-def _id_series(s: pd.Series) -> pd.Series:
-    def conv(v: Any) -> Any:
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            return None
-        return _as_id(v)
+def _is_str_dtype(s: pd.Series) -> bool:
+    return isinstance(s.dtype, pd.StringDtype) or str(s.dtype) in ("str", "string")
 
-    if s.dtype == object or pd.api.types.is_numeric_dtype(s.dtype):
-        s = s.map(conv)
-    vals = [None if (v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)))
-            else str(v) for v in s.tolist()]
-    out = pd.Series(pd.array(vals, dtype="str"), index=s.index)
+
+def _id_series(s: pd.Series) -> pd.Series:
+    """Identifiers as strings (integral numbers without ``.0``); empty / missing -> NA."""
+    s = s.reset_index(drop=True)
+    if _is_str_dtype(s):
+        out = s.astype("str")
+    elif isinstance(s.dtype, pd.CategoricalDtype):
+        out = s.astype("str")
+    else:
+        out = pd.Series(pd.array([None if _missing(v) else _as_id(v) for v in s.tolist()],
+                                 dtype="str"))
     return out.where(out != "", None)
+
+
+def _missing(v: Any) -> bool:
+    if v is None:
+        return True
+    if isinstance(v, (str, bytes, list, tuple, dict, Mapping)):
+        return False
+    return bool(pd.isna(v))
 
 
 def _bool_series(s: pd.Series) -> tuple[FloatArray, BoolArray]:
     """(1.0 / 0.0 / NaN, ok) from bools, 0/1 numbers or true/false/yes/no strings."""
     if s.dtype == bool:
         return s.to_numpy(dtype=np.float64), np.ones(len(s), dtype=bool)
-    vals = np.array([_as_flag(v) for v in s.tolist()], dtype=np.float64)
+    if _is_str_dtype(s):
+        low = s.str.strip().str.lower()
+        vals = np.where(low.isin(list(_TRUE)).to_numpy(), 1.0,
+                        np.where(low.isin(list(_FALSE)).to_numpy(), 0.0, np.nan))
+    else:
+        vals = np.array([_as_flag(v) for v in s.tolist()], dtype=np.float64)
     return vals, ~np.isnan(vals)
 
 
 def _time_series(s: pd.Series) -> IntArray:
+    """Times from datetimes, epoch numbers or strings (ISO-8601 or numeric text)."""
+    s = s.reset_index(drop=True)
     if pd.api.types.is_datetime64_any_dtype(s.dtype):
         return _dt_us(pd.Series(pd.to_datetime(s, utc=True)))
     if pd.api.types.is_numeric_dtype(s.dtype) and s.dtype != bool:
         return _times_us(pd.Series([None] * len(s), dtype="str"),
                          s.to_numpy(dtype=np.float64))
-    vals = s.tolist()
-    strs: list[str | None] = []
-    nums = np.full(len(vals), np.nan)
-    for i, v in enumerate(vals):
-        if isinstance(v, str):
-            txt = v.strip()
-            try:
-                nums[i] = float(txt)
-                strs.append(None)
-            except ValueError:
-                strs.append(txt if txt else None)
-        else:
-            strs.append(None)
-            nums[i] = _as_float(v)
-    return _times_us(pd.array(strs, dtype="str"), nums)
+    if not _is_str_dtype(s):
+        vals = s.tolist()
+        text = pd.Series(pd.array([v if isinstance(v, str) else None for v in vals],
+                                  dtype="str"))
+        nums = np.array([_as_float(v) for v in vals], dtype=np.float64)
+    else:
+        text = s
+        nums = np.full(len(s), np.nan)
+    text = text.str.strip()
+    as_num = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
+    numeric_text = np.isfinite(as_num)
+    nums = np.where(numeric_text, as_num, nums)
+    text = text.where(~numeric_text & (text != "").to_numpy(), None)
+    return _times_us(text, nums)
 
 
 def load_outcomes(
@@ -689,7 +801,7 @@ def load_outcomes(
     -------
     outcomes : DataFrame
         The valid records: ``oid`` (position over all inputs), ``source`` (input index),
-        ``row`` (1-based row in its input), ``claim_id``, ``action_id`` (None when absent),
+        ``row`` (1-based row in its input), ``claim_id``, ``action_id`` (NA when absent),
         ``t_us`` (int64 UTC microseconds) and ``violated`` (bool).
     invalid : DataFrame
         ``oid``, ``source``, ``row`` and ``reason`` (field, value) of every invalid record.
@@ -710,7 +822,7 @@ def load_outcomes(
     for src, item in enumerate(items):
         unparsed: list[tuple[int, str]]
         if isinstance(item, pd.DataFrame):
-            table, unparsed = item, []
+            table, unparsed = item.reset_index(drop=True), []
             label = f"outcomes[{src}]"
         else:
             table, unparsed = _read_table(item)
@@ -727,42 +839,42 @@ def load_outcomes(
                 + (f" (accepted names: {hints})" if hints else "")
             )
         n = len(table)
+        if n == 0:
+            continue
         rows = np.arange(1, n + 1, dtype=np.int64)
         reason = np.full(n, "", dtype=object)
         for r, why in unparsed:
             reason[r - 1] = why
-        if n == 0:
-            offset += 0
-            continue
-        claim = (_id_series(table[found["claim_id"]]) if "claim_id" in found
-                 else pd.Series(pd.array([None] * n, dtype="str")))
-        action = (_id_series(table[found["action_id"]]) if "action_id" in found
-                  else pd.Series(pd.array([None] * n, dtype="str")))
+        none = pd.Series(pd.array([None] * n, dtype="str"))
+        claim = _id_series(table[found["claim_id"]]) if "claim_id" in found else none
+        action = _id_series(table[found["action_id"]]) if "action_id" in found else none
         t_us = _time_series(table[found["time"]])
         v, v_ok = _bool_series(table[found["violated"]])
         no_key = (claim.isna() & action.isna()).to_numpy()
         bad_t = t_us == _NAT
         todo = reason == ""
-        tv = table[found["time"]].tolist()
-        vv = table[found["violated"]].tolist()
+        tv = table[found["time"]]
+        vv = table[found["violated"]]
         for i in np.flatnonzero(todo & no_key):
             reason[i] = "claim_id and action_id both missing"
         for i in np.flatnonzero(todo & ~no_key & bad_t):
-            reason[i] = f"time={tv[i]!r} is not ISO-8601 or epoch seconds"
+            raw = None if _missing(tv.iloc[i]) else tv.iloc[i]
+            reason[i] = f"time={raw!r} is not ISO-8601 or epoch seconds"
         for i in np.flatnonzero(todo & ~no_key & ~bad_t & ~v_ok):
-            reason[i] = f"violated={vv[i]!r} is not a boolean"
+            raw = None if _missing(vv.iloc[i]) else vv.iloc[i]
+            reason[i] = f"violated={raw!r} is not a boolean"
         ok = reason == ""
         oid = np.arange(offset, offset + n, dtype=np.int64)
         valid_parts.append(pd.DataFrame({
-            "oid": oid[ok], "source": src, "row": rows[ok],
-            "claim_id": claim[ok].reset_index(drop=True),
+            "oid": oid[ok], "source": np.full(int(ok.sum()), src, dtype=np.int64),
+            "row": rows[ok], "claim_id": claim[ok].reset_index(drop=True),
             "action_id": action[ok].reset_index(drop=True),
             "t_us": t_us[ok], "violated": v[ok] > 0.5,
         }))
         if (~ok).any():
             invalid_parts.append(pd.DataFrame({
-                "oid": oid[~ok], "source": src, "row": rows[~ok],
-                "reason": pd.array(reason[~ok].tolist(), dtype="str"),
+                "oid": oid[~ok], "source": np.full(int((~ok).sum()), src, dtype=np.int64),
+                "row": rows[~ok], "reason": pd.array(reason[~ok].tolist(), dtype="str"),
             }))
         offset += n
     valid = (pd.concat(valid_parts, ignore_index=True) if valid_parts else pd.DataFrame({
@@ -871,19 +983,58 @@ def _pairs(u_key: IntArray, o_key: IntArray) -> tuple[IntArray, IntArray]:
     return ui, oi
 
 
-def _factorize(*series: pd.Series) -> list[IntArray]:
-    """Shared integer codes for several string columns; missing values get -1."""
-    sizes = [len(s) for s in series]
-    both = pd.concat([pd.Series(s, copy=False).reset_index(drop=True) for s in series],
-                     ignore_index=True)
-    codes, _ = pd.factorize(both, use_na_sentinel=True)
-    codes = codes.astype(np.int64)
+def _factorize(*series: Any) -> list[IntArray]:
+    """Shared integer codes for several string columns, in order of first appearance
+    (so unique values given first get codes 0, 1, ...); missing values get -1."""
+    import pyarrow as pa
+
+    arrays = []
+    for s in series:
+        ser = pd.Series(s, copy=False)
+        if isinstance(ser.dtype, pd.CategoricalDtype) or not _is_str_dtype(ser):
+            ser = ser.astype("str")
+        arrays.append(pa.array(ser.array, type=pa.string()) if len(ser)
+                      else pa.array([], type=pa.string()))
+    both = pa.chunked_array(arrays, type=pa.string()).combine_chunks()
+    enc = both.dictionary_encode()
+    codes = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
     out: list[IntArray] = []
     start = 0
-    for n in sizes:
-        out.append(codes[start:start + n])
-        start += n
+    for a in arrays:
+        out.append(codes[start:start + len(a)])
+        start += len(a)
     return out
+
+
+def _from_codes(codes: NDArray[Any], categories: Any) -> Any:
+    """A pandas ``str`` array from integer codes into ``categories`` (-1 = missing)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    c = np.asarray(codes, dtype=np.int64)
+    cats = pa.array(list(categories) if not isinstance(categories, pa.Array) else categories,
+                    type=pa.string())
+    if len(cats) == 0:
+        return pd.array([None] * c.size, dtype="str")
+    dictionary = pa.DictionaryArray.from_arrays(
+        pa.array(np.where(c < 0, 0, c).astype(np.int32), mask=c < 0), cats)
+    return pd.array(pc.cast(dictionary, pa.string()), dtype="str")
+
+
+def _cat_take(col: pd.Series, idx: IntArray) -> Any:
+    """``col[idx]`` of a categorical column as a pandas ``str`` array."""
+    import pyarrow as pa
+
+    codes = col.cat.codes.to_numpy()[idx]
+    return _from_codes(codes, pa.array(col.cat.categories.array, type=pa.string()))
+
+
+def _sorted_unique(x: IntArray) -> IntArray:
+    """``np.unique`` by sorting (much faster than hashing for tens of millions of times)."""
+    v = np.sort(x, kind="stable")
+    if v.size:
+        v = v[np.concatenate([[True], v[1:] != v[:-1]])]
+    return v
 
 
 def _sigmoid(z: FloatArray) -> FloatArray:
@@ -891,10 +1042,100 @@ def _sigmoid(z: FloatArray) -> FloatArray:
         return cast(FloatArray, np.exp(-np.logaddexp(0.0, -z)))
 
 
-def _invalid_detail(u: pd.DataFrame, t_us: IntArray) -> tuple[BoolArray, NDArray[np.object_]]:
-    """Which uses break the data contract, and the first broken field of each."""
+@dataclass(kw_only=True)
+class _Uses:
+    """The uses of decision-log entries: one per (action, premise), the action's last entry."""
+
+    u: pd.DataFrame  # the entry that represents each use
+    idx: IntArray  # position of that entry among the entries
+    action: IntArray  # action code of each use (shared with the outcome codes)
+    pkey: IntArray  # premise-key code of each use
+    t_us: IntArray
+    invalid: BoolArray
+    detail_codes: IntArray  # into detail_categories; 0 = ""
+    detail_categories: list[str]
+    entry_use: IntArray  # for every entry, the position of its use
+    entry_pkey: IntArray  # premise-key code of every entry
+    n_entries: int
+    n_pkey_codes: int
+
+    def premise_ids(self, which: IntArray) -> Any:
+        """The premise key (premise id, else claim id, else ``#position``) of some uses."""
+        u = self.u
+        pid = _cat_take(u["premise_id"], which)
+        na = np.asarray(pd.isna(pid))
+        if not na.any():
+            return pid
+        out = pd.Series(pid)
+        claim = pd.Series(u["claim_id"].array[which])
+        pos = "#" + pd.Series(u["pidx"].to_numpy()[which]).astype(str)
+        out = out.where(~na, claim.where(claim.notna(), pos))
+        return pd.array(out.to_numpy(dtype=object), dtype="str")
+
+
+def _collect_uses(log: LogEntries, other_action_ids: Any = None) -> tuple[_Uses, IntArray]:
+    """One use per (action, premise); the action codes of ``other_action_ids`` (outcome
+    records) in the same code space (an unknown action gets a code of its own)."""
+    entries = log.entries
+    n = len(entries)
+    cats = entries["action_id"].cat.categories
+    other = pd.Series(pd.array([], dtype="str")) if other_action_ids is None else \
+        pd.Series(other_action_ids, copy=False)
+    cat_codes, o_action = _factorize(pd.Series(cats.array), other)
+    assert np.array_equal(cat_codes, np.arange(len(cats)))
+    e_action = entries["action_id"].cat.codes.to_numpy().astype(np.int64)
+    no_action = e_action < 0
+    if no_action.any():
+        # A record without action_id is an action of its own.
+        top = int(max(len(cats) - 1, o_action.max(initial=-1)))
+        e_action = e_action.copy()
+        e_action[no_action] = top + 1 + pd.factorize(entries["rec"].to_numpy()[no_action])[0]
+    # premise key: premise id, else claim id, else position
+    pk = entries["premise_id"].cat.codes.to_numpy().astype(np.int64)
+    n_pid = len(entries["premise_id"].cat.categories)
+    na = pk < 0
+    if na.any():
+        (claim_codes,) = _factorize(pd.Series(entries["claim_id"].array[np.flatnonzero(na)]))
+        n_claim = int(claim_codes.max(initial=-1)) + 1
+        fill = np.where(claim_codes >= 0, n_pid + claim_codes,
+                        n_pid + n_claim + entries["pidx"].to_numpy()[na])
+        pk = pk.copy()
+        pk[na] = fill
+    n_pk = int(pk.max(initial=-1)) + 1
+    use_code = e_action * (n_pk + 1) + pk
+    dup = pd.Series(use_code).duplicated(keep="last").to_numpy() if n else np.zeros(0, bool)
+    if dup.any():
+        idx = np.flatnonzero(~dup)
+        u = entries.iloc[idx].reset_index(drop=True)
+        order = np.argsort(use_code[idx], kind="stable")
+        entry_use = order[np.searchsorted(use_code[idx][order], use_code)]
+    else:
+        idx = np.arange(n, dtype=np.int64)
+        u = entries
+        entry_use = idx
+    t_us = u["t_us"].to_numpy()
+    invalid, detail_codes, detail_cats = _invalid_detail(u, log.bad_times)
+    uses = _Uses(u=u, idx=idx, action=e_action[idx], pkey=pk[idx], t_us=t_us, invalid=invalid,
+                 detail_codes=detail_codes, detail_categories=detail_cats,
+                 entry_use=entry_use, entry_pkey=pk, n_entries=n, n_pkey_codes=n_pk)
+    return uses, o_action
+
+
+def _invalid_detail(u: pd.DataFrame, bad_times: Mapping[int, Any]
+                    ) -> tuple[BoolArray, IntArray, list[str]]:
+    """Which uses break the data contract, and the first broken field of each (as codes
+    into a list of messages whose entry 0 is the empty string)."""
     n = len(u)
-    detail = np.full(n, "", dtype=object)
+    messages: list[str] = [""]
+    index: dict[str, int] = {"": 0}
+    codes = np.zeros(n, dtype=np.int64)
+
+    def code(msg: str) -> int:
+        if msg not in index:
+            index[msg] = len(messages)
+            messages.append(msg)
+        return index[msg]
+
     rh = u["recency_hours"].to_numpy()
     st = u["source_trust_score"].to_numpy()
     mc = u["model_confidence"].to_numpy()
@@ -902,7 +1143,7 @@ def _invalid_detail(u: pd.DataFrame, t_us: IntArray) -> tuple[BoolArray, NDArray
     with np.errstate(invalid="ignore"):
         checks: list[tuple[BoolArray, str, str | None]] = [
             (u["claim_id"].isna().to_numpy(), "claim_id missing", None),
-            (t_us == _NAT, "time={} is not ISO-8601 or epoch seconds", "time"),
+            (u["t_us"].to_numpy() == _NAT, "time={} is not ISO-8601 or epoch seconds", "time"),
             (~(np.isfinite(rh) & (rh >= 0)), "recency_hours={} must be a finite number >= 0",
              "recency_hours"),
             (~(np.isfinite(st) & (st >= 0) & (st <= 1)), "source_trust_score={} outside [0, 1]",
@@ -918,18 +1159,17 @@ def _invalid_detail(u: pd.DataFrame, t_us: IntArray) -> tuple[BoolArray, NDArray
         if not new.size:
             continue
         if col is None:
-            detail[new] = msg
+            codes[new] = code(msg)
         elif col == "time":
-            ts = u["time_str"].to_numpy(dtype=object)
-            tn = u["time_num"].to_numpy()
-            for i in new:
-                raw = ts[i] if isinstance(ts[i], str) else (None if np.isnan(tn[i]) else tn[i])
-                detail[i] = msg.format(repr(raw))
+            rec = u["rec"].to_numpy()
+            for i in new.tolist():
+                codes[i] = code(msg.format(repr(bad_times.get(int(rec[i])))))
         else:
             vals = u[col].to_numpy()
-            for i in new:
-                detail[i] = msg.format("missing" if np.isnan(vals[i]) else repr(float(vals[i])))
-    return bad, detail
+            for i in new.tolist():
+                v = vals[i]
+                codes[i] = code(msg.format("missing" if np.isnan(v) else repr(float(v))))
+    return bad, codes, messages
 
 
 def label_claims(
@@ -972,27 +1212,15 @@ def label_claims(
     if soft_labels not in ("posterior", "off"):
         raise ValueError(f"soft_labels={soft_labels!r} must be 'posterior' or 'off'")
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
-    entries, sig, stats = read_uses(plist, on_corrupt=on_corrupt, columnar=columnar)
+    log = read_uses(plist, on_corrupt=on_corrupt, columnar=columnar)
     out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
-    return _join(plist, entries, sig, stats, out_df, out_invalid, soft_labels)
+    return _join(plist, log, out_df, out_invalid, soft_labels)
 
 
-def _premise_keys(entries: pd.DataFrame) -> pd.Series:
-    """Premise id, else claim id, else ``#position``."""
-    pk = entries["premise_id"]
-    na = pk.isna().to_numpy()
-    if na.any():
-        pk = pk.copy()
-        pk[na] = entries["claim_id"][na]
-        na = pk.isna().to_numpy()
-        if na.any():
-            pk[na] = "#" + entries["pidx"][na].astype(str)
-    return pk
-
-
-def _signal_llr(sig: pd.DataFrame, entries: pd.DataFrame, premise_key: pd.Series,
-                entry_use: IntArray, n_uses: int) -> tuple[FloatArray, BoolArray, int]:
+def _signal_llr(log: LogEntries, uses: _Uses, n_uses: int
+                ) -> tuple[FloatArray, BoolArray, int]:
     """Per use: the summed log-likelihood ratio of its signals (NaN if +inf and -inf)."""
+    sig = log.signals
     llr = np.zeros(n_uses)
     has_sig = np.zeros(n_uses, dtype=bool)
     if not len(sig):
@@ -1000,32 +1228,39 @@ def _signal_llr(sig: pd.DataFrame, entries: pd.DataFrame, premise_key: pd.Series
     r = sig["reliability"].to_numpy()
     good = np.isfinite(r) & (r > 0.5) & (r <= 1.0)
     ignored = int((~good).sum())
-    s = sig.loc[good]
-    gid_e = entries["file"].to_numpy() * (1 << 40) + entries["line"].to_numpy()
-    gid_s = s["file"].to_numpy() * (1 << 40) + s["line"].to_numpy()
-    near = np.isin(gid_e, gid_s)
-    target = pd.DataFrame({"gid": gid_e[near], "premise_id": premise_key[near].to_numpy(),
-                           "u": entry_use[near]}).drop_duplicates(["gid", "premise_id"])
-    s = pd.DataFrame({"gid": gid_s, "premise_id": s["premise_id"].to_numpy(),
-                      "verifier": s["verifier"].to_numpy(), "confirmed": s["confirmed"].to_numpy(),
-                      "reliability": s["reliability"].to_numpy()})
-    s = s.merge(target, on=["gid", "premise_id"], how="left")
-    matched = s["u"].notna().to_numpy()
-    ignored += int((~matched).sum())
-    s = s.loc[matched]
-    if not len(s):
+    s = sig.loc[good].reset_index(drop=True)
+    # signal premise id -> premise-key code (premise ids are codes 0..n_pid-1)
+    pid_cats = log.entries["premise_id"].cat.categories
+    pk = pd.Index(pid_cats).get_indexer(pd.Index(s["premise_id"].astype("str")))
+    rec_e = log.entries["rec"].to_numpy()
+    key_e = rec_e * (uses.n_pkey_codes + 1) + uses.entry_pkey
+    near = np.flatnonzero(np.isin(rec_e, s["rec"].to_numpy()))
+    order = near[np.argsort(key_e[near], kind="stable")]
+    key_sorted = key_e[order]
+    key_s = np.where(pk >= 0, s["rec"].to_numpy() * (uses.n_pkey_codes + 1) + pk, -1)
+    pos = np.searchsorted(key_sorted, key_s)
+    inb = (pos < key_sorted.size) & (key_s >= 0)
+    hit = np.zeros(len(s), dtype=bool)
+    hit[inb] = key_sorted[pos[inb]] == key_s[inb]
+    ignored += int((~hit).sum())
+    if not hit.any():
         return llr, has_sig, ignored
-    rel = s["reliability"].to_numpy()
+    use = uses.entry_use[order[pos[hit]]]
+    rel = s["reliability"].to_numpy()[hit]
     with np.errstate(divide="ignore"):
         w = np.log(rel) - np.log1p(-rel)
-    s = s.assign(u=s["u"].to_numpy().astype(np.int64),
-                 w=np.where(s["confirmed"].to_numpy(dtype=bool), -w, w))
+    frame = pd.DataFrame({
+        "u": use, "verifier": s["verifier"].to_numpy()[hit],
+        "confirmed": s["confirmed"].to_numpy()[hit], "reliability": rel,
+        "rec": s["rec"].to_numpy()[hit],
+        "w": np.where(s["confirmed"].to_numpy()[hit], -w, w),
+    })
     # Multiset union over the records of an action: each distinct call counts as often as it
-    # appears in any single record, so cumulative logs are not double counted.
-    per_rec = s.groupby(["u", "verifier", "confirmed", "reliability", "gid"], sort=False).agg(
-        n=("w", "size"), w=("w", "first"))
-    mult = per_rec.groupby(level=["u", "verifier", "confirmed", "reliability"], sort=False).agg(
-        n=("n", "max"), w=("w", "first"))
+    # appears in any single record, so logs that repeat earlier calls are not double counted.
+    per_rec = frame.groupby(["u", "verifier", "confirmed", "reliability", "rec"],
+                            sort=False).agg(n=("w", "size"), w=("w", "first"))
+    mult = per_rec.groupby(level=["u", "verifier", "confirmed", "reliability"],
+                           sort=False).agg(n=("n", "max"), w=("w", "first"))
     contrib = mult["n"].to_numpy() * mult["w"].to_numpy()
     uu = mult.index.get_level_values("u").to_numpy().astype(np.int64)
     pos_inf = np.bincount(uu, weights=(contrib == np.inf), minlength=n_uses) > 0
@@ -1039,79 +1274,28 @@ def _signal_llr(sig: pd.DataFrame, entries: pd.DataFrame, premise_key: pd.Series
     return llr, has_sig, ignored
 
 
-@dataclass(kw_only=True)
-class _Uses:
-    """The uses of a set of decision-log entries (one per action and premise)."""
-
-    u: pd.DataFrame  # the entry that represents each use (the action's last)
-    pkey: pd.Series  # premise key of each use
-    action: IntArray  # action code of each use (shared with the outcome codes)
-    t_us: IntArray
-    invalid: BoolArray
-    detail: NDArray[np.object_]
-    entry_use: IntArray  # for every entry, the position of its use
-    premise_key: pd.Series  # premise key of every entry
-    n_entries: int
-
-
-def _collect_uses(entries: pd.DataFrame,
-                  other_action_ids: pd.Series | None = None) -> tuple[_Uses, IntArray]:
-    """One use per (action, premise), the action's last entry winning; the action codes of
-    ``other_action_ids`` (outcome records) in the same code space."""
-    other = (other_action_ids if other_action_ids is not None
-             else pd.Series(pd.array([], dtype="str")))
-    o_action, e_action = _factorize(other, entries["action_id"])
-    no_action = e_action < 0
-    if no_action.any():
-        # A record without action_id is an action of its own.
-        gid = (entries["file"].to_numpy()[no_action] * (1 << 40)
-               + entries["line"].to_numpy()[no_action])
-        e_action = e_action.copy()
-        e_action[no_action] = (int(max(e_action.max(initial=-1), o_action.max(initial=-1))) + 1
-                               + pd.factorize(gid)[0])
-    premise_key = _premise_keys(entries)
-    (p_codes,) = _factorize(premise_key)
-    use_code = e_action * (int(p_codes.max(initial=0)) + 1) + p_codes
-    last_idx = np.flatnonzero(~pd.Series(use_code).duplicated(keep="last").to_numpy())
-    u = entries.iloc[last_idx].reset_index(drop=True)
-    n_uses = len(u)
-    order = np.argsort(use_code[last_idx], kind="stable")
-    entry_use = (order[np.searchsorted(use_code[last_idx][order], use_code)] if n_uses
-                 else np.zeros(0, np.int64))
-    t_us = _times_us(u["time_str"], u["time_num"].to_numpy())
-    invalid, detail = _invalid_detail(u, t_us)
-    uses = _Uses(u=u, pkey=premise_key.iloc[last_idx].reset_index(drop=True),
-                 action=e_action[last_idx], t_us=t_us, invalid=invalid, detail=detail,
-                 entry_use=entry_use, premise_key=premise_key, n_entries=len(entries))
-    return uses, o_action
-
-
-def _join(plist: list[PathLike], entries: pd.DataFrame, sig: pd.DataFrame,
-          stats: list[LogReadStats], out_df: pd.DataFrame, out_invalid: pd.DataFrame,
-          soft_labels: str) -> tuple[pd.DataFrame, JoinReport]:
+def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
+          out_invalid: pd.DataFrame, soft_labels: str) -> tuple[pd.DataFrame, JoinReport]:
     n_out = len(out_df)
-    uses, o_action = _collect_uses(entries, out_df["action_id"])
-    n_entries = uses.n_entries
-    u, u_pkey, u_action, t_us = uses.u, uses.pkey, uses.action, uses.t_us
-    invalid, detail = uses.invalid, uses.detail
+    uses, o_action = _collect_uses(log, out_df["action_id"])
+    u, u_action, t_us, invalid = uses.u, uses.action, uses.t_us, uses.invalid
     n_uses = len(u)
     n_in_action = np.bincount(u_action)[u_action] if n_uses else np.zeros(0, np.int64)
-    llr, has_sig, ignored_signals = _signal_llr(sig, entries, uses.premise_key,
-                                                uses.entry_use, n_uses)
+    llr, has_sig, ignored_signals = _signal_llr(log, uses, n_uses)
 
     # -- outcomes -------------------------------------------------------------------------------
     o_claim, u_claim = _factorize(out_df["claim_id"], u["claim_id"])
     o_t = out_df["t_us"].to_numpy(dtype=np.int64)
     o_v = out_df["violated"].to_numpy(dtype=bool)
-    has_a = o_action >= 0
+    has_a = out_df["action_id"].notna().to_numpy()
     has_c = o_claim >= 0
     n_claim_codes = int(max(o_claim.max(initial=-1), u_claim.max(initial=-1))) + 2
 
     valid = ~invalid
     final = np.zeros(n_uses, dtype=bool)
     label = np.zeros(n_uses, dtype=bool)
-    reason = np.full(n_uses, "", dtype=object)
-    reason[invalid] = "invalid_use"
+    reason = np.full(n_uses, _JOINED, dtype=np.int8)
+    reason[invalid] = _INVALID
     had_before = np.zeros(n_uses, dtype=bool)
     ambiguous = np.zeros(n_uses, dtype=bool)
     o_used = np.zeros(n_out, dtype=bool)
@@ -1123,6 +1307,8 @@ def _join(plist: list[PathLike], entries: pd.DataFrame, sig: pd.DataFrame,
     def action_stage(o_mask: BoolArray, u_key: IntArray, o_key: IntArray,
                      single_premise_only: bool) -> None:
         sel = np.flatnonzero(o_mask)
+        if not sel.size:
+            return
         ui, oj = _pairs(np.where(valid, u_key, -1), o_key[sel])
         oi = sel[oj]
         after = o_t[oi] >= t_us[ui]
@@ -1144,7 +1330,7 @@ def _join(plist: list[PathLike], entries: pd.DataFrame, sig: pd.DataFrame,
         o_ambiguous[oi[after & amb[ui]]] = True
         label[ok] = lab[ok]
         final[ok | conflict] = True
-        reason[conflict] = "conflicting_outcomes"
+        reason[conflict] = _CONFLICT
         ambiguous[amb] = True
 
     # 1. action + claim; 2. action only.
@@ -1163,7 +1349,7 @@ def _join(plist: list[PathLike], entries: pd.DataFrame, sig: pd.DataFrame,
         g_n = agg["n"].to_numpy()
         g_true = agg["n_true"].to_numpy()
         # Dense time ranks turn (claim, time) into one sortable int64 key.
-        uniq_t = np.unique(np.concatenate([g_t, t_us[valid]]))
+        uniq_t = _sorted_unique(np.concatenate([g_t, t_us[valid]]))
         n_rank = uniq_t.size + 1
         g_key = g_c * n_rank + np.searchsorted(uniq_t, g_t)
         u_key = u_claim * n_rank + np.searchsorted(uniq_t, t_us)
@@ -1181,7 +1367,7 @@ def _join(plist: list[PathLike], entries: pd.DataFrame, sig: pd.DataFrame,
         conflict_c = (g_true[gi] > 0) & (g_true[gi] < g_n[gi])
         label[cu[~conflict_c]] = g_true[gi[~conflict_c]] == g_n[gi[~conflict_c]]
         final[cu] = True
-        reason[cu[conflict_c]] = "conflicting_outcomes"
+        reason[cu[conflict_c]] = _CONFLICT
         g_used = np.zeros(g_key.size, dtype=bool)
         g_used[gi[~conflict_c]] = True
         g_conf = np.zeros(g_key.size, dtype=bool)
@@ -1197,20 +1383,22 @@ def _join(plist: list[PathLike], entries: pd.DataFrame, sig: pd.DataFrame,
         oc = o_claim[c_sel]
         o_keymatch[c_sel] |= seen[oc]
         o_has_earlier_use[c_sel] |= seen[oc] & (min_t[oc] <= o_t[c_sel])
+    elif c_sel.size:
+        pass  # no uses: every claim outcome is no_matching_use
 
     # -- final reasons and verifier soft labels ------------------------------------------------
     open_ = valid & ~final
-    reason[open_ & ambiguous] = "ambiguous_action_outcome"
-    reason[open_ & ~ambiguous & had_before] = "outcome_before_use"
-    reason[open_ & ~ambiguous & ~had_before] = "no_outcome_yet"
+    reason[open_ & ambiguous] = _AMBIGUOUS
+    reason[open_ & ~ambiguous & had_before] = _BEFORE
+    reason[open_ & ~ambiguous & ~had_before] = _NO_OUTCOME
     soft = np.zeros(n_uses, dtype=bool)
     if soft_labels == "posterior":
         soft = open_ & has_sig
         bad_sig = soft & np.isnan(llr)
-        reason[bad_sig] = "conflicting_signals"
+        reason[bad_sig] = _BAD_SIGNALS
         soft &= ~bad_sig
-        reason[soft] = ""
-    hard = final & (reason == "")
+        reason[soft] = _JOINED
+    hard = final & (reason == _JOINED)
     joined = hard | soft
 
     p_logged = u["p"].to_numpy()
@@ -1226,89 +1414,85 @@ def _join(plist: list[PathLike], entries: pd.DataFrame, sig: pd.DataFrame,
     viol = np.concatenate([label[hi], np.ones(pos_rows.size, bool),
                            np.zeros(neg_rows.size, bool)])
     weight = np.concatenate([np.ones(hi.size), q[pos_rows], 1.0 - q[neg_rows]])
-    from_verifier = np.concatenate([np.zeros(hi.size, bool),
-                                    np.ones(pos_rows.size + neg_rows.size, bool)])
+    from_verifier = np.concatenate([np.zeros(hi.size, np.int64),
+                                    np.ones(pos_rows.size + neg_rows.size, np.int64)])
     order = np.lexsort((~viol, idx))
     idx, viol, weight, from_verifier = idx[order], viol[order], weight[order], from_verifier[order]
-    sel = u.iloc[idx]
-    file_names = np.array([os.fspath(p) for p in plist] + [""], dtype=object)
+    file_names = [os.fspath(p) for p in plist]
+    file_of = u["file"].to_numpy()
     claims = pd.DataFrame({
-        "claim_id": sel["claim_id"].to_numpy(),
+        "claim_id": u["claim_id"].array[idx],
         "timestamp": _us_to_datetime(t_us[idx]),
-        "recency_hours": sel["recency_hours"].to_numpy(),
-        "source_trust_score": sel["source_trust_score"].to_numpy(),
-        "model_confidence": sel["model_confidence"].to_numpy(),
-        "contradiction_flag": sel["contradiction_flag"].to_numpy() > 0.5,
+        **{c: u[c].to_numpy()[idx] for c in CLAIM_FEATURES if c != "contradiction_flag"},
+        "contradiction_flag": u["contradiction_flag"].to_numpy()[idx] > 0.5,
         "violated": viol,
         "label_weight": weight,
-        "action_id": sel["action_id"].to_numpy(),
-        "tool_name": sel["tool_name"].to_numpy(),
-        "premise_id": u_pkey.iloc[idx].to_numpy(),
+        "action_id": _cat_take(u["action_id"], idx),
+        "tool_name": _cat_take(u["tool_name"], idx),
+        "premise_id": uses.premise_ids(idx),
         "use_id": idx.astype(np.int64),
-        "label_source": np.where(from_verifier, "verifier", "outcome").astype(object),
+        "label_source": _from_codes(from_verifier, ["outcome", "verifier"]),
         "signal_llr": np.where(has_sig[idx], llr[idx], 0.0),
         "p_logged": p_logged[idx],
-        "calibrator": sel["calibrator"].to_numpy(),
-        "regime": sel["regime"].to_numpy(),
-        "decision_file": file_names[sel["file"].to_numpy(dtype=np.int64)],
-        "decision_line": sel["line"].to_numpy(dtype=np.int64),
+        "calibrator": _cat_take(u["calibrator"], idx),
+        "regime": _cat_take(u["regime"], idx),
+        "decision_file": _from_codes(file_of[idx], file_names),
+        "decision_line": u["line"].to_numpy(dtype=np.int64)[idx],
     })
-    for col in ("claim_id", "action_id", "tool_name", "premise_id", "label_source",
-                "calibrator", "regime", "decision_file"):
-        claims[col] = pd.array(claims[col].to_numpy(dtype=object), dtype="str")
 
     # -- report ---------------------------------------------------------------------------------
     unj = np.flatnonzero(~joined)
     reasons = reason[unj]
-    us = u.iloc[unj]
-    t_unj = t_us[unj]
     unjoined_uses = pd.DataFrame({
-        "decision_file": pd.array(file_names[us["file"].to_numpy(dtype=np.int64)].tolist(),
-                                  dtype="str"),
-        "decision_line": us["line"].to_numpy(dtype=np.int64),
-        "action_id": us["action_id"].to_numpy(),
-        "premise_id": u_pkey.iloc[unj].to_numpy(),
-        "claim_id": us["claim_id"].to_numpy(),
-        "time": _us_to_datetime(t_unj),
-        "reason": pd.array(reasons.tolist(), dtype="str"),
-        "detail": pd.array(detail[unj].tolist(), dtype="str"),
+        "decision_file": _from_codes(file_of[unj], file_names),
+        "decision_line": u["line"].to_numpy(dtype=np.int64)[unj],
+        "action_id": _cat_take(u["action_id"], unj),
+        "premise_id": uses.premise_ids(unj),
+        "claim_id": u["claim_id"].array[unj],
+        "time": _us_to_datetime(t_us[unj]),
+        "reason": _from_codes(reasons, UNJOINED_REASONS),
+        "detail": _from_codes(uses.detail_codes[unj], uses.detail_categories),
     })
-    status = np.full(n_out, "", dtype=object)
-    status[o_used] = "used"
-    status[~o_used & o_conflict] = "conflicting"
-    status[~o_used & ~o_conflict & o_ambiguous] = "ambiguous"
-    rest = status == ""
-    status[rest & ~o_keymatch] = "no_matching_use"
-    status[rest & o_keymatch & o_has_earlier_use] = "superseded"
-    status[rest & o_keymatch & ~o_has_earlier_use] = "before_use"
-    counts = {s: int((status == s).sum()) for s in OUTCOME_STATUSES}
+    status = np.full(n_out, -1, dtype=np.int64)
+    status[o_used] = 0
+    status[~o_used & o_conflict] = 1
+    status[~o_used & ~o_conflict & o_ambiguous] = 2
+    rest = status < 0
+    status[rest & o_keymatch & o_has_earlier_use] = 3
+    status[rest & o_keymatch & ~o_has_earlier_use] = 4
+    status[rest & ~o_keymatch] = 5
+    counts = {s: int((status == i).sum()) for i, s in enumerate(OUTCOME_STATUSES)}
     counts["invalid"] = len(out_invalid)
-    not_used = np.flatnonzero(status != "used")
+    not_used = np.flatnonzero(status != 0)
     od = out_df.iloc[not_used]
+    n_inv = len(out_invalid)
     outcome_details = pd.DataFrame({
         "source": np.concatenate([od["source"].to_numpy(dtype=np.int64),
                                   out_invalid["source"].to_numpy(dtype=np.int64)]),
         "row": np.concatenate([od["row"].to_numpy(dtype=np.int64),
                                out_invalid["row"].to_numpy(dtype=np.int64)]),
-        "action_id": pd.array(od["action_id"].tolist() + [None] * len(out_invalid),
+        "action_id": pd.array(pd.concat([od["action_id"], pd.Series([None] * n_inv,
+                                                                    dtype="str")]),
                               dtype="str"),
-        "claim_id": pd.array(od["claim_id"].tolist() + [None] * len(out_invalid), dtype="str"),
+        "claim_id": pd.array(pd.concat([od["claim_id"], pd.Series([None] * n_inv,
+                                                                  dtype="str")]),
+                             dtype="str"),
         "time": _us_to_datetime(np.concatenate([od["t_us"].to_numpy(dtype=np.int64),
-                                                np.full(len(out_invalid), _NAT)])),
-        "status": pd.array(status[not_used].tolist() + ["invalid"] * len(out_invalid),
-                           dtype="str"),
+                                                np.full(n_inv, _NAT)])),
+        "status": _from_codes(np.concatenate([status[not_used], np.full(n_inv, 6)]),
+                              OUTCOME_STATUSES),
         "detail": pd.array([""] * len(od) + out_invalid["reason"].tolist(), dtype="str"),
     }).sort_values(["source", "row"], kind="stable", ignore_index=True)
     report = JoinReport(
         decision_files=[{"path": os.fspath(p), **s.to_dict()}
-                        for p, s in zip(plist, stats, strict=True)],
-        premise_entries=n_entries,
-        repeated_entries=n_entries - n_uses,
+                        for p, s in zip(plist, log.stats, strict=True)],
+        premise_entries=uses.n_entries,
+        repeated_entries=uses.n_entries - n_uses,
         uses_read=n_uses,
         joined=int(joined.sum()),
         joined_by_source={"outcome": int(hard.sum()), "verifier": int(soft.sum())},
-        unjoined={r: int((reasons == r).sum()) for r in UNJOINED_REASONS},
-        outcomes_read=n_out + len(out_invalid),
+        unjoined={r: int((reasons == i).sum()) for i, r in enumerate(UNJOINED_REASONS)},
+        outcomes_read=n_out + n_inv,
         outcomes=counts,
         rows=len(claims),
         soft_labels=soft_labels,

@@ -338,17 +338,18 @@ def test_columnar_path_equals_line_parser(mixed_log: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import amv_calib.labels as labels
 
-    slow, sig_slow, st_slow = read_uses(mixed_log, columnar=False)
+    slow = read_uses(mixed_log, columnar=False)
     # small blocks so that some are parsed columnar and others (camelCase, numbers, blank
     # lines) fall back to the line parser
     monkeypatch.setattr(labels, "_BLOCK_BYTES", 64 << 10)
-    fast, sig_fast, st_fast = read_uses(mixed_log, columnar=True)
-    pd.testing.assert_frame_equal(fast, slow)
-    pd.testing.assert_frame_equal(sig_fast.sort_values(["file", "line"], ignore_index=True),
-                                  sig_slow.sort_values(["file", "line"], ignore_index=True))
-    assert st_fast[0].to_dict() == st_slow[0].to_dict()
-    assert st_slow[0].blank == 1 and st_slow[0].records == 3002
-    camel = slow.loc[slow["action_id"] == "seed-1"].iloc[0]
+    fast = read_uses(mixed_log, columnar=True)
+    pd.testing.assert_frame_equal(fast.entries, slow.entries)
+    pd.testing.assert_frame_equal(fast.signals.sort_values(["rec"], ignore_index=True),
+                                  slow.signals.sort_values(["rec"], ignore_index=True))
+    assert fast.stats[0].to_dict() == slow.stats[0].to_dict()
+    assert slow.stats[0].blank == 1 and slow.stats[0].records == 3002
+    e = slow.entries
+    camel = e.loc[e["action_id"] == "seed-1"].iloc[0]
     assert (camel["claim_id"], camel["p"], camel["contradiction_flag"]) == ("c1", 0.3, 1.0)
     a, _ = label_claims(mixed_log, columnar=False)
     b, _ = label_claims(mixed_log, columnar=True)

@@ -291,9 +291,23 @@ def _pick(data: Mapping[str, Any], names: tuple[str, ...]) -> tuple[bool, Any]:
     return found, None
 
 
+def _names(aliases: Mapping[str, tuple[str, ...]]) -> tuple[frozenset[str], frozenset[str]]:
+    """(every spelling, the spellings that are not canonical) of an alias map."""
+    every = frozenset(n for names in aliases.values() for n in names)
+    return every, every - frozenset(aliases)
+
+
+_CLAIM_ALIASES: Final[dict[str, tuple[str, ...]]] = {
+    **PREMISE_ALIASES, "claim_id": ("claim_id", "claimId", "id")}
+_NAMES: Final = {id(a): _names(a) for a in (DECISION_ALIASES, PREMISE_ALIASES,
+                                           VERIFIER_CALL_ALIASES, _CLAIM_ALIASES)}
+
+
 def _normalize_fields(data: Mapping[str, Any],
                       aliases: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
-    known = {n for names in aliases.values() for n in names}
+    known, alias_only = _NAMES.get(id(aliases)) or _names(aliases)
+    if alias_only.isdisjoint(data.keys()):
+        return dict(data)  # already canonical (what this package's gate writes)
     out: dict[str, Any] = {}
     for canonical, names in aliases.items():
         found, value = _pick(data, names)
@@ -311,7 +325,7 @@ def _normalize_premise(premise: Any) -> Any:
     out = _normalize_fields(premise, PREMISE_ALIASES)
     claim = out.pop("claim", None)
     if isinstance(claim, Mapping):
-        c = _normalize_fields(claim, {**PREMISE_ALIASES, "claim_id": ("claim_id", "claimId", "id")})
+        c = _normalize_fields(claim, _CLAIM_ALIASES)
         for key in ("claim_id", *_CLAIM_FEATURE_KEYS):
             if out.get(key) is None and c.get(key) is not None:
                 out[key] = c[key]
