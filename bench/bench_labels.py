@@ -154,11 +154,17 @@ def child_baseline(log: str, outcomes: str) -> dict[str, Any]:
             "uses": len(uses)}
 
 
-def _run_child(side: str, data: dict[str, Any]) -> dict[str, Any]:
+def _run_child(side: str, data: dict[str, Any], mem_limit_gib: float) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", side,
-           "--log", data["log"], "--outcomes-file", data["outcomes"]]
+           "--log", data["log"], "--outcomes-file", data["outcomes"],
+           "--mem-limit-gib", str(mem_limit_gib)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
     if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-3:]
+        if any("MemoryError" in line or "bad_alloc" in line for line in tail):
+            return {"failed": f"out of memory under a {mem_limit_gib:g} GiB address-space "
+                              f"limit", "seconds": float("nan"), "peak_mib": float("nan"),
+                    "rows": 0}
         raise RuntimeError(f"{side} failed:\n{proc.stderr}")
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
@@ -211,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-dir", default=None, help="where to write the generated data")
     ap.add_argument("--keep", action="store_true", help="keep the generated data")
     ap.add_argument("--no-baseline", action="store_true", help="skip the pandas baseline")
+    ap.add_argument("--mem-limit-gib", type=float, default=18.0,
+                    help="address-space limit of each side's process (0: none)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "labels.json"))
     ap.add_argument("--child", choices=("ours", "baseline"), help=argparse.SUPPRESS)
     ap.add_argument("--log", help=argparse.SUPPRESS)
@@ -218,6 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.child:
         sys.path.insert(0, str(ROOT))
+        if args.mem_limit_gib > 0:
+            # A run that would exhaust the machine fails with MemoryError instead of making
+            # the kernel kill processes (other work shares this machine).
+            limit = int(args.mem_limit_gib * 2**30)
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         fn = child_ours if args.child == "ours" else child_baseline
         print(json.dumps(fn(args.log, args.outcomes_file)))
         return 0
@@ -231,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"data: {n_lines:,} lines ({data['log_bytes'] / 2**20:,.0f} MiB, "
               f"{data['premise_entries']:,} premise entries), {n_out:,} outcomes, "
               f"generated in {data['generate_seconds']:.1f} s", flush=True)
-        ours = _run_child("ours", data)
+        ours = _run_child("ours", data, args.mem_limit_gib)
         print(f"ours:     {ours['seconds']:8.1f} s  peak {ours['peak_mib']:8,.0f} MiB  "
               f"rows {ours['rows']:,}", flush=True)
         result: dict[str, Any] = {"data": {k: v for k, v in data.items()
@@ -239,14 +252,19 @@ def main(argv: list[str] | None = None) -> int:
                                   "ours": {k: ours[k] for k in ("seconds", "peak_mib", "rows")},
                                   "join": ours["join"]}
         if not args.no_baseline:
-            base = _run_child("baseline", data)
+            base = _run_child("baseline", data, args.mem_limit_gib)
             print(f"baseline: {base['seconds']:8.1f} s  peak {base['peak_mib']:8,.0f} MiB  "
                   f"rows {base['rows']:,} (plain equi-join, no time rule)", flush=True)
             result["baseline"] = base
-            result["ratios"] = {"time_ours_over_baseline": ours["seconds"] / base["seconds"],
-                                "memory_ours_over_baseline": ours["peak_mib"] / base["peak_mib"]}
-            print(f"ratio ours/baseline: time {result['ratios']['time_ours_over_baseline']:.2f}x"
-                  f", peak memory {result['ratios']['memory_ours_over_baseline']:.2f}x")
+            if "failed" not in base:
+                result["ratios"] = {
+                    "time_ours_over_baseline": ours["seconds"] / base["seconds"],
+                    "memory_ours_over_baseline": ours["peak_mib"] / base["peak_mib"]}
+                print(f"ratio ours/baseline: time "
+                      f"{result['ratios']['time_ours_over_baseline']:.2f}x, peak memory "
+                      f"{result['ratios']['memory_ours_over_baseline']:.2f}x")
+            else:
+                print(f"baseline: {base['failed']}")
         lat = writer_latency(folder, 1_000 if args.quick else 100_000)
         result["writer_latency"] = lat
         print(f"writer append: p50 {lat['writer']['p50_us']:.1f} us, p99 "
