@@ -195,10 +195,22 @@ def make_storage(url: str | os.PathLike[str] | None = None, *, n_workers: int = 
                 f"storage={text!r}: SQLite is for a single process; use the journal file "
                 f"storage (default) or PostgreSQL for {n_workers} parallel workers"
             )
-        return optuna.storages.RDBStorage(text)
+        return optuna.storages.RDBStorage(_rdb_url(text))
     path = Path(text[len("journal:"):] if text.startswith("journal:") else text)
     path.parent.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
+
+
+def _rdb_url(url: str) -> str:
+    # SQLAlchemy's plain postgresql:// means psycopg2; psycopg 3 (the dev extra) needs its own
+    # dialect name, so a plain URL works with whichever driver is installed.
+    import importlib.util
+
+    for plain in ("postgresql://", "postgres://"):
+        if url.startswith(plain) and importlib.util.find_spec("psycopg2") is None \
+                and importlib.util.find_spec("psycopg") is not None:
+            return "postgresql+psycopg://" + url[len(plain):]
+    return url
 
 
 def _storage_label(url: str | os.PathLike[str] | None) -> str:
@@ -208,8 +220,9 @@ def _storage_label(url: str | os.PathLike[str] | None) -> str:
     if "://" in text:
         # Never echo a password.
         head, _, tail = text.partition("://")
-        if "@" in tail:
-            tail = "***@" + tail.split("@", 1)[1]
+        userinfo, at, rest = tail.partition("@")
+        if at and ":" in userinfo:
+            tail = f"{userinfo.split(':', 1)[0]}:***@{rest}"
         return f"{head}://{tail}"
     return text
 

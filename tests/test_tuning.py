@@ -162,6 +162,14 @@ def test_study_setup_must_match_on_resume(episodes: EpisodeSet, tmp_path: Path) 
                         target_harmful=0.2, planner="myopic", n_boot=0)
 
 
+def test_storage_label_hides_the_password() -> None:
+    from amv_calib.tuning import _storage_label
+
+    assert _storage_label("postgresql://amv:s3cret@db:5432/optuna") == \
+        "postgresql://amv:***@db:5432/optuna"
+    assert _storage_label("postgresql://amv@db/optuna") == "postgresql://amv@db/optuna"
+
+
 def test_sqlite_refused_for_parallel_workers(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="SQLite is for a single process"):
         make_storage(f"sqlite:///{tmp_path / 'o.db'}", n_workers=2)
@@ -200,3 +208,72 @@ def test_transfer_check_reports_unseen_families(episodes: EpisodeSet, tmp_path: 
     with pytest.raises(ConfigError, match="proper subset"):
         transfer_check(episodes, tune_families=fams, calibrator=seed_prior_calibrator(),
                        trials=1, storage=str(tmp_path / "t3.log"))
+
+
+@pytest.fixture(scope="module")
+def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A throw-away PostgreSQL server on a unix socket (skipped where none can run)."""
+    import shutil
+    import tempfile
+
+    pytest.importorskip("psycopg")
+    initdb, pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
+    if initdb is None or pg_ctl is None:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found")
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # the server refuses to run as root
+        runuser = shutil.which("runuser")
+        try:
+            import pwd
+
+            pwd.getpwnam("postgres")
+        except KeyError:
+            runuser = None
+        if runuser is None:
+            pytest.skip("running as root without a 'postgres' user to run the server")
+        prefix = [runuser, "-u", "postgres", "--"]
+    base = Path(tempfile.mkdtemp(prefix="amv-pg-"))
+    base.chmod(0o755)
+    data, sock = base / "data", base / "sock"
+    data.mkdir()
+    sock.mkdir()
+    if prefix:
+        shutil.chown(data, "postgres")
+        shutil.chown(sock, "postgres")
+    port = "54329"
+    subprocess.run([*prefix, initdb, "-D", str(data), "-A", "trust", "-U", "postgres"],
+                   check=True, capture_output=True, timeout=120)
+    subprocess.run([*prefix, pg_ctl, "-D", str(data), "-l", str(sock / "log"), "-w", "-o",
+                    f"-k {sock} -c listen_addresses='' -p {port}", "start"],
+                   check=True, capture_output=True, timeout=120)
+    try:
+        import psycopg
+
+        with psycopg.connect(f"host={sock} port={port} user=postgres dbname=postgres",
+                             autocommit=True) as conn:
+            conn.execute("CREATE DATABASE optuna")
+        yield f"postgresql://postgres@/optuna?host={sock}&port={port}"
+    finally:
+        subprocess.run([*prefix, pg_ctl, "-D", str(data), "-m", "fast", "stop"],
+                       capture_output=True, timeout=120)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_two_workers_share_one_postgres_study(episodes: EpisodeSet, postgres_url: str) -> None:
+    res = tune_thresholds(episodes, calibrator=seed_prior_calibrator(), trials=10,
+                          storage=postgres_url, study_name="pg", seed=3, target_harmful=TARGET,
+                          planner="myopic", n_boot=0, n_workers=2)
+    # each worker stops once completed + running trials reach the target: at most one extra
+    assert 10 <= res.n_trials <= 11
+    assert res.storage.startswith("postgresql://postgres@/optuna")
+    import optuna
+
+    study = optuna.load_study(study_name="pg", storage=make_storage(postgres_url))
+    numbers = [t.number for t in study.trials]
+    assert numbers == list(range(len(numbers)))
+    # resuming from another "machine" (this process) runs only what is missing
+    again = tune_thresholds(episodes, calibrator=seed_prior_calibrator(), trials=12,
+                            storage=postgres_url, study_name="pg", seed=3,
+                            target_harmful=TARGET, planner="myopic", n_boot=0)
+    assert again.n_trials == 12 and again.n_new == 12 - res.n_trials
