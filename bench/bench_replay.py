@@ -13,7 +13,8 @@ Measured (issue 6 targets) on 10,000 synthetic episodes (``amv_calib.synth``):
 * Optuna trials/s of ``tune_thresholds`` (constrained, myopic planner, tuning split of
   the 10,000 episodes) sequentially and with 2 worker processes on a journal file; target
   200 trials in under a minute on 2 cores. Baseline: the same study loop with a constant
-  objective (Optuna's own overhead per trial).
+  objective (Optuna's own overhead per trial). A short lookahead-planner run is timed too
+  and extrapolated to 200 trials.
 
 Run ``.venv/bin/python bench/bench_replay.py [--quick]``; the numbers go to
 ``bench/results/replay.json``.
@@ -158,6 +159,16 @@ def bench_tuning(n: int, trials: int, seed: int) -> dict[str, Any]:
             secs = time.perf_counter() - t0
             out[f"workers_{workers}"] = {"seconds": secs, "trials_per_s": res.n_trials / secs,
                                          "n_tune": res.n_tune}
+        # the lookahead planner's trials are far dearer: a short run, extrapolated to 200
+        la_trials = max(2, trials // 10)
+        t0 = time.perf_counter()
+        res = tune_thresholds(es, calibrator=cal, trials=la_trials,
+                              storage=str(Path(tmp) / "la.log"), study_name="b", seed=seed,
+                              planner="lookahead", n_boot=0)
+        secs = time.perf_counter() - t0
+        out["lookahead_workers_1"] = {"seconds": secs, "trials": la_trials,
+                                      "trials_per_s": la_trials / secs,
+                                      "seconds_for_200": 200 * secs / la_trials}
         # baseline: Optuna's own per-trial cost (same sampler, journal storage, no replay)
         storage = optuna.storages.JournalStorage(
             optuna.storages.journal.JournalFileBackend(str(Path(tmp) / "base.log")))
@@ -211,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tuning {w} worker(s): {trials} trials in {r['seconds']:.1f} s "
               f"({r['trials_per_s']:.1f} trials/s; Optuna alone {base:.1f}/s, "
               f"ratio {r['trials_per_s'] / base:.2f})")
+    la = t["lookahead_workers_1"]
+    print(f"tuning lookahead planner: {la['trials']} trials in {la['seconds']:.1f} s "
+          f"(~{la['seconds_for_200']:.0f} s for 200)")
     print(f"wrote {args.out}")
     return 0
 
