@@ -8,9 +8,10 @@ per (claim, use), and accounts for every input record in a :class:`JoinReport`.
 Uses
 ----
 A *use* is one premise of one action: the key is ``(action_id, premise id)`` (the premise id
-falls back to its ``claim_id``). A sequential run logs several records for one action (one
-per step); they are one use each premise, and the **last** record of the action (in file
-order, files in the order given) supplies the use time and the claim features. A record
+falls back to its ``claim_id``). An action logged several times (a caller that evaluates it
+again after each verification) is one use per premise, and the **last** record of the
+action (in file order, files in the order given) supplies the use time and the claim
+features; ``Gate.run`` logs one record per action, with all its verifier calls. A record
 without ``action_id`` is an action of its own. Premise entries merged this way are counted
 as ``repeated_entries``. A use whose claim id, time or features break the data contract
 (``recency_hours >= 0``, scores in [0, 1], a boolean contradiction flag) is ``invalid_use``.
@@ -49,7 +50,10 @@ training on these weights is unbiased; when it is not, :func:`fit_noisy_labels` 
 prior by EM (maximum likelihood of the noisy signals). Signals from several records of one
 action are merged as a multiset (each distinct call counted as often as it appears in any
 single record), so logs that repeat earlier calls in later records are not double counted.
-``soft_labels="off"`` ignores signals.
+``soft_labels="off"`` ignores signals. The two rows of a soft label share ``claim_id`` and
+``timestamp``: train from this table directly (``sample_weight=label_weight``); the ingest
+validator (:func:`amv_calib.ingest.load_claims`) counts the second row as a duplicate
+(claim_id, timestamp) pair, so re-ingest only tables made with ``soft_labels="off"``.
 
 Accounting
 ----------
@@ -1383,8 +1387,6 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         oc = o_claim[c_sel]
         o_keymatch[c_sel] |= seen[oc]
         o_has_earlier_use[c_sel] |= seen[oc] & (min_t[oc] <= o_t[c_sel])
-    elif c_sel.size:
-        pass  # no uses: every claim outcome is no_matching_use
 
     # -- final reasons and verifier soft labels ------------------------------------------------
     open_ = valid & ~final
