@@ -543,6 +543,7 @@ class PipelineTracker:
         self._experiment_id: str | None = None
         self._stack: contextlib.ExitStack | None = None
         self._owns_run = True
+        self._replays: set[tuple[str, str]] = set()
 
     # context management
     def __enter__(self) -> PipelineTracker:
@@ -871,7 +872,13 @@ class PipelineTracker:
         for _, row in table.iterrows():
             values = {str(k): v for k, v in row.items() if k != pcol}
             metrics += _metrics(values, prefix=f"replay.{row[pcol]}.")
+        digest = hashlib.sha256(table.to_json(orient="split").encode()).hexdigest()
         for rid in dict.fromkeys(run_ids):
+            # MLflow appends to an existing table artifact: the same table logged twice
+            # into one run (log_tuning, then log_replay of the same file) is logged once.
+            if (rid, digest) in self._replays:
+                continue
+            self._replays.add((rid, digest))
             _log_batch(client, rid, metrics=metrics)
             client.log_table(rid, _table_for_mlflow(table), "replay_table.json")
 

@@ -422,3 +422,15 @@ def test_replay_results_of_the_replay_module(logged: dict[str, Any], tmp_path: P
         assert m[f"replay.{policy}.total_loss_low"] == ci.lo
         assert m[f"replay.{policy}.total_loss_high"] == ci.hi
         assert m[f"replay.{policy}.n"] == res.n
+
+
+def test_the_same_replay_table_is_logged_once_per_run(logged: dict[str, Any],
+                                                      tmp_path: Path) -> None:
+    path = fake_replay_json(tmp_path)
+    with tracking.pipeline_run("twice", tracking_uri=logged["uri"]) as t:
+        t.log_replay(path)
+        t.log_replay(path)
+    raw = json.loads(_download(logged["client"], str(t.run_id), "replay_table.json", tmp_path))
+    assert len(raw["data"]) == 2
+    hist = logged["client"].get_metric_history(str(t.run_id), "replay.lookahead.total_loss")
+    assert len(hist) == 1
