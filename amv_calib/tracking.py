@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import unquote
 
 import mlflow
+import numpy as np
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 
@@ -70,6 +71,7 @@ __all__ = [
     "register_champion",
     "registry_promote",
     "reliability_figure",
+    "trials_figure",
     "resolve_tracking_uri",
     "ui_command",
 ]
@@ -470,6 +472,67 @@ def reliability_figure(bins: pd.DataFrame, *, title: str = "Reliability diagram"
     return fig
 
 
+def trials_figure(trials: pd.DataFrame, *, chosen: int | None = None) -> Figure:
+    """Gate Harmful against verification cost of every completed trial, front joined.
+
+    Parameters
+    ----------
+    trials : pandas.DataFrame
+        ``trials.csv`` of the tuning stage (``number``, ``state``, ``gate_harmful``,
+        ``verification_cost``, ``total_loss`` and optionally ``feasible``).
+    chosen : int, optional
+        Trial number of the chosen thresholds, ringed.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Trials coloured by total loss (feasible ones filled); the line joins the trials no
+        other trial beats on both Gate Harmful and verification cost (the Pareto front of
+        those two objectives).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    done = trials
+    if "state" in done.columns:
+        done = done[done["state"].astype(str).str.upper() == "COMPLETE"]
+    done = done.dropna(subset=["gate_harmful", "verification_cost"])
+    x = done["verification_cost"].to_numpy(dtype=float)
+    y = done["gate_harmful"].to_numpy(dtype=float)
+    fig = Figure(figsize=(6.5, 4.8), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    color = done["total_loss"].to_numpy(dtype=float) if "total_loss" in done.columns else None
+    feasible = (done["feasible"].astype(str).str.lower() == "true").to_numpy() \
+        if "feasible" in done.columns else np.ones(len(done), dtype=bool)
+    sc = ax.scatter(x[feasible], y[feasible], c=None if color is None else color[feasible],
+                    s=18, cmap="viridis", label="feasible trials")
+    if (~feasible).any():
+        ax.scatter(x[~feasible], y[~feasible], facecolors="none", edgecolors="0.5", s=18,
+                   label="infeasible trials")
+    if color is not None and feasible.any():
+        fig.colorbar(sc, ax=ax, label="total loss per instance")
+    order = np.lexsort((y, x))
+    front, best = [], math.inf
+    for i in order:
+        if y[i] < best:
+            front.append(i)
+            best = y[i]
+    if front:
+        ax.plot(x[front], y[front], "-", color="C3", linewidth=1, label="Pareto front")
+    if chosen is not None and "number" in done.columns:
+        hit = done["number"].to_numpy() == chosen
+        if hit.any():
+            ax.scatter(x[hit], y[hit], s=120, facecolors="none", edgecolors="C3",
+                       linewidths=2, label=f"chosen (trial {chosen})")
+    ax.set_xlabel("verification cost per instance")
+    ax.set_ylabel("Gate Harmful")
+    ax.set_title("Tuning trials: harm vs verification cost", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
 # -- results ----------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class RegisteredVersion:
@@ -825,6 +888,11 @@ class PipelineTracker:
                 metrics += _trial_metrics(trials)
                 client.log_table(rid, _table_for_mlflow(trials), "trials.json")
                 params["n_trials"] = len(trials)
+                if {"gate_harmful", "verification_cost"} <= set(trials.columns):
+                    best = report.get("best_trial")
+                    fig = trials_figure(trials, chosen=best if _is_number(best) else None)
+                    client.log_figure(rid, fig, "figures/trials_harm_vs_cost.png")
+                    client.log_figure(parent, fig, "tuning/trials_harm_vs_cost.png")
             _log_batch(client, rid, metrics=metrics, params=params)
             for fname in sorted(p.name for p in tdir.iterdir() if p.is_file()):
                 path = tdir / fname
