@@ -260,8 +260,15 @@ def _myopic_voi(
     eps = float(gate.epsilon_harm_bound)
     lim = _lim(gate, kappa)
     voi = np.full((n, n_ver), -np.inf, dtype=np.float64)
-    rows = np.arange(n)
-    seed_mode = gate.mode == "seed"
+    if gate.mode != "seed":
+        # every (row, verifier) pair at once, grouped by how many premises it resolves
+        rows, cols = np.nonzero(avail)
+        if rows.size:
+            voi[rows, cols] = _amv_voi(p, resolves[rows, cols] & mask[rows], rows,
+                                       theta, kappa, lim, eps, rel[rows, cols],
+                                       lam * cost[rows, cols], q, v_stop)
+        return voi
+    rows_all = np.arange(n)
     with np.errstate(divide="ignore", invalid="ignore"):
         for v in range(n_ver):
             on = avail[:, v]
@@ -270,24 +277,21 @@ def _myopic_voi(
             target = resolves[:, v, :] & mask
             r = rel[:, v]
             lam_c = lam * cost[:, v]
-            if seed_mode:
-                first = np.argmax(target, axis=1)
-                has = target[rows, first]
-                pt = p[rows, first]
-                pc = (1.0 - pt) * r + pt * (1.0 - r)
-                pr = 1.0 - pc
-                one = np.zeros_like(target)
-                one[rows[has], first[has]] = True
-                up = np.where(one, (pt * (1.0 - r) / pc)[:, None], p)
-                down = np.where(one, (pt * r / pr)[:, None], p)
-                vc, _, _ = _screen(_p_any_seed(up, mask), theta, kappa, lim, eps)
-                vr, _, _ = _screen(_p_any_seed(down, mask), theta, kappa, lim, eps)
-                # a zero-probability outcome is skipped (the seed's 0 * kappa adds exactly 0)
-                e = np.where(pc != 0.0, pc * vc, 0.0)
-                e = np.where(pr != 0.0, e + pr * vr, e)
-                val = np.where(has, (v_stop - e) - lam_c, -lam * cost[:, v])
-            else:
-                val = _amv_voi(p, target, on, theta, kappa, lim, eps, r, lam_c, q, v_stop)
+            first = np.argmax(target, axis=1)
+            has = target[rows_all, first]
+            pt = p[rows_all, first]
+            pc = (1.0 - pt) * r + pt * (1.0 - r)
+            pr = 1.0 - pc
+            one = np.zeros_like(target)
+            one[rows_all[has], first[has]] = True
+            up = np.where(one, (pt * (1.0 - r) / pc)[:, None], p)
+            down = np.where(one, (pt * r / pr)[:, None], p)
+            vc, _, _ = _screen(_p_any_seed(up, mask), theta, kappa, lim, eps)
+            vr, _, _ = _screen(_p_any_seed(down, mask), theta, kappa, lim, eps)
+            # a zero-probability outcome is skipped (the seed's 0 * kappa adds exactly 0)
+            e = np.where(pc != 0.0, pc * vc, 0.0)
+            e = np.where(pr != 0.0, e + pr * vr, e)
+            val = np.where(has, (v_stop - e) - lam_c, -lam * cost[:, v])
             voi[:, v] = np.where(on, val, -np.inf)
     return voi
 
@@ -295,7 +299,7 @@ def _myopic_voi(
 def _amv_voi(
     p: FloatArray,
     target: BoolArray,
-    on: BoolArray,
+    row: IntArray,
     theta: FloatArray,
     kappa: FloatArray,
     lim: FloatArray,
@@ -305,45 +309,51 @@ def _amv_voi(
     q: FloatArray,
     v_stop: FloatArray,
 ) -> FloatArray:
-    """One verifier column's VOI, rows grouped by how many premises it resolves there."""
-    n = p.shape[0]
-    val = np.full(n, -np.inf, dtype=np.float64)
+    """VOI of verifier calls ``t`` (action ``row[t]``, resolving ``target[t]``, reliability
+    ``r[t]``, scaled cost ``lam_c[t]``), grouped by the number of premises resolved."""
+    n = row.size
+    val = np.empty(n, dtype=np.float64)
     k_row = target.sum(axis=1)
-    zero = on & (k_row == 0)
+    zero = k_row == 0
     # one outcome of weight 1 leaving q unchanged: E = V_stop exactly
-    val[zero] = (v_stop[zero] - v_stop[zero]) - lam_c[zero]
-    for k in np.unique(k_row[on & (k_row > 0)]).tolist():
-        rows = np.flatnonzero(on & (k_row == k))
-        cols = np.nonzero(target[rows])[1].reshape(rows.size, k)  # premise order
-        pk = p[rows[:, None], cols]
-        rk = r[rows][:, None]
-        sk = 1.0 - rk
-        ak = 1.0 - pk
-        pc = ak * rk + pk * sk
-        pr = pk * rk + ak * sk
-        fc = np.where(pc > 0.0, rk / np.where(pc > 0.0, pc, 1.0), 0.0)
-        fr = np.where(pr > 0.0, sk / np.where(pr > 0.0, pr, 1.0), 0.0)
-        qk, th, ka, li = q[rows], theta[rows], kappa[rows], lim[rows]
-        e = np.zeros(rows.size, dtype=np.float64)
-        for combo in range(1 << k):
-            # itertools.product order: the first premise is the most significant digit,
-            # confirm (0) before refute (1); outcomes of probability 0 are skipped
-            w = np.ones(rows.size, dtype=np.float64)
-            f = qk
-            ok = np.ones(rows.size, dtype=bool)
-            for t in range(k):
-                if (combo >> (k - 1 - t)) & 1:
-                    w = w * pr[:, t]
-                    f = f * fr[:, t]
-                    ok &= pr[:, t] > 0.0
-                else:
-                    w = w * pc[:, t]
-                    f = f * fc[:, t]
-                    ok &= pc[:, t] > 0.0
-            h = 1.0 - f
-            rx = th * h
-            e = np.where(ok, e + w * np.where((rx <= li) & (h <= eps), rx, ka), e)
-        val[rows] = (v_stop[rows] - e) - lam_c[rows]
+    vz = v_stop[row[zero]]
+    val[zero] = (vz - vz) - lam_c[zero]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for k in range(1, int(k_row.max(initial=0)) + 1):
+            sel = np.flatnonzero(k_row == k)
+            if sel.size == 0:
+                continue
+            at = row[sel]
+            cols = np.nonzero(target[sel])[1].reshape(sel.size, k)  # premise order
+            pk = p[at[:, None], cols]
+            rk = r[sel][:, None]
+            sk = 1.0 - rk
+            ak = 1.0 - pk
+            pc = ak * rk + pk * sk
+            pr = pk * rk + ak * sk
+            fc = np.where(pc > 0.0, rk / pc, 0.0)
+            fr = np.where(pr > 0.0, sk / pr, 0.0)
+            qk, th, ka, li = q[at], theta[at], kappa[at], lim[at]
+            e = np.zeros(sel.size, dtype=np.float64)
+            for combo in range(1 << k):
+                # itertools.product order: the first premise is the most significant digit,
+                # confirm (0) before refute (1); outcomes of probability 0 are skipped
+                w = np.ones(sel.size, dtype=np.float64)
+                f = qk
+                ok = np.ones(sel.size, dtype=bool)
+                for t in range(k):
+                    if (combo >> (k - 1 - t)) & 1:
+                        w = w * pr[:, t]
+                        f = f * fr[:, t]
+                        ok &= pr[:, t] > 0.0
+                    else:
+                        w = w * pc[:, t]
+                        f = f * fc[:, t]
+                        ok &= pc[:, t] > 0.0
+                h = 1.0 - f
+                rx = th * h
+                e = np.where(ok, e + w * np.where((rx <= li) & (h <= eps), rx, ka), e)
+            val[sel] = (v_stop[at] - e) - lam_c[sel]
     return val
 
 
