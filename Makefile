@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/amv-calib demo
+	$(BIN)/amv-calib run pipelines/retrain.toml
 
 lint: $(STAMP)
 	$(BIN)/ruff check amv_calib tests bench
@@ -26,8 +26,9 @@ typecheck: $(STAMP)
 test: $(STAMP) lint typecheck
 	$(BIN)/python -m pytest -q
 
+# Each benchmark compares against a named baseline in the same run and writes bench/results/.
 bench: $(STAMP)
-	$(BIN)/python -m bench
+	set -e; for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
