@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any, Final, Literal, cast
 
@@ -47,12 +48,12 @@ __all__ = [
     "BETA_EXTRA_MAP",
     "BETA_SCORES",
     "DEFAULT_PLATT_MAP",
+    "RICH_BETA_EXTRA_MAP",
     "RICH_PLATT_MAP",
     "BetaCalibrator",
     "IsotonicCalibrator",
     "PlattCalibrator",
     "SeedPriorCalibrator",
-    "default_calibrators",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -62,14 +63,29 @@ Direction = Literal["increasing", "decreasing"]
 #: trust, contradiction), so a fitted Platt model is the seed formula with learnt weights.
 DEFAULT_PLATT_MAP: Final = SEED_FEATURE_MAP
 
-#: A richer Platt map: the seed's terms plus ``log1p(recency / 168 h)`` (staleness that keeps
-#: growing after the ramp saturates) and ``logit(trust)`` (trust near 0 or 1 acting on the
-#: logit scale). ``compare_calibrators`` shows it as ``platt_rich``.
+
+def _terms(column: str, transform: str, *scales: float) -> tuple[Term, ...]:
+    return tuple(Term(column=column, transform=transform, scale=s)  # type: ignore[arg-type]
+                 for s in scales)
+
+
+#: A richer additive map (17 terms) that ``compare_calibrators`` uses for Platt and for the
+#: isotonic index: the seed's four terms, then ``log(confidence)`` (with ``logit`` it spans
+#: the beta-calibration pair ``log``/``log1m``), linear-spline hinges ``ramp(confidence,
+#: 0.6 | 0.8 | 0.9)``, ``log1p(recency / 10 | 100 | 1000 | 10000 h)`` (staleness laws on
+#: time scales from hours to a year), ``log``/``log1m(trust)`` and hinges ``ramp(trust,
+#: 0.3 | 0.6 | 0.8)``. Chosen because it wins on out-of-fold log loss on the synthetic
+#: generator (seeds 1 and 2, 100k rows: 2.3-2.6% above the oracle against 6% for the
+#: seed map); it nests the seed map.
 RICH_PLATT_MAP: Final = FeatureMap(
     (
         *SEED_FEATURE_MAP.terms,
-        Term(column="recency_hours", transform="log1p", scale=168.0),
-        Term(column="source_trust_score", transform="logit", eps=DEFAULT_EPS),
+        Term(column="model_confidence", transform="log", eps=DEFAULT_EPS),
+        *_terms("model_confidence", "ramp", 0.6, 0.8, 0.9),
+        *_terms("recency_hours", "log1p", 10.0, 100.0, 1000.0, 10000.0),
+        Term(column="source_trust_score", transform="log", eps=DEFAULT_EPS),
+        Term(column="source_trust_score", transform="log1m", eps=DEFAULT_EPS),
+        *_terms("source_trust_score", "ramp", 0.3, 0.6, 0.8),
     )
 )
 
@@ -84,6 +100,17 @@ BETA_SCORES: Final[tuple[tuple[str, Direction], ...]] = (
 BETA_EXTRA_MAP: Final = FeatureMap(
     (
         Term(column="recency_hours", transform="ramp", scale=720.0),
+        Term(column="contradiction_flag", transform="indicator"),
+    )
+)
+
+#: Richer extras that ``compare_calibrators`` gives Beta: the seed's recency ramp, the
+#: recency terms of :data:`RICH_PLATT_MAP` and contradiction (the constrained score terms
+#: stay the ``abm`` pairs of confidence and trust).
+RICH_BETA_EXTRA_MAP: Final = FeatureMap(
+    (
+        Term(column="recency_hours", transform="ramp", scale=720.0),
+        *_terms("recency_hours", "log1p", 10.0, 100.0, 1000.0, 10000.0),
         Term(column="contradiction_flag", transform="indicator"),
     )
 )
@@ -108,10 +135,6 @@ def _sigmoid(z: FloatArray) -> FloatArray:
     return cast(FloatArray, np.exp(-np.logaddexp(0.0, -z)))
 
 
-def _unpenalised(C: float | None) -> bool:
-    return C is None or math.isinf(C)
-
-
 def _fit_logistic(
     F: FloatArray,
     y01: FloatArray,
@@ -122,40 +145,46 @@ def _fit_logistic(
     tol: float,
     names: Sequence[str],
 ) -> tuple[float, FloatArray, int]:
-    """Intercept, coefficients and L-BFGS iterations of a logistic regression on ``F``.
+    """Intercept, coefficients and Newton iterations of a logistic regression on ``F``.
 
-    A column that is zero on every row with positive weight gets coefficient 0 and is left
-    out of the fit (a feature never seen active carries no information). Unpenalised, a
-    constant non-zero column duplicates the intercept, which makes the fit non-identifiable:
-    that is an :class:`InsufficientDataError` naming the term.
+    scikit-learn's ``newton-cholesky`` solver: with few terms and many rows, a handful of
+    exact Newton steps converge where L-BFGS needs hundreds on correlated terms. The
+    columns are standardised (weighted mean 0, standard deviation 1 over the rows with
+    positive weight) for the fit and the coefficients mapped back, so ``C`` penalises the
+    standardised weights (unit-free). A term that is constant on the training rows carries
+    no information: it gets weight 0, with a warning naming it.
     """
-    live = w > 0
     coef = np.zeros(F.shape[1], dtype=np.float64)
+    live = w > 0
     if F.shape[1] == 0:
         rate = float(np.average(y01, weights=w))
         rate = min(max(rate, 1e-12), 1.0 - 1e-12)
         return math.log(rate / (1.0 - rate)), coef, 0
-    Fl = F[live]
-    lo, hi = Fl.min(axis=0), Fl.max(axis=0)
-    zero = (lo == 0.0) & (hi == 0.0)
-    if _unpenalised(C):
-        const = (lo == hi) & ~zero
-        if np.any(const):
-            j = int(np.argmax(const))
-            raise InsufficientDataError(
-                f"feature {names[j]!r} is constant ({float(lo[j])!r}) on all {int(live.sum())} "
-                "training rows; an unpenalised fit (C=inf) cannot tell its weight from the "
-                "intercept: use a finite C or data where it varies"
-            )
-    keep = ~zero
+    Fl, wl = F[live], w[live]
+    const = Fl.min(axis=0) == Fl.max(axis=0)
+    if np.any(const):
+        which = [f"{names[int(j)]}={float(Fl[0, j])!r}" for j in np.flatnonzero(const)]
+        warnings.warn(
+            f"feature term(s) {', '.join(which)} constant on all {int(live.sum())} training "
+            "rows: weight set to 0 (the data cannot inform it)",
+            UserWarning,
+            stacklevel=3,
+        )
+    keep = ~const
     if not np.any(keep):
-        return _fit_logistic(F[:, :0], y01, w, C=C, max_iter=max_iter, tol=tol, names=[])
+        b, _, _ = _fit_logistic(F[:, :0], y01, w, C=C, max_iter=max_iter, tol=tol, names=[])
+        return b, coef, 0
+    mean = np.average(Fl[:, keep], axis=0, weights=wl)
+    sd = np.sqrt(np.average((Fl[:, keep] - mean) ** 2, axis=0, weights=wl))
+    sd = np.where(sd > 0, sd, 1.0)
     model = LogisticRegression(
-        C=np.inf if C is None else float(C), max_iter=max_iter, tol=tol, solver="lbfgs"
+        C=np.inf if C is None else float(C), max_iter=max_iter, tol=tol,
+        solver="newton-cholesky",
     )
-    model.fit(F[:, keep], y01, sample_weight=w)
-    coef[keep] = model.coef_[0]
-    return float(model.intercept_[0]), coef, int(np.max(model.n_iter_))
+    model.fit((F[:, keep] - mean) / sd, y01, sample_weight=w)
+    coef[keep] = model.coef_[0] / sd
+    intercept = float(model.intercept_[0]) - float((coef[keep] * mean).sum())
+    return intercept, coef, int(np.max(model.n_iter_))
 
 
 class _ClaimCalibrator(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
@@ -259,12 +288,13 @@ class PlattCalibrator(_LinearCalibrator):
     feature_map : FeatureMap, optional
         Terms of the linear model; default :data:`DEFAULT_PLATT_MAP` (the seed's features).
     C : float or None, default 1.0
-        Inverse L2 strength as in :class:`~sklearn.linear_model.LogisticRegression`;
+        Inverse L2 strength as in :class:`~sklearn.linear_model.LogisticRegression`, on
+        the standardised terms (each term's weight times its standard deviation);
         ``None`` or ``inf`` fits unpenalised.
-    max_iter : int, default 1000
-        L-BFGS iteration cap.
-    tol : float, default 1e-6
-        L-BFGS gradient tolerance.
+    max_iter : int, default 100
+        Newton iteration cap.
+    tol : float, default 1e-8
+        Newton stopping tolerance (see ``LogisticRegression(solver="newton-cholesky")``).
 
     Attributes
     ----------
@@ -279,8 +309,8 @@ class PlattCalibrator(_LinearCalibrator):
         *,
         feature_map: FeatureMap | None = None,
         C: float | None = 1.0,
-        max_iter: int = 1000,
-        tol: float = 1e-6,
+        max_iter: int = 100,
+        tol: float = 1e-8,
     ) -> None:
         self.feature_map = feature_map
         self.C = C
@@ -372,8 +402,8 @@ class BetaCalibrator(_LinearCalibrator):
         extra_map: FeatureMap | Sequence[Term] | None = None,
         eps: float = DEFAULT_EPS,
         C: float | None = 1.0,
-        max_iter: int = 1000,
-        tol: float = 1e-6,
+        max_iter: int = 100,
+        tol: float = 1e-8,
     ) -> None:
         self.scores = scores
         self.extra_map = extra_map
@@ -469,9 +499,11 @@ class IsotonicCalibrator(_ClaimCalibrator):
     permutation (whole claims per part when ``X`` carries ``claim_id``). For each part a
     Platt index is fitted on the other parts and evaluated on that part, so each isotonic
     input is an index value from a model that never saw the row. Isotonic regression is fitted
-    on these out-of-part values. The deployed index is then a Platt fit on all rows: its
-    scores rank rows like the part indexes do (they estimate the same coefficients), which is
-    all an isotonic map depends on. The portable form is that one linear index plus the knots.
+    on these out-of-part values. The deployed index is the mean of the ``cv`` part indexes
+    (their intercepts and coefficients averaged): every row informs it, it estimates the
+    same coefficients as each part index, so it ranks new rows as they do, which is all the
+    isotonic table depends on; and it costs no further fit. The portable form is that one
+    linear index plus the knots.
     ``index="seed"`` uses the seed prior's fixed linear score, which needs no cross-fitting.
 
     Ties: isotonic output is a step function (pooled blocks), so rows of one block share one
@@ -513,8 +545,8 @@ class IsotonicCalibrator(_ClaimCalibrator):
         cv: int = 2,
         feature_map: FeatureMap | None = None,
         C: float | None = 1.0,
-        max_iter: int = 1000,
-        tol: float = 1e-6,
+        max_iter: int = 100,
+        tol: float = 1e-8,
         increasing: bool = True,
         strict: bool = False,
         out_of_bounds: Literal["clip"] = "clip",
@@ -550,10 +582,7 @@ class IsotonicCalibrator(_ClaimCalibrator):
                 raise ValueError(f"cv={self.cv!r} must be an integer >= 2")
             fmap = DEFAULT_PLATT_MAP if self.feature_map is None else self.feature_map
             F = fmap.transform(Xv)
-            z = self._cross_fit_index(F, y01, w, groups, fmap.names)
-            b, coef, n_iter = _fit_logistic(
-                F, y01, w, C=self.C, max_iter=self.max_iter, tol=self.tol, names=fmap.names
-            )
+            z, b, coef, n_iter = self._cross_fit_index(F, y01, w, groups, fmap.names)
         self.n_iter_ = n_iter
         sign = 1.0 if self.increasing else -1.0
         # The portable table needs rising y over rising x: a decreasing map is a rising one
@@ -580,10 +609,13 @@ class IsotonicCalibrator(_ClaimCalibrator):
 
     def _cross_fit_index(
         self, F: FloatArray, y01: FloatArray, w: FloatArray, groups: Any, names: list[str]
-    ) -> FloatArray:
+    ) -> tuple[FloatArray, float, FloatArray, int]:
+        """Out-of-part index values, the mean part index (intercept, coef), iterations."""
         cv = int(self.cv)
         parts = _split_parts(F.shape[0], groups, cv, int(self.random_state))
         z = np.empty(F.shape[0], dtype=np.float64)
+        fits: list[tuple[float, FloatArray]] = []
+        n_iter = 0
         for k in range(cv):
             test = parts == k
             train = ~test
@@ -596,11 +628,15 @@ class IsotonicCalibrator(_ClaimCalibrator):
                     f"isotonic cross-fitting part {k} of {cv}: the other parts hold a single "
                     f"class over {int(train.sum())} rows; use more data or a smaller cv"
                 )
-            b, coef, _ = _fit_logistic(
+            b, coef, it = _fit_logistic(
                 F[train], yt, wt, C=self.C, max_iter=self.max_iter, tol=self.tol, names=names
             )
             z[test] = F[test] @ coef + b
-        return z
+            fits.append((b, coef))
+            n_iter += it
+        b_mean = float(np.mean([b for b, _ in fits]))
+        coef_mean = np.mean([c for _, c in fits], axis=0)
+        return z, b_mean, coef_mean, n_iter
 
     def _knots(
         self, iso: IsotonicRegression, zs: FloatArray, w: FloatArray
@@ -647,13 +683,3 @@ class SeedPriorCalibrator(_LinearCalibrator):
     def to_portable(self, *, clamp: tuple[float, float] | None = None) -> PortableCalibrator:
         """The seed formula; its own clamp ``[0.001, 0.999]`` unless ``clamp`` is given."""
         return super().to_portable(clamp=clamp)
-
-
-def default_calibrators() -> dict[str, _ClaimCalibrator]:
-    """The calibrators ``compare_calibrators`` compares by default, keyed by name."""
-    return {
-        "platt": PlattCalibrator(),
-        "beta": BetaCalibrator(),
-        "isotonic": IsotonicCalibrator(),
-        "seed_prior": SeedPriorCalibrator(),
-    }

@@ -18,7 +18,7 @@ Definitions (``W`` is the total weight, sums run over rows or over the rows of a
   whole to bin ``floor(B * m / W)`` where ``m`` is the cumulative weight at the group's middle;
 - ``smooth_ece`` (Blasiok and Nakkiran 2024): ``smECE_s = integral over [0, 1] of
   |sum w K_s(t, p) (y - p)| / W dt`` with the reflected Gaussian kernel ``K_s`` on [0, 1],
-  at the bandwidth ``s*`` where ``smECE_s* = s*`` (found by bisection; ``smECE_s`` falls as
+  at the bandwidth ``s*`` where ``smECE_s* = s*`` (found by regula falsi; ``smECE_s`` falls as
   ``s`` grows).
 
 numpy only, except :func:`reliability_curve` (returns a pandas DataFrame).
@@ -133,8 +133,8 @@ class _Prepared:
         d = self.p - self.y
         self.squared_rows = d * d
         self._uniform: dict[int, NDArray[np.intp]] = {}
-        self._last_bins: tuple[FloatArray, int, str, tuple[FloatArray, ...]] | None = None
-        self._grids: dict[int, tuple[NDArray[np.intp], FloatArray]] = {}
+        self._last_bins: tuple[FloatArray, int, str, tuple[Any, Any, Any, Any, Any]] | None = None
+        self._fine: tuple[NDArray[np.intp], FloatArray] | None = None
 
     def sort_weights(self, w: FloatArray) -> FloatArray:
         return w if self.order is None else w[self.order]
@@ -145,10 +145,10 @@ class _Prepared:
 
     # proper scores and ranking
     def log_loss(self, w: FloatArray) -> float:
-        return float(np.dot(w, self.log_loss_rows) / w.sum())
+        return float((w * self.log_loss_rows).sum() / w.sum())
 
     def brier(self, w: FloatArray) -> float:
-        return float(np.dot(w, self.squared_rows) / w.sum())
+        return float((w * self.squared_rows).sum() / w.sum())
 
     def auc(self, w: FloatArray) -> float:
         pos = self.group_sum(w * self.y)
@@ -157,95 +157,128 @@ class _Prepared:
         if n_pos <= 0.0 or n_neg <= 0.0:
             raise ValueError("roc_auc is undefined when y has only one class (by weight)")
         neg_below = np.cumsum(neg) - neg
-        return float(np.dot(pos, neg_below + 0.5 * neg) / (n_pos * n_neg))
+        return float((pos * (neg_below + 0.5 * neg)).sum() / (n_pos * n_neg))
 
-    # binned calibration
-    def uniform_bins(self, n_bins: int) -> NDArray[np.intp]:
-        b = self._uniform.get(n_bins)
-        if b is None:
-            edges = np.linspace(0.0, 1.0, n_bins + 1)
-            b = np.searchsorted(edges[1:-1], self.p, side="right").astype(np.intp)
-            self._uniform[n_bins] = b
-        return b
-
-    def quantile_group_bins(self, w: FloatArray, n_bins: int) -> NDArray[np.intp]:
-        """Equal-mass bin of each group of tied predictions."""
+    # binned calibration: rows are sorted by p and both bin rules are monotone in p, so
+    # every bin is a contiguous run of rows, given by its start and end positions.
+    def bounds(self, w: FloatArray, n_bins: int, strategy: str) -> NDArray[np.intp]:
+        """Row positions ``[start_0, ..., start_{B-1}, n]`` of the ``n_bins`` bins."""
+        if strategy == "uniform":
+            got = self._uniform.get(n_bins)
+            if got is None:
+                # Bin k is [k/B, (k+1)/B), the last one closed, as sklearn's calibration_curve:
+                # its first row is the first with p >= k/B.
+                edges = np.linspace(0.0, 1.0, n_bins + 1)
+                inner = np.searchsorted(self.p, edges[1:-1], side="left")
+                got = np.r_[0, inner, self.p.size].astype(np.intp)
+                self._uniform[n_bins] = got
+            return got
+        # Equal mass: a group of tied p goes to bin floor(B * m / W), m the cumulative weight
+        # at the group's middle; the first group of bin k is the first with that >= k.
         gw = self.group_sum(w)
         mid = np.cumsum(gw) - 0.5 * gw
-        return cast(
-            NDArray[np.intp],
-            np.minimum(n_bins - 1, np.floor(n_bins * mid / gw.sum())).astype(np.intp),
-        )
-
-    def row_bins(self, w: FloatArray, n_bins: int, strategy: str) -> NDArray[np.intp]:
-        if strategy == "uniform":
-            return self.uniform_bins(n_bins)
-        return np.repeat(self.quantile_group_bins(w, n_bins), self.sizes)
+        gbin = np.minimum(n_bins - 1, np.floor(n_bins * mid / gw.sum()))
+        first = np.searchsorted(gbin, np.arange(1, n_bins), side="left")
+        starts = np.r_[self.starts, self.p.size]
+        return cast(NDArray[np.intp], np.r_[0, starts[first], self.p.size].astype(np.intp))
 
     def bins(
         self, w: FloatArray, n_bins: int, strategy: str
-    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-        """Per bin: weight, weighted sum of y, weighted sum of p, row count."""
+    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, NDArray[np.intp]]:
+        """Per bin: weight, weighted sum of y, weighted sum of p, row count; and the bounds."""
         last = self._last_bins
         # ECE and MCE of one weighting share their bins.
         if last is not None and last[0] is w and last[1] == n_bins and last[2] == strategy:
-            wb, yb, pb, nb = last[3]
-            return wb, yb, pb, nb
-        if strategy == "uniform":
-            b = self.uniform_bins(n_bins)
-            out = (
-                _wsum(b, w, minlength=n_bins),
-                _wsum(b, w * self.y, minlength=n_bins),
-                _wsum(b, w * self.p, minlength=n_bins),
-                _wsum(b, None, minlength=n_bins),
-            )
-        else:
-            gb = self.quantile_group_bins(w, n_bins)
-            out = (
-                _wsum(gb, self.group_sum(w), minlength=n_bins),
-                _wsum(gb, self.group_sum(w * self.y), minlength=n_bins),
-                _wsum(gb, self.group_sum(w * self.p), minlength=n_bins),
-                _wsum(gb, self.sizes.astype(np.float64), minlength=n_bins),
-            )
+            wb, yb, pb, nb, bd = last[3]
+            return wb, yb, pb, nb, bd
+        bd = self.bounds(w, n_bins, strategy)
+        out = (
+            _segment_sums(w, bd),
+            _segment_sums(w * self.y, bd),
+            _segment_sums(w * self.p, bd),
+            np.diff(bd).astype(np.float64),
+            bd,
+        )
         self._last_bins = (w, n_bins, strategy, out)
         return out
 
     def ece(self, w: FloatArray, n_bins: int, strategy: str) -> float:
-        wb, yb, pb, _ = self.bins(w, n_bins, strategy)
+        wb, yb, pb, _, _ = self.bins(w, n_bins, strategy)
         return float(np.abs(yb - pb).sum() / wb.sum())
 
     def mce(self, w: FloatArray, n_bins: int, strategy: str) -> float:
-        wb, yb, pb, _ = self.bins(w, n_bins, strategy)
+        wb, yb, pb, _, _ = self.bins(w, n_bins, strategy)
         live = wb > 0
         return float(np.max(np.abs(yb[live] - pb[live]) / wb[live]))
 
     # smooth ECE
     def grid_residuals(self, r: FloatArray, g: int) -> FloatArray:
-        """Residual masses ``r`` linearly binned onto ``g`` grid points of [0, 1]."""
-        got = self._grids.get(g)
-        if got is None:
-            x = self.p * (g - 1)
-            i = np.minimum(np.floor(x).astype(np.intp), g - 2)
-            got = (i, x - i)
-            self._grids[g] = got
-        i, frac = got
-        return _wsum(i, r * (1.0 - frac), minlength=g) + _wsum(i + 1, r * frac, minlength=g)
+        """Residual masses ``r`` linearly binned onto ``g`` grid points of [0, 1].
+
+        The data are binned once onto the finest grid of the ladder; a coarser grid's masses
+        are the finer ones binned again (exact: the coarse nodes are fine nodes, and a
+        coarse hat function is linear between adjacent fine nodes).
+        """
+        if self._fine is None:
+            x = self.p * (_GRID_MAX - 1)
+            i = np.minimum(np.floor(x).astype(np.intp), _GRID_MAX - 2)
+            self._fine = (i, x - i)
+        i, frac = self._fine
+        masses = _wsum(i, r * (1.0 - frac), minlength=_GRID_MAX) + _wsum(
+            i + 1, r * frac, minlength=_GRID_MAX
+        )
+        while masses.size > g:
+            masses = _restrict(masses)
+        return masses
+
+    def grid_ladder(self, r: FloatArray) -> dict[int, FloatArray]:
+        """:meth:`grid_residuals` on every grid of the ladder, binning the data once."""
+        masses = self.grid_residuals(r, _GRID_MAX)
+        out = {masses.size: masses}
+        while masses.size > 1025:
+            masses = _restrict(masses)
+            out[masses.size] = masses
+        return out
 
     def smooth_ece(self, w: FloatArray, sigma: float | None, tol: float) -> float:
         return _SmoothEce(self, w).value(sigma, tol)
 
 
-def _wsum(idx: NDArray[np.intp], w: FloatArray | None, minlength: int) -> FloatArray:
-    """``bincount`` as float64 (weighted sums per index; counts when ``w`` is None)."""
+def _segment_sums(x: FloatArray, bounds: NDArray[np.intp]) -> FloatArray:
+    """Sums of ``x[bounds[k]:bounds[k + 1]]`` (0 for an empty run)."""
+    out = np.zeros(bounds.size - 1, dtype=np.float64)
+    live = bounds[:-1] < bounds[1:]
+    if np.any(live):
+        out[live] = np.add.reduceat(x, bounds[:-1][live])
+    return out
+
+
+def _wsum(idx: NDArray[np.intp], w: FloatArray, minlength: int) -> FloatArray:
+    """Weighted ``bincount`` as float64."""
     return np.bincount(idx, weights=w, minlength=minlength).astype(np.float64, copy=False)
 
 
+def _restrict(fine: FloatArray) -> FloatArray:
+    """Masses on ``4 (G - 1) + 1`` nodes linearly re-binned onto ``G`` nodes."""
+    g = (fine.size - 1) // 4 + 1
+    pad = np.concatenate([np.zeros(3), fine, np.zeros(3)])
+    out = np.zeros(g, dtype=np.float64)
+    for d, share in ((-3, 0.25), (-2, 0.5), (-1, 0.75), (0, 1.0), (1, 0.75), (2, 0.5),
+                     (3, 0.25)):
+        out += share * pad[3 + d : 3 + d + 4 * (g - 1) + 1 : 4]
+    return out
+
+
 def _grid_size(sigma: float) -> int:
-    """Grid points for bandwidth ``sigma``: spacing at most sigma / 20, from a fixed ladder."""
+    """Grid points for bandwidth ``sigma``: spacing at most sigma / 20, from a fixed ladder
+    ``4^k * 1024 + 1`` (the finest, for the smallest bandwidth, is :data:`_GRID_MAX`)."""
     g = 1024
     while g < 20.0 / sigma:
         g *= 4
     return g + 1
+
+
+_GRID_MAX: Final = _grid_size(SMOOTH_ECE_MIN_SIGMA)
 
 
 class _SmoothEce:
@@ -262,11 +295,14 @@ class _SmoothEce:
         self._prep = prep
         self._r = w * (prep.y - prep.p) / w.sum()
         self._spectra: dict[int, NDArray[np.complex128]] = {}
+        self._masses: dict[int, FloatArray] | None = None
 
     def _spectrum(self, g: int) -> NDArray[np.complex128]:
         got = self._spectra.get(g)
         if got is None:
-            r = self._prep.grid_residuals(self._r, g)
+            if self._masses is None:
+                self._masses = self._prep.grid_ladder(self._r)
+            r = self._masses[g]
             ext = np.concatenate([r, r[-2:0:-1]])
             # The end points are their own mirror images: both kernel terms hit them.
             ext[0] *= 2.0
@@ -280,26 +316,65 @@ class _SmoothEce:
         g = _grid_size(sigma)
         n = 2 * (g - 1)
         k = np.arange(n // 2 + 1, dtype=np.float64)
-        # DFT of the sampled wrapped Gaussian (times h): its Fourier coefficients, aliased.
-        gain = sum(np.exp(-0.5 * (math.pi * sigma * (k + a * n)) ** 2) for a in (-1, 0, 1))
+        # DFT of the sampled wrapped Gaussian (times h) is its Fourier coefficients; the
+        # aliased terms are below exp(-1000) on grids this fine.
+        gain = np.exp(-0.5 * (math.pi * sigma * k) ** 2)
         dens = np.fft.irfft(self._spectrum(g) * gain, n)[:g]
         a = np.abs(dens)
         return float(a.sum() - 0.5 * (a[0] + a[-1]))
 
-    def sigma_star(self, tol: float) -> float:
-        lo, hi = SMOOTH_ECE_MIN_SIGMA, 1.0
-        if self.at(lo) <= lo:
-            return lo
-        while hi - lo > tol * lo:
-            mid = 0.5 * (lo + hi)
-            if self.at(mid) > mid:
-                lo = mid
+    def sigma_star(self, tol: float) -> tuple[float, float]:
+        """The bandwidth ``s*`` with ``smECE_s* = s*`` (relative ``tol``) and ``smECE_s*``.
+
+        ``f(s) = smECE_s - s`` falls with ``s``; its root is bracketed by steps of 4 from
+        0.25, then found by regula falsi with the Illinois modification.
+        """
+        lo = SMOOTH_ECE_MIN_SIGMA
+        hi = 0.25
+        v_hi = self.at(hi)
+        if v_hi > hi:
+            lo, v_lo = hi, v_hi
+            hi, v_hi = 1.0, self.at(1.0)
+            if v_hi >= 1.0:
+                return 1.0, v_hi
+        else:
+            s = hi
+            while True:
+                s = max(s / 4.0, SMOOTH_ECE_MIN_SIGMA)
+                v = self.at(s)
+                if v > s:
+                    lo, v_lo = s, v
+                    break
+                hi, v_hi = s, v
+                if s <= SMOOTH_ECE_MIN_SIGMA:
+                    return s, v
+        f_lo, f_hi = v_lo - lo, v_hi - hi
+        side = 0
+        s, v = hi, v_hi
+        for _ in range(100):
+            s = hi - f_hi * (hi - lo) / (f_hi - f_lo)
+            v = self.at(s)
+            f = v - s
+            if abs(f) <= tol * s:
+                break
+            if f > 0:
+                lo, f_lo = s, f
+                if side == 1:
+                    f_hi *= 0.5
+                side = 1
             else:
-                hi = mid
-        return 0.5 * (lo + hi)
+                hi, f_hi = s, f
+                if side == -1:
+                    f_lo *= 0.5
+                side = -1
+            if hi - lo <= tol * lo:
+                break
+        return s, v
 
     def value(self, sigma: float | None, tol: float) -> float:
-        return self.at(self.sigma_star(tol) if sigma is None else sigma)
+        if sigma is None:
+            return self.sigma_star(tol)[1]
+        return self.at(sigma)
 
 
 def _check_bins(n_bins: int, strategy: str) -> None:
@@ -323,14 +398,14 @@ def log_loss(y: Any, p: Any, sample_weight: Any = None) -> float:
     yf, pp, w = _check(y, p, sample_weight)
     pc = np.clip(pp, LOG_EPS, 1.0 - LOG_EPS)
     loss = -(yf * np.log(pc) + (1.0 - yf) * np.log1p(-pc))
-    return float(np.dot(w, loss) / w.sum())
+    return float((w * loss).sum() / w.sum())
 
 
 def brier_score(y: Any, p: Any, sample_weight: Any = None) -> float:
     """Mean squared error of the probabilities."""
     yf, pp, w = _check(y, p, sample_weight)
     d = pp - yf
-    return float(np.dot(w, d * d) / w.sum())
+    return float((w * d * d).sum() / w.sum())
 
 
 def roc_auc(y: Any, p: Any, sample_weight: Any = None) -> float:
@@ -396,18 +471,13 @@ def reliability_curve(
         raise ValueError(f"interval={interval!r} must be 'wilson' or 'clopper-pearson'")
     _check_bins(n_bins, strategy)
     prep, w = _prepare(y, p, sample_weight)
-    wb, yb, pb, nb = prep.bins(w, n_bins, strategy)
+    wb, yb, pb, nb, bd = prep.bins(w, n_bins, strategy)
     live = np.flatnonzero(wb > 0)
     if strategy == "uniform":
         edges = np.linspace(0.0, 1.0, n_bins + 1)
         lower, upper = edges[live], edges[live + 1]
     else:
-        b = prep.row_bins(w, n_bins, strategy)
-        lo_all = np.full(n_bins, np.inf)
-        hi_all = np.full(n_bins, -np.inf)
-        np.minimum.at(lo_all, b, prep.p)
-        np.maximum.at(hi_all, b, prep.p)
-        lower, upper = lo_all[live], hi_all[live]
+        lower, upper = prep.p[bd[live]], prep.p[bd[live + 1] - 1]
     rate = yb[live] / wb[live]
     n = nb[live]
     ci_lo, ci_hi = _binomial_interval(rate, n, alpha, interval)
@@ -457,7 +527,7 @@ def smooth_ece(
 ) -> float:
     """Smooth ECE at bandwidth ``sigma``, by default at the fixed point ``smECE_s = s``.
 
-    The fixed point is bracketed in ``[1e-3, 1]`` and bisected to relative width ``tol``.
+    The fixed point is searched in ``[1e-3, 1]`` until ``|smECE_s - s| <= tol * s``.
     The data are linearly binned onto a uniform grid of spacing at most ``sigma / 20``,
     smoothed with the reflected Gaussian kernel, and integrated by the trapezoidal rule.
     """
@@ -470,7 +540,7 @@ def smooth_ece(
 def smooth_ece_sigma(y: Any, p: Any, sample_weight: Any = None, *, tol: float = 1e-4) -> float:
     """The automatic smooth-ECE bandwidth ``s*`` (``smECE_s* = s*``, floored at 1e-3)."""
     prep, w = _prepare(y, p, sample_weight)
-    return _SmoothEce(prep, w).sigma_star(tol)
+    return _SmoothEce(prep, w).sigma_star(tol)[0]
 
 
 def _ece_mass(y: Any, p: Any, sample_weight: Any = None) -> float:

@@ -76,20 +76,29 @@ def test_platt_recovers_its_parameters(platt_data: tuple[Any, ...]) -> None:
 def test_platt_matches_bare_logistic_regression(platt_data: tuple[Any, ...]) -> None:
     X, y, _ = platt_data
     est = PlattCalibrator(C=0.5).fit(X, y)
+    # What Platt wraps: newton-cholesky logistic regression on the standardised terms.
     F = DEFAULT_PLATT_MAP.transform(X)
-    bare = LogisticRegression(C=0.5, tol=1e-6, max_iter=1000).fit(F, y)
-    np.testing.assert_allclose(est.predict_proba(X), bare.predict_proba(F), atol=1e-12)
-    np.testing.assert_allclose(est.decision_function(X), bare.decision_function(F), atol=1e-10)
+    S = (F - F.mean(axis=0)) / F.std(axis=0)
+    bare = LogisticRegression(C=0.5, solver="newton-cholesky", tol=1e-8).fit(S, y)
+    np.testing.assert_allclose(est.predict_proba(X), bare.predict_proba(S), atol=1e-10)
+    np.testing.assert_allclose(est.decision_function(X), bare.decision_function(S), atol=1e-9)
+    # Unpenalised, standardising changes nothing: the raw-design fit agrees too.
+    raw = LogisticRegression(C=np.inf, solver="newton-cholesky", tol=1e-10).fit(F, y)
+    free = PlattCalibrator(C=None).fit(X, y)
+    np.testing.assert_allclose(free.coef_, raw.coef_[0], atol=1e-6)
+    assert free.intercept_ == pytest.approx(raw.intercept_[0], abs=1e-6)
 
 
 def test_rich_map_nests_the_seed_map(platt_data: tuple[Any, ...]) -> None:
     X, y, p = platt_data
-    est = PlattCalibrator(feature_map=RICH_PLATT_MAP, C=None).fit(X, y)
-    # The extra terms are not in the generating model (log1p(recency) is nearly collinear
-    # with the ramp, so its weight is loose); the fitted probabilities are the true ones.
-    np.testing.assert_allclose(est.coef_[4:], 0.0, atol=0.3)
-    assert np.mean(np.abs(est.predict_proba(X)[:, 1] - p)) < 0.01
     assert RICH_PLATT_MAP.terms[:4] == DEFAULT_PLATT_MAP.terms
+    rich = PlattCalibrator(feature_map=RICH_PLATT_MAP, C=None).fit(X, y)
+    seed = PlattCalibrator(C=None).fit(X, y)
+    # Nested maps: the richer fit's likelihood is at least the seed map's, and on data from
+    # the seed map's family its probabilities are still the true ones.
+    assert M.log_loss(y, rich.predict_proba(X)[:, 1]) <= M.log_loss(
+        y, seed.predict_proba(X)[:, 1]) + 1e-12
+    assert np.mean(np.abs(rich.predict_proba(X)[:, 1] - p)) < 0.01
 
 
 # -- Beta -------------------------------------------------------------------------------------
@@ -291,13 +300,18 @@ def test_isotonic_cross_fitting_uses_other_parts_only(step_data: tuple[Any, ...]
     Xs, ys = X.iloc[:4000], y[:4000]
     est = IsotonicCalibrator(cv=2, random_state=3)
     F = DEFAULT_PLATT_MAP.transform(Xs)
-    z = est._cross_fit_index(F, ys.astype(float), np.ones(len(ys)),
-                             Xs["claim_id"].to_numpy(), DEFAULT_PLATT_MAP.names)
+    z, b, coef, _ = est._cross_fit_index(F, ys.astype(float), np.ones(len(ys)),
+                                         Xs["claim_id"].to_numpy(), DEFAULT_PLATT_MAP.names)
     parts = _split_parts(len(ys), Xs["claim_id"].to_numpy(), 2, 3)
+    others = [PlattCalibrator().fit(Xs[parts != k], ys[parts != k]) for k in (0, 1)]
     for k in (0, 1):
-        other = PlattCalibrator().fit(Xs[parts != k], ys[parts != k])
-        np.testing.assert_allclose(z[parts == k], other.decision_function(Xs[parts == k]),
+        np.testing.assert_allclose(z[parts == k], others[k].decision_function(Xs[parts == k]),
                                    atol=1e-9)
+    # The deployed index is the mean of the two part indexes.
+    assert b == pytest.approx((others[0].intercept_ + others[1].intercept_) / 2, abs=1e-12)
+    np.testing.assert_allclose(coef, (others[0].coef_ + others[1].coef_) / 2, atol=1e-12)
+    fitted = IsotonicCalibrator(cv=2, random_state=3).fit(Xs, ys)
+    np.testing.assert_allclose(fitted.coef_, coef, atol=1e-12)
 
 
 def test_split_parts_keeps_claims_whole() -> None:
@@ -405,17 +419,16 @@ def test_labels_pickling_and_weights(est: Any, mixed: tuple[Any, ...]) -> None:
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 
-def test_unpenalised_constant_feature_is_named() -> None:
+def test_constant_feature_gets_weight_zero_with_a_warning() -> None:
     X = _claims(500, seed=30)
     X["source_trust_score"] = 0.7
     y = _draw(np.full(500, 0.3), 31)
-    with pytest.raises(InsufficientDataError, match=r"identity\(source_trust_score\)' is const"):
-        PlattCalibrator(C=None).fit(X, y)
-    PlattCalibrator().fit(X, y)  # penalised: identifiable, fine
-    X["contradiction_flag"] = False  # all-zero term: weight 0, no error
-    assert PlattCalibrator(C=np.inf, feature_map=FeatureMap(DEFAULT_PLATT_MAP.terms[:2]
-                                                            + DEFAULT_PLATT_MAP.terms[3:])
-                           ).fit(X, y).coef_[-1] == 0.0
+    with pytest.warns(UserWarning, match=r"identity\(source_trust_score\)=0.7"):
+        est = PlattCalibrator(C=None).fit(X, y)
+    assert est.coef_[2] == 0.0
+    without = FeatureMap(DEFAULT_PLATT_MAP.terms[:2] + DEFAULT_PLATT_MAP.terms[3:])
+    other = PlattCalibrator(C=None, feature_map=without).fit(X, y)
+    np.testing.assert_allclose(est.predict_proba(X), other.predict_proba(X), atol=1e-9)
 
 
 @pytest.mark.parametrize(
