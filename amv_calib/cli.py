@@ -28,6 +28,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "amv_calib._cmd_gate",
     "amv_calib._cmd_replay",
     "amv_calib._cmd_compare",
+    "amv_calib._cmd_run",
 )
 
 
