@@ -10,10 +10,12 @@ the episodes (a fixed hash of ``instance_id``) and reports on the *held-out* spl
 - ``mode="multi"``: Gate Harmful (min) vs verification cost (min) vs Proceed Coverage (max);
   the Pareto front is written as a CSV table and a plot like the paper's Figures 3 and 4.
 
-Reproducibility: each trial's ``TPESampler`` is seeded from ``(seed, trial number)``, so a
-sequential run, and an interrupted run resumed from its storage, give the same trials as
-one uninterrupted run. Parallel workers (``n_workers > 1``) share one storage and race for
-trial numbers, so their results depend on timing and are *not* reproducible.
+Reproducibility: each trial's ``TPESampler`` is seeded from ``(seed, completed trials so
+far)``, so a sequential run, and an interrupted run resumed from its storage (a trial
+abandoned by a killed process is marked FAIL first, :func:`fail_abandoned_trials`), give the
+same completed trials as one uninterrupted run. Parallel workers (``n_workers > 1``) share
+one storage and race for trial numbers, so their results depend on timing and are *not*
+reproducible.
 
 Storage: a journal file by default (``JournalStorage(JournalFileBackend(path))``, safe for
 several processes on one host), or an RDB URL (``postgresql://...`` to share a study
@@ -31,6 +33,7 @@ import json
 import logging
 import math
 import os
+import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -62,6 +65,7 @@ __all__ = [
     "SEARCH_SPACE",
     "TransferResult",
     "TuneResult",
+    "fail_abandoned_trials",
     "make_storage",
     "resolve_calibrator",
     "split_episodes",
@@ -81,6 +85,7 @@ SEARCH_SPACE: Final[dict[str, tuple[float, float, bool]]] = {
 }
 _MULTI_NAMES: Final = ("gate_harmful", "verification_cost", "proceed_coverage")
 _STUDY_CONFIG_ATTR: Final = "amv_calib_config"
+_OWNER_ATTR: Final = "amv_calib_worker"
 
 _log = logging.getLogger(__name__)
 
@@ -416,10 +421,14 @@ def _run_trials(
         running = sum(t.state == TrialState.RUNNING for t in all_trials) if parallel else 0
         if done + running >= trials:
             return ran
-        # A fresh sampler seeded by the trial number: a resumed run draws what an
-        # uninterrupted one would have drawn.
-        study.sampler = optuna.samplers.TPESampler(seed=_trial_seed(seed, len(all_trials)))
+        # A fresh sampler per trial, seeded by how many trials are complete (sequential) so
+        # that a resumed run draws what an uninterrupted one would have drawn, failed and
+        # abandoned trials notwithstanding; parallel workers seed by trial count instead, so
+        # that two of them never draw with the same seed.
+        ordinal = len(all_trials) if parallel else done
+        study.sampler = optuna.samplers.TPESampler(seed=_trial_seed(seed, ordinal))
         trial = study.ask()
+        trial.set_user_attr(_OWNER_ATTR, _owner())
         try:
             params = _suggest(trial, space)
             m = objective(params)
@@ -438,6 +447,47 @@ def _run_trials(
             _progress(study, frozen, done + 1, trials, mode)
         for cb in callbacks:
             cb(study, frozen)
+
+
+def _owner() -> dict[str, Any]:
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def fail_abandoned_trials(study: Any) -> list[int]:
+    """Mark FAIL the RUNNING trials whose process on this host has died; their numbers.
+
+    A process killed in the middle of a trial leaves it RUNNING in the storage forever. Each
+    trial records the host and pid that run it (user attribute ``amv_calib_worker``); a
+    RUNNING trial of this host whose pid is gone is abandoned. Trials of other hosts are
+    left alone (their processes cannot be checked from here), so several machines can share
+    one study safely. A pid reused by an unrelated process keeps its trial RUNNING: harmless,
+    the trial just never completes.
+    """
+    from optuna.trial import TrialState
+
+    host = socket.gethostname()
+    failed: list[int] = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner = t.user_attrs.get(_OWNER_ATTR)
+        if not isinstance(owner, dict) or owner.get("host") != host:
+            continue
+        pid = owner.get("pid")
+        if isinstance(pid, int) and pid != os.getpid() and not _alive(pid):
+            study.tell(t.number, state=TrialState.FAIL)
+            failed.append(t.number)
+    if failed:
+        _log.warning("marked abandoned trials %s FAIL (their process died)", failed)
+    return failed
 
 
 def _progress(study: Any, frozen: Any, done: int, trials: int, mode: Mode) -> None:
@@ -591,6 +641,7 @@ def tune_thresholds(
     }
     store = make_storage(storage, n_workers=n_workers)
     study = _study(storage=store, study_name=study_name, mode=mode, config=config)
+    fail_abandoned_trials(study)
     p_tune = es_tune.probabilities(cal)
 
     def objective(params: Mapping[str, Any]) -> dict[str, float]:

@@ -49,6 +49,10 @@ def _trials(storage: str) -> list[tuple[int, dict[str, Any], float | None]]:
     return [(t.number, t.params, t.value if t.values else None) for t in study.trials]
 
 
+def _complete(storage: str) -> list[tuple[dict[str, Any], float | None]]:
+    return [(params, value) for _, params, value in _trials(storage) if value is not None]
+
+
 class _Stop(RuntimeError):
     pass
 
@@ -123,6 +127,59 @@ tune_thresholds({str(path)!r}, calibrator=seed_prior_calibrator(), trials=8,
     res = _tune(episode_set(synth_episodes(240, seed=7)), tmp_path, "k", 8)
     assert (res.n_trials, res.n_new) == (8, 5)
     assert [t[0] for t in _trials(str(tmp_path / "k.log"))] == list(range(8))
+
+
+def test_resume_after_process_killed_mid_trial(episodes: EpisodeSet, tmp_path: Path) -> None:
+    # the process dies inside its 4th trial: that trial stays RUNNING in the journal; the
+    # resumed run marks it FAIL and then completes the trials one uninterrupted run would
+    path = tmp_path / "episodes.jsonl"
+    path.write_text("\n".join(json.dumps(e) for e in synth_episodes(240, seed=7)) + "\n")
+    script = f"""
+import os, signal
+import amv_calib.tuning as tuning
+from amv_calib.features import seed_prior_calibrator
+real = tuning._evaluate
+calls = []
+def dying(*a, **k):
+    calls.append(1)
+    if len(calls) == 4:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(*a, **k)
+tuning._evaluate = dying
+tuning.tune_thresholds({str(path)!r}, calibrator=seed_prior_calibrator(), trials=8,
+                       storage={str(tmp_path / "mid.log")!r}, study_name="s", seed=123,
+                       target_harmful={TARGET}, planner="myopic", n_boot=0)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr.decode()[-2000:]
+    import optuna
+
+    study = optuna.load_study(study_name="s", storage=make_storage(tmp_path / "mid.log"))
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3 + ["RUNNING"]
+    res = _tune(episodes, tmp_path, "mid", 8)
+    assert (res.n_trials, res.n_new) == (8, 5)
+    study = optuna.load_study(study_name="s", storage=make_storage(tmp_path / "mid.log"))
+    assert study.trials[3].state.name == "FAIL"
+    _tune(episodes, tmp_path, "whole", 8)
+    assert _complete(str(tmp_path / "mid.log")) == _complete(str(tmp_path / "whole.log"))
+
+
+def test_running_trials_of_live_or_remote_workers_are_kept(
+    episodes: EpisodeSet, tmp_path: Path
+) -> None:
+    import optuna
+
+    from amv_calib.tuning import fail_abandoned_trials
+
+    study = optuna.create_study(study_name="s", storage=make_storage(tmp_path / "o.log"))
+    mine = study.ask()
+    mine.set_user_attr("amv_calib_worker", {"host": __import__("socket").gethostname(),
+                                            "pid": os.getpid()})
+    remote = study.ask()
+    remote.set_user_attr("amv_calib_worker", {"host": "another-machine", "pid": 1})
+    study.ask()  # no owner recorded: left alone
+    assert fail_abandoned_trials(study) == []
+    assert [t.state.name for t in study.trials] == ["RUNNING"] * 3
 
 
 def test_seeded_runs_are_identical(episodes: EpisodeSet, tmp_path: Path) -> None:
