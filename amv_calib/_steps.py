@@ -155,26 +155,75 @@ def _n_boot(n: int) -> int:
 
 # -- export -------------------------------------------------------------------------------
 def _export(ctx: StepContext) -> dict[str, Any]:
+    import shutil
+
     import pandas as pd
 
-    from amv_calib.artifacts import export_artifact, promote
+    from amv_calib.artifacts import export_artifact, list_versions, promote
+    from amv_calib.gate._artifact import read_aliases
 
     claims = pd.read_parquet(ctx.params["claims"]) if ctx.params["claims"] else None
-    res = export_artifact(
-        calibrator=ctx.params["calibrator"],
-        thresholds=ctx.params["thresholds"],
-        name=ctx.params["model"],
-        models_dir=ctx.spec.models_dir,
-        claims=claims,
-    )
-    if ctx.params["alias"]:
-        promote(res.name, res.version, alias=ctx.params["alias"], models_dir=ctx.spec.models_dir)
+    name, models_dir = ctx.params["model"], ctx.spec.models_dir
+
+    def export(where: Path) -> Any:
+        return export_artifact(calibrator=ctx.params["calibrator"],
+                               thresholds=ctx.params["thresholds"], name=name,
+                               models_dir=where, claims=claims)
+
+    # Export into the step folder first: when an existing version holds the same content
+    # (a re-run after an interruption, or `make demo` reproducing the shipped champion) it
+    # is reused instead of minting an identical v(N+1).
+    candidate = export(ctx.out_dir / "candidate")
+    same = _matching_version(candidate.manifest, name, models_dir,
+                             list_versions(name, models_dir=models_dir))
+    shutil.rmtree(ctx.out_dir / "candidate")
+    if same is not None:
+        log.info("[%s] %s %s already holds this calibrator, thresholds and data: reused",
+                 ctx.step.name, name, same)
+        path, version = models_dir / name / same, same
+    else:
+        res = export(models_dir)
+        path, version = res.path, res.version
+    alias = ctx.params["alias"]
+    if alias:
+        current = read_aliases(models_dir / name)["aliases"].get(alias, {}).get("version")
+        if current != version:
+            promote(name, version, alias=alias, models_dir=models_dir)
     tracker = _tracker(ctx)
     if tracker is not None:
-        tracker.log_artifact_export(res.path)
-    (ctx.out_dir / "artifact.txt").write_text(f"{res.path}\n", encoding="utf-8")
-    return {"artifact": str(res.path), "name": res.name, "version": res.version,
-            "alias": ctx.params["alias"]}
+        tracker.log_artifact_export(path)
+    return {"artifact": str(path), "name": name, "version": version, "alias": alias,
+            "reused": same is not None}
+
+
+_CONTENT_KEYS = ("calibrator_kind", "feature_map", "gate", "training_data", "metrics")
+
+
+def _matching_version(manifest: dict[str, Any], name: str, models_dir: Path,
+                      versions: Sequence[str]) -> str | None:
+    """The newest existing version whose content equals ``manifest``'s, if any.
+
+    Content is every key of :data:`_CONTENT_KEYS` and the sha256 of every file but the
+    joblib copy (a pickle's bytes are not part of the contract).
+    """
+    def content(m: dict[str, Any]) -> dict[str, Any]:
+        files = {k: v for k, v in m.get("files", {}).items() if not k.endswith(".joblib")}
+        return {"files": files, **{k: m.get(k) for k in _CONTENT_KEYS}}
+
+    from amv_calib._exceptions import ArtifactError
+    from amv_calib.artifacts import verify_artifact
+
+    want = content(manifest)
+    for version in reversed(versions):
+        try:
+            verify_artifact(models_dir / name / version)  # never reuse a damaged version
+            other = json.loads((models_dir / name / version / "manifest.json")
+                               .read_text(encoding="utf-8"))
+        except (ArtifactError, OSError, ValueError):
+            continue
+        if content(other) == want:
+            return version
+    return None
 
 
 # -- register -----------------------------------------------------------------------------

@@ -195,10 +195,19 @@ def test_retrain_end_to_end_then_skip(tmp_path: Path, small_data: dict[str, Path
     assert again["mlflow_run_id"] is None
     assert not (art.parent / "v2").exists()
 
+    # Forced: every step runs again, and the export finds v1 already holds that content.
+    assert main(["run", str(toml), "--json", "--no-tracking", "--force"]) == 0
+    forced = json.loads(capsys.readouterr().out)
+    assert [s["status"] for s in forced["steps"]] == ["ran"] * 5
+    assert forced["steps"][3]["outputs"]["reused"] is True
+    assert not (art.parent / "v2").exists()
+
     # A changed parameter re-runs that step and everything downstream of it only.
     assert main(["run", str(toml), "--json", "--no-tracking", "--set", "compare.folds=4"]) == 0
     third = json.loads(capsys.readouterr().out)
     assert [s["status"] for s in third["steps"]] == ["skipped", "ran", "ran", "ran", "ran"]
+    assert third["steps"][3]["outputs"]["version"] == "v2"
+    assert verify_artifact(f"{art.parent}@production")["version"] == "v2"
 
 
 def _journal_trials(path: Path) -> int:
