@@ -27,7 +27,7 @@ from typing import Any, Final, Literal, cast
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.isotonic import IsotonicRegression
+from sklearn.isotonic import isotonic_regression
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils import Tags
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
@@ -148,11 +148,10 @@ def _fit_logistic(
     """Intercept, coefficients and Newton iterations of a logistic regression on ``F``.
 
     scikit-learn's ``newton-cholesky`` solver: with few terms and many rows, a handful of
-    exact Newton steps converge where L-BFGS needs hundreds on correlated terms. The
-    columns are standardised (weighted mean 0, standard deviation 1 over the rows with
-    positive weight) for the fit and the coefficients mapped back, so ``C`` penalises the
-    standardised weights (unit-free). A term that is constant on the training rows carries
-    no information: it gets weight 0, with a warning naming it.
+    exact Newton steps converge (L-BFGS needs hundreds of steps on correlated terms and
+    stops early at its default tolerance). ``C`` is scikit-learn's: the inverse L2 strength
+    on the terms as the feature map computes them. A term that is constant on the training
+    rows carries no information: it gets weight 0, with a warning naming it.
     """
     coef = np.zeros(F.shape[1], dtype=np.float64)
     live = w > 0
@@ -160,8 +159,15 @@ def _fit_logistic(
         rate = float(np.average(y01, weights=w))
         rate = min(max(rate, 1e-12), 1.0 - 1e-12)
         return math.log(rate / (1.0 - rate)), coef, 0
-    Fl, wl = F[live], w[live]
-    const = Fl.min(axis=0) == Fl.max(axis=0)
+    all_live = bool(live.all())
+    Fl = F if all_live else F[live]
+    # Columns that vary within the first rows are not constant; only the others need the
+    # full pass (which is as expensive as a Newton step on many rows).
+    head = Fl[:256]
+    const = head.min(axis=0) == head.max(axis=0)
+    if np.any(const):
+        idx = np.flatnonzero(const)
+        const[idx] = np.all(Fl[:, idx] == Fl[0, idx], axis=0)
     if np.any(const):
         which = [f"{names[int(j)]}={float(Fl[0, j])!r}" for j in np.flatnonzero(const)]
         warnings.warn(
@@ -174,16 +180,16 @@ def _fit_logistic(
     if not np.any(keep):
         b, _, _ = _fit_logistic(F[:, :0], y01, w, C=C, max_iter=max_iter, tol=tol, names=[])
         return b, coef, 0
-    mean = np.average(Fl[:, keep], axis=0, weights=wl)
-    sd = np.sqrt(np.average((Fl[:, keep] - mean) ** 2, axis=0, weights=wl))
-    sd = np.where(sd > 0, sd, 1.0)
     model = LogisticRegression(
         C=np.inf if C is None else float(C), max_iter=max_iter, tol=tol,
         solver="newton-cholesky",
     )
-    model.fit((F[:, keep] - mean) / sd, y01, sample_weight=w)
-    coef[keep] = model.coef_[0] / sd
-    intercept = float(model.intercept_[0]) - float((coef[keep] * mean).sum())
+    # Unit weights are passed as None: the same fit, without the weighted code path.
+    unit = bool(np.all(w == 1.0))
+    model.fit(F if bool(np.all(keep)) else F[:, keep], y01,
+              sample_weight=None if unit else w)
+    coef[keep] = model.coef_[0]
+    intercept = float(model.intercept_[0])
     return intercept, coef, int(np.max(model.n_iter_))
 
 
@@ -215,13 +221,18 @@ class _ClaimCalibrator(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             y_arr = y_arr.astype(np.int64)
         Xv, yv = validate_data(self, arr, y_arr, dtype=np.float64, y_numeric=False)
         # Target checks come before the width check so that label errors read as such.
-        check_classification_targets(yv)
-        y_type = type_of_target(yv, input_name="y", raise_unknown=True)
-        if y_type != "binary":
-            raise ValueError(
-                f"Only binary classification is supported. The type of the target is {y_type}."
-            )
-        classes = np.unique(yv)
+        if yv.dtype.kind in "iuf" and yv.size and bool(np.all((yv == 0) | (yv == 1))):
+            # 0/1 labels (violated as int or bool): binary by definition, no sort needed.
+            classes = np.array([v for v in (0, 1) if np.any(yv == v)], dtype=yv.dtype)
+        else:
+            check_classification_targets(yv)
+            y_type = type_of_target(yv, input_name="y", raise_unknown=True)
+            if y_type != "binary":
+                raise ValueError(
+                    "Only binary classification is supported. The type of the target is "
+                    f"{y_type}."
+                )
+            classes = np.unique(yv)
         if classes.size < 2:
             raise InsufficientDataError(
                 f"y has only one class ({classes.tolist()!r}) over {yv.shape[0]} rows; "
@@ -288,9 +299,8 @@ class PlattCalibrator(_LinearCalibrator):
     feature_map : FeatureMap, optional
         Terms of the linear model; default :data:`DEFAULT_PLATT_MAP` (the seed's features).
     C : float or None, default 1.0
-        Inverse L2 strength as in :class:`~sklearn.linear_model.LogisticRegression`, on
-        the standardised terms (each term's weight times its standard deviation);
-        ``None`` or ``inf`` fits unpenalised.
+        Inverse L2 strength as in :class:`~sklearn.linear_model.LogisticRegression` (on the
+        terms as the feature map computes them); ``None`` or ``inf`` fits unpenalised.
     max_iter : int, default 100
         Newton iteration cap.
     tol : float, default 1e-8
@@ -486,7 +496,10 @@ def _split_parts(n: int, groups: Any, cv: int, seed: int) -> NDArray[np.intp]:
         parts = np.empty(n, dtype=np.intp)
         parts[rng.permutation(n)] = np.arange(n) % cv
         return parts
-    uniq, inverse = np.unique(np.asarray(groups).astype(str), return_inverse=True)
+    g = np.asarray(groups)
+    if g.dtype.kind not in "iub":
+        g = g.astype(str)
+    uniq, inverse = np.unique(g, return_inverse=True)
     group_part = np.empty(uniq.size, dtype=np.intp)
     group_part[rng.permutation(uniq.size)] = np.arange(uniq.size) % cv
     return group_part[inverse.reshape(-1)]
@@ -587,10 +600,7 @@ class IsotonicCalibrator(_ClaimCalibrator):
         sign = 1.0 if self.increasing else -1.0
         # The portable table needs rising y over rising x: a decreasing map is a rising one
         # over the negated index.
-        zs = sign * z
-        iso = IsotonicRegression(increasing=True, out_of_bounds="clip")
-        iso.fit(zs, y01, sample_weight=w)
-        xk, yk = self._knots(iso, zs, w)
+        xk, yk = _isotonic_table(sign * z, y01, w, strict=bool(self.strict))
         self.intercept_ = sign * float(b)
         self.coef_ = sign * np.asarray(coef, dtype=np.float64)
         self.x_knots_ = xk
@@ -613,49 +623,73 @@ class IsotonicCalibrator(_ClaimCalibrator):
         """Out-of-part index values, the mean part index (intercept, coef), iterations."""
         cv = int(self.cv)
         parts = _split_parts(F.shape[0], groups, cv, int(self.random_state))
-        z = np.empty(F.shape[0], dtype=np.float64)
+        # Rows ordered by part once, so each part is a contiguous block (a view).
+        blocks = [np.flatnonzero(parts == k) for k in range(cv)]
+        order = np.concatenate(blocks)
+        Fo, yo, wo = F[order], y01[order], w[order]
+        bounds = np.r_[0, np.cumsum([b.size for b in blocks])]
+        zo = np.empty(F.shape[0], dtype=np.float64)
         fits: list[tuple[float, FloatArray]] = []
         n_iter = 0
         for k in range(cv):
-            test = parts == k
-            train = ~test
-            if not np.any(test):
+            lo, hi = int(bounds[k]), int(bounds[k + 1])
+            if lo == hi:
                 continue
-            wt = w[train]
-            yt = y01[train]
+            if cv == 2:
+                other = slice(0, lo) if k == 1 else slice(hi, None)
+                Ft, yt, wt = Fo[other], yo[other], wo[other]
+            else:
+                mask = np.ones(F.shape[0], dtype=bool)
+                mask[lo:hi] = False
+                Ft, yt, wt = Fo[mask], yo[mask], wo[mask]
             if not (np.any(yt[wt > 0] == 1.0) and np.any(yt[wt > 0] == 0.0)):
                 raise InsufficientDataError(
                     f"isotonic cross-fitting part {k} of {cv}: the other parts hold a single "
-                    f"class over {int(train.sum())} rows; use more data or a smaller cv"
+                    f"class over {yt.size} rows; use more data or a smaller cv"
                 )
             b, coef, it = _fit_logistic(
-                F[train], yt, wt, C=self.C, max_iter=self.max_iter, tol=self.tol, names=names
+                Ft, yt, wt, C=self.C, max_iter=self.max_iter, tol=self.tol, names=names
             )
-            z[test] = F[test] @ coef + b
+            zo[lo:hi] = Fo[lo:hi] @ coef + b
             fits.append((b, coef))
             n_iter += it
+        z = np.empty_like(zo)
+        z[order] = zo
         b_mean = float(np.mean([b for b, _ in fits]))
         coef_mean = np.mean([c for _, c in fits], axis=0)
         return z, b_mean, coef_mean, n_iter
 
-    def _knots(
-        self, iso: IsotonicRegression, zs: FloatArray, w: FloatArray
-    ) -> tuple[FloatArray, FloatArray]:
-        if not self.strict:
-            return (
-                np.asarray(iso.X_thresholds_, dtype=np.float64),
-                np.asarray(iso.y_thresholds_, dtype=np.float64),
-            )
-        live = w > 0
-        z, ww = zs[live], w[live]
-        order = np.argsort(z, kind="stable")
-        z, ww = z[order], ww[order]
-        fitted = np.asarray(iso.predict(z), dtype=np.float64)
-        # A block is a run of equal fitted values: PAVA pools exactly such runs.
-        start = np.flatnonzero(np.r_[True, fitted[1:] != fitted[:-1]])
-        wsum = np.add.reduceat(ww, start)
-        centre = np.add.reduceat(ww * z, start) / wsum
-        return centre, fitted[start]
+
+
+def _isotonic_table(
+    z: FloatArray, y01: FloatArray, w: FloatArray, *, strict: bool
+) -> tuple[FloatArray, FloatArray]:
+    """Knots of the increasing isotonic regression of ``y01`` on ``z``.
+
+    As :class:`sklearn.isotonic.IsotonicRegression` (rows of equal ``z`` pooled to their
+    weighted mean, scikit-learn's pool-adjacent-violators ``isotonic_regression``, then only
+    the end points of each constant block kept), computed on one sort of ``z`` that the
+    ``strict`` variant reuses: one knot per block at its weighted mean ``z`` (centred
+    isotonic regression).
+    """
+    live = w > 0
+    z, y01, w = z[live], y01[live], w[live]
+    order = np.argsort(z, kind="stable")
+    z, y01, w = z[order], y01[order], w[order]
+    starts = np.flatnonzero(np.r_[True, z[1:] != z[:-1]])
+    uz = z[starts]
+    gw = np.add.reduceat(w, starts)
+    gy = np.add.reduceat(w * y01, starts) / gw
+    fit = np.asarray(isotonic_regression(gy, sample_weight=gw, increasing=True),
+                     dtype=np.float64)
+    if not strict:
+        keep = np.ones(fit.size, dtype=bool)
+        keep[1:-1] = (fit[1:-1] != fit[:-2]) | (fit[1:-1] != fit[2:])
+        return uz[keep], fit[keep]
+    # A block is a run of equal fitted values: PAVA pools exactly such runs.
+    block = np.flatnonzero(np.r_[True, fit[1:] != fit[:-1]])
+    centre = np.add.reduceat(gw * uz, block) / np.add.reduceat(gw, block)
+    return centre, fit[block]
 
 
 # -- seed prior -----------------------------------------------------------------------------

@@ -272,7 +272,8 @@ def _features(claims: pd.DataFrame) -> pd.DataFrame:
             i = int(np.argmax(bad))
             raise DataContractError(f"{c} of row {i} is {claims[c].iloc[i]!r}, not finite")
         cols[c] = v
-    cols["claim_id"] = claims["claim_id"].astype(str).to_numpy()
+    # Integer codes stand for the claim ids inside the comparison (cheap to group by).
+    cols["claim_id"] = pd.factorize(claims["claim_id"].astype(str))[0].astype(np.int64)
     return pd.DataFrame(cols)
 
 
@@ -378,15 +379,11 @@ def _resolve_calibrators(calibrators: Any) -> dict[str, Any]:
 
 
 def _metric_values(y: FloatArray, p: FloatArray, w: FloatArray) -> dict[str, float]:
-    from amv_calib.metrics import METRICS
+    from amv_calib.metrics import METRICS, bootstrap_metrics
 
-    out = {}
-    for name in METRIC_NAMES:
-        try:
-            out[name] = float(METRICS[name](y, p, w))
-        except ValueError:
-            out[name] = math.nan
-    return out
+    # One sort of the rows serves all seven metrics.
+    res = bootstrap_metrics({m: METRICS[m] for m in METRIC_NAMES}, y, p, w, n_boot=0)
+    return {m: res[m].estimate for m in METRIC_NAMES}
 
 
 def compare_calibrators(
@@ -524,8 +521,15 @@ def compare_calibrators(
         preds["oracle"] = oracle_p
     metric_fns = {m: METRICS[m] for m in METRIC_NAMES}
     rows: list[dict[str, Any]] = []
+    sorted_rows: dict[str, tuple[FloatArray, FloatArray, FloatArray]] = {}
     for name, p in preds.items():
-        ints = bootstrap_metrics(metric_fns, y, p, w, n_boot=n_boot, seed=seed, alpha=alpha)
+        # Sorted once by p, the rows serve the bootstrap and both reliability curves.
+        order = np.argsort(p, kind="stable")
+        sorted_rows[name] = (y[order], p[order], w[order])
+    for name in preds:
+        ys, ps, ws = sorted_rows[name]
+        ints = bootstrap_metrics(metric_fns, ys, ps, ws, n_boot=n_boot, seed=seed,
+                                 alpha=alpha)
         row: dict[str, Any] = {"name": name}
         for m in METRIC_NAMES:
             row[m] = ints[m].estimate
@@ -552,8 +556,8 @@ def compare_calibrators(
     rel = []
     for name in names:
         for strategy in ("uniform", "quantile"):
-            rc = reliability_curve(y, oof[name], w, n_bins=n_bins, strategy=strategy,
-                                   alpha=alpha)
+            ys, ps, ws = sorted_rows[name]
+            rc = reliability_curve(ys, ps, ws, n_bins=n_bins, strategy=strategy, alpha=alpha)
             rc.insert(0, "strategy", strategy)
             rc.insert(0, "calibrator", name)
             rel.append(rc)

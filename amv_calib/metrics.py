@@ -618,7 +618,10 @@ def bootstrap_metrics(
     estimates: dict[str, float] = {}
     for name, m in metrics.items():
         f = fast[name]
-        estimates[name] = f(prep, w) if f is not None else float(m(prep.y, prep.p, w))
+        try:
+            estimates[name] = f(prep, w) if f is not None else float(m(prep.y, prep.p, w))
+        except ValueError:
+            estimates[name] = math.nan
     values = {name: np.full(n_boot, np.nan) for name in metrics}
     for b, counts in enumerate(bootstrap_counts(prep.p.size, n_boot, seed)):
         wb = prep.sort_weights(counts) * w

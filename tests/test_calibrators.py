@@ -76,17 +76,15 @@ def test_platt_recovers_its_parameters(platt_data: tuple[Any, ...]) -> None:
 def test_platt_matches_bare_logistic_regression(platt_data: tuple[Any, ...]) -> None:
     X, y, _ = platt_data
     est = PlattCalibrator(C=0.5).fit(X, y)
-    # What Platt wraps: newton-cholesky logistic regression on the standardised terms.
     F = DEFAULT_PLATT_MAP.transform(X)
-    S = (F - F.mean(axis=0)) / F.std(axis=0)
-    bare = LogisticRegression(C=0.5, solver="newton-cholesky", tol=1e-8).fit(S, y)
-    np.testing.assert_allclose(est.predict_proba(X), bare.predict_proba(S), atol=1e-10)
-    np.testing.assert_allclose(est.decision_function(X), bare.decision_function(S), atol=1e-9)
-    # Unpenalised, standardising changes nothing: the raw-design fit agrees too.
-    raw = LogisticRegression(C=np.inf, solver="newton-cholesky", tol=1e-10).fit(F, y)
+    bare = LogisticRegression(C=0.5, solver="newton-cholesky", tol=1e-8).fit(F, y)
+    np.testing.assert_allclose(est.predict_proba(X), bare.predict_proba(F), atol=1e-12)
+    np.testing.assert_allclose(est.decision_function(X), bare.decision_function(F), atol=1e-10)
+    # Unpenalised, against an independent maximum-likelihood fit.
     free = PlattCalibrator(C=None).fit(X, y)
-    np.testing.assert_allclose(free.coef_, raw.coef_[0], atol=1e-6)
-    assert free.intercept_ == pytest.approx(raw.intercept_[0], abs=1e-6)
+    theta = _nll_fit(F, y.astype(float))
+    assert free.intercept_ == pytest.approx(theta[0], abs=1e-6)
+    np.testing.assert_allclose(free.coef_, theta[1:], atol=1e-6)
 
 
 def test_rich_map_nests_the_seed_map(platt_data: tuple[Any, ...]) -> None:
@@ -269,7 +267,10 @@ def test_isotonic_portable_table_is_sklearns(step_data: tuple[Any, ...]) -> None
     x_k = np.asarray(port.x_knots)
     # The table is sklearn's: exactly at the knots, to rounding between them.
     np.testing.assert_array_equal(x_k, iso.X_thresholds_)
-    np.testing.assert_array_equal(np.interp(x_k, x_k, port.y_knots), iso.predict(x_k))
+    np.testing.assert_allclose(port.y_knots, iso.y_thresholds_, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(np.interp(x_k, x_k, port.y_knots), iso.predict(x_k),
+                               rtol=0, atol=1e-13)
+    np.testing.assert_array_equal(np.interp(x_k, x_k, port.y_knots), port.y_knots)
     np.testing.assert_allclose(est.predict_proba(X)[:, 1], iso.predict(z), atol=1e-12)
     np.testing.assert_array_equal(port.predict(X), est.predict_proba(X)[:, 1])
 

@@ -289,3 +289,16 @@ def test_acceptance_on_100k_synthetic_claims() -> None:
             "oracle log loss (target 2%): the generator's contradiction x trust interaction "
             "is outside the additive feature vocabulary (see readme_calibration)"
         )
+
+
+def test_bench_quick_runs(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "calibrators.json"
+    subprocess.run([sys.executable, str(root / "bench" / "bench_calibrators.py"), "--quick",
+                    "--out", str(out)], check=True, capture_output=True, timeout=300)
+    got = json.loads(out.read_text())
+    assert got["rows"] == 20_000
+    assert got["ratio_wall"] > 0 and got["bare_sklearn_fits"] >= 24
