@@ -107,17 +107,31 @@ class BatchDecision:
 
 def _q(p: FloatArray, mask: BoolArray) -> FloatArray:
     """``q = prod (1 - p_i)`` multiplied left to right from 1.0 (``mode="amv"``)."""
-    q = np.ones(p.shape[0], dtype=np.float64)
-    for j in range(p.shape[1]):
-        q = np.where(mask[:, j], q * (1.0 - p[:, j]), q)
+    n, m = p.shape
+    q = np.ones(n, dtype=np.float64)
+    t = np.empty(n, dtype=np.float64)
+    for j in range(m):
+        np.subtract(1.0, p[:, j], out=t)
+        if bool(mask[:, j].all()):
+            np.multiply(q, t, out=q)
+        else:
+            np.multiply(q, t, out=t)
+            np.copyto(q, t, where=mask[:, j])
     return q
 
 
 def _p_any_seed(p: FloatArray, mask: BoolArray) -> FloatArray:
     """``P_any`` accumulated as the seed does: ``acc = 1 - (1 - acc)(1 - p)``."""
-    acc = np.zeros(p.shape[0], dtype=np.float64)
-    for j in range(p.shape[1]):
-        acc = np.where(mask[:, j], 1.0 - (1.0 - acc) * (1.0 - p[:, j]), acc)
+    n, m = p.shape
+    acc = np.zeros(n, dtype=np.float64)
+    t = np.empty(n, dtype=np.float64)
+    u = np.empty(n, dtype=np.float64)
+    for j in range(m):
+        np.subtract(1.0, acc, out=t)
+        np.subtract(1.0, p[:, j], out=u)
+        np.multiply(t, u, out=t)
+        np.subtract(1.0, t, out=t)
+        np.copyto(acc, t, where=mask[:, j])
     return acc
 
 
@@ -232,10 +246,65 @@ def _check_range(name: str, arr: FloatArray, where: BoolArray, ok: BoolArray, ru
         raise ValueError(f"{name}[{', '.join(map(str, idx))}]={arr[idx]!r} must be {rule}")
 
 
+def _within(arr: FloatArray, where: BoolArray | None, lo: float, hi: float, *,
+            low_open: bool) -> bool:
+    """True when every entry (where ``where``) lies in ``(lo, hi]`` (``low_open``) or
+    ``[lo, hi]``; False on NaN.
+
+    ``hi = inf`` asks for finite entries.
+    """
+    if where is not None:
+        arr = arr[where]
+    if arr.size == 0:
+        return True
+    a, b = float(arr.min()), float(arr.max())
+    if not (a > lo if low_open else a >= lo):
+        return False
+    return b < hi if hi == np.inf else b <= hi
+
+
 # -- the planners -----------------------------------------------------------------------------
 
 
-def _myopic_voi(
+#: Rows per chunk of the vectorised myopic rule: a chunk's temporaries stay in the cache.
+CHUNK_ROWS: Final = 8192
+
+
+class _Scratch:
+    """Preallocated temporaries of the chunk loop, handed out as views of ``c`` columns."""
+
+    def __init__(self, lead: tuple[int, ...], width: int) -> None:
+        self._lead = lead
+        self._width = width
+        self._bufs: dict[tuple[str, Any, tuple[int, ...]], NDArray[Any]] = {}
+        self.c = width
+
+    def __call__(self, name: str, dtype: Any = np.float64,
+                 lead: tuple[int, ...] | None = None) -> NDArray[Any]:
+        shape = self._lead if lead is None else lead
+        key = (name, dtype, shape)
+        buf = self._bufs.get(key)
+        if buf is None:
+            buf = np.empty((*shape, self._width), dtype=dtype)
+            self._bufs[key] = buf
+        return buf[..., : self.c]
+
+
+def _select(cond: BoolArray, a: FloatArray, b: FloatArray, out: FloatArray,
+            tmp: FloatArray) -> FloatArray:
+    """``where(cond, a, b)`` into ``out`` for finite ``a`` and ``b``, without masked loops.
+
+    ``a * 1 + b * 0`` is ``a`` and ``a * 0 + b * 1`` is ``b`` exactly (``x + (+-0) = x``
+    for every ``x`` that is not itself a zero; neither ``a`` nor ``b`` is ``-0.0`` here).
+    """
+    np.copyto(tmp, cond)
+    np.multiply(a, tmp, out=out)
+    np.subtract(1.0, tmp, out=tmp)
+    np.multiply(tmp, b, out=tmp)
+    return np.add(out, tmp, out=out)
+
+
+def _myopic_rows(
     gate: _GateLike,
     p: FloatArray,
     mask: BoolArray,
@@ -245,55 +314,354 @@ def _myopic_voi(
     cost: FloatArray,
     rel: FloatArray,
     avail: BoolArray,
-    q: FloatArray,
-    v_stop: FloatArray,
-) -> FloatArray:
-    """One-step VOI of every verifier, shape (n, V); ``-inf`` where unavailable.
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, BoolArray, FloatArray, IntArray,
+           NDArray[np.int8], IntArray]:
+    """Screen, one-step VOI and the myopic decision per row: ``(q, h, v_stop, r_expected,
+    admissible, best, idx, regime, verifier)``.
 
-    ``mode="amv"``: the arithmetic the ``_engine`` module docstring fixes: outcomes in
-    product order, ``w`` and ``q_o`` multiplied premise by premise (``q_o *= r / Pc``, the
-    factor divided first), zero-probability outcomes skipped. ``mode="seed"``: the seed's
-    first-premise update.
+    ``best`` is the largest one-step VOI of a row (``-inf`` when no verifier is available)
+    and ``idx`` the first verifier column reaching it. ``mode="amv"``: the arithmetic the
+    ``_engine`` module docstring fixes: outcomes in product order, ``w`` and ``q_o``
+    multiplied premise by premise (``q_o *= r / Pc``, the factor divided first),
+    zero-probability outcomes skipped. ``mode="seed"``: the seed's first-premise update and
+    ``P_any`` accumulation (``q`` is then all ones).
+
+    Rows run in chunks of :data:`CHUNK_ROWS` through preallocated verifier-major buffers, so
+    every ufunc loops over a contiguous chunk in the cache and nothing is allocated per
+    step. The chunk kernels take the common case: in ``"amv"`` mode a verifier resolving
+    exactly one premise, in ``"seed"`` mode one resolving at least one. The other (row,
+    verifier) pairs are computed after the loop by the general code, and their rows'
+    maxima then.
     """
-    n, n_ver = cost.shape
+    n, m = p.shape
+    n_ver = cost.shape[1]
     lam = float(gate.lambda_cost_scale)
     eps = float(gate.epsilon_harm_bound)
-    lim = _lim(gate, kappa)
-    voi = np.full((n, n_ver), -np.inf, dtype=np.float64)
-    if gate.mode != "seed":
-        # every (row, verifier) pair at once, grouped by how many premises it resolves
-        rows, cols = np.nonzero(avail)
-        if rows.size:
-            voi[rows, cols] = _amv_voi(p, resolves[rows, cols] & mask[rows], rows,
-                                       theta, kappa, lim, eps, rel[rows, cols],
-                                       lam * cost[rows, cols], q, v_stop)
-        return voi
-    rows_all = np.arange(n)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for v in range(n_ver):
-            on = avail[:, v]
-            if not np.any(on):
+    delta = float(gate.delta_loss_threshold)
+    seed = gate.mode == "seed"
+    full_mask = bool(mask.all())
+    full_avail = bool(avail.all())
+    # padded slots may hold anything (NaN included); zero them so products stay finite
+    # (in "amv" mode a zero slot then multiplies q by exactly 1)
+    pz = p if full_mask else np.where(mask, p, 0.0)
+    q = np.empty(n, dtype=np.float64)
+    h = np.empty(n, dtype=np.float64)
+    v_stop = np.empty(n, dtype=np.float64)
+    r_exp = np.empty(n, dtype=np.float64)
+    adm = np.empty(n, dtype=bool)
+    best = np.full(n, -np.inf, dtype=np.float64)
+    idx = np.zeros(n, dtype=np.intp)
+    regime = np.empty(n, dtype=np.int8)
+    chosen = np.empty(n, dtype=np.intp)
+    voi_all: FloatArray | None = None  # kept only once a chunk has pairs for later
+    late: list[tuple[int, int]] = []
+    odd_rows: list[IntArray] = []
+    odd_cols: list[IntArray] = []
+    w = max(1, min(CHUNK_ROWS, n))
+    s = _Scratch((n_ver,), w)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for i0 in range(0, n, w):
+            i1 = min(i0 + w, n)
+            s.c = i1 - i0
+            pt = s("pt", lead=(m,))
+            np.copyto(pt, pz[i0:i1].T)
+            qc, hc, th, ka = q[i0:i1], h[i0:i1], theta[i0:i1], kappa[i0:i1]
+            if seed:
+                qc.fill(1.0)
+                _seed_p_any(s, pt, mask[i0:i1], full_mask, hc)
+            else:
+                if m:
+                    np.subtract(1.0, pt[0], out=qc)  # 1.0 * (1 - p_0)
+                else:
+                    qc.fill(1.0)
+                tmp1 = s("tmp1", lead=())
+                for j in range(1, m):
+                    np.subtract(1.0, pt[j], out=tmp1)
+                    np.multiply(qc, tmp1, out=qc)
+                np.subtract(1.0, qc, out=hc)
+            li = s("li", lead=())
+            if delta != delta:  # NaN: where(delta < kappa, delta, kappa) is kappa
+                np.copyto(li, ka)
+            else:
+                np.minimum(ka, delta, out=li)
+            rc, ac, vs = r_exp[i0:i1], adm[i0:i1], v_stop[i0:i1]
+            np.multiply(th, hc, out=rc)
+            b1 = s("b1", np.bool_, ())
+            np.less_equal(rc, li, out=ac)
+            np.less_equal(hc, eps, out=b1)
+            np.logical_and(ac, b1, out=ac)
+            _select(ac, rc, ka, vs, s("tmp1", lead=()))
+            if n_ver == 0:
+                _decide(s, ac, best[i0:i1], idx[i0:i1], th, ka, seed, regime[i0:i1],
+                        chosen[i0:i1])
                 continue
-            target = resolves[:, v, :] & mask
-            r = rel[:, v]
-            lam_c = lam * cost[:, v]
-            first = np.argmax(target, axis=1)
-            has = target[rows_all, first]
-            pt = p[rows_all, first]
-            pc = (1.0 - pt) * r + pt * (1.0 - r)
-            pr = 1.0 - pc
-            one = np.zeros_like(target)
-            one[rows_all[has], first[has]] = True
-            up = np.where(one, (pt * (1.0 - r) / pc)[:, None], p)
-            down = np.where(one, (pt * r / pr)[:, None], p)
-            vc, _, _ = _screen(_p_any_seed(up, mask), theta, kappa, lim, eps)
-            vr, _, _ = _screen(_p_any_seed(down, mask), theta, kappa, lim, eps)
-            # a zero-probability outcome is skipped (the seed's 0 * kappa adds exactly 0)
-            e = np.where(pc != 0.0, pc * vc, 0.0)
-            e = np.where(pr != 0.0, e + pr * vr, e)
-            val = np.where(has, (v_stop - e) - lam_c, -lam * cost[:, v])
-            voi[:, v] = np.where(on, val, -np.inf)
-    return voi
+            tb = s("tb", np.bool_, (m, n_ver))
+            np.copyto(tb, resolves[i0:i1].transpose(2, 1, 0))
+            r = s("r")
+            np.copyto(r, rel[i0:i1].T)
+            lc = s("lc")
+            np.multiply(cost[i0:i1].T, lam, out=lc)
+            rows = (qc, th, ka, li, vs)
+            out = s("voi")
+            if seed:
+                odd = _seed_chunk(s, tb, pt, mask[i0:i1], r, lc, rows, eps, out)
+            else:
+                odd = _amv_chunk(s, tb, pt, r, lc, rows, eps, out)
+            if not full_avail:
+                off = s("off", np.bool_)
+                np.logical_not(avail[i0:i1].T, out=off)
+                np.copyto(out, -np.inf, where=off)
+                np.logical_and(odd, avail[i0:i1].T, out=odd)
+            if odd.any():
+                cols, at = np.nonzero(odd)
+                odd_rows.append(at + i0)
+                odd_cols.append(cols)
+                if voi_all is None:
+                    voi_all = np.empty((n_ver, n), dtype=np.float64)
+                voi_all[:, i0:i1] = out
+                late.append((i0, i1))
+            else:
+                _first_max(out, idx[i0:i1], best[i0:i1], s("ne", np.bool_, ()))
+                _decide(s, ac, best[i0:i1], idx[i0:i1], th, ka, seed, regime[i0:i1],
+                        chosen[i0:i1])
+    if voi_all is not None:
+        at = np.concatenate(odd_rows)
+        cols = np.concatenate(odd_cols)
+        if seed:
+            # no premise to update: one outcome, E = V_stop, as the seed computes it
+            voi_all[cols, at] = -lam * cost[at, cols]
+        else:
+            lim = _lim(gate, kappa)
+            voi_all[cols, at] = _amv_voi(p, resolves[at, cols], at, theta, kappa, lim, eps,
+                                         rel[at, cols], lam * cost[at, cols], q, v_stop)
+        ne = np.empty(w, dtype=bool)
+        for i0, i1 in late:
+            s.c = i1 - i0
+            _first_max(voi_all[:, i0:i1], idx[i0:i1], best[i0:i1], ne[: i1 - i0])
+            _decide(s, adm[i0:i1], best[i0:i1], idx[i0:i1], theta[i0:i1], kappa[i0:i1], seed,
+                    regime[i0:i1], chosen[i0:i1])
+    return q, h, v_stop, r_exp, adm, best, idx, regime, chosen
+
+
+def _decide(s: _Scratch, adm: BoolArray, best: FloatArray, idx: IntArray, theta: FloatArray,
+            kappa: FloatArray, seed: bool, regime: NDArray[np.int8], chosen: IntArray) -> None:
+    """The myopic rule into ``regime`` and ``chosen``: VERIFY with ``idx`` when ``best``
+    exceeds the tolerance (0 in ``"seed"`` mode), else PROCEED if admissible, else ABSTAIN."""
+    go = s("go", np.bool_, ())
+    if seed:
+        np.greater(best, 0.0, out=go)
+    else:
+        tol = s("tol", lead=())
+        np.add(theta, kappa, out=tol)
+        np.multiply(tol, VOI_TOLERANCE, out=tol)
+        np.greater(best, tol, out=go)
+    # ABSTAIN (2) - 2 * admissible, then VERIFY (1) where go; the verifier -1 unless go
+    np.multiply(adm, -2, out=regime, dtype=np.int8, casting="unsafe")
+    np.add(regime, ABSTAIN, out=regime)
+    np.copyto(regime, VERIFY, where=go)
+    np.copyto(chosen, -1)
+    np.copyto(chosen, idx, where=go)
+
+
+def _first_max(voi: FloatArray, idx: IntArray, best: FloatArray, ne: BoolArray) -> None:
+    """Into ``idx`` and ``best``: per column of ``voi`` (V, c), the row of the first largest
+    entry and that entry.
+
+    The first maximum, like ``np.argmax`` and the scalar gate's strict ``voi > best`` scan
+    (the entries are never NaN; ``-0.0`` and ``0.0`` tie).
+    """
+    n_ver = voi.shape[0]
+    np.maximum.reduce(voi, axis=0, out=best)
+    idx.fill(0)
+    for v in range(n_ver - 2, -1, -1):
+        # idx = 0 if voi[v] is the maximum, else 1 + (the index among the later rows)
+        np.not_equal(voi[v], best, out=ne)
+        np.add(idx, 1, out=idx)
+        np.multiply(idx, ne, out=idx)
+    # the maximum of -0.0 and 0.0 may be either: take the chosen entry's own sign
+    z = np.flatnonzero(best == 0.0)
+    if z.size:
+        best[z] = voi[idx[z], z]
+
+
+_Rows = tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]
+
+
+def _outcome(s: _Scratch, f: FloatArray, w: FloatArray, rows: _Rows, eps: float,
+             out: FloatArray) -> FloatArray:
+    """``w * V_stop(q * f)`` into ``out`` (``f`` is overwritten with ``H``)."""
+    q, th, ka, li, _ = rows
+    np.multiply(q, f, out=f)
+    np.subtract(1.0, f, out=f)
+    return _weighted_screen(s, f, w, rows, eps, out)
+
+
+def _weighted_screen(s: _Scratch, h: FloatArray, w: FloatArray, rows: _Rows, eps: float,
+                     out: FloatArray) -> FloatArray:
+    """``w * V_stop`` at harm ``h`` into ``out``."""
+    _, th, ka, li, _ = rows
+    np.multiply(th, h, out=out)
+    b1 = s("b1", np.bool_)
+    b2 = s("b2", np.bool_)
+    np.less_equal(out, li, out=b1)
+    np.less_equal(h, eps, out=b2)
+    np.logical_and(b1, b2, out=b1)
+    _select(b1, out, ka, out, s("sel"))
+    return np.multiply(w, out, out=out)
+
+
+def _amv_chunk(s: _Scratch, tb: BoolArray, pt: FloatArray, r: FloatArray, lc: FloatArray,
+               rows: _Rows, eps: float, out: FloatArray) -> BoolArray:
+    """VOI of the pairs resolving exactly one premise into ``out``; returns the others."""
+    m = tb.shape[0]
+    tf = s("tf", lead=tb.shape[:2])
+    np.copyto(tf, tb)
+    ps = s("ps")
+    tmp = s("tmp")
+    kk = s("kk")
+    # the one resolved premise's p: x * 1 + 0 * y + ... is x exactly
+    np.multiply(tf[0], pt[0], out=ps)
+    np.copyto(kk, tf[0])
+    for j in range(1, m):
+        np.multiply(tf[j], pt[j], out=tmp)
+        np.add(ps, tmp, out=ps)
+        np.add(kk, tf[j], out=kk)
+    odd = s("odd", np.bool_)
+    np.not_equal(kk, 1.0, out=odd)
+    sr = s("sr")
+    np.subtract(1.0, r, out=sr)
+    a = s("a")
+    np.subtract(1.0, ps, out=a)
+    pc = s("pc")
+    np.multiply(a, r, out=pc)
+    np.multiply(ps, sr, out=tmp)
+    np.add(pc, tmp, out=pc)
+    pr = s("pr")
+    np.multiply(ps, r, out=pr)
+    np.multiply(a, sr, out=tmp)
+    np.add(pr, tmp, out=pr)
+    # An outcome of probability 0 is skipped by the scalar engine. Dividing by 1 instead
+    # keeps everything finite, and its weight 0 then adds exactly +0 to E.
+    zb = s("zb", np.bool_)
+    fc = s("fc")
+    np.equal(pc, 0.0, out=zb)
+    np.add(pc, zb, out=tmp)
+    np.divide(r, tmp, out=fc)
+    fr = s("fr")
+    np.equal(pr, 0.0, out=zb)
+    np.add(pr, zb, out=tmp)
+    np.divide(sr, tmp, out=fr)
+    ec = _outcome(s, fc, pc, rows, eps, s("ec"))
+    er = _outcome(s, fr, pr, rows, eps, s("er"))
+    np.add(ec, er, out=out)
+    np.subtract(rows[4], out, out=out)
+    np.subtract(out, lc, out=out)
+    return odd
+
+
+def _seed_chunk(s: _Scratch, tb: BoolArray, pt: FloatArray, mask: BoolArray, r: FloatArray,
+                lc: FloatArray, rows: _Rows, eps: float, out: FloatArray) -> BoolArray:
+    """Seed-mode VOI of the pairs resolving some premise into ``out``; returns the others."""
+    m = tb.shape[0]
+    isf = s("isf", np.bool_, tb.shape[:2])
+    seen = s("seen", np.bool_)
+    zb = s("zb", np.bool_)
+    np.copyto(isf[0], tb[0])
+    np.copyto(seen, tb[0])
+    for j in range(1, m):
+        np.logical_not(seen, out=zb)
+        np.logical_and(tb[j], zb, out=isf[j])
+        np.logical_or(seen, tb[j], out=seen)
+    f1 = s("f1", lead=tb.shape[:2])  # 1.0 at the first resolved premise
+    np.copyto(f1, isf)
+    f0 = s("f0", lead=tb.shape[:2])
+    np.subtract(1.0, f1, out=f0)
+    omp = s("omp", lead=(m,))
+    np.subtract(1.0, pt, out=omp)
+    ps = s("ps")
+    tmp = s("tmp")
+    np.multiply(f1[0], pt[0], out=ps)
+    for j in range(1, m):
+        np.multiply(f1[j], pt[j], out=tmp)
+        np.add(ps, tmp, out=ps)
+    sr = s("sr")
+    np.subtract(1.0, r, out=sr)
+    pc = s("pc")
+    np.subtract(1.0, ps, out=pc)
+    np.multiply(pc, r, out=pc)
+    np.multiply(ps, sr, out=tmp)
+    np.add(pc, tmp, out=pc)
+    pr = s("pr")
+    np.subtract(1.0, pc, out=pr)
+    # P(outcome) = 0: divide by 1 instead (finite), the weight 0 adds exactly +0 to E
+    up = s("up")
+    np.multiply(ps, sr, out=up)
+    np.equal(pc, 0.0, out=zb)
+    np.add(pc, zb, out=tmp)
+    np.divide(up, tmp, out=up)
+    down = s("down")
+    np.multiply(ps, r, out=down)
+    np.equal(pr, 0.0, out=zb)
+    np.add(pr, zb, out=tmp)
+    np.divide(down, tmp, out=down)
+    full = [bool(mask[:, j].all()) for j in range(m)]
+    ec = _seed_outcome(s, up, f0, f1, omp, mask, full, pc, rows, eps, s("ec"))
+    er = _seed_outcome(s, down, f0, f1, omp, mask, full, pr, rows, eps, s("er"))
+    np.add(ec, er, out=out)
+    np.subtract(rows[4], out, out=out)
+    np.subtract(out, lc, out=out)
+    np.logical_not(seen, out=seen)
+    return seen
+
+
+def _seed_p_any(s: _Scratch, pt: FloatArray, mask: BoolArray, full_mask: bool,
+                out: FloatArray) -> None:
+    """Into ``out``: ``P_any`` of the rows as the seed accumulates it (see
+    :func:`_p_any_seed`); ``pt`` is (m, c)."""
+    out.fill(0.0)
+    t = s("tmp1", lead=())
+    u = s("tmp2", lead=())
+    for j in range(pt.shape[0]):
+        np.subtract(1.0, out, out=t)
+        np.subtract(1.0, pt[j], out=u)
+        np.multiply(t, u, out=t)
+        if full_mask:
+            np.subtract(1.0, t, out=out)
+        else:
+            np.subtract(1.0, t, out=t)
+            np.copyto(out, t, where=mask[:, j])
+
+
+def _seed_outcome(s: _Scratch, x: FloatArray, f0: FloatArray, f1: FloatArray,
+                  omp: FloatArray, mask: BoolArray, full: list[bool], w: FloatArray,
+                  rows: _Rows, eps: float, out: FloatArray) -> FloatArray:
+    """``w * V_stop`` with the first resolved premise at ``x`` (``x`` is overwritten).
+
+    ``P_any`` accumulates as the seed does, ``acc = 1 - (1 - acc)(1 - p)`` from 0.
+    """
+    np.subtract(1.0, x, out=x)  # 1 - x, finite
+    fac = s("fac")
+    tmp = s("tmp")
+    acc = s("acc")
+    new = s("new")
+    for j in range(omp.shape[0]):
+        # 1 - p_j, or 1 - x at the first resolved premise (one product of each pair is +-0)
+        np.multiply(f0[j], omp[j], out=fac)
+        np.multiply(f1[j], x, out=tmp)
+        np.add(fac, tmp, out=fac)
+        if j == 0:
+            np.subtract(1.0, fac, out=new)  # 1 - (1 - 0) * fac
+        else:
+            np.subtract(1.0, acc, out=tmp)
+            np.multiply(tmp, fac, out=tmp)
+            np.subtract(1.0, tmp, out=new)
+        if full[j]:
+            acc, new = new, acc
+        else:
+            if j == 0:
+                acc.fill(0.0)
+            np.copyto(acc, new, where=mask[:, j])
+    return _weighted_screen(s, acc, w, rows, eps, out)
 
 
 def _amv_voi(
@@ -434,54 +802,51 @@ def evaluate_batch(
     avail = (
         np.ones((n, n_ver), dtype=bool)
         if available is None
-        else _as("available", available, bool, (n, n_ver)).copy()
+        else _as("available", available, bool, (n, n_ver))
     )
     left = (
         np.full(n, int(gate.max_verifications), dtype=np.intp)
         if budget is None
         else _as("budget", budget, np.intp, (n,))
     )
-    everywhere = np.ones(n, dtype=bool)
-    _check_range("p", pa, mask, (pa >= 0.0) & (pa <= 1.0), "in [0, 1]")
-    _check_range("theta", th, everywhere, (th > 0.0) & np.isfinite(th), "> 0 and finite")
-    _check_range("kappa", ka, everywhere, (ka > 0.0) & np.isfinite(ka), "> 0 and finite")
-    _check_range("cost", co, avail, (co >= 0.0) & np.isfinite(co), ">= 0 and finite")
-    _check_range("reliability", rel, avail, (rel > 0.5) & (rel <= 1.0), "in (0.5, 1]")
-    res = res & mask[:, None, :]
+    full_mask = bool(mask.all())
+    full_avail = bool(avail.all())
+    # cheap min/max screens first; the elementwise checks only run to name a bad entry
+    if not _within(pa, None if full_mask else mask, 0.0, 1.0, low_open=False):
+        _check_range("p", pa, mask, (pa >= 0.0) & (pa <= 1.0), "in [0, 1]")
+    if not _within(th, None, 0.0, np.inf, low_open=True):
+        _check_range("theta", th, np.ones(n, dtype=bool), (th > 0.0) & np.isfinite(th),
+                     "> 0 and finite")
+    if not _within(ka, None, 0.0, np.inf, low_open=True):
+        _check_range("kappa", ka, np.ones(n, dtype=bool), (ka > 0.0) & np.isfinite(ka),
+                     "> 0 and finite")
+    av = None if full_avail else avail
+    if not _within(co, av, 0.0, np.inf, low_open=False):
+        _check_range("cost", co, avail, (co >= 0.0) & np.isfinite(co), ">= 0 and finite")
+    if not _within(rel, av, 0.5, 1.0, low_open=True):
+        _check_range("reliability", rel, avail, (rel > 0.5) & (rel <= 1.0), "in (0.5, 1]")
+    if not full_mask:
+        res = res & mask[:, None, :]
 
     seed_mode = gate.mode == "seed"
-    eps = float(gate.epsilon_harm_bound)
-    lim = _lim(gate, ka)
-    if seed_mode:
-        q = np.ones(n, dtype=np.float64)
-        h = _p_any_seed(pa, mask)
-    else:
-        q = _q(pa, mask)
-        h = 1.0 - q
-    v_stop, r_exp, adm = _screen(h, th, ka, lim, eps)
-    regime = np.where(adm, PROCEED, ABSTAIN).astype(np.int8)
-    chosen = np.full(n, -1, dtype=np.intp)
-    best = np.full(n, -np.inf, dtype=np.float64)
     if gate.refusal is not None:
         # fail closed as the scalar gate does: P_any = 1, V_stop = kappa
         return BatchDecision(
-            regime=np.full(n, ABSTAIN, dtype=np.int8), verifier=chosen, voi=best,
-            v_stop=ka.copy(), r_expected=th.copy(), h_harm=np.ones(n), admissible=
-            np.zeros(n, dtype=bool),
+            regime=np.full(n, ABSTAIN, dtype=np.int8), verifier=np.full(n, -1, dtype=np.intp),
+            voi=np.full(n, -np.inf), v_stop=ka.copy(), r_expected=th.copy(),
+            h_harm=np.ones(n), admissible=np.zeros(n, dtype=bool),
         )
-    avail &= (left > 0)[:, None]
-    if n_ver > 0 and np.any(avail):
-        voi = _myopic_voi(gate, pa, mask, th, ka, res, co, rel, avail, q, v_stop)
-        # argmax keeps the first maximum, like the strict ``voi > best`` scans
-        idx = np.argmax(voi, axis=1)
-        best = voi[np.arange(n), idx]
-        tol = 0.0 if seed_mode else VOI_TOLERANCE * (th + ka)
-        if gate.planner == "lookahead" and not seed_mode:
-            go, idx, best = _lookahead(gate, pa, mask, th, ka, lim, eps, res, co, rel, avail,
-                                       left, q, v_stop, best, idx, tol, n_jobs)
-        else:
-            go = best > tol
-        regime = np.where(go, VERIFY, regime).astype(np.int8)
+    if not bool((left > 0).all()):
+        avail = avail & (left > 0)[:, None]
+    q, h, v_stop, r_exp, adm, best, idx, regime, chosen = _myopic_rows(
+        gate, pa, mask, th, ka, res, co, rel, avail)
+    if gate.planner == "lookahead" and not seed_mode and n_ver > 0 and bool(np.any(avail)):
+        tol = VOI_TOLERANCE * (th + ka)
+        eps = float(gate.epsilon_harm_bound)
+        go, idx, best = _lookahead(gate, pa, mask, th, ka, _lim(gate, ka), eps, res, co,
+                                   rel, avail, left, q, v_stop, best, idx, tol, n_jobs)
+        regime = np.where(adm, PROCEED, ABSTAIN).astype(np.int8)
+        regime[go] = VERIFY
         chosen = np.where(go, idx, -1).astype(np.intp)
     return BatchDecision(
         regime=regime,
