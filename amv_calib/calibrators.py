@@ -122,9 +122,13 @@ _N_FEATURES: Final = len(CLAIM_FEATURES)
 def _claim_matrix(X: Any) -> tuple[Any, Any]:
     """Split ``X`` into an array in canonical column order and its claim ids (or None)."""
     columns = getattr(X, "columns", None)
-    if columns is None or not all(c in columns for c in CLAIM_FEATURES):
-        # sklearn's own validation reports shape and dtype problems of arrays and of
-        # frames lacking the canonical columns.
+    if columns is None:
+        return X, None
+    missing = [c for c in CLAIM_FEATURES if c not in columns]
+    if missing and len(missing) < len(CLAIM_FEATURES):
+        raise ValueError(f"claim features lack column(s) {missing}")
+    if missing:
+        # No claim column at all: a generic frame, read like an array in canonical order.
         return X, None
     arr = np.column_stack([np.asarray(X[c], dtype=np.float64) for c in CLAIM_FEATURES])
     groups = np.asarray(X["claim_id"]) if "claim_id" in columns else None
