@@ -314,8 +314,10 @@ def _myopic_rows(
     cost: FloatArray,
     rel: FloatArray,
     avail: BoolArray,
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, BoolArray, FloatArray, IntArray,
-           NDArray[np.int8], IntArray]:
+    *,
+    keep: bool = False,
+) -> tuple[FloatArray | None, FloatArray, FloatArray, FloatArray, BoolArray, FloatArray,
+           IntArray | None, NDArray[np.int8], IntArray]:
     """Screen, one-step VOI and the myopic decision per row: ``(q, h, v_stop, r_expected,
     admissible, best, idx, regime, verifier)``.
 
@@ -331,7 +333,8 @@ def _myopic_rows(
     step. The chunk kernels take the common case: in ``"amv"`` mode a verifier resolving
     exactly one premise, in ``"seed"`` mode one resolving at least one. The other (row,
     verifier) pairs are computed after the loop by the general code, and their rows'
-    maxima then.
+    maxima then. ``q`` and ``idx`` are returned only with ``keep`` (else None): every
+    full-size array costs its first-touch page faults.
     """
     n, m = p.shape
     n_ver = cost.shape[1]
@@ -344,13 +347,13 @@ def _myopic_rows(
     # padded slots may hold anything (NaN included); zero them so products stay finite
     # (in "amv" mode a zero slot then multiplies q by exactly 1)
     pz = p if full_mask else np.where(mask, p, 0.0)
-    q = np.empty(n, dtype=np.float64)
+    q = np.empty(n, dtype=np.float64) if keep else None
     h = np.empty(n, dtype=np.float64)
     v_stop = np.empty(n, dtype=np.float64)
     r_exp = np.empty(n, dtype=np.float64)
     adm = np.empty(n, dtype=bool)
-    best = np.full(n, -np.inf, dtype=np.float64)
-    idx = np.zeros(n, dtype=np.intp)
+    best = np.empty(n, dtype=np.float64)
+    idx = np.empty(n, dtype=np.intp) if keep else None
     regime = np.empty(n, dtype=np.int8)
     chosen = np.empty(n, dtype=np.intp)
     voi_all: FloatArray | None = None  # kept only once a chunk has pairs for later
@@ -365,7 +368,9 @@ def _myopic_rows(
             s.c = i1 - i0
             pt = s("pt", lead=(m,))
             np.copyto(pt, pz[i0:i1].T)
-            qc, hc, th, ka = q[i0:i1], h[i0:i1], theta[i0:i1], kappa[i0:i1]
+            qc = s("q", lead=()) if q is None else q[i0:i1]
+            hc, th, ka = h[i0:i1], theta[i0:i1], kappa[i0:i1]
+            ic = s("idx", np.intp, ()) if idx is None else idx[i0:i1]
             if seed:
                 qc.fill(1.0)
                 _seed_p_any(s, pt, mask[i0:i1], full_mask, hc)
@@ -392,8 +397,9 @@ def _myopic_rows(
             np.logical_and(ac, b1, out=ac)
             _select(ac, rc, ka, vs, s("tmp1", lead=()))
             if n_ver == 0:
-                _decide(s, ac, best[i0:i1], idx[i0:i1], th, ka, seed, regime[i0:i1],
-                        chosen[i0:i1])
+                best[i0:i1] = -np.inf
+                ic.fill(0)
+                _decide(s, ac, best[i0:i1], ic, th, ka, seed, regime[i0:i1], chosen[i0:i1])
                 continue
             tb = s("tb", np.bool_, (m, n_ver))
             np.copyto(tb, resolves[i0:i1].transpose(2, 1, 0))
@@ -421,9 +427,8 @@ def _myopic_rows(
                 voi_all[:, i0:i1] = out
                 late.append((i0, i1))
             else:
-                _first_max(out, idx[i0:i1], best[i0:i1], s("ne", np.bool_, ()))
-                _decide(s, ac, best[i0:i1], idx[i0:i1], th, ka, seed, regime[i0:i1],
-                        chosen[i0:i1])
+                _first_max(out, ic, best[i0:i1], s("ne", np.bool_, ()))
+                _decide(s, ac, best[i0:i1], ic, th, ka, seed, regime[i0:i1], chosen[i0:i1])
     if voi_all is not None:
         at = np.concatenate(odd_rows)
         cols = np.concatenate(odd_cols)
@@ -432,13 +437,14 @@ def _myopic_rows(
             voi_all[cols, at] = -lam * cost[at, cols]
         else:
             lim = _lim(gate, kappa)
+            q_all = _q(p, mask) if q is None else q  # the same products as the chunks'
             voi_all[cols, at] = _amv_voi(p, resolves[at, cols], at, theta, kappa, lim, eps,
-                                         rel[at, cols], lam * cost[at, cols], q, v_stop)
-        ne = np.empty(w, dtype=bool)
+                                         rel[at, cols], lam * cost[at, cols], q_all, v_stop)
         for i0, i1 in late:
             s.c = i1 - i0
-            _first_max(voi_all[:, i0:i1], idx[i0:i1], best[i0:i1], ne[: i1 - i0])
-            _decide(s, adm[i0:i1], best[i0:i1], idx[i0:i1], theta[i0:i1], kappa[i0:i1], seed,
+            ic = s("idx", np.intp, ()) if idx is None else idx[i0:i1]
+            _first_max(voi_all[:, i0:i1], ic, best[i0:i1], s("ne", np.bool_, ()))
+            _decide(s, adm[i0:i1], best[i0:i1], ic, theta[i0:i1], kappa[i0:i1], seed,
                     regime[i0:i1], chosen[i0:i1])
     return q, h, v_stop, r_exp, adm, best, idx, regime, chosen
 
@@ -455,12 +461,17 @@ def _decide(s: _Scratch, adm: BoolArray, best: FloatArray, idx: IntArray, theta:
         np.add(theta, kappa, out=tol)
         np.multiply(tol, VOI_TOLERANCE, out=tol)
         np.greater(best, tol, out=go)
-    # ABSTAIN (2) - 2 * admissible, then VERIFY (1) where go; the verifier -1 unless go
-    np.multiply(adm, -2, out=regime, dtype=np.int8, casting="unsafe")
-    np.add(regime, ABSTAIN, out=regime)
-    np.copyto(regime, VERIFY, where=go)
-    np.copyto(chosen, -1)
-    np.copyto(chosen, idx, where=go)
+    # base = ABSTAIN (2) - 2 * admissible; regime = base - go * (base - VERIFY);
+    # chosen = (idx + 1) * go - 1 (integer arithmetic, no masked loops)
+    base = s("base", np.int8, ())
+    np.multiply(adm, -2, out=base, dtype=np.int8, casting="unsafe")
+    np.add(base, ABSTAIN, out=base)
+    np.subtract(base, VERIFY, out=regime)
+    np.multiply(regime, go, out=regime)
+    np.subtract(base, regime, out=regime)
+    np.add(idx, 1, out=chosen)
+    np.multiply(chosen, go, out=chosen)
+    np.subtract(chosen, 1, out=chosen)
 
 
 def _first_max(voi: FloatArray, idx: IntArray, best: FloatArray, ne: BoolArray) -> None:
@@ -510,24 +521,29 @@ def _weighted_screen(s: _Scratch, h: FloatArray, w: FloatArray, rows: _Rows, eps
     return np.multiply(w, out, out=out)
 
 
+def _near_one(r: FloatArray) -> bool:
+    """Whether some reliability is within 1e-9 of 1 (only then can an outcome have
+    probability 0, or ``1 - P(confirm)`` round to 0)."""
+    return bool(r.max(initial=0.0) > 1.0 - 1e-9)
+
+
 def _amv_chunk(s: _Scratch, tb: BoolArray, pt: FloatArray, r: FloatArray, lc: FloatArray,
                rows: _Rows, eps: float, out: FloatArray) -> BoolArray:
     """VOI of the pairs resolving exactly one premise into ``out``; returns the others."""
     m = tb.shape[0]
-    tf = s("tf", lead=tb.shape[:2])
-    np.copyto(tf, tb)
     ps = s("ps")
     tmp = s("tmp")
-    kk = s("kk")
     # the one resolved premise's p: x * 1 + 0 * y + ... is x exactly
-    np.multiply(tf[0], pt[0], out=ps)
-    np.copyto(kk, tf[0])
+    np.multiply(pt[0], tb[0], out=ps)
+    kk = s("kk", np.uint8)
+    tu = tb.view(np.uint8)
+    np.copyto(kk, tu[0])
     for j in range(1, m):
-        np.multiply(tf[j], pt[j], out=tmp)
+        np.multiply(pt[j], tb[j], out=tmp)
         np.add(ps, tmp, out=ps)
-        np.add(kk, tf[j], out=kk)
+        np.add(kk, tu[j], out=kk)
     odd = s("odd", np.bool_)
-    np.not_equal(kk, 1.0, out=odd)
+    np.not_equal(kk, 1, out=odd)
     sr = s("sr")
     np.subtract(1.0, r, out=sr)
     a = s("a")
@@ -540,17 +556,22 @@ def _amv_chunk(s: _Scratch, tb: BoolArray, pt: FloatArray, r: FloatArray, lc: Fl
     np.multiply(ps, r, out=pr)
     np.multiply(a, sr, out=tmp)
     np.add(pr, tmp, out=pr)
-    # An outcome of probability 0 is skipped by the scalar engine. Dividing by 1 instead
-    # keeps everything finite, and its weight 0 then adds exactly +0 to E.
-    zb = s("zb", np.bool_)
     fc = s("fc")
-    np.equal(pc, 0.0, out=zb)
-    np.add(pc, zb, out=tmp)
-    np.divide(r, tmp, out=fc)
     fr = s("fr")
-    np.equal(pr, 0.0, out=zb)
-    np.add(pr, zb, out=tmp)
-    np.divide(sr, tmp, out=fr)
+    if _near_one(r):
+        # An outcome of probability 0 (only with r = 1) is skipped by the scalar engine.
+        # Dividing by 1 instead keeps everything finite, and its weight 0 then adds exactly
+        # +0 to E.
+        zb = s("zb", np.bool_)
+        np.equal(pc, 0.0, out=zb)
+        np.add(pc, zb, out=tmp)
+        np.divide(r, tmp, out=fc)
+        np.equal(pr, 0.0, out=zb)
+        np.add(pr, zb, out=tmp)
+        np.divide(sr, tmp, out=fr)
+    else:
+        np.divide(r, pc, out=fc)
+        np.divide(sr, pr, out=fr)
     ec = _outcome(s, fc, pc, rows, eps, s("ec"))
     er = _outcome(s, fr, pr, rows, eps, s("er"))
     np.add(ec, er, out=out)
@@ -593,17 +614,22 @@ def _seed_chunk(s: _Scratch, tb: BoolArray, pt: FloatArray, mask: BoolArray, r: 
     np.add(pc, tmp, out=pc)
     pr = s("pr")
     np.subtract(1.0, pc, out=pr)
-    # P(outcome) = 0: divide by 1 instead (finite), the weight 0 adds exactly +0 to E
     up = s("up")
     np.multiply(ps, sr, out=up)
-    np.equal(pc, 0.0, out=zb)
-    np.add(pc, zb, out=tmp)
-    np.divide(up, tmp, out=up)
     down = s("down")
     np.multiply(ps, r, out=down)
-    np.equal(pr, 0.0, out=zb)
-    np.add(pr, zb, out=tmp)
-    np.divide(down, tmp, out=down)
+    if _near_one(r):
+        # P(outcome) = 0 (or P(confirm) rounding to 1) needs r at or next to 1: divide by 1
+        # instead (finite), the weight 0 then adds exactly +0 to E
+        np.equal(pc, 0.0, out=zb)
+        np.add(pc, zb, out=tmp)
+        np.divide(up, tmp, out=up)
+        np.equal(pr, 0.0, out=zb)
+        np.add(pr, zb, out=tmp)
+        np.divide(down, tmp, out=down)
+    else:
+        np.divide(up, pc, out=up)
+        np.divide(down, pr, out=down)
     full = [bool(mask[:, j].all()) for j in range(m)]
     ec = _seed_outcome(s, up, f0, f1, omp, mask, full, pc, rows, eps, s("ec"))
     er = _seed_outcome(s, down, f0, f1, omp, mask, full, pr, rows, eps, s("er"))
@@ -804,11 +830,7 @@ def evaluate_batch(
         if available is None
         else _as("available", available, bool, (n, n_ver))
     )
-    left = (
-        np.full(n, int(gate.max_verifications), dtype=np.intp)
-        if budget is None
-        else _as("budget", budget, np.intp, (n,))
-    )
+    left = None if budget is None else _as("budget", budget, np.intp, (n,))
     full_mask = bool(mask.all())
     full_avail = bool(avail.all())
     # cheap min/max screens first; the elementwise checks only run to name a bad entry
@@ -836,11 +858,18 @@ def evaluate_batch(
             voi=np.full(n, -np.inf), v_stop=ka.copy(), r_expected=th.copy(),
             h_harm=np.ones(n), admissible=np.zeros(n, dtype=bool),
         )
-    if not bool((left > 0).all()):
+    if left is None:
+        if int(gate.max_verifications) <= 0:
+            avail = np.zeros_like(avail)
+    elif not bool((left > 0).all()):
         avail = avail & (left > 0)[:, None]
+    look = gate.planner == "lookahead" and not seed_mode
     q, h, v_stop, r_exp, adm, best, idx, regime, chosen = _myopic_rows(
-        gate, pa, mask, th, ka, res, co, rel, avail)
-    if gate.planner == "lookahead" and not seed_mode and n_ver > 0 and bool(np.any(avail)):
+        gate, pa, mask, th, ka, res, co, rel, avail, keep=look)
+    if look and n_ver > 0 and bool(np.any(avail)):
+        assert q is not None and idx is not None
+        if left is None:
+            left = np.full(n, int(gate.max_verifications), dtype=np.intp)
         tol = VOI_TOLERANCE * (th + ka)
         eps = float(gate.epsilon_harm_bound)
         go, idx, best = _lookahead(gate, pa, mask, th, ka, _lim(gate, ka), eps, res, co,
