@@ -69,7 +69,7 @@ def _terms(column: str, transform: str, *scales: float) -> tuple[Term, ...]:
                  for s in scales)
 
 
-#: A richer additive map (17 terms) that ``compare_calibrators`` uses for Platt and for the
+#: A richer map (19 terms) that ``compare_calibrators`` uses for Platt and for the
 #: isotonic index: the seed's four terms, then ``log(confidence)`` (with ``logit`` it spans
 #: the beta-calibration pair ``log``/``log1m``), linear-spline hinges ``ramp(confidence,
 #: 0.6 | 0.8 | 0.9)``, ``log1p(recency / 10 | 100 | 1000 | 10000 h)`` (staleness laws on
@@ -86,6 +86,10 @@ RICH_PLATT_MAP: Final = FeatureMap(
         Term(column="source_trust_score", transform="log", eps=DEFAULT_EPS),
         Term(column="source_trust_score", transform="log1m", eps=DEFAULT_EPS),
         *_terms("source_trust_score", "ramp", 0.3, 0.6, 0.8),
+        # A contradiction weighs differently with the source's trust and the model's
+        # confidence; no sum of one-feature terms can say so (2.2% -> 1.3% above the oracle).
+        Term(column="contradiction_flag", transform="indicator", by="source_trust_score"),
+        Term(column="contradiction_flag", transform="indicator", by="model_confidence"),
     )
 )
 
@@ -112,6 +116,8 @@ RICH_BETA_EXTRA_MAP: Final = FeatureMap(
         Term(column="recency_hours", transform="ramp", scale=720.0),
         *_terms("recency_hours", "log1p", 10.0, 100.0, 1000.0, 10000.0),
         Term(column="contradiction_flag", transform="indicator"),
+        Term(column="contradiction_flag", transform="indicator", by="source_trust_score"),
+        Term(column="contradiction_flag", transform="indicator", by="model_confidence"),
     )
 )
 

@@ -69,12 +69,16 @@ class Term:
         Required by ``ramp`` and ``log1p``; must be positive.
     eps : float, optional
         Floor used by ``logit``, ``log`` and ``log1m``; defaults to 1e-5.
+    by : str, optional
+        Another claim feature whose raw value multiplies the transformed one (an
+        interaction, e.g. ``indicator(contradiction_flag) * source_trust_score``).
     """
 
     column: str
     transform: Transform
     scale: float | None = None
     eps: float | None = None
+    by: str | None = None
 
     def __post_init__(self) -> None:
         if self.column not in CLAIM_FEATURES:
@@ -100,13 +104,32 @@ class Term:
                 raise PortableFormatError(f"eps={self.eps!r} must lie in (0, 0.5)")
         elif self.eps is not None:
             raise PortableFormatError(f"transform {self.transform!r} takes no eps")
+        if self.by is not None and (self.by not in CLAIM_FEATURES or self.by == self.column):
+            raise PortableFormatError(
+                f"feature term by={self.by!r} must be a claim feature other than "
+                f"{self.column!r}; expected one of {list(CLAIM_FEATURES)}"
+            )
 
     @property
     def name(self) -> str:
         """Readable name such as ``logit(model_confidence)`` or ``ramp(recency_hours, 720)``."""
         if self.scale is not None:
-            return f"{self.transform}({self.column}, {self.scale:g})"
-        return f"{self.transform}({self.column})"
+            base = f"{self.transform}({self.column}, {self.scale:g})"
+        else:
+            base = f"{self.transform}({self.column})"
+        return base if self.by is None else f"{base}*{self.by}"
+
+    def evaluate(self, raw: Mapping[str, FloatArray]) -> FloatArray:
+        """The term's column of the design matrix from raw features keyed by name."""
+        out = self.apply(raw[self.column])
+        if self.by is not None:
+            out *= raw[self.by]
+        return out
+
+    def evaluate_one(self, features: Mapping[str, float]) -> float:
+        """Scalar twin of :meth:`evaluate` for one claim ``{feature: value}``."""
+        v = self.apply_scalar(float(features[self.column]))
+        return v if self.by is None else v * float(features[self.by])
 
     def apply(self, x: FloatArray) -> FloatArray:
         """Apply the transform to a float array of raw values."""
@@ -151,6 +174,8 @@ class Term:
             out["scale"] = float(self.scale)
         if self.eps is not None:
             out["eps"] = float(self.eps)
+        if self.by is not None:
+            out["by"] = self.by
         return out
 
     @classmethod
@@ -158,18 +183,19 @@ class Term:
         """Build a term from its plain-data form, refusing unknown keys."""
         if not isinstance(data, Mapping):
             raise PortableFormatError(f"feature term must be an object, got {data!r}")
-        unknown = set(data) - {"column", "transform", "scale", "eps"}
+        unknown = set(data) - {"column", "transform", "scale", "eps", "by"}
         if unknown:
             raise PortableFormatError(f"feature term has unknown keys {sorted(unknown)}")
         for key in ("column", "transform"):
             if key not in data:
                 raise PortableFormatError(f"feature term lacks {key!r}: {dict(data)!r}")
-        scale, eps = data.get("scale"), data.get("eps")
+        scale, eps, by = data.get("scale"), data.get("eps"), data.get("by")
         return cls(
             column=str(data["column"]),
             transform=cast(Transform, str(data["transform"])),
             scale=None if scale is None else _finite_float(scale, "scale"),
             eps=None if eps is None else _finite_float(eps, "eps"),
+            by=None if by is None else str(by),
         )
 
 
@@ -201,7 +227,7 @@ class FeatureMap:
         n = next(iter(raw.values())).shape[0]
         out = np.empty((n, len(self.terms)), dtype=np.float64)
         for j, term in enumerate(self.terms):
-            out[:, j] = term.apply(raw[term.column])
+            out[:, j] = term.evaluate(raw)
         return out
 
     def to_list(self) -> list[dict[str, Any]]:
@@ -346,7 +372,7 @@ class PortableCalibrator:
         """Probability for one claim given as ``{feature: value}``, in plain Python."""
         z = self.intercept
         for term, w in zip(self.feature_map.terms, self.coef, strict=True):
-            z += w * term.apply_scalar(float(features[term.column]))
+            z += w * term.evaluate_one(features)
         if self.kind == "isotonic":
             p = float(np.interp(z, self._x, self._y))
         elif z >= 0:

@@ -133,3 +133,22 @@ def test_non_monotone_isotonic_table_is_refused() -> None:
 def test_ramp_needs_a_positive_scale() -> None:
     with pytest.raises(PortableFormatError, match="needs a finite scale > 0"):
         FeatureMap.from_list([{"column": "recency_hours", "transform": "ramp", "scale": 0}])
+
+
+def test_interaction_term_multiplies_by_the_raw_feature(claims: np.ndarray) -> None:
+    term = Term(column="contradiction_flag", transform="indicator", by="source_trust_score")
+    fm = FeatureMap((term,))
+    expected = (claims[:, 3] > 0.5) * claims[:, 1]
+    np.testing.assert_array_equal(fm.transform(claims)[:, 0], expected)
+    assert term.name == "indicator(contradiction_flag)*source_trust_score"
+    assert FeatureMap.from_list(fm.to_list()) == fm
+    cal = PortableCalibrator(kind="linear", feature_map=fm, intercept=-1.0, coef=(2.0,))
+    row = dict(zip(["recency_hours", "source_trust_score", "model_confidence",
+                    "contradiction_flag"], claims[7], strict=True))
+    assert cal.predict_one(row) == pytest.approx(cal.predict(claims[7:8])[0], rel=1e-15)
+
+
+@pytest.mark.parametrize("by", ["age", "contradiction_flag"], ids=["unknown", "itself"])
+def test_interaction_with_unknown_or_same_column_is_refused(by: str) -> None:
+    with pytest.raises(PortableFormatError, match=f"by='{by}' must be a claim feature"):
+        Term(column="contradiction_flag", transform="indicator", by=by)
