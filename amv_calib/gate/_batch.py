@@ -290,7 +290,7 @@ class _Scratch:
         return buf[..., : self.c]
 
 
-def _select(cond: BoolArray, a: FloatArray, b: FloatArray, out: FloatArray,
+def _select(cond: BoolArray, a: FloatArray, b: FloatArray | float, out: FloatArray,
             tmp: FloatArray) -> FloatArray:
     """``where(cond, a, b)`` into ``out`` for finite ``a`` and ``b``, without masked loops.
 
@@ -529,21 +529,32 @@ def _near_one(r: FloatArray) -> bool:
 
 def _amv_chunk(s: _Scratch, tb: BoolArray, pt: FloatArray, r: FloatArray, lc: FloatArray,
                rows: _Rows, eps: float, out: FloatArray) -> BoolArray:
-    """VOI of the pairs resolving exactly one premise into ``out``; returns the others."""
+    """VOI of the (row, verifier) pairs into ``out``; returns the pairs left to do.
+
+    When every pair resolves at most one premise, the pairs resolving exactly one are done
+    and the others (none resolved) are returned; when some resolve 2 to
+    :data:`_GENERAL_MAX_K` premises, :func:`_amv_chunk_general` does them all.
+    """
     m = tb.shape[0]
-    ps = s("ps")
-    tmp = s("tmp")
-    # the one resolved premise's p: x * 1 + 0 * y + ... is x exactly
-    np.multiply(pt[0], tb[0], out=ps)
     kk = s("kk", np.uint8)
     tu = tb.view(np.uint8)
     np.copyto(kk, tu[0])
     for j in range(1, m):
-        np.multiply(pt[j], tb[j], out=tmp)
-        np.add(ps, tmp, out=ps)
         np.add(kk, tu[j], out=kk)
     odd = s("odd", np.bool_)
+    k_max = int(kk.max(initial=0))
+    if 2 <= k_max <= _GENERAL_MAX_K:
+        _amv_chunk_general(s, tb, kk, k_max, pt, r, lc, rows, eps, out)
+        odd.fill(False)
+        return odd
     np.not_equal(kk, 1, out=odd)
+    ps = s("ps")
+    tmp = s("tmp")
+    # the one resolved premise's p: x * 1 + 0 * y + ... is x exactly
+    np.multiply(pt[0], tb[0], out=ps)
+    for j in range(1, m):
+        np.multiply(pt[j], tb[j], out=tmp)
+        np.add(ps, tmp, out=ps)
     sr = s("sr")
     np.subtract(1.0, r, out=sr)
     a = s("a")
@@ -578,6 +589,99 @@ def _amv_chunk(s: _Scratch, tb: BoolArray, pt: FloatArray, r: FloatArray, lc: Fl
     np.subtract(rows[4], out, out=out)
     np.subtract(out, lc, out=out)
     return odd
+
+
+#: Most premises one verifier may resolve for :func:`_amv_chunk_general` (beyond, the
+#: products of its factors could leave the float range where the scalar engine's would not).
+_GENERAL_MAX_K: Final = 4
+
+
+def _amv_chunk_general(s: _Scratch, tb: BoolArray, kk: NDArray[np.uint8], k_max: int,
+                       pt: FloatArray, r: FloatArray, lc: FloatArray, rows: _Rows, eps: float,
+                       out: FloatArray) -> None:
+    """VOI of pairs resolving 0 to ``k_max`` premises into ``out``, all ``2^k_max`` outcomes.
+
+    Slot ``t`` holds a pair's ``t``-th resolved premise (premise order). A pair resolving
+    ``k < k_max`` premises gets the missing slots as a perfect verifier of a sure premise
+    (``p = 0``, ``r = 1``): its confirm factor and probability are exactly 1 (``w`` and
+    ``q_o`` unchanged), its refute outcome has probability 0 (guarded to a finite ``q_o``)
+    and adds exactly +0 to ``E``, so the sum equals the scalar engine's over the pair's own
+    ``2^k`` outcomes in product order. The factors lie in [0, 1e16] and
+    ``k_max <= 4``, so no product overflows where the scalar one would not.
+    """
+    m = tb.shape[0]
+    lead = (k_max, *tb.shape[1:2])
+    pk = s("gp", lead=lead)
+    pres = s("gpres", np.bool_, lead)
+    pk.fill(0.0)
+    pres.fill(False)
+    cnt = s("gcnt", np.uint8)
+    cnt.fill(0)
+    sel = s("gsel", np.bool_)
+    eq = s("geq", np.bool_)
+    tmp = s("tmp")
+    tu = tb.view(np.uint8)
+    for j in range(m):
+        for t in range(min(j + 1, k_max)):
+            # premise j is slot t where it is resolved and t premises came before it
+            np.equal(cnt, t, out=eq)
+            np.logical_and(tb[j], eq, out=sel)
+            np.multiply(pt[j], sel, out=tmp)
+            np.add(pk[t], tmp, out=pk[t])
+            np.logical_or(pres[t], sel, out=pres[t])
+        np.add(cnt, tu[j], out=cnt)
+    wc = s("gwc", lead=lead)
+    wr = s("gwr", lead=lead)
+    fc = s("gfc", lead=lead)
+    fr = s("gfr", lead=lead)
+    rt = s("grt")
+    st = s("gst")
+    a = s("ga")
+    zb = s("zb", np.bool_)
+    for t in range(k_max):
+        _select(pres[t], r, 1.0, rt, tmp)  # r, or 1 on a missing slot
+        np.subtract(1.0, rt, out=st)
+        np.subtract(1.0, pk[t], out=a)
+        np.multiply(a, rt, out=wc[t])
+        np.multiply(pk[t], st, out=tmp)
+        np.add(wc[t], tmp, out=wc[t])
+        np.multiply(pk[t], rt, out=wr[t])
+        np.multiply(a, st, out=tmp)
+        np.add(wr[t], tmp, out=wr[t])
+        # a zero-probability outcome: divide by 1 instead (finite; its weight 0 adds +0)
+        np.equal(wc[t], 0.0, out=zb)
+        np.add(wc[t], zb, out=tmp)
+        np.divide(rt, tmp, out=fc[t])
+        np.equal(wr[t], 0.0, out=zb)
+        np.add(wr[t], zb, out=tmp)
+        np.divide(st, tmp, out=fr[t])
+    q = rows[0]
+    w_l = s("gw", lead=lead)
+    f_l = s("gf", lead=lead)
+    e = s("ge")
+    e.fill(0.0)
+    term = s("gterm")
+    h = s("gh")
+
+    def walk(t: int, w_up: FloatArray) -> None:
+        # depth first, confirm before refute: itertools.product order
+        for wt, ft in ((wc[t], fc[t]), (wr[t], fr[t])):
+            if t == 0:
+                w = wt  # 1.0 * w_0
+                np.multiply(q, ft, out=f_l[0])
+            else:
+                w = np.multiply(w_up, wt, out=w_l[t])
+                np.multiply(f_l[t - 1], ft, out=f_l[t])
+            if t + 1 < k_max:
+                walk(t + 1, w)
+            else:
+                np.subtract(1.0, f_l[t], out=h)
+                _weighted_screen(s, h, w, rows, eps, term)
+                np.add(e, term, out=e)
+
+    walk(0, wc[0])
+    np.subtract(rows[4], e, out=out)
+    np.subtract(out, lc, out=out)
 
 
 def _seed_chunk(s: _Scratch, tb: BoolArray, pt: FloatArray, mask: BoolArray, r: FloatArray,
