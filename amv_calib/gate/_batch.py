@@ -362,6 +362,8 @@ def _myopic_rows(
     odd_cols: list[IntArray] = []
     w = max(1, min(CHUNK_ROWS, n))
     s = _Scratch((n_ver,), w)
+    # column indices of a chunk in one byte when they fit (cheaper integer passes)
+    idx_t: Any = np.int8 if n_ver < 127 else np.intp
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for i0 in range(0, n, w):
             i1 = min(i0 + w, n)
@@ -370,7 +372,7 @@ def _myopic_rows(
             np.copyto(pt, pz[i0:i1].T)
             qc = s("q", lead=()) if q is None else q[i0:i1]
             hc, th, ka = h[i0:i1], theta[i0:i1], kappa[i0:i1]
-            ic = s("idx", np.intp, ()) if idx is None else idx[i0:i1]
+            ic = s("idx", idx_t, ()) if idx is None else idx[i0:i1]
             if seed:
                 qc.fill(1.0)
                 _seed_p_any(s, pt, mask[i0:i1], full_mask, hc)
@@ -442,14 +444,15 @@ def _myopic_rows(
                                          rel[at, cols], lam * cost[at, cols], q_all, v_stop)
         for i0, i1 in late:
             s.c = i1 - i0
-            ic = s("idx", np.intp, ()) if idx is None else idx[i0:i1]
+            ic = s("idx", idx_t, ()) if idx is None else idx[i0:i1]
             _first_max(voi_all[:, i0:i1], ic, best[i0:i1], s("ne", np.bool_, ()))
             _decide(s, adm[i0:i1], best[i0:i1], ic, theta[i0:i1], kappa[i0:i1], seed,
                     regime[i0:i1], chosen[i0:i1])
     return q, h, v_stop, r_exp, adm, best, idx, regime, chosen
 
 
-def _decide(s: _Scratch, adm: BoolArray, best: FloatArray, idx: IntArray, theta: FloatArray,
+def _decide(s: _Scratch, adm: BoolArray, best: FloatArray, idx: NDArray[np.integer[Any]],
+            theta: FloatArray,
             kappa: FloatArray, seed: bool, regime: NDArray[np.int8], chosen: IntArray) -> None:
     """The myopic rule into ``regime`` and ``chosen``: VERIFY with ``idx`` when ``best``
     exceeds the tolerance (0 in ``"seed"`` mode), else PROCEED if admissible, else ABSTAIN."""
@@ -469,12 +472,14 @@ def _decide(s: _Scratch, adm: BoolArray, best: FloatArray, idx: IntArray, theta:
     np.subtract(base, VERIFY, out=regime)
     np.multiply(regime, go, out=regime)
     np.subtract(base, regime, out=regime)
-    np.add(idx, 1, out=chosen)
-    np.multiply(chosen, go, out=chosen)
-    np.subtract(chosen, 1, out=chosen)
+    c1 = s("c1", idx.dtype, ())
+    np.add(idx, 1, out=c1)
+    np.multiply(c1, go, out=c1)
+    np.subtract(c1, 1, out=chosen)
 
 
-def _first_max(voi: FloatArray, idx: IntArray, best: FloatArray, ne: BoolArray) -> None:
+def _first_max(voi: FloatArray, idx: NDArray[np.integer[Any]], best: FloatArray,
+               ne: BoolArray) -> None:
     """Into ``idx`` and ``best``: per column of ``voi`` (V, c), the row of the first largest
     entry and that entry.
 
@@ -482,7 +487,12 @@ def _first_max(voi: FloatArray, idx: IntArray, best: FloatArray, ne: BoolArray) 
     (the entries are never NaN; ``-0.0`` and ``0.0`` tie).
     """
     n_ver = voi.shape[0]
-    np.maximum.reduce(voi, axis=0, out=best)
+    if n_ver == 1:
+        np.copyto(best, voi[0])
+    else:
+        np.maximum(voi[0], voi[1], out=best)
+        for v in range(2, n_ver):
+            np.maximum(best, voi[v], out=best)
     idx.fill(0)
     for v in range(n_ver - 2, -1, -1):
         # idx = 0 if voi[v] is the maximum, else 1 + (the index among the later rows)
