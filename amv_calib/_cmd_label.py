@@ -98,22 +98,22 @@ def _run(args: argparse.Namespace) -> int:
     uses = report.unjoined_uses
     outs = report.outcome_details
     outcome_names = list(args.outcomes)
-    details = pd.concat([
-        pd.DataFrame({
-            "kind": "use", "file": uses["decision_file"], "line": uses["decision_line"],
-            "action_id": uses["action_id"], "premise_id": uses["premise_id"],
-            "claim_id": uses["claim_id"], "time": uses["time"], "reason": uses["reason"],
-            "detail": uses["detail"],
-        }),
-        pd.DataFrame({
-            "kind": "outcome",
-            "file": [outcome_names[int(s)] for s in outs["source"]],
-            "line": outs["row"], "action_id": outs["action_id"], "premise_id": None,
-            "claim_id": outs["claim_id"], "time": outs["time"], "reason": outs["status"],
-            "detail": outs["detail"],
-        }),
-    ], ignore_index=True)
-    details.to_csv(unjoined_csv, index=False, date_format="%Y-%m-%dT%H:%M:%S.%fZ")
+    stamp = "%Y-%m-%dT%H:%M:%S.%fZ"
+    # Written in two parts (uses, then outcome records) so that a log with millions of
+    # unjoined uses is never materialised as one object table.
+    pd.DataFrame({
+        "kind": "use", "file": uses["decision_file"], "line": uses["decision_line"],
+        "action_id": uses["action_id"], "premise_id": uses["premise_id"],
+        "claim_id": uses["claim_id"], "time": uses["time"], "reason": uses["reason"],
+        "detail": uses["detail"],
+    }).to_csv(unjoined_csv, index=False, date_format=stamp)
+    pd.DataFrame({
+        "kind": "outcome",
+        "file": [outcome_names[int(s)] for s in outs["source"]],
+        "line": outs["row"], "action_id": outs["action_id"], "premise_id": None,
+        "claim_id": outs["claim_id"], "time": outs["time"], "reason": outs["status"],
+        "detail": outs["detail"],
+    }).to_csv(unjoined_csv, index=False, date_format=stamp, mode="a", header=False)
     line = {k: v for k, v in summary.items() if k != "decision_files"}
     line.update(out=str(out), report=str(report_json), unjoined_csv=str(unjoined_csv))
     print(json.dumps(line))

@@ -211,7 +211,7 @@ def _records_table(source: _Source, list_keys: tuple[str, ...],
         uri = f"{p.resolve().as_uri()}?mode=ro"
         with sqlite3.connect(uri, uri=True) as conn:
             try:
-                return pd.read_sql_query(f"SELECT * FROM {sqlite_table}", conn)  # noqa: S608
+                return pd.read_sql_query(f"SELECT * FROM {sqlite_table}", conn)
             except (sqlite3.Error, pd.errors.DatabaseError) as exc:
                 raise DataContractError(f"{p}: cannot read table {sqlite_table!r}: {exc}") \
                     from exc

@@ -216,14 +216,16 @@ class _Acc:
         r["t_us"].append(t_us)
         r["n"].append(n_prem.astype(np.int32))
         for k in _REC_STR:
-            r[k].append(rec_str[k] if isinstance(rec_str[k], pa.Array)
-                        else pa.array(rec_str[k], type=pa.string()))
+            arr = rec_str[k] if isinstance(rec_str[k], pa.Array) \
+                else pa.array(rec_str[k], type=pa.string())
+            # few distinct values: keep them dictionary-encoded while the log is read
+            r[k].append(arr if k == "action_id" else arr.dictionary_encode())
         e = self.ent
         e["rec"].append(np.asarray(ent["rec"], dtype=np.int64) + base)
         e["pidx"].append(np.asarray(ent["pidx"], dtype=np.int32))
         for k in ("premise_id", "claim_id"):
-            e[k].append(ent[k] if isinstance(ent[k], pa.Array)
-                        else pa.array(ent[k], type=pa.string()))
+            arr = ent[k] if isinstance(ent[k], pa.Array) else pa.array(ent[k], type=pa.string())
+            e[k].append(arr.dictionary_encode() if k == "premise_id" else arr)
         for k in (*CLAIM_FEATURES, "p"):
             e[k].append(np.asarray(ent[k], dtype=np.float64))
         self.n_records += n
@@ -245,11 +247,18 @@ class _Acc:
         r, e = self.rec, self.ent
 
         def cat(d: dict[str, list[Any]], k: str, codes_at: IntArray | None) -> pd.Categorical:
-            arr = pa.chunked_array(d.pop(k), type=pa.string()).combine_chunks()
-            enc = arr.dictionary_encode()
-            del arr
-            codes = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-            cats = pd.Index(enc.dictionary.to_pandas(), dtype="str")
+            chunks = d.pop(k)
+            if not chunks:
+                return pd.Categorical.from_codes(np.zeros(0, np.int64),
+                                                 categories=pd.Index([], dtype="str"))
+            if pa.types.is_dictionary(chunks[0].type):
+                enc = pa.chunked_array(chunks).unify_dictionaries()
+            else:
+                enc = pa.chunked_array(chunks, type=pa.string()).dictionary_encode()
+            del chunks
+            codes = np.concatenate([c.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+                                    for c in enc.chunks]).astype(np.int64)
+            cats = pd.Index(enc.chunks[0].dictionary.to_pandas(), dtype="str")
             if codes_at is not None:
                 codes = codes[codes_at]
             return pd.Categorical.from_codes(codes, categories=cats)
@@ -276,7 +285,7 @@ class _Acc:
         data["t_us"] = cat_np(r, "t_us", np.int64)[e_rec]
         for k in (*CLAIM_FEATURES, "p"):
             data[k] = cat_np(e, k, np.float64)
-        entries = pd.DataFrame(data)
+        entries = pd.DataFrame(data, copy=False)  # no consolidation copy of ~80 B per entry
         del data
         s = self.sig
         signals = pd.DataFrame({
@@ -987,26 +996,42 @@ def _pairs(u_key: IntArray, o_key: IntArray) -> tuple[IntArray, IntArray]:
     return ui, oi
 
 
+def _arrow_chunks(s: Any) -> list[Any]:
+    """The string data of a pandas column as pyarrow ``large_string`` chunks (no copy of the
+    characters for pyarrow-backed columns)."""
+    import pyarrow as pa
+
+    ser = pd.Series(s, copy=False)
+    if isinstance(ser.dtype, pd.CategoricalDtype) or not _is_str_dtype(ser):
+        ser = ser.astype("str")
+    if not len(ser):
+        return []
+    arr = pa.array(ser.array)
+    chunks = arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
+    return [c if c.type == pa.large_string() else c.cast(pa.large_string()) for c in chunks]
+
+
+def _codes(chunked: Any) -> IntArray:
+    """Dictionary codes of a chunked string array (one dictionary across chunks), -1 = null."""
+    enc = chunked.dictionary_encode()
+    parts = [c.indices.fill_null(-1).to_numpy(zero_copy_only=False) for c in enc.chunks]
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+
 def _factorize(*series: Any) -> list[IntArray]:
     """Shared integer codes for several string columns, in order of first appearance
     (so unique values given first get codes 0, 1, ...); missing values get -1."""
     import pyarrow as pa
 
-    arrays = []
-    for s in series:
-        ser = pd.Series(s, copy=False)
-        if isinstance(ser.dtype, pd.CategoricalDtype) or not _is_str_dtype(ser):
-            ser = ser.astype("str")
-        arrays.append(pa.array(ser.array, type=pa.string()) if len(ser)
-                      else pa.array([], type=pa.string()))
-    both = pa.chunked_array(arrays, type=pa.string()).combine_chunks()
-    enc = both.dictionary_encode()
-    codes = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    chunk_lists = [_arrow_chunks(s) for s in series]
+    sizes = [sum(len(c) for c in cl) for cl in chunk_lists]
+    codes = _codes(pa.chunked_array([c for cl in chunk_lists for c in cl],
+                                    type=pa.large_string()))
     out: list[IntArray] = []
     start = 0
-    for a in arrays:
-        out.append(codes[start:start + len(a)])
-        start += len(a)
+    for n in sizes:
+        out.append(codes[start:start + n])
+        start += n
     return out
 
 
@@ -1023,6 +1048,20 @@ def _from_codes(codes: NDArray[Any], categories: Any) -> Any:
     dictionary = pa.DictionaryArray.from_arrays(
         pa.array(np.where(c < 0, 0, c).astype(np.int32), mask=c < 0), cats)
     return pd.array(pc.cast(dictionary, pa.string()), dtype="str")
+
+
+def _categorical(codes: NDArray[Any], categories: Any) -> pd.Categorical:
+    """A categorical of string ``categories`` from integer codes (-1 = missing)."""
+    cats = pd.Index(list(categories) if not isinstance(categories, pd.Index) else categories,
+                    dtype="str")
+    return pd.Categorical.from_codes(np.asarray(codes, dtype=np.int64), categories=cats)
+
+
+def _cat_subset(col: pd.Series, idx: IntArray) -> pd.Categorical:
+    """``col[idx]`` of a categorical column, sharing its categories (no copy of them)."""
+    dtype = cast(pd.CategoricalDtype, col.dtype)
+    return cast(pd.Categorical, pd.Categorical.from_codes(col.cat.codes.to_numpy()[idx],
+                                                          dtype=dtype))
 
 
 def _cat_take(col: pd.Series, idx: IntArray) -> Any:
@@ -1056,18 +1095,22 @@ class _Uses:
     pkey: IntArray  # premise-key code of each use
     t_us: IntArray
     invalid: BoolArray
-    detail_codes: IntArray  # into detail_categories; 0 = ""
+    detail_codes: NDArray[np.int32]  # into detail_categories; 0 = ""
     detail_categories: list[str]
     entry_use: IntArray  # for every entry, the position of its use
     entry_pkey: IntArray  # premise-key code of every entry
     n_entries: int
     n_pkey_codes: int
 
-    def premise_ids(self, which: IntArray) -> Any:
-        """The premise key (premise id, else claim id, else ``#position``) of some uses."""
+    def premise_ids(self, which: IntArray, *, categorical: bool = False) -> Any:
+        """The premise key (premise id, else claim id, else ``#position``) of some uses,
+        as strings (or a categorical when every use has a premise id)."""
         u = self.u
+        codes = u["premise_id"].cat.codes.to_numpy()[which]
+        na = codes < 0
+        if categorical and not na.any():
+            return _cat_subset(u["premise_id"], which)
         pid = _cat_take(u["premise_id"], which)
-        na = np.asarray(pd.isna(pid))
         if not na.any():
             return pid
         out = pd.Series(pid)
@@ -1113,26 +1156,30 @@ def _collect_uses(log: LogEntries, other_action_ids: Any = None) -> tuple[_Uses,
         u = entries.iloc[idx].reset_index(drop=True)
         order = np.argsort(use_code[idx], kind="stable")
         entry_use = order[np.searchsorted(use_code[idx][order], use_code)]
+        action, pkey = e_action[idx], pk[idx]
     else:
+        # the common case (every action logged once): the entries are the uses, no copies
         idx = np.arange(n, dtype=np.int64)
         u = entries
         entry_use = idx
+        action, pkey = e_action, pk
+    del use_code, dup
     t_us = u["t_us"].to_numpy()
     invalid, detail_codes, detail_cats = _invalid_detail(u, log.bad_times)
-    uses = _Uses(u=u, idx=idx, action=e_action[idx], pkey=pk[idx], t_us=t_us, invalid=invalid,
+    uses = _Uses(u=u, idx=idx, action=action, pkey=pkey, t_us=t_us, invalid=invalid,
                  detail_codes=detail_codes, detail_categories=detail_cats,
                  entry_use=entry_use, entry_pkey=pk, n_entries=n, n_pkey_codes=n_pk)
     return uses, o_action
 
 
 def _invalid_detail(u: pd.DataFrame, bad_times: Mapping[int, Any]
-                    ) -> tuple[BoolArray, IntArray, list[str]]:
+                    ) -> tuple[BoolArray, NDArray[np.int32], list[str]]:
     """Which uses break the data contract, and the first broken field of each (as codes
     into a list of messages whose entry 0 is the empty string)."""
     n = len(u)
     messages: list[str] = [""]
     index: dict[str, int] = {"": 0}
-    codes = np.zeros(n, dtype=np.int64)
+    codes = np.zeros(n, dtype=np.int32)
 
     def code(msg: str) -> int:
         if msg not in index:
@@ -1343,9 +1390,9 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     action_stage(has_a & has_c, ac_u, ac_o, single_premise_only=False)
     action_stage(has_a & ~has_c, u_action, o_action, single_premise_only=True)
 
-    # 3. claim only: the earliest outcome at or after the use decides.
-    c_sel = np.flatnonzero(has_c & ~has_a)
-    if c_sel.size and n_uses:
+    # 3. claim only: the earliest outcome at or after the use decides. (A function, so
+    # that its large temporaries are freed before the output is built.)
+    def claim_stage(c_sel: IntArray, o_claim: IntArray, u_claim: IntArray) -> None:
         grp = pd.DataFrame({"c": o_claim[c_sel], "t": o_t[c_sel], "v": o_v[c_sel]})
         agg = grp.groupby(["c", "t"], sort=True).agg(n=("v", "size"), n_true=("v", "sum"))
         g_c = agg.index.get_level_values("c").to_numpy().astype(np.int64)
@@ -1376,7 +1423,8 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         g_used[gi[~conflict_c]] = True
         g_conf = np.zeros(g_key.size, dtype=bool)
         g_conf[gi[conflict_c]] = True
-        o_g = np.searchsorted(g_key, o_claim[c_sel] * n_rank + np.searchsorted(uniq_t, o_t[c_sel]))
+        o_g = np.searchsorted(g_key, o_claim[c_sel] * n_rank
+                              + np.searchsorted(uniq_t, o_t[c_sel]))
         o_used[c_sel] |= g_used[o_g]
         o_conflict[c_sel] |= g_conf[o_g]
         vu = valid & (u_claim >= 0)
@@ -1387,6 +1435,11 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         oc = o_claim[c_sel]
         o_keymatch[c_sel] |= seen[oc]
         o_has_earlier_use[c_sel] |= seen[oc] & (min_t[oc] <= o_t[c_sel])
+
+    c_sel = np.flatnonzero(has_c & ~has_a)
+    if c_sel.size and n_uses:
+        claim_stage(c_sel, o_claim, u_claim)
+    del ac_o, ac_u, u_claim, o_claim
 
     # -- final reasons and verifier soft labels ------------------------------------------------
     open_ = valid & ~final
@@ -1433,28 +1486,30 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         "tool_name": _cat_take(u["tool_name"], idx),
         "premise_id": uses.premise_ids(idx),
         "use_id": idx.astype(np.int64),
-        "label_source": _from_codes(from_verifier, ["outcome", "verifier"]),
+        "label_source": _categorical(from_verifier, ["outcome", "verifier"]),
         "signal_llr": np.where(has_sig[idx], llr[idx], 0.0),
         "p_logged": p_logged[idx],
-        "calibrator": _cat_take(u["calibrator"], idx),
-        "regime": _cat_take(u["regime"], idx),
-        "decision_file": _from_codes(file_of[idx], file_names),
+        "calibrator": _cat_subset(u["calibrator"], idx),
+        "regime": _cat_subset(u["regime"], idx),
+        "decision_file": _categorical(file_of[idx], file_names),
         "decision_line": u["line"].to_numpy(dtype=np.int64)[idx],
-    })
+    }, copy=False)
 
     # -- report ---------------------------------------------------------------------------------
     unj = np.flatnonzero(~joined)
     reasons = reason[unj]
+    # Categoricals: most uses of a big log can be unjoined, and these columns repeat a few
+    # values (or share the log's own categories).
     unjoined_uses = pd.DataFrame({
-        "decision_file": _from_codes(file_of[unj], file_names),
+        "decision_file": _categorical(file_of[unj], file_names),
         "decision_line": u["line"].to_numpy(dtype=np.int64)[unj],
-        "action_id": _cat_take(u["action_id"], unj),
-        "premise_id": uses.premise_ids(unj),
+        "action_id": _cat_subset(u["action_id"], unj),
+        "premise_id": uses.premise_ids(unj, categorical=True),
         "claim_id": u["claim_id"].array[unj],
         "time": _us_to_datetime(t_us[unj]),
-        "reason": _from_codes(reasons, UNJOINED_REASONS),
-        "detail": _from_codes(uses.detail_codes[unj], uses.detail_categories),
-    })
+        "reason": _categorical(reasons, UNJOINED_REASONS),
+        "detail": _categorical(uses.detail_codes[unj], uses.detail_categories),
+    }, copy=False)
     status = np.full(n_out, -1, dtype=np.int64)
     status[o_used] = 0
     status[~o_used & o_conflict] = 1
