@@ -726,3 +726,32 @@ def test_bench_quick_runs(tmp_path: Path) -> None:
     assert res["join"]["uses_read"] == res["join"]["joined"] + sum(
         res["join"]["unjoined"].values())
     assert res["baseline"]["seconds"] > 0 and res["ours"]["seconds"] > 0
+
+
+@pytest.mark.parametrize("ending", [".csv", ".jsonl"], ids=["csv", "jsonl"])
+def test_cli_label_options_and_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       ending: str) -> None:
+    log = tmp_path / "d.jsonl"
+    log.write_bytes(encode_record(_record("a", 0, _premise("p1", "x"), calls=[
+        {"verifier": "v", "signals": {"p1": False}, "cost": 0.1, "reliability": 0.9}]))
+        + b"{oops\n" + encode_record(_record("b", 1, _premise("p1", "y"))))
+    out = tmp_path / f"claims{ending}"
+    assert cli.main(["label", "--decisions", str(log), "--out", str(out)]) == 2
+    assert "line 2 is not a JSON object" in capsys.readouterr().err
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DecisionLogWarning)
+        code = cli.main(["label", "--decisions", str(log), "--out", str(out),
+                         "--skip-corrupt", "--soft-labels", "off"])
+    assert code == 0
+    line = json.loads(capsys.readouterr().out.strip())
+    assert line["skipped_lines"]["corrupt"] == 1 and line["joined"] == 0
+    assert line["unjoined"]["no_outcome_yet"] == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DecisionLogWarning)
+        assert cli.main(["label", "--decisions", str(log), "--out", str(out),
+                         "--skip-corrupt"]) == 0
+    line = json.loads(capsys.readouterr().out.strip())
+    assert line["joined_by_source"] == {"outcome": 0, "verifier": 1} and line["rows"] == 2
+    table = pd.read_csv(out) if ending == ".csv" else pd.read_json(out, lines=True)
+    assert table["label_weight"].sum() == pytest.approx(1.0)
+    assert table["timestamp"].astype(str).str.startswith("2026-12-01").all()
