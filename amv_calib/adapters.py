@@ -479,7 +479,12 @@ def _decision_uses(decisions: PathLike | Sequence[PathLike]) -> pd.DataFrame:
     })
     for name in CLAIM_FEATURES:
         out[name] = u[name].to_numpy(dtype=np.float64)
-    out["detail"] = _from_codes(uses.detail_codes, uses.detail_categories)
+    # A premise that carries only a probability has no features: the store and the
+    # defaults fill them, so here only a present-but-wrong field makes the use invalid.
+    cats = list(uses.detail_categories)
+    keep = np.array([not ("missing" in c and c != "claim_id missing") for c in cats], dtype=bool)
+    codes = np.where(keep[uses.detail_codes], uses.detail_codes, 0)
+    out["detail"] = _from_codes(codes, cats)
     return out
 
 

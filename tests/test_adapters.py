@@ -334,3 +334,22 @@ def test_ingest_adapter_without_uses(tmp_path: Path, capsys: pytest.CaptureFixtu
     code = cli.main(["ingest", "--adapter", "mem0", str(tmp_path), "--out", str(tmp_path / "o")])
     assert code == 2
     assert "uses.csv" in capsys.readouterr().err
+
+
+def test_premises_without_features_take_store_values_and_defaults(tmp_path: Path) -> None:
+    # a premise logged with a probability only (no claim features), and one with a bad score
+    log = tmp_path / "decisions.jsonl"
+    log.write_bytes(
+        encode_record({"time": "2026-11-12T09:05:00Z", "action_id": "tx", "premises": [
+            {"id": "p1", "claim_id": ALICE, "recency_hours": None, "source_trust_score": None,
+             "model_confidence": None, "contradiction_flag": None, "p": 0.2}]})
+        + encode_record({"time": "2026-11-12T09:06:00Z", "action_id": "ty", "premises": [
+            {"id": "p1", "claim_id": ALICE, "recency_hours": 3.0, "source_trust_score": 1.5,
+             "model_confidence": 0.5, "contradiction_flag": False, "p": 0.2}]}))
+    c, rep = mem0_history_to_claims(MEM0 / "history.json", decisions=log)
+    assert c["defaulted_features"].tolist() == [
+        "source_trust_score,model_confidence,contradiction_flag"]
+    assert c["recency_hours"].iloc[0] == pytest.approx(
+        _hours("2026-11-12T09:05:00+00:00", "2026-11-10T09:30:05.882104-08:00"))
+    assert rep.unjoined["invalid_use"] == 1
+    assert rep.details["detail"].tolist() == ["source_trust_score=1.5 outside [0, 1]"]
