@@ -308,30 +308,65 @@ def _open_csv(path: Path, chunksize: int) -> _Reader:
     if not header:
         return _Reader(format="csv", columns=[], chunks=iter(()))
     _resolve_columns(header)  # fail before reading rows
-    invalid: list[tuple[int, int, int, str]] = []
 
-    def on_invalid(row: Any) -> str:
-        # Records are numbered from 1 with the header as record 1 (use_threads=False).
-        invalid.append((int(row.number) - 1, int(row.expected_columns),
-                        int(row.actual_columns), str(row.text)))
-        return "skip"
+    def reader(threaded: bool, on_invalid: Callable[[Any], str]) -> pacsv.CSVStreamingReader:
+        return pacsv.open_csv(
+            path,
+            read_options=pacsv.ReadOptions(use_threads=threaded, block_size=1 << 22),
+            parse_options=pacsv.ParseOptions(
+                newlines_in_values=True, invalid_row_handler=on_invalid
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types={c: pa.large_string() for c in header},
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
 
-    def chunks() -> Iterator[_Chunk]:
+    def threaded_pass() -> Iterator[_Chunk]:
+        """Multithreaded parsing, exact while no row is malformed (rows are then 1, 2, ...).
+
+        A threaded parser cannot number a malformed row, so the first one (or any parse
+        error) ends this pass; rows from there on are read again by :func:`exact_pass`.
+        Every batch arrives after its rows were parsed, so an empty ``malformed`` list when
+        a chunk is complete means that chunk and all before it were well-formed.
+        """
+        malformed: list[Any] = []
+
+        def on_invalid(row: Any) -> str:
+            malformed.append(row)
+            return "skip"
+
+        next_row = 1
         try:
-            reader = pacsv.open_csv(
-                path,
-                read_options=pacsv.ReadOptions(use_threads=False, block_size=1 << 22),
-                parse_options=pacsv.ParseOptions(
-                    newlines_in_values=True, invalid_row_handler=on_invalid
-                ),
-                convert_options=pacsv.ConvertOptions(
-                    column_types={c: pa.large_string() for c in header},
-                    strings_can_be_null=False,
-                    quoted_strings_can_be_null=False,
-                ),
-            )
-            next_row = 1
-            for table in _rechunk(reader, chunksize):
+            for table in _rechunk(reader(True, on_invalid), chunksize):
+                if malformed:
+                    break
+                n = table.num_rows
+                yield _Chunk(columns=_batch_columns(table),
+                             rows=np.arange(next_row, next_row + n, dtype=np.int64))
+                next_row += n
+            else:
+                if not malformed:
+                    return
+        except pa.ArrowInvalid:
+            pass
+        # Only whole chunks of well-formed rows were yielded, so the exact pass continues
+        # on the same chunk boundaries as if it had read the file from the start.
+        yield from exact_pass(skip=next_row - 1)
+
+    def exact_pass(skip: int) -> Iterator[_Chunk]:
+        invalid: list[tuple[int, int, int, str]] = []
+
+        def on_invalid(row: Any) -> str:
+            # Records are numbered from 1 with the header as record 1 (use_threads=False).
+            invalid.append((int(row.number) - 1, int(row.expected_columns),
+                            int(row.actual_columns), str(row.text)))
+            return "skip"
+
+        try:
+            next_row = 1 + skip
+            for table in _rechunk(_skip_rows(reader(False, on_invalid), skip), chunksize):
                 n = table.num_rows
                 bad = sorted(r for r, *_ in invalid if r >= next_row)
                 if bad:
@@ -357,7 +392,17 @@ def _open_csv(path: Path, chunksize: int) -> _Reader:
                 raw_rejects=[_csv_raw_reject(t, header) for t in invalid],
             )
 
-    return _Reader(format="csv", columns=list(header), chunks=chunks())
+    return _Reader(format="csv", columns=list(header), chunks=threaded_pass())
+
+
+def _skip_rows(batches: Iterable[pa.RecordBatch], skip: int) -> Iterator[pa.RecordBatch]:
+    """``batches`` without their first ``skip`` rows."""
+    for b in batches:
+        if skip >= b.num_rows:
+            skip -= b.num_rows
+            continue
+        yield b.slice(skip) if skip else b
+        skip = 0
 
 
 def _csv_header(path: Path) -> list[str]:
