@@ -873,8 +873,10 @@ def _parse_float(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
     elif spec.lo == 0.0:
         problems.append(_Problem(key=f"{col} negative", mask=below,
                                  message=lambda t: f"{col}={t} is negative"))
-    ok_values = pa.array(x, mask=~finite | below | above)
-    return _Parsed(values=ok_values, problems=problems)
+    rejected = ~finite | below | above
+    if rejected.any() or values.type != pa.float64():
+        values = pa.array(x, mask=rejected)
+    return _Parsed(values=values, problems=problems)
 
 
 def _fmt(x: float) -> str:
@@ -903,6 +905,14 @@ def _parse_bool(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
         values = pa.array(is_true, mask=~(is_true | is_false))
     elif _is_stringish(arr):
         s = _string_view(arr)
+        try:
+            # Arrow's cast takes true/false in any case and 1/0 (a subset of the spellings
+            # accepted here, mapped alike) and fails on anything else; nulls stay null.
+            values = pc.cast(s, pa.bool_())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        else:
+            return _Parsed(values=values, problems=_bool_problems(col, nulls, empty, spec))
         # Common spellings first; only a column with others pays for trim + lower-case.
         where = pc.index_in(s, value_set=_BOOL_FAST)
         code = np.asarray(pc.fill_null(where, -1).to_numpy(zero_copy_only=False))
@@ -920,12 +930,18 @@ def _parse_bool(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
     else:
         values = pa.nulls(n, pa.bool_())
         invalid = ~nulls
+    return _Parsed(values=values, problems=_bool_problems(col, nulls, empty, spec, invalid))
+
+
+def _bool_problems(col: str, nulls: BoolArray, empty: BoolArray, spec: _Spec,
+                   invalid: BoolArray | None = None) -> list[_Problem]:
     problems = _missing_problems(col, nulls, empty) if spec.required else []
     problems.append(_Problem(
-        key=f"{col} not a boolean", mask=invalid,
+        key=f"{col} not a boolean",
+        mask=np.zeros(len(nulls), dtype=bool) if invalid is None else invalid,
         message=lambda t: f"{col}={t!r} is not a boolean ({_BOOL_HINT})",
     ))
-    return _Parsed(values=values, problems=problems)
+    return problems
 
 
 def _epoch_to_us(x: FloatArray) -> tuple[IntArray, BoolArray]:
