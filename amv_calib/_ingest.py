@@ -338,8 +338,10 @@ def _open_csv(path: Path, chunksize: int) -> _Reader:
             return "skip"
 
         next_row = 1
+        stream: pacsv.CSVStreamingReader | None = None
         try:
-            for table in _rechunk(reader(True, on_invalid), chunksize):
+            stream = reader(True, on_invalid)
+            for table in _rechunk(stream, chunksize):
                 if malformed:
                     break
                 n = table.num_rows
@@ -351,6 +353,9 @@ def _open_csv(path: Path, chunksize: int) -> _Reader:
                     return
         except pa.ArrowInvalid:
             pass
+        finally:
+            if stream is not None:  # stop its read-ahead before reading again
+                stream.close()
         # Only whole chunks of well-formed rows were yielded, so the exact pass continues
         # on the same chunk boundaries as if it had read the file from the start.
         yield from exact_pass(skip=next_row - 1)
@@ -1150,18 +1155,21 @@ class _SeenKeys:
     """Hashes of accepted (claim_id, timestamp) pairs and the rows that hold them.
 
     Membership: a bitmap over the keys' top 26 bits (8 MiB) screens each lookup, and the
-    keys it lets through are searched in sorted runs, merged log-structured (amortised
-    O(n log n)). The row of a hit is looked up in the unsorted per-chunk arrays, which only
-    happens for duplicates. 24 bytes per accepted row (240 MB for 10 M rows), plus the run
-    being merged.
+    keys it lets through are searched in sorted runs: up to ``_FRESH`` per-chunk runs, then
+    their merge, merged log-structured (amortised O(n log n)); a file of a few chunks is
+    never merged at all, as lookups in a few runs cost less than merging them. The row of a
+    hit is looked up in the unsorted per-chunk arrays, which only happens for duplicates.
+    24 bytes per accepted row (240 MB for 10 M rows), plus the run being merged.
     """
 
     # A bitmap over the top bits of the keys screens lookups: only keys whose bit is set
     # (seen keys, plus about n / 2**26 of the others) are searched in the runs.
     _FILTER_BITS: Final = 26
+    _FRESH: Final = 8
 
     def __init__(self) -> None:
         self._runs: list[NDArray[np.uint64]] = []
+        self._fresh: list[NDArray[np.uint64]] = []
         self._keys: list[NDArray[np.uint64]] = []
         self._rows: list[IntArray] = []
         self._filter = np.zeros(1 << (self._FILTER_BITS - 3), dtype=np.uint8)
@@ -1173,7 +1181,7 @@ class _SeenKeys:
     def contains(self, q: NDArray[np.uint64]) -> BoolArray:
         """Which of the sorted keys ``q`` are present."""
         hit = np.zeros(len(q), dtype=bool)
-        if not self._runs or len(q) == 0:
+        if not (self._runs or self._fresh) or len(q) == 0:
             return hit
         byte, bit = self._bits(q)
         maybe = np.flatnonzero(self._filter[byte] & bit)
@@ -1181,7 +1189,7 @@ class _SeenKeys:
             return hit
         cand = q[maybe]
         found = np.zeros(len(cand), dtype=bool)
-        for run in self._runs:
+        for run in (*self._runs, *self._fresh):
             pos = np.searchsorted(run, cand)
             np.minimum(pos, len(run) - 1, out=pos)
             found |= run[pos] == cand
@@ -1205,10 +1213,14 @@ class _SeenKeys:
         self._keys.append(keys)
         self._rows.append(rows)
         run = np.sort(keys) if sorted_keys is None else sorted_keys
-        self._runs.append(run)
         byte, bit = self._bits(run)  # sorted keys: byte indices ascending
         starts = np.flatnonzero(np.r_[True, byte[1:] != byte[:-1]])
         self._filter[byte[starts]] |= np.bitwise_or.reduceat(bit, starts)
+        self._fresh.append(run)
+        if len(self._fresh) < self._FRESH:
+            return
+        self._runs.append(np.sort(np.concatenate(self._fresh)))
+        self._fresh = []
         # Binary-counter merging: each key is merged O(log(n / chunk)) times in all.
         while len(self._runs) > 1 and len(self._runs[-2]) <= len(self._runs[-1]):
             b = self._runs.pop()
