@@ -1316,6 +1316,14 @@ def _parse_chunk(chunk: _Chunk, mapping: Mapping[str, str], out_columns: Sequenc
     for prob in ids.problems:
         key_ok &= ~prob.mask
     keys = _pair_hash(ids.values, ts.values)
+    weights = parsed.get("label_weight")
+    if weights is not None and weights.values.null_count < len(weights.values):
+        # A soft label (amv-calib label) is one use written as two weighted rows, violated
+        # true and false: the label joins the key of weighted rows, so the pair is not a
+        # duplicate, while a weighted row repeating the same label still is.
+        weighted = ~_null_mask(weights.values)
+        label = _np_mask(pc.fill_null(parsed["violated"].values, False)).astype(np.uint64)
+        keys = np.where(weighted, _mix64(keys ^ ((label + np.uint64(1)) * _GOLDEN)), keys)
     return _ParsedChunk(chunk=chunk, parsed=parsed, bad=bad, key_ok=key_ok, keys=keys)
 
 

@@ -51,8 +51,18 @@ def _compare(ctx: StepContext) -> dict[str, Any]:
     from amv_calib.compare import compare_calibrators, write_comparison
 
     claims = pd.read_parquet(ctx.params["claims"])
+    weight = ctx.params["weights"]
+    if weight == "auto":
+        # Soft labels from `amv-calib label` carry label_weight; rows without one count once.
+        has = "label_weight" in claims.columns and claims["label_weight"].notna().any()
+        weight = "label_weight" if has else "none"
+    if weight != "none":
+        if weight not in claims.columns:
+            raise ConfigError(f"step {ctx.step.name!r}: weights={weight!r} is not a column")
+        claims[weight] = claims[weight].fillna(1.0)
     result = compare_calibrators(
         claims,
+        sample_weight=None if weight == "none" else weight,
         folds=ctx.params["folds"],
         split=ctx.params["split"],
         scoring=ctx.params["scoring"],
@@ -266,6 +276,7 @@ STEP_KINDS: dict[str, StepKind] = {
         "split": Param(kind=str, default="time"),
         "scoring": Param(kind=str, default="log_loss"),
         "n_boot": Param(kind=int, default=200),
+        "weights": Param(kind=str, default="auto"),  # "auto": label_weight when present
     }),
     "tune": StepKind(run=_tune, params={
         "calibrator": Param(kind=str, default=None, path=True),

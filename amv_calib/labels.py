@@ -51,9 +51,9 @@ prior by EM (maximum likelihood of the noisy signals). Signals from several reco
 action are merged as a multiset (each distinct call counted as often as it appears in any
 single record), so logs that repeat earlier calls in later records are not double counted.
 ``soft_labels="off"`` ignores signals. The two rows of a soft label share ``claim_id`` and
-``timestamp``: train from this table directly (``sample_weight=label_weight``); the ingest
-validator (:func:`amv_calib.ingest.load_claims`) counts the second row as a duplicate
-(claim_id, timestamp) pair, so re-ingest only tables made with ``soft_labels="off"``.
+``timestamp``; the ingest validator (:func:`amv_calib.ingest.load_claims`) keys rows that
+carry a ``label_weight`` by their label too, so such a pair ingests as one use, and training
+uses the weights (``sample_weight="label_weight"``).
 
 Accounting
 ----------
