@@ -112,7 +112,7 @@ def _tune(ctx: StepContext) -> dict[str, Any]:
         target_harmful=ctx.params["target_harmful"],
         tune_fraction=ctx.params["tune_fraction"],
         out_dir=ctx.out_dir,
-        progress=True,
+        progress=log.isEnabledFor(logging.INFO),  # --quiet silences the per-trial lines
     )
     if result.thresholds is None:
         raise InsufficientDataError(
