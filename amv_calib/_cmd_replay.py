@@ -11,19 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["format_table", "register"]
+from amv_calib.replay import format_table
 
-_COLUMNS = (
-    ("gate_harmful", "Gate Harmful %", 100.0),
-    ("verification_cost", "Verif. cost", 1.0),
-    ("queries", "Queries", 1.0),
-    ("proceed_coverage", "Proceed Cov. %", 100.0),
-    ("abstention_rate", "Abstain %", 100.0),
-    ("total_loss", "Total loss", 1.0),
-)
+__all__ = ["register"]
 
 
 def register(subparsers: Any) -> None:
@@ -97,32 +89,6 @@ def _tune_options(p: argparse.ArgumentParser, seed: int) -> None:
     p.add_argument("--n-boot", type=int, default=500)
     p.add_argument("--out", default=None, help="output DIR (thresholds.json, trials.csv, ...)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-
-
-def _fmt(m: Mapping[str, Any], key: str, scale: float) -> str:
-    v = m[key]
-    if isinstance(v, Mapping):
-        return f"{v['value'] * scale:.2f} [{v['lo'] * scale:.2f}, {v['hi'] * scale:.2f}]"
-    return f"{float(v) * scale:.2f}"
-
-
-def format_table(rows: Mapping[str, Mapping[str, Any]], counts: Mapping[str, int]) -> str:
-    """Paper-style table: one row per policy, value [95% interval] per metric."""
-    from amv_calib.replay import POLICY_LABELS
-
-    labels = {**POLICY_LABELS, "tuned": "AMV-Guard (tuned)",
-              "untuned": "AMV-Guard (default thresholds)"}
-    header = ["Policy", *[c[1] for c in _COLUMNS], "n"]
-    body = [
-        [labels.get(name, name), *[_fmt(m, k, s) for k, _, s in _COLUMNS],
-         str(counts[name])]
-        for name, m in rows.items()
-    ]
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
-    return "\n".join(lines)
 
 
 def _learned(args: argparse.Namespace) -> tuple[Any, Any]:

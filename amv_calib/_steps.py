@@ -143,8 +143,7 @@ def _tune(ctx: StepContext) -> dict[str, Any]:
 def _replay_table(episodes: Any, *, gate: Any, calibrator: Any, seed: int,
                   out_dir: Path, policies: Sequence[str] = ("all",)) -> None:
     """Replay ``policies`` on the same answer stream; write replay.json and replay.md."""
-    from amv_calib._cmd_replay import format_table
-    from amv_calib.replay import POLICIES, replay_many
+    from amv_calib.replay import POLICIES, format_table, replay_many
 
     names = list(POLICIES) if "all" in policies else list(dict.fromkeys(policies))
     results = replay_many(episodes, names, seed=seed, gate=gate,  # type: ignore[arg-type]

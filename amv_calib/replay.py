@@ -50,6 +50,7 @@ __all__ = [
     "ReplayResult",
     "answer_uniform",
     "episode_set",
+    "format_table",
     "load_episodes",
     "read_episodes",
     "replay",
@@ -1123,3 +1124,38 @@ def replay_many(
                   lambda_eval=lambda_eval, n_boot=n_boot, ci=ci, n_jobs=n_jobs)
         for p in policies
     }
+
+
+# -- the paper-style table ------------------------------------------------------------
+_TABLE_COLUMNS = (
+    ("gate_harmful", "Gate Harmful %", 100.0),
+    ("verification_cost", "Verif. cost", 1.0),
+    ("queries", "Queries", 1.0),
+    ("proceed_coverage", "Proceed Cov. %", 100.0),
+    ("abstention_rate", "Abstain %", 100.0),
+    ("total_loss", "Total loss", 1.0),
+)
+
+
+def _fmt(m: Mapping[str, Any], key: str, scale: float) -> str:
+    v = m[key]
+    if isinstance(v, Mapping):
+        return f"{v['value'] * scale:.2f} [{v['lo'] * scale:.2f}, {v['hi'] * scale:.2f}]"
+    return f"{float(v) * scale:.2f}"
+
+
+def format_table(rows: Mapping[str, Mapping[str, Any]], counts: Mapping[str, int]) -> str:
+    """Paper-style table: one row per policy, value [95% interval] per metric."""
+    labels = {**POLICY_LABELS, "tuned": "AMV-Guard (tuned)",
+              "untuned": "AMV-Guard (default thresholds)"}
+    header = ["Policy", *[c[1] for c in _TABLE_COLUMNS], "n"]
+    body = [
+        [labels.get(name, name), *[_fmt(m, k, s) for k, _, s in _TABLE_COLUMNS],
+         str(counts[name])]
+        for name, m in rows.items()
+    ]
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
+    return "\n".join(lines)
