@@ -1,7 +1,7 @@
 """Declarative pipelines: ``pipelines/*.toml`` read with :mod:`tomllib` and run step by step.
 
 A pipeline file has a ``[pipeline]`` table and an array of ``[[steps]]``. Each step names its
-``kind`` (one of :data:`STEP_KINDS`), a unique ``name`` and the parameters that kind takes.
+``kind`` (one of :func:`step_kinds`), a unique ``name`` and the parameters that kind takes.
 A string parameter ``"@other.output"`` refers to an output of an earlier step; a path
 parameter is relative to the pipeline file.
 
@@ -20,7 +20,7 @@ import shutil
 import time
 import tomllib
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,12 +29,12 @@ from amv_calib import __version__
 from amv_calib._exceptions import AmvCalibError, ConfigError, PipelineError
 
 __all__ = [
-    "STEP_KINDS",
     "PipelineResult",
     "PipelineSpec",
     "StepResult",
     "load_pipeline",
     "run_pipeline",
+    "step_kinds",
 ]
 
 log = logging.getLogger("amv_calib.pipeline")
@@ -154,16 +154,9 @@ def _kinds() -> dict[str, StepKind]:
     return _steps.STEP_KINDS
 
 
-class _KindNames:
-    def __iter__(self) -> Iterator[str]:
-        return iter(_kinds())
-
-    def __repr__(self) -> str:
-        return repr(list(_kinds()))
-
-
-#: Names of the step kinds a pipeline may use.
-STEP_KINDS = _KindNames()
+def step_kinds() -> list[str]:
+    """Names of the step kinds a pipeline may use."""
+    return sorted(_kinds())
 
 
 # -- reading and validating ---------------------------------------------------------------
