@@ -100,13 +100,6 @@ class PipelineResult:
     tracking: bool = False
     tracking_uri: str | None = None
 
-    def outputs(self, step: str) -> dict[str, Any]:
-        """Outputs of the step named ``step``."""
-        for s in self.steps:
-            if s.name == step:
-                return s.outputs
-        raise KeyError(step)
-
     def to_json(self) -> dict[str, Any]:
         """JSON-ready summary for ``--json``."""
         return {
@@ -130,10 +123,8 @@ class StepContext:
     step: StepSpec
     params: dict[str, Any]  # resolved: paths absolute, references replaced by values
     out_dir: Path  # the step's partial folder; becomes WORKDIR/<name> on success
-    final_dir: Path  # WORKDIR/<name>, where outputs will live after the rename
     key: str
     tracker: Any
-    force: bool
 
 
 StepFunc = Callable[[StepContext], dict[str, Any]]
@@ -316,8 +307,7 @@ def _file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def _step_key(spec: PipelineSpec, step: StepSpec, resolved: dict[str, Any],
-              upstream_keys: dict[str, str]) -> str:
+def _step_key(spec: PipelineSpec, step: StepSpec, upstream_keys: dict[str, str]) -> str:
     material: dict[str, Any] = {"kind": step.kind, "seed": spec.seed, "package": __version__}
     for key, value in sorted(step.params.items()):
         if isinstance(value, str) and value.startswith("@"):
@@ -369,7 +359,7 @@ def run_pipeline(spec: PipelineSpec, *, force: bool = False, tracking: bool | No
         upstream_keys: dict[str, str] = {}
         for step in spec.steps:
             resolved = _resolve(step, upstream_out)
-            key = _step_key(spec, step, resolved, upstream_keys)
+            key = _step_key(spec, step, upstream_keys)
             final_dir = spec.workdir / step.name
             state = _read_state(final_dir)
             t0 = time.perf_counter()
@@ -380,8 +370,7 @@ def run_pipeline(spec: PipelineSpec, *, force: bool = False, tracking: bool | No
                 status = "skipped"
             else:
                 log.info("[%s] running (%s)", step.name, step.kind)
-                outputs = _run_step(spec, step, kinds[step.kind], resolved, key, tracker,
-                                    force)
+                outputs = _run_step(spec, step, kinds[step.kind], resolved, key, tracker)
                 status = "ran"
             upstream_keys[step.name] = key
             upstream_out[step.name] = outputs
@@ -408,12 +397,12 @@ def _resolve(step: StepSpec, upstream: Mapping[str, Mapping[str, Any]]) -> dict[
 
 
 def _run_step(spec: PipelineSpec, step: StepSpec, kind: StepKind, resolved: dict[str, Any],
-              key: str, tracker: Any, force: bool) -> dict[str, Any]:
+              key: str, tracker: Any) -> dict[str, Any]:
     final_dir = spec.workdir / step.name
     partial = spec.workdir / f"{step.name}.partial-{uuid.uuid4().hex[:8]}"
     partial.mkdir(parents=True)
-    ctx = StepContext(spec=spec, step=step, params=resolved, out_dir=partial,
-                      final_dir=final_dir, key=key, tracker=tracker, force=force)
+    ctx = StepContext(spec=spec, step=step, params=resolved, out_dir=partial, key=key,
+                      tracker=tracker)
     try:
         outputs = kind.run(ctx)
     except PipelineError:
