@@ -17,6 +17,7 @@ from typing import Any, Final, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from amv_calib.gate import _engine
 from amv_calib.gate._engine import VOI_TOLERANCE
 
 __all__ = [
@@ -243,7 +244,8 @@ def _check_range(name: str, arr: FloatArray, where: BoolArray, ok: BoolArray, ru
     bad = where & ~ok
     if np.any(bad):
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"{name}[{', '.join(map(str, idx))}]={arr[idx]!r} must be {rule}")
+        at = ", ".join(map(str, idx))
+        raise ValueError(f"{name}[{at}]={float(arr[idx])!r} must be {rule}")
 
 
 def _within(arr: FloatArray, where: BoolArray | None, lo: float, hi: float, *,
@@ -939,12 +941,86 @@ def evaluate_batch(
     n_ver = res.shape[1]
     co = _as("cost", cost, np.float64, (n, n_ver))
     rel = _as("reliability", reliability, np.float64, (n, n_ver))
-    avail = (
-        np.ones((n, n_ver), dtype=bool)
-        if available is None
-        else _as("available", available, bool, (n, n_ver))
-    )
+    avail_in = None if available is None else _as("available", available, bool, (n, n_ver))
     left = None if budget is None else _as("budget", budget, np.intp, (n,))
+    look = gate.planner == "lookahead" and gate.mode != "seed"
+    rows: _RowsOut | BatchDecision | None = None
+    if _engine.KERNEL is not None and gate.refusal is None:
+        rows = _kernel_rows(gate, pa, mask, th, ka, res, co, rel, avail_in, left, keep=look)
+    if rows is None:
+        avail = np.ones((n, n_ver), dtype=bool) if avail_in is None else avail_in
+        rows = _numpy_rows(gate, pa, mask, th, ka, res, co, rel, avail, left, keep=look)
+    if isinstance(rows, BatchDecision):
+        return rows
+    q, h, v_stop, r_exp, adm, best, idx, regime, chosen = rows
+    if look and n_ver > 0:
+        avail = np.ones((n, n_ver), dtype=bool) if avail_in is None else avail_in
+        if left is None:
+            if int(gate.max_verifications) <= 0:
+                avail = np.zeros_like(avail)
+            left = np.full(n, int(gate.max_verifications), dtype=np.intp)
+        elif not bool((left > 0).all()):
+            avail = avail & (left > 0)[:, None]
+        if bool(np.any(avail)):
+            assert q is not None and idx is not None
+            tol = VOI_TOLERANCE * (th + ka)
+            eps = float(gate.epsilon_harm_bound)
+            if not bool(mask.all()):
+                res = res & mask[:, None, :]
+            go, idx, best = _lookahead(gate, pa, mask, th, ka, _lim(gate, ka), eps, res, co,
+                                       rel, avail, left, q, v_stop, best, idx, tol, n_jobs)
+            regime = np.where(adm, PROCEED, ABSTAIN).astype(np.int8)
+            regime[go] = VERIFY
+            chosen = np.where(go, idx, -1).astype(np.intp)
+    return BatchDecision(
+        regime=regime,
+        verifier=chosen,
+        voi=best,
+        v_stop=v_stop,
+        r_expected=r_exp,
+        h_harm=h,
+        admissible=adm,
+    )
+
+
+_RowsOut = tuple[FloatArray | None, FloatArray, FloatArray, FloatArray, BoolArray, FloatArray,
+                 IntArray | None, NDArray[np.int8], IntArray]
+
+
+def _kernel_rows(gate: _GateLike, p: FloatArray, mask: BoolArray, theta: FloatArray,
+                 kappa: FloatArray, res: BoolArray, cost: FloatArray, rel: FloatArray,
+                 avail: BoolArray | None, left: IntArray | None, *,
+                 keep: bool) -> _RowsOut | None:
+    """:func:`_myopic_rows` by the compiled kernel; None when an input is out of range
+    (the numpy checks then name it)."""
+    n, m = p.shape
+    n_ver = cost.shape[1]
+    if left is None and int(gate.max_verifications) <= 0:
+        left = np.zeros(n, dtype=np.intp)
+    c = np.ascontiguousarray
+    q = np.empty(n) if keep else None
+    idx = np.empty(n, dtype=np.intp) if keep else None
+    h, v_stop, r_exp, best = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    adm = np.empty(n, dtype=bool)
+    regime = np.empty(n, dtype=np.int8)
+    chosen = np.empty(n, dtype=np.intp)
+    bad = _engine.KERNEL.batch(
+        gate.mode == "seed", float(gate.lambda_cost_scale), float(gate.delta_loss_threshold),
+        float(gate.epsilon_harm_bound), VOI_TOLERANCE, n, m, n_ver,
+        c(p), c(mask), c(theta), c(kappa), c(res), c(cost), c(rel),
+        None if avail is None else c(avail), None if left is None else c(left),
+        q, h, v_stop, r_exp, adm, best, idx, regime, chosen)
+    if bad:
+        return None
+    return q, h, v_stop, r_exp, adm, best, idx, regime, chosen
+
+
+def _numpy_rows(gate: _GateLike, pa: FloatArray, mask: BoolArray, th: FloatArray,
+                ka: FloatArray, res: BoolArray, co: FloatArray, rel: FloatArray,
+                avail: BoolArray, left: IntArray | None, *,
+                keep: bool) -> _RowsOut | BatchDecision:
+    """Checks, then :func:`_myopic_rows` (a refusing gate's decisions directly)."""
+    n, m = pa.shape
     full_mask = bool(mask.all())
     full_avail = bool(avail.all())
     # cheap min/max screens first; the elementwise checks only run to name a bad entry
@@ -964,7 +1040,6 @@ def evaluate_batch(
     if not full_mask:
         res = res & mask[:, None, :]
 
-    seed_mode = gate.mode == "seed"
     if gate.refusal is not None:
         # fail closed as the scalar gate does: P_any = 1, V_stop = kappa
         return BatchDecision(
@@ -977,29 +1052,7 @@ def evaluate_batch(
             avail = np.zeros_like(avail)
     elif not bool((left > 0).all()):
         avail = avail & (left > 0)[:, None]
-    look = gate.planner == "lookahead" and not seed_mode
-    q, h, v_stop, r_exp, adm, best, idx, regime, chosen = _myopic_rows(
-        gate, pa, mask, th, ka, res, co, rel, avail, keep=look)
-    if look and n_ver > 0 and bool(np.any(avail)):
-        assert q is not None and idx is not None
-        if left is None:
-            left = np.full(n, int(gate.max_verifications), dtype=np.intp)
-        tol = VOI_TOLERANCE * (th + ka)
-        eps = float(gate.epsilon_harm_bound)
-        go, idx, best = _lookahead(gate, pa, mask, th, ka, _lim(gate, ka), eps, res, co,
-                                   rel, avail, left, q, v_stop, best, idx, tol, n_jobs)
-        regime = np.where(adm, PROCEED, ABSTAIN).astype(np.int8)
-        regime[go] = VERIFY
-        chosen = np.where(go, idx, -1).astype(np.intp)
-    return BatchDecision(
-        regime=regime,
-        verifier=chosen,
-        voi=best,
-        v_stop=v_stop,
-        r_expected=r_exp,
-        h_harm=h,
-        admissible=adm,
-    )
+    return _myopic_rows(gate, pa, mask, th, ka, res, co, rel, avail, keep=keep)
 
 
 def _lookahead(

@@ -50,6 +50,16 @@ from amv_calib.gate._planner import Spec, plan
 if TYPE_CHECKING:
     from amv_calib.gate._batch import BatchDecision
 
+#: The compiled kernel of the myopic rule (``_ckernel.c``), or None where it was not built
+#: or ``AMV_CALIB_PURE_PYTHON=1`` asks for the Python code; the decisions are the same.
+KERNEL: Any
+try:
+    if os.environ.get("AMV_CALIB_PURE_PYTHON", "") not in ("", "0"):
+        raise ImportError("AMV_CALIB_PURE_PYTHON is set")
+    from amv_calib.gate import _ckernel as KERNEL
+except ImportError:
+    KERNEL = None
+
 __all__ = [
     "REGIME_CODES",
     "VOI_TOLERANCE",
@@ -523,6 +533,13 @@ class Gate:
         self._artifact_name = artifact_name
         self._artifact_version = artifact_version
         self._decision_log = decision_log
+        # the compiled myopic rule takes mode="amv", planner="myopic" with calls left
+        self._kernel_ctx: tuple[Any, ...] | None = None
+        if (KERNEL is not None and not self._seed and not self._lookahead and self._max > 0
+                and refusal is None):
+            self._kernel_ctx = (lam, delta, eps, VOI_TOLERANCE, Decision, _R_PROCEED,
+                                _R_PROCEED_NONE, _R_ABSTAIN_R, _R_ABSTAIN_H, _R_ABSTAIN_NONE,
+                                _R_VERIFY)
         self._sink: Callable[[dict[str, Any]], None] | None
         if decision_log is None:
             self._sink = None
@@ -743,6 +760,15 @@ class Gate:
         ValueError
             A verifier names a premise the action does not have.
         """
+        ctx = self._kernel_ctx
+        if ctx is not None and action._explicit is not None:
+            # the compiled Gate._decide (None: a case it leaves to the code below)
+            fast: Decision | None = KERNEL.decide(ctx, action, action._explicit, verifiers)
+            if fast is not None:
+                if self._sink is not None:
+                    self._emit(self._record(action, fast, None))
+                return fast
+        d: Decision
         if self._refusal is not None:
             for v in verifiers:
                 self._indices(action, v)
