@@ -17,6 +17,7 @@ import io
 import json
 import logging
 import math
+import mmap
 import os
 import queue
 import threading
@@ -268,6 +269,9 @@ class _Chunk:
     columns: dict[str, pa.Array]
     rows: IntArray
     raw_rejects: list[_RawReject] = field(default_factory=list)
+    # Set when some ``columns`` were parsed to their output types by the reader (the fast
+    # CSV path): the same fields as text, for when the chunk has a row to reject.
+    as_text: Callable[[], dict[str, pa.Array]] | None = None
 
 
 @dataclass(kw_only=True)
@@ -323,8 +327,10 @@ def _open_csv(path: Path, chunksize: int) -> _Reader:
             ),
         )
 
-    def threaded_pass() -> Iterator[_Chunk]:
+    def threaded_pass(skip: int = 0) -> Iterator[_Chunk]:
         """Multithreaded parsing, exact while no row is malformed (rows are then 1, 2, ...).
+
+        ``skip``: rows already read (all well-formed), as whole chunks, by :func:`fast_pass`.
 
         A threaded parser cannot number a malformed row, so the first one (or any parse
         error) ends this pass; rows from there on are read again by :func:`exact_pass`.
@@ -337,11 +343,11 @@ def _open_csv(path: Path, chunksize: int) -> _Reader:
             malformed.append(row)
             return "skip"
 
-        next_row = 1
+        next_row = 1 + skip
         stream: pacsv.CSVStreamingReader | None = None
         try:
             stream = reader(True, on_invalid)
-            for table in _rechunk(stream, chunksize):
+            for table in _rechunk(_skip_rows(stream, skip), chunksize):
                 if malformed:
                     break
                 n = table.num_rows
@@ -397,7 +403,210 @@ def _open_csv(path: Path, chunksize: int) -> _Reader:
                 raw_rejects=[_csv_raw_reject(t, header) for t in invalid],
             )
 
-    return _Reader(format="csv", columns=list(header), chunks=threaded_pass())
+    def fast_pass() -> Iterator[_Chunk]:
+        fast = _FastCsv(path, header, chunksize)
+        yield from fast.chunks()
+        if not fast.complete:
+            yield from threaded_pass(skip=fast.next_row - 1)
+
+    chunks = fast_pass() if _FAST_CSV else threaded_pass()
+    return _Reader(format="csv", columns=list(header), chunks=chunks)
+
+
+#: Whether CSV files go through :class:`_FastCsv` first (tests turn it off to compare).
+_FAST_CSV = True
+#: Bytes per block of the fast CSV path (cut at a line end; pyarrow parses each one with
+#: all cores).
+_FAST_BLOCK: Final = 1 << 24
+# After a chunk needed its text, this many blocks are read as text only: a file with bad
+# rows throughout would otherwise pay for two reads of every block.
+_TEXT_BLOCKS_AFTER_FALLBACK: Final = 8
+_FAST_SUFFIXES: Final = (".csv", ".tsv", ".txt")
+
+
+@dataclass(kw_only=True)
+class _CsvBlock:
+    data: pa.Buffer
+    typed: pa.Table | None = None
+    text: pa.Table | None = None
+
+
+class _FastCsv:
+    """Fast first pass over an uncompressed CSV file: numbers, flags and timestamps parsed
+    by pyarrow's multithreaded reader itself.
+
+    The file is memory-mapped and cut into blocks at line ends, which are record ends as
+    long as no quote character occurs (so no value holds a newline). Each block is parsed
+    with the numeric / boolean / timestamp columns in their output types; a block where
+    that fails is parsed as text. A chunk of typed rows carries an ``as_text`` re-read of
+    its blocks, used when any of its rows is rejected, so rejects and their reasons always
+    come from the text path. pyarrow's typed parsing accepts a subset of what the text
+    path accepts, with the same values (the tests compare both paths).
+
+    The pass stops at the first block it cannot take (a quote character, a malformed row,
+    unreadable text) with :attr:`complete` false; :attr:`next_row` is then the first row
+    not yet yielded, every row before it well-formed and yielded in whole chunks.
+    """
+
+    def __init__(self, path: Path, header: Sequence[str], chunksize: int) -> None:
+        self.path = path
+        self.header = list(header)
+        self.chunksize = chunksize
+        self.next_row = 1
+        self.complete = False
+        self._text_left = 0
+        mapping, _ = _resolve_columns(self.header)
+        self._text_types = {name: pa.large_string() for name in self.header}
+        self._types = dict(self._text_types)
+        for canonical, name in mapping.items():
+            kind = _SPECS[canonical].kind
+            if kind in ("float", "bool", "timestamp"):
+                self._types[name] = _ARROW_TYPES[kind]
+
+    def _map(self) -> tuple[mmap.mmap, int] | None:
+        """The mapped file and the offset of its first data row, or None if not eligible."""
+        if self.path.suffix.lower() not in _FAST_SUFFIXES:
+            return None
+        try:
+            with open(self.path, "rb") as fh:
+                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            return None
+        end = mm.find(b"\n", 0, 1 << 20)
+        if end < 0:
+            return None
+        line = mm[:end]
+        line = line[:-1] if line.endswith(b"\r") else line
+        if b'"' in line or b"\r" in line:
+            return None
+        try:
+            names = line.decode("utf-8").removeprefix("\ufeff").split(",")
+        except UnicodeDecodeError:
+            return None
+        return (mm, end + 1) if names == self.header else None
+
+    def _read(self, data: pa.Buffer, types: Mapping[str, pa.DataType]) -> pa.Table | None:
+        """``data`` parsed (None if a row is malformed); pa.ArrowInvalid if unreadable."""
+        malformed: list[Any] = []
+
+        def on_invalid(row: Any) -> str:
+            malformed.append(row)
+            return "skip"
+
+        table = pacsv.read_csv(
+            data,
+            read_options=pacsv.ReadOptions(column_names=self.header, use_threads=True),
+            parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid),
+            convert_options=pacsv.ConvertOptions(
+                column_types=types,
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+                # Only an empty field is null (it is 'empty' for a required column, so that
+                # chunk goes to the text path); 'NaN' or 'null' must parse or fail.
+                null_values=[""],
+                true_values=_TRUE_FAST.to_pylist(),
+                false_values=_FALSE_FAST.to_pylist(),
+            ),
+        )
+        return None if malformed else table
+
+    def _blocks(self) -> Iterator[_CsvBlock | None]:
+        """Blocks with ``typed`` or ``text`` set; None where the pass must stop."""
+        mapped = self._map()
+        if mapped is None:
+            yield None
+            return
+        mm, pos = mapped
+        size = len(mm)
+        # The mapping is released with the last block that refers to it.
+        view = memoryview(mm)
+        while pos < size:
+            end = min(pos + _FAST_BLOCK, size)
+            if end < size:
+                cut = mm.rfind(b"\n", pos, end)
+                if cut < 0:
+                    cut = mm.find(b"\n", end)
+                end = size if cut < 0 else cut + 1
+            if mm.find(b'"', pos, end) >= 0:
+                yield None
+                return
+            block = _CsvBlock(data=pa.py_buffer(view[pos:end]))
+            pos = end
+            try:
+                if self._text_left > 0:
+                    self._text_left -= 1
+                else:
+                    try:
+                        block.typed = self._read(block.data, self._types)
+                        if block.typed is None:
+                            yield None
+                            return
+                    except pa.ArrowInvalid:  # a value that is not of its column's type
+                        self._text_left = _TEXT_BLOCKS_AFTER_FALLBACK
+                if block.typed is None:
+                    block.text = self._read(block.data, self._text_types)
+                    if block.text is None:
+                        yield None
+                        return
+            except pa.ArrowInvalid:
+                yield None
+                return
+            yield block
+
+    def _text_of(self, block: _CsvBlock) -> pa.Table:
+        if block.text is None:
+            # The same bytes parsed typed without a malformed row: as text they parse too.
+            try:
+                text = self._read(block.data, self._text_types)
+            except pa.ArrowInvalid as exc:  # pragma: no cover - see above
+                raise AmvCalibError(f"ingest: a CSV block read typed but not as text: {exc}"
+                                    ) from exc
+            typed = block.typed
+            if text is None or typed is None or text.num_rows != typed.num_rows:
+                raise AmvCalibError("ingest: a CSV block read typed and as text differ"
+                                    )  # pragma: no cover - see above
+            block.text = text
+        return block.text
+
+    def _columns(self, tables: list[pa.Table]) -> dict[str, pa.Array]:
+        return _batch_columns(tables[0] if len(tables) == 1 else pa.concat_tables(tables))
+
+    def _chunk(self, pieces: list[tuple[_CsvBlock, int, int]]) -> _Chunk:
+        n = sum(k for _, _, k in pieces)
+        rows = np.arange(self.next_row, self.next_row + n, dtype=np.int64)
+        self.next_row += n
+
+        def as_text() -> dict[str, pa.Array]:
+            self._text_left = _TEXT_BLOCKS_AFTER_FALLBACK
+            return self._columns([self._text_of(b).slice(o, k) for b, o, k in pieces])
+
+        typed = [b.typed.slice(o, k) for b, o, k in pieces if b.typed is not None]
+        if len(typed) == len(pieces):
+            return _Chunk(columns=self._columns(typed), rows=rows, as_text=as_text)
+        return _Chunk(columns=self._columns([self._text_of(b).slice(o, k)
+                                             for b, o, k in pieces]), rows=rows)
+
+    def chunks(self) -> Iterator[_Chunk]:
+        """Chunks of ``chunksize`` rows (the last may be short) while the pass can go on."""
+        pending: list[tuple[_CsvBlock, int, int]] = []
+        have = 0
+        for block in self._blocks():
+            if block is None:
+                return
+            table = block.typed if block.typed is not None else block.text
+            assert table is not None
+            offset = 0
+            while offset < table.num_rows:
+                take = min(table.num_rows - offset, self.chunksize - have)
+                pending.append((block, offset, take))
+                have += take
+                offset += take
+                if have == self.chunksize:
+                    yield self._chunk(pending)
+                    pending, have = [], 0
+        if pending:
+            yield self._chunk(pending)
+        self.complete = True
 
 
 def _skip_rows(batches: Iterable[pa.RecordBatch], skip: int) -> Iterator[pa.RecordBatch]:
@@ -1236,8 +1445,9 @@ def _merge_sorted(a: NDArray[np.uint64], b: NDArray[np.uint64]) -> NDArray[np.ui
 def _duplicates(
     keys: NDArray[np.uint64], candidate: BoolArray, valid: BoolArray, rows: IntArray,
     seen: _SeenKeys,
-) -> IntArray:
-    """Row of the earlier accepted occurrence for each row (0 if none); registers new keys.
+) -> tuple[IntArray, Callable[[], None]]:
+    """Row of the earlier accepted occurrence for each row (0 if none), and the call that
+    registers the new keys in ``seen`` (nothing is registered until it is made).
 
     ``candidate``: rows whose key parsed; ``valid``: candidates without other problems.
     The first valid occurrence of a key is accepted; later occurrences (valid or not) are
@@ -1252,8 +1462,7 @@ def _duplicates(
     involved_keys = np.unique(np.concatenate([repeated, s[in_seen]]))
     if len(involved_keys) == 0:
         if valid.sum() == len(s):  # every key is new and accepted: s is already sorted
-            seen.add(ck, rows[candidate], sorted_keys=s)
-            return dup_of
+            return dup_of, lambda: seen.add(ck, rows[candidate], sorted_keys=s)
         new = valid
     else:
         involved = candidate & np.isin(keys, involved_keys)
@@ -1267,8 +1476,7 @@ def _duplicates(
             elif valid[i]:
                 earlier[key] = int(rows[i])
                 new[i] = True
-    seen.add(keys[new], rows[new])
-    return dup_of
+    return dup_of, lambda: seen.add(keys[new], rows[new])
 
 
 # --------------------------------------------------------------------------------------
@@ -1333,13 +1541,24 @@ def _validate(
     input_columns: Sequence[str],
     out_columns: Sequence[str],
     seen: _SeenKeys,
-) -> _ChunkResult:
-    """Duplicates, reasons and the two output tables of one parsed chunk (sequential)."""
+    *,
+    clean_only: bool = False,
+) -> _ChunkResult | None:
+    """Duplicates, reasons and the two output tables of one parsed chunk (sequential).
+
+    ``clean_only``: return None, leaving ``seen`` as it was, if any row is to be rejected.
+    """
     chunk, parsed = pchunk.chunk, pchunk.parsed
     n = len(chunk.rows)
+    if clean_only and (chunk.raw_rejects or pchunk.bad.any()):
+        return None
     bad = pchunk.bad.copy()
-    dup_of = _duplicates(pchunk.keys, pchunk.key_ok, pchunk.key_ok & ~bad, chunk.rows, seen)
+    dup_of, register = _duplicates(pchunk.keys, pchunk.key_ok, pchunk.key_ok & ~bad,
+                                   chunk.rows, seen)
     is_dup = dup_of > 0
+    if clean_only and is_dup.any():
+        return None
+    register()
     bad |= is_dup
 
     counts: Counter[str] = Counter()
@@ -1460,7 +1679,16 @@ def _results(run: _Run) -> Iterator[_ChunkResult]:
     )
     for pchunk in parsed:
         chunk = pchunk.chunk
-        res = _validate(pchunk, run.mapping, run.reader.columns, run.out_columns, seen)
+        res = _validate(pchunk, run.mapping, run.reader.columns, run.out_columns, seen,
+                        clean_only=chunk.as_text is not None)
+        if res is None:
+            # Parsed by the reader and some row is to be rejected: validate its text, so the
+            # reasons and the rejected fields are exactly those of the text path.
+            assert chunk.as_text is not None
+            chunk = _Chunk(columns=chunk.as_text(), rows=chunk.rows)
+            res = _validate(_parse_chunk(chunk, run.mapping, run.out_columns), run.mapping,
+                            run.reader.columns, run.out_columns, seen)
+            assert res is not None
         run.read += len(chunk.rows) + len(chunk.raw_rejects)
         run.accepted += res.claims.num_rows
         run.rejected += res.rejects.num_rows
