@@ -147,6 +147,10 @@ def _rows_bits(rows: tuple[Any, ...]) -> list[Any]:
 @given(c=cases(max_ver=5))
 def test_batch_kernel_equals_numpy(gate_kw: dict[str, Any], keep: bool,
                                    c: dict[str, Any]) -> None:
+    _compare_kernel_numpy(gate_kw, keep, c)
+
+
+def _compare_kernel_numpy(gate_kw: dict[str, Any], keep: bool, c: dict[str, Any]) -> None:
     gate = Gate(**gate_kw)
     args = (c["p"], c["premise_mask"], c["theta"], c["kappa"], c["resolves"], c["cost"],
             c["reliability"])
@@ -206,3 +210,65 @@ def test_kernel_hands_bad_values_to_the_named_checks(key: str, value: float,
     c[key][1] = value
     with pytest.raises(ValueError, match=match):
         Gate(planner="myopic").evaluate_batch(**c)
+
+
+@st.composite
+def one_premise_cases(draw: Any) -> dict[str, Any]:
+    """Unpadded rows whose verifiers mostly resolve one premise each: the kernel's
+    two-rows-at-once path (rows in pairs; an odd last row and any pair holding another kind
+    of verifier go through the scalar path)."""
+    n = draw(st.integers(1, 9))
+    m = draw(st.integers(1, 4))
+    n_ver = draw(st.integers(0, 4))
+    res = np.zeros((n, n_ver, m), dtype=bool)
+    for i in range(n):
+        for v in range(n_ver):
+            if draw(st.integers(0, 9)):
+                res[i, v, draw(st.integers(0, m - 1))] = True
+            else:
+                res[i, v] = [draw(st.booleans()) for _ in range(m)]
+    return {
+        "p": np.array([[draw(_P) for _ in range(m)] for _ in range(n)]),
+        "premise_mask": np.ones((n, m), dtype=bool),
+        "theta": np.array([draw(_POS) for _ in range(n)]),
+        "kappa": np.array([draw(_POS) for _ in range(n)]),
+        "resolves": res,
+        "cost": np.array([[draw(_COST) for _ in range(n_ver)] for _ in range(n)]).reshape(
+            n, n_ver),
+        "reliability": np.array([[draw(_R) for _ in range(n_ver)] for _ in range(n)]).reshape(
+            n, n_ver),
+        "available": np.array([[draw(st.integers(0, 5)) > 0 for _ in range(n_ver)]
+                               for _ in range(n)], dtype=bool).reshape(n, n_ver),
+        "budget": np.array([draw(st.integers(0, 4)) > 0 for _ in range(n)], dtype=np.intp),
+    }
+
+
+@needs_kernel
+@pytest.mark.parametrize("gate_kw", _GATES[1:3], ids=["myopic", "myopic-tuned"])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(c=one_premise_cases())
+def test_batch_kernel_pairs_equal_numpy(gate_kw: dict[str, Any], c: dict[str, Any]) -> None:
+    _compare_kernel_numpy(gate_kw, True, c)
+
+
+@needs_kernel
+def test_batch_kernel_equals_numpy_on_many_rows() -> None:
+    # a bench-like batch: every row in the two-lane path but for the odd last one
+    rng = np.random.default_rng(11)
+    n, m, n_ver = 2001, 3, 3
+    p = rng.random((n, m)) ** 3
+    p[rng.random((n, m)) < 0.05] = 0.0
+    res = np.zeros((n, n_ver, m), dtype=bool)
+    res[np.arange(n)[:, None], np.arange(n_ver)[None, :], rng.integers(0, m, (n, n_ver))] = True
+    args = (p, np.ones((n, m), dtype=bool), rng.uniform(0.5, 200.0, n),
+            rng.uniform(0.5, 20.0, n), res, rng.choice([0.0, 0.01, 0.2, 1.0], (n, n_ver)),
+            rng.choice([1.0, 0.95, 0.8, 0.6], (n, n_ver)))
+    for gate in (Gate(planner="myopic"), Gate(planner="myopic", epsilon_harm_bound=0.3,
+                                               delta_loss_threshold=3.0)):
+        fast = _batch._kernel_rows(gate, *args, None, None, keep=True)
+        slow = _batch._numpy_rows(gate, *args, np.ones((n, n_ver), dtype=bool), None,
+                                  keep=True)
+        assert fast is not None and not isinstance(slow, _batch.BatchDecision)
+        assert _rows_bits(fast) == _rows_bits(slow)
+        regimes = np.bincount(fast[7], minlength=3)
+        assert (regimes > 0).all(), regimes  # all three regimes occur

@@ -1000,14 +1000,20 @@ def _kernel_rows(gate: _GateLike, p: FloatArray, mask: BoolArray, theta: FloatAr
     c = np.ascontiguousarray
     q = np.empty(n) if keep else None
     idx = np.empty(n, dtype=np.intp) if keep else None
-    h, v_stop, r_exp, best = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
-    adm = np.empty(n, dtype=bool)
-    regime = np.empty(n, dtype=np.int8)
-    chosen = np.empty(n, dtype=np.intp)
+    # The outputs share one block: for large batches numpy backs it with huge pages, and
+    # first-touch page faults on seven separate arrays would cost as much as the kernel.
+    f8, i8 = np.dtype(np.float64).itemsize, np.dtype(np.intp).itemsize
+    block = np.empty(n * (4 * f8 + i8 + 2), dtype=np.uint8)
+    floats = block[: 4 * f8 * n].view(np.float64)
+    h, v_stop, r_exp, best = floats[:n], floats[n:2 * n], floats[2 * n:3 * n], floats[3 * n:]
+    at = 4 * f8 * n
+    chosen = block[at: at + i8 * n].view(np.intp)
+    regime = block[at + i8 * n: at + (i8 + 1) * n].view(np.int8)
+    adm = block[at + (i8 + 1) * n:].view(np.bool_)
     bad = _engine.KERNEL.batch(
         gate.mode == "seed", float(gate.lambda_cost_scale), float(gate.delta_loss_threshold),
         float(gate.epsilon_harm_bound), VOI_TOLERANCE, n, m, n_ver,
-        c(p), c(mask), c(theta), c(kappa), c(res), c(cost), c(rel),
+        c(p), None if bool(mask.all()) else c(mask), c(theta), c(kappa), c(res), c(cost), c(rel),
         None if avail is None else c(avail), None if left is None else c(left),
         q, h, v_stop, r_exp, adm, best, idx, regime, chosen)
     if bad:

@@ -303,10 +303,10 @@ expect_one(double p, double q, double r, double s, double th, double ka, double 
     double dr = pick(pr > 0.0, pr, 1.0);
     double hc = 1.0 - q * (r / dc);
     double rc = th * hc;
-    double ec = pc * pick(rc <= lim && hc <= eps, rc, ka);
+    double ec = pc * pick((rc <= lim) & (hc <= eps), rc, ka);
     double hr = 1.0 - q * (s / dr);
     double rr = th * hr;
-    return ec + pr * pick(rr <= lim && hr <= eps, rr, ka);
+    return ec + pr * pick((rr <= lim) & (hr <= eps), rr, ka);
 }
 
 typedef struct {
@@ -365,6 +365,129 @@ get_buf(PyObject *obj, buf_t *b, Py_ssize_t nbytes, int writable, const char *na
     }
     return 0;
 }
+
+#if defined(__GNUC__) || defined(__clang__)
+#define AMV_PAIRS 1
+/* Two rows at once in the lanes of a vector (SSE2 on x86-64, NEON on arm64, scalar code
+ * elsewhere): every lane operation is the IEEE operation of the scalar code, so the lanes
+ * hold exactly what two scalar passes would. */
+typedef double v2d __attribute__((vector_size(16)));
+typedef int64_t v2l __attribute__((vector_size(16)));
+
+static inline v2d
+vpick(v2l c, v2d a, v2d b)
+{
+    return (v2d)(((v2l)a & c) | ((v2l)b & ~c));
+}
+
+typedef struct {
+    Py_ssize_t m, nv;
+    double lam, delta, eps, voi_tol;
+    const double *P, *TH, *KA, *COST, *REL;
+    const char *RES, *AV;
+    const Py_ssize_t *LEFT;
+    double *Q, *H, *VS, *RE, *BEST;
+    char *ADM;
+    Py_ssize_t *IDX, *CH;
+    signed char *REG;
+} pair_t;
+
+/* mode="amv" rows i and i + 1 when every available verifier of both resolves exactly one
+ * premise, all are available and both rows may verify: 1 (outputs written), 0 (not that
+ * case: nothing written), -1 (a value out of range). */
+static int
+pair_amv(const pair_t *c, Py_ssize_t i)
+{
+    const Py_ssize_t m = c->m, nv = c->nv, i1 = i + 1;
+    if (c->LEFT != NULL && (c->LEFT[i] <= 0 || c->LEFT[i1] <= 0)) {
+        return 0;
+    }
+    if (c->AV != NULL) {
+        for (Py_ssize_t v = 0; v < 2 * nv; v++) {
+            if (!c->AV[i * nv + v]) {
+                return 0;
+            }
+        }
+    }
+    const double *pa = c->P + i * m, *pb = c->P + i1 * m;
+    v2d th = {c->TH[i], c->TH[i1]}, ka = {c->KA[i], c->KA[i1]};
+    v2l ok = (th > 0.0) & (th < INFINITY) & (ka > 0.0) & (ka < INFINITY);
+    v2d q = {1.0, 1.0};
+    for (Py_ssize_t j = 0; j < m; j++) {
+        v2d p = {pa[j], pb[j]};
+        ok &= (p >= 0.0) & (p <= 1.0);
+        q *= 1.0 - p;
+    }
+    const v2d one = {1.0, 1.0};
+    v2d dl = {c->delta, c->delta};
+    v2d lim = vpick(dl < ka, dl, ka);
+    v2d h = 1.0 - q;
+    v2d rx = th * h;
+    v2l adm = (rx <= lim) & (h <= c->eps);
+    v2d v_stop = vpick(adm, rx, ka);
+    v2d best = {-INFINITY, -INFINITY};
+    v2l bi = {0, 0};
+    for (Py_ssize_t v = 0; v < nv; v++) {
+        const char *ra = c->RES + (i * nv + v) * m, *rb = c->RES + (i1 * nv + v) * m;
+        Py_ssize_t na = 0, nb = 0, ja = 0, jb = 0;
+        for (Py_ssize_t j = 0; j < m; j++) {
+            Py_ssize_t x = ra[j] != 0, y = rb[j] != 0;
+            na += x;
+            nb += y;
+            ja += x * j;
+            jb += y * j;
+        }
+        if (na != 1 || nb != 1) {
+            return 0;
+        }
+        Py_ssize_t iva = i * nv + v, ivb = i1 * nv + v;
+        v2d r = {c->REL[iva], c->REL[ivb]}, cost = {c->COST[iva], c->COST[ivb]};
+        ok &= (cost >= 0.0) & (cost < INFINITY) & (r > 0.5) & (r <= 1.0);
+        /* expect_one() in two lanes */
+        v2d p = {pa[ja], pb[jb]};
+        v2d s = 1.0 - r;
+        v2d a = 1.0 - p;
+        v2d pc = a * r + p * s;
+        v2d pr = p * r + a * s;
+        v2d dc = vpick(pc > 0.0, pc, one);
+        v2d dr = vpick(pr > 0.0, pr, one);
+        v2d hc = 1.0 - q * (r / dc);
+        v2d rc = th * hc;
+        v2d ec = pc * vpick((rc <= lim) & (hc <= c->eps), rc, ka);
+        v2d hr = 1.0 - q * (s / dr);
+        v2d rr = th * hr;
+        v2d e = ec + pr * vpick((rr <= lim) & (hr <= c->eps), rr, ka);
+        v2d voi = v_stop - e - c->lam * cost;
+        v2l better = voi > best;
+        best = vpick(better, voi, best);
+        v2l vv = {v, v};
+        bi = (better & vv) | (~better & bi);
+    }
+    if (!(ok[0] && ok[1])) {
+        return -1;
+    }
+    v2l go = best > c->voi_tol * (th + ka);
+    for (int l = 0; l < 2; l++) {
+        Py_ssize_t row = i + l;
+        if (c->Q != NULL) {
+            c->Q[row] = q[l];
+        }
+        c->H[row] = h[l];
+        c->VS[row] = v_stop[l];
+        c->RE[row] = rx[l];
+        c->ADM[row] = (char)(adm[l] != 0);
+        c->BEST[row] = best[l];
+        if (c->IDX != NULL) {
+            c->IDX[row] = bi[l];
+        }
+        c->REG[row] = (signed char)(go[l] ? 1 : (adm[l] ? 0 : 2));
+        c->CH[row] = go[l] ? bi[l] : -1;
+    }
+    return 1;
+}
+#else
+#define AMV_PAIRS 0
+#endif
 
 #define N_BUFS 17
 
@@ -457,8 +580,26 @@ ck_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
     long invalid = 0;
+#if AMV_PAIRS
+    const pair_t pc_ctx = {m, nv, lam, delta, eps, voi_tol, P, TH, KA, COST, REL, RES, AV,
+                           LEFT, Q, H, VS, RE, BEST, ADM, IDX, CH, REG};
+    const int pairs = !seed && MASK == NULL;
+#endif
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n && !invalid; i++) {
+#if AMV_PAIRS
+        if (pairs && i + 1 < n) {
+            int got = pair_amv(&pc_ctx, i);
+            if (got < 0) {
+                invalid = 1;
+                break;
+            }
+            if (got > 0) {
+                i++;
+                continue;
+            }
+        }
+#endif
         const double *pi = P + i * m;
         const char *mi = MASK ? MASK + i * m : NULL;
         double th = TH[i], ka = KA[i];
@@ -466,18 +607,22 @@ ck_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             invalid = 1;
             break;
         }
-        int cnt = 0;
-        for (Py_ssize_t j = 0; j < m; j++) {
-            if (mi == NULL || mi[j]) {
-                double pj = pi[j];
-                if (!(pj >= 0.0 && pj <= 1.0)) {
-                    invalid = 1;
-                    break;
-                }
-                pp[cnt++] = pj;
+        /* the row's real premises, in order (in place when there is no padding) */
+        const double *pr_ = pi;
+        int cnt = (int)m, bad = 0;
+        if (mi != NULL) {
+            cnt = 0;
+            for (Py_ssize_t j = 0; j < m; j++) {
+                pp[cnt] = pi[j];
+                cnt += mi[j] != 0;
             }
+            pr_ = pp;
         }
-        if (invalid) {
+        for (int c = 0; c < cnt; c++) {
+            bad |= !(pr_[c] >= 0.0) | !(pr_[c] <= 1.0);
+        }
+        if (bad) {
+            invalid = 1;
             break;
         }
         double q = 1.0, h;
@@ -485,13 +630,13 @@ ck_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             h = 0.0;
             pre[0] = 0.0;
             for (int c = 0; c < cnt; c++) {
-                h = 1.0 - (1.0 - h) * (1.0 - pp[c]);
+                h = 1.0 - (1.0 - h) * (1.0 - pr_[c]);
                 pre[c + 1] = h;
             }
         }
         else {
             for (int c = 0; c < cnt; c++) {
-                q *= 1.0 - pp[c];
+                q *= 1.0 - pr_[c];
             }
             h = 1.0 - q;
         }
@@ -508,22 +653,28 @@ ck_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 continue;
             }
             double r = REL[iv], cost = COST[iv];
-            if (!(cost >= 0.0 && cost < INFINITY) || !(r > 0.5 && r <= 1.0)) {
-                invalid = 1;
-                break;
-            }
+            bad |= !(cost >= 0.0) | !(cost < INFINITY) | !(r > 0.5) | !(r <= 1.0);
             if (!may) {
                 continue;
             }
-            /* the verifier's premises as positions among the row's real premises */
+            /* the verifier's premises as positions among the row's real premises;
+             * slot[k] = c, k += resolved: no branch on which premise it is */
             const char *rv = RES + iv * m;
-            int k = 0, c = 0;
-            for (Py_ssize_t j = 0; j < m; j++) {
-                /* slot[k] = c; k += resolved: no branch on which premise it is */
-                int real = mi == NULL || mi[j];
-                slot[k] = c;
-                k += real & (rv[j] != 0);
-                c += real;
+            int k = 0;
+            if (mi == NULL) {
+                for (Py_ssize_t j = 0; j < m; j++) {
+                    slot[k] = (int)j;
+                    k += rv[j] != 0;
+                }
+            }
+            else {
+                int c = 0;
+                for (Py_ssize_t j = 0; j < m; j++) {
+                    int real = mi[j] != 0;
+                    slot[k] = c;
+                    k += real & (rv[j] != 0);
+                    c += real;
+                }
             }
             double voi;
             if (seed) {
@@ -533,7 +684,7 @@ ck_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 else {
                     /* Gate._decide_seed: the first resolved premise only */
                     int t = slot[0];
-                    double p = pp[t];
+                    double p = pr_[t];
                     double pc = (1.0 - p) * r + p * (1.0 - r);
                     double pr = 1.0 - pc;
                     double e = 0.0;
@@ -541,7 +692,7 @@ ck_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                     if (pc != 0.0) {
                         double acc = 1.0 - base * (1.0 - (p * (1.0 - r)) / pc);
                         for (int j = t + 1; j < cnt; j++) {
-                            acc = 1.0 - (1.0 - acc) * (1.0 - pp[j]);
+                            acc = 1.0 - (1.0 - acc) * (1.0 - pr_[j]);
                         }
                         double ra = acc * th;
                         e = pc * ((ra <= lim && acc <= eps) ? ra : ka);
@@ -549,7 +700,7 @@ ck_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                     if (pr != 0.0) {
                         double acc = 1.0 - base * (1.0 - (p * r) / pr);
                         for (int j = t + 1; j < cnt; j++) {
-                            acc = 1.0 - (1.0 - acc) * (1.0 - pp[j]);
+                            acc = 1.0 - (1.0 - acc) * (1.0 - pr_[j]);
                         }
                         double ra = acc * th;
                         e = e + pr * ((ra <= lim && acc <= eps) ? ra : ka);
@@ -558,11 +709,11 @@ ck_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 }
             }
             else if (k == 1) {
-                double e = expect_one(pp[slot[0]], q, r, 1.0 - r, th, ka, lim, eps);
+                double e = expect_one(pr_[slot[0]], q, r, 1.0 - r, th, ka, lim, eps);
                 voi = v_stop - e - lam * cost;
             }
             else {
-                expect_t x = {q, th, ka, lim, eps, r, 1.0 - r, pp, slot, k, 0.0};
+                expect_t x = {q, th, ka, lim, eps, r, 1.0 - r, pr_, slot, k, 0.0};
                 expect_rec(&x, 0, 1.0, q);
                 voi = v_stop - x.e - lam * cost;
             }
@@ -571,7 +722,8 @@ ck_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             best = pick(better, voi, best);
             bi = better ? v : bi;
         }
-        if (invalid) {
+        if (bad) {
+            invalid = 1;
             break;
         }
         int go = seed ? best > 0.0 : best > voi_tol * (th + ka);
