@@ -70,12 +70,13 @@ def actions(draw: Any) -> tuple[dict[str, Any], CandidateAction, list[Verifier]]
 
 
 @needs_kernel
+@pytest.mark.parametrize("mode", ["amv", "seed"])
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=actions())
-def test_single_call_equals_python(case: tuple[dict[str, Any], CandidateAction,
-                                               list[Verifier]]) -> None:
+def test_single_call_equals_python(mode: str, case: tuple[dict[str, Any], CandidateAction,
+                                                          list[Verifier]]) -> None:
     gate_kw, action, verifiers = case
-    gate = Gate(planner="myopic", **gate_kw)
+    gate = Gate(planner="myopic", mode=mode, **gate_kw)  # type: ignore[arg-type]
     assert gate._kernel_ctx is not None
     fast = gate.evaluate(action, verifiers)
     gate._kernel_ctx = None
@@ -85,7 +86,7 @@ def test_single_call_equals_python(case: tuple[dict[str, Any], CandidateAction,
 
 
 @needs_kernel
-def test_single_call_falls_back_where_python_must_decide() -> None:
+def test_single_call_several_premises_and_unknown_ids() -> None:
     action = CandidateAction(
         action_id="a", tool_name="t", impact_cost_theta=50.0, abstention_cost_kappa=5.0,
         premises=(Premise(id="p0", calibrated_violation_probability=0.2),
@@ -97,20 +98,22 @@ def test_single_call_falls_back_where_python_must_decide() -> None:
                    symmetric_reliability=0.9)
     ctx = gate._kernel_ctx
     assert ctx is not None
-    assert KERNEL.decide(ctx, action, action._explicit, [one, both]) is None
-    assert gate.evaluate(action, [one, both]).verifier is both  # decided in Python
+    d = gate.evaluate(action, [one, both])
+    gate._kernel_ctx = None
+    assert d == gate.evaluate(action, [one, both]) and d.verifier is both
+    gate._kernel_ctx = ctx
     stray = Verifier(id="stray", resolves_premise_ids=("p9",), execution_cost=0.1,
                      symmetric_reliability=0.9)
+    assert KERNEL.decide(ctx, action, action._explicit, [one, stray]) is None
     with pytest.raises(ValueError, match="names premise 'p9'"):
         gate.evaluate(action, [one, stray])
 
 
 @pytest.mark.parametrize(
-    "kw", [{"mode": "seed"}, {"planner": "lookahead"}, {"planner": "myopic",
-                                                        "max_verifications": 0},
-           {"planner": "myopic", "refusal": "refused"}],
-    ids=["seed", "lookahead", "no-calls-left", "refusal"])
-def test_kernel_only_takes_the_myopic_amv_gate(kw: dict[str, Any]) -> None:
+    "kw", [{"planner": "lookahead"}, {"planner": "myopic", "max_verifications": 0},
+           {"mode": "seed", "max_verifications": 0}, {"planner": "myopic", "refusal": "no"}],
+    ids=["lookahead", "no-calls-left", "seed-no-calls-left", "refusal"])
+def test_kernel_only_takes_the_myopic_rule(kw: dict[str, Any]) -> None:
     assert Gate(**kw)._kernel_ctx is None
 
 

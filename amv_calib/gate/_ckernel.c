@@ -49,13 +49,77 @@ float_attr(PyObject *obj, PyObject *name, double *out)
     return ok;
 }
 
+typedef struct {
+    double q, th, ka, lim, eps, r, s;
+    const double *pp;
+    const int *slot;
+    int k;
+    double e;
+} expect_t;
+
+/* E[V_stop] over the joint outcomes, depth first with confirm before refute: the order of
+ * _engine._expect's lists, with the same prefix products (w from 1.0, f from q). */
+static void
+expect_rec(expect_t *x, int t, double w, double f)
+{
+    if (t == x->k) {
+        double h = 1.0 - f;
+        double rx = x->th * h;
+        x->e += w * ((rx <= x->lim && h <= x->eps) ? rx : x->ka);
+        return;
+    }
+    double p = x->pp[x->slot[t]];
+    double r = x->r, s = x->s;
+    double a = 1.0 - p;
+    double pc = a * r + p * s;
+    double pr = p * r + a * s;
+    if (pc > 0.0) {
+        expect_rec(x, t + 1, w * pc, f * (r / pc));
+    }
+    if (pr > 0.0) {
+        expect_rec(x, t + 1, w * pr, f * (s / pr));
+    }
+}
+
+/* Seed mode, one verifier whose first resolved premise (in premise order) is t: the
+ * arithmetic of Gate._decide_seed. */
+static double
+seed_expect(const double *pp, const double *pre, Py_ssize_t m, Py_ssize_t t, double r,
+            double th, double ka, double lim, double eps)
+{
+    double p = pp[t];
+    double pc = (1.0 - p) * r + p * (1.0 - r);
+    double pr = 1.0 - pc;
+    double e = 0.0;
+    double base = 1.0 - pre[t];
+    if (pc != 0.0) {
+        double acc = 1.0 - base * (1.0 - (p * (1.0 - r)) / pc);
+        for (Py_ssize_t j = t + 1; j < m; j++) {
+            acc = 1.0 - (1.0 - acc) * (1.0 - pp[j]);
+        }
+        double ra = acc * th;
+        e = pc * ((ra <= lim && acc <= eps) ? ra : ka);
+    }
+    if (pr != 0.0) {
+        double acc = 1.0 - base * (1.0 - (p * r) / pr);
+        for (Py_ssize_t j = t + 1; j < m; j++) {
+            acc = 1.0 - (1.0 - acc) * (1.0 - pp[j]);
+        }
+        double ra = acc * th;
+        e = e + pr * ((ra <= lim && acc <= eps) ? ra : ka);
+    }
+    return e;
+}
+
+#define SMALL 16
+
 /* ctx: (lam, delta, eps, voi_tolerance, Decision, R_PROCEED, R_PROCEED_NONE, R_ABSTAIN_R,
- *       R_ABSTAIN_H, R_ABSTAIN_NONE, R_VERIFY)
+ *       R_ABSTAIN_H, R_ABSTAIN_NONE, R_VERIFY, seed)
  *
  * decide(ctx, action, probs, verifiers) -> Decision, or None where the Python engine must
- * decide instead (a verifier resolving other than exactly one premise, an unknown premise
- * id, a value that is not a float). Mirrors Gate._decide for mode="amv", planner="myopic",
- * no cost budget and at least one verification left. */
+ * decide instead (an unknown premise id, which it reports; a value that is not a float).
+ * Mirrors Gate._decide (mode="amv", planner="myopic") and Gate._decide_seed (seed=True)
+ * with no cost budget and at least one verification left. */
 static PyObject *
 ck_decide(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -65,15 +129,16 @@ ck_decide(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *ctx = args[0], *action = args[1], *probs = args[2], *verifiers = args[3];
-    if (!PyTuple_CheckExact(ctx) || PyTuple_GET_SIZE(ctx) != 11 || !PyTuple_CheckExact(probs)) {
-        PyErr_SetString(PyExc_TypeError, "decide: ctx must be an 11-tuple, probs a tuple");
+    if (!PyTuple_CheckExact(ctx) || PyTuple_GET_SIZE(ctx) != 12 || !PyTuple_CheckExact(probs)) {
+        PyErr_SetString(PyExc_TypeError, "decide: ctx must be a 12-tuple, probs a tuple");
         return NULL;
     }
     double lam = PyFloat_AsDouble(PyTuple_GET_ITEM(ctx, 0));
     double delta = PyFloat_AsDouble(PyTuple_GET_ITEM(ctx, 1));
     double eps = PyFloat_AsDouble(PyTuple_GET_ITEM(ctx, 2));
     double voi_tol = PyFloat_AsDouble(PyTuple_GET_ITEM(ctx, 3));
-    if (PyErr_Occurred()) {
+    int seed = PyObject_IsTrue(PyTuple_GET_ITEM(ctx, 11));
+    if (PyErr_Occurred() || seed < 0) {
         return NULL;
     }
     PyObject *decision_type = PyTuple_GET_ITEM(ctx, 4);
@@ -86,28 +151,55 @@ ck_decide(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_NONE;
     }
     Py_ssize_t m = PyTuple_GET_SIZE(probs);
-    double q = 1.0;
+    double pp_s[SMALL], pre_s[SMALL + 1];
+    int slot_s[SMALL];
+    double *pp = pp_s, *pre = pre_s;
+    int *slot = slot_s;
+    PyObject *seq = NULL, *index = NULL, *vois = NULL, *best_v = NULL, *reason = NULL;
+    PyObject *dict = NULL, *result = NULL;
+    if (m > SMALL) {
+        pp = malloc(sizeof(double) * (size_t)m);
+        pre = malloc(sizeof(double) * (size_t)(m + 1));
+        slot = malloc(sizeof(int) * (size_t)m);
+        if (pp == NULL || pre == NULL || slot == NULL) {
+            PyErr_NoMemory();
+            goto error;
+        }
+    }
     for (Py_ssize_t j = 0; j < m; j++) {
         PyObject *pj = PyTuple_GET_ITEM(probs, j);
         if (!PyFloat_CheckExact(pj)) {
-            Py_RETURN_NONE;
+            goto fallback;
         }
-        q *= 1.0 - PyFloat_AS_DOUBLE(pj);
+        pp[j] = PyFloat_AS_DOUBLE(pj);
     }
     double lim = delta < kappa ? delta : kappa;
-    double h = 1.0 - q;
-    double rx = theta * h;
+    double q = 1.0, h, rx;
+    if (seed) {
+        h = 0.0;
+        pre[0] = 0.0;
+        for (Py_ssize_t j = 0; j < m; j++) {
+            h = 1.0 - (1.0 - h) * (1.0 - pp[j]);
+            pre[j + 1] = h;
+        }
+        rx = h * theta;
+    }
+    else {
+        for (Py_ssize_t j = 0; j < m; j++) {
+            q *= 1.0 - pp[j];
+        }
+        h = 1.0 - q;
+        rx = theta * h;
+    }
     int adm = rx <= lim && h <= eps;
     double v_stop = adm ? rx : kappa;
 
-    PyObject *seq = PySequence_Fast(verifiers, "verifiers must be a sequence");
+    seq = PySequence_Fast(verifiers, "verifiers must be a sequence");
     if (seq == NULL) {
-        return NULL;
+        goto error;
     }
     Py_ssize_t nv = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
-    PyObject *index = NULL, *vois = NULL, *best_v = NULL, *reason = NULL, *result = NULL;
-    PyObject *dict = NULL;
     index = PyObject_GetAttr(action, s_index);
     if (index == NULL || !PyDict_CheckExact(index)) {
         PyErr_Clear();
@@ -118,25 +210,36 @@ ck_decide(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto error;
     }
     double best = -INFINITY;
-    for (Py_ssize_t k = 0; k < nv; k++) {
-        PyObject *v = items[k];
+    for (Py_ssize_t n = 0; n < nv; n++) {
+        PyObject *v = items[n];
         PyObject *ids = PyObject_GetAttr(v, s_ids);
         if (ids == NULL) {
             PyErr_Clear();
             goto fallback;
         }
-        if (!PyTuple_CheckExact(ids) || PyTuple_GET_SIZE(ids) != 1) {
+        Py_ssize_t k = PyTuple_CheckExact(ids) ? PyTuple_GET_SIZE(ids) : -1;
+        if (k < 0 || k > m) {
             Py_DECREF(ids);
-            goto fallback;
+            goto fallback; /* not a tuple, or some id unknown: the Python engine reports it */
         }
-        PyObject *pos = PyDict_GetItemWithError(index, PyTuple_GET_ITEM(ids, 0));
+        int known = 1;
+        for (Py_ssize_t t = 0; t < k && known; t++) {
+            PyObject *pos = PyDict_GetItemWithError(index, PyTuple_GET_ITEM(ids, t));
+            Py_ssize_t at = pos == NULL ? -1 : PyLong_AsSsize_t(pos);
+            if (at < 0 || at >= m) {
+                known = 0;
+                break;
+            }
+            /* insertion sort: the premises in premise order, as Gate._indices gives them */
+            Py_ssize_t u = t;
+            while (u > 0 && slot[u - 1] > at) {
+                slot[u] = slot[u - 1];
+                u--;
+            }
+            slot[u] = (int)at;
+        }
         Py_DECREF(ids);
-        if (pos == NULL) {
-            PyErr_Clear();
-            goto fallback; /* unknown premise: the Python engine raises the ValueError */
-        }
-        Py_ssize_t i = PyLong_AsSsize_t(pos);
-        if (i < 0 || i >= m) {
+        if (!known) {
             PyErr_Clear();
             goto fallback;
         }
@@ -144,29 +247,42 @@ ck_decide(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (!float_attr(v, s_rel, &r) || !float_attr(v, s_cost, &cost)) {
             goto fallback;
         }
-        /* one premise, as Gate._decide unrolls it */
-        double p = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(probs, i));
-        double s = 1.0 - r;
-        double a = 1.0 - p;
-        double pc = a * r + p * s;
-        double pr = p * r + a * s;
-        double e = 0.0;
-        if (pc > 0.0) {
-            double hc = 1.0 - q * (r / pc);
-            double rc = theta * hc;
-            e = pc * ((rc <= lim && hc <= eps) ? rc : kappa);
+        double voi;
+        if (seed) {
+            voi = k == 0 ? -lam * cost
+                         : (v_stop - seed_expect(pp, pre, m, slot[0], r, theta, kappa, lim,
+                                                 eps)) - (lam * cost);
         }
-        if (pr > 0.0) {
-            double hr = 1.0 - q * (s / pr);
-            double rr = theta * hr;
-            e += pr * ((rr <= lim && hr <= eps) ? rr : kappa);
+        else if (k == 1) {
+            /* one premise, as Gate._decide unrolls it */
+            double p = pp[slot[0]];
+            double s = 1.0 - r;
+            double a = 1.0 - p;
+            double pc = a * r + p * s;
+            double pr = p * r + a * s;
+            double e = 0.0;
+            if (pc > 0.0) {
+                double hc = 1.0 - q * (r / pc);
+                double rc = theta * hc;
+                e = pc * ((rc <= lim && hc <= eps) ? rc : kappa);
+            }
+            if (pr > 0.0) {
+                double hr = 1.0 - q * (s / pr);
+                double rr = theta * hr;
+                e += pr * ((rr <= lim && hr <= eps) ? rr : kappa);
+            }
+            voi = v_stop - e - lam * cost;
         }
-        double voi = v_stop - e - lam * cost;
+        else {
+            expect_t x = {q, theta, kappa, lim, eps, r, 1.0 - r, pp, slot, (int)k, 0.0};
+            expect_rec(&x, 0, 1.0, q);
+            voi = v_stop - x.e - lam * cost;
+        }
         PyObject *fv = PyFloat_FromDouble(voi);
         if (fv == NULL) {
             goto error;
         }
-        PyTuple_SET_ITEM(vois, k, fv);
+        PyTuple_SET_ITEM(vois, n, fv);
         if (voi > best) {
             best = voi;
             best_v = v;
@@ -182,8 +298,7 @@ ck_decide(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_INCREF(voi_obj);
     }
     else {
-        double tol = voi_tol * (theta + kappa);
-        if (best > tol) {
+        if (seed ? best > 0.0 : best > voi_tol * (theta + kappa)) {
             regime = s_VERIFY;
             PyObject *vid = PyObject_GetAttr(best_v, s_id);
             if (vid == NULL) {
@@ -251,27 +366,28 @@ ck_decide(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto error;
         }
     }
-    Py_DECREF(dict);
-    Py_DECREF(reason);
-    Py_DECREF(vois);
-    Py_DECREF(index);
-    Py_DECREF(seq);
-    return result;
+    goto cleanup;
 
 fallback:
-    Py_XDECREF(reason);
-    Py_XDECREF(vois);
-    Py_XDECREF(index);
-    Py_DECREF(seq);
-    Py_RETURN_NONE;
+    result = Py_None;
+    Py_INCREF(result);
+    goto cleanup;
 
 error:
+    result = NULL;
+
+cleanup:
     Py_XDECREF(dict);
     Py_XDECREF(reason);
     Py_XDECREF(vois);
     Py_XDECREF(index);
-    Py_DECREF(seq);
-    return NULL;
+    Py_XDECREF(seq);
+    if (pp != pp_s) {
+        free(pp);
+        free(pre);
+        free(slot);
+    }
+    return result;
 }
 
 /* -- evaluate_batch() ------------------------------------------------------------------- */
@@ -307,38 +423,6 @@ expect_one(double p, double q, double r, double s, double th, double ka, double 
     double hr = 1.0 - q * (s / dr);
     double rr = th * hr;
     return ec + pr * pick((rr <= lim) & (hr <= eps), rr, ka);
-}
-
-typedef struct {
-    double q, th, ka, lim, eps, r, s;
-    const double *pp;
-    const int *slot;
-    int k;
-    double e;
-} expect_t;
-
-/* E[V_stop] over the joint outcomes, depth first with confirm before refute: the order of
- * _engine._expect's lists, with the same prefix products (w from 1.0, f from q). */
-static void
-expect_rec(expect_t *x, int t, double w, double f)
-{
-    if (t == x->k) {
-        double h = 1.0 - f;
-        double rx = x->th * h;
-        x->e += w * ((rx <= x->lim && h <= x->eps) ? rx : x->ka);
-        return;
-    }
-    double p = x->pp[x->slot[t]];
-    double r = x->r, s = x->s;
-    double a = 1.0 - p;
-    double pc = a * r + p * s;
-    double pr = p * r + a * s;
-    if (pc > 0.0) {
-        expect_rec(x, t + 1, w * pc, f * (r / pc));
-    }
-    if (pr > 0.0) {
-        expect_rec(x, t + 1, w * pr, f * (s / pr));
-    }
 }
 
 typedef struct {

@@ -533,13 +533,12 @@ class Gate:
         self._artifact_name = artifact_name
         self._artifact_version = artifact_version
         self._decision_log = decision_log
-        # the compiled myopic rule takes mode="amv", planner="myopic" with calls left
+        # the compiled myopic rule (either mode) decides when verifications are left
         self._kernel_ctx: tuple[Any, ...] | None = None
-        if (KERNEL is not None and not self._seed and not self._lookahead and self._max > 0
-                and refusal is None):
+        if KERNEL is not None and not self._lookahead and self._max > 0 and refusal is None:
             self._kernel_ctx = (lam, delta, eps, VOI_TOLERANCE, Decision, _R_PROCEED,
                                 _R_PROCEED_NONE, _R_ABSTAIN_R, _R_ABSTAIN_H, _R_ABSTAIN_NONE,
-                                _R_VERIFY)
+                                _R_VERIFY, self._seed)
         self._sink: Callable[[dict[str, Any]], None] | None
         if decision_log is None:
             self._sink = None
