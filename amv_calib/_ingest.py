@@ -23,6 +23,7 @@ import queue
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias, TypeVar, cast, get_args
@@ -272,6 +273,8 @@ class _Chunk:
     # Set when some ``columns`` were parsed to their output types by the reader (the fast
     # CSV path): the same fields as text, for when the chunk has a row to reject.
     as_text: Callable[[], dict[str, pa.Array]] | None = None
+    # Set when the reader has parsed the chunk already (``columns`` may then be empty).
+    parsed: _ParsedChunk | None = None
 
 
 @dataclass(kw_only=True)
@@ -418,6 +421,7 @@ _FAST_CSV = True
 #: Bytes per block of the fast CSV path (cut at a line end; pyarrow parses each one with
 #: all cores).
 _FAST_BLOCK: Final = 1 << 24
+_FIRST_BLOCK: Final = 1 << 21
 # After a chunk needed its text, this many blocks are read as text only: a file with bad
 # rows throughout would otherwise pay for two reads of every block.
 _TEXT_BLOCKS_AFTER_FALLBACK: Final = 8
@@ -427,8 +431,10 @@ _FAST_SUFFIXES: Final = (".csv", ".tsv", ".txt")
 @dataclass(kw_only=True)
 class _CsvBlock:
     data: pa.Buffer
+    ascii: bool = False
     typed: pa.Table | None = None
     text: pa.Table | None = None
+    parsed: Future[_ParsedChunk] | None = None  # of ``typed``
 
 
 class _FastCsv:
@@ -456,6 +462,9 @@ class _FastCsv:
         self.complete = False
         self._text_left = 0
         mapping, _ = _resolve_columns(self.header)
+        self._mapping = mapping
+        self._out_columns = [c for c in _SPECS if c in mapping]
+        self._pool: ThreadPoolExecutor | None = None
         self._text_types = {name: pa.large_string() for name in self.header}
         self._types = dict(self._text_types)
         for canonical, name in mapping.items():
@@ -485,8 +494,12 @@ class _FastCsv:
             return None
         return (mm, end + 1) if names == self.header else None
 
-    def _read(self, data: pa.Buffer, types: Mapping[str, pa.DataType]) -> pa.Table | None:
-        """``data`` parsed (None if a row is malformed); pa.ArrowInvalid if unreadable."""
+    def _read(self, data: pa.Buffer, types: Mapping[str, pa.DataType], ascii: bool
+              ) -> pa.Table | None:
+        """``data`` parsed (None if a row is malformed); pa.ArrowInvalid if unreadable.
+
+        ``ascii``: ``data`` is plain ASCII, hence valid UTF-8 (pyarrow's check is skipped).
+        """
         malformed: list[Any] = []
 
         def on_invalid(row: Any) -> str:
@@ -506,6 +519,7 @@ class _FastCsv:
                 null_values=[""],
                 true_values=_TRUE_FAST.to_pylist(),
                 false_values=_FALSE_FAST.to_pylist(),
+                check_utf8=not ascii,
             ),
         )
         return None if malformed else table
@@ -518,10 +532,15 @@ class _FastCsv:
             return
         mm, pos = mapped
         size = len(mm)
+        if hasattr(mm, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
+            mm.madvise(mmap.MADV_SEQUENTIAL)
+        # Small first blocks, so validation starts early; then _FAST_BLOCK.
+        step = min(_FAST_BLOCK, _FIRST_BLOCK)
         # The mapping is released with the last block that refers to it.
         view = memoryview(mm)
         while pos < size:
-            end = min(pos + _FAST_BLOCK, size)
+            end = min(pos + step, size)
+            step = min(2 * step, _FAST_BLOCK)
             if end < size:
                 cut = mm.rfind(b"\n", pos, end)
                 if cut < 0:
@@ -531,20 +550,23 @@ class _FastCsv:
                 yield None
                 return
             block = _CsvBlock(data=pa.py_buffer(view[pos:end]))
+            block.ascii = bool(np.frombuffer(block.data, dtype=np.uint8).max(initial=0) < 0x80)
             pos = end
             try:
                 if self._text_left > 0:
                     self._text_left -= 1
                 else:
                     try:
-                        block.typed = self._read(block.data, self._types)
+                        block.typed = self._read(block.data, self._types, block.ascii)
                         if block.typed is None:
                             yield None
                             return
+                        assert self._pool is not None
+                        block.parsed = self._pool.submit(self._parse, block.typed)
                     except pa.ArrowInvalid:  # a value that is not of its column's type
                         self._text_left = _TEXT_BLOCKS_AFTER_FALLBACK
                 if block.typed is None:
-                    block.text = self._read(block.data, self._text_types)
+                    block.text = self._read(block.data, self._text_types, block.ascii)
                     if block.text is None:
                         yield None
                         return
@@ -557,7 +579,7 @@ class _FastCsv:
         if block.text is None:
             # The same bytes parsed typed without a malformed row: as text they parse too.
             try:
-                text = self._read(block.data, self._text_types)
+                text = self._read(block.data, self._text_types, block.ascii)
             except pa.ArrowInvalid as exc:  # pragma: no cover - see above
                 raise AmvCalibError(f"ingest: a CSV block read typed but not as text: {exc}"
                                     ) from exc
@@ -571,23 +593,53 @@ class _FastCsv:
     def _columns(self, tables: list[pa.Table]) -> dict[str, pa.Array]:
         return _batch_columns(tables[0] if len(tables) == 1 else pa.concat_tables(tables))
 
+    def _parse(self, typed: pa.Table) -> _ParsedChunk:
+        # Parsing is row by row (a value's outcome does not depend on its neighbours), so
+        # a block parsed whole gives each of its rows what the chunk parsed whole would.
+        chunk = _Chunk(columns=_batch_columns(typed),
+                       rows=np.zeros(typed.num_rows, dtype=np.int64))
+        return _parse_chunk(chunk, self._mapping, self._out_columns)
+
     def _chunk(self, pieces: list[tuple[_CsvBlock, int, int]]) -> _Chunk:
         n = sum(k for _, _, k in pieces)
         rows = np.arange(self.next_row, self.next_row + n, dtype=np.int64)
         self.next_row += n
 
-        def as_text() -> dict[str, pa.Array]:
+        def text() -> dict[str, pa.Array]:
             self._text_left = _TEXT_BLOCKS_AFTER_FALLBACK
             return self._columns([self._text_of(b).slice(o, k) for b, o, k in pieces])
 
-        typed = [b.typed.slice(o, k) for b, o, k in pieces if b.typed is not None]
-        if len(typed) == len(pieces):
-            return _Chunk(columns=self._columns(typed), rows=rows, as_text=as_text)
-        return _Chunk(columns=self._columns([self._text_of(b).slice(o, k)
-                                             for b, o, k in pieces]), rows=rows)
+        if not all(b.parsed is not None for b, _, _ in pieces):
+            return _Chunk(columns=self._columns([self._text_of(b).slice(o, k)
+                                                 for b, o, k in pieces]), rows=rows)
+        parts = [(cast("Future[_ParsedChunk]", b.parsed).result(), o, k) for b, o, k in pieces]
+        if any(p.bad[o:o + k].any() for p, o, k in parts):
+            return _Chunk(columns=text(), rows=rows)
+        # No row with a problem of its own; duplicates are for the consumer to find, and
+        # then it validates the text (``as_text``).
+        chunk = _Chunk(columns={}, rows=rows, as_text=text)
+        chunk.parsed = _ParsedChunk(
+            chunk=chunk,
+            parsed={c: _Parsed(values=pa.concat_arrays([p.parsed[c].values.slice(o, k)
+                                                        for p, o, k in parts]), problems=[])
+                    for c in self._out_columns},
+            bad=np.zeros(n, dtype=bool),
+            key_ok=np.concatenate([p.key_ok[o:o + k] for p, o, k in parts]),
+            keys=np.concatenate([p.keys[o:o + k] for p, o, k in parts]),
+        )
+        return chunk
 
     def chunks(self) -> Iterator[_Chunk]:
         """Chunks of ``chunksize`` rows (the last may be short) while the pass can go on."""
+        # Blocks are parsed in a thread of their own while the next one is read.
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-ingest-parse")
+        try:
+            yield from self._chunks()
+        finally:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def _chunks(self) -> Iterator[_Chunk]:
         pending: list[tuple[_CsvBlock, int, int]] = []
         have = 0
         for block in self._blocks():
@@ -1675,7 +1727,9 @@ def _results(run: _Run) -> Iterator[_ChunkResult]:
     # Parsing runs in the consumer's thread: a pipeline stage of its own for it measured
     # slower (its many short numpy / pyarrow calls then contend for the GIL with validation).
     parsed: Iterator[_ParsedChunk] = (
-        _parse_chunk(chunk, run.mapping, run.out_columns) for chunk in run.reader.chunks
+        chunk.parsed if chunk.parsed is not None
+        else _parse_chunk(chunk, run.mapping, run.out_columns)
+        for chunk in run.reader.chunks
     )
     for pchunk in parsed:
         chunk = pchunk.chunk
