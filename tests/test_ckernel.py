@@ -247,7 +247,8 @@ def one_premise_cases(draw: Any) -> dict[str, Any]:
 
 
 @needs_kernel
-@pytest.mark.parametrize("gate_kw", _GATES[1:3], ids=["myopic", "myopic-tuned"])
+@pytest.mark.parametrize("gate_kw", [_GATES[i] for i in (0, 1, 2, 5)],
+                         ids=["seed", "myopic", "myopic-tuned", "seed-loose"])
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(c=one_premise_cases())
 def test_batch_kernel_pairs_equal_numpy(gate_kw: dict[str, Any], c: dict[str, Any]) -> None:
@@ -267,7 +268,8 @@ def test_batch_kernel_equals_numpy_on_many_rows() -> None:
             rng.uniform(0.5, 20.0, n), res, rng.choice([0.0, 0.01, 0.2, 1.0], (n, n_ver)),
             rng.choice([1.0, 0.95, 0.8, 0.6], (n, n_ver)))
     for gate in (Gate(planner="myopic"), Gate(planner="myopic", epsilon_harm_bound=0.3,
-                                               delta_loss_threshold=3.0)):
+                                               delta_loss_threshold=3.0),
+                 Gate(mode="seed"), Gate(mode="seed", epsilon_harm_bound=0.3)):
         fast = _batch._kernel_rows(gate, *args, None, None, keep=True)
         slow = _batch._numpy_rows(gate, *args, np.ones((n, n_ver), dtype=bool), None,
                                   keep=True)

@@ -569,6 +569,105 @@ pair_amv(const pair_t *c, Py_ssize_t i)
     }
     return 1;
 }
+
+/* mode="seed" rows i and i + 1 when every verifier of both resolves some premise, all are
+ * available and both rows may verify; returns as pair_amv(). The lanes follow
+ * Gate._decide_seed: the seed's P_any accumulation, re-run after the first resolved premise
+ * t of each lane (steps j <= t leave a lane unchanged). */
+static int
+pair_seed(const pair_t *c, Py_ssize_t i)
+{
+    const Py_ssize_t m = c->m, nv = c->nv, i1 = i + 1;
+    if (m > SMALL || (c->LEFT != NULL && (c->LEFT[i] <= 0 || c->LEFT[i1] <= 0))) {
+        return 0;
+    }
+    if (c->AV != NULL) {
+        for (Py_ssize_t v = 0; v < 2 * nv; v++) {
+            if (!c->AV[i * nv + v]) {
+                return 0;
+            }
+        }
+    }
+    const double *pa = c->P + i * m, *pb = c->P + i1 * m;
+    v2d th = {c->TH[i], c->TH[i1]}, ka = {c->KA[i], c->KA[i1]};
+    v2l ok = (th > 0.0) & (th < INFINITY) & (ka > 0.0) & (ka < INFINITY);
+    v2d pre[SMALL + 1];
+    v2d h = {0.0, 0.0};
+    pre[0] = h;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        v2d p = {pa[j], pb[j]};
+        ok &= (p >= 0.0) & (p <= 1.0);
+        h = 1.0 - (1.0 - h) * (1.0 - p);
+        pre[j + 1] = h;
+    }
+    v2d dl = {c->delta, c->delta};
+    v2d lim = vpick(dl < ka, dl, ka);
+    v2d rx = h * th;
+    v2l adm = (rx <= lim) & (h <= c->eps);
+    v2d v_stop = vpick(adm, rx, ka);
+    v2d best = {-INFINITY, -INFINITY};
+    v2l bi = {0, 0};
+    for (Py_ssize_t v = 0; v < nv; v++) {
+        const char *ra = c->RES + (i * nv + v) * m, *rb = c->RES + (i1 * nv + v) * m;
+        Py_ssize_t ta = -1, tb = -1;
+        for (Py_ssize_t j = m - 1; j >= 0; j--) {
+            ta = ra[j] ? j : ta;
+            tb = rb[j] ? j : tb;
+        }
+        if (ta < 0 || tb < 0) {
+            return 0;
+        }
+        Py_ssize_t iva = i * nv + v, ivb = i1 * nv + v;
+        v2d r = {c->REL[iva], c->REL[ivb]}, cost = {c->COST[iva], c->COST[ivb]};
+        ok &= (cost >= 0.0) & (cost < INFINITY) & (r > 0.5) & (r <= 1.0);
+        v2d p = {pa[ta], pb[tb]};
+        v2d base = 1.0 - (v2d){pre[ta][0], pre[tb][1]};
+        v2d pc = (1.0 - p) * r + p * (1.0 - r);
+        v2d pr = 1.0 - pc;
+        /* an outcome of probability 0 is left out of E; here its posterior is divided by 1
+         * instead (finite), and weight 0 adds exactly +0 (E >= +0) */
+        const v2d one = {1.0, 1.0};
+        v2d dc = vpick(pc != 0.0, pc, one), dr = vpick(pr != 0.0, pr, one);
+        v2d acc_c = 1.0 - base * (1.0 - (p * (1.0 - r)) / dc);
+        v2d acc_r = 1.0 - base * (1.0 - (p * r) / dr);
+        v2l tt = {ta, tb};
+        for (Py_ssize_t j = 0; j < m; j++) {
+            v2d q = {pa[j], pb[j]};
+            v2l later = tt < (v2l){j, j};
+            acc_c = vpick(later, 1.0 - (1.0 - acc_c) * (1.0 - q), acc_c);
+            acc_r = vpick(later, 1.0 - (1.0 - acc_r) * (1.0 - q), acc_r);
+        }
+        v2d ra_c = acc_c * th, ra_r = acc_r * th;
+        v2d e = pc * vpick((ra_c <= lim) & (acc_c <= c->eps), ra_c, ka);
+        e = e + pr * vpick((ra_r <= lim) & (acc_r <= c->eps), ra_r, ka);
+        v2d voi = (v_stop - e) - (c->lam * cost);
+        v2l better = voi > best;
+        best = vpick(better, voi, best);
+        v2l vv = {v, v};
+        bi = (better & vv) | (~better & bi);
+    }
+    if (!(ok[0] && ok[1])) {
+        return -1;
+    }
+    v2l go = best > 0.0;
+    for (int l = 0; l < 2; l++) {
+        Py_ssize_t row = i + l;
+        if (c->Q != NULL) {
+            c->Q[row] = 1.0;
+        }
+        c->H[row] = h[l];
+        c->VS[row] = v_stop[l];
+        c->RE[row] = rx[l];
+        c->ADM[row] = (char)(adm[l] != 0);
+        c->BEST[row] = best[l];
+        if (c->IDX != NULL) {
+            c->IDX[row] = bi[l];
+        }
+        c->REG[row] = (signed char)(go[l] ? 1 : (adm[l] ? 0 : 2));
+        c->CH[row] = go[l] ? bi[l] : -1;
+    }
+    return 1;
+}
 #else
 #define AMV_PAIRS 0
 #endif
@@ -667,13 +766,14 @@ ck_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 #if AMV_PAIRS
     const pair_t pc_ctx = {m, nv, lam, delta, eps, voi_tol, P, TH, KA, COST, REL, RES, AV,
                            LEFT, Q, H, VS, RE, BEST, ADM, IDX, CH, REG};
-    const int pairs = !seed && MASK == NULL;
+    const int pairs = MASK == NULL;
+    int (*pair)(const pair_t *, Py_ssize_t) = seed ? pair_seed : pair_amv;
 #endif
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n && !invalid; i++) {
 #if AMV_PAIRS
         if (pairs && i + 1 < n) {
-            int got = pair_amv(&pc_ctx, i);
+            int got = pair(&pc_ctx, i);
             if (got < 0) {
                 invalid = 1;
                 break;
