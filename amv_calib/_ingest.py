@@ -1077,6 +1077,25 @@ def _is_number_type(t: pa.DataType) -> bool:
 
 
 def _empty_mask(s: pa.Array, nulls: BoolArray) -> BoolArray:
+    """Non-null strings that are empty or all whitespace."""
+    n = len(s)
+    if n and pa.types.is_large_string(s.type) and s.buffers()[2] is not None:
+        # Only a string that is empty or starts with a control, space or non-ASCII byte
+        # can trim to nothing: the trim runs on those alone.
+        offsets = np.frombuffer(s.buffers()[1], dtype=np.int64)[s.offset: s.offset + n + 1]
+        data = np.frombuffer(s.buffers()[2], dtype=np.uint8)
+        begin, lengths = offsets[:-1], np.diff(offsets)
+        first = data[np.minimum(begin, max(len(data) - 1, 0))] if len(data) else begin * 0
+        maybe = (lengths == 0) | (first <= 0x20) | (first >= 0x7F)
+        if not maybe.any():
+            return np.zeros(n, dtype=bool)
+        if maybe.sum() * 4 < n:
+            idx = np.flatnonzero(maybe)
+            sub = s.take(pa.array(idx, type=pa.int64()))
+            empty = np.zeros(n, dtype=bool)
+            empty[idx] = _np_mask(pc.fill_null(pc.equal(pc.utf8_trim_whitespace(sub), ""),
+                                               False))
+            return empty & ~nulls
     empty = _np_mask(pc.fill_null(pc.equal(pc.utf8_trim_whitespace(s), ""), False))
     return empty & ~nulls
 
@@ -1385,6 +1404,9 @@ def _string_hash(arr: pa.Array) -> NDArray[np.uint64]:
         return np.zeros(0, dtype=np.uint64)
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset: arr.offset + n + 1]
     start, stop = int(offsets[0]), int(offsets[-1])
+    width = (stop - start) // n
+    if width and width * n == stop - start and (np.diff(offsets) == width).all():
+        return _fixed_width_hash(arr.buffers()[2], start, n, width)
     padded = np.zeros(stop - start + 8, dtype=np.uint8)
     data_buf = arr.buffers()[2]
     if data_buf is not None and stop > start:
@@ -1402,6 +1424,25 @@ def _string_hash(arr: pa.Array) -> NDArray[np.uint64]:
         step ^= step >> np.uint64(29)
         # Strings that have ended keep their hash: it must not depend on the chunk.
         h = step if shortest > 8 * k else np.where(lengths > 8 * k, step, h)
+    return h
+
+
+def _fixed_width_hash(data: pa.Buffer, start: int, n: int, width: int
+                      ) -> NDArray[np.uint64]:
+    """:func:`_string_hash` of ``n`` strings of ``width`` bytes each, stored from ``start``.
+
+    The same words, zero-padded past the end of each string, read as rows of a matrix.
+    """
+    words = -(-width // 8)
+    padded = np.zeros((n, 8 * words), dtype=np.uint8)
+    padded[:, :width] = np.frombuffer(data, dtype=np.uint8)[start: start + n * width
+                                                            ].reshape(n, width)
+    w = padded.view(np.uint64)
+    h = np.full(n, width, dtype=np.uint64) * _GOLDEN
+    for k in range(words):
+        step = (h ^ w[:, k]) * _MUL
+        step ^= step >> np.uint64(29)
+        h = step
     return h
 
 

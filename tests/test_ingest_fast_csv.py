@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -392,3 +394,49 @@ def test_property_fast_and_text_paths_agree(
         m.setattr(impl, "_FAST_BLOCK", 2048)
         m.setattr(impl, "_FIRST_BLOCK", 512)
         _both(_write(d / "p.csv", body), d, m, chunksize=chunksize)
+
+
+# -- shortcuts in the per-row checks keep their results ------------------------------------------
+
+_MASK64 = (1 << 64) - 1
+
+
+def _reference_hash(text: str) -> int:
+    """The string hash written out for one string: 8-byte little-endian words, zero-padded."""
+    data = text.encode("utf-8")
+    h = (len(data) * int(impl._GOLDEN)) & _MASK64
+    for k in range(0, len(data), 8):
+        w = int.from_bytes(data[k:k + 8].ljust(8, b"\0"), "little")
+        step = ((h ^ w) * int(impl._MUL)) & _MASK64
+        h = step ^ (step >> 29)
+    return h
+
+
+@settings(max_examples=150, deadline=None)
+@given(texts=st.one_of(
+    st.lists(st.text(min_size=0, max_size=20), min_size=1, max_size=30),
+    st.integers(0, 24).flatmap(lambda w: st.lists(
+        st.text(alphabet="abcXYZ019-_", min_size=w, max_size=w), min_size=1, max_size=30))),
+    start=st.integers(0, 3))
+def test_string_hash_matches_its_definition(texts: list[str], start: int) -> None:
+    arr = pa.array(["pad"] * start + texts, pa.large_string()).slice(start)
+    got = impl._string_hash(arr).tolist()
+    assert got == [_reference_hash(t) for t in texts]
+
+
+@settings(max_examples=150, deadline=None)
+@given(texts=st.lists(st.one_of(
+    st.sampled_from(["", " ", "\t", "\u00a0", "\u3000 ", "\x1c", " a ", "a", "é", "\x7f"]),
+    st.text(max_size=4)), min_size=1, max_size=40), start=st.integers(0, 2))
+def test_empty_mask_shortcut_keeps_the_trim_result(texts: list[str], start: int) -> None:
+    arr = pa.array(["x"] * start + texts, pa.large_string()).slice(start)
+    nulls = impl._null_mask(arr)
+    expected = impl._np_mask(pc.fill_null(pc.equal(pc.utf8_trim_whitespace(arr), ""), False))
+    assert impl._empty_mask(arr, nulls).tolist() == expected.tolist()
+
+
+def test_empty_mask_shortcut_on_mostly_plain_ids() -> None:
+    texts = ["clm-1"] * 50 + ["", " ", "\u00a0", " x", "\u3000"] + ["clm-2"] * 50
+    arr = pa.array(texts, pa.large_string())
+    got = impl._empty_mask(arr, impl._null_mask(arr))
+    assert np.flatnonzero(got).tolist() == [50, 51, 52, 54]
