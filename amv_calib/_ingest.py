@@ -495,21 +495,16 @@ class _FastCsv:
         return (mm, end + 1) if names == self.header else None
 
     def _read(self, data: pa.Buffer, types: Mapping[str, pa.DataType], ascii: bool
-              ) -> pa.Table | None:
-        """``data`` parsed (None if a row is malformed); pa.ArrowInvalid if unreadable.
+              ) -> pa.Table:
+        """``data`` parsed; pa.ArrowInvalid if a value does not parse or a row is malformed.
 
         ``ascii``: ``data`` is plain ASCII, hence valid UTF-8 (pyarrow's check is skipped).
+        No invalid-row handler: it slows pyarrow's parser, and the text reader numbers
+        malformed rows anyway.
         """
-        malformed: list[Any] = []
-
-        def on_invalid(row: Any) -> str:
-            malformed.append(row)
-            return "skip"
-
-        table = pacsv.read_csv(
+        return pacsv.read_csv(
             data,
             read_options=pacsv.ReadOptions(column_names=self.header, use_threads=True),
-            parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid),
             convert_options=pacsv.ConvertOptions(
                 column_types=types,
                 strings_can_be_null=False,
@@ -522,7 +517,6 @@ class _FastCsv:
                 check_utf8=not ascii,
             ),
         )
-        return None if malformed else table
 
     def _blocks(self) -> Iterator[_CsvBlock | None]:
         """Blocks with ``typed`` or ``text`` set; None where the pass must stop."""
@@ -558,19 +552,13 @@ class _FastCsv:
                 else:
                     try:
                         block.typed = self._read(block.data, self._types, block.ascii)
-                        if block.typed is None:
-                            yield None
-                            return
                         assert self._pool is not None
                         block.parsed = self._pool.submit(self._parse, block.typed)
-                    except pa.ArrowInvalid:  # a value that is not of its column's type
+                    except pa.ArrowInvalid:  # a value not of its column's type, or a bad row
                         self._text_left = _TEXT_BLOCKS_AFTER_FALLBACK
                 if block.typed is None:
                     block.text = self._read(block.data, self._text_types, block.ascii)
-                    if block.text is None:
-                        yield None
-                        return
-            except pa.ArrowInvalid:
+            except pa.ArrowInvalid:  # a malformed row or bad text: the text reader's job
                 yield None
                 return
             yield block
@@ -584,7 +572,7 @@ class _FastCsv:
                 raise AmvCalibError(f"ingest: a CSV block read typed but not as text: {exc}"
                                     ) from exc
             typed = block.typed
-            if text is None or typed is None or text.num_rows != typed.num_rows:
+            if typed is None or text.num_rows != typed.num_rows:
                 raise AmvCalibError("ingest: a CSV block read typed and as text differ"
                                     )  # pragma: no cover - see above
             block.text = text
