@@ -275,6 +275,8 @@ class _Chunk:
     as_text: Callable[[], dict[str, pa.Array]] | None = None
     # Set when the reader has parsed the chunk already (``columns`` may then be empty).
     parsed: _ParsedChunk | None = None
+    # Set when the chunk is still being put together: the chunk to use in this one's place.
+    future: Future[_Chunk] | None = None
 
 
 @dataclass(kw_only=True)
@@ -437,6 +439,14 @@ class _CsvBlock:
     parsed: Future[_ParsedChunk] | None = None  # of ``typed``
 
 
+def _pieces(parts: Sequence[pa.Array | pa.ChunkedArray]) -> pa.ChunkedArray:
+    """One chunked array of the chunks of ``parts`` (no copy)."""
+    chunks: list[pa.Array] = []
+    for p in parts:
+        chunks.extend(p.chunks if isinstance(p, pa.ChunkedArray) else [p])
+    return pa.chunked_array(chunks, type=parts[0].type)
+
+
 class _FastCsv:
     """Fast first pass over an uncompressed CSV file: numbers, flags and timestamps parsed
     by pyarrow's multithreaded reader itself.
@@ -584,14 +594,17 @@ class _FastCsv:
     def _parse(self, typed: pa.Table) -> _ParsedChunk:
         # Parsing is row by row (a value's outcome does not depend on its neighbours), so
         # a block parsed whole gives each of its rows what the chunk parsed whole would.
-        chunk = _Chunk(columns=_batch_columns(typed),
-                       rows=np.zeros(typed.num_rows, dtype=np.int64))
+        # The columns stay in pyarrow's pieces (the parsers take chunked arrays, and the
+        # values are put together once, for the output), except the id, which is hashed
+        # from its buffers.
+        ids = self._mapping["claim_id"]
+        columns = {name: (col.combine_chunks() if name == ids else col)
+                   for name, col in zip(typed.schema.names, typed.columns, strict=True)}
+        chunk = _Chunk(columns=columns, rows=np.zeros(typed.num_rows, dtype=np.int64))
         return _parse_chunk(chunk, self._mapping, self._out_columns)
 
-    def _chunk(self, pieces: list[tuple[_CsvBlock, int, int]]) -> _Chunk:
-        n = sum(k for _, _, k in pieces)
-        rows = np.arange(self.next_row, self.next_row + n, dtype=np.int64)
-        self.next_row += n
+    def _chunk(self, pieces: list[tuple[_CsvBlock, int, int]], rows: IntArray) -> _Chunk:
+        n = len(rows)
 
         def text() -> dict[str, pa.Array]:
             self._text_left = _TEXT_BLOCKS_AFTER_FALLBACK
@@ -608,8 +621,8 @@ class _FastCsv:
         chunk = _Chunk(columns={}, rows=rows, as_text=text)
         chunk.parsed = _ParsedChunk(
             chunk=chunk,
-            parsed={c: _Parsed(values=pa.concat_arrays([p.parsed[c].values.slice(o, k)
-                                                        for p, o, k in parts]), problems=[])
+            parsed={c: _Parsed(values=_pieces([p.parsed[c].values.slice(o, k)
+                                               for p, o, k in parts]), problems=[])
                     for c in self._out_columns},
             bad=np.zeros(n, dtype=bool),
             key_ok=np.concatenate([p.key_ok[o:o + k] for p, o, k in parts]),
@@ -619,13 +632,24 @@ class _FastCsv:
 
     def chunks(self) -> Iterator[_Chunk]:
         """Chunks of ``chunksize`` rows (the last may be short) while the pass can go on."""
-        # Blocks are parsed in a thread of their own while the next one is read.
+        # Blocks are parsed, and chunks put together, in a thread of their own while the
+        # next blocks are read; each chunk is yielded at once with the future of its parts.
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-ingest-parse")
         try:
             yield from self._chunks()
-        finally:
+        except GeneratorExit:
             self._pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        finally:
+            self._pool.shutdown(wait=False)  # the queued work still runs
             self._pool = None
+
+    def _submit(self, pieces: list[tuple[_CsvBlock, int, int]]) -> _Chunk:
+        n = sum(k for _, _, k in pieces)
+        rows = np.arange(self.next_row, self.next_row + n, dtype=np.int64)
+        self.next_row += n
+        assert self._pool is not None
+        return _Chunk(columns={}, rows=rows, future=self._pool.submit(self._chunk, pieces, rows))
 
     def _chunks(self) -> Iterator[_Chunk]:
         pending: list[tuple[_CsvBlock, int, int]] = []
@@ -642,10 +666,10 @@ class _FastCsv:
                 have += take
                 offset += take
                 if have == self.chunksize:
-                    yield self._chunk(pending)
+                    yield self._submit(pending)
                     pending, have = [], 0
         if pending:
-            yield self._chunk(pending)
+            yield self._submit(pending)
         self.complete = True
 
 
@@ -1755,11 +1779,14 @@ def _results(run: _Run) -> Iterator[_ChunkResult]:
     next_report = _PROGRESS_EVERY
     # Parsing runs in the consumer's thread: a pipeline stage of its own for it measured
     # slower (its many short numpy / pyarrow calls then contend for the GIL with validation).
-    parsed: Iterator[_ParsedChunk] = (
-        chunk.parsed if chunk.parsed is not None
-        else _parse_chunk(chunk, run.mapping, run.out_columns)
-        for chunk in run.reader.chunks
-    )
+    def parse(chunk: _Chunk) -> _ParsedChunk:
+        if chunk.future is not None:
+            chunk = chunk.future.result()
+        if chunk.parsed is not None:
+            return chunk.parsed
+        return _parse_chunk(chunk, run.mapping, run.out_columns)
+
+    parsed: Iterator[_ParsedChunk] = (parse(chunk) for chunk in run.reader.chunks)
     for pchunk in parsed:
         chunk = pchunk.chunk
         res = _validate(pchunk, run.mapping, run.reader.columns, run.out_columns, seen,
@@ -1800,7 +1827,7 @@ def iter_claim_chunks(
 
     def gen() -> Iterator[tuple[pa.Table, pa.Table]]:
         for res in _results(run):
-            yield res.claims, res.rejects
+            yield res.claims.combine_chunks(), res.rejects
 
     return gen()
 
@@ -1889,7 +1916,8 @@ def ingest_file(
             # Validation runs ahead in a thread, so writing overlaps the next chunk.
             for res in _prefetch(_results(run)):
                 if res.claims.num_rows:
-                    pw.write_table(res.claims.drop_columns(["row"]))
+                    # One contiguous array per column: the pages written depend on it.
+                    pw.write_table(res.claims.drop_columns(["row"]).combine_chunks())
                 if res.rejects.num_rows:
                     cw.write_table(res.rejects)
             if run.accepted == 0:

@@ -63,8 +63,8 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> _Spy:
     chunk_of = impl._FastCsv._chunk
     chunks_of = impl._FastCsv.chunks
 
-    def chunk(self: impl._FastCsv, pieces: Any) -> impl._Chunk:
-        c = chunk_of(self, pieces)
+    def chunk(self: impl._FastCsv, pieces: Any, rows: Any) -> impl._Chunk:
+        c = chunk_of(self, pieces, rows)
         if c.as_text is None:
             s.text += 1
             return c
