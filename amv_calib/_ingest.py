@@ -422,7 +422,7 @@ def _open_csv(path: Path, chunksize: int) -> _Reader:
 _FAST_CSV = True
 #: Bytes per block of the fast CSV path (cut at a line end; pyarrow parses each one with
 #: all cores).
-_FAST_BLOCK: Final = 1 << 24
+_FAST_BLOCK: Final = 1 << 25
 _FIRST_BLOCK: Final = 1 << 21
 # After a chunk needed its text, this many blocks are read as text only: a file with bad
 # rows throughout would otherwise pay for two reads of every block.
