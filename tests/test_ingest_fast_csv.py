@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -440,3 +441,16 @@ def test_empty_mask_shortcut_on_mostly_plain_ids() -> None:
     arr = pa.array(texts, pa.large_string())
     got = impl._empty_mask(arr, impl._null_mask(arr))
     assert np.flatnonzero(got).tolist() == [50, 51, 52, 54]
+
+
+def test_stopping_early_leaves_no_thread_behind(tmp_path: Path, small_blocks: None) -> None:
+    src = _write(tmp_path / "s.csv", [_good(i) for i in range(5000)])
+    before = set(threading.enumerate())
+    chunks = impl.iter_claim_chunks(src, chunksize=300)
+    claims, rejects = next(chunks)
+    chunks.close()  # type: ignore[attr-defined]
+    assert claims.num_rows == 300 and rejects.num_rows == 0
+    assert claims.column("recency_hours").num_chunks == 1  # contiguous, as before
+    for t in set(threading.enumerate()) - before:
+        t.join(timeout=10)
+        assert not t.is_alive(), t.name
