@@ -4,7 +4,9 @@ Every input row ends up in exactly one of two places: the accepted claims table 
 snake_case columns, proper dtypes) or the rejects table (its 1-based row number, the reason,
 and the original fields as read). The rules are documented in ``data/README.md``.
 
-Reading streams: CSV through pyarrow's streaming CSV reader, Parquet through
+Reading streams: CSV through pyarrow's streaming CSV reader (a plain CSV file first through
+a faster pass, :class:`_FastCsv`, that lets pyarrow parse the numbers, flags and timestamps
+and hands any chunk with a row to reject back to the text path), Parquet through
 ``iter_batches`` (or a ``pyarrow.dataset`` scan for a directory of Parquet files), JSONL a
 block of lines at a time. Validation is vectorised per chunk; Python loops run over bad rows
 only.
@@ -453,11 +455,13 @@ class _FastCsv:
 
     The file is memory-mapped and cut into blocks at line ends, which are record ends as
     long as no quote character occurs (so no value holds a newline). Each block is parsed
-    with the numeric / boolean / timestamp columns in their output types; a block where
-    that fails is parsed as text. A chunk of typed rows carries an ``as_text`` re-read of
-    its blocks, used when any of its rows is rejected, so rejects and their reasons always
-    come from the text path. pyarrow's typed parsing accepts a subset of what the text
-    path accepts, with the same values (the tests compare both paths).
+    by pyarrow with the numeric / boolean / timestamp columns in their output types (a
+    block where that fails is parsed as text), then checked row by row in a second thread
+    while the next block is read. A chunk whose rows all pass goes to the consumer parsed,
+    with an ``as_text`` re-read of its blocks for when the consumer finds a duplicate; any
+    other chunk goes as text. So rejects and their reasons always come from the text path.
+    pyarrow's typed parsing accepts a subset of what the text path accepts, with the same
+    values (the tests compare both paths).
 
     The pass stops at the first block it cannot take (a quote character, a malformed row,
     unreadable text) with :attr:`complete` false; :attr:`next_row` is then the first row
