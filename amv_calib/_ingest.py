@@ -19,7 +19,6 @@ import io
 import json
 import logging
 import math
-import mmap
 import os
 import queue
 import threading
@@ -453,7 +452,7 @@ class _FastCsv:
     """Fast first pass over an uncompressed CSV file: numbers, flags and timestamps parsed
     by pyarrow's multithreaded reader itself.
 
-    The file is memory-mapped and cut into blocks at line ends, which are record ends as
+    The file is read in blocks cut at line ends, which are record ends as
     long as no quote character occurs (so no value holds a newline). Each block is parsed
     by pyarrow with the numeric / boolean / timestamp columns in their output types (a
     block where that fails is parsed as text), then checked row by row in a second thread
@@ -486,27 +485,27 @@ class _FastCsv:
             if kind in ("float", "bool", "timestamp"):
                 self._types[name] = _ARROW_TYPES[kind]
 
-    def _map(self) -> tuple[mmap.mmap, int] | None:
-        """The mapped file and the offset of its first data row, or None if not eligible."""
+    def _open_body(self) -> io.BufferedReader | None:
+        """The file, positioned after its header line, or None if not eligible."""
         if self.path.suffix.lower() not in _FAST_SUFFIXES:
             return None
         try:
-            with open(self.path, "rb") as fh:
-                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):
+            fh = open(self.path, "rb")  # closed by _blocks
+        except OSError:
             return None
-        end = mm.find(b"\n", 0, 1 << 20)
-        if end < 0:
-            return None
-        line = mm[:end]
+        line = fh.readline(1 << 20)
+        ok = line.endswith(b"\n")
+        line = line[:-1]
         line = line[:-1] if line.endswith(b"\r") else line
-        if b'"' in line or b"\r" in line:
-            return None
+        ok = ok and b'"' not in line and b"\r" not in line
         try:
-            names = line.decode("utf-8").removeprefix("\ufeff").split(",")
+            ok = ok and line.decode("utf-8").removeprefix("\ufeff").split(",") == self.header
         except UnicodeDecodeError:
+            ok = False
+        if not ok:
+            fh.close()
             return None
-        return (mm, end + 1) if names == self.header else None
+        return fh
 
     def _read(self, data: pa.Buffer, types: Mapping[str, pa.DataType], ascii: bool
               ) -> pa.Table:
@@ -534,32 +533,44 @@ class _FastCsv:
 
     def _blocks(self) -> Iterator[_CsvBlock | None]:
         """Blocks with ``typed`` or ``text`` set; None where the pass must stop."""
-        mapped = self._map()
-        if mapped is None:
+        fh = self._open_body()
+        if fh is None:
             yield None
             return
-        mm, pos = mapped
-        size = len(mm)
-        if hasattr(mm, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
-            mm.madvise(mmap.MADV_SEQUENTIAL)
+        with fh:
+            yield from self._blocks_of(fh)
+
+    def _blocks_of(self, fh: io.BufferedReader) -> Iterator[_CsvBlock | None]:
+        # Each block is read into memory of its own (a text fallback may parse it again
+        # later). Not a memory map: a file truncated while mapped kills the process with
+        # SIGBUS, where a read just ends early. A block ends at its last line end; the
+        # partial line after it is read again as the start of the next block.
         # Small first blocks, so validation starts early; then _FAST_BLOCK.
         step = min(_FAST_BLOCK, _FIRST_BLOCK)
-        # The mapping is released with the last block that refers to it.
-        view = memoryview(mm)
-        while pos < size:
-            end = min(pos + step, size)
-            step = min(2 * step, _FAST_BLOCK)
-            if end < size:
-                cut = mm.rfind(b"\n", pos, end)
-                if cut < 0:
-                    cut = mm.find(b"\n", end)
-                end = size if cut < 0 else cut + 1
-            if mm.find(b'"', pos, end) >= 0:
+        while True:
+            buf = fh.read(step)
+            if not buf:
+                return
+            if len(buf) < step:  # the end of the file
+                end = len(buf)
+            else:
+                step = min(2 * step, _FAST_BLOCK)
+                cut = buf.rfind(b"\n")
+                while cut < 0:  # no line end yet: one very long line, read on
+                    more = fh.read(step)
+                    if not more:
+                        break
+                    at = len(buf)
+                    buf += more
+                    cut = buf.find(b"\n", at)
+                end = len(buf) if cut < 0 else cut + 1
+                fh.seek(end - len(buf), os.SEEK_CUR)
+            if buf.find(b'"', 0, end) >= 0:
                 yield None
                 return
-            block = _CsvBlock(data=pa.py_buffer(view[pos:end]))
+            data = memoryview(buf)[:end]
+            block = _CsvBlock(data=pa.py_buffer(data))
             block.ascii = bool(np.frombuffer(block.data, dtype=np.uint8).max(initial=0) < 0x80)
-            pos = end
             try:
                 if self._text_left > 0:
                     self._text_left -= 1

@@ -454,3 +454,25 @@ def test_stopping_early_leaves_no_thread_behind(tmp_path: Path, small_blocks: No
     for t in set(threading.enumerate()) - before:
         t.join(timeout=10)
         assert not t.is_alive(), t.name
+
+
+def test_file_truncated_while_read_ends_the_read_without_crashing(
+        tmp_path: Path, small_blocks: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fast pass reads blocks (it does not map the file, which would end the process
+    # with SIGBUS here): a file cut short mid-read (logrotate's copytruncate) just ends early.
+    src = _write(tmp_path / "t.csv", [_good(i) for i in range(3000)])
+    size = src.stat().st_size
+    real_read = impl._FastCsv._read
+    calls = []
+
+    def read(self: Any, *args: Any, **kwargs: Any) -> pa.Table:
+        if not calls:
+            with open(src, "r+b") as fh:
+                fh.truncate(size // 2)
+        calls.append(1)
+        return real_read(self, *args, **kwargs)
+
+    monkeypatch.setattr(impl._FastCsv, "_read", read)
+    claims, rejects = load_claims(src, chunksize=700)
+    assert 0 < len(claims) + len(rejects) < 3000
+    assert len(rejects) <= 1  # at most the row the cut went through
