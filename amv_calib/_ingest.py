@@ -431,9 +431,20 @@ _TEXT_BLOCKS_AFTER_FALLBACK: Final = 8
 _FAST_SUFFIXES: Final = (".csv", ".tsv", ".txt")
 
 
+def _resizable(buf: bytearray) -> bool:
+    """Whether nothing holds a view of ``buf`` (a bytearray with exports cannot resize)."""
+    try:
+        buf.append(0)
+    except BufferError:
+        return False
+    buf.pop()
+    return True
+
+
 @dataclass(kw_only=True)
 class _CsvBlock:
-    data: pa.Buffer
+    offset: int  # of its first byte in the file
+    length: int
     ascii: bool = False
     typed: pa.Table | None = None
     text: pa.Table | None = None
@@ -541,58 +552,86 @@ class _FastCsv:
             yield from self._blocks_of(fh)
 
     def _blocks_of(self, fh: io.BufferedReader) -> Iterator[_CsvBlock | None]:
-        # Each block is read into memory of its own (a text fallback may parse it again
-        # later). Not a memory map: a file truncated while mapped kills the process with
+        # Read, not memory-mapped: a file truncated while mapped kills the process with
         # SIGBUS, where a read just ends early. A block ends at its last line end; the
-        # partial line after it is read again as the start of the next block.
-        # Small first blocks, so validation starts early; then _FAST_BLOCK.
+        # partial line after it is read again as the start of the next block. The buffer
+        # is reused once pyarrow has parsed it (its tables hold copies; a buffer still
+        # exported is never written again), and a block needed as text later is read
+        # again from the file (_text_of). Small first blocks, so validation starts early.
         step = min(_FAST_BLOCK, _FIRST_BLOCK)
+        pos = fh.tell()
+        # one buffer of the largest block (or the whole rest of a smaller file)
+        largest = max(step, min(_FAST_BLOCK, os.fstat(fh.fileno()).st_size - pos + 1))
+        buf = bytearray()
         while True:
-            buf = fh.read(step)
-            if not buf:
+            if len(buf) < step or not _resizable(buf):
+                buf = bytearray(max(largest, step))
+            with memoryview(buf) as whole, whole[:step] as room:
+                got = fh.readinto(room)
+            if not got:
                 return
-            if len(buf) < step:  # the end of the file
-                end = len(buf)
+            if got < step:  # the end of the file
+                data: bytes | bytearray = buf
+                end = got
             else:
                 step = min(2 * step, _FAST_BLOCK)
-                cut = buf.rfind(b"\n")
-                while cut < 0:  # no line end yet: one very long line, read on
-                    more = fh.read(step)
-                    if not more:
-                        break
-                    at = len(buf)
-                    buf += more
-                    cut = buf.find(b"\n", at)
-                end = len(buf) if cut < 0 else cut + 1
-                fh.seek(end - len(buf), os.SEEK_CUR)
-            if buf.find(b'"', 0, end) >= 0:
+                cut = buf.rfind(b"\n", 0, got)
+                data, end = buf, cut + 1
+                if cut < 0:  # one very long line: read on until it ends, into new bytes
+                    longer = bytes(buf[:got])
+                    while cut < 0:
+                        more = fh.read(step)
+                        if not more:
+                            break
+                        at = len(longer)
+                        longer += more
+                        cut = longer.find(b"\n", at)
+                    data = longer
+                    end = len(longer) if cut < 0 else cut + 1
+                    got = len(longer)
+                fh.seek(end - got, os.SEEK_CUR)
+            if data.find(b'"', 0, end) >= 0:
                 yield None
                 return
-            data = memoryview(buf)[:end]
-            block = _CsvBlock(data=pa.py_buffer(data))
-            block.ascii = bool(np.frombuffer(block.data, dtype=np.uint8).max(initial=0) < 0x80)
+            block = _CsvBlock(offset=pos, length=end)
+            pos += end
+            raw = pa.py_buffer(memoryview(data)[:end])
+            block.ascii = bool(np.frombuffer(raw, dtype=np.uint8).max(initial=0) < 0x80)
             try:
-                if self._text_left > 0:
-                    self._text_left -= 1
-                else:
-                    try:
-                        block.typed = self._read(block.data, self._types, block.ascii)
-                        assert self._pool is not None
-                        block.parsed = self._pool.submit(self._parse, block.typed)
-                    except pa.ArrowInvalid:  # a value not of its column's type, or a bad row
-                        self._text_left = _TEXT_BLOCKS_AFTER_FALLBACK
-                if block.typed is None:
-                    block.text = self._read(block.data, self._text_types, block.ascii)
+                block = self._parse_block(block, raw)
             except pa.ArrowInvalid:  # a malformed row or bad text: the text reader's job
                 yield None
                 return
+            del raw  # the buffer is free for the next block unless something still holds it
             yield block
+
+    def _parse_block(self, block: _CsvBlock, raw: pa.Buffer) -> _CsvBlock:
+        """``block`` with ``typed`` (and its row checks submitted) or ``text`` set."""
+        if self._text_left > 0:
+            self._text_left -= 1
+        else:
+            try:
+                block.typed = self._read(raw, self._types, block.ascii)
+                assert self._pool is not None
+                block.parsed = self._pool.submit(self._parse, block.typed)
+            except pa.ArrowInvalid:  # a value not of its column's type, or a bad row
+                self._text_left = _TEXT_BLOCKS_AFTER_FALLBACK
+        if block.typed is None:
+            block.text = self._read(raw, self._text_types, block.ascii)
+        return block
 
     def _text_of(self, block: _CsvBlock) -> pa.Table:
         if block.text is None:
             # The same bytes parsed typed without a malformed row: as text they parse too.
+            with open(self.path, "rb") as fh:
+                fh.seek(block.offset)
+                raw = fh.read(block.length)
+            if len(raw) != block.length:
+                raise AmvCalibError(
+                    f"ingest: {self.path} changed while it was read (bytes {block.offset} to "
+                    f"{block.offset + block.length} are gone)")
             try:
-                text = self._read(block.data, self._text_types, block.ascii)
+                text = self._read(pa.py_buffer(raw), self._text_types, block.ascii)
             except pa.ArrowInvalid as exc:  # pragma: no cover - see above
                 raise AmvCalibError(f"ingest: a CSV block read typed but not as text: {exc}"
                                     ) from exc
