@@ -8,6 +8,7 @@ construction: a bad value raises ``ValueError`` naming the field, the object and
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
@@ -191,6 +192,8 @@ class Premise:
     claim: MemoryClaim | None = None
 
     def __post_init__(self) -> None:
+        if type(self.id) is str:
+            object.__setattr__(self, "id", sys.intern(self.id))
         where = f"of premise {self.id!r}"
         if self.dependency_type not in _DEPENDENCY_TYPES:
             raise ValueError(
@@ -343,7 +346,8 @@ class Verifier:
         ids = self.resolves_premise_ids
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
             raise ValueError(f"resolves_premise_ids {where} must be a list of ids, got {ids!r}")
-        ids = tuple(str(i) for i in ids)
+        # interned, as premise ids are: the gate's id lookups then compare pointers
+        ids = tuple(sys.intern(str(i)) for i in ids)
         if len(set(ids)) != len(ids):
             raise ValueError(f"resolves_premise_ids={list(ids)!r} {where} repeats an id")
         object.__setattr__(self, "resolves_premise_ids", ids)
