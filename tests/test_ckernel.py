@@ -277,3 +277,30 @@ def test_batch_kernel_equals_numpy_on_many_rows() -> None:
         assert _rows_bits(fast) == _rows_bits(slow)
         regimes = np.bincount(fast[7], minlength=3)
         assert (regimes > 0).all(), regimes  # all three regimes occur
+
+
+@needs_kernel
+def test_single_call_without_packed_numbers_reads_the_attributes() -> None:
+    # the kernel reads the model's packed doubles; an object without them (None here) is
+    # read attribute by attribute, with the same decision
+    action = CandidateAction(
+        action_id="a", tool_name="t", impact_cost_theta=40.0, abstention_cost_kappa=3.0,
+        premises=(Premise(id="p0", calibrated_violation_probability=0.2),
+                  Premise(id="p1", calibrated_violation_probability=0.01)))
+    verifiers = [Verifier(id=f"v{j}", resolves_premise_ids=(f"p{j}",), execution_cost=0.05,
+                          symmetric_reliability=0.9) for j in range(2)]
+    for mode in ("amv", "seed"):
+        gate = Gate(planner="myopic", mode=mode)  # type: ignore[arg-type]
+        packed = gate.evaluate(action, verifiers)
+        bare = CandidateAction(action_id="a", tool_name="t", impact_cost_theta=40.0,
+                               abstention_cost_kappa=3.0, premises=action.premises)
+        object.__setattr__(bare, "_packed", None)
+        bare_vs = [Verifier(id=v.id, resolves_premise_ids=v.resolves_premise_ids,
+                            execution_cost=v.execution_cost,
+                            symmetric_reliability=v.symmetric_reliability) for v in verifiers]
+        for v in bare_vs:
+            object.__setattr__(v, "_packed", None)
+        got = gate.evaluate(bare, bare_vs)
+        assert got.regime == packed.regime and _bits(got)[2:] == _bits(packed)[2:]
+        assert got.verifier == packed.verifier
+        assert packed.regime == "VERIFY"

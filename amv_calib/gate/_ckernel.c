@@ -25,9 +25,10 @@
 #endif
 
 static PyObject *s_theta, *s_kappa, *s_index, *s_ids, *s_rel, *s_cost, *s_id, *s_dict;
+static PyObject *s_packed;
 static PyObject *s_regime, *s_verifier, *s_voi, *s_v_stop, *s_r_expected, *s_h_harm;
 static PyObject *s_probabilities, *s_reason, *s_planner_value, *s_vois;
-static PyObject *s_PROCEED, *s_VERIFY, *s_ABSTAIN, *s_empty_tuple;
+static PyObject *s_PROCEED, *s_VERIFY, *s_ABSTAIN, *s_empty_tuple, *s_template;
 
 /* -- one evaluate() call ------------------------------------------------------------------ */
 
@@ -113,6 +114,32 @@ seed_expect(const double *pp, const double *pre, Py_ssize_t m, Py_ssize_t t, dou
 
 #define SMALL 16
 
+/* The object's ``_packed`` bytes, ``n`` native doubles: the first two into ``a`` and ``b``,
+ * the rest into ``rest``; 0 when it has none of that size (then read the attributes). The
+ * model classes pack their numbers once, so a decision reads one object, not a float
+ * object per number (most of a cold call's cache misses). */
+static int
+packed_doubles(PyObject *obj, Py_ssize_t n, double *a, double *b, double *rest)
+{
+    PyObject *packed = PyObject_GetAttr(obj, s_packed);
+    if (packed == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int ok = PyBytes_CheckExact(packed)
+        && PyBytes_GET_SIZE(packed) == (Py_ssize_t)sizeof(double) * n;
+    if (ok) {
+        const char *raw = PyBytes_AS_STRING(packed);
+        memcpy(a, raw, sizeof(double));
+        memcpy(b, raw + sizeof(double), sizeof(double));
+        if (n > 2) {
+            memcpy(rest, raw + 2 * sizeof(double), sizeof(double) * (size_t)(n - 2));
+        }
+    }
+    Py_DECREF(packed);
+    return ok;
+}
+
 /* ctx: (lam, delta, eps, voi_tolerance, Decision, R_PROCEED, R_PROCEED_NONE, R_ABSTAIN_R,
  *       R_ABSTAIN_H, R_ABSTAIN_NONE, R_VERIFY, seed)
  *
@@ -146,10 +173,6 @@ ck_decide(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "decide: ctx[4] must be the Decision class");
         return NULL;
     }
-    double theta, kappa;
-    if (!float_attr(action, s_theta, &theta) || !float_attr(action, s_kappa, &kappa)) {
-        Py_RETURN_NONE;
-    }
     Py_ssize_t m = PyTuple_GET_SIZE(probs);
     double pp_s[SMALL], pre_s[SMALL + 1];
     int slot_s[SMALL];
@@ -166,12 +189,18 @@ ck_decide(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto error;
         }
     }
-    for (Py_ssize_t j = 0; j < m; j++) {
-        PyObject *pj = PyTuple_GET_ITEM(probs, j);
-        if (!PyFloat_CheckExact(pj)) {
+    double theta, kappa;
+    if (!packed_doubles(action, 2 + m, &theta, &kappa, pp)) {
+        if (!float_attr(action, s_theta, &theta) || !float_attr(action, s_kappa, &kappa)) {
             goto fallback;
         }
-        pp[j] = PyFloat_AS_DOUBLE(pj);
+        for (Py_ssize_t j = 0; j < m; j++) {
+            PyObject *pj = PyTuple_GET_ITEM(probs, j);
+            if (!PyFloat_CheckExact(pj)) {
+                goto fallback;
+            }
+            pp[j] = PyFloat_AS_DOUBLE(pj);
+        }
     }
     double lim = delta < kappa ? delta : kappa;
     double q = 1.0, h, rx;
@@ -244,7 +273,8 @@ ck_decide(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto fallback;
         }
         double r, cost;
-        if (!float_attr(v, s_rel, &r) || !float_attr(v, s_cost, &cost)) {
+        if (!packed_doubles(v, 2, &r, &cost, NULL)
+                && (!float_attr(v, s_rel, &r) || !float_attr(v, s_cost, &cost))) {
             goto fallback;
         }
         double voi;
@@ -325,7 +355,9 @@ ck_decide(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto error;
         }
     }
-    dict = PyDict_New();
+    /* a copy of a dict holding the ten keys: values are then replaced in place, where
+     * inserting into a new dict would grow it twice */
+    dict = PyDict_Copy(s_template);
     if (dict == NULL) {
         Py_DECREF(voi_obj);
         goto error;
@@ -970,6 +1002,7 @@ PyInit__ckernel(void)
     INTERN(s_cost, "execution_cost");
     INTERN(s_id, "id");
     INTERN(s_dict, "__dict__");
+    INTERN(s_packed, "_packed");
     INTERN(s_regime, "regime");
     INTERN(s_verifier, "verifier");
     INTERN(s_voi, "voi");
@@ -983,8 +1016,15 @@ PyInit__ckernel(void)
     INTERN(s_PROCEED, "PROCEED");
     INTERN(s_VERIFY, "VERIFY");
     INTERN(s_ABSTAIN, "ABSTAIN");
-    if ((s_empty_tuple = PyTuple_New(0)) == NULL) {
+    if ((s_empty_tuple = PyTuple_New(0)) == NULL || (s_template = PyDict_New()) == NULL) {
         return NULL;
+    }
+    PyObject *keys[] = {s_regime, s_verifier, s_voi, s_v_stop, s_r_expected, s_h_harm,
+                        s_probabilities, s_reason, s_planner_value, s_vois};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        if (PyDict_SetItem(s_template, keys[k], Py_None) < 0) {
+            return NULL;
+        }
     }
     return PyModule_Create(&ck_module);
 }
