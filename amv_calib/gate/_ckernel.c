@@ -15,6 +15,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,6 +23,11 @@
 
 #if defined(__FAST_MATH__)
 #error "_ckernel must not be compiled with -ffast-math: the gate needs IEEE arithmetic"
+#endif
+/* doubles evaluated in double precision (not x87's extended one); otherwise the build
+ * fails and the gate runs its Python code */
+#if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
+#error "_ckernel needs FLT_EVAL_METHOD == 0 to agree bit for bit with the Python engine"
 #endif
 
 static PyObject *s_theta, *s_kappa, *s_index, *s_ids, *s_rel, *s_cost, *s_id, *s_dict;
