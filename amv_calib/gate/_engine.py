@@ -59,6 +59,7 @@ try:
     from amv_calib.gate import _ckernel as KERNEL
 except ImportError:
     KERNEL = None
+_kernel_decide: Any = None if KERNEL is None else KERNEL.decide
 
 __all__ = [
     "REGIME_CODES",
@@ -760,9 +761,10 @@ class Gate:
             A verifier names a premise the action does not have.
         """
         ctx = self._kernel_ctx
-        if ctx is not None and action._explicit is not None:
+        probs = action._explicit
+        if ctx is not None and probs is not None:
             # the compiled Gate._decide (None: a case it leaves to the code below)
-            fast: Decision | None = KERNEL.decide(ctx, action, action._explicit, verifiers)
+            fast: Decision | None = _kernel_decide(ctx, action, probs, verifiers)
             if fast is not None:
                 if self._sink is not None:
                     self._emit(self._record(action, fast, None))
