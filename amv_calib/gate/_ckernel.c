@@ -88,6 +88,39 @@ expect_rec(expect_t *x, int t, double w, double f)
     }
 }
 
+/* c ? a : b without a branch (the conditions below are data-dependent and mispredict) */
+static inline double
+pick(int c, double a, double b)
+{
+    uint64_t ua, ub, mk = (uint64_t)0 - (uint64_t)(c != 0);
+    memcpy(&ua, &a, sizeof ua);
+    memcpy(&ub, &b, sizeof ub);
+    uint64_t u = (ua & mk) | (ub & ~mk);
+    double out;
+    memcpy(&out, &u, sizeof out);
+    return out;
+}
+
+/* E[V_stop] for a verifier of one premise, as Gate._decide unrolls it. An outcome of
+ * probability 0 is skipped there; here its factor is divided by 1 instead (finite), and its
+ * weight 0 then adds exactly +0 to E (E >= +0, and x + 0.0 == x), so the sum is the same. */
+static inline double
+expect_one(double p, double q, double r, double s, double th, double ka, double lim,
+           double eps)
+{
+    double a = 1.0 - p;
+    double pc = a * r + p * s;
+    double pr = p * r + a * s;
+    double dc = pick(pc > 0.0, pc, 1.0);
+    double dr = pick(pr > 0.0, pr, 1.0);
+    double hc = 1.0 - q * (r / dc);
+    double rc = th * hc;
+    double ec = pc * pick((rc <= lim) & (hc <= eps), rc, ka);
+    double hr = 1.0 - q * (s / dr);
+    double rr = th * hr;
+    return ec + pr * pick((rr <= lim) & (hr <= eps), rr, ka);
+}
+
 /* Seed mode, one verifier whose first resolved premise (in premise order) is t: the
  * arithmetic of Gate._decide_seed. */
 static double
@@ -290,23 +323,7 @@ ck_decide(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                                                  eps)) - (lam * cost);
         }
         else if (k == 1) {
-            /* one premise, as Gate._decide unrolls it */
-            double p = pp[slot[0]];
-            double s = 1.0 - r;
-            double a = 1.0 - p;
-            double pc = a * r + p * s;
-            double pr = p * r + a * s;
-            double e = 0.0;
-            if (pc > 0.0) {
-                double hc = 1.0 - q * (r / pc);
-                double rc = theta * hc;
-                e = pc * ((rc <= lim && hc <= eps) ? rc : kappa);
-            }
-            if (pr > 0.0) {
-                double hr = 1.0 - q * (s / pr);
-                double rr = theta * hr;
-                e += pr * ((rr <= lim && hr <= eps) ? rr : kappa);
-            }
+            double e = expect_one(pp[slot[0]], q, r, 1.0 - r, theta, kappa, lim, eps);
             voi = v_stop - e - lam * cost;
         }
         else {
@@ -430,39 +447,6 @@ cleanup:
 
 /* -- evaluate_batch() ------------------------------------------------------------------- */
 
-/* c ? a : b without a branch (the conditions below are data-dependent and mispredict) */
-static inline double
-pick(int c, double a, double b)
-{
-    uint64_t ua, ub, mk = (uint64_t)0 - (uint64_t)(c != 0);
-    memcpy(&ua, &a, sizeof ua);
-    memcpy(&ub, &b, sizeof ub);
-    uint64_t u = (ua & mk) | (ub & ~mk);
-    double out;
-    memcpy(&out, &u, sizeof out);
-    return out;
-}
-
-/* E[V_stop] for a verifier of one premise, as Gate._decide unrolls it. An outcome of
- * probability 0 is skipped there; here its factor is divided by 1 instead (finite), and its
- * weight 0 then adds exactly +0 to E (E >= +0, and x + 0.0 == x), so the sum is the same. */
-static inline double
-expect_one(double p, double q, double r, double s, double th, double ka, double lim,
-           double eps)
-{
-    double a = 1.0 - p;
-    double pc = a * r + p * s;
-    double pr = p * r + a * s;
-    double dc = pick(pc > 0.0, pc, 1.0);
-    double dr = pick(pr > 0.0, pr, 1.0);
-    double hc = 1.0 - q * (r / dc);
-    double rc = th * hc;
-    double ec = pc * pick((rc <= lim) & (hc <= eps), rc, ka);
-    double hr = 1.0 - q * (s / dr);
-    double rr = th * hr;
-    return ec + pr * pick((rr <= lim) & (hr <= eps), rr, ka);
-}
-
 typedef struct {
     Py_buffer view;
     int held;
@@ -488,6 +472,38 @@ get_buf(PyObject *obj, buf_t *b, Py_ssize_t nbytes, int writable, const char *na
     return 0;
 }
 
+typedef struct {
+    Py_ssize_t m, nv;
+    double lam, delta, eps, voi_tol;
+    const double *P, *TH, *KA, *COST, *REL;
+    const char *RES, *AV;
+    const Py_ssize_t *LEFT;
+    double *Q, *H, *VS, *RE, *BEST;
+    char *ADM;
+    Py_ssize_t *IDX, *CH;
+    signed char *REG;
+} rows_t;
+
+/* One row's outputs (``go``: VERIFY with verifier ``bi``). */
+static inline void
+store_row(const rows_t *c, Py_ssize_t row, double q, double h, double v_stop, double rx,
+          int adm, double best, Py_ssize_t bi, int go)
+{
+    if (c->Q != NULL) {
+        c->Q[row] = q;
+    }
+    c->H[row] = h;
+    c->VS[row] = v_stop;
+    c->RE[row] = rx;
+    c->ADM[row] = (char)(adm != 0);
+    c->BEST[row] = best;
+    if (c->IDX != NULL) {
+        c->IDX[row] = bi;
+    }
+    c->REG[row] = (signed char)(go ? 1 : (adm ? 0 : 2));
+    c->CH[row] = go ? bi : -1;
+}
+
 #if defined(__GNUC__) || defined(__clang__)
 #define AMV_PAIRS 1
 /* Two rows at once in the lanes of a vector (SSE2 on x86-64, NEON on arm64, scalar code
@@ -502,34 +518,33 @@ vpick(v2l c, v2d a, v2d b)
     return (v2d)(((v2l)a & c) | ((v2l)b & ~c));
 }
 
-typedef struct {
-    Py_ssize_t m, nv;
-    double lam, delta, eps, voi_tol;
-    const double *P, *TH, *KA, *COST, *REL;
-    const char *RES, *AV;
-    const Py_ssize_t *LEFT;
-    double *Q, *H, *VS, *RE, *BEST;
-    char *ADM;
-    Py_ssize_t *IDX, *CH;
-    signed char *REG;
-} pair_t;
+
+/* Whether rows i and i + 1 may verify and have every verifier available. */
+static int
+pair_ready(const rows_t *c, Py_ssize_t i)
+{
+    if (c->LEFT != NULL && (c->LEFT[i] <= 0 || c->LEFT[i + 1] <= 0)) {
+        return 0;
+    }
+    if (c->AV != NULL) {
+        for (Py_ssize_t v = 0; v < 2 * c->nv; v++) {
+            if (!c->AV[i * c->nv + v]) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
 
 /* mode="amv" rows i and i + 1 when every available verifier of both resolves exactly one
  * premise, all are available and both rows may verify: 1 (outputs written), 0 (not that
  * case: nothing written), -1 (a value out of range). */
 static int
-pair_amv(const pair_t *c, Py_ssize_t i)
+pair_amv(const rows_t *c, Py_ssize_t i)
 {
     const Py_ssize_t m = c->m, nv = c->nv, i1 = i + 1;
-    if (c->LEFT != NULL && (c->LEFT[i] <= 0 || c->LEFT[i1] <= 0)) {
+    if (!pair_ready(c, i)) {
         return 0;
-    }
-    if (c->AV != NULL) {
-        for (Py_ssize_t v = 0; v < 2 * nv; v++) {
-            if (!c->AV[i * nv + v]) {
-                return 0;
-            }
-        }
     }
     const double *pa = c->P + i * m, *pb = c->P + i1 * m;
     v2d th = {c->TH[i], c->TH[i1]}, ka = {c->KA[i], c->KA[i1]};
@@ -590,20 +605,8 @@ pair_amv(const pair_t *c, Py_ssize_t i)
     }
     v2l go = best > c->voi_tol * (th + ka);
     for (int l = 0; l < 2; l++) {
-        Py_ssize_t row = i + l;
-        if (c->Q != NULL) {
-            c->Q[row] = q[l];
-        }
-        c->H[row] = h[l];
-        c->VS[row] = v_stop[l];
-        c->RE[row] = rx[l];
-        c->ADM[row] = (char)(adm[l] != 0);
-        c->BEST[row] = best[l];
-        if (c->IDX != NULL) {
-            c->IDX[row] = bi[l];
-        }
-        c->REG[row] = (signed char)(go[l] ? 1 : (adm[l] ? 0 : 2));
-        c->CH[row] = go[l] ? bi[l] : -1;
+        store_row(c, i + l, q[l], h[l], v_stop[l], rx[l], adm[l] != 0, best[l], bi[l],
+                  go[l] != 0);
     }
     return 1;
 }
@@ -613,18 +616,11 @@ pair_amv(const pair_t *c, Py_ssize_t i)
  * Gate._decide_seed: the seed's P_any accumulation, re-run after the first resolved premise
  * t of each lane (steps j <= t leave a lane unchanged). */
 static int
-pair_seed(const pair_t *c, Py_ssize_t i)
+pair_seed(const rows_t *c, Py_ssize_t i)
 {
     const Py_ssize_t m = c->m, nv = c->nv, i1 = i + 1;
-    if (m > SMALL || (c->LEFT != NULL && (c->LEFT[i] <= 0 || c->LEFT[i1] <= 0))) {
+    if (m > SMALL || !pair_ready(c, i)) {
         return 0;
-    }
-    if (c->AV != NULL) {
-        for (Py_ssize_t v = 0; v < 2 * nv; v++) {
-            if (!c->AV[i * nv + v]) {
-                return 0;
-            }
-        }
     }
     const double *pa = c->P + i * m, *pb = c->P + i1 * m;
     v2d th = {c->TH[i], c->TH[i1]}, ka = {c->KA[i], c->KA[i1]};
@@ -689,20 +685,8 @@ pair_seed(const pair_t *c, Py_ssize_t i)
     }
     v2l go = best > 0.0;
     for (int l = 0; l < 2; l++) {
-        Py_ssize_t row = i + l;
-        if (c->Q != NULL) {
-            c->Q[row] = 1.0;
-        }
-        c->H[row] = h[l];
-        c->VS[row] = v_stop[l];
-        c->RE[row] = rx[l];
-        c->ADM[row] = (char)(adm[l] != 0);
-        c->BEST[row] = best[l];
-        if (c->IDX != NULL) {
-            c->IDX[row] = bi[l];
-        }
-        c->REG[row] = (signed char)(go[l] ? 1 : (adm[l] ? 0 : 2));
-        c->CH[row] = go[l] ? bi[l] : -1;
+        store_row(c, i + l, 1.0, h[l], v_stop[l], rx[l], adm[l] != 0, best[l], bi[l],
+                  go[l] != 0);
     }
     return 1;
 }
@@ -801,11 +785,11 @@ ck_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
     long invalid = 0;
-#if AMV_PAIRS
-    const pair_t pc_ctx = {m, nv, lam, delta, eps, voi_tol, P, TH, KA, COST, REL, RES, AV,
+    const rows_t pc_ctx = {m, nv, lam, delta, eps, voi_tol, P, TH, KA, COST, REL, RES, AV,
                            LEFT, Q, H, VS, RE, BEST, ADM, IDX, CH, REG};
+#if AMV_PAIRS
     const int pairs = MASK == NULL;
-    int (*pair)(const pair_t *, Py_ssize_t) = seed ? pair_seed : pair_amv;
+    int (*pair)(const rows_t *, Py_ssize_t) = seed ? pair_seed : pair_amv;
 #endif
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n && !invalid; i++) {
@@ -905,28 +889,7 @@ ck_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 }
                 else {
                     /* Gate._decide_seed: the first resolved premise only */
-                    int t = slot[0];
-                    double p = pr_[t];
-                    double pc = (1.0 - p) * r + p * (1.0 - r);
-                    double pr = 1.0 - pc;
-                    double e = 0.0;
-                    double base = 1.0 - pre[t];
-                    if (pc != 0.0) {
-                        double acc = 1.0 - base * (1.0 - (p * (1.0 - r)) / pc);
-                        for (int j = t + 1; j < cnt; j++) {
-                            acc = 1.0 - (1.0 - acc) * (1.0 - pr_[j]);
-                        }
-                        double ra = acc * th;
-                        e = pc * ((ra <= lim && acc <= eps) ? ra : ka);
-                    }
-                    if (pr != 0.0) {
-                        double acc = 1.0 - base * (1.0 - (p * r) / pr);
-                        for (int j = t + 1; j < cnt; j++) {
-                            acc = 1.0 - (1.0 - acc) * (1.0 - pr_[j]);
-                        }
-                        double ra = acc * th;
-                        e = e + pr * ((ra <= lim && acc <= eps) ? ra : ka);
-                    }
+                    double e = seed_expect(pr_, pre, cnt, slot[0], r, th, ka, lim, eps);
                     voi = (v_stop - e) - (lam * cost);
                 }
             }
@@ -949,19 +912,7 @@ ck_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             break;
         }
         int go = seed ? best > 0.0 : best > voi_tol * (th + ka);
-        if (Q != NULL) {
-            Q[i] = q;
-        }
-        H[i] = h;
-        VS[i] = v_stop;
-        RE[i] = rx;
-        ADM[i] = (char)adm;
-        BEST[i] = best;
-        if (IDX != NULL) {
-            IDX[i] = bi;
-        }
-        REG[i] = (signed char)(go ? 1 : (adm ? 0 : 2));
-        CH[i] = go ? bi : -1;
+        store_row(&pc_ctx, i, q, h, v_stop, rx, adm, best, bi, go);
     }
     Py_END_ALLOW_THREADS
     ret = PyLong_FromLong(invalid);
