@@ -199,3 +199,23 @@ def test_update_equals_scalar(p: float, r: float, confirm: bool, mode: str) -> N
                        np.array([r]))
     assert got[0].tolist() == [want["a"], want["b"]]
     assert 0.0 <= posterior_batch(np.array([p]), np.array([r]), np.array([confirm]))[0] <= 1.0
+
+
+@pytest.mark.parametrize("kw", [{"planner": "myopic"}, {"planner": "lookahead"},
+                                {"mode": "seed"}], ids=["myopic", "lookahead", "seed"])
+def test_no_verifications_allowed_never_verifies(kw: dict[str, Any]) -> None:
+    # max_verifications=0 and no budget: every row as the scalar gate decides it, none VERIFY
+    rng = np.random.default_rng(3)
+    n, m, n_ver = 40, 2, 2
+    c = {"p": rng.choice([0.005, 0.2], (n, 1)) * rng.random((n, m)),
+         "premise_mask": np.ones((n, m), dtype=bool),
+         "theta": rng.uniform(1.0, 50.0, n), "kappa": rng.uniform(2.0, 10.0, n),
+         "resolves": np.ones((n, n_ver, m), dtype=bool), "cost": np.full((n, n_ver), 0.01),
+         "reliability": np.full((n, n_ver), 0.95)}
+    gate = Gate(max_verifications=0, **kw)
+    bd = evaluate_batch(gate, **c)
+    assert VERIFY not in bd.regime.tolist() and (bd.voi == -np.inf).all()
+    assert {ABSTAIN, PROCEED} <= set(bd.regime.tolist())
+    for i in range(n):
+        action, verifiers = _scalar(gate, {**c, "available": np.ones((n, n_ver), bool)}, i)
+        assert gate.evaluate(action, verifiers).regime_code == int(bd.regime[i])

@@ -943,6 +943,8 @@ def evaluate_batch(
     rel = _as("reliability", reliability, np.float64, (n, n_ver))
     avail_in = None if available is None else _as("available", available, bool, (n, n_ver))
     left = None if budget is None else _as("budget", budget, np.intp, (n,))
+    if left is None and int(gate.max_verifications) <= 0:
+        left = np.zeros(n, dtype=np.intp)  # no row may verify
     look = gate.planner == "lookahead" and gate.mode != "seed"
     rows: _RowsOut | BatchDecision | None = None
     if _engine.KERNEL is not None and gate.refusal is None:
@@ -956,8 +958,6 @@ def evaluate_batch(
     if look and n_ver > 0:
         avail = np.ones((n, n_ver), dtype=bool) if avail_in is None else avail_in
         if left is None:
-            if int(gate.max_verifications) <= 0:
-                avail = np.zeros_like(avail)
             left = np.full(n, int(gate.max_verifications), dtype=np.intp)
         elif not bool((left > 0).all()):
             avail = avail & (left > 0)[:, None]
@@ -995,8 +995,6 @@ def _kernel_rows(gate: _GateLike, p: FloatArray, mask: BoolArray, theta: FloatAr
     (the numpy checks then name it)."""
     n, m = p.shape
     n_ver = cost.shape[1]
-    if left is None and int(gate.max_verifications) <= 0:
-        left = np.zeros(n, dtype=np.intp)
     c = np.ascontiguousarray
     q = np.empty(n) if keep else None
     idx = np.empty(n, dtype=np.intp) if keep else None
@@ -1053,10 +1051,7 @@ def _numpy_rows(gate: _GateLike, pa: FloatArray, mask: BoolArray, th: FloatArray
             voi=np.full(n, -np.inf), v_stop=ka.copy(), r_expected=th.copy(),
             h_harm=np.ones(n), admissible=np.zeros(n, dtype=bool),
         )
-    if left is None:
-        if int(gate.max_verifications) <= 0:
-            avail = np.zeros_like(avail)
-    elif not bool((left > 0).all()):
+    if left is not None and not bool((left > 0).all()):
         avail = avail & (left > 0)[:, None]
     return _myopic_rows(gate, pa, mask, th, ka, res, co, rel, avail, keep=keep)
 
