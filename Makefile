@@ -25,8 +25,8 @@ typecheck: $(STAMP)
 
 # The gate's tests run twice: with its compiled kernel, and with the pure-Python engine and
 # numpy batch that run where the kernel did not build.
-GATE_TESTS := tests/test_gate_engine.py tests/test_gate_properties.py tests/test_gate_planner.py \
-	tests/test_gate_seed_node.py tests/test_batch.py tests/test_ckernel.py
+GATE_TESTS := tests/gate/test_gate_engine.py tests/gate/test_gate_properties.py tests/gate/test_gate_planner.py \
+	tests/gate/test_gate_seed_node.py tests/gate/test_batch.py tests/gate/test_ckernel.py
 
 test: $(STAMP) lint typecheck
 	$(BIN)/python -m pytest -q

@@ -1,39 +1,930 @@
-"""The ``amv-calib`` command line: one sub-command per pipeline stage.
+"""The ``amv-calib`` command line: one function per command, in pipeline order.
 
-Each stage lives in its own module exposing ``register(subparsers)``, which adds a parser
-whose ``func`` runs the command. Modules import heavy libraries inside their ``func`` only,
-so ``amv-calib --help`` and ``amv-calib gate`` start fast.
+Each stage adds its parsers in a ``_parsers_<stage>`` function whose sub-commands point at a
+``_run_<command>`` function. Commands import heavy libraries inside their ``_run_`` function
+only, so ``amv-calib --help`` and ``amv-calib gate`` start fast (no pandas, no MLflow).
+Results go to stdout (JSON where a script reads them), progress and logs to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
+import json
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from amv_calib import __version__
-from amv_calib._exceptions import AmvCalibError
+from amv_calib.exceptions import AmvCalibError, ConfigError
+from amv_calib.settings import (
+    ADAPTERS,
+    CALIBRATOR_NAMES,
+    DEFAULT_ALIAS,
+    DEFAULT_CALIBRATORS,
+    DEFAULT_REGISTERED_MODEL,
+    DEFAULT_SEED,
+)
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
-# One line per stage module; each defines ``register(subparsers) -> None``.
-_COMMAND_MODULES: tuple[str, ...] = (
-    "amv_calib._cmd_ingest",
-    "amv_calib._cmd_synth",
-    "amv_calib._cmd_artifacts",
-    "amv_calib._cmd_mlflow",
-    "amv_calib._cmd_label",
-    "amv_calib._cmd_gate",
-    "amv_calib._cmd_replay",
-    "amv_calib._cmd_compare",
-    "amv_calib._cmd_run",
+_GATE_DOC = """Decide PROCEED / VERIFY / ABSTAIN for one action file and print the decision as JSON.
+
+The action file holds {"action": {...}, "verifiers": [...]} in the seed's field names
+(camelCase) or snake_case; a premise may embed its claim under "claim". Without
+--artifact or --calibrator, premises that carry no probability make the gate fail
+closed (ABSTAIN with the reason), never PROCEED.
+"""
+
+
+# -- ingest ------------------------------------------------------------------------------------
+
+def _parsers_ingest(subparsers: Any) -> None:
+    """Add the ``ingest`` sub-command."""
+    p = subparsers.add_parser(
+        "ingest",
+        help="validate claim outcomes into DIR/claims.parquet and DIR/rejects.csv",
+        description=(
+            "Read claim outcomes (CSV, Parquet, a directory of Parquet files, or JSONL), "
+            "validate every row, write the accepted rows to DIR/claims.parquet and the "
+            "rejected ones, each with its row number and reason, to DIR/rejects.csv. "
+            "Prints one JSON line: read, accepted, rejected, rejected_by_reason, out. "
+            "Exit code 2 if required columns are missing."
+        ),
+    )
+    p.add_argument("input", metavar="INPUT", help="input file or Parquet directory")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--format", choices=("csv", "parquet", "jsonl"), default=None,
+                   help="input format (default: from the file ending)")
+    p.add_argument(
+        "--adapter", default=None, metavar="NAME",
+        choices=sorted(ADAPTERS) or None,
+        help="read INPUT through an adapter that turns a memory-store export into claim "
+             f"outcomes (available: {', '.join(sorted(ADAPTERS)) or 'none'})",
+    )
+    p.add_argument("--chunksize", type=int, default=None, metavar="ROWS",
+                   help="rows validated at a time (default: 250000)")
+    p.set_defaults(func=_run_ingest)
+
+
+def _resolve_adapter(name: str) -> Any:
+    """The adapter function registered as ``name`` in :data:`amv_calib.settings.ADAPTERS`.
+
+    Raises
+    ------
+    ConfigError
+        If no adapter has that name, or its ``"module:function"`` cannot be imported.
+    """
+    target = ADAPTERS.get(name)
+    if target is None:
+        known = ", ".join(sorted(ADAPTERS)) or "none"
+        raise ConfigError(f"adapter={name!r} is not registered (available: {known})")
+    module, _, func = target.partition(":")
+    try:
+        return getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"adapter {name!r} -> {target!r} cannot be loaded: {exc}") from exc
+
+
+def _run_ingest(args: argparse.Namespace) -> int:
+    """Ingest ``args.input`` into ``args.out``; print the summary line."""
+    from amv_calib.claims import DEFAULT_CHUNKSIZE, ingest_file
+
+    source: Any = args.input
+    if args.adapter is not None:
+        if args.format is not None:
+            raise ConfigError("--format does not apply with --adapter (the adapter reads INPUT)")
+        source = _resolve_adapter(args.adapter)(Path(args.input))
+    summary = ingest_file(source, args.out, format=args.format,
+                          chunksize=args.chunksize or DEFAULT_CHUNKSIZE)
+    print(summary.to_json(), flush=True)
+    return 0
+
+
+# -- synth -------------------------------------------------------------------------------------
+
+#: Sizes of the bundled sample files (data/sample/).
+_SYNTH_DEFAULT_N: dict[str, int] = {"claims": 20_000, "episodes": 3_520}
+
+
+def _parsers_synth(subparsers: Any) -> None:
+    """Add the ``synth`` sub-command with its ``claims`` and ``episodes`` kinds."""
+    p = subparsers.add_parser(
+        "synth",
+        help="generate synthetic claim outcomes or action episodes with a known truth",
+        description=(
+            "Generate synthetic data from ten perturbation families (see data/README.md). "
+            "claims: CSV, Parquet or JSONL by the ending of --out; episodes: JSONL. "
+            "The same --seed gives the same bytes."
+        ),
+    )
+    p.add_argument("kind", choices=("claims", "episodes"))
+    p.add_argument("--n", type=int, default=None, metavar="N",
+                   help="rows / instances (default: 20000 claims, 3520 episodes)")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                   help=f"random seed (default: {DEFAULT_SEED})")
+    p.add_argument("--out", required=True, metavar="PATH", help="output file")
+    p.set_defaults(func=_run_synth)
+
+
+def _run_synth(args: argparse.Namespace) -> int:
+    """Generate and write; print the summary line."""
+    from amv_calib.claims import synth_claims, synth_episodes, write_claims, write_episodes
+
+    n = _SYNTH_DEFAULT_N[args.kind] if args.n is None else args.n
+    out = Path(args.out)
+    if args.kind == "claims":
+        path = write_claims(synth_claims(n, seed=args.seed), out)
+    else:
+        if out.suffix.lower() not in (".jsonl", ".ndjson"):
+            from amv_calib.exceptions import ConfigError
+
+            raise ConfigError(f"episodes are JSONL: --out {str(out)!r} must end in .jsonl")
+        path = write_episodes(synth_episodes(n, seed=args.seed), out)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    print(json.dumps({"kind": args.kind, "n": n, "seed": args.seed, "out": str(path),
+                      "sha256": digest}, separators=(",", ":")), flush=True)
+    return 0
+
+
+# -- label -------------------------------------------------------------------------------------
+
+_TABLE_SUFFIXES = (".parquet", ".pq", ".csv", ".jsonl", ".ndjson")
+
+
+def _parsers_label(subparsers: Any) -> None:
+    """Add the ``label`` sub-command."""
+    p = subparsers.add_parser(
+        "label",
+        help="join gate decision logs with outcome records into claim outcomes",
+        description="Join decision logs (one JSON line per gate decision) with outcome "
+        "records that arrived later (claim_id and/or action_id, time, violated) into the "
+        "claim-outcome table, one row per (claim, use). Verifier signals label uses without "
+        "an outcome as posterior soft labels (label_weight). Every decision line, use and "
+        "outcome record is accounted for in the printed report.",
+    )
+    p.add_argument("--decisions", nargs="+", required=True, metavar="LOG",
+                   help="decision log files (JSON lines), in time order")
+    p.add_argument("--outcomes", nargs="+", default=[], metavar="FILE",
+                   help="outcome records (.jsonl, .csv or .parquet)")
+    p.add_argument("--out", required=True, metavar="CLAIMS",
+                   help="claims table to write (.parquet, .csv or .jsonl)")
+    p.add_argument("--soft-labels", choices=("posterior", "off"), default="posterior",
+                   help="label uses without an outcome by their verifier signals "
+                   "(default: posterior)")
+    p.add_argument("--skip-corrupt", action="store_true",
+                   help="skip (and count) corrupt decision-log lines instead of failing")
+    p.set_defaults(func=_run_label)
+
+
+def _label_report_paths(out: Path) -> tuple[Path, Path]:
+    """``(<stem>.join_report.json, <stem>.unjoined.csv)`` beside the claims file ``out``."""
+    stem = out.name[: -len(out.suffix)] if out.suffix else out.name
+    return out.with_name(f"{stem}.join_report.json"), out.with_name(f"{stem}.unjoined.csv")
+
+
+def _write_claims_table(claims: Any, out: Path) -> None:
+    """Write a claims DataFrame as Parquet, CSV or JSONL, chosen by the file ending."""
+    from amv_calib.exceptions import DataContractError
+
+    suffix = out.suffix.lower()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if suffix in (".parquet", ".pq"):
+        claims.to_parquet(out, index=False)
+    elif suffix == ".csv":
+        claims.to_csv(out, index=False, date_format="%Y-%m-%dT%H:%M:%S.%fZ")
+    elif suffix in (".jsonl", ".ndjson"):
+        claims.to_json(out, orient="records", lines=True, date_format="iso", date_unit="us")
+    else:
+        raise DataContractError(
+            f"--out {out}: unknown ending {out.suffix!r}; use one of {', '.join(_TABLE_SUFFIXES)}"
+        )
+
+
+def _run_label(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from amv_calib.claims import label_claims
+    from amv_calib.exceptions import DataContractError
+
+    out = Path(args.out)
+    if out.suffix.lower() not in _TABLE_SUFFIXES:
+        raise DataContractError(
+            f"--out {out}: unknown ending {out.suffix!r}; use one of {', '.join(_TABLE_SUFFIXES)}"
+        )
+    for path in (*args.decisions, *args.outcomes):
+        if not Path(path).is_file():
+            raise DataContractError(f"input file {path} does not exist")
+    claims, report = label_claims(
+        args.decisions,
+        args.outcomes or None,
+        soft_labels=args.soft_labels,
+        on_corrupt="skip" if args.skip_corrupt else "raise",
+    )
+    _write_claims_table(claims, out)
+    report_json, unjoined_csv = _label_report_paths(out)
+    summary = report.to_dict()
+    full = {**summary, "outcome_files": list(args.outcomes), "out": str(out)}
+    report_json.write_text(json.dumps(full, indent=2) + "\n", encoding="utf-8")
+    uses = report.unjoined_uses
+    outs = report.outcome_details
+    outcome_names = list(args.outcomes)
+    stamp = "%Y-%m-%dT%H:%M:%S.%fZ"
+    # Written in two parts (uses, then outcome records) so that a log with millions of
+    # unjoined uses is never materialised as one object table.
+    pd.DataFrame({
+        "kind": "use", "file": uses["decision_file"], "line": uses["decision_line"],
+        "action_id": uses["action_id"], "premise_id": uses["premise_id"],
+        "claim_id": uses["claim_id"], "time": uses["time"], "reason": uses["reason"],
+        "detail": uses["detail"],
+    }).to_csv(unjoined_csv, index=False, date_format=stamp)
+    pd.DataFrame({
+        "kind": "outcome",
+        "file": [outcome_names[int(s)] for s in outs["source"]],
+        "line": outs["row"], "action_id": outs["action_id"], "premise_id": None,
+        "claim_id": outs["claim_id"], "time": outs["time"], "reason": outs["status"],
+        "detail": outs["detail"],
+    }).to_csv(unjoined_csv, index=False, date_format=stamp, mode="a", header=False)
+    line = {k: v for k, v in summary.items() if k != "decision_files"}
+    line.update(out=str(out), report=str(report_json), unjoined_csv=str(unjoined_csv))
+    print(json.dumps(line))
+    return 0
+
+
+# -- compare -----------------------------------------------------------------------------------
+
+_log = logging.getLogger("amv_calib.calibration._compare")
+
+
+def _parsers_compare(subparsers: Any) -> None:
+    """Add the ``compare`` sub-command."""
+    p = subparsers.add_parser(
+        "compare",
+        help="cross-validate Platt, Beta, isotonic and the seed prior; write DIR",
+        description=(
+            "Fit every calibrator on the same leakage-safe folds of CLAIMS (time-ordered "
+            "blocks, or groups of claim_id), score the out-of-fold predictions (log loss, "
+            "Brier, AUC, ECE equal-width and equal-mass, MCE, smooth ECE, bootstrap "
+            "intervals), choose the champion by log loss (Brier breaks ties), refit all on "
+            "every row and write DIR: comparison.csv/.md/.json, reliability.png, "
+            "reliability_bins.csv, champion.json/.joblib, calibrators/<name>.json/.joblib. "
+            "CLAIMS is claims.parquet from `amv-calib ingest`, or any CSV/Parquet/JSONL "
+            "claim table (validated the same way). Exit code 2 on too little data."
+        ),
+    )
+    p.add_argument("claims", metavar="CLAIMS", help="claim outcomes (claims.parquet, csv, jsonl)")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--folds", type=int, default=5, help="number of folds (default 5)")
+    p.add_argument("--split", choices=("time", "group"), default="time",
+                   help="time-ordered blocked folds (default) or GroupKFold by claim_id")
+    p.add_argument("--scoring", choices=("log_loss", "brier"), default="log_loss",
+                   help="proper scoring rule that picks the champion (default log_loss)")
+    p.add_argument("--calibrators", default=",".join(DEFAULT_CALIBRATORS), metavar="NAMES",
+                   help="comma-separated names from " + ", ".join(CALIBRATOR_NAMES)
+                   + f" (default {','.join(DEFAULT_CALIBRATORS)})")
+    p.add_argument("--n-boot", type=int, default=200, metavar="N",
+                   help="bootstrap resamples for the intervals (default 200; 0 = none)")
+    p.add_argument("--n-bins", type=int, default=15, metavar="B",
+                   help="bins of the reliability curves (default 15)")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed")
+    p.add_argument("--weight-column", default=None, metavar="COL",
+                   help="non-negative sample-weight column (for example label_weight)")
+    p.add_argument("--allow-constant-features", action="store_true",
+                   help="compare even if a claim feature is constant over all rows")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object with the champion and each calibrator's metrics")
+    p.set_defaults(func=_run_compare)
+
+
+def _run_compare(args: argparse.Namespace) -> int:
+    """Compare the calibrators on ``args.claims`` and write ``args.out``."""
+    from amv_calib.calibration import compare_calibrators, write_comparison
+    from amv_calib.claims import load_claims
+    from amv_calib.exceptions import ConfigError
+
+    names = [n.strip() for n in str(args.calibrators).split(",") if n.strip()]
+    if args.n_boot < 0:
+        raise ConfigError(f"--n-boot={args.n_boot} must be >= 0")
+    claims, rejects = load_claims(args.claims)
+    if len(rejects):
+        _log.warning(
+            "%d of %d rows break the data contract and are left out "
+            "(run `amv-calib ingest` to see them with their reasons)",
+            len(rejects), len(claims) + len(rejects),
+        )
+    _log.info("comparing %s on %d rows", ", ".join(names), len(claims))
+    try:
+        result = compare_calibrators(
+            claims,
+            calibrators=names,
+            folds=args.folds,
+            split=args.split,
+            scoring=args.scoring,
+            tie_break="brier" if args.scoring == "log_loss" else "log_loss",
+            n_bins=args.n_bins,
+            n_boot=args.n_boot,
+            seed=args.seed,
+            sample_weight=args.weight_column,
+            allow_constant_features=args.allow_constant_features,
+        )
+    except ValueError as exc:
+        from amv_calib.exceptions import AmvCalibError
+
+        if isinstance(exc, AmvCalibError):
+            raise
+        raise ConfigError(str(exc)) from exc
+    write_comparison(result, args.out)
+    if args.json:
+        print(json.dumps(result.summary(), allow_nan=False), flush=True)
+    else:
+        row = result.table.set_index("name").loc[result.champion]
+        print(
+            f"champion: {result.champion} (log loss {row['log_loss']:.4f}, Brier "
+            f"{row['brier']:.4f}, equal-mass ECE {row['ece_mass']:.4f}); wrote {args.out}",
+            flush=True,
+        )
+    return 0
+
+
+# -- replay ------------------------------------------------------------------------------------
+
+def _parsers_replay(subparsers: Any) -> None:
+    """Add the ``replay``, ``tune`` and ``transfer`` sub-commands."""
+    from amv_calib.settings import DEFAULT_SEED
+    from amv_calib.tuning import POLICIES
+
+    p = subparsers.add_parser(
+        "replay",
+        help="replay policies over frozen episodes and print the paper-style table",
+        description="Replay gate policies over an episodes JSONL file with common random "
+        "numbers and report Gate Harmful, verification cost, queries, Proceed Coverage, "
+        "abstention rate and total loss (bootstrap 95%% intervals).",
+    )
+    p.add_argument("episodes", metavar="EPISODES", help="episodes JSONL file")
+    p.add_argument("--policy", action="append", required=True,
+                   choices=[*POLICIES, "all"], help="policy to replay (repeatable, or 'all')")
+    p.add_argument("--artifact", default=None,
+                   help="artifact for the learned policies (default: the shipped champion)")
+    p.add_argument("--thresholds", default=None,
+                   help="thresholds.json overriding the artifact's gate thresholds")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="answer stream and bootstrap")
+    p.add_argument("--tau", type=float, default=None, help="threshold of the static policy")
+    p.add_argument("--lambda-eval", type=float, default=None,
+                   help="price of verifier cost in the total loss (default 1.0)")
+    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (0: none)")
+    p.add_argument("--by-family", action="store_true", help="also print one table per family")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="worker processes for the lookahead planner (same results)")
+    p.add_argument("--json", action="store_true",
+                   help="print {POLICY: {metric: value, ..., n}} instead of the table")
+    p.set_defaults(func=_run_replay)
+
+    t = subparsers.add_parser(
+        "tune",
+        help="tune the gate's VOI thresholds with Optuna on replayed episodes",
+        description="Search lambda, delta, epsilon and the verification budget on a tuning "
+        "split, report on the held-out split, write thresholds.json. An interrupted study "
+        "resumes from its storage and runs only the missing trials.",
+    )
+    t.add_argument("episodes", metavar="EPISODES", help="episodes JSONL file")
+    _tune_options(t, DEFAULT_SEED)
+    t.add_argument("--mode", choices=("constrained", "multi"), default="constrained")
+    t.add_argument("--tune-fraction", type=float, default=0.5)
+    t.add_argument("--study-name", default="amv-calib-tune")
+    t.add_argument("--workers", type=int, default=1,
+                   help="parallel worker processes sharing the storage (not reproducible)")
+    t.set_defaults(func=_run_tune)
+
+    x = subparsers.add_parser(
+        "transfer",
+        help="tune on some families, report on families never seen in tuning",
+    )
+    x.add_argument("episodes", metavar="EPISODES", help="episodes JSONL file")
+    x.add_argument("--tune-families", required=True, help="comma-separated families to tune on")
+    _tune_options(x, DEFAULT_SEED)
+    x.add_argument("--study-name", default=None)
+    x.set_defaults(func=_run_transfer)
+
+
+def _tune_options(p: argparse.ArgumentParser, seed: int) -> None:
+    p.add_argument("--calibrator", default=None,
+                   help="artifact reference, compare DIR, .json or .joblib calibrator, or "
+                   "'seed' (default: the shipped champion)")
+    p.add_argument("--trials", type=int, required=True, help="target number of completed trials")
+    p.add_argument("--storage", default=None,
+                   help="journal file path (default .optuna/journal.log) or RDB URL")
+    p.add_argument("--target-harmful", type=float, default=0.02)
+    p.add_argument("--planner", choices=("lookahead", "myopic"), default="lookahead")
+    p.add_argument("--seed", type=int, default=seed)
+    p.add_argument("--n-boot", type=int, default=500)
+    p.add_argument("--out", default=None, help="output DIR (thresholds.json, trials.csv, ...)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _learned(args: argparse.Namespace) -> tuple[Any, Any]:
+    from amv_calib.contract import check_thresholds, load_artifact
+    from amv_calib.exceptions import ConfigError
+    from amv_calib.gate import Gate
+
+    art = load_artifact(args.artifact)
+    t = dict(art.thresholds)
+    if args.thresholds:
+        try:
+            with open(args.thresholds, encoding="utf-8") as fh:
+                t = check_thresholds(json.load(fh))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"--thresholds {args.thresholds}: {exc}") from None
+    gate = Gate(
+        lambda_cost_scale=t["lambda_cost_scale"],
+        delta_loss_threshold=t["delta_loss_threshold"],
+        epsilon_harm_bound=t["epsilon_harm_bound"],
+        planner=t["planner"],
+        max_verifications=t["max_verifications"],
+        calibrator=art.calibrator,
+        artifact_name=art.name,
+        artifact_version=art.version,
+    )
+    return gate, art.calibrator
+
+
+def _run_replay(args: argparse.Namespace) -> int:
+    from amv_calib.tuning import (
+        DEFAULT_TAU,
+        LAMBDA_EVAL,
+        POLICIES,
+        format_table,
+        read_episodes,
+        replay,
+    )
+
+    names = list(POLICIES) if "all" in args.policy else list(dict.fromkeys(args.policy))
+    es = read_episodes(args.episodes)
+    gate = cal = None
+    if any(n in ("static", "myopic", "lookahead") for n in names):
+        gate, cal = _learned(args)
+    results = {
+        n: replay(es, n, seed=args.seed, gate=gate, calibrator=cal,  # type: ignore[arg-type]
+                  tau=DEFAULT_TAU if args.tau is None else args.tau,
+                  lambda_eval=LAMBDA_EVAL if args.lambda_eval is None else args.lambda_eval,
+                  n_boot=args.n_boot, n_jobs=args.jobs)
+        for n in names
+    }
+    if args.json:
+        print(json.dumps({n: r.summary() for n, r in results.items()}, indent=2))
+        return 0
+    print(f"{args.episodes}: {len(es)} instances, {es.n_premises} premises, seed {args.seed}")
+    print(format_table({n: r.to_dict()["overall"] for n, r in results.items()},
+                       {n: r.n for n, r in results.items()}))
+    if args.by_family:
+        for fam in es.families:
+            print(f"\nfamily {fam}")
+            print(format_table(
+                {n: r.to_dict()["by_family"][fam] for n, r in results.items()},
+                {n: r.family_n[fam] for n in results for r in [results[n]]},
+            ))
+    return 0
+
+
+def _calibrator_ref(args: argparse.Namespace) -> Any:
+    from amv_calib.settings import champion_reference
+
+    return args.calibrator if args.calibrator else champion_reference()
+
+
+def _run_tune(args: argparse.Namespace) -> int:
+    from amv_calib.tuning import format_table, tune_thresholds
+
+    res = tune_thresholds(
+        args.episodes, calibrator=_calibrator_ref(args), trials=args.trials,
+        storage=args.storage, study_name=args.study_name, seed=args.seed,
+        target_harmful=args.target_harmful, mode=args.mode, tune_fraction=args.tune_fraction,
+        planner=args.planner, out_dir=args.out, n_workers=args.workers, n_boot=args.n_boot,
+        progress=not args.json,
+    )
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=2))
+        return 0
+    print(f"study {res.study_name!r} in {res.storage}: {res.n_trials} completed trials "
+          f"({res.n_new} new), tuning split {res.n_tune}, held-out {res.n_holdout}")
+    if res.thresholds is None:
+        print(f"no trial meets Gate Harmful <= {res.target_harmful}; nothing written")
+        return 1
+    print("thresholds: " + json.dumps(res.thresholds))
+    if res.holdout_metrics:
+        rows = {"tuned": res.holdout_metrics["tuned"], **res.holdout_metrics["baselines"]}
+        print("held-out split:")
+        print(format_table(rows, {k: res.n_holdout for k in rows}))
+    for role, path in res.files.items():
+        print(f"wrote {role}: {path}")
+    return 0
+
+
+def _run_transfer(args: argparse.Namespace) -> int:
+    from amv_calib.tuning import format_table, transfer_check
+
+    fams = [f.strip() for f in args.tune_families.split(",") if f.strip()]
+    res = transfer_check(
+        args.episodes, tune_families=fams, calibrator=_calibrator_ref(args),
+        trials=args.trials, seed=args.seed, target_harmful=args.target_harmful,
+        planner=args.planner, storage=args.storage, study_name=args.study_name,
+        n_boot=args.n_boot, out_dir=args.out, progress=not args.json,
+    )
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=2))
+        return 0
+    print(f"tuned on {res.tune_families}; reporting on unseen {res.test_families}")
+    if res.tune.thresholds is not None:
+        print("thresholds: " + json.dumps(res.tune.thresholds))
+    rows = {k: v.to_dict()["overall"] for k, v in res.unseen.items()}
+    print(format_table(rows, {k: v.n for k, v in res.unseen.items()}))
+    if res.seen is not None:
+        print("\ntuned gate on the tuning families (in-domain):")
+        print(format_table({"tuned": res.seen.to_dict()["overall"]}, {"tuned": res.seen.n}))
+    return 0 if res.tune.thresholds is not None else 1
+
+
+# -- artifacts ---------------------------------------------------------------------------------
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def _models_dir_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--models-dir", metavar="DIR", default=None,
+                   help="artifact root (default: $AMV_CALIB_MODELS_DIR or models/ in the checkout)")
+
+
+def _parsers_artifacts(subparsers: Any) -> None:
+    """Add the five artifact sub-commands."""
+    p = subparsers.add_parser(
+        "export", help="write a new artifact version models/NAME/vN",
+        description="Export a fitted calibrator and gate thresholds as models/NAME/vN "
+                    "(manifest.json, calibrator.json, calibrator.joblib, report files).")
+    p.add_argument("--calibrator", required=True, metavar="FITTED",
+                   help="a compare DIR, a portable champion.json, or a fitted .joblib")
+    p.add_argument("--thresholds", metavar="TUNED", default=None,
+                   help="thresholds.json from tuning (default: the seed's gate settings)")
+    p.add_argument("--name", required=True, help="model name (folder under the models dir)")
+    _models_dir_arg(p)
+    p.add_argument("--claims", metavar="CLAIMS", default=None,
+                   help="training claims (.parquet/.csv/.jsonl) for the data fingerprint")
+    p.add_argument("--metrics", metavar="JSON", default=None,
+                   help="a JSON object of extra metrics for the manifest")
+    p.add_argument("--figure", metavar="FILE", action="append", default=[],
+                   help="copy FILE into the artifact (repeatable)")
+    p.add_argument("--no-joblib", action="store_true", help="leave calibrator.joblib out")
+    p.add_argument("--promote", metavar="ALIAS", default=None,
+                   help="also point ALIAS at the new version")
+    p.set_defaults(func=_run_export)
+
+    p = subparsers.add_parser(
+        "promote", help="point an alias at a verified version",
+        description="Verify models/NAME/VERSION and point ALIAS at it (atomic alias file).")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("version", metavar="VERSION", help="vN")
+    p.add_argument("--alias", default=DEFAULT_ALIAS, help=f"default: {DEFAULT_ALIAS}")
+    _models_dir_arg(p)
+    p.set_defaults(func=_run_promote)
+
+    p = subparsers.add_parser(
+        "rollback", help="move an alias back to its previous version",
+        description="Point ALIAS back at the version it named before the current one.")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--alias", default=DEFAULT_ALIAS, help=f"default: {DEFAULT_ALIAS}")
+    _models_dir_arg(p)
+    p.set_defaults(func=_run_rollback)
+
+    p = subparsers.add_parser(
+        "verify-artifact", help="check an artifact as the gate would; print its summary",
+        description="Check manifest, sha256 of every file and calibrator.json; print the "
+                    "manifest summary as JSON. Exit 1 when the artifact is refused.")
+    p.add_argument("path", metavar="PATH", help="models/NAME/vN or models/NAME@ALIAS")
+    p.set_defaults(func=_run_verify_artifact)
+
+    p = subparsers.add_parser(
+        "bundle", help="write one version as a deterministic .tar.gz",
+        description="Verify models/NAME/VERSION and write it as one reproducible .tar.gz "
+                    "(extract with: tar -xzf FILE -C models).")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("version", metavar="VERSION", help="vN")
+    p.add_argument("--out", metavar="FILE", default=None,
+                   help="output file (default: NAME-VERSION.tar.gz)")
+    _models_dir_arg(p)
+    p.set_defaults(func=_run_bundle)
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from amv_calib.artifacts import export_artifact, promote
+    from amv_calib.exceptions import ConfigError
+
+    metrics = None
+    if args.metrics:
+        try:
+            metrics = json.loads(Path(args.metrics).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{args.metrics}: cannot read metrics ({exc})") from None
+        if not isinstance(metrics, dict):
+            raise ConfigError(f"{args.metrics}: metrics must be a JSON object")
+    res = export_artifact(
+        calibrator=args.calibrator,
+        thresholds=args.thresholds,
+        name=args.name,
+        models_dir=args.models_dir,
+        claims=args.claims,
+        metrics=metrics,
+        figures=args.figure,
+        include_joblib=not args.no_joblib,
+    )
+    out: dict[str, Any] = {"path": str(res.path), "name": res.name, "version": res.version}
+    if args.promote:
+        promote(res.name, res.version, alias=args.promote, models_dir=args.models_dir)
+        out["alias"] = args.promote
+    _print_json(out)
+    return 0
+
+
+def _run_promote(args: argparse.Namespace) -> int:
+    from amv_calib.artifacts import promote
+
+    entry = promote(args.name, args.version, alias=args.alias, models_dir=args.models_dir)
+    _print_json({"name": args.name, "alias": args.alias, "version": entry["version"],
+            "history": [h["version"] for h in entry["history"]]})
+    return 0
+
+
+def _run_rollback(args: argparse.Namespace) -> int:
+    from amv_calib.artifacts import rollback
+
+    entry = rollback(args.name, alias=args.alias, models_dir=args.models_dir)
+    _print_json({"name": args.name, "alias": args.alias, "version": entry["version"],
+            "history": [h["version"] for h in entry["history"]]})
+    return 0
+
+
+def _run_verify_artifact(args: argparse.Namespace) -> int:
+    from amv_calib.artifacts import verify_artifact
+
+    _print_json(verify_artifact(args.path))
+    return 0
+
+
+def _run_bundle(args: argparse.Namespace) -> int:
+    import hashlib
+
+    from amv_calib.artifacts import bundle
+
+    path = bundle(args.name, args.version, args.out, models_dir=args.models_dir)
+    _print_json({"bundle": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
+    return 0
+
+
+# -- mlflow ------------------------------------------------------------------------------------
+
+_URI_HELP = "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)"
+
+
+def _parsers_mlflow(subparsers: Any) -> None:
+    """Add the ``register``, ``registry-promote`` and ``ui-command`` sub-commands."""
+    p = subparsers.add_parser(
+        "register",
+        help="register an exported artifact as the servable MLflow gate model",
+        description="Log ARTIFACT (a version folder models/NAME/vN, or models/NAME@ALIAS) as "
+                    "an MLflow pyfunc model, register it and point an alias at it.",
+    )
+    p.add_argument("artifact", metavar="ARTIFACT", help="artifact version folder or reference")
+    p.add_argument("--name", default=DEFAULT_REGISTERED_MODEL,
+                   help=f"registered model name (default: {DEFAULT_REGISTERED_MODEL})")
+    p.add_argument("--alias", default="champion", help="alias to set (default: champion); "
+                   "'' sets none")
+    p.add_argument("--experiment", default="amv-calib", help="MLflow experiment of the run")
+    p.add_argument("--tracking-uri", default=None, help=_URI_HELP)
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.set_defaults(func=_run_register)
+
+    q = subparsers.add_parser(
+        "registry-promote",
+        help="move a registered MLflow model's alias to another version",
+        description="Point ALIAS of registered model NAME at VERSION: a registry version "
+                    "number (3), an artifact version (v3), or an artifact folder.",
+    )
+    q.add_argument("name", metavar="NAME", help="registered model name")
+    q.add_argument("version", metavar="VERSION", help="registry version, vN or artifact folder")
+    q.add_argument("--alias", default="champion", help="alias to move (default: champion)")
+    q.add_argument("--tracking-uri", default=None, help=_URI_HELP)
+    q.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    q.set_defaults(func=_run_registry_promote)
+
+    u = subparsers.add_parser(
+        "ui-command",
+        help="print the command that opens MLflow's UI on the tracked runs",
+    )
+    u.add_argument("--tracking-uri", default=None, help=_URI_HELP)
+    u.add_argument("--port", type=int, default=5000, help="port for the UI (default: 5000)")
+    u.set_defaults(func=_run_ui_command)
+
+
+def _print_registered(result: Any, as_json: bool, verb: str) -> None:
+    if as_json:
+        print(json.dumps({
+            "name": result.name, "version": result.version, "alias": result.alias,
+            "model_uri": result.model_uri, "run_id": result.run_id,
+            "artifact_name": result.artifact_name, "artifact_version": result.artifact_version,
+            "artifact_sha256": result.artifact_sha256,
+        }, sort_keys=True))
+        return
+    alias = f" @{result.alias}" if result.alias else ""
+    print(f"{verb} {result.name} version {result.version}{alias} "
+          f"(artifact {result.artifact_name} {result.artifact_version}, "
+          f"manifest sha256 {result.artifact_sha256[:12]})")
+    print(f"model URI: {result.model_uri}")
+
+
+def _run_register(args: argparse.Namespace) -> int:
+    from amv_calib.tracking import register_champion
+
+    result = register_champion(
+        args.artifact, registered_name=args.name, alias=args.alias or None,
+        tracking_uri=args.tracking_uri, experiment=args.experiment)
+    _print_registered(result, args.json, "registered")
+    return 0
+
+
+def _run_registry_promote(args: argparse.Namespace) -> int:
+    from amv_calib.tracking import registry_promote
+
+    result = registry_promote(args.version, args.alias, registered_name=args.name,
+                                       tracking_uri=args.tracking_uri)
+    _print_registered(result, args.json, "promoted")
+    return 0
+
+
+def _run_ui_command(args: argparse.Namespace) -> int:
+    from amv_calib.settings import ui_command
+
+    print(ui_command(args.tracking_uri, port=args.port))
+    return 0
+
+
+# -- gate --------------------------------------------------------------------------------------
+
+def _parsers_gate(subparsers: Any) -> None:
+    """Add the ``gate`` sub-command."""
+    p = subparsers.add_parser(
+        "gate",
+        help="decide PROCEED / VERIFY / ABSTAIN for one candidate action (JSON out)",
+        description=_GATE_DOC,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--action", required=True, metavar="ACTION.json",
+                   help='{"action": {...}, "verifiers": [...]}; "-" reads stdin')
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--artifact", metavar="DIR",
+                     help="artifact version folder or MODEL_DIR@ALIAS (calibrator + thresholds)")
+    src.add_argument("--calibrator", metavar="FILE",
+                     help="a portable calibrator.json to compute p from claims")
+    p.add_argument("--strict", action="store_true",
+                   help="error out on a refused artifact instead of failing closed (ABSTAIN)")
+    p.add_argument("--mode", choices=("amv", "seed"), default=None)
+    p.add_argument("--planner", choices=("lookahead", "myopic"), default=None)
+    p.add_argument("--lambda", dest="lambda_cost_scale", type=float, default=None,
+                   metavar="X", help="lambda_cost_scale")
+    p.add_argument("--delta", dest="delta_loss_threshold", type=float, default=None,
+                   metavar="X", help="delta_loss_threshold")
+    p.add_argument("--epsilon", dest="epsilon_harm_bound", type=float, default=None,
+                   metavar="X", help="epsilon_harm_bound")
+    p.add_argument("--max-verifications", dest="max_verifications", type=int, default=None,
+                   metavar="N")
+    p.add_argument("--decision-log", dest="decision_log", metavar="PATH", default=None,
+                   help="append the decision record to this JSON-lines file")
+    p.set_defaults(func=_run_gate)
+
+
+def _read_json(where: str) -> Any:
+    try:
+        text = sys.stdin.read() if where == "-" else Path(where).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--action {where}: cannot read ({exc.strerror})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--action {where}: not JSON ({exc})") from None
+
+
+def _run_gate(args: argparse.Namespace) -> int:
+    """Evaluate the action and print the decision as one JSON object."""
+    from amv_calib.contract import PortableCalibrator
+    from amv_calib.gate import CandidateAction, Gate, Verifier
+
+    data = _read_json(args.action)
+    if not isinstance(data, dict):
+        raise ConfigError(f"--action {args.action}: expected a JSON object")
+    raw_action = data.get("action", data if "premises" in data else None)
+    if not isinstance(raw_action, dict):
+        raise ConfigError(f"--action {args.action}: lacks an 'action' object")
+    raw_action = {k: v for k, v in raw_action.items() if k != "verifiers"}
+    raw_verifiers = data.get("verifiers", data.get("action", {}).get("verifiers", []))
+    if not isinstance(raw_verifiers, list):
+        raise ConfigError(f"--action {args.action}: 'verifiers' must be a list")
+    try:
+        action = CandidateAction.from_dict(raw_action)
+        verifiers = [Verifier.from_dict(v) for v in raw_verifiers]
+    except ValueError as exc:
+        raise ConfigError(f"--action {args.action}: {exc}") from None
+
+    overrides: dict[str, Any] = {
+        k: getattr(args, k)
+        for k in ("mode", "planner", "lambda_cost_scale", "delta_loss_threshold",
+                  "epsilon_harm_bound", "max_verifications", "decision_log")
+        if getattr(args, k) is not None
+    }
+    try:
+        if args.artifact is not None:
+            gate = Gate.from_artifact(args.artifact, strict=args.strict, **overrides)
+        else:
+            if args.calibrator is not None:
+                cal_data = _read_json(args.calibrator)
+                overrides["calibrator"] = PortableCalibrator.from_dict(cal_data)
+            gate = Gate(**overrides)
+        decision = gate.evaluate(action, verifiers)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    out = {
+        "action_id": action.action_id,
+        **decision.to_dict(),
+        "gate": {
+            "mode": gate.mode,
+            "planner": gate.planner,
+            "lambda_cost_scale": gate.lambda_cost_scale,
+            "delta_loss_threshold": gate.delta_loss_threshold,
+            "epsilon_harm_bound": gate.epsilon_harm_bound,
+            "max_verifications": gate.max_verifications,
+            "artifact": None if gate.artifact_name is None
+            else {"name": gate.artifact_name, "version": gate.artifact_version},
+            "refusal": gate.refusal,
+        },
+    }
+    print(json.dumps(out, indent=2, allow_nan=False))
+    return 0
+
+
+# -- run ---------------------------------------------------------------------------------------
+
+def _parsers_run(sub: Any) -> None:
+    """Add the ``run`` sub-command."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        "run", help="run a pipeline file (pipelines/retrain.toml, tune.toml, evaluate.toml)",
+        description="Run the steps of a pipeline file in order; unchanged steps are skipped.")
+    p.add_argument("pipeline", help="the pipeline TOML file")
+    p.add_argument("--set", dest="overrides", action="append", default=[],
+                   metavar="STEP.KEY=VALUE",
+                   help="override a parameter, e.g. --set tune.trials=20 (repeatable)")
+    p.add_argument("--force", action="store_true", help="re-run steps even if unchanged")
+    p.add_argument("--no-tracking", action="store_true", help="run without MLflow")
+    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI")
+    p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                   help="no progress on stderr, no report on stdout")
+    p.set_defaults(func=_run_run)
+
+
+def _run_run(args: argparse.Namespace) -> int:
+    """Run the pipeline and print its summary."""
+    from amv_calib.pipeline import load_pipeline, pipeline_report, run_pipeline
+
+    spec = load_pipeline(args.pipeline, args.overrides)
+    result = run_pipeline(spec, force=args.force,
+                          tracking=False if args.no_tracking else None,
+                          tracking_uri=args.tracking_uri)
+    if args.json:
+        json.dump(result.to_json(), sys.stdout, sort_keys=True)
+        sys.stdout.write("\n")
+    elif not getattr(args, "quiet", False):
+        sys.stdout.write(pipeline_report(result))
+    return 0
+
+
+# -- the entry point ------------------------------------------------------------------------
+
+_PARSERS = (
+    _parsers_ingest,
+    _parsers_synth,
+    _parsers_artifacts,
+    _parsers_mlflow,
+    _parsers_label,
+    _parsers_gate,
+    _parsers_replay,
+    _parsers_compare,
+    _parsers_run,
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every registered sub-command."""
+    """The top-level parser with every sub-command."""
     parser = argparse.ArgumentParser(
         prog="amv-calib",
         description="Calibrate memory-staleness probabilities and gate irreversible actions.",
@@ -42,8 +933,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     parser.add_argument("-q", "--quiet", action="store_true", help="only errors on stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for add in _PARSERS:
+        add(sub)
     return parser
 
 

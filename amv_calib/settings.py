@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Final
 
 __all__ = [
+    "ADAPTERS",
+    "CALIBRATOR_NAMES",
+    "DEFAULT_CALIBRATORS",
     "DEFAULT_ALIAS",
     "DEFAULT_MODEL_NAME",
     "DEFAULT_REGISTERED_MODEL",
@@ -20,6 +23,7 @@ __all__ = [
     "optuna_storage",
     "project_root",
     "tracking_uri",
+    "ui_command",
 ]
 
 #: Seed used wherever the user gives none; every random stream derives from a seed.
@@ -30,6 +34,27 @@ DEFAULT_MODEL_NAME: Final = "amv-guard"
 DEFAULT_ALIAS: Final = "production"
 #: MLflow registered-model name.
 DEFAULT_REGISTERED_MODEL: Final = "amv-guard-calibrator"
+#: Names ``compare`` knows (``--calibrators``), each a configured estimator:
+#: ``platt`` = Platt on the rich feature map, ``platt_seed`` = Platt on the seed's map;
+#: ``beta`` = Beta with the rich extras, ``beta_seed`` with the seed's; ``isotonic`` =
+#: strict (centred) isotonic on a cross-fitted rich Platt index, ``isotonic_step`` its
+#: step-function form; ``seed_prior`` = the seed formula. The rich maps and the strict
+#: isotonic variant are the defaults because they win on out-of-fold log loss on the
+#: synthetic data (see ``docs/calibration.md``).
+CALIBRATOR_NAMES: Final = (
+    "platt", "platt_seed", "beta", "beta_seed", "isotonic", "isotonic_step", "seed_prior"
+)
+#: The calibrators compared when none are given.
+DEFAULT_CALIBRATORS: Final = ("platt", "beta", "isotonic", "seed_prior")
+#: Input adapters for ``amv-calib ingest --adapter NAME``: name -> ``"module:function"``.
+#: The function takes the input path and returns the claim-outcome table (a pandas
+#: DataFrame or pyarrow Table, canonical or alias column names), or an iterable of such
+#: tables; it is then validated like any other input (row numbers count its output rows).
+#: Strings, not functions, so that the command line lists them without importing pandas.
+ADAPTERS: dict[str, str] = {
+    "mem0": "amv_calib.claims:mem0_adapter",
+    "graphiti": "amv_calib.claims:graphiti_adapter",
+}
 
 
 def project_root() -> Path:
@@ -59,3 +84,12 @@ def tracking_uri() -> str:
 def optuna_storage() -> str:
     """Optuna storage: ``$AMV_CALIB_OPTUNA_STORAGE``, else a journal file under ``.optuna/``."""
     return os.environ.get("AMV_CALIB_OPTUNA_STORAGE") or str(Path(".optuna") / "journal.log")
+
+
+def ui_command(uri: str | None = None, *, port: int = 5000) -> str:
+    """The shell command that opens MLflow's UI on the tracking store ``uri`` (default:
+    :func:`tracking_uri`); imports nothing."""
+    uri = uri or tracking_uri()
+    if uri.startswith(("http://", "https://")):
+        return f"open {uri} in a browser (the tracking server serves the UI)"
+    return f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port {port}"

@@ -38,7 +38,7 @@ def _claims(n: int, seed: int) -> pd.DataFrame:
         "model_confidence": rng.beta(5.0, 2.0, n),
         "contradiction_flag": rng.random(n) < 0.1,
     })
-    from amv_calib.features import seed_prior_calibrator
+    from amv_calib.contract._features import seed_prior_calibrator
 
     frame["violated"] = rng.random(n) < seed_prior_calibrator().predict(frame)
     return frame
@@ -66,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from sklearn.linear_model import LogisticRegression
 
-    from amv_calib.artifacts import export_artifact
-    from amv_calib.features import SEED_FEATURE_MAP, PortableCalibrator
-    from amv_calib.gate._artifact import load_artifact
+    from amv_calib.artifacts._export import export_artifact
+    from amv_calib.contract._artifact import load_artifact
+    from amv_calib.contract._features import SEED_FEATURE_MAP, PortableCalibrator
 
     claims = _claims(n_rows, seed=20261202)
     y = claims["violated"].to_numpy()
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         coef=tuple(float(c) for c in lr.coef_[0]), source="bench-logistic")
     platt: Any = None
     try:
-        from amv_calib.calibrators import PlattCalibrator
+        from amv_calib.calibration._calibrators import PlattCalibrator
 
         platt = PlattCalibrator().fit(claims, y)
     except ImportError:
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             results["gate_from_artifact_skipped"] = f"amv_calib.gate.Gate unavailable: {exc}"
         results["gate_from_artifact_ms"] = gate_ms
         # First load in a fresh interpreter (modules imported, nothing else warm).
-        probe = ("import sys, time\nfrom amv_calib.gate._artifact import load_artifact\n"
+        probe = ("import sys, time\nfrom amv_calib.contract._artifact import load_artifact\n"
                  "t0 = time.perf_counter()\nload_artifact(sys.argv[1])\n"
                  "print((time.perf_counter() - t0) * 1e3)\n")
         firsts = [float(subprocess.run([sys.executable, "-c", probe, str(res.path)],

@@ -1,8 +1,8 @@
 """Benchmark: the calibrator comparison beside the bare scikit-learn fits it wraps, same run.
 
-Measured (issue 4 targets) on synthetic claims (``amv_calib.synth``, 1,000,000 by default):
+Measured (issue 4 targets) on synthetic claims (``amv_calib.claims._synth``, 1,000,000 by default):
 
-* ``compare``: :func:`amv_calib.compare.compare_calibrators` with the default four
+* ``compare``: :func:`amv_calib.calibration._compare.compare_calibrators` with the default four
   calibrators (Platt and the isotonic index on the 17-term rich map, Beta with the rich
   extras, the seed prior), 5 time-ordered folds, refit on all rows, no bootstrap: fold
   assignment, feature maps, input checks, every fit, out-of-fold predictions, per-fold
@@ -54,8 +54,8 @@ def _bare_fits(claims: Any, fold: np.ndarray, folds: int) -> dict[str, float]:
     from sklearn.isotonic import IsotonicRegression
     from sklearn.linear_model import LogisticRegression
 
-    from amv_calib.calibrators import RICH_BETA_EXTRA_MAP, RICH_PLATT_MAP, _split_parts
-    from amv_calib.features import FeatureMap, Term
+    from amv_calib.calibration._calibrators import RICH_BETA_EXTRA_MAP, RICH_PLATT_MAP, _split_parts
+    from amv_calib.contract._features import FeatureMap, Term
 
     beta_map = FeatureMap((
         Term(column="model_confidence", transform="log"),
@@ -126,10 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     import sklearn.linear_model  # noqa: F401
     from threadpoolctl import threadpool_info
 
-    import amv_calib.calibrators  # noqa: F401
-    from amv_calib.compare import compare_calibrators, make_folds
-    from amv_calib.metrics import METRICS, bootstrap_metrics
-    from amv_calib.synth import synth_claims
+    import amv_calib.calibration._calibrators  # noqa: F401
+    from amv_calib.calibration._compare import compare_calibrators, make_folds
+    from amv_calib.calibration._metrics import METRICS, bootstrap_metrics
+    from amv_calib.claims._synth import synth_claims
 
     t = time.perf_counter()
     claims = synth_claims(rows, seed=7)

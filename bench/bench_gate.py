@@ -43,7 +43,7 @@ PLAN_TARGET_MS = 1.0
 
 
 def _harness() -> ModuleType:
-    path = ROOT / "tests" / "seed_engine" / "seed_harness.py"
+    path = ROOT / "tests" / "gate" / "seed_engine" / "seed_harness.py"
     spec = importlib.util.spec_from_file_location("seed_harness", path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)

@@ -33,9 +33,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from amv_calib.ingest import ingest_file, load_claims
+from amv_calib.claims._ingest import ingest_file, load_claims
+from amv_calib.claims._synth import synth_claims, write_claims
 from amv_calib.settings import DEFAULT_SEED
-from amv_calib.synth import synth_claims, write_claims
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ingest.json"
 

@@ -3,7 +3,7 @@
 Issue 9: join 10 M decision-log lines with 1 M outcome records on this machine and report
 time and peak memory beside a plain pandas merge of the same data, in the same run.
 
-- **ours**: ``amv_calib.labels.label_claims`` (pyarrow block parsing of the log, the
+- **ours**: ``amv_calib.claims._labels.label_claims`` (pyarrow block parsing of the log, the
   time-aware join by outcome kind, posterior soft labels, the full accounting report).
 - **baseline**: what one would write with pandas alone: ``pandas.read_json(lines=True,
   chunksize=...)``, explode and normalise the premises, ``read_csv`` the outcomes and
@@ -122,7 +122,7 @@ def _peak_mib() -> float:
 def child_ours(log: str, outcomes: str) -> dict[str, Any]:
     import warnings
 
-    from amv_calib.labels import label_claims
+    from amv_calib.claims._labels import label_claims
 
     t0 = time.perf_counter()
     with warnings.catch_warnings():

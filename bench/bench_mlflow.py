@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 #: Values the per-call baseline logs (then scaled to the full count; it is linear).
 BASELINE_VALUES = 300
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "tracking"))
 
 
 def _timed(fn: Callable[[], Any], rounds: int) -> tuple[float, Any]:
@@ -53,8 +53,8 @@ def _trial_logging(tmp: Path, n_trials: int) -> dict[str, Any]:
     from _mlflow_stages import fake_tune_dir
     from mlflow import MlflowClient
 
-    from amv_calib import tracking
-    from amv_calib.tracking import _log_batch, _trial_metrics
+    from amv_calib.tracking import _tracker as tracking
+    from amv_calib.tracking._tracker import _log_batch, _trial_metrics
 
     tune = fake_tune_dir(tmp / "t", n_trials=n_trials)
     import pandas as pd
@@ -89,8 +89,7 @@ def _trial_logging(tmp: Path, n_trials: int) -> dict[str, Any]:
 def _stage_logging(tmp: Path) -> dict[str, Any]:
     from _mlflow_stages import fake_compare_dir, fake_tune_dir, make_claims
 
-    from amv_calib import tracking
-
+    from amv_calib.tracking import _tracker as tracking
     claims = make_claims(2000)
     tmp.mkdir(parents=True, exist_ok=True)
     claims_path = tmp / "claims.parquet"
@@ -115,10 +114,10 @@ def _pyfunc(tmp: Path, n_claims: int) -> dict[str, Any]:
     import pandas as pd
     from _mlflow_stages import make_claims
 
-    from amv_calib import mlflow_model
-    from amv_calib.artifacts import export_artifact
-    from amv_calib.features import seed_prior_calibrator
+    from amv_calib.artifacts._export import export_artifact
+    from amv_calib.contract._features import seed_prior_calibrator
     from amv_calib.gate import CandidateAction, Gate, Verifier
+    from amv_calib.tracking import _pyfunc as mlflow_model
 
     art = export_artifact(calibrator=seed_prior_calibrator(), name="bench",
                           models_dir=tmp / "models")

@@ -1,6 +1,6 @@
 """Benchmark: episode replay and Optuna tuning throughput, beside the scalar gate, same run.
 
-Measured (issue 6 targets) on 10,000 synthetic episodes (``amv_calib.synth``):
+Measured (issue 6 targets) on 10,000 synthetic episodes (``amv_calib.claims._synth``):
 
 * replay throughput of the batch gate (``replay``: sequential stopping over all active
   instances with ``evaluate_batch``), in instances/s and premise-evaluations/s, for the
@@ -54,8 +54,8 @@ def _timed(fn: Callable[[], Any], rounds: int) -> tuple[float, float, Any]:
 
 
 def _calibrator() -> tuple[Any, str]:
-    from amv_calib.features import seed_prior_calibrator
-    from amv_calib.gate._artifact import load_artifact
+    from amv_calib.contract._artifact import load_artifact
+    from amv_calib.contract._features import seed_prior_calibrator
 
     try:
         art = load_artifact(None)
@@ -65,7 +65,7 @@ def _calibrator() -> tuple[Any, str]:
 
 
 def _premise_evals(es: Any, gate: Any, p: Any, seed: int) -> tuple[int, Any, Any]:
-    from amv_calib.replay import _gate_policy
+    from amv_calib.tuning._replay import _gate_policy
 
     proceed, calls, steps = _gate_policy(es, gate, p, seed)
     m = es.premise_mask.sum(axis=1)
@@ -76,7 +76,7 @@ def _premise_evals(es: Any, gate: Any, p: Any, seed: int) -> tuple[int, Any, Any
 def _scalar_loop(records: list[dict[str, Any]], probs: Any, gate: Any, seed: int
                  ) -> list[tuple[bool, int]]:
     from amv_calib.gate import CandidateAction, Premise, Verifier
-    from amv_calib.replay import answer_uniform
+    from amv_calib.tuning._replay import answer_uniform
 
     out = []
     for i, rec in enumerate(records):
@@ -103,9 +103,9 @@ def _scalar_loop(records: list[dict[str, Any]], probs: Any, gate: Any, seed: int
 
 
 def bench_replay(n: int, n_scalar: int, rounds: int, seed: int) -> dict[str, Any]:
+    from amv_calib.claims._synth import synth_episodes
     from amv_calib.gate import Gate
-    from amv_calib.replay import episode_set, replay
-    from amv_calib.synth import synth_episodes
+    from amv_calib.tuning._replay import episode_set, replay
 
     records = synth_episodes(n, seed=seed)
     t0 = time.perf_counter()
@@ -151,9 +151,9 @@ def bench_replay(n: int, n_scalar: int, rounds: int, seed: int) -> dict[str, Any
 def bench_tuning(n: int, trials: int, seed: int) -> dict[str, Any]:
     import optuna
 
-    from amv_calib.replay import episode_set
-    from amv_calib.synth import synth_episodes
-    from amv_calib.tuning import tune_thresholds
+    from amv_calib.claims._synth import synth_episodes
+    from amv_calib.tuning._replay import episode_set
+    from amv_calib.tuning._search import tune_thresholds
 
     es = episode_set(synth_episodes(n, seed=seed))
     cal, _ = _calibrator()

@@ -1,14 +1,36 @@
 """The AMV runtime gate: PROCEED, VERIFY or ABSTAIN before an irreversible tool call.
 
-Imports numpy and the standard library only. ``load_artifact``, ``LoadedArtifact`` and
-``gate_from_artifact`` are loaded lazily from :mod:`amv_calib.gate._artifact`.
+Model (``_model``), scalar reference engine (``_engine``), planner (``_planner``), batch
+engine (``_batch``) and decision log (``_decision_log``). Imports numpy and the standard
+library only; the artifact loader comes from :mod:`amv_calib.contract`.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from amv_calib.contract import LoadedArtifact, gate_from_artifact, load_artifact
+from amv_calib.gate._batch import (
+    ABSTAIN,
+    PROCEED,
+    REGIME_NAMES,
+    VERIFY,
+    BatchDecision,
+    evaluate_batch,
+    posterior_batch,
+    stopping_value_batch,
+    update_batch,
+)
+from amv_calib.gate._decision_log import (
+    DECISION_ALIASES,
+    PREMISE_ALIASES,
+    VERIFIER_CALL_ALIASES,
+    DecisionLogWarning,
+    DecisionLogWriter,
+    LogReadStats,
+    encode_record,
+    normalize_decision,
+    read_decision_log,
+    utc_now_iso,
+)
 from amv_calib.gate._engine import (
     REGIME_CODES,
     VOI_TOLERANCE,
@@ -28,12 +50,6 @@ from amv_calib.gate._engine import (
 )
 from amv_calib.gate._model import CandidateAction, DependencyType, MemoryClaim, Premise, Verifier
 from amv_calib.gate._planner import MAX_EXACT_VERIFIERS, MAX_WORK
-
-_LAZY: dict[str, str] = {
-    "load_artifact": "amv_calib.gate._artifact",
-    "LoadedArtifact": "amv_calib.gate._artifact",
-    "gate_from_artifact": "amv_calib.gate._artifact",
-}
 
 __all__ = [
     "MAX_EXACT_VERIFIERS",
@@ -58,18 +74,11 @@ __all__ = [
     "posterior_refute",
     "seed_calibrate",
     "update_posteriors",
-    *_LAZY,
+    "ABSTAIN", "PROCEED", "REGIME_NAMES", "VERIFY", "BatchDecision", "evaluate_batch",
+    "posterior_batch", "stopping_value_batch", "update_batch",
+    "DECISION_ALIASES", "PREMISE_ALIASES", "VERIFIER_CALL_ALIASES", "DecisionLogWarning",
+    "DecisionLogWriter", "LogReadStats", "encode_record", "normalize_decision",
+    "read_decision_log", "utc_now_iso",
+    "LoadedArtifact", "gate_from_artifact", "load_artifact",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'amv_calib.gate' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)

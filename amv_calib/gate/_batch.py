@@ -11,14 +11,24 @@ This module imports numpy and the standard library only.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from amv_calib.gate import _engine
-from amv_calib.gate._engine import VOI_TOLERANCE
+from amv_calib.gate._model import VOI_TOLERANCE
+
+#: The compiled kernel of the myopic rule (``_ckernel.c``), or None where it was not built
+#: or ``AMV_CALIB_PURE_PYTHON=1`` asks for the Python code; the decisions are the same.
+KERNEL: Any
+try:
+    if os.environ.get("AMV_CALIB_PURE_PYTHON", "") not in ("", "0"):
+        raise ImportError("AMV_CALIB_PURE_PYTHON is set")
+    from amv_calib.gate import _ckernel as KERNEL
+except ImportError:
+    KERNEL = None
 
 __all__ = [
     "ABSTAIN",
@@ -947,7 +957,7 @@ def evaluate_batch(
         left = np.zeros(n, dtype=np.intp)  # no row may verify
     look = gate.planner == "lookahead" and gate.mode != "seed"
     rows: _RowsOut | BatchDecision | None = None
-    if _engine.KERNEL is not None and gate.refusal is None:
+    if KERNEL is not None and gate.refusal is None:
         rows = _kernel_rows(gate, pa, mask, th, ka, res, co, rel, avail_in, left, keep=look)
     if rows is None:
         avail = np.ones((n, n_ver), dtype=bool) if avail_in is None else avail_in
@@ -1008,7 +1018,7 @@ def _kernel_rows(gate: _GateLike, p: FloatArray, mask: BoolArray, theta: FloatAr
     chosen = block[at: at + i8 * n].view(np.intp)
     regime = block[at + i8 * n: at + (i8 + 1) * n].view(np.int8)
     adm = block[at + (i8 + 1) * n:].view(np.bool_)
-    bad = _engine.KERNEL.batch(
+    bad = KERNEL.batch(
         gate.mode == "seed", float(gate.lambda_cost_scale), float(gate.delta_loss_threshold),
         float(gate.epsilon_harm_bound), VOI_TOLERANCE, n, m, n_ver,
         c(p), None if bool(mask.all()) else c(mask), c(theta), c(kappa), c(res), c(cost), c(rel),

@@ -45,7 +45,7 @@ Reading
 :func:`read_decision_log` yields one dict per line. A torn **last** line (no ``\\n`` and not
 valid JSON) is skipped with a :class:`DecisionLogWarning`. A corrupt line elsewhere means
 the file was damaged or edited, or is the fragment of an earlier crash: by default it
-raises :class:`~amv_calib._exceptions.DataContractError` naming the file and line; with
+raises :class:`~amv_calib.exceptions.DataContractError` naming the file and line; with
 ``on_corrupt="skip"`` it is skipped with a warning and counted in :class:`LogReadStats`.
 Blank lines are skipped and counted. Records are normalised to the snake_case names above;
 the seed TypeScript gate's camelCase names (``actionId``, ``toolName``, ``impactCostTheta``,
@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
-from amv_calib._exceptions import DataContractError
+from amv_calib.exceptions import DataContractError
 
 __all__ = [
     "DECISION_ALIASES",

@@ -38,27 +38,22 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 import numpy as np
 
-from amv_calib._exceptions import AmvCalibError
-from amv_calib.features import PortableCalibrator
-from amv_calib.gate._model import CandidateAction, Premise, Verifier
+from amv_calib.contract import PortableCalibrator
+from amv_calib.exceptions import AmvCalibError
+from amv_calib.gate._batch import KERNEL, BatchDecision, evaluate_batch
+from amv_calib.gate._model import (
+    REGIME_CODES,
+    VOI_TOLERANCE,
+    CandidateAction,
+    Premise,
+    Verifier,
+)
 from amv_calib.gate._planner import Spec, plan
 
-if TYPE_CHECKING:
-    from amv_calib.gate._batch import BatchDecision
-
-#: The compiled kernel of the myopic rule (``_ckernel.c``), or None where it was not built
-#: or ``AMV_CALIB_PURE_PYTHON=1`` asks for the Python code; the decisions are the same.
-KERNEL: Any
-try:
-    if os.environ.get("AMV_CALIB_PURE_PYTHON", "") not in ("", "0"):
-        raise ImportError("AMV_CALIB_PURE_PYTHON is set")
-    from amv_calib.gate import _ckernel as KERNEL
-except ImportError:
-    KERNEL = None
 _kernel_decide: Any = None if KERNEL is None else KERNEL.decide
 
 __all__ = [
@@ -83,11 +78,6 @@ Regime = Literal["PROCEED", "VERIFY", "ABSTAIN"]
 Planner = Literal["lookahead", "myopic"]
 Mode = Literal["amv", "seed"]
 
-#: Regime codes of the batch arrays.
-REGIME_CODES: Final[dict[str, int]] = {"PROCEED": 0, "VERIFY": 1, "ABSTAIN": 2}
-#: VERIFY needs a VOI above ``VOI_TOLERANCE * (theta + kappa)`` (``mode="amv"``; the seed
-#: mode uses 0, as the seed does).
-VOI_TOLERANCE: Final = 1e-12
 
 _NEG_INF: Final = float("-inf")
 
@@ -369,7 +359,7 @@ def seed_calibrate(recency_hours: float, source_trust_score: float, model_confid
                    contradiction_flag: bool) -> float:
     """The seed engine's ``calibratePremiseFailureProbability``, operation by operation.
 
-    The same model as :func:`amv_calib.features.seed_prior_calibrator` (which computes
+    The same model as :func:`amv_calib.contract._features.seed_prior_calibrator` (which computes
     ``logit`` as a difference of logs and the sigmoid in a stable form, so the two agree
     to rounding only); the seed mode uses this one to reproduce the seed bit for bit.
     """
@@ -625,10 +615,10 @@ class Gate:
                       **overrides: Any) -> Gate:
         """A gate using an exported artifact's calibrator and thresholds.
 
-        See :func:`amv_calib.gate._artifact.gate_from_artifact`: a refused artifact gives
+        See :func:`amv_calib.contract._artifact.gate_from_artifact`: a refused artifact gives
         a gate that always abstains, unless ``strict`` re-raises the ArtifactError.
         """
-        from amv_calib.gate._artifact import gate_from_artifact
+        from amv_calib.contract import gate_from_artifact
 
         return gate_from_artifact(cls, ref, strict=strict, **overrides)
 
@@ -1075,8 +1065,6 @@ class Gate:
                        **kwargs: Any) -> BatchDecision:
         """Decisions for many padded actions at once; see
         :func:`amv_calib.gate._batch.evaluate_batch` (returns a ``BatchDecision``)."""
-        from amv_calib.gate._batch import evaluate_batch
-
         return evaluate_batch(self, p, premise_mask, theta, kappa, resolves, cost, reliability,
                               available, **kwargs)
 

@@ -17,6 +17,8 @@ from typing import Any, Final, Literal, cast, get_args
 import numpy as np
 
 __all__ = [
+    "REGIME_CODES",
+    "VOI_TOLERANCE",
     "CandidateAction",
     "DependencyType",
     "MemoryClaim",
@@ -30,6 +32,12 @@ _DEPENDENCY_TYPES: Final = get_args(DependencyType)
 #: Ground-truth fields of an episode premise (see the episodes format); a gate input may
 #: carry them, and the gate never reads them.
 _IGNORED_PREMISE_KEYS: Final = frozenset({"violated", "p_true", "pTrue"})
+
+#: Regime codes of the batch arrays.
+REGIME_CODES: Final[dict[str, int]] = {"PROCEED": 0, "VERIFY": 1, "ABSTAIN": 2}
+#: VERIFY needs a VOI above ``VOI_TOLERANCE * (theta + kappa)`` (``mode="amv"``; the seed
+#: mode uses 0, as the seed does).
+VOI_TOLERANCE: Final = 1e-12
 
 
 def _number(value: Any, name: str, where: str) -> float:

@@ -1,0 +1,31 @@
+"""The export side of artifacts: export a version, promote or roll back an alias, bundle and
+verify. The format and the loader the gate uses live in :mod:`amv_calib.contract`.
+"""
+
+from __future__ import annotations
+
+from amv_calib.artifacts._export import (
+    CLAIMS_FINGERPRINT_SCHEME,
+    DEFAULT_THRESHOLDS,
+    ExportResult,
+    bundle,
+    claims_fingerprint,
+    export_artifact,
+    list_versions,
+    promote,
+    rollback,
+    verify_artifact,
+)
+
+__all__ = [
+    "CLAIMS_FINGERPRINT_SCHEME",
+    "DEFAULT_THRESHOLDS",
+    "ExportResult",
+    "bundle",
+    "claims_fingerprint",
+    "export_artifact",
+    "list_versions",
+    "promote",
+    "rollback",
+    "verify_artifact",
+]

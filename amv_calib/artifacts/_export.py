@@ -1,0 +1,891 @@
+"""Export, promote, roll back, verify and bundle versioned calibrator artifacts.
+
+This is the training side of ``models/<name>/<version>/``; the gate's side (loading) is
+:mod:`amv_calib.contract._artifact`. A version folder is written completely into a hidden
+``.tmp-<uuid>`` folder and then claimed with one atomic ``os.rename`` to ``vN``; a rename
+that loses a race to another process moves on to ``vN+1``. So concurrent exports never
+share a version and a reader never sees a half-written folder.
+
+pandas and joblib are imported only where a claims table or a pickled estimator is used.
+The layout is documented in ``models/README.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import errno
+import gzip
+import hashlib
+import io
+import json
+import logging
+import math
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+
+from amv_calib.contract import (
+    ALIASES_FILE,
+    ARTIFACT_FORMAT,
+    ARTIFACT_FORMAT_VERSION,
+    CALIBRATOR_FILE,
+    CLAIM_FEATURES,
+    MANIFEST_FILE,
+    REQUIRED_COLUMNS,
+    SEED_CLAMP,
+    LoadedArtifact,
+    PortableCalibrator,
+    canonical_json_bytes,
+    canonical_name,
+    check_thresholds,
+    load_artifact,
+    read_aliases,
+)
+from amv_calib.exceptions import ArtifactError, ConfigError, DataContractError, PortableFormatError
+from amv_calib.settings import models_dir as default_models_dir
+from amv_calib.settings import project_root
+
+__all__ = [
+    "CLAIMS_FINGERPRINT_SCHEME",
+    "DEFAULT_THRESHOLDS",
+    "ExportResult",
+    "bundle",
+    "claims_fingerprint",
+    "export_artifact",
+    "list_versions",
+    "promote",
+    "rollback",
+    "verify_artifact",
+]
+
+#: The seed engine's gate settings; what an export uses until tuning provides thresholds.
+DEFAULT_THRESHOLDS: Final[Mapping[str, Any]] = {
+    "lambda_cost_scale": 1.0,
+    "delta_loss_threshold": 10.0,
+    "epsilon_harm_bound": 0.05,
+    "planner": "lookahead",
+    "max_verifications": 8,
+    "clamp": [SEED_CLAMP[0], SEED_CLAMP[1]],
+}
+
+#: Name of the byte layout hashed by :func:`claims_fingerprint` (see ``models/README.md``).
+CLAIMS_FINGERPRINT_SCHEME: Final = "amv-calib/claims-sha256-v1"
+
+JOBLIB_FILE: Final = "calibrator.joblib"
+#: Files a compare DIR holds that an export copies into the artifact, when present.
+COMPARE_REPORT_FILES: Final = (
+    "comparison.csv",
+    "comparison.json",
+    "comparison.md",
+    "reliability.png",
+    "reliability_bins.csv",
+)
+_RESERVED: Final = frozenset({MANIFEST_FILE, CALIBRATOR_FILE, JOBLIB_FILE})
+_NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_VERSION_RE: Final = re.compile(r"v([1-9][0-9]*)")
+_LOCK_TIMEOUT_S: Final = 10.0
+_LOCK_STALE_S: Final = 60.0
+_STALE_TMP_S: Final = 24 * 3600.0
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExportResult:
+    """Where an export landed: ``path`` is ``models_dir / name / version``."""
+
+    path: Path
+    name: str
+    version: str
+    manifest: dict[str, Any]
+
+
+# -- small helpers -------------------------------------------------------------------------
+def _check_name(name: str, what: str = "name") -> str:
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        raise ConfigError(
+            f"{what}={name!r} must be letters, digits, '.', '_' or '-' (no '/' or '@'), "
+            f"starting with a letter or digit"
+        )
+    return name
+
+
+def _check_version(version: str | int) -> str:
+    text = f"v{version}" if isinstance(version, int) or str(version).isdigit() else str(version)
+    if not _VERSION_RE.fullmatch(text):
+        raise ConfigError(f"version={version!r} must look like 'v3' (or 3)")
+    return text
+
+
+def _utc_now() -> str:
+    # SOURCE_DATE_EPOCH (reproducible-builds convention) pins the creation time.
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    when = (
+        dt.datetime.fromtimestamp(int(epoch), dt.UTC) if epoch and epoch.isdigit()
+        else dt.datetime.now(dt.UTC)
+    )
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _git_commit() -> str | None:
+    root = project_root()
+    if not (root / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+            timeout=5, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out if re.fullmatch(r"[0-9a-f]{40,64}", out) else None
+
+
+def _json_safe(value: Any, where: str) -> Any:
+    """Plain JSON data: numpy scalars to Python, non-finite floats to ``None``."""
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    if value is None or isinstance(value, str):
+        return value
+    raise ConfigError(f"{where}={value!r} is not JSON data (number, string, list or object)")
+
+
+def _read_json_file(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: {what} does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read {what} ({exc})") from None
+
+
+def _fsync_dir(path: Path) -> None:
+    # Directory fsync makes the rename durable; not every platform allows opening a dir.
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    with path.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
+    try:
+        _write_bytes(tmp, data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    _fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def _locked(model_dir: Path) -> Iterator[None]:
+    """Exclusive lock on a model folder's alias file (an O_EXCL lock file; portable)."""
+    lock = model_dir / ".aliases.lock"
+    deadline = time.monotonic() + _LOCK_TIMEOUT_S
+    while True:
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            break
+        except FileExistsError:
+            with contextlib.suppress(OSError):
+                # A holder that died leaves its lock behind; one older than a minute is stale.
+                if time.time() - lock.stat().st_mtime > _LOCK_STALE_S:
+                    lock.unlink()
+                    continue
+            if time.monotonic() > deadline:
+                raise ArtifactError(
+                    f"{lock}: held by another process for over {_LOCK_TIMEOUT_S:g} s"
+                ) from None
+            time.sleep(0.01)
+    try:
+        os.write(fd, f"{os.getpid()}\n".encode())
+        os.close(fd)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            lock.unlink()
+
+
+def list_versions(name: str, *, models_dir: str | os.PathLike[str] | None = None) -> list[str]:
+    """Existing version folders of a model, in numeric order (``["v1", "v2", ...]``)."""
+    root = Path(models_dir) if models_dir is not None else default_models_dir()
+    mdir = root / _check_name(name)
+    if not mdir.is_dir():
+        return []
+    found = [(int(m.group(1)), p.name) for p in mdir.iterdir()
+             if p.is_dir() and (m := _VERSION_RE.fullmatch(p.name))]
+    return [v for _, v in sorted(found)]
+
+
+# -- training-data fingerprint -------------------------------------------------------------
+def _read_claims(path: Path) -> Any:
+    # The ingest stage's reader, so a file fingerprints like the table ingest accepted from it.
+    from amv_calib.claims import load_claims
+
+    if not path.exists():
+        raise ConfigError(f"{path}: claims file does not exist")
+    claims, rejects = load_claims(path)
+    if len(rejects):
+        _log.info("%s: %d rejected rows left out of the fingerprint", path, len(rejects))
+    return claims
+
+
+def _bool_column(col: Any, name: str) -> Any:
+    import pandas as pd
+
+    if pd.api.types.is_bool_dtype(col):
+        return col.to_numpy(dtype=bool)
+    if pd.api.types.is_numeric_dtype(col):
+        arr = col.to_numpy(dtype=np.float64)
+        bad = ~np.isin(arr, (0.0, 1.0))
+    else:
+        text = col.astype(str).str.strip().str.lower()
+        arr = text.map({"true": 1.0, "false": 0.0, "1": 1.0, "0": 0.0}).to_numpy(
+            dtype=np.float64, na_value=np.nan
+        )
+        bad = np.isnan(arr)
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise DataContractError(
+            f"claims column {name!r} row {row}: {col.iloc[row]!r} is not a boolean"
+        )
+    return arr == 1.0
+
+
+def _timestamps_ns(col: Any) -> Any:
+    import pandas as pd
+
+    try:
+        if pd.api.types.is_datetime64_any_dtype(col):
+            ts = pd.to_datetime(col, utc=True)
+        elif pd.api.types.is_numeric_dtype(col):
+            ts = pd.to_datetime(col.astype("float64"), unit="s", utc=True)
+        else:
+            ts = pd.to_datetime(col, utc=True, format="ISO8601")
+    except (ValueError, TypeError) as exc:
+        raise DataContractError(f"claims column 'timestamp': cannot parse ({exc})") from None
+    if ts.isna().any():
+        row = int(np.argmax(ts.isna().to_numpy()))
+        raise DataContractError(f"claims column 'timestamp' row {row}: missing timestamp")
+    naive = ts.dt.tz_convert("UTC").dt.tz_localize(None)
+    return naive.to_numpy(dtype="datetime64[ns]").view("int64")
+
+
+def _iso_ns(ns: int) -> str:
+    sec, frac = divmod(int(ns), 1_000_000_000)
+    stamp = dt.datetime.fromtimestamp(sec, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{stamp}.{frac:09d}Z".replace(".000000000Z", "Z")
+
+
+def claims_fingerprint(claims: Any) -> dict[str, Any]:
+    """Fingerprint of a claims table: sha256 of its canonical columns, size, label rate, span.
+
+    Parameters
+    ----------
+    claims : pandas.DataFrame or path
+        A claims table (canonical or seed camelCase column names), or a ``.csv``,
+        ``.parquet`` or ``.jsonl`` file holding one, read with
+        :func:`amv_calib.claims._ingest.load_claims` (its accepted rows are fingerprinted).
+
+    Returns
+    -------
+    dict
+        ``{"scheme", "sha256", "rows", "label_rate", "time_min", "time_max"}``. The hash
+        covers the columns :data:`~amv_calib.contract.REQUIRED_COLUMNS` in that order, rows in
+        the order given, in the byte layout documented in ``models/README.md``; other
+        columns do not enter it.
+    """
+    import pandas as pd
+
+    frame = _read_claims(Path(claims)) if isinstance(claims, (str, os.PathLike)) else claims
+    if not isinstance(frame, pd.DataFrame):
+        raise ConfigError(f"claims must be a DataFrame or a path, got {type(claims).__name__}")
+    renames = {c: canonical_name(str(c)) for c in frame.columns}
+    frame = frame.rename(columns={c: n for c, n in renames.items() if n and n != c})
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise DataContractError(f"claims lack columns {missing}")
+    n = len(frame)
+    h = hashlib.sha256()
+    h.update(f"{CLAIMS_FINGERPRINT_SCHEME}\nrows={n}\n".encode())
+    ids = [str(v).encode("utf-8") for v in frame["claim_id"].tolist()]
+    h.update(b"claim_id\n")
+    h.update(np.fromiter((len(b) for b in ids), dtype="<u8", count=n).tobytes())
+    h.update(b"".join(ids))
+    ts = _timestamps_ns(frame["timestamp"])
+    h.update(b"timestamp\n")
+    h.update(ts.astype("<i8").tobytes())
+    for col in CLAIM_FEATURES:
+        h.update(f"{col}\n".encode())
+        if col == "contradiction_flag":
+            h.update(_bool_column(frame[col], col).astype("u1").tobytes())
+        else:
+            try:
+                arr = frame[col].to_numpy(dtype=np.float64)
+            except (ValueError, TypeError) as exc:
+                raise DataContractError(f"claims column {col!r} is not numeric ({exc})") \
+                    from None
+            # +0.0 turns -0.0 into 0.0, so equal numbers hash equally.
+            h.update((arr + 0.0).astype("<f8").tobytes())
+    violated = _bool_column(frame["violated"], "violated")
+    h.update(b"violated\n")
+    h.update(violated.astype("u1").tobytes())
+    return {
+        "scheme": CLAIMS_FINGERPRINT_SCHEME,
+        "sha256": h.hexdigest(),
+        "rows": n,
+        "label_rate": float(violated.mean()) if n else None,
+        "time_min": _iso_ns(int(ts.min())) if n else None,
+        "time_max": _iso_ns(int(ts.max())) if n else None,
+    }
+
+
+_NO_TRAINING_DATA: Final[Mapping[str, Any]] = {
+    "scheme": None, "sha256": None, "rows": None, "label_rate": None,
+    "time_min": None, "time_max": None,
+}
+
+
+# -- what is being exported ----------------------------------------------------------------
+@dataclass(kw_only=True)
+class _Source:
+    portable: PortableCalibrator
+    estimator: Any = None
+    joblib_path: Path | None = None
+    metrics: dict[str, Any] | None = None
+    report_files: dict[str, Path] | None = None
+
+
+def _portable_from_json(path: Path) -> PortableCalibrator:
+    data = _read_json_file(path, "calibrator description")
+    try:
+        return PortableCalibrator.from_dict(data)
+    except PortableFormatError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def _portable_from_estimator(est: Any, clamp: tuple[float, float] | None) -> PortableCalibrator:
+    to_portable = getattr(est, "to_portable", None)
+    if to_portable is None:
+        raise ConfigError(
+            f"calibrator {type(est).__name__} has no to_portable(); pass a PortableCalibrator, "
+            f"a compare DIR, a champion.json or a fitted amv_calib calibrator"
+        )
+    portable = to_portable(clamp=clamp)
+    if not isinstance(portable, PortableCalibrator):
+        raise ConfigError(f"{type(est).__name__}.to_portable() did not return a "
+                          f"PortableCalibrator")
+    return portable
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _interval(v: Any) -> bool:
+    return isinstance(v, list) and len(v) == 2 and all(x is None or _is_number(x) for x in v)
+
+
+def _compare_metrics(path: Path) -> dict[str, Any] | None:
+    """The champion's row of a compare DIR's ``comparison.json``, flattened.
+
+    Gives ``champion``, ``scoring``, every numeric metric of the champion's row, its
+    intervals as ``<metric>_ci`` ``[low, high]``, and ``oracle_log_loss`` when present.
+    """
+    if not path.is_file():
+        return None
+    data = _read_json_file(path, "comparison")
+    if not isinstance(data, Mapping):
+        return None
+    champion = data.get("champion")
+    out: dict[str, Any] = {"champion": champion} if isinstance(champion, str) else {}
+    if isinstance(data.get("scoring"), str):
+        out["scoring"] = data["scoring"]
+    rows = data.get("calibrators")
+    for row in rows if isinstance(rows, list) else []:
+        if not (isinstance(row, Mapping) and row.get("name") == champion):
+            continue
+        for k, v in row.items():
+            if k != "name" and (_is_number(v) or _interval(v)):
+                out[str(k)] = v
+        ci = row.get("ci")
+        if isinstance(ci, Mapping):
+            out.update({f"{m}_ci": v for m, v in ci.items() if _interval(v)})
+    oracle = data.get("oracle")
+    if isinstance(oracle, Mapping) and _is_number(oracle.get("log_loss")):
+        out["oracle_log_loss"] = oracle["log_loss"]
+    return out or None
+
+
+def _resolve_source(calibrator: Any, clamp: tuple[float, float] | None) -> _Source:
+    if isinstance(calibrator, PortableCalibrator):
+        return _Source(portable=calibrator)
+    if isinstance(calibrator, (str, os.PathLike)):
+        path = Path(calibrator)
+        if path.is_dir():
+            champ = path / "champion.json"
+            if not champ.is_file():
+                raise ConfigError(f"{path}: not a compare DIR (no champion.json)")
+            joblib_path = path / "champion.joblib"
+            return _Source(
+                portable=_portable_from_json(champ),
+                joblib_path=joblib_path if joblib_path.is_file() else None,
+                metrics=_compare_metrics(path / "comparison.json"),
+                report_files={f: path / f for f in COMPARE_REPORT_FILES if (path / f).is_file()},
+            )
+        if path.suffix == ".json":
+            sibling = path.with_suffix(".joblib")
+            return _Source(portable=_portable_from_json(path),
+                           joblib_path=sibling if sibling.is_file() else None)
+        if path.suffix == ".joblib":
+            if not path.is_file():
+                raise ConfigError(f"{path}: fitted calibrator file does not exist")
+            import joblib
+
+            # Export side only: the user's own fitted estimator. The gate never does this.
+            est = joblib.load(path)
+            return _Source(portable=_portable_from_estimator(est, clamp), joblib_path=path)
+        if not path.exists():
+            raise ConfigError(f"{path}: fitted calibrator does not exist")
+        raise ConfigError(
+            f"{path}: expected a compare DIR, a .json portable calibrator or a .joblib estimator"
+        )
+    return _Source(portable=_portable_from_estimator(calibrator, clamp), estimator=calibrator)
+
+
+def _joblib_bytes(obj: Any) -> bytes:
+    import joblib
+
+    buf = io.BytesIO()
+    joblib.dump(obj, buf)
+    return buf.getvalue()
+
+
+def _thresholds_from(thresholds: Any) -> dict[str, Any]:
+    if thresholds is None:
+        _log.info("no thresholds given: using the seed defaults %s", dict(DEFAULT_THRESHOLDS))
+        thresholds = dict(DEFAULT_THRESHOLDS)
+        where = "default thresholds"
+    elif isinstance(thresholds, (str, os.PathLike)):
+        where = str(thresholds)
+        thresholds = _read_json_file(Path(thresholds), "thresholds")
+    else:
+        where = "thresholds"
+    try:
+        return check_thresholds(thresholds)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+# -- export ----------------------------------------------------------------------------------
+def export_artifact(
+    *,
+    calibrator: Any,
+    name: str,
+    thresholds: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    models_dir: str | os.PathLike[str] | None = None,
+    claims: Any = None,
+    metrics: Mapping[str, Any] | None = None,
+    figures: Sequence[str | os.PathLike[str]] = (),
+    joblib_model: Any = None,
+    include_joblib: bool = True,
+) -> ExportResult:
+    """Write a new artifact version ``models_dir/name/vN`` and return where it landed.
+
+    Parameters
+    ----------
+    calibrator : PortableCalibrator, path or fitted estimator
+        A :class:`~amv_calib.contract._features.PortableCalibrator`; a compare DIR (its
+        ``champion.json``, ``champion.joblib``, the champion's row of ``comparison.json``
+        as metrics, and its tables and figures are taken); a ``.json`` portable calibrator
+        (with a same-named ``.joblib`` beside it, if any); a ``.joblib`` fitted estimator;
+        or a fitted estimator with ``to_portable(*, clamp=None)``.
+    name : str
+        Model name, the folder under ``models_dir``.
+    thresholds : mapping or path, optional
+        The ``thresholds.json`` object or file; ``None`` uses :data:`DEFAULT_THRESHOLDS`.
+        Its ``clamp`` (when not null) becomes the calibrator's clamp.
+    models_dir : path, optional
+        Defaults to :func:`amv_calib.settings.models_dir`.
+    claims : DataFrame or path, optional
+        The training claims, for the manifest's ``training_data`` fingerprint.
+    metrics : mapping, optional
+        Merged over the metrics taken from a compare DIR; non-finite numbers become null.
+    figures : sequence of paths
+        Further files to copy into the artifact (by base name).
+    joblib_model : path or estimator, optional
+        A ``.joblib`` file to copy, or an estimator to dump, as ``calibrator.joblib``;
+        by default the compare DIR's ``champion.joblib``, the ``.joblib`` given, or the
+        estimator given.
+    include_joblib : bool, default True
+        False leaves ``calibrator.joblib`` out.
+
+    Returns
+    -------
+    ExportResult
+
+    Raises
+    ------
+    ConfigError
+        Bad name, missing or malformed input file, invalid thresholds, clashing file names.
+    DataContractError
+        Claims that lack canonical columns or hold unparseable values.
+    """
+    _check_name(name)
+    gate = _thresholds_from(thresholds)
+    clamp = None if gate["clamp"] is None else (gate["clamp"][0], gate["clamp"][1])
+    src = _resolve_source(calibrator, clamp)
+    portable = src.portable
+    if clamp is not None:
+        portable = replace(portable, clamp=clamp)
+    elif portable.clamp is not None:
+        # The manifest's gate clamp is always the clamp the gate applies.
+        gate["clamp"] = [portable.clamp[0], portable.clamp[1]]
+
+    payload: dict[str, bytes | Path] = {CALIBRATOR_FILE: canonical_json_bytes(portable.to_dict())}
+    if include_joblib:
+        if joblib_model is not None:
+            if isinstance(joblib_model, (str, os.PathLike)):
+                jp = Path(joblib_model)
+                if not jp.is_file():
+                    raise ConfigError(f"{jp}: joblib_model does not exist")
+                payload[JOBLIB_FILE] = jp
+            else:
+                payload[JOBLIB_FILE] = _joblib_bytes(joblib_model)
+        elif src.joblib_path is not None:
+            payload[JOBLIB_FILE] = src.joblib_path
+        elif src.estimator is not None:
+            payload[JOBLIB_FILE] = _joblib_bytes(src.estimator)
+    extra: dict[str, Path] = dict(src.report_files or {})
+    for fig in figures:
+        fp = Path(fig)
+        if not fp.is_file():
+            raise ConfigError(f"{fp}: figure file does not exist")
+        if fp.name in _RESERVED or fp.name in extra:
+            raise ConfigError(f"{fp}: file name {fp.name!r} clashes with another artifact file")
+        extra[fp.name] = fp
+    payload.update(extra)
+
+    merged_metrics = dict(src.metrics or {})
+    merged_metrics.update(metrics or {})
+    from amv_calib import __version__
+
+    manifest_base: dict[str, Any] = {
+        "format": ARTIFACT_FORMAT,
+        "format_version": ARTIFACT_FORMAT_VERSION,
+        "name": name,
+        "created_utc": _utc_now(),
+        "package_version": __version__,
+        "git_commit": _git_commit(),
+        "calibrator_kind": portable.kind,
+        "calibrator_source": portable.source,
+        "feature_map": portable.feature_map.to_list(),
+        "gate": gate,
+        "training_data": (dict(_NO_TRAINING_DATA) if claims is None
+                          else claims_fingerprint(claims)),
+        "metrics": _json_safe(merged_metrics, "metrics"),
+    }
+    root = (Path(models_dir) if models_dir is not None else default_models_dir()) / name
+    path, version, manifest = _write_version(root, payload, manifest_base)
+    _log.info("exported %s %s to %s", name, version, path)
+    return ExportResult(path=path, name=name, version=version, manifest=manifest)
+
+
+def _next_number(root: Path) -> int:
+    nums = [int(m.group(1)) for p in root.iterdir() if (m := _VERSION_RE.fullmatch(p.name))]
+    return max(nums, default=0) + 1
+
+
+def _sweep_stale_tmp(root: Path) -> None:
+    """Remove ``.tmp-*`` folders of exports killed over a day ago (never a live one)."""
+    cutoff = time.time() - _STALE_TMP_S
+    for p in root.glob(".tmp-*"):
+        with contextlib.suppress(OSError):
+            if p.is_dir() and p.stat().st_mtime < cutoff:
+                shutil.rmtree(p)
+                _log.info("removed %s, left by an interrupted export", p)
+
+
+def _write_version(
+    root: Path, payload: Mapping[str, bytes | Path], manifest_base: Mapping[str, Any]
+) -> tuple[Path, str, dict[str, Any]]:
+    root.mkdir(parents=True, exist_ok=True)
+    _sweep_stale_tmp(root)
+    tmp = root / f".tmp-{uuid.uuid4().hex}"
+    tmp.mkdir()
+    try:
+        digests: dict[str, str] = {}
+        for rel in sorted(payload):
+            content = payload[rel]
+            data = content if isinstance(content, bytes) else content.read_bytes()
+            _write_bytes(tmp / rel, data)
+            digests[rel] = hashlib.sha256(data).hexdigest()
+        for _ in range(10_000):
+            version = f"v{_next_number(root)}"
+            manifest = {**manifest_base, "version": version, "files": digests}
+            _write_bytes(tmp / MANIFEST_FILE, canonical_json_bytes(manifest))
+            _fsync_dir(tmp)
+            target = root / version
+            try:
+                # Atomic claim: fails when another process renamed its folder to vN first.
+                os.rename(tmp, target)
+            except OSError as exc:
+                if exc.errno in (errno.EEXIST, errno.ENOTEMPTY) or target.exists():
+                    _log.debug("%s was claimed by another export; trying the next", target)
+                    continue
+                raise
+            _fsync_dir(root)
+            return target, version, manifest
+        raise ArtifactError(f"{root}: could not claim a free version folder")  # pragma: no cover
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+# -- aliases -------------------------------------------------------------------------------
+def _model_dir(name: str, models_dir: str | os.PathLike[str] | None) -> Path:
+    root = Path(models_dir) if models_dir is not None else default_models_dir()
+    mdir = root / _check_name(name)
+    if not mdir.is_dir():
+        raise ArtifactError(f"{mdir}: no such model folder")
+    return mdir
+
+
+def _manifest_sha(version_dir: Path) -> str:
+    try:
+        return hashlib.sha256((version_dir / MANIFEST_FILE).read_bytes()).hexdigest()
+    except OSError as exc:
+        raise ArtifactError(f"{version_dir / MANIFEST_FILE}: cannot read ({exc.strerror})") \
+            from None
+
+
+def _write_aliases(mdir: Path, data: Mapping[str, Any]) -> None:
+    _atomic_write(mdir / ALIASES_FILE, canonical_json_bytes(data))
+
+
+def promote(
+    name: str,
+    version: str | int,
+    *,
+    alias: str,
+    models_dir: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Point ``alias`` of model ``name`` at ``version`` after verifying that version.
+
+    The alias file ``models_dir/name/aliases.json`` is rewritten atomically under a lock;
+    the alias keeps its history (a stack: :func:`rollback` pops it) and the sha256 of the
+    promoted ``manifest.json``, which loading through the alias checks.
+
+    Returns
+    -------
+    dict
+        The alias entry: ``{"version", "manifest_sha256", "updated_utc", "history", "log"}``.
+
+    Raises
+    ------
+    ArtifactError
+        The version is missing or fails :func:`amv_calib.gate.load_artifact`.
+    """
+    mdir = _model_dir(name, models_dir)
+    _check_name(alias, "alias")
+    version = _check_version(version)
+    load_artifact(mdir / version)
+    sha = _manifest_sha(mdir / version)
+    with _locked(mdir):
+        data = read_aliases(mdir)
+        data["name"] = name
+        now = _utc_now()
+        entry = data["aliases"].get(alias)
+        if entry is not None and entry["version"] == version \
+                and entry.get("manifest_sha256") == sha:
+            return dict(entry)
+        if entry is None:
+            entry = {"history": [], "log": []}
+        history = list(entry.get("history", []))
+        history.append({"version": version, "manifest_sha256": sha, "promoted_utc": now})
+        log = list(entry.get("log", []))
+        log.append({"action": "promote", "version": version, "utc": now})
+        entry = {"version": version, "manifest_sha256": sha, "updated_utc": now,
+                 "history": history, "log": log}
+        data["aliases"][alias] = entry
+        _write_aliases(mdir, data)
+    _log.info("alias %s of %s now points at %s", alias, name, version)
+    return dict(entry)
+
+
+def rollback(
+    name: str, *, alias: str, models_dir: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
+    """Move ``alias`` back to the version it pointed at before the current one.
+
+    The previous version is verified first (and its manifest must be the one that was
+    promoted); the current version is popped from the alias history.
+
+    Returns
+    -------
+    dict
+        The alias entry after the rollback.
+
+    Raises
+    ------
+    ArtifactError
+        No such alias, no earlier version in its history, or the earlier version is missing,
+        changed since it was promoted, or fails verification.
+    """
+    mdir = _model_dir(name, models_dir)
+    _check_name(alias, "alias")
+    with _locked(mdir):
+        data = read_aliases(mdir)
+        entry = data["aliases"].get(alias)
+        if entry is None:
+            raise ArtifactError(f"{mdir / ALIASES_FILE}: no alias {alias!r} to roll back")
+        history = list(entry.get("history", []))
+        if len(history) < 2:
+            raise ArtifactError(
+                f"{mdir / ALIASES_FILE}: alias {alias!r} has no earlier version to roll back "
+                f"to (history: {[h['version'] for h in history]})"
+            )
+        previous = history[-2]
+        prev_dir = mdir / previous["version"]
+        load_artifact(prev_dir)
+        sha = _manifest_sha(prev_dir)
+        recorded = previous.get("manifest_sha256")
+        if recorded is not None and recorded != sha:
+            raise ArtifactError(
+                f"{prev_dir / MANIFEST_FILE}: changed since it was promoted (sha256 {sha}, "
+                f"recorded {recorded}); promote a version explicitly instead"
+            )
+        now = _utc_now()
+        log = list(entry.get("log", []))
+        log.append({"action": "rollback", "version": previous["version"],
+                    "from_version": entry["version"], "utc": now})
+        entry = {"version": previous["version"], "manifest_sha256": sha, "updated_utc": now,
+                 "history": history[:-1], "log": log}
+        data["aliases"][alias] = entry
+        _write_aliases(mdir, data)
+    _log.info("alias %s of %s rolled back to %s", alias, name, entry["version"])
+    return dict(entry)
+
+
+# -- verify and bundle ---------------------------------------------------------------------
+def _summary(art: LoadedArtifact) -> dict[str, Any]:
+    m = art.manifest
+    return {
+        "ok": True,
+        "path": str(art.path),
+        "name": art.name,
+        "version": art.version,
+        "alias": art.alias,
+        "format": m["format"],
+        "format_version": m["format_version"],
+        "created_utc": m.get("created_utc"),
+        "package_version": m.get("package_version"),
+        "git_commit": m.get("git_commit"),
+        "calibrator_kind": art.calibrator.kind,
+        "calibrator_source": art.calibrator.source,
+        "feature_map": art.calibrator.feature_map.names,
+        "gate": art.thresholds,
+        "training_data": m.get("training_data"),
+        "metrics": m.get("metrics"),
+        "files": art.files,
+    }
+
+
+def verify_artifact(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Check an artifact as the gate would and return its manifest summary.
+
+    ``path`` is any reference :func:`amv_calib.gate.load_artifact` takes (a version folder
+    or ``MODEL_DIR@ALIAS``). Raises :class:`~amv_calib.ArtifactError` when it is refused.
+    """
+    return _summary(load_artifact(path))
+
+
+def _epoch(created_utc: Any) -> int:
+    try:
+        when = dt.datetime.strptime(str(created_utc), "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return 0
+    return int(when.replace(tzinfo=dt.UTC).timestamp())
+
+
+def bundle(
+    name: str,
+    version: str | int,
+    out: str | os.PathLike[str] | None = None,
+    *,
+    models_dir: str | os.PathLike[str] | None = None,
+) -> Path:
+    """Write one verified version as a deterministic ``.tar.gz`` and return its path.
+
+    Entries are ``NAME/vN/...`` in sorted order with mode 0644/0755, owner 0, and every
+    mtime set to the manifest's ``created_utc``; the gzip header carries no name or time.
+    So the same artifact always gives the same bytes. Extract it into a ``models`` folder
+    (``tar -xzf FILE -C models``) and it is ready to verify and promote.
+
+    Parameters
+    ----------
+    out : path, optional
+        Defaults to ``NAME-vN.tar.gz`` in the current directory.
+    """
+    mdir = _model_dir(name, models_dir)
+    version = _check_version(version)
+    art = load_artifact(mdir / version)
+    target = Path(out) if out is not None else Path(f"{name}-{version}.tar.gz")
+    mtime = _epoch(art.manifest.get("created_utc"))
+    rels = sorted([MANIFEST_FILE, *art.files])
+    dirs = sorted({str(Path(r).parent.as_posix()) for r in rels} - {"."})
+    prefix = f"{name}/{version}"
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        entries = [(d, None) for d in ("", *dirs)] + [(r, art.path / r) for r in rels]
+        for rel, src in sorted(entries, key=lambda e: e[0]):
+            info = tarfile.TarInfo(f"{prefix}/{rel}".rstrip("/"))
+            info.mtime = mtime
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            if src is None:
+                info.type = tarfile.DIRTYPE
+                info.mode = 0o755
+                tar.addfile(info)
+            else:
+                data = src.read_bytes()
+                info.size = len(data)
+                info.mode = 0o644
+                tar.addfile(info, io.BytesIO(data))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(target, buf.getvalue())
+    _log.info("bundled %s %s into %s", name, version, target)
+    return target
+

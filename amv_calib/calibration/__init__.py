@@ -1,0 +1,81 @@
+"""Claims -> calibrators: Platt, Beta and isotonic fits, metrics, the leakage-safe comparison
+and the reliability figure.
+"""
+
+from __future__ import annotations
+
+from amv_calib.calibration._calibrators import (
+    BETA_EXTRA_MAP,
+    BETA_SCORES,
+    DEFAULT_PLATT_MAP,
+    RICH_BETA_EXTRA_MAP,
+    RICH_PLATT_MAP,
+    BetaCalibrator,
+    IsotonicCalibrator,
+    PlattCalibrator,
+    SeedPriorCalibrator,
+)
+from amv_calib.calibration._compare import (
+    CALIBRATOR_FACTORIES,
+    DEFAULT_CALIBRATORS,
+    METRIC_NAMES,
+    ComparisonResult,
+    compare_calibrators,
+    make_folds,
+    write_comparison,
+)
+from amv_calib.calibration._figures import (
+    reliability_figure,
+    write_figure_png,
+)
+from amv_calib.calibration._metrics import (
+    METRICS,
+    BootstrapInterval,
+    Metric,
+    bootstrap_ci,
+    bootstrap_counts,
+    bootstrap_metrics,
+    brier_score,
+    ece,
+    log_loss,
+    mce,
+    reliability_curve,
+    roc_auc,
+    smooth_ece,
+    smooth_ece_sigma,
+)
+
+__all__ = [
+    "BETA_EXTRA_MAP",
+    "BETA_SCORES",
+    "CALIBRATOR_FACTORIES",
+    "DEFAULT_CALIBRATORS",
+    "DEFAULT_PLATT_MAP",
+    "METRICS",
+    "METRIC_NAMES",
+    "RICH_BETA_EXTRA_MAP",
+    "RICH_PLATT_MAP",
+    "BetaCalibrator",
+    "BootstrapInterval",
+    "ComparisonResult",
+    "IsotonicCalibrator",
+    "Metric",
+    "PlattCalibrator",
+    "SeedPriorCalibrator",
+    "bootstrap_ci",
+    "bootstrap_counts",
+    "bootstrap_metrics",
+    "brier_score",
+    "compare_calibrators",
+    "ece",
+    "log_loss",
+    "make_folds",
+    "mce",
+    "reliability_curve",
+    "reliability_figure",
+    "roc_auc",
+    "smooth_ece",
+    "smooth_ece_sigma",
+    "write_comparison",
+    "write_figure_png",
+]

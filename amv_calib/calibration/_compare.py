@@ -1,0 +1,777 @@
+"""Leakage-safe comparison of calibrators: shared folds, out-of-fold metrics, a champion.
+
+Folds (every calibrator gets the same ones, and one ``claim_id`` never sits on both sides):
+
+- ``split="time"``: *blocked* k-fold in time. Each claim is placed at its first use (its
+  smallest ``timestamp``); claims are ordered by that time (ties by ``claim_id``) and cut
+  into ``folds`` contiguous blocks of about equal row counts: a claim goes to block
+  ``floor(folds * m / n)``, ``m`` being the running row count at the claim's middle. Each
+  block is a test fold once and the others are its training rows, so every row gets one
+  out-of-fold prediction (forward chaining would leave the first block without one, and the
+  oracle comparison needs all rows). All rows of a claim, including its later uses, stay in
+  its block.
+- ``split="group"``: :class:`sklearn.model_selection.GroupKFold` by ``claim_id``.
+
+The champion minimises a proper scoring rule of the pooled out-of-fold predictions
+(``log_loss`` by default, ``brier`` possible), with the other as tie-break (values equal to
+a relative 1e-9); ECE and MCE only describe. Intervals are percentile bootstrap intervals
+over rows, from the same resamples for every calibrator (see :mod:`amv_calib.calibration._metrics`).
+When the claims carry ``p_true`` (synthetic data), the oracle's metrics and each
+calibrator's excess log loss over it (absolute, with a paired bootstrap interval, and
+relative) are reported too; ``p_true`` is never used for fitting.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from amv_calib.contract import CLAIM_FEATURES
+from amv_calib.exceptions import DataContractError, InsufficientDataError, MissingColumnsError
+from amv_calib.settings import CALIBRATOR_NAMES, DEFAULT_CALIBRATORS, DEFAULT_SEED
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "CALIBRATOR_FACTORIES",
+    "DEFAULT_CALIBRATORS",
+    "METRIC_NAMES",
+    "ComparisonResult",
+    "compare_calibrators",
+    "make_folds",
+    "write_comparison",
+]
+
+_log = logging.getLogger("amv_calib.calibration._compare")
+
+FloatArray = NDArray[np.float64]
+Split = Literal["time", "group"]
+Scoring = Literal["log_loss", "brier"]
+
+#: Metric columns of every table, in order.
+METRIC_NAMES: Final = ("log_loss", "brier", "auc", "ece", "ece_mass", "mce", "smooth_ece")
+
+
+def _factories() -> dict[str, Callable[[], Any]]:
+    from amv_calib.calibration._calibrators import (
+        RICH_BETA_EXTRA_MAP,
+        RICH_PLATT_MAP,
+        BetaCalibrator,
+        IsotonicCalibrator,
+        PlattCalibrator,
+        SeedPriorCalibrator,
+    )
+
+    return {
+        "platt": lambda: PlattCalibrator(feature_map=RICH_PLATT_MAP),
+        "platt_seed": PlattCalibrator,
+        "beta": lambda: BetaCalibrator(extra_map=RICH_BETA_EXTRA_MAP),
+        "beta_seed": BetaCalibrator,
+        "isotonic": lambda: IsotonicCalibrator(feature_map=RICH_PLATT_MAP, strict=True),
+        "isotonic_step": lambda: IsotonicCalibrator(feature_map=RICH_PLATT_MAP),
+        "seed_prior": SeedPriorCalibrator,
+    }
+
+
+#: Names ``compare`` knows (``--calibrators``), each a configured estimator (see
+#: :data:`amv_calib.settings.CALIBRATOR_NAMES`), and the ones compared when none are given.
+CALIBRATOR_FACTORIES: Final = CALIBRATOR_NAMES
+
+_NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+# -- result -----------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class ComparisonResult:
+    """Everything :func:`compare_calibrators` measured.
+
+    Attributes
+    ----------
+    champion : str
+        Name of the calibrator with the best out-of-fold score.
+    table : pandas.DataFrame
+        One row per calibrator (then ``oracle`` when ``p_true`` is present): ``name``, each
+        metric with ``<metric>_low``/``<metric>_high`` bootstrap bounds, the excess log loss
+        columns when there is an oracle, and ``champion``.
+    per_fold : pandas.DataFrame
+        ``calibrator``, ``fold`` and each metric on that fold's test rows.
+    folds : pandas.DataFrame
+        ``fold``, ``n_train``, ``n_test``, ``n_test_claims`` and, for time splits, the first
+        and last test timestamp (epoch seconds) of each fold.
+    reliability : pandas.DataFrame
+        Reliability bins (``calibrator``, ``strategy`` and the columns of
+        :func:`amv_calib.calibration._metrics.reliability_curve`) of the out-of-fold predictions.
+    oof : dict of str to ndarray
+        Out-of-fold ``P(violated)`` per calibrator, in input row order.
+    y : ndarray
+        The ``violated`` labels (0/1) in input row order.
+    estimators : dict
+        Each calibrator refitted on all rows (empty when ``refit=False``).
+    config : dict
+        The settings of the run.
+    timings : dict
+        Seconds spent fitting per calibrator (summed over folds) and in the bootstrap; kept
+        out of the written files so those are identical for identical inputs.
+    """
+
+    champion: str
+    table: pd.DataFrame
+    per_fold: pd.DataFrame
+    folds: pd.DataFrame
+    reliability: pd.DataFrame
+    oof: dict[str, FloatArray]
+    y: FloatArray
+    estimators: dict[str, Any]
+    config: dict[str, Any]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def champion_estimator(self) -> Any:
+        """The champion refitted on all rows."""
+        if self.champion not in self.estimators:
+            raise KeyError("the comparison ran with refit=False: no refitted champion")
+        return self.estimators[self.champion]
+
+    @property
+    def has_oracle(self) -> bool:
+        """True when the claims carried ``p_true``."""
+        return bool((self.table["name"] == "oracle").any())
+
+    def summary(self) -> dict[str, Any]:
+        """The object ``amv-calib compare --json`` prints.
+
+        ``{"champion", "scoring", "calibrators": [{"name", <metrics>, "ci": {metric:
+        [low, high]}, ...}], "oracle": {...} or null}``; ``ece`` is equal-width,
+        ``ece_mass`` equal-mass. Non-finite numbers are ``null``.
+        """
+        rows: dict[str, dict[str, Any]] = {
+            str(r["name"]): {str(k): v for k, v in r.items()}
+            for r in self.table.to_dict(orient="records")
+        }
+        cals = [self._entry(rows[name]) for name in self.oof]
+        oracle = self._entry(rows["oracle"]) if "oracle" in rows else None
+        return {
+            "champion": self.champion,
+            "scoring": self.config["scoring"],
+            "calibrators": cals,
+            "oracle": oracle,
+        }
+
+    def _entry(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": row["name"]}
+        for m in METRIC_NAMES:
+            out[m] = _num(row[m])
+        out["ci"] = {m: [_num(row[f"{m}_low"]), _num(row[f"{m}_high"])] for m in METRIC_NAMES}
+        if "excess_log_loss" in row and row["name"] != "oracle":
+            out["excess_log_loss"] = _num(row["excess_log_loss"])
+            out["excess_log_loss_ci"] = [
+                _num(row["excess_log_loss_low"]), _num(row["excess_log_loss_high"])
+            ]
+            out["excess_log_loss_rel"] = _num(row["excess_log_loss_rel"])
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """``comparison.json``: :meth:`summary` plus folds, per-fold metrics and config."""
+        out = self.summary()
+        out["config"] = self.config
+        out["folds"] = _records(self.folds)
+        out["per_fold"] = _records(self.per_fold)
+        return out
+
+
+def _num(v: Any) -> float | int | None:
+    if v is None:
+        return None
+    if isinstance(v, (bool, np.bool_)):
+        return int(v)
+    f = float(v)
+    if not math.isfinite(f):
+        return None
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    return f
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    out = []
+    for rec in frame.to_dict(orient="records"):
+        out.append({str(k): (v if isinstance(v, str) else _num(v)) for k, v in rec.items()})
+    return out
+
+
+# -- input ------------------------------------------------------------------------------------
+def _timestamps(col: pd.Series[Any]) -> FloatArray:
+    """Timestamps as epoch seconds (datetime, ISO-8601 text or numbers)."""
+    import pandas as pd
+
+    if pd.api.types.is_datetime64_any_dtype(col.dtype):
+        ts = pd.to_datetime(col, utc=True)
+    elif pd.api.types.is_numeric_dtype(col.dtype):
+        out = col.to_numpy(dtype=np.float64)
+        bad = ~np.isfinite(out)
+        if np.any(bad):
+            i = int(np.argmax(bad))
+            raise DataContractError(f"timestamp of row {i} is {col.iloc[i]!r}, not a time")
+        return out
+    else:
+        try:
+            ts = pd.to_datetime(col, utc=True, format="ISO8601")
+        except (ValueError, TypeError) as exc:
+            raise DataContractError(f"timestamp column is not ISO-8601 text: {exc}") from exc
+    if ts.isna().any():
+        i = int(np.argmax(ts.isna().to_numpy()))
+        raise DataContractError(f"timestamp of row {i} is missing")
+    seconds = (ts - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)
+    return np.asarray(seconds, dtype=np.float64)
+
+
+def _labels(col: pd.Series[Any]) -> FloatArray:
+    vals = col.to_numpy()
+    try:
+        y = np.asarray(vals, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise DataContractError(f"violated must be bool or 0/1: {exc}") from exc
+    bad = ~((y == 0.0) | (y == 1.0))
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        raise DataContractError(f"violated of row {i} is {vals[i]!r}; expected bool or 0/1")
+    return y
+
+
+def _features(claims: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
+    cols = {}
+    for c in CLAIM_FEATURES:
+        try:
+            v = claims[c].to_numpy(dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise DataContractError(f"{c} is not numeric: {exc}") from exc
+        bad = ~np.isfinite(v)
+        if np.any(bad):
+            i = int(np.argmax(bad))
+            raise DataContractError(f"{c} of row {i} is {claims[c].iloc[i]!r}, not finite")
+        cols[c] = v
+    # Integer codes stand for the claim ids inside the comparison (cheap to group by).
+    cols["claim_id"] = pd.factorize(claims["claim_id"].astype(str))[0].astype(np.int64)
+    return pd.DataFrame(cols)
+
+
+# -- folds ------------------------------------------------------------------------------------
+def make_folds(
+    claims: pd.DataFrame, *, folds: int = 5, split: Split = "time"
+) -> NDArray[np.intp]:
+    """Test-fold number (``0 .. folds - 1``) of every row; see the module docstring."""
+    import pandas as pd
+
+    if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
+        raise ValueError(f"folds={folds!r} must be an integer >= 2")
+    if split not in ("time", "group"):
+        raise ValueError(f"split={split!r} must be 'time' or 'group'")
+    n = len(claims)
+    if n < folds:
+        raise InsufficientDataError(f"{n} rows are fewer than folds={folds}")
+    codes, uniques = pd.factorize(claims["claim_id"].astype(str), sort=False)
+    n_claims = len(uniques)
+    if n_claims < folds:
+        raise InsufficientDataError(
+            f"only {n_claims} distinct claim_id values for folds={folds}: one claim may not "
+            "sit on both sides of a split, so each fold needs its own claims"
+        )
+    sizes = np.bincount(codes, minlength=n_claims)
+    if split == "group":
+        from sklearn.model_selection import GroupKFold
+
+        out = np.empty(n, dtype=np.intp)
+        dummy = np.zeros((n, 1))
+        for k, (_, test) in enumerate(GroupKFold(n_splits=folds).split(dummy, groups=codes)):
+            out[test] = k
+        return out
+    ts = _timestamps(claims["timestamp"])
+    first = np.full(n_claims, np.inf)
+    np.minimum.at(first, codes, ts)
+    order = np.lexsort((np.asarray(uniques, dtype=str), first))
+    mid = np.cumsum(sizes[order]) - 0.5 * sizes[order]
+    claim_fold = np.empty(n_claims, dtype=np.intp)
+    claim_fold[order] = np.minimum(folds - 1, np.floor(folds * mid / n)).astype(np.intp)
+    out = claim_fold[codes]
+    counts = np.bincount(out, minlength=folds)
+    if np.any(counts == 0):
+        k = int(np.argmax(counts == 0))
+        big = int(np.argmax(sizes))
+        raise InsufficientDataError(
+            f"time fold {k} of {folds} is empty: claim {uniques[big]!r} alone holds "
+            f"{int(sizes[big])} of {n} rows; use fewer folds or split='group'"
+        )
+    return out
+
+
+def _check_fold_labels(y: FloatArray, fold: NDArray[np.intp], folds: int, split: str) -> None:
+    for k in range(folds):
+        for side, mask in (("test", fold == k), ("training", fold != k)):
+            rate = y[mask].mean()
+            if rate in (0.0, 1.0):
+                value = "True" if rate == 1.0 else "False"
+                raise InsufficientDataError(
+                    f"fold {k} of {folds} (split={split!r}): all {int(mask.sum())} {side} "
+                    f"rows have violated={value}; both outcomes are needed on each side "
+                    "(use fewer folds, another split, or more data)"
+                )
+
+
+# -- the comparison ---------------------------------------------------------------------------
+def _resolve_calibrators(calibrators: Any) -> dict[str, Any]:
+    from sklearn.base import clone
+
+    factories = _factories()
+    if calibrators is None:
+        return {name: factories[name]() for name in DEFAULT_CALIBRATORS}
+    if isinstance(calibrators, Mapping):
+        items = list(calibrators.items())
+    elif isinstance(calibrators, (str, bytes)) or not isinstance(calibrators, Sequence):
+        raise ValueError("calibrators must be a mapping name -> estimator or a sequence")
+    else:
+        items = []
+        for c in calibrators:
+            if isinstance(c, str):
+                if c not in factories:
+                    raise ValueError(
+                        f"unknown calibrator {c!r}; expected one of {list(CALIBRATOR_FACTORIES)}"
+                    )
+                items.append((c, factories[c]()))
+            else:
+                base = re.sub(r"(?<!^)(?=[A-Z])", "_", type(c).__name__).lower()
+                base = base.removesuffix("_calibrator")
+                name, i = base, 2
+                while name in {n for n, _ in items}:
+                    name, i = f"{base}_{i}", i + 1
+                items.append((name, c))
+    out: dict[str, Any] = {}
+    for name, est in items:
+        if not _NAME_RE.match(str(name)) or name == "oracle":
+            raise ValueError(f"calibrator name {name!r} must be a plain file name, not 'oracle'")
+        if name in out:
+            raise ValueError(f"calibrator name {name!r} is given twice")
+        out[str(name)] = clone(est)
+    if not out:
+        raise ValueError("no calibrators to compare")
+    return out
+
+
+def _metric_values(y: FloatArray, p: FloatArray, w: FloatArray) -> dict[str, float]:
+    from amv_calib.calibration._metrics import METRICS, bootstrap_metrics
+
+    # One sort of the rows serves all seven metrics.
+    res = bootstrap_metrics({m: METRICS[m] for m in METRIC_NAMES}, y, p, w, n_boot=0)
+    return {m: res[m].estimate for m in METRIC_NAMES}
+
+
+def compare_calibrators(
+    claims: pd.DataFrame,
+    *,
+    calibrators: Mapping[str, Any] | Sequence[Any] | None = None,
+    folds: int = 5,
+    split: Split = "time",
+    scoring: Scoring = "log_loss",
+    tie_break: Scoring = "brier",
+    n_bins: int = 15,
+    n_boot: int = 200,
+    alpha: float = 0.05,
+    seed: int = DEFAULT_SEED,
+    sample_weight: str | None = None,
+    refit: bool = True,
+    allow_constant_features: bool = False,
+) -> ComparisonResult:
+    """Cross-validate calibrators on the same leakage-safe folds and pick a champion.
+
+    Parameters
+    ----------
+    claims : pandas.DataFrame
+        Claim outcomes with ``claim_id``, ``violated``, the four claim features and (for
+        ``split="time"``) ``timestamp``; ``p_true`` adds the oracle rows.
+    calibrators : mapping or sequence, optional
+        ``{name: estimator}``, or estimators and/or names of :data:`CALIBRATOR_FACTORIES`;
+        default :data:`DEFAULT_CALIBRATORS`. Each is cloned before fitting.
+    folds, split
+        See the module docstring.
+    scoring, tie_break : {"log_loss", "brier"}
+        Proper scoring rules that choose the champion.
+    n_bins : int
+        Bins of the reliability curves (ECE and MCE use 15).
+    n_boot, alpha, seed
+        Bootstrap resamples, interval level and seed (``n_boot=0``: no intervals).
+    sample_weight : str, optional
+        Name of a non-negative weight column (for example ``label_weight``), used in
+        fitting and in every metric.
+    refit : bool
+        Refit every calibrator on all rows (for export); default True.
+    allow_constant_features : bool
+        A claim feature constant over all rows is an error by default: no calibrator can
+        learn its effect, and the champion would ignore it in production. True compares
+        anyway (its terms get weight 0).
+
+    Raises
+    ------
+    MissingColumnsError, DataContractError, InsufficientDataError
+    """
+    import pandas as pd
+
+    from amv_calib.calibration._metrics import (
+        METRICS,
+        bootstrap_counts,
+        bootstrap_metrics,
+        reliability_curve,
+    )
+
+    if scoring not in ("log_loss", "brier") or tie_break not in ("log_loss", "brier"):
+        raise ValueError(
+            f"scoring={scoring!r} and tie_break={tie_break!r} must be proper scoring rules: "
+            "'log_loss' or 'brier' (ECE is never used to choose)"
+        )
+    need = ["claim_id", "violated", *CLAIM_FEATURES] + (["timestamp"] if split == "time" else [])
+    missing = [c for c in need if c not in claims.columns]
+    if sample_weight is not None and sample_weight not in claims.columns:
+        missing.append(sample_weight)
+    if missing:
+        raise MissingColumnsError(f"claims lack column(s) {missing}")
+    cals = _resolve_calibrators(calibrators)
+    y = _labels(claims["violated"])
+    n = y.size
+    if isinstance(folds, (int, np.integer)) and not isinstance(folds, bool) and n < folds:
+        raise InsufficientDataError(f"{n} rows are fewer than folds={folds}")
+    if n and y.min() == y.max():
+        raise InsufficientDataError(
+            f"all {n} rows have violated={'True' if y[0] == 1 else 'False'}; "
+            "a calibrator needs both outcomes"
+        )
+    X = _features(claims)
+    for c in CLAIM_FEATURES:
+        col = X[c].to_numpy()
+        if n and col.min() == col.max() and not allow_constant_features:
+            raise InsufficientDataError(
+                f"feature {c} is constant ({float(col[0])!r}) over all {n} rows: no calibrator can "
+                "learn its effect (pass allow_constant_features=True, or "
+                "--allow-constant-features, to compare anyway)"
+            )
+    if sample_weight is None:
+        w = np.ones(n)
+    else:
+        w = claims[sample_weight].to_numpy(dtype=np.float64)
+        if np.any(~np.isfinite(w) | (w < 0)):
+            i = int(np.argmax(~np.isfinite(w) | (w < 0)))
+            raise DataContractError(f"{sample_weight} of row {i} is {w[i]!r}; must be >= 0")
+    fold = make_folds(claims, folds=folds, split=split)
+    _check_fold_labels(y, fold, folds, split)
+    ts = _timestamps(claims["timestamp"]) if "timestamp" in claims.columns else None
+
+    oof = {name: np.full(n, np.nan) for name in cals}
+    fit_seconds = dict.fromkeys(cals, 0.0)
+    per_fold: list[dict[str, Any]] = []
+    fold_rows: list[dict[str, Any]] = []
+    from sklearn.base import clone
+
+    for k in range(folds):
+        test = fold == k
+        train = ~test
+        t0 = time.perf_counter()
+        Xtr, Xte = X[train], X[test]
+        for name, est in cals.items():
+            t = time.perf_counter()
+            fitted = clone(est).fit(Xtr, y[train], sample_weight=w[train])
+            fit_seconds[name] += time.perf_counter() - t
+            oof[name][test] = fitted.predict_proba(Xte)[:, 1]
+            per_fold.append({"calibrator": name, "fold": k,
+                             **_metric_values(y[test], oof[name][test], w[test])})
+        info: dict[str, Any] = {
+            "fold": k,
+            "n_train": int(train.sum()),
+            "n_test": int(test.sum()),
+            "n_test_claims": int(X.loc[test, "claim_id"].nunique()),
+        }
+        if split == "time" and ts is not None:
+            info["test_first_timestamp"] = float(ts[test].min())
+            info["test_last_timestamp"] = float(ts[test].max())
+        fold_rows.append(info)
+        _log.info(
+            "fold %d/%d: %d training rows, %d test rows, %.1f s",
+            k + 1, folds, info["n_train"], info["n_test"], time.perf_counter() - t0,
+        )
+
+    # Pooled out-of-fold metrics with intervals from shared resamples.
+    t = time.perf_counter()
+    names = list(cals)
+    preds: dict[str, FloatArray] = dict(oof)
+    oracle_p = _oracle(claims)
+    if oracle_p is not None:
+        preds["oracle"] = oracle_p
+    metric_fns = {m: METRICS[m] for m in METRIC_NAMES}
+    rows: list[dict[str, Any]] = []
+    sorted_rows: dict[str, tuple[FloatArray, FloatArray, FloatArray]] = {}
+    for name, p in preds.items():
+        # Sorted once by p, the rows serve the bootstrap and both reliability curves.
+        order = np.argsort(p, kind="stable")
+        sorted_rows[name] = (y[order], p[order], w[order])
+    for name in preds:
+        ys, ps, ws = sorted_rows[name]
+        ints = bootstrap_metrics(metric_fns, ys, ps, ws, n_boot=n_boot, seed=seed,
+                                 alpha=alpha)
+        row: dict[str, Any] = {"name": name}
+        for m in METRIC_NAMES:
+            row[m] = ints[m].estimate
+            row[f"{m}_low"] = ints[m].low
+            row[f"{m}_high"] = ints[m].high
+        rows.append(row)
+    if oracle_p is not None:
+        ll_oracle = _row_log_loss(y, oracle_p)
+        base = rows[-1]["log_loss"]
+        for row in rows:
+            d = _row_log_loss(y, preds[row["name"]]) - ll_oracle
+            est_, lo, hi = _paired_mean(d, w, n_boot, seed, alpha, bootstrap_counts)
+            row["excess_log_loss"] = est_
+            row["excess_log_loss_low"] = lo
+            row["excess_log_loss_high"] = hi
+            row["excess_log_loss_rel"] = est_ / base if base > 0 else math.nan
+    boot_seconds = time.perf_counter() - t
+
+    champion = _choose(rows[: len(names)], scoring, tie_break)
+    for row in rows:
+        row["champion"] = row["name"] == champion
+    table = pd.DataFrame(rows)
+
+    rel = []
+    for name in names:
+        for strategy in ("uniform", "quantile"):
+            ys, ps, ws = sorted_rows[name]
+            rc = reliability_curve(ys, ps, ws, n_bins=n_bins, strategy=strategy, alpha=alpha)
+            rc.insert(0, "strategy", strategy)
+            rc.insert(0, "calibrator", name)
+            rel.append(rc)
+    reliability = pd.concat(rel, ignore_index=True)
+
+    estimators: dict[str, Any] = {}
+    if refit:
+        for name, est in cals.items():
+            t = time.perf_counter()
+            estimators[name] = clone(est).fit(X, y, sample_weight=w)
+            fit_seconds[name] += time.perf_counter() - t
+        _log.info("refitted %d calibrators on all %d rows", len(cals), n)
+
+    config = {
+        "n_rows": int(n),
+        "n_claims": int(X["claim_id"].nunique()),
+        "violation_rate": float(np.average(y, weights=w)),
+        "folds": int(folds),
+        "split": split,
+        "scoring": scoring,
+        "tie_break": tie_break,
+        "n_bins": int(n_bins),
+        "n_boot": int(n_boot),
+        "alpha": float(alpha),
+        "seed": int(seed),
+        "sample_weight": sample_weight,
+        "allow_constant_features": bool(allow_constant_features),
+        "calibrators": {name: _describe(est) for name, est in cals.items()},
+        "oracle": oracle_p is not None,
+    }
+    return ComparisonResult(
+        champion=champion,
+        table=table,
+        per_fold=pd.DataFrame(per_fold),
+        folds=pd.DataFrame(fold_rows),
+        reliability=reliability,
+        oof=oof,
+        y=y,
+        estimators=estimators,
+        config=config,
+        timings={**{f"fit_{k}": v for k, v in fit_seconds.items()}, "bootstrap": boot_seconds},
+    )
+
+
+def _describe(est: Any) -> str:
+    return f"{type(est).__name__}({_params(est)})"
+
+
+def _params(est: Any) -> str:
+    parts = []
+    for k, v in sorted(est.get_params(deep=False).items()):
+        parts.append(f"{k}={getattr(v, 'names', v)!r}")
+    return ", ".join(parts)
+
+
+def _oracle(claims: pd.DataFrame) -> FloatArray | None:
+    if "p_true" not in claims.columns:
+        return None
+    try:
+        p = claims["p_true"].to_numpy(dtype=np.float64)
+    except (TypeError, ValueError):
+        _log.warning("p_true is not numeric: no oracle rows")
+        return None
+    if not np.all(np.isfinite(p) & (p >= 0) & (p <= 1)):
+        _log.warning("p_true is missing or outside [0, 1] on some rows: no oracle rows")
+        return None
+    return p
+
+
+def _row_log_loss(y: FloatArray, p: FloatArray) -> FloatArray:
+    from amv_calib.calibration._metrics import LOG_EPS
+
+    pc = np.clip(p, LOG_EPS, 1.0 - LOG_EPS)
+    out: FloatArray = -(y * np.log(pc) + (1.0 - y) * np.log1p(-pc))
+    return out
+
+
+def _paired_mean(
+    d: FloatArray, w: FloatArray, n_boot: int, seed: int, alpha: float,
+    counts: Callable[[int, int, int], Any],
+) -> tuple[float, float, float]:
+    """Weighted mean of ``d`` and its bootstrap interval over the shared resamples."""
+    est = float((w * d).sum() / w.sum())
+    vals = []
+    for c in counts(d.size, n_boot, seed):
+        wb = c * w
+        s = wb.sum()
+        if s > 0:
+            vals.append(float((wb * d).sum() / s))
+    if not vals:
+        return est, math.nan, math.nan
+    lo, hi = np.quantile(vals, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return est, float(lo), float(hi)
+
+
+def _choose(rows: list[dict[str, Any]], scoring: str, tie_break: str) -> str:
+    best = min(r[scoring] for r in rows)
+    tied = [r for r in rows if math.isclose(r[scoring], best, rel_tol=1e-9, abs_tol=0.0)]
+    return str(min(tied, key=lambda r: r[tie_break])["name"])
+
+
+# -- writing ----------------------------------------------------------------------------------
+_LABELS: Final = {
+    "log_loss": "log loss",
+    "brier": "Brier",
+    "auc": "AUC",
+    "ece": "ECE",
+    "ece_mass": "ECE (equal mass)",
+    "mce": "MCE",
+    "smooth_ece": "smooth ECE",
+}
+
+
+def _fmt(v: Any) -> str:
+    x = _num(v)
+    return "n/a" if x is None else f"{x:.4f}"
+
+
+def comparison_markdown(result: ComparisonResult) -> str:
+    """``comparison.md``: the table with intervals, the champion and the per-fold log loss."""
+    cfg = result.config
+    lines = ["# Calibrator comparison", ""]
+    split = "time-ordered blocked" if cfg["split"] == "time" else "claim-grouped"
+    lines.append(
+        f"Champion: **{result.champion}** (lowest out-of-fold {_LABELS[cfg['scoring']]}; "
+        f"{_LABELS[cfg['tie_break']]} breaks ties). {cfg['folds']} {split} folds over "
+        f"{cfg['n_rows']} rows ({cfg['n_claims']} claims, violation rate "
+        f"{cfg['violation_rate']:.4f}); {100 * (1 - cfg['alpha']):g}% bootstrap intervals "
+        f"from {cfg['n_boot']} resamples. ECE and MCE use 15 bins (ECE equal-width and "
+        "equal-mass); they describe calibration and never choose the champion."
+    )
+    lines.append("")
+    cols = ["calibrator", *(_LABELS[m] for m in METRIC_NAMES)]
+    oracle = result.has_oracle
+    if oracle:
+        cols += ["excess log loss", "excess (relative)"]
+    lines.append("| " + " | ".join(cols) + " |")
+    lines.append("|" + "|".join(["---"] + ["---:"] * (len(cols) - 1)) + "|")
+    for r in result.table.to_dict(orient="records"):
+        name = str(r["name"])
+        label = f"**{name}**" if r["champion"] else ("oracle (p_true)" if name == "oracle"
+                                                     else name)
+        cells = [label]
+        for m in METRIC_NAMES:
+            cells.append(f"{_fmt(r[m])} [{_fmt(r[f'{m}_low'])}, {_fmt(r[f'{m}_high'])}]")
+        if oracle:
+            cells.append(f"{_fmt(r['excess_log_loss'])} [{_fmt(r['excess_log_loss_low'])}, "
+                         f"{_fmt(r['excess_log_loss_high'])}]")
+            rel = _num(r["excess_log_loss_rel"])
+            cells.append("n/a" if rel is None else f"{100 * rel:.2f}%")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "## Log loss per test fold", ""]
+    pf = result.per_fold.pivot(index="calibrator", columns="fold", values="log_loss")
+    pf = pf.reindex(list(result.oof))
+    lines.append("| calibrator | " + " | ".join(f"fold {k}" for k in pf.columns) + " |")
+    lines.append("|---|" + "|".join(["---:"] * len(pf.columns)) + "|")
+    for cal, vals in pf.iterrows():
+        lines.append(f"| {cal} | " + " | ".join(_fmt(v) for v in vals) + " |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _reliability_figure(result: ComparisonResult) -> Any:
+    """The comparison's reliability diagram: every calibrator's out-of-fold curve on
+    equal-mass bins, the legend with equal-mass ECE and log loss and their intervals."""
+    from amv_calib.calibration._figures import reliability_figure
+
+    table = {r["name"]: r for r in result.table.to_dict(orient="records")}
+    labels = {}
+    for name in result.oof:
+        t = table[name]
+        star = " (champion)" if name == result.champion else ""
+        labels[name] = (
+            f"{name}{star}: ECE {t['ece_mass']:.4f} [{t['ece_mass_low']:.4f}, "
+            f"{t['ece_mass_high']:.4f}], log loss {t['log_loss']:.4f} "
+            f"[{t['log_loss_low']:.4f}, {t['log_loss_high']:.4f}]"
+        )
+    cfg = result.config
+    title = (f"Reliability, out of fold ({cfg['folds']} {cfg['split']} folds, "
+             f"{cfg['n_rows']} rows, quantile bins)")
+    return reliability_figure(result.reliability, strategy="quantile", predictions=result.oof,
+                              labels=labels, title=title)
+
+
+def write_comparison(result: ComparisonResult, out_dir: str | Path) -> dict[str, Path]:
+    """Write the compare directory layout; returns ``{file name: path}``.
+
+    Files: ``comparison.csv``, ``comparison.md``, ``comparison.json``, ``reliability.png``,
+    ``reliability_bins.csv``, ``champion.json`` (portable form of the refitted champion),
+    ``champion.joblib``, and ``calibrators/<name>.json`` / ``.joblib`` for every calibrator.
+    """
+    import joblib
+
+    from amv_calib.calibration._figures import write_figure_png
+
+    out = Path(out_dir)
+    (out / "calibrators").mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+
+    def put(name: str, text: str) -> None:
+        p = out / name
+        p.write_text(text, encoding="utf-8")
+        paths[name] = p
+
+    put("comparison.csv", result.table.to_csv(index=False, lineterminator="\n"))
+    put("comparison.md", comparison_markdown(result))
+    put("comparison.json", json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n")
+    put("reliability_bins.csv", result.reliability.to_csv(index=False, lineterminator="\n"))
+    paths["reliability.png"] = write_figure_png(_reliability_figure(result),
+                                                out / "reliability.png")
+    if result.estimators:
+        for name, est in result.estimators.items():
+            portable = est.to_portable().to_dict()
+            put(f"calibrators/{name}.json", json.dumps(portable, indent=2) + "\n")
+            joblib.dump(est, out / "calibrators" / f"{name}.joblib")
+            paths[f"calibrators/{name}.joblib"] = out / "calibrators" / f"{name}.joblib"
+        champ = result.champion_estimator
+        put("champion.json", json.dumps(champ.to_portable().to_dict(), indent=2) + "\n")
+        joblib.dump(champ, out / "champion.joblib")
+        paths["champion.joblib"] = out / "champion.joblib"
+    return paths

@@ -1,0 +1,150 @@
+"""The reliability diagram, drawn on an explicit Agg canvas (no global matplotlib state).
+
+One function draws every reliability diagram of the project: the comparison's
+``reliability.png`` and the diagrams logged to MLflow. Figures are built from
+:class:`matplotlib.figure.Figure` with a
+:class:`~matplotlib.backends.backend_agg.FigureCanvasAgg`, so drawing never touches
+``matplotlib.pyplot`` or the process-wide backend, and the PNG has no time stamp (identical
+inputs give identical bytes with one matplotlib version).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from amv_calib.exceptions import ConfigError
+
+__all__ = ["reliability_figure", "write_figure_png"]
+
+_COLOURS: Final = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+                   "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
+
+#: Accepted spellings of the columns of a bins table (``reliability_bins.csv`` uses the
+#: first of each); other tools name them differently.
+_BIN_COLUMNS: Final[dict[str, tuple[str, ...]]] = {
+    "calibrator": ("calibrator", "name", "model"),
+    "mean_pred": ("mean_pred", "mean_predicted", "mean_prediction", "pred_mean", "confidence",
+                  "p_mean", "mean_p"),
+    "observed_rate": ("observed_rate", "observed", "frac_pos", "fraction_positive", "obs_rate",
+                      "event_rate", "rate"),
+    "count": ("count", "n", "n_rows"),
+    "ci_low": ("ci_low", "observed_lo", "obs_lo", "ci_lo", "lo", "lower"),
+    "ci_high": ("ci_high", "observed_hi", "obs_hi", "ci_hi", "hi", "upper"),
+    "strategy": ("strategy", "scheme", "binning"),
+}
+_REQUIRED: Final = ("mean_pred", "observed_rate")
+_STRATEGY_LABELS: Final = {"uniform": "equal-width", "quantile": "equal-mass"}
+
+
+def _canonical_bins(bins: Any) -> Any:
+    """``bins`` with its columns under their canonical names; names the missing ones."""
+    rename = {}
+    for role, names in _BIN_COLUMNS.items():
+        found = next((c for c in names if c in bins.columns), None)
+        if found is None and role in _REQUIRED:
+            raise ConfigError(
+                f"reliability bins lack a {role!r} column (looked for {list(names)}, found "
+                f"{list(bins.columns)})"
+            )
+        if found is not None and found != role:
+            rename[found] = role
+    return bins.rename(columns=rename) if rename else bins
+
+
+def reliability_figure(
+    bins: Any,
+    *,
+    strategy: str = "quantile",
+    predictions: Mapping[str, ArrayLike] | None = None,
+    labels: Mapping[str, str] | None = None,
+    title: str | None = None,
+) -> Any:
+    """Reliability diagram of one or several calibrators.
+
+    Parameters
+    ----------
+    bins : pandas.DataFrame
+        Reliability bins (the rows of ``reliability_bins.csv``: calibrator, strategy,
+        mean_pred, observed_rate, ci_low, ci_high, count, ...; common other spellings are
+        accepted). Without a calibrator column the rows are one curve.
+    strategy : str, default "quantile"
+        The binning drawn when the table holds several (``"quantile"``: equal mass,
+        ``"uniform"``: equal width); the first one present when it lacks this one.
+    predictions : mapping name -> array, optional
+        Each calibrator's predictions, for the histogram (50 equal-width bins, log counts).
+        Without them the histogram shows the rows per reliability bin.
+    labels : mapping name -> str, optional
+        Legend text per calibrator (default: its name).
+    title : str, optional
+        Axes title (default: "Reliability (<strategy> bins)").
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Top: observed violation rate against mean prediction per bin, with the bins' 95%
+        intervals, over the diagonal. Bottom: histogram of the predictions, log scale.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    bins = _canonical_bins(bins)
+    if "strategy" in bins.columns and len(bins):
+        kinds = list(dict.fromkeys(bins["strategy"].astype(str)))
+        strategy = strategy if strategy in kinds else kinds[0]
+        bins = bins[bins["strategy"].astype(str) == strategy]
+    if "calibrator" in bins.columns:
+        names = list(predictions) if predictions is not None else list(
+            dict.fromkeys(bins["calibrator"].astype(str)))
+        curves = [(n, bins[bins["calibrator"].astype(str) == n]) for n in names]
+    else:
+        curves = [("", bins)]
+    fig = Figure(figsize=(7.0, 8.0), dpi=100)
+    FigureCanvasAgg(fig)
+    grid = fig.add_gridspec(2, 1, height_ratios=(3, 1), hspace=0.08)
+    ax = fig.add_subplot(grid[0])
+    hist = fig.add_subplot(grid[1], sharex=ax)
+    ax.plot([0, 1], [0, 1], linestyle="--", color="#555555", linewidth=1, label="perfect")
+    edges = np.linspace(0.0, 1.0, 51)
+    for i, (name, r) in enumerate(curves):
+        colour = _COLOURS[i % len(_COLOURS)]
+        x = r["mean_pred"].to_numpy(dtype=float)
+        yv = r["observed_rate"].to_numpy(dtype=float)
+        label = (labels or {}).get(name, name) or None
+        if {"ci_low", "ci_high"} <= set(r.columns):
+            err = np.vstack([yv - r["ci_low"].to_numpy(dtype=float),
+                             r["ci_high"].to_numpy(dtype=float) - yv])
+            ax.errorbar(x, yv, yerr=np.clip(err, 0.0, None), marker="o", markersize=3,
+                        linewidth=1.2, capsize=2, color=colour, label=label)
+        else:
+            ax.plot(x, yv, marker="o", markersize=3, linewidth=1.2, color=colour, label=label)
+        if predictions is not None:
+            counts, _ = np.histogram(np.asarray(predictions[name], dtype=float), bins=edges)
+            hist.stairs(np.maximum(counts, 0.5), edges, color=colour, linewidth=1.2)
+        elif "count" in r.columns and {"bin_lower", "bin_upper"} <= set(r.columns) and len(r):
+            lo = r["bin_lower"].to_numpy(dtype=float)
+            hi = r["bin_upper"].to_numpy(dtype=float)
+            hist.bar(lo, r["count"].to_numpy(dtype=float), width=hi - lo, align="edge",
+                     fill=False, edgecolor=colour, linewidth=1.2)
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(0.0, 1.0)
+    ax.set_ylabel("observed violation rate")
+    kind = _STRATEGY_LABELS.get(strategy, strategy)
+    ax.set_title(title if title is not None else f"Reliability ({kind} bins)", fontsize=10)
+    ax.legend(loc="upper left", fontsize=7, frameon=False)
+    ax.tick_params(labelbottom=False)
+    hist.set_yscale("log")
+    hist.set_xlabel("predicted P(violated)")
+    hist.set_ylabel("rows")
+    return fig
+
+
+def write_figure_png(fig: Any, path: str | Path) -> Path:
+    """Write ``fig`` to ``path`` as a PNG without a time stamp; return the path."""
+    out = Path(path)
+    fig.savefig(out, format="png", metadata={"Software": None})
+    return out

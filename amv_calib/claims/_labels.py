@@ -1,0 +1,1638 @@
+"""Claim outcomes from gate decision logs: the label join.
+
+The gate appends one JSON line per decision (:mod:`amv_calib.gate._decision_log`). Whether a
+premise's claim was really violated is learnt later, from *outcome records*. This module
+joins the two into the claim-outcome table of the data contract (DESIGN section 3), one row
+per (claim, use), and accounts for every input record in a :class:`JoinReport`.
+
+Uses
+----
+A *use* is one premise of one action: the key is ``(action_id, premise id)`` (the premise id
+falls back to its ``claim_id``). An action logged several times (a caller that evaluates it
+again after each verification) is one use per premise, and the **last** record of the
+action (in file order, files in the order given) supplies the use time and the claim
+features; ``Gate.run`` logs one record per action, with all its verifier calls. A record
+without ``action_id`` is an action of its own. Premise entries merged this way are counted
+as ``repeated_entries``. A use whose claim id, time or features break the data contract
+(``recency_hours >= 0``, scores in [0, 1], a boolean contradiction flag) is ``invalid_use``.
+
+Outcome records
+---------------
+Columns ``claim_id`` and/or ``action_id``, ``time`` and ``violated`` (camelCase aliases and
+``timestamp``/``observed_at`` accepted; CSV, Parquet or JSONL). Outcomes arrive **after**
+the use: an outcome only labels uses at or before its ``time``. Three kinds, the most
+specific one that has an outcome at or after the use decides:
+
+1. ``action_id`` + ``claim_id``: the claim's truth in that action.
+2. ``action_id`` only: the action's truth. ``violated = false`` means every premise held;
+   ``violated = true`` labels the premise only when the action has one premise, otherwise it
+   is ``ambiguous_action_outcome`` (unless a claim outcome below decides the premise).
+3. ``claim_id`` only: the claim's truth as established at ``time``. A use takes the
+   **earliest** claim outcome at or after it, so each outcome labels the uses since the
+   previous outcome of that claim.
+
+Several outcomes deciding the same use with different ``violated`` values (same kind, and
+for claim outcomes the same earliest time) make it ``conflicting_outcomes``. A use with no
+outcome at or after it is ``outcome_before_use`` if some outcome of its key predates it, else
+``no_outcome_yet``.
+
+Verifier signals as noisy labels
+--------------------------------
+A verifier call logs one signal per premise it resolves (``true`` = confirmed valid) and the
+verifier's symmetric reliability ``r``. With ``soft_labels="posterior"`` (the default) a use
+that no outcome decides but that has signals is labelled by its **posterior**
+``q = sigmoid(logit(p) + LLR)``, where ``p`` is the probability the gate used (its prior)
+and ``LLR = sum over signals of +-log(r / (1 - r))`` (``+`` for a refutation). It becomes two
+rows with the ``label_weight`` column: ``violated = true`` with weight ``q`` and ``violated =
+false`` with weight ``1 - q`` (a row of weight 0 is dropped). When the gate's ``p`` is
+calibrated, ``E[q | features] = P(violated | features)`` (posteriors are a martingale), so
+training on these weights is unbiased; when it is not, :func:`fit_noisy_labels` refines the
+prior by EM (maximum likelihood of the noisy signals). Signals from several records of one
+action are merged as a multiset (each distinct call counted as often as it appears in any
+single record), so logs that repeat earlier calls in later records are not double counted.
+``soft_labels="off"`` ignores signals. The two rows of a soft label share ``claim_id`` and
+``timestamp``; the ingest validator (:func:`amv_calib.claims._ingest.load_claims`) keys rows that
+carry a ``label_weight`` by their label too, so such a pair ingests as one use, and training
+uses the weights (``sample_weight="label_weight"``).
+
+Accounting
+----------
+``joined + sum(unjoined.values()) == uses_read`` and ``sum(outcomes.values()) ==
+outcomes_read`` always; :meth:`JoinReport.check` verifies both, and the decision-line
+counts per file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal, cast
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from amv_calib.contract import CLAIM_FEATURES
+from amv_calib.exceptions import DataContractError, MissingColumnsError
+from amv_calib.gate import (
+    DecisionLogWarning,
+    LogReadStats,
+    normalize_decision,
+)
+
+__all__ = [
+    "OUTCOME_STATUSES",
+    "UNJOINED_REASONS",
+    "JoinReport",
+    "LogEntries",
+    "NoisyLabelFit",
+    "SoftLabels",
+    "fit_noisy_labels",
+    "label_claims",
+    "load_outcomes",
+    "read_uses",
+]
+
+SoftLabels = Literal["posterior", "off"]
+PathLike = str | os.PathLike[str]
+
+#: Why a use did not become a training row.
+UNJOINED_REASONS: Final = (
+    "invalid_use",
+    "no_outcome_yet",
+    "outcome_before_use",
+    "conflicting_outcomes",
+    "ambiguous_action_outcome",
+    "conflicting_signals",
+)
+_INVALID, _NO_OUTCOME, _BEFORE, _CONFLICT, _AMBIGUOUS, _BAD_SIGNALS = range(6)
+_JOINED: Final = -1
+
+#: What became of each outcome record.
+OUTCOME_STATUSES: Final = (
+    "used",
+    "conflicting",
+    "ambiguous",
+    "superseded",
+    "before_use",
+    "no_matching_use",
+    "invalid",
+)
+
+_OUTCOME_ALIASES: Final[dict[str, tuple[str, ...]]] = {
+    "claim_id": ("claim_id", "claimId"),
+    "action_id": ("action_id", "actionId"),
+    "time": ("time", "timestamp", "observed_at", "observedAt", "resolved_at", "resolvedAt", "ts"),
+    "violated": ("violated", "isViolated", "violation"),
+}
+
+_TRUE: Final = frozenset({"true", "t", "yes", "y", "1", "1.0"})
+_FALSE: Final = frozenset({"false", "f", "no", "n", "0", "0.0"})
+
+#: Epoch numbers above this are milliseconds (the seed's ``Date.now()``), below it seconds.
+_EPOCH_MS_THRESHOLD: Final = 1e11
+
+#: Decision-log bytes parsed per block.
+_BLOCK_BYTES: Final = 16 << 20
+
+_NAT: Final = np.iinfo(np.int64).min
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+_REC_STR: Final = ("action_id", "tool_name", "calibrator", "regime")
+_FEATURE_ALIASES: Final = (("recency_hours", "recencyHours"),
+                           ("source_trust_score", "sourceTrustScore"),
+                           ("model_confidence", "modelConfidence"),
+                           ("contradiction_flag", "contradictionFlag"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading decision logs: records and premise entries, column by column
+# ---------------------------------------------------------------------------------------------
+@dataclass(kw_only=True)
+class LogEntries:
+    """The premise entries of decision logs, as read by :func:`read_uses`.
+
+    ``entries`` has one row per premise of each record, in file and line order: ``rec``
+    (record index over all files), ``file`` (index into the paths), ``line`` (1-based),
+    ``pidx`` (position in the record), ``n_premises``, ``action_id``, ``tool_name``,
+    ``calibrator`` (``name@version``) and ``regime`` (categoricals, per record),
+    ``premise_id`` (categorical), ``claim_id``, ``t_us`` (use time, int64 UTC microseconds,
+    ``_NAT`` if missing or unparseable), the four claim features (float, NaN when missing
+    or of the wrong type) and ``p`` (the gate's probability). ``signals`` has one row per
+    verifier signal: ``rec``, ``premise_id``, ``verifier``, ``confirmed``, ``reliability``.
+    ``bad_times`` maps a record index to a time value that did not parse.
+    """
+
+    entries: pd.DataFrame
+    signals: pd.DataFrame
+    stats: list[LogReadStats]
+    bad_times: dict[int, Any]
+
+
+class _Acc:
+    """Per-block column chunks of records, premise entries and signals."""
+
+    def __init__(self) -> None:
+        self.n_records = 0
+        self.rec: dict[str, list[Any]] = {k: [] for k in ("file", "line", "t_us", "n",
+                                                          *_REC_STR)}
+        self.ent: dict[str, list[Any]] = {k: [] for k in ("rec", "pidx", "premise_id",
+                                                          "claim_id", *CLAIM_FEATURES, "p")}
+        self.sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
+                                                          "confirmed", "reliability")}
+        self.bad_times: dict[int, Any] = {}
+
+    def add_block(self, file_idx: int, lines: IntArray, rec_str: Mapping[str, Any],
+                  time_str: Any, time_num: FloatArray, n_prem: IntArray,
+                  ent: Mapping[str, Any], raw_times: Sequence[Any] | None) -> None:
+        """Append one block: record columns (``rec_str`` as arrow string arrays), the raw
+        times, and entry columns whose ``rec`` indexes the block's records."""
+        import pyarrow as pa
+
+        n = int(lines.size)
+        base = self.n_records
+        t_us = _times_us(time_str, time_num)
+        bad = np.flatnonzero(t_us == _NAT)
+        if bad.size:
+            ts = pd.Series(time_str, copy=False)
+            for i in bad.tolist():
+                raw: Any = ts.iloc[i] if not pd.isna(ts.iloc[i]) else (
+                    None if not math.isfinite(time_num[i]) else time_num[i])
+                if raw_times is not None:
+                    raw = raw_times[i]
+                if raw is not None:
+                    self.bad_times[base + i] = raw
+        r = self.rec
+        r["file"].append(np.full(n, file_idx, dtype=np.int32))
+        r["line"].append(lines.astype(np.int64))
+        r["t_us"].append(t_us)
+        r["n"].append(n_prem.astype(np.int32))
+        for k in _REC_STR:
+            arr = rec_str[k] if isinstance(rec_str[k], pa.Array) \
+                else pa.array(rec_str[k], type=pa.string())
+            # few distinct values: keep them dictionary-encoded while the log is read
+            r[k].append(arr if k == "action_id" else arr.dictionary_encode())
+        e = self.ent
+        e["rec"].append(np.asarray(ent["rec"], dtype=np.int64) + base)
+        e["pidx"].append(np.asarray(ent["pidx"], dtype=np.int32))
+        for k in ("premise_id", "claim_id"):
+            arr = ent[k] if isinstance(ent[k], pa.Array) else pa.array(ent[k], type=pa.string())
+            e[k].append(arr.dictionary_encode() if k == "premise_id" else arr)
+        for k in (*CLAIM_FEATURES, "p"):
+            e[k].append(np.asarray(ent[k], dtype=np.float64))
+        self.n_records += n
+
+    def add_signals(self, rec_local: Sequence[int], premise_id: Sequence[str],
+                    verifier: Sequence[str], confirmed: Sequence[bool],
+                    reliability: Sequence[float], base: int) -> None:
+        s = self.sig
+        s["rec"].extend(base + i for i in rec_local)
+        s["premise_id"].extend(premise_id)
+        s["verifier"].extend(verifier)
+        s["confirmed"].extend(confirmed)
+        s["reliability"].extend(reliability)
+
+    def finish(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The entries and signals frames; the chunks are released as they are joined."""
+        import pyarrow as pa
+
+        r, e = self.rec, self.ent
+
+        def cat(d: dict[str, list[Any]], k: str, codes_at: IntArray | None) -> pd.Categorical:
+            chunks = d.pop(k)
+            if not chunks:
+                return pd.Categorical.from_codes(np.zeros(0, np.int64),
+                                                 categories=pd.Index([], dtype="str"))
+            if pa.types.is_dictionary(chunks[0].type):
+                enc = pa.chunked_array(chunks).unify_dictionaries()
+            else:
+                enc = pa.chunked_array(chunks, type=pa.string()).dictionary_encode()
+            del chunks
+            codes = np.concatenate([c.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+                                    for c in enc.chunks]).astype(np.int64)
+            cats = pd.Index(enc.chunks[0].dictionary.to_pandas(), dtype="str")
+            if codes_at is not None:
+                codes = codes[codes_at]
+            return pd.Categorical.from_codes(codes, categories=cats)
+
+        def cat_np(d: dict[str, list[Any]], k: str, dtype: Any) -> NDArray[Any]:
+            chunks = d.pop(k)
+            return np.concatenate(chunks).astype(dtype, copy=False) if chunks \
+                else np.zeros(0, dtype)
+
+        e_rec = cat_np(e, "rec", np.int64)
+        data: dict[str, Any] = {
+            "rec": e_rec,
+            "file": cat_np(r, "file", np.int32)[e_rec],
+            "line": cat_np(r, "line", np.int64)[e_rec],
+            "pidx": cat_np(e, "pidx", np.int32),
+            "n_premises": cat_np(r, "n", np.int32)[e_rec],
+        }
+        for k in _REC_STR:
+            data[k] = cat(r, k, e_rec)
+        data["premise_id"] = cat(e, "premise_id", None)
+        claim = pa.chunked_array(e.pop("claim_id"), type=pa.string()).combine_chunks()
+        data["claim_id"] = pd.array(claim, dtype="str")
+        del claim
+        data["t_us"] = cat_np(r, "t_us", np.int64)[e_rec]
+        for k in (*CLAIM_FEATURES, "p"):
+            data[k] = cat_np(e, k, np.float64)
+        entries = pd.DataFrame(data, copy=False)  # no consolidation copy of ~80 B per entry
+        del data
+        s = self.sig
+        signals = pd.DataFrame({
+            "rec": np.asarray(s["rec"], dtype=np.int64),
+            "premise_id": pd.array(s["premise_id"], dtype="str"),
+            "verifier": pd.array(s["verifier"], dtype="str"),
+            "confirmed": np.asarray(s["confirmed"], dtype=bool),
+            "reliability": np.asarray(s["reliability"], dtype=np.float64),
+        })
+        return entries, signals
+
+
+def _as_id(v: Any) -> str | None:
+    if v is None or isinstance(v, (dict, list)):
+        return None
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    s = str(v)
+    return s if s else None
+
+
+def _as_float(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return math.nan
+    return float(v)
+
+
+def _as_flag(v: Any) -> float:
+    if isinstance(v, bool):
+        return 1.0 if v else 0.0
+    if isinstance(v, (int, float)) and v in (0, 1):
+        return float(v)
+    if isinstance(v, str):
+        low = v.strip().lower()
+        if low in _TRUE:
+            return 1.0
+        if low in _FALSE:
+            return 0.0
+    return math.nan
+
+
+def _calibrator_label(cal: Any) -> str | None:
+    if isinstance(cal, Mapping):
+        name = _as_id(cal.get("name"))
+        version = _as_id(cal.get("version"))
+        if name is None:
+            return None
+        return f"{name}@{version}" if version else name
+    return _as_id(cal)
+
+
+def _signals_of(rec: Mapping[str, Any], i: int, out: dict[str, list[Any]]) -> None:
+    calls = rec.get("verifier_calls")
+    if not isinstance(calls, list):
+        return
+    for call in calls:
+        if not isinstance(call, Mapping):
+            continue
+        signals = call.get("signals")
+        if not isinstance(signals, Mapping):
+            continue
+        r = _as_float(call.get("reliability"))
+        verifier = _as_id(call.get("verifier")) or ""
+        for pid, val in signals.items():
+            if isinstance(val, bool):
+                out["rec"].append(i)
+                out["premise_id"].append(str(pid))
+                out["verifier"].append(verifier)
+                out["confirmed"].append(val)
+                out["reliability"].append(r)
+
+
+def _python_records(recs: Sequence[tuple[int, Mapping[str, Any]]], file_idx: int,
+                    acc: _Acc) -> None:
+    """Add normalised records ``(line, record)`` through plain Python."""
+    rec_str: dict[str, list[Any]] = {k: [] for k in _REC_STR}
+    lines = np.fromiter((ln for ln, _ in recs), dtype=np.int64, count=len(recs))
+    t_str: list[str | None] = []
+    t_num = np.full(len(recs), np.nan)
+    raw_times: list[Any] = []
+    n_prem = np.zeros(len(recs), dtype=np.int64)
+    ent: dict[str, list[Any]] = {k: [] for k in ("rec", "pidx", "premise_id", "claim_id",
+                                                 *CLAIM_FEATURES, "p")}
+    sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
+                                                 "confirmed", "reliability")}
+    for i, (_, rec) in enumerate(recs):
+        t = rec.get("time")
+        raw_times.append(t)
+        if isinstance(t, str):
+            t_str.append(t)
+        else:
+            t_str.append(None)
+            t_num[i] = _as_float(t)
+        rec_str["action_id"].append(_as_id(rec.get("action_id")))
+        rec_str["tool_name"].append(_as_id(rec.get("tool_name")))
+        rec_str["calibrator"].append(_calibrator_label(rec.get("calibrator")))
+        rec_str["regime"].append(_as_id(rec.get("regime")))
+        premises = rec.get("premises")
+        plist = premises if isinstance(premises, list) else []
+        n_prem[i] = len(plist)
+        for idx, prem in enumerate(plist):
+            pm = prem if isinstance(prem, Mapping) else {}
+            ent["rec"].append(i)
+            ent["pidx"].append(idx)
+            ent["premise_id"].append(_as_id(pm.get("id")))
+            ent["claim_id"].append(_as_id(pm.get("claim_id")))
+            ent["recency_hours"].append(_as_float(pm.get("recency_hours")))
+            ent["source_trust_score"].append(_as_float(pm.get("source_trust_score")))
+            ent["model_confidence"].append(_as_float(pm.get("model_confidence")))
+            ent["contradiction_flag"].append(_as_flag(pm.get("contradiction_flag")))
+            ent["p"].append(_as_float(pm.get("p")))
+        _signals_of(rec, i, sig)
+    base = acc.n_records
+    acc.add_block(file_idx, lines, rec_str, pd.array(t_str, dtype="str"), t_num, n_prem, ent,
+                  raw_times)
+    acc.add_signals(sig["rec"], sig["premise_id"], sig["verifier"], sig["confirmed"],
+                    sig["reliability"], base)
+
+
+def _arrow_schema() -> Any:
+    import pyarrow as pa
+
+    feats = []
+    for snake, camel in _FEATURE_ALIASES:
+        typ = pa.bool_() if snake == "contradiction_flag" else pa.float64()
+        feats += [(snake, typ), (camel, typ)]
+    claim = pa.struct([("id", pa.string()), ("claim_id", pa.string()),
+                       ("claimId", pa.string()), *feats])
+    premise = pa.struct([
+        ("id", pa.string()), ("premise_id", pa.string()), ("premiseId", pa.string()),
+        ("claim_id", pa.string()), ("claimId", pa.string()), *feats,
+        ("p", pa.float64()), ("calibratedViolationProbability", pa.float64()),
+        ("calibrated_violation_probability", pa.float64()), ("claim", claim),
+    ])
+    call = pa.struct([("reliability", pa.float64())])
+    fields = [(n, pa.string()) for n in ("time", "timestamp", "ts", "decidedAt", "decided_at",
+                                         "action_id", "actionId", "tool_name", "toolName",
+                                         "regime")]
+    fields += [
+        ("calibrator", pa.struct([("name", pa.string()), ("version", pa.string())])),
+        ("premises", pa.list_(premise)),
+        ("verifier_calls", pa.list_(call)), ("verifierCalls", pa.list_(call)),
+    ]
+    return pa.schema(fields)
+
+
+def _coalesce(*arrays: Any) -> Any:
+    import pyarrow.compute as pc
+
+    return arrays[0] if len(arrays) == 1 else pc.coalesce(*arrays)
+
+
+def _no_empty(arr: Any) -> Any:
+    """Empty strings as nulls, as the line parser reads them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    empty = pc.fill_null(pc.equal(arr, ""), False)
+    return pc.if_else(empty, pa.scalar(None, pa.string()), arr)
+
+
+def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
+                    acc: _Acc) -> bool:
+    """Parse a block of ``n_lines`` complete lines with pyarrow; False if it needs the line
+    parser."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    try:
+        table = pj.read_json(
+            pa.BufferReader(block),
+            read_options=pj.ReadOptions(block_size=max(1 << 20, len(block) + 1)),
+            parse_options=pj.ParseOptions(explicit_schema=_arrow_schema(),
+                                          unexpected_field_behavior="ignore"),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    if table.num_rows != n_lines:  # blank lines: the line parser numbers them exactly
+        return False
+    table = table.combine_chunks()
+    col = {name: (table.column(name).chunk(0) if table.column(name).num_chunks
+                  else pa.nulls(0, table.schema.field(name).type))
+           for name in table.column_names}
+    premises = col["premises"]
+    lens = pc.fill_null(pc.list_value_length(premises), 0).to_numpy(zero_copy_only=False)
+    lens = lens.astype(np.int64)
+    cal = col["calibrator"]
+    version = _no_empty(cal.field("version"))
+    name = _no_empty(cal.field("name"))
+    rec_str = {
+        "action_id": _no_empty(_coalesce(col["action_id"], col["actionId"])),
+        "tool_name": _no_empty(_coalesce(col["tool_name"], col["toolName"])),
+        "calibrator": pc.if_else(pc.is_valid(version),
+                                 pc.binary_join_element_wise(name, version, "@"), name),
+        "regime": _no_empty(col["regime"]),
+    }
+    time_str = _coalesce(col["time"], col["timestamp"], col["ts"], col["decidedAt"],
+                         col["decided_at"])
+    flat = pc.list_flatten(premises)
+    parents = pc.list_parent_indices(premises).to_numpy(zero_copy_only=False).astype(np.int64)
+    total = int(lens.sum())
+    claim = flat.field("claim")
+
+    def f(n: str) -> Any:
+        return flat.field(n)
+
+    ent: dict[str, Any] = {
+        "rec": parents,
+        "pidx": np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens),
+        "premise_id": _no_empty(_coalesce(f("id"), f("premise_id"), f("premiseId"))),
+        "claim_id": _no_empty(_coalesce(f("claim_id"), f("claimId"), claim.field("claim_id"),
+                                        claim.field("claimId"), claim.field("id"))),
+        "p": _coalesce(f("p"), f("calibratedViolationProbability"),
+                       f("calibrated_violation_probability")).to_numpy(zero_copy_only=False),
+    }
+    for snake, camel in _FEATURE_ALIASES:
+        arr = _coalesce(f(snake), f(camel), claim.field(snake), claim.field(camel))
+        ent[snake] = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)
+    base = acc.n_records
+    acc.add_block(file_idx, np.arange(first_line, first_line + n_lines, dtype=np.int64),
+                  rec_str, time_str.to_pandas(), np.full(n_lines, np.nan), lens, ent, None)
+    # Signals sit in objects with free-form keys (premise ids): read those lines in Python.
+    calls = pc.add(pc.fill_null(pc.list_value_length(col["verifier_calls"]), 0),
+                   pc.fill_null(pc.list_value_length(col["verifierCalls"]), 0))
+    with_calls = np.flatnonzero(calls.to_numpy(zero_copy_only=False) > 0)
+    if with_calls.size:
+        lines = block.split(b"\n")
+        sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
+                                                     "confirmed", "reliability")}
+        for row in with_calls.tolist():
+            _signals_of(normalize_decision(json.loads(lines[row])), row, sig)
+        acc.add_signals(sig["rec"], sig["premise_id"], sig["verifier"], sig["confirmed"],
+                        sig["reliability"], base)
+    return True
+
+
+def _parse_lines(block: bytes, first_line: int, st: LogReadStats, name: str,
+                 on_corrupt: str) -> list[tuple[int, dict[str, Any]]]:
+    out: list[tuple[int, dict[str, Any]]] = []
+    for i, raw in enumerate(block.split(b"\n")[:-1]):
+        lineno = first_line + i
+        if not raw.strip():
+            st.blank += 1
+            continue
+        try:
+            obj = json.loads(raw)
+            if not isinstance(obj, dict):
+                raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+        except (ValueError, UnicodeDecodeError) as exc:
+            if on_corrupt == "raise":
+                raise DataContractError(
+                    f"{name}: line {lineno} is not a JSON object ({exc}); a damaged or edited "
+                    f"log, or the fragment of a crashed writer: pass on_corrupt='skip' "
+                    f"(CLI: --skip-corrupt) to skip such lines"
+                ) from exc
+            st.corrupt += 1
+            st.corrupt_lines.append(lineno)
+            warnings.warn(f"{name}: skipped corrupt line {lineno} ({exc})", DecisionLogWarning,
+                          stacklevel=5)
+            continue
+        out.append((lineno, normalize_decision(obj)))
+    return out
+
+
+def _read_one_log(path: PathLike, file_idx: int, on_corrupt: str, columnar: bool,
+                  acc: _Acc) -> LogReadStats:
+    name = os.fspath(path)
+    st = LogReadStats()
+    records_before = acc.n_records
+    next_line = 1
+    carry = b""
+    with open(name, "rb") as fh:
+        while True:
+            data = fh.read(_BLOCK_BYTES)
+            if not data:
+                break
+            buf = carry + data if carry else data
+            cut = buf.rfind(b"\n") + 1
+            carry = buf[cut:]
+            if cut == 0:
+                continue
+            block = buf[:cut]
+            n = block.count(b"\n")
+            if not (columnar and _columnar_block(block, n, file_idx, next_line, acc)):
+                recs = _parse_lines(block, next_line, st, name, on_corrupt)
+                if recs:
+                    _python_records(recs, file_idx, acc)
+            next_line += n
+            st.lines += n
+    if carry:
+        st.lines += 1
+        if not carry.strip():
+            st.blank += 1
+        else:
+            try:
+                obj = json.loads(carry)
+                if not isinstance(obj, dict):
+                    raise ValueError("not a JSON object")
+            except (ValueError, UnicodeDecodeError):
+                st.torn += 1
+                st.corrupt_lines.append(next_line)
+                warnings.warn(
+                    f"{name}: skipped torn last line {next_line} ({len(carry)} bytes without a "
+                    f"newline; a writer was interrupted)",
+                    DecisionLogWarning, stacklevel=4,
+                )
+            else:
+                _python_records([(next_line, normalize_decision(obj))], file_idx, acc)
+    st.records = acc.n_records - records_before
+    return st
+
+
+def read_uses(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    on_corrupt: Literal["raise", "skip"] = "raise",
+    columnar: bool = True,
+) -> LogEntries:
+    """Read decision logs into one row per premise entry (see :class:`LogEntries`).
+
+    Parameters
+    ----------
+    paths : path or sequence of paths
+        Decision logs (JSON lines), read in the order given.
+    on_corrupt : {"raise", "skip"}, default "raise"
+        As in :func:`amv_calib.gate._decision_log.read_decision_log`.
+    columnar : bool, default True
+        Parse blocks of well-formed lines with ``pyarrow.json`` (several times faster); a
+        block whose values do not fit the expected types (numbers as times, camelCase
+        objects given as strings, blank lines, a corrupt line) falls back to the line
+        parser, which gives the same result.
+    """
+    if on_corrupt not in ("raise", "skip"):
+        raise ValueError(f"on_corrupt={on_corrupt!r} must be 'raise' or 'skip'")
+    plist = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    acc = _Acc()
+    stats = [_read_one_log(p, i, on_corrupt, columnar, acc) for i, p in enumerate(plist)]
+    if not acc.rec["file"]:
+        _python_records([], 0, acc)
+    entries, signals = acc.finish()
+    return LogEntries(entries=entries, signals=signals, stats=stats, bad_times=acc.bad_times)
+
+
+# ---------------------------------------------------------------------------------------------
+# Times
+# ---------------------------------------------------------------------------------------------
+def _times_us(time_str: Any, time_num: FloatArray) -> IntArray:
+    """ISO-8601 strings or epoch numbers -> int64 microseconds since the epoch (UTC).
+
+    ``_NAT`` marks a missing or unparseable time. Strings without an offset are taken as
+    UTC. Numbers are epoch seconds, or milliseconds when above 1e11 (the seed's
+    ``Date.now()``).
+    """
+    s = pd.Series(time_str, copy=False)
+    out = np.full(len(s), _NAT, dtype=np.int64)
+    have_str = s.notna().to_numpy()
+    if have_str.any():
+        parsed = pd.to_datetime(s[have_str], utc=True, format="ISO8601", errors="coerce")
+        out[have_str] = _dt_us(parsed)
+    num = np.asarray(time_num, dtype=np.float64)
+    have_num = ~have_str & np.isfinite(num)
+    if have_num.any():
+        x = num[have_num]
+        secs = np.where(np.abs(x) > _EPOCH_MS_THRESHOLD, x / 1000.0, x)
+        ok = np.abs(secs) < 9.2e12
+        vals = np.full(x.size, _NAT, dtype=np.int64)
+        vals[ok] = np.round(secs[ok] * 1e6).astype(np.int64)
+        out[have_num] = vals
+    return out
+
+
+def _dt_us(s: pd.Series) -> IntArray:
+    """A tz-aware datetime Series as int64 UTC microseconds (``_NAT`` for NaT)."""
+    naive = s.dt.tz_convert("UTC").dt.tz_localize(None)
+    return cast(IntArray, naive.to_numpy(dtype="datetime64[us]").view(np.int64).copy())
+
+
+def _us_to_datetime(t_us: IntArray) -> pd.DatetimeIndex:
+    """int64 UTC microseconds (``_NAT`` = missing) as a tz-aware index of unit ``us``."""
+    arr = np.asarray(t_us, dtype=np.int64).view("datetime64[us]")
+    return pd.DatetimeIndex(arr).tz_localize("UTC")
+
+
+# ---------------------------------------------------------------------------------------------
+# Outcomes
+# ---------------------------------------------------------------------------------------------
+def _read_table(path: PathLike) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
+    """A raw table and (row, reason) for lines that could not even be parsed (JSONL)."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        return pd.read_parquet(p), []
+    if suffix in (".csv", ".tsv"):
+        return pd.read_csv(p, sep="\t" if suffix == ".tsv" else ",", dtype=str,
+                           keep_default_na=False), []
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        return _read_jsonl_table(p)
+    raise DataContractError(
+        f"{p}: unknown outcome file type {suffix!r}; use .jsonl, .csv or .parquet"
+    )
+
+
+def _read_jsonl_table(p: Path) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    raw = p.read_bytes()
+    if raw.lstrip().startswith(b"["):
+        try:
+            rows = json.loads(raw)
+        except ValueError as exc:
+            raise DataContractError(f"{p}: not valid JSON ({exc})") from exc
+        return pd.DataFrame.from_records([r if isinstance(r, dict) else {} for r in rows]), []
+    if raw.endswith(b"\n") and b"\n\n" not in raw and not raw.startswith(b"\n"):
+        try:
+            return pj.read_json(pa.BufferReader(raw)).to_pandas(), []
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    records: list[dict[str, Any]] = []
+    bad: list[tuple[int, str]] = []
+    lines = raw.split(b"\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            if not isinstance(obj, dict):
+                raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+        except (ValueError, UnicodeDecodeError) as exc:
+            torn = i == len(lines) - 1
+            bad.append((len(records) + 1, "torn last line" if torn
+                        else f"not a JSON object ({exc})"))
+            records.append({})
+            continue
+        records.append(obj)
+    return pd.DataFrame.from_records(records), bad
+
+
+def _resolve(columns: Iterable[str], aliases: Mapping[str, tuple[str, ...]]) -> dict[str, str]:
+    cols = list(columns)
+    found: dict[str, str] = {}
+    for canonical, names in aliases.items():
+        for n in names:
+            if n in cols:
+                found[canonical] = n
+                break
+    return found
+
+
+def _is_str_dtype(s: pd.Series) -> bool:
+    return isinstance(s.dtype, pd.StringDtype) or str(s.dtype) in ("str", "string")
+
+
+def _id_series(s: pd.Series) -> pd.Series:
+    """Identifiers as strings (integral numbers without ``.0``); empty / missing -> NA."""
+    s = s.reset_index(drop=True)
+    if _is_str_dtype(s):
+        out = s.astype("str")
+    elif isinstance(s.dtype, pd.CategoricalDtype):
+        out = s.astype("str")
+    else:
+        out = pd.Series(pd.array([None if _missing(v) else _as_id(v) for v in s.tolist()],
+                                 dtype="str"))
+    return out.where(out != "", None)
+
+
+def _missing(v: Any) -> bool:
+    if v is None:
+        return True
+    if isinstance(v, (str, bytes, list, tuple, dict, Mapping)):
+        return False
+    return bool(pd.isna(v))
+
+
+def _bool_series(s: pd.Series) -> tuple[FloatArray, BoolArray]:
+    """(1.0 / 0.0 / NaN, ok) from bools, 0/1 numbers or true/false/yes/no strings."""
+    if s.dtype == bool:
+        return s.to_numpy(dtype=np.float64), np.ones(len(s), dtype=bool)
+    if _is_str_dtype(s):
+        low = s.str.strip().str.lower()
+        vals = np.where(low.isin(list(_TRUE)).to_numpy(), 1.0,
+                        np.where(low.isin(list(_FALSE)).to_numpy(), 0.0, np.nan))
+    else:
+        vals = np.array([_as_flag(v) for v in s.tolist()], dtype=np.float64)
+    return vals, ~np.isnan(vals)
+
+
+def _time_series(s: pd.Series) -> IntArray:
+    """Times from datetimes, epoch numbers or strings (ISO-8601 or numeric text)."""
+    s = s.reset_index(drop=True)
+    if pd.api.types.is_datetime64_any_dtype(s.dtype):
+        return _dt_us(pd.Series(pd.to_datetime(s, utc=True)))
+    if pd.api.types.is_numeric_dtype(s.dtype) and s.dtype != bool:
+        return _times_us(pd.Series([None] * len(s), dtype="str"),
+                         s.to_numpy(dtype=np.float64))
+    if not _is_str_dtype(s):
+        vals = s.tolist()
+        text = pd.Series(pd.array([v if isinstance(v, str) else None for v in vals],
+                                  dtype="str"))
+        nums = np.array([_as_float(v) for v in vals], dtype=np.float64)
+    else:
+        text = s
+        nums = np.full(len(s), np.nan)
+    text = text.str.strip()
+    as_num = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
+    numeric_text = np.isfinite(as_num)
+    nums = np.where(numeric_text, as_num, nums)
+    text = text.where(~numeric_text & (text != "").to_numpy(), None)
+    return _times_us(text, nums)
+
+
+def load_outcomes(
+    paths: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame],
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Read and validate outcome records.
+
+    Parameters
+    ----------
+    paths : path, DataFrame, or a sequence of them
+        Outcome files (``.jsonl``, ``.csv``, ``.parquet``) or frames, concatenated in order.
+
+    Returns
+    -------
+    outcomes : DataFrame
+        The valid records: ``oid`` (position over all inputs), ``source`` (input index),
+        ``row`` (1-based row in its input), ``claim_id``, ``action_id`` (NA when absent),
+        ``t_us`` (int64 UTC microseconds) and ``violated`` (bool).
+    invalid : DataFrame
+        ``oid``, ``source``, ``row`` and ``reason`` (field, value) of every invalid record.
+
+    Raises
+    ------
+    MissingColumnsError
+        An input lacks ``time`` or ``violated``, or both ``claim_id`` and ``action_id``.
+    """
+    items: list[Any]
+    if isinstance(paths, (str, os.PathLike, pd.DataFrame)):
+        items = [paths]
+    else:
+        items = list(paths)
+    valid_parts: list[pd.DataFrame] = []
+    invalid_parts: list[pd.DataFrame] = []
+    offset = 0
+    for src, item in enumerate(items):
+        unparsed: list[tuple[int, str]]
+        if isinstance(item, pd.DataFrame):
+            table, unparsed = item.reset_index(drop=True), []
+            label = f"outcomes[{src}]"
+        else:
+            table, unparsed = _read_table(item)
+            label = os.fspath(item)
+        found = _resolve(table.columns, _OUTCOME_ALIASES)
+        missing = [c for c in ("time", "violated") if c not in found]
+        if "claim_id" not in found and "action_id" not in found:
+            missing.append("claim_id or action_id")
+        if missing and len(table) > 0:
+            hints = "; ".join(f"{c}: {list(_OUTCOME_ALIASES.get(c, ()))}" for c in missing
+                              if c in _OUTCOME_ALIASES)
+            raise MissingColumnsError(
+                f"{label}: outcome records lack column(s) {missing}"
+                + (f" (accepted names: {hints})" if hints else "")
+            )
+        n = len(table)
+        if n == 0:
+            continue
+        rows = np.arange(1, n + 1, dtype=np.int64)
+        reason = np.full(n, "", dtype=object)
+        for r, why in unparsed:
+            reason[r - 1] = why
+        none = pd.Series(pd.array([None] * n, dtype="str"))
+        claim = _id_series(table[found["claim_id"]]) if "claim_id" in found else none
+        action = _id_series(table[found["action_id"]]) if "action_id" in found else none
+        t_us = _time_series(table[found["time"]])
+        v, v_ok = _bool_series(table[found["violated"]])
+        no_key = (claim.isna() & action.isna()).to_numpy()
+        bad_t = t_us == _NAT
+        todo = reason == ""
+        tv = table[found["time"]]
+        vv = table[found["violated"]]
+        for i in np.flatnonzero(todo & no_key):
+            reason[i] = "claim_id and action_id both missing"
+        for i in np.flatnonzero(todo & ~no_key & bad_t):
+            raw = None if _missing(tv.iloc[i]) else tv.iloc[i]
+            reason[i] = f"time={raw!r} is not ISO-8601 or epoch seconds"
+        for i in np.flatnonzero(todo & ~no_key & ~bad_t & ~v_ok):
+            raw = None if _missing(vv.iloc[i]) else vv.iloc[i]
+            reason[i] = f"violated={raw!r} is not a boolean"
+        ok = reason == ""
+        oid = np.arange(offset, offset + n, dtype=np.int64)
+        valid_parts.append(pd.DataFrame({
+            "oid": oid[ok], "source": np.full(int(ok.sum()), src, dtype=np.int64),
+            "row": rows[ok], "claim_id": claim[ok].reset_index(drop=True),
+            "action_id": action[ok].reset_index(drop=True),
+            "t_us": t_us[ok], "violated": v[ok] > 0.5,
+        }))
+        if (~ok).any():
+            invalid_parts.append(pd.DataFrame({
+                "oid": oid[~ok], "source": np.full(int((~ok).sum()), src, dtype=np.int64),
+                "row": rows[~ok], "reason": pd.array(reason[~ok].tolist(), dtype="str"),
+            }))
+        offset += n
+    valid = (pd.concat(valid_parts, ignore_index=True) if valid_parts else pd.DataFrame({
+        "oid": np.zeros(0, np.int64), "source": np.zeros(0, np.int64),
+        "row": np.zeros(0, np.int64), "claim_id": pd.array([], dtype="str"),
+        "action_id": pd.array([], dtype="str"), "t_us": np.zeros(0, np.int64),
+        "violated": np.zeros(0, bool)}))
+    invalid = (pd.concat(invalid_parts, ignore_index=True) if invalid_parts else pd.DataFrame({
+        "oid": np.zeros(0, np.int64), "source": np.zeros(0, np.int64),
+        "row": np.zeros(0, np.int64), "reason": pd.array([], dtype="str")}))
+    return valid, invalid
+
+
+# ---------------------------------------------------------------------------------------------
+# The report
+# ---------------------------------------------------------------------------------------------
+@dataclass(kw_only=True)
+class JoinReport:
+    """Where every decision line, use and outcome record went.
+
+    Invariants (checked by :meth:`check`): for each decision file ``lines == records + blank
+    + torn + corrupt``; ``joined + sum(unjoined.values()) == uses_read``; ``premise_entries
+    == uses_read + repeated_entries``; ``sum(outcomes.values()) == outcomes_read``.
+    """
+
+    decision_files: list[dict[str, Any]]
+    premise_entries: int
+    repeated_entries: int
+    uses_read: int
+    joined: int
+    joined_by_source: dict[str, int]
+    unjoined: dict[str, int]
+    outcomes_read: int
+    outcomes: dict[str, int]
+    rows: int
+    soft_labels: str
+    ignored_signals: int = 0
+    unjoined_uses: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    outcome_details: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+
+    @property
+    def lines_read(self) -> int:
+        """Decision-log lines over all files."""
+        return sum(int(f["lines"]) for f in self.decision_files)
+
+    @property
+    def records_read(self) -> int:
+        """Decision records parsed over all files."""
+        return sum(int(f["records"]) for f in self.decision_files)
+
+    def check(self) -> None:
+        """Raise ``AssertionError`` if an accounting invariant does not hold."""
+        for f in self.decision_files:
+            parts = f["records"] + f["blank"] + f["torn_last_line"] + f["corrupt"]
+            if f["lines"] != parts:
+                raise AssertionError(f"{f['path']}: lines {f['lines']} != {parts}")
+        if self.joined + sum(self.unjoined.values()) != self.uses_read:
+            raise AssertionError(f"joined {self.joined} + unjoined {self.unjoined} != "
+                                 f"uses {self.uses_read}")
+        if sum(self.joined_by_source.values()) != self.joined:
+            raise AssertionError(f"joined_by_source {self.joined_by_source} != {self.joined}")
+        if self.premise_entries != self.uses_read + self.repeated_entries:
+            raise AssertionError("premise entries != uses + repeated entries")
+        if sum(self.outcomes.values()) != self.outcomes_read:
+            raise AssertionError(f"outcomes {self.outcomes} != read {self.outcomes_read}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as plain data (what ``amv-calib label`` prints as one JSON line)."""
+        return {
+            "decision_lines": self.lines_read,
+            "decision_records": self.records_read,
+            "skipped_lines": {
+                "blank": sum(int(f["blank"]) for f in self.decision_files),
+                "torn_last_line": sum(int(f["torn_last_line"]) for f in self.decision_files),
+                "corrupt": sum(int(f["corrupt"]) for f in self.decision_files),
+            },
+            "premise_entries": self.premise_entries,
+            "repeated_entries": self.repeated_entries,
+            "uses_read": self.uses_read,
+            "joined": self.joined,
+            "joined_by_source": dict(self.joined_by_source),
+            "unjoined": dict(self.unjoined),
+            "outcomes_read": self.outcomes_read,
+            "outcomes": dict(self.outcomes),
+            "rows": self.rows,
+            "soft_labels": self.soft_labels,
+            "ignored_signals": self.ignored_signals,
+            "decision_files": [dict(f) for f in self.decision_files],
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# The join
+# ---------------------------------------------------------------------------------------------
+def _pairs(u_key: IntArray, o_key: IntArray) -> tuple[IntArray, IntArray]:
+    """All (use, outcome) index pairs with equal keys; negative keys never match."""
+    order = np.argsort(o_key, kind="stable")
+    ok = o_key[order]
+    lo = np.searchsorted(ok, u_key, side="left")
+    hi = np.searchsorted(ok, u_key, side="right")
+    cnt = np.where(u_key < 0, 0, hi - lo)
+    total = int(cnt.sum())
+    ui = np.repeat(np.arange(u_key.size, dtype=np.int64), cnt)
+    starts = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
+    oi = order[np.arange(total, dtype=np.int64) + starts]
+    return ui, oi
+
+
+def _arrow_chunks(s: Any) -> list[Any]:
+    """The string data of a pandas column as pyarrow ``large_string`` chunks (no copy of the
+    characters for pyarrow-backed columns)."""
+    import pyarrow as pa
+
+    ser = pd.Series(s, copy=False)
+    if isinstance(ser.dtype, pd.CategoricalDtype) or not _is_str_dtype(ser):
+        ser = ser.astype("str")
+    if not len(ser):
+        return []
+    arr = pa.array(ser.array)
+    chunks = arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
+    return [c if c.type == pa.large_string() else c.cast(pa.large_string()) for c in chunks]
+
+
+def _codes(chunked: Any) -> IntArray:
+    """Dictionary codes of a chunked string array (one dictionary across chunks), -1 = null."""
+    enc = chunked.dictionary_encode()
+    parts = [c.indices.fill_null(-1).to_numpy(zero_copy_only=False) for c in enc.chunks]
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+
+def _factorize(*series: Any) -> list[IntArray]:
+    """Shared integer codes for several string columns, in order of first appearance
+    (so unique values given first get codes 0, 1, ...); missing values get -1."""
+    import pyarrow as pa
+
+    chunk_lists = [_arrow_chunks(s) for s in series]
+    sizes = [sum(len(c) for c in cl) for cl in chunk_lists]
+    codes = _codes(pa.chunked_array([c for cl in chunk_lists for c in cl],
+                                    type=pa.large_string()))
+    out: list[IntArray] = []
+    start = 0
+    for n in sizes:
+        out.append(codes[start:start + n])
+        start += n
+    return out
+
+
+def _from_codes(codes: NDArray[Any], categories: Any) -> Any:
+    """A pandas ``str`` array from integer codes into ``categories`` (-1 = missing)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    c = np.asarray(codes, dtype=np.int64)
+    cats = pa.array(list(categories) if not isinstance(categories, pa.Array) else categories,
+                    type=pa.string())
+    if len(cats) == 0:
+        return pd.array([None] * c.size, dtype="str")
+    dictionary = pa.DictionaryArray.from_arrays(
+        pa.array(np.where(c < 0, 0, c).astype(np.int32), mask=c < 0), cats)
+    return pd.array(pc.cast(dictionary, pa.string()), dtype="str")
+
+
+def _categorical(codes: NDArray[Any], categories: Any) -> pd.Categorical:
+    """A categorical of string ``categories`` from integer codes (-1 = missing)."""
+    cats = pd.Index(list(categories) if not isinstance(categories, pd.Index) else categories,
+                    dtype="str")
+    return pd.Categorical.from_codes(np.asarray(codes, dtype=np.int64), categories=cats)
+
+
+def _cat_subset(col: pd.Series, idx: IntArray) -> pd.Categorical:
+    """``col[idx]`` of a categorical column, sharing its categories (no copy of them)."""
+    dtype = cast(pd.CategoricalDtype, col.dtype)
+    return cast(pd.Categorical, pd.Categorical.from_codes(col.cat.codes.to_numpy()[idx],
+                                                          dtype=dtype))
+
+
+def _cat_take(col: pd.Series, idx: IntArray) -> Any:
+    """``col[idx]`` of a categorical column as a pandas ``str`` array."""
+    import pyarrow as pa
+
+    codes = col.cat.codes.to_numpy()[idx]
+    return _from_codes(codes, pa.array(col.cat.categories.array, type=pa.string()))
+
+
+def _sorted_unique(x: IntArray) -> IntArray:
+    """``np.unique`` by sorting (much faster than hashing for tens of millions of times)."""
+    v = np.sort(x, kind="stable")
+    if v.size:
+        v = v[np.concatenate([[True], v[1:] != v[:-1]])]
+    return v
+
+
+def _sigmoid(z: FloatArray) -> FloatArray:
+    with np.errstate(over="ignore"):
+        return cast(FloatArray, np.exp(-np.logaddexp(0.0, -z)))
+
+
+@dataclass(kw_only=True)
+class _Uses:
+    """The uses of decision-log entries: one per (action, premise), the action's last entry."""
+
+    u: pd.DataFrame  # the entry that represents each use
+    idx: IntArray  # position of that entry among the entries
+    action: IntArray  # action code of each use (shared with the outcome codes)
+    pkey: IntArray  # premise-key code of each use
+    t_us: IntArray
+    invalid: BoolArray
+    detail_codes: NDArray[np.int32]  # into detail_categories; 0 = ""
+    detail_categories: list[str]
+    entry_use: IntArray  # for every entry, the position of its use
+    entry_pkey: IntArray  # premise-key code of every entry
+    n_entries: int
+    n_pkey_codes: int
+
+    def premise_ids(self, which: IntArray, *, categorical: bool = False) -> Any:
+        """The premise key (premise id, else claim id, else ``#position``) of some uses,
+        as strings (or a categorical when every use has a premise id)."""
+        u = self.u
+        codes = u["premise_id"].cat.codes.to_numpy()[which]
+        na = codes < 0
+        if categorical and not na.any():
+            return _cat_subset(u["premise_id"], which)
+        pid = _cat_take(u["premise_id"], which)
+        if not na.any():
+            return pid
+        out = pd.Series(pid)
+        claim = pd.Series(u["claim_id"].array[which])
+        pos = "#" + pd.Series(u["pidx"].to_numpy()[which]).astype(str)
+        out = out.where(~na, claim.where(claim.notna(), pos))
+        return pd.array(out.to_numpy(dtype=object), dtype="str")
+
+
+def _collect_uses(log: LogEntries, other_action_ids: Any = None) -> tuple[_Uses, IntArray]:
+    """One use per (action, premise); the action codes of ``other_action_ids`` (outcome
+    records) in the same code space (an unknown action gets a code of its own)."""
+    entries = log.entries
+    n = len(entries)
+    cats = entries["action_id"].cat.categories
+    other = pd.Series(pd.array([], dtype="str")) if other_action_ids is None else \
+        pd.Series(other_action_ids, copy=False)
+    cat_codes, o_action = _factorize(pd.Series(cats.array), other)
+    assert np.array_equal(cat_codes, np.arange(len(cats)))
+    e_action = entries["action_id"].cat.codes.to_numpy().astype(np.int64)
+    no_action = e_action < 0
+    if no_action.any():
+        # A record without action_id is an action of its own.
+        top = int(max(len(cats) - 1, o_action.max(initial=-1)))
+        e_action = e_action.copy()
+        e_action[no_action] = top + 1 + pd.factorize(entries["rec"].to_numpy()[no_action])[0]
+    # premise key: premise id, else claim id, else position
+    pk = entries["premise_id"].cat.codes.to_numpy().astype(np.int64)
+    n_pid = len(entries["premise_id"].cat.categories)
+    na = pk < 0
+    if na.any():
+        (claim_codes,) = _factorize(pd.Series(entries["claim_id"].array[np.flatnonzero(na)]))
+        n_claim = int(claim_codes.max(initial=-1)) + 1
+        fill = np.where(claim_codes >= 0, n_pid + claim_codes,
+                        n_pid + n_claim + entries["pidx"].to_numpy()[na])
+        pk = pk.copy()
+        pk[na] = fill
+    n_pk = int(pk.max(initial=-1)) + 1
+    use_code = e_action * (n_pk + 1) + pk
+    dup = pd.Series(use_code).duplicated(keep="last").to_numpy() if n else np.zeros(0, bool)
+    if dup.any():
+        idx = np.flatnonzero(~dup)
+        u = entries.iloc[idx].reset_index(drop=True)
+        order = np.argsort(use_code[idx], kind="stable")
+        entry_use = order[np.searchsorted(use_code[idx][order], use_code)]
+        action, pkey = e_action[idx], pk[idx]
+    else:
+        # the common case (every action logged once): the entries are the uses, no copies
+        idx = np.arange(n, dtype=np.int64)
+        u = entries
+        entry_use = idx
+        action, pkey = e_action, pk
+    del use_code, dup
+    t_us = u["t_us"].to_numpy()
+    invalid, detail_codes, detail_cats = _invalid_detail(u, log.bad_times)
+    uses = _Uses(u=u, idx=idx, action=action, pkey=pkey, t_us=t_us, invalid=invalid,
+                 detail_codes=detail_codes, detail_categories=detail_cats,
+                 entry_use=entry_use, entry_pkey=pk, n_entries=n, n_pkey_codes=n_pk)
+    return uses, o_action
+
+
+def _invalid_detail(u: pd.DataFrame, bad_times: Mapping[int, Any]
+                    ) -> tuple[BoolArray, NDArray[np.int32], list[str]]:
+    """Which uses break the data contract, and the first broken field of each (as codes
+    into a list of messages whose entry 0 is the empty string)."""
+    n = len(u)
+    messages: list[str] = [""]
+    index: dict[str, int] = {"": 0}
+    codes = np.zeros(n, dtype=np.int32)
+
+    def code(msg: str) -> int:
+        if msg not in index:
+            index[msg] = len(messages)
+            messages.append(msg)
+        return index[msg]
+
+    rh = u["recency_hours"].to_numpy()
+    st = u["source_trust_score"].to_numpy()
+    mc = u["model_confidence"].to_numpy()
+    cf = u["contradiction_flag"].to_numpy()
+    with np.errstate(invalid="ignore"):
+        checks: list[tuple[BoolArray, str, str | None]] = [
+            (u["claim_id"].isna().to_numpy(), "claim_id missing", None),
+            (u["t_us"].to_numpy() == _NAT, "time={} is not ISO-8601 or epoch seconds", "time"),
+            (~(np.isfinite(rh) & (rh >= 0)), "recency_hours={} must be a finite number >= 0",
+             "recency_hours"),
+            (~(np.isfinite(st) & (st >= 0) & (st <= 1)), "source_trust_score={} outside [0, 1]",
+             "source_trust_score"),
+            (~(np.isfinite(mc) & (mc >= 0) & (mc <= 1)), "model_confidence={} outside [0, 1]",
+             "model_confidence"),
+            (np.isnan(cf), "contradiction_flag missing or not a boolean", None),
+        ]
+    bad = np.zeros(n, dtype=bool)
+    for mask, msg, col in checks:
+        new = np.flatnonzero(mask & ~bad)
+        bad |= mask
+        if not new.size:
+            continue
+        if col is None:
+            codes[new] = code(msg)
+        elif col == "time":
+            rec = u["rec"].to_numpy()
+            for i in new.tolist():
+                codes[i] = code(msg.format(repr(bad_times.get(int(rec[i])))))
+        else:
+            vals = u[col].to_numpy()
+            for i in new.tolist():
+                v = vals[i]
+                codes[i] = code(msg.format("missing" if np.isnan(v) else repr(float(v))))
+    return bad, codes, messages
+
+
+def label_claims(
+    decisions: PathLike | Sequence[PathLike],
+    outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None = None,
+    *,
+    soft_labels: SoftLabels = "posterior",
+    on_corrupt: Literal["raise", "skip"] = "raise",
+    columnar: bool = True,
+) -> tuple[pd.DataFrame, JoinReport]:
+    """Join decision logs with outcome records into claim outcomes (module docs: the rules).
+
+    Parameters
+    ----------
+    decisions : path or sequence of paths
+        Decision logs (JSON lines written by the gate, or the seed's camelCase records).
+    outcomes : path, DataFrame, sequence of them, or None
+        Outcome records (``claim_id`` and/or ``action_id``, ``time``, ``violated``).
+        None: only verifier signals label uses.
+    soft_labels : {"posterior", "off"}, default "posterior"
+        Use verifier signals as posterior soft labels for uses that no outcome decides.
+    on_corrupt : {"raise", "skip"}, default "raise"
+        A corrupt decision-log line (other than a torn last line) raises, or is skipped and
+        counted.
+    columnar : bool, default True
+        Parse decision logs with pyarrow where possible (same result, faster).
+
+    Returns
+    -------
+    claims : DataFrame
+        The data contract's columns (``claim_id``, ``timestamp`` = use time, the four claim
+        features, ``violated``) plus ``label_weight`` (1 for outcome labels; ``q`` / ``1 - q``
+        for the two rows of a verifier label), ``action_id``, ``tool_name``, ``premise_id``,
+        ``use_id`` (the use's position among all uses), ``label_source`` (``outcome`` or
+        ``verifier``), ``signal_llr``, ``p_logged`` (the gate's probability), ``calibrator``,
+        ``regime``, ``decision_file`` and ``decision_line``. Rows follow log order.
+    report : JoinReport
+        Counts by reason and status, with per-record details.
+    """
+    if soft_labels not in ("posterior", "off"):
+        raise ValueError(f"soft_labels={soft_labels!r} must be 'posterior' or 'off'")
+    plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
+    log = read_uses(plist, on_corrupt=on_corrupt, columnar=columnar)
+    out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
+    return _join(plist, log, out_df, out_invalid, soft_labels)
+
+
+def _signal_llr(log: LogEntries, uses: _Uses, n_uses: int
+                ) -> tuple[FloatArray, BoolArray, int]:
+    """Per use: the summed log-likelihood ratio of its signals (NaN if +inf and -inf)."""
+    sig = log.signals
+    llr = np.zeros(n_uses)
+    has_sig = np.zeros(n_uses, dtype=bool)
+    if not len(sig):
+        return llr, has_sig, 0
+    r = sig["reliability"].to_numpy()
+    good = np.isfinite(r) & (r > 0.5) & (r <= 1.0)
+    ignored = int((~good).sum())
+    s = sig.loc[good].reset_index(drop=True)
+    # signal premise id -> premise-key code (premise ids are codes 0..n_pid-1)
+    pid_cats = log.entries["premise_id"].cat.categories
+    pk = pd.Index(pid_cats).get_indexer(pd.Index(s["premise_id"].astype("str")))
+    rec_e = log.entries["rec"].to_numpy()
+    key_e = rec_e * (uses.n_pkey_codes + 1) + uses.entry_pkey
+    near = np.flatnonzero(np.isin(rec_e, s["rec"].to_numpy()))
+    order = near[np.argsort(key_e[near], kind="stable")]
+    key_sorted = key_e[order]
+    key_s = np.where(pk >= 0, s["rec"].to_numpy() * (uses.n_pkey_codes + 1) + pk, -1)
+    pos = np.searchsorted(key_sorted, key_s)
+    inb = (pos < key_sorted.size) & (key_s >= 0)
+    hit = np.zeros(len(s), dtype=bool)
+    hit[inb] = key_sorted[pos[inb]] == key_s[inb]
+    ignored += int((~hit).sum())
+    if not hit.any():
+        return llr, has_sig, ignored
+    use = uses.entry_use[order[pos[hit]]]
+    rel = s["reliability"].to_numpy()[hit]
+    with np.errstate(divide="ignore"):
+        w = np.log(rel) - np.log1p(-rel)
+    frame = pd.DataFrame({
+        "u": use, "verifier": s["verifier"].to_numpy()[hit],
+        "confirmed": s["confirmed"].to_numpy()[hit], "reliability": rel,
+        "rec": s["rec"].to_numpy()[hit],
+        "w": np.where(s["confirmed"].to_numpy()[hit], -w, w),
+    })
+    # Multiset union over the records of an action: each distinct call counts as often as it
+    # appears in any single record, so logs that repeat earlier calls are not double counted.
+    per_rec = frame.groupby(["u", "verifier", "confirmed", "reliability", "rec"],
+                            sort=False).agg(n=("w", "size"), w=("w", "first"))
+    mult = per_rec.groupby(level=["u", "verifier", "confirmed", "reliability"],
+                           sort=False).agg(n=("n", "max"), w=("w", "first"))
+    contrib = mult["n"].to_numpy() * mult["w"].to_numpy()
+    uu = mult.index.get_level_values("u").to_numpy().astype(np.int64)
+    pos_inf = np.bincount(uu, weights=(contrib == np.inf), minlength=n_uses) > 0
+    neg_inf = np.bincount(uu, weights=(contrib == -np.inf), minlength=n_uses) > 0
+    llr = np.bincount(uu, weights=np.where(np.isfinite(contrib), contrib, 0.0),
+                      minlength=n_uses).astype(np.float64)
+    llr[pos_inf] = np.inf
+    llr[neg_inf] = -np.inf
+    llr[pos_inf & neg_inf] = np.nan
+    has_sig[uu] = True
+    return llr, has_sig, ignored
+
+
+def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
+          out_invalid: pd.DataFrame, soft_labels: str) -> tuple[pd.DataFrame, JoinReport]:
+    n_out = len(out_df)
+    uses, o_action = _collect_uses(log, out_df["action_id"])
+    u, u_action, t_us, invalid = uses.u, uses.action, uses.t_us, uses.invalid
+    n_uses = len(u)
+    n_in_action = np.bincount(u_action)[u_action] if n_uses else np.zeros(0, np.int64)
+    llr, has_sig, ignored_signals = _signal_llr(log, uses, n_uses)
+
+    # -- outcomes -------------------------------------------------------------------------------
+    o_claim, u_claim = _factorize(out_df["claim_id"], u["claim_id"])
+    o_t = out_df["t_us"].to_numpy(dtype=np.int64)
+    o_v = out_df["violated"].to_numpy(dtype=bool)
+    has_a = out_df["action_id"].notna().to_numpy()
+    has_c = o_claim >= 0
+    n_claim_codes = int(max(o_claim.max(initial=-1), u_claim.max(initial=-1))) + 2
+
+    valid = ~invalid
+    final = np.zeros(n_uses, dtype=bool)
+    label = np.zeros(n_uses, dtype=bool)
+    reason = np.full(n_uses, _JOINED, dtype=np.int8)
+    reason[invalid] = _INVALID
+    had_before = np.zeros(n_uses, dtype=bool)
+    ambiguous = np.zeros(n_uses, dtype=bool)
+    o_used = np.zeros(n_out, dtype=bool)
+    o_conflict = np.zeros(n_out, dtype=bool)
+    o_ambiguous = np.zeros(n_out, dtype=bool)
+    o_keymatch = np.zeros(n_out, dtype=bool)
+    o_has_earlier_use = np.zeros(n_out, dtype=bool)
+
+    def action_stage(o_mask: BoolArray, u_key: IntArray, o_key: IntArray,
+                     single_premise_only: bool) -> None:
+        sel = np.flatnonzero(o_mask)
+        if not sel.size:
+            return
+        ui, oj = _pairs(np.where(valid, u_key, -1), o_key[sel])
+        oi = sel[oj]
+        after = o_t[oi] >= t_us[ui]
+        o_keymatch[oi] = True
+        o_has_earlier_use[oi[after]] = True
+        live = ~final[ui]
+        ui, oi, after = ui[live], oi[live], after[live]
+        n_after = np.bincount(ui[after], minlength=n_uses)
+        n_true = np.bincount(ui[after], weights=o_v[oi[after]], minlength=n_uses)
+        n_any = np.bincount(ui, minlength=n_uses)
+        had_before[n_any > n_after] = True
+        decided = n_after > 0
+        conflict = decided & (n_true > 0) & (n_true < n_after)
+        lab = decided & ~conflict & (n_true == n_after)
+        amb = lab & (n_in_action > 1) if single_premise_only else np.zeros(n_uses, dtype=bool)
+        ok = decided & ~conflict & ~amb
+        o_used[oi[after & ok[ui]]] = True
+        o_conflict[oi[after & conflict[ui]]] = True
+        o_ambiguous[oi[after & amb[ui]]] = True
+        label[ok] = lab[ok]
+        final[ok | conflict] = True
+        reason[conflict] = _CONFLICT
+        ambiguous[amb] = True
+
+    # 1. action + claim; 2. action only.
+    ac_o = np.where(has_a & has_c, o_action * n_claim_codes + o_claim, -1)
+    ac_u = np.where(u_claim >= 0, u_action * n_claim_codes + u_claim, -1)
+    action_stage(has_a & has_c, ac_u, ac_o, single_premise_only=False)
+    action_stage(has_a & ~has_c, u_action, o_action, single_premise_only=True)
+
+    # 3. claim only: the earliest outcome at or after the use decides. (A function, so
+    # that its large temporaries are freed before the output is built.)
+    def claim_stage(c_sel: IntArray, o_claim: IntArray, u_claim: IntArray) -> None:
+        grp = pd.DataFrame({"c": o_claim[c_sel], "t": o_t[c_sel], "v": o_v[c_sel]})
+        agg = grp.groupby(["c", "t"], sort=True).agg(n=("v", "size"), n_true=("v", "sum"))
+        g_c = agg.index.get_level_values("c").to_numpy().astype(np.int64)
+        g_t = agg.index.get_level_values("t").to_numpy().astype(np.int64)
+        g_n = agg["n"].to_numpy()
+        g_true = agg["n_true"].to_numpy()
+        # Dense time ranks turn (claim, time) into one sortable int64 key.
+        uniq_t = _sorted_unique(np.concatenate([g_t, t_us[valid]]))
+        n_rank = uniq_t.size + 1
+        g_key = g_c * n_rank + np.searchsorted(uniq_t, g_t)
+        u_key = u_claim * n_rank + np.searchsorted(uniq_t, t_us)
+        pos = np.searchsorted(g_key, u_key, side="left")
+        active = valid & ~final & (u_claim >= 0)
+        hit = np.zeros(n_uses, dtype=bool)
+        inb = pos < g_key.size
+        hit[inb] = g_c[pos[inb]] == u_claim[inb]
+        before = np.zeros(n_uses, dtype=bool)
+        pb = pos >= 1
+        before[pb] = g_c[pos[pb] - 1] == u_claim[pb]
+        had_before[active & before] = True
+        cu = np.flatnonzero(active & hit)
+        gi = pos[cu]
+        conflict_c = (g_true[gi] > 0) & (g_true[gi] < g_n[gi])
+        label[cu[~conflict_c]] = g_true[gi[~conflict_c]] == g_n[gi[~conflict_c]]
+        final[cu] = True
+        reason[cu[conflict_c]] = _CONFLICT
+        g_used = np.zeros(g_key.size, dtype=bool)
+        g_used[gi[~conflict_c]] = True
+        g_conf = np.zeros(g_key.size, dtype=bool)
+        g_conf[gi[conflict_c]] = True
+        o_g = np.searchsorted(g_key, o_claim[c_sel] * n_rank
+                              + np.searchsorted(uniq_t, o_t[c_sel]))
+        o_used[c_sel] |= g_used[o_g]
+        o_conflict[c_sel] |= g_conf[o_g]
+        vu = valid & (u_claim >= 0)
+        min_t = np.full(n_claim_codes, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(min_t, u_claim[vu], t_us[vu])
+        seen = np.zeros(n_claim_codes, dtype=bool)
+        seen[u_claim[vu]] = True
+        oc = o_claim[c_sel]
+        o_keymatch[c_sel] |= seen[oc]
+        o_has_earlier_use[c_sel] |= seen[oc] & (min_t[oc] <= o_t[c_sel])
+
+    c_sel = np.flatnonzero(has_c & ~has_a)
+    if c_sel.size and n_uses:
+        claim_stage(c_sel, o_claim, u_claim)
+    del ac_o, ac_u, u_claim, o_claim
+
+    # -- final reasons and verifier soft labels ------------------------------------------------
+    open_ = valid & ~final
+    reason[open_ & ambiguous] = _AMBIGUOUS
+    reason[open_ & ~ambiguous & had_before] = _BEFORE
+    reason[open_ & ~ambiguous & ~had_before] = _NO_OUTCOME
+    soft = np.zeros(n_uses, dtype=bool)
+    if soft_labels == "posterior":
+        soft = open_ & has_sig
+        bad_sig = soft & np.isnan(llr)
+        reason[bad_sig] = _BAD_SIGNALS
+        soft &= ~bad_sig
+        reason[soft] = _JOINED
+    hard = final & (reason == _JOINED)
+    joined = hard | soft
+
+    p_logged = u["p"].to_numpy()
+    prior = np.where(np.isfinite(p_logged), np.clip(p_logged, 1e-6, 1 - 1e-6), 0.5)
+    q = _sigmoid(np.log(prior) - np.log1p(-prior) + np.where(np.isnan(llr), 0.0, llr))
+
+    # -- rows: one per outcome-labelled use, two (weights q, 1 - q) per verifier-labelled use --
+    hi = np.flatnonzero(hard)
+    si = np.flatnonzero(soft)
+    pos_rows = si[q[si] > 0]
+    neg_rows = si[q[si] < 1]
+    idx = np.concatenate([hi, pos_rows, neg_rows])
+    viol = np.concatenate([label[hi], np.ones(pos_rows.size, bool),
+                           np.zeros(neg_rows.size, bool)])
+    weight = np.concatenate([np.ones(hi.size), q[pos_rows], 1.0 - q[neg_rows]])
+    from_verifier = np.concatenate([np.zeros(hi.size, np.int64),
+                                    np.ones(pos_rows.size + neg_rows.size, np.int64)])
+    order = np.lexsort((~viol, idx))
+    idx, viol, weight, from_verifier = idx[order], viol[order], weight[order], from_verifier[order]
+    file_names = [os.fspath(p) for p in plist]
+    file_of = u["file"].to_numpy()
+    claims = pd.DataFrame({
+        "claim_id": u["claim_id"].array[idx],
+        "timestamp": _us_to_datetime(t_us[idx]),
+        **{c: u[c].to_numpy()[idx] for c in CLAIM_FEATURES if c != "contradiction_flag"},
+        "contradiction_flag": u["contradiction_flag"].to_numpy()[idx] > 0.5,
+        "violated": viol,
+        "label_weight": weight,
+        "action_id": _cat_take(u["action_id"], idx),
+        "tool_name": _cat_take(u["tool_name"], idx),
+        "premise_id": uses.premise_ids(idx),
+        "use_id": idx.astype(np.int64),
+        "label_source": _categorical(from_verifier, ["outcome", "verifier"]),
+        "signal_llr": np.where(has_sig[idx], llr[idx], 0.0),
+        "p_logged": p_logged[idx],
+        "calibrator": _cat_subset(u["calibrator"], idx),
+        "regime": _cat_subset(u["regime"], idx),
+        "decision_file": _categorical(file_of[idx], file_names),
+        "decision_line": u["line"].to_numpy(dtype=np.int64)[idx],
+    }, copy=False)
+
+    # -- report ---------------------------------------------------------------------------------
+    unj = np.flatnonzero(~joined)
+    reasons = reason[unj]
+    # Categoricals: most uses of a big log can be unjoined, and these columns repeat a few
+    # values (or share the log's own categories).
+    unjoined_uses = pd.DataFrame({
+        "decision_file": _categorical(file_of[unj], file_names),
+        "decision_line": u["line"].to_numpy(dtype=np.int64)[unj],
+        "action_id": _cat_subset(u["action_id"], unj),
+        "premise_id": uses.premise_ids(unj, categorical=True),
+        "claim_id": u["claim_id"].array[unj],
+        "time": _us_to_datetime(t_us[unj]),
+        "reason": _categorical(reasons, UNJOINED_REASONS),
+        "detail": _categorical(uses.detail_codes[unj], uses.detail_categories),
+    }, copy=False)
+    status = np.full(n_out, -1, dtype=np.int64)
+    status[o_used] = 0
+    status[~o_used & o_conflict] = 1
+    status[~o_used & ~o_conflict & o_ambiguous] = 2
+    rest = status < 0
+    status[rest & o_keymatch & o_has_earlier_use] = 3
+    status[rest & o_keymatch & ~o_has_earlier_use] = 4
+    status[rest & ~o_keymatch] = 5
+    counts = {s: int((status == i).sum()) for i, s in enumerate(OUTCOME_STATUSES)}
+    counts["invalid"] = len(out_invalid)
+    not_used = np.flatnonzero(status != 0)
+    od = out_df.iloc[not_used]
+    n_inv = len(out_invalid)
+    outcome_details = pd.DataFrame({
+        "source": np.concatenate([od["source"].to_numpy(dtype=np.int64),
+                                  out_invalid["source"].to_numpy(dtype=np.int64)]),
+        "row": np.concatenate([od["row"].to_numpy(dtype=np.int64),
+                               out_invalid["row"].to_numpy(dtype=np.int64)]),
+        "action_id": pd.array(pd.concat([od["action_id"], pd.Series([None] * n_inv,
+                                                                    dtype="str")]),
+                              dtype="str"),
+        "claim_id": pd.array(pd.concat([od["claim_id"], pd.Series([None] * n_inv,
+                                                                  dtype="str")]),
+                             dtype="str"),
+        "time": _us_to_datetime(np.concatenate([od["t_us"].to_numpy(dtype=np.int64),
+                                                np.full(n_inv, _NAT)])),
+        "status": _from_codes(np.concatenate([status[not_used], np.full(n_inv, 6)]),
+                              OUTCOME_STATUSES),
+        "detail": pd.array([""] * len(od) + out_invalid["reason"].tolist(), dtype="str"),
+    }).sort_values(["source", "row"], kind="stable", ignore_index=True)
+    report = JoinReport(
+        decision_files=[{"path": os.fspath(p), **s.to_dict()}
+                        for p, s in zip(plist, log.stats, strict=True)],
+        premise_entries=uses.n_entries,
+        repeated_entries=uses.n_entries - n_uses,
+        uses_read=n_uses,
+        joined=int(joined.sum()),
+        joined_by_source={"outcome": int(hard.sum()), "verifier": int(soft.sum())},
+        unjoined={r: int((reasons == i).sum()) for i, r in enumerate(UNJOINED_REASONS)},
+        outcomes_read=n_out + n_inv,
+        outcomes=counts,
+        rows=len(claims),
+        soft_labels=soft_labels,
+        ignored_signals=ignored_signals,
+        unjoined_uses=unjoined_uses,
+        outcome_details=outcome_details,
+    )
+    report.check()
+    return claims, report
+
+
+# ---------------------------------------------------------------------------------------------
+# Training on verifier soft labels: EM over the signal likelihood
+# ---------------------------------------------------------------------------------------------
+@dataclass(kw_only=True)
+class NoisyLabelFit:
+    """Result of :func:`fit_noisy_labels`: the fitted estimator and how EM went."""
+
+    estimator: Any
+    n_iter: int
+    converged: bool
+    max_delta: float
+
+
+def fit_noisy_labels(
+    estimator: Any,
+    claims: pd.DataFrame,
+    *,
+    max_iter: int = 50,
+    tol: float = 1e-5,
+) -> NoisyLabelFit:
+    """Fit ``estimator`` on claims whose verifier labels are refined by EM.
+
+    Rows with ``label_source == "outcome"`` are fixed labels. Each verifier-labelled use
+    (two rows sharing a ``use_id``) gets ``q = sigmoid(logit(p(x)) + signal_llr)`` where
+    ``p`` is the current model's prediction (starting from the weights in ``claims``, i.e.
+    the gate's logged prior); the estimator is refitted with ``sample_weight`` until no
+    ``q`` moves by more than ``tol``. This maximises the likelihood of the observed signals
+    given the known reliabilities, so it recovers the calibrator even when the logging gate
+    was miscalibrated.
+
+    Parameters
+    ----------
+    estimator : scikit-learn classifier
+        Takes the four claim features and ``fit(X, y, sample_weight=...)``; refitted in place.
+    claims : DataFrame
+        Output of :func:`label_claims` (needs ``label_weight``, ``label_source``,
+        ``use_id`` and ``signal_llr``).
+    max_iter : int, default 50
+        EM iterations at most.
+    tol : float, default 1e-5
+        Stop when the largest change of a soft label is below this.
+    """
+    need = {"label_weight", "label_source", "use_id", "signal_llr", *CLAIM_FEATURES, "violated"}
+    missing = sorted(need - set(claims.columns))
+    if missing:
+        raise MissingColumnsError(f"fit_noisy_labels needs columns {missing}")
+    feats = list(CLAIM_FEATURES)
+    hard = claims.loc[claims["label_source"] != "verifier"]
+    soft = claims.loc[claims["label_source"] == "verifier"]
+    uses = soft.drop_duplicates("use_id", keep="first")
+    Xs = uses[feats].reset_index(drop=True)
+    llr = uses["signal_llr"].to_numpy(dtype=np.float64)
+    q0 = soft.loc[soft["violated"].to_numpy(dtype=bool)].set_index("use_id")["label_weight"]
+    q = q0.reindex(uses["use_id"].to_numpy()).fillna(0.0).to_numpy(dtype=np.float64)
+    Xh = hard[feats].reset_index(drop=True)
+    yh = hard["violated"].to_numpy(dtype=bool)
+    wh = hard["label_weight"].to_numpy(dtype=np.float64)
+    X = pd.concat([Xh, Xs, Xs], ignore_index=True)
+    y = np.concatenate([yh, np.ones(len(Xs), bool), np.zeros(len(Xs), bool)])
+    delta = math.inf
+    n_iter = 0
+    for n_iter in range(1, max_iter + 1):  # noqa: B007 - n_iter is reported
+        w = np.concatenate([wh, q, 1.0 - q])
+        estimator.fit(X, y, sample_weight=w)
+        if len(Xs) == 0:
+            delta = 0.0
+            break
+        p = np.clip(estimator.predict_proba(Xs)[:, 1], 1e-12, 1 - 1e-12)
+        q_new = _sigmoid(np.log(p) - np.log1p(-p) + llr)
+        delta = float(np.max(np.abs(q_new - q)))
+        q = q_new
+        if delta < tol:
+            break
+    return NoisyLabelFit(estimator=estimator, n_iter=n_iter, converged=delta < tol,
+                         max_delta=delta)

@@ -1,0 +1,86 @@
+"""The contract shared by training and the runtime gate: numpy and the standard library only.
+
+The claim columns and their aliases (``_schema``), the closed feature vocabulary and the
+portable calibrator (``_features``), and the artifact format with its loader (``_artifact``).
+Training writes what this package defines; the gate reads it without importing anything else.
+"""
+
+from __future__ import annotations
+
+from amv_calib.contract._artifact import (
+    ALIASES_FILE,
+    ALIASES_FORMAT,
+    ALIASES_FORMAT_VERSION,
+    ARTIFACT_FORMAT,
+    ARTIFACT_FORMAT_VERSION,
+    CALIBRATOR_FILE,
+    GATE_KEYS,
+    MANIFEST_FILE,
+    LoadedArtifact,
+    canonical_json_bytes,
+    check_thresholds,
+    gate_from_artifact,
+    load_artifact,
+    read_aliases,
+    resolve_reference,
+)
+from amv_calib.contract._features import (
+    DEFAULT_EPS,
+    PORTABLE_FORMAT,
+    PORTABLE_FORMAT_VERSION,
+    SEED_CLAMP,
+    SEED_COEF,
+    SEED_FEATURE_MAP,
+    SEED_INTERCEPT,
+    TRANSFORMS,
+    FeatureMap,
+    PortableCalibrator,
+    Term,
+    Transform,
+    as_feature_frame,
+    seed_prior_calibrator,
+)
+from amv_calib.contract._schema import (
+    ALIASES,
+    CLAIM_FEATURES,
+    OPTIONAL_COLUMNS,
+    REQUIRED_COLUMNS,
+    canonical_name,
+)
+
+__all__ = [
+    "DEFAULT_EPS",
+    "ALIASES",
+    "ALIASES_FILE",
+    "ALIASES_FORMAT",
+    "ALIASES_FORMAT_VERSION",
+    "ARTIFACT_FORMAT",
+    "ARTIFACT_FORMAT_VERSION",
+    "CALIBRATOR_FILE",
+    "CLAIM_FEATURES",
+    "GATE_KEYS",
+    "MANIFEST_FILE",
+    "OPTIONAL_COLUMNS",
+    "PORTABLE_FORMAT",
+    "PORTABLE_FORMAT_VERSION",
+    "REQUIRED_COLUMNS",
+    "SEED_CLAMP",
+    "SEED_COEF",
+    "SEED_FEATURE_MAP",
+    "SEED_INTERCEPT",
+    "TRANSFORMS",
+    "FeatureMap",
+    "LoadedArtifact",
+    "PortableCalibrator",
+    "Term",
+    "Transform",
+    "as_feature_frame",
+    "canonical_json_bytes",
+    "canonical_name",
+    "check_thresholds",
+    "gate_from_artifact",
+    "load_artifact",
+    "read_aliases",
+    "resolve_reference",
+    "seed_prior_calibrator",
+]

@@ -1,0 +1,597 @@
+"""Load exported artifacts safely: the gate's side of ``models/<name>/<version>/``.
+
+The loader reads ``manifest.json`` and ``calibrator.json`` only, checks the format, the
+sha256 of every file the manifest lists and that nothing unlisted sits beside them, validates
+the portable calibrator, and never unpickles anything (a ``calibrator.joblib`` beside it is
+hashed, not opened). numpy and the standard library only: the runtime gate imports this.
+
+A *reference* names one artifact version:
+
+- ``DIR`` where ``DIR`` holds a ``manifest.json`` (for example ``models/amv-guard/v3``);
+- ``MODEL_DIR@ALIAS`` (for example ``models/amv-guard@production``): the version the alias
+  file ``MODEL_DIR/aliases.json`` points at.
+
+A bare model folder (``models/amv-guard``) is refused rather than read as "the latest
+version": a fresh export must not reach production before someone promotes it. A relative
+reference that does not exist from the current directory is looked up under
+:func:`amv_calib.settings.models_dir` too (``amv-guard@production`` or
+``models/amv-guard@production`` then work from any directory).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+from amv_calib.contract._features import FeatureMap, PortableCalibrator
+from amv_calib.exceptions import ArtifactError, PortableFormatError
+from amv_calib.settings import champion_reference, models_dir
+
+__all__ = [
+    "ALIASES_FILE",
+    "ALIASES_FORMAT",
+    "ALIASES_FORMAT_VERSION",
+    "ARTIFACT_FORMAT",
+    "ARTIFACT_FORMAT_VERSION",
+    "CALIBRATOR_FILE",
+    "GATE_KEYS",
+    "MANIFEST_FILE",
+    "LoadedArtifact",
+    "canonical_json_bytes",
+    "check_thresholds",
+    "gate_from_artifact",
+    "load_artifact",
+    "read_aliases",
+    "resolve_reference",
+]
+
+ARTIFACT_FORMAT: Final = "amv-calib/artifact"
+ARTIFACT_FORMAT_VERSION: Final = 1
+ALIASES_FORMAT: Final = "amv-calib/aliases"
+ALIASES_FORMAT_VERSION: Final = 1
+MANIFEST_FILE: Final = "manifest.json"
+CALIBRATOR_FILE: Final = "calibrator.json"
+ALIASES_FILE: Final = "aliases.json"
+
+#: The gate thresholds a manifest's ``gate`` object holds (the ``thresholds.json`` keys).
+GATE_KEYS: Final = (
+    "lambda_cost_scale",
+    "delta_loss_threshold",
+    "epsilon_harm_bound",
+    "planner",
+    "max_verifications",
+    "clamp",
+)
+
+_MANIFEST_KEYS: Final = frozenset(
+    {"format", "format_version", "name", "version", "created_utc", "package_version",
+     "git_commit", "calibrator_kind", "calibrator_source", "feature_map", "gate",
+     "training_data", "metrics", "files"}
+)
+_REQUIRED_MANIFEST_KEYS: Final = ("name", "version", "calibrator_kind", "feature_map", "gate",
+                                  "files")
+_SHA256_RE: Final = re.compile(r"[0-9a-f]{64}")
+_VERSION_RE: Final = re.compile(r"v[1-9][0-9]*")
+#: Larger JSON files are refused before parsing (an isotonic table of 10^5 knots is ~5 MB).
+_MAX_JSON_BYTES: Final = 64 * 1024 * 1024
+
+_log = logging.getLogger(__name__)
+
+G = TypeVar("G")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadedArtifact:
+    """A verified artifact version, ready for the gate.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The version folder that was read.
+    manifest : dict
+        ``manifest.json`` as parsed.
+    calibrator : PortableCalibrator
+        ``calibrator.json`` validated, with the gate's clamp (``manifest["gate"]["clamp"]``)
+        applied.
+    thresholds : dict
+        The manifest's ``gate`` object, validated (keys :data:`GATE_KEYS`).
+    name, version : str
+        From the manifest.
+    alias : str or None
+        The alias the reference went through, if any.
+    """
+
+    path: Path
+    manifest: dict[str, Any]
+    calibrator: PortableCalibrator
+    thresholds: dict[str, Any]
+    name: str
+    version: str
+    alias: str | None = None
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def calibrator_sha256(self) -> str:
+        """sha256 of ``calibrator.json`` as listed in (and checked against) the manifest."""
+        return self.files[CALIBRATOR_FILE]
+
+
+# -- plain-data helpers shared with the export side ------------------------------------
+def canonical_json_bytes(obj: Any) -> bytes:
+    """The one JSON serialisation artifacts use: sorted keys, indent 2, finite numbers, LF.
+
+    Floats are written by ``repr`` (shortest round-trip form), so equal data give equal
+    bytes.
+    """
+    text = json.dumps(obj, sort_keys=True, indent=2, allow_nan=False, ensure_ascii=True)
+    return (text + "\n").encode("utf-8")
+
+
+def check_thresholds(data: Any) -> dict[str, Any]:
+    """Validate a ``thresholds.json`` / manifest ``gate`` object and return it normalised.
+
+    Raises
+    ------
+    ValueError
+        Naming the key and the value: a missing or unknown key, a non-finite or negative
+        cost scale or threshold, ``epsilon_harm_bound`` outside [0, 1], an unknown planner,
+        a non-integer or negative ``max_verifications``, a clamp that is not
+        ``[lo, hi]`` with ``0 <= lo < hi <= 1`` (or null).
+    """
+    if not isinstance(data, Mapping):
+        raise ValueError(f"thresholds must be a JSON object, got {type(data).__name__}")
+    missing = [k for k in GATE_KEYS if k not in data]
+    if missing:
+        raise ValueError(f"thresholds lack keys {missing}")
+    unknown = sorted(set(data) - set(GATE_KEYS))
+    if unknown:
+        raise ValueError(f"thresholds have unknown keys {unknown}; expected {list(GATE_KEYS)}")
+    out: dict[str, Any] = {}
+    for key in ("lambda_cost_scale", "delta_loss_threshold"):
+        out[key] = _number(data[key], key, lo=0.0)
+    out["epsilon_harm_bound"] = _number(data["epsilon_harm_bound"], "epsilon_harm_bound",
+                                        lo=0.0, hi=1.0)
+    planner = data["planner"]
+    if planner not in ("lookahead", "myopic"):
+        raise ValueError(f"planner={planner!r} must be 'lookahead' or 'myopic'")
+    out["planner"] = planner
+    mv = data["max_verifications"]
+    if isinstance(mv, float) and mv.is_integer():
+        mv = int(mv)
+    if isinstance(mv, bool) or not isinstance(mv, int) or mv < 0:
+        raise ValueError(f"max_verifications={mv!r} must be an integer >= 0")
+    out["max_verifications"] = mv
+    clamp = data["clamp"]
+    if clamp is None:
+        out["clamp"] = None
+    else:
+        if isinstance(clamp, (str, bytes)) or not isinstance(clamp, (list, tuple)) \
+                or len(clamp) != 2:
+            raise ValueError(f"clamp={clamp!r} must be [lo, hi] or null")
+        lo = _number(clamp[0], "clamp[0]", lo=0.0, hi=1.0)
+        hi = _number(clamp[1], "clamp[1]", lo=0.0, hi=1.0)
+        if not lo < hi:
+            raise ValueError(f"clamp={list(clamp)!r} must satisfy lo < hi")
+        out["clamp"] = [lo, hi]
+    return out
+
+
+def _number(value: Any, key: str, *, lo: float, hi: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{key}={value!r} is not a number")
+    f = float(value)
+    if not math.isfinite(f) or f < lo or (hi is not None and f > hi):
+        bound = f">= {lo:g}" if hi is None else f"in [{lo:g}, {hi:g}]"
+        raise ValueError(f"{key}={value!r} must be finite and {bound}")
+    return f
+
+
+def _refuse_constant(token: str) -> Any:
+    raise ValueError(f"non-finite number {token!r} is not allowed")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # Two parsers could pick different copies of a repeated key: refuse instead.
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} appears twice")
+        out[key] = value
+    return out
+
+
+def _parse_json(raw: bytes, where: Path, *, allow_nan: bool = False) -> dict[str, Any]:
+    try:
+        text = raw.decode("utf-8")
+        obj = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_constant=float if allow_nan else _refuse_constant,
+        )
+    except UnicodeDecodeError as exc:
+        raise ArtifactError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") \
+            from None
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(
+            f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
+    except ValueError as exc:
+        raise ArtifactError(f"{where}: not valid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise ArtifactError(f"{where}: must hold a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _read_bytes(path: Path, *, what: str, limit: int | None = _MAX_JSON_BYTES) -> bytes:
+    try:
+        if limit is not None and path.stat().st_size > limit:
+            raise ArtifactError(f"{path}: {what} is larger than {limit} bytes")
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise ArtifactError(f"{path}: {what} is missing") from None
+    except IsADirectoryError:
+        raise ArtifactError(f"{path}: {what} is a directory, not a file") from None
+    except OSError as exc:
+        raise ArtifactError(f"{path}: cannot read {what} ({exc.strerror})") from None
+
+
+def _sha256_file(path: Path) -> str:
+    with path.open("rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+# -- references and aliases ----------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class _Resolved:
+    path: Path
+    alias: str | None = None
+    manifest_sha256: str | None = None
+
+
+def _split_alias(ref: str) -> tuple[str, str | None]:
+    head, sep, tail = ref.rpartition("@")
+    if sep and head and tail and "/" not in tail and os.sep not in tail:
+        return head, tail
+    return ref, None
+
+
+def _locate(given: Path) -> Path:
+    """The first existing spelling of a (possibly relative) model or version folder."""
+    candidates = [given]
+    if not given.is_absolute():
+        base = models_dir()
+        candidates.append(base / given)
+        if given.parts and given.parts[0] == "models" and len(given.parts) > 1:
+            candidates.append(base.joinpath(*given.parts[1:]))
+    for cand in candidates:
+        if cand.is_dir():
+            return cand
+    looked = ", ".join(str(c) for c in dict.fromkeys(candidates))
+    raise ArtifactError(f"{given}: artifact folder does not exist (looked in {looked})")
+
+
+def read_aliases(model_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and validate ``MODEL_DIR/aliases.json``; ``{}``-shaped when the file is absent.
+
+    Returns
+    -------
+    dict
+        ``{"format", "format_version", "name", "aliases": {ALIAS: {"version",
+        "manifest_sha256", "updated_utc", "history": [...]}}}``.
+    """
+    mdir = Path(model_dir)
+    path = mdir / ALIASES_FILE
+    if not path.exists():
+        return {"format": ALIASES_FORMAT, "format_version": ALIASES_FORMAT_VERSION,
+                "name": mdir.name, "aliases": {}}
+    data = _parse_json(_read_bytes(path, what="alias file"), path)
+    if data.get("format") != ALIASES_FORMAT:
+        raise ArtifactError(f"{path}: format={data.get('format')!r}, expected {ALIASES_FORMAT!r}")
+    if data.get("format_version") != ALIASES_FORMAT_VERSION:
+        raise ArtifactError(
+            f"{path}: unknown format_version={data.get('format_version')!r}; this version of "
+            f"amv-calib reads format_version {ALIASES_FORMAT_VERSION}"
+        )
+    aliases = data.get("aliases")
+    if not isinstance(aliases, dict):
+        raise ArtifactError(f"{path}: 'aliases' must be an object")
+    for alias, entry in aliases.items():
+        where = f"{path}: alias {alias!r}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("version"), str):
+            raise ArtifactError(f"{where} must be an object with a 'version' string")
+        if not _VERSION_RE.fullmatch(entry["version"]):
+            raise ArtifactError(f"{where}: version={entry['version']!r} is not vN")
+        history = entry.get("history", [])
+        if not isinstance(history, list) or not all(
+            isinstance(h, dict) and isinstance(h.get("version"), str) for h in history
+        ):
+            raise ArtifactError(f"{where}: 'history' must be a list of {{'version': ...}}")
+        if history and history[-1]["version"] != entry["version"]:
+            raise ArtifactError(
+                f"{where}: version={entry['version']!r} differs from the last history entry "
+                f"{history[-1]['version']!r}"
+            )
+        sha = entry.get("manifest_sha256")
+        if sha is not None and not (isinstance(sha, str) and _SHA256_RE.fullmatch(sha)):
+            raise ArtifactError(f"{where}: manifest_sha256={sha!r} is not a sha256 hex digest")
+    return data
+
+
+def _resolve(ref: str | os.PathLike[str] | None) -> _Resolved:
+    text = champion_reference() if ref is None else os.fspath(ref)
+    if not text:
+        raise ArtifactError("empty artifact reference")
+    head, alias = _split_alias(text)
+    folder = _locate(Path(head))
+    if alias is None:
+        if not (folder / MANIFEST_FILE).exists() and (
+            (folder / ALIASES_FILE).exists()
+            or any(_VERSION_RE.fullmatch(p.name) for p in folder.iterdir() if p.is_dir())
+        ):
+            raise ArtifactError(
+                f"{folder}: is a model folder, not an artifact version; name a version "
+                f"({folder}/vN) or an alias ({folder}@production)"
+            )
+        return _Resolved(path=folder)
+    data = read_aliases(folder)
+    entry = data["aliases"].get(alias)
+    if entry is None:
+        known = sorted(data["aliases"]) or "none"
+        raise ArtifactError(
+            f"{folder / ALIASES_FILE}: no alias {alias!r} (known aliases: {known}); "
+            f"promote a version first: amv-calib promote {folder.name} vN --alias {alias}"
+        )
+    target = folder / entry["version"]
+    if not target.is_dir():
+        raise ArtifactError(
+            f"{folder / ALIASES_FILE}: alias {alias!r} names {entry['version']}, but {target} "
+            f"does not exist"
+        )
+    return _Resolved(path=target, alias=alias, manifest_sha256=entry.get("manifest_sha256"))
+
+
+def resolve_reference(ref: str | os.PathLike[str] | None = None) -> Path:
+    """The version folder a reference names (see the module docstring).
+
+    ``None`` means :func:`amv_calib.settings.champion_reference`. Raises
+    :class:`~amv_calib.ArtifactError` for a missing folder, a bare model folder, or an
+    unknown alias. The folder's contents are not checked; :func:`load_artifact` does that.
+    """
+    return _resolve(ref).path
+
+
+# -- loading --------------------------------------------------------------------------
+def _check_rel_path(rel: Any, manifest_path: Path) -> str:
+    if not isinstance(rel, str) or not rel:
+        raise ArtifactError(f"{manifest_path}: 'files' has a non-string or empty name {rel!r}")
+    parts = rel.split("/")
+    if rel.startswith("/") or "\\" in rel or any(p in ("", ".", "..") for p in parts):
+        raise ArtifactError(
+            f"{manifest_path}: 'files' entry {rel!r} is not a plain relative path inside "
+            f"the artifact folder"
+        )
+    if rel == MANIFEST_FILE:
+        raise ArtifactError(f"{manifest_path}: 'files' must not list {MANIFEST_FILE} itself")
+    return rel
+
+
+def _folder_files(root: Path) -> set[str]:
+    out: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        rel_dir = Path(dirpath).relative_to(root).as_posix()
+        for fn in filenames:
+            out.add(fn if rel_dir == "." else f"{rel_dir}/{fn}")
+    return out
+
+
+def load_artifact(ref: str | os.PathLike[str] | None = None) -> LoadedArtifact:
+    """Load and verify one artifact version; never unpickles.
+
+    Parameters
+    ----------
+    ref : str or path-like, optional
+        A version folder or ``MODEL_DIR@ALIAS`` (see the module docstring); ``None`` loads
+        :func:`amv_calib.settings.champion_reference`.
+
+    Returns
+    -------
+    LoadedArtifact
+
+    Raises
+    ------
+    ArtifactError
+        Naming the file and the problem, checked in this order: folder missing (or a bare
+        model folder, or an unknown alias); ``manifest.json`` missing, not JSON, or changed
+        since the alias was promoted; unknown ``format`` / ``format_version``; manifest
+        fields missing or malformed; a listed file missing; a sha256 mismatch; a file in
+        the folder that the manifest does not list; ``calibrator.json`` not JSON or
+        invalid (unknown transform or column, non-finite coefficient, non-monotone
+        isotonic table, ...); a feature map or kind that differs between the two files;
+        invalid gate thresholds.
+    """
+    res = _resolve(ref)
+    root = res.path
+    manifest_path = root / MANIFEST_FILE
+    raw_manifest = _read_bytes(manifest_path, what="manifest")
+    if res.manifest_sha256 is not None:
+        got = hashlib.sha256(raw_manifest).hexdigest()
+        if got != res.manifest_sha256:
+            raise ArtifactError(
+                f"{manifest_path}: sha256 {got} differs from {res.manifest_sha256} recorded "
+                f"when alias {res.alias!r} was promoted (manifest edited after promotion?); "
+                f"verify the artifact and promote it again"
+            )
+    manifest = _parse_json(raw_manifest, manifest_path)
+    if manifest.get("format") != ARTIFACT_FORMAT:
+        raise ArtifactError(
+            f"{manifest_path}: format={manifest.get('format')!r}, expected {ARTIFACT_FORMAT!r}"
+        )
+    if manifest.get("format_version") != ARTIFACT_FORMAT_VERSION:
+        raise ArtifactError(
+            f"{manifest_path}: unknown format_version={manifest.get('format_version')!r}; "
+            f"this version of amv-calib reads format_version {ARTIFACT_FORMAT_VERSION}"
+        )
+    missing = [k for k in _REQUIRED_MANIFEST_KEYS if k not in manifest]
+    if missing:
+        raise ArtifactError(f"{manifest_path}: lacks keys {missing}")
+    unknown = sorted(set(manifest) - _MANIFEST_KEYS)
+    if unknown:
+        raise ArtifactError(f"{manifest_path}: unknown keys {unknown}")
+    name, version = manifest["name"], manifest["version"]
+    if not isinstance(name, str) or not name:
+        raise ArtifactError(f"{manifest_path}: name={name!r} must be a non-empty string")
+    if not isinstance(version, str) or not _VERSION_RE.fullmatch(version):
+        raise ArtifactError(f"{manifest_path}: version={version!r} must look like 'v1'")
+    if _VERSION_RE.fullmatch(root.name) and root.name != version:
+        raise ArtifactError(
+            f"{manifest_path}: version={version!r} but the folder is {root.name!r} "
+            f"(copied or renamed by hand?)"
+        )
+
+    files_field = manifest["files"]
+    if not isinstance(files_field, dict):
+        raise ArtifactError(f"{manifest_path}: 'files' must map file names to sha256 digests")
+    files: dict[str, str] = {}
+    for rel, digest in files_field.items():
+        rel = _check_rel_path(rel, manifest_path)
+        if not isinstance(digest, str) or not _SHA256_RE.fullmatch(digest):
+            raise ArtifactError(
+                f"{manifest_path}: 'files'[{rel!r}]={digest!r} is not a sha256 hex digest"
+            )
+        files[rel] = digest
+    if CALIBRATOR_FILE not in files:
+        raise ArtifactError(f"{manifest_path}: 'files' does not list {CALIBRATOR_FILE}")
+
+    raw_calibrator = b""
+    for rel in sorted(files):
+        fpath = root / rel
+        if rel == CALIBRATOR_FILE:
+            # Hash and parse the same bytes, so the file cannot change in between.
+            raw_calibrator = _read_bytes(fpath, what="file listed in manifest.json")
+            got = hashlib.sha256(raw_calibrator).hexdigest()
+        else:
+            if not fpath.is_file():
+                raise ArtifactError(f"{fpath}: listed in {MANIFEST_FILE} but missing")
+            try:
+                got = _sha256_file(fpath)
+            except OSError as exc:
+                raise ArtifactError(f"{fpath}: cannot read ({exc.strerror})") from None
+        if got != files[rel]:
+            raise ArtifactError(
+                f"{fpath}: sha256 mismatch (tampered or truncated): {MANIFEST_FILE} lists "
+                f"{files[rel]}, the file has {got}"
+            )
+    extra = sorted(_folder_files(root) - set(files) - {MANIFEST_FILE})
+    if extra:
+        raise ArtifactError(
+            f"{root / extra[0]}: not listed in {MANIFEST_FILE} (unlisted files: {extra}); "
+            f"an artifact folder is immutable, export a new version instead"
+        )
+
+    cal_path = root / CALIBRATOR_FILE
+    # NaN/Infinity tokens parse so that the calibrator's own check names the field.
+    cal_data = _parse_json(raw_calibrator, cal_path, allow_nan=True)
+    try:
+        calibrator = PortableCalibrator.from_dict(cal_data)
+    except PortableFormatError as exc:
+        raise ArtifactError(f"{cal_path}: {exc}") from None
+    try:
+        manifest_map = FeatureMap.from_list(manifest["feature_map"])
+    except PortableFormatError as exc:
+        raise ArtifactError(f"{manifest_path}: feature_map: {exc}") from None
+    if manifest_map != calibrator.feature_map:
+        raise ArtifactError(
+            f"{manifest_path}: feature_map {manifest_map.names} differs from "
+            f"{CALIBRATOR_FILE}'s {calibrator.feature_map.names}"
+        )
+    if manifest["calibrator_kind"] != calibrator.kind:
+        raise ArtifactError(
+            f"{manifest_path}: calibrator_kind={manifest['calibrator_kind']!r} but "
+            f"{CALIBRATOR_FILE} has kind={calibrator.kind!r}"
+        )
+    try:
+        thresholds = check_thresholds(manifest["gate"])
+    except ValueError as exc:
+        raise ArtifactError(f"{manifest_path}: gate: {exc}") from None
+    clamp = thresholds["clamp"]
+    if clamp is not None:
+        gate_clamp = (clamp[0], clamp[1])
+        if calibrator.clamp is not None and calibrator.clamp != gate_clamp:
+            raise ArtifactError(
+                f"{manifest_path}: gate clamp {list(gate_clamp)} differs from "
+                f"{CALIBRATOR_FILE}'s clamp {list(calibrator.clamp)}"
+            )
+        if calibrator.clamp is None:
+            calibrator = replace(calibrator, clamp=gate_clamp)
+    return LoadedArtifact(
+        path=root,
+        manifest=manifest,
+        calibrator=calibrator,
+        thresholds=thresholds,
+        name=name,
+        version=version,
+        alias=res.alias,
+        files=files,
+    )
+
+
+def gate_from_artifact(
+    cls: Callable[..., G],
+    ref: str | os.PathLike[str] | None = None,
+    *,
+    strict: bool = False,
+    **overrides: Any,
+) -> G:
+    """Build a gate from an artifact; a refused artifact gives a gate that always abstains.
+
+    Parameters
+    ----------
+    cls : type
+        The gate class (``amv_calib.gate.Gate``), called with keyword arguments.
+    ref : str or path-like, optional
+        See :func:`load_artifact`.
+    strict : bool, default False
+        Re-raise :class:`~amv_calib.ArtifactError` instead of failing closed.
+    **overrides
+        Keyword arguments for ``cls`` that win over the artifact's (``mode``,
+        ``decision_log``, a threshold, ...).
+
+    Returns
+    -------
+    gate
+        ``cls(calibrator=..., lambda_cost_scale=..., delta_loss_threshold=...,
+        epsilon_harm_bound=..., planner=..., max_verifications=..., artifact_name=...,
+        artifact_version=..., **overrides)``; when the artifact is refused and ``strict`` is
+        false, ``cls(refusal="artifact refused: ...", **overrides)``, whose every decision is
+        ABSTAIN with that reason.
+    """
+    try:
+        art = load_artifact(ref)
+    except ArtifactError as exc:
+        if strict:
+            raise
+        _log.warning("artifact refused, the gate will abstain: %s", exc)
+        kept = {k: v for k, v in overrides.items() if k != "refusal"}
+        return cls(refusal=f"artifact refused: {exc}", **kept)
+    t = art.thresholds
+    kwargs: dict[str, Any] = {
+        "calibrator": art.calibrator,
+        "lambda_cost_scale": t["lambda_cost_scale"],
+        "delta_loss_threshold": t["delta_loss_threshold"],
+        "epsilon_harm_bound": t["epsilon_harm_bound"],
+        "planner": t["planner"],
+        "max_verifications": t["max_verifications"],
+        "artifact_name": art.name,
+        "artifact_version": art.version,
+    }
+    kwargs.update(overrides)
+    return cls(**kwargs)

@@ -1,0 +1,19 @@
+"""Declarative TOML pipelines: the spec (``_spec``), the step kinds (``_steps``), the runner
+(``_runner``) and the report printed at the end (``_report``).
+"""
+
+from __future__ import annotations
+
+from amv_calib.pipeline._report import pipeline_report
+from amv_calib.pipeline._runner import load_pipeline, run_pipeline, step_kinds
+from amv_calib.pipeline._spec import PipelineResult, PipelineSpec, StepResult
+
+__all__ = [
+    "PipelineResult",
+    "PipelineSpec",
+    "StepResult",
+    "load_pipeline",
+    "pipeline_report",
+    "run_pipeline",
+    "step_kinds",
+]

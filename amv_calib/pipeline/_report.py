@@ -1,0 +1,57 @@
+"""Human-readable summary of a pipeline run (what ``make demo`` ends by printing)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from amv_calib.pipeline._spec import PipelineResult
+from amv_calib.settings import tracking_uri
+
+__all__ = ["pipeline_report"]
+
+
+def _read(path: object) -> str | None:
+    if not isinstance(path, str):
+        return None
+    p = Path(path)
+    return p.read_text(encoding="utf-8").rstrip() + "\n" if p.is_file() else None
+
+
+def pipeline_report(result: PipelineResult) -> str:
+    """The comparison table, tuned thresholds, replay table, artifact and MLflow UI command."""
+    lines: list[str] = [f"# pipeline {result.spec.name} ({result.spec.path.name})", ""]
+    for s in result.steps:
+        lines.append(f"- {s.name:<10} {s.status:<8} {s.seconds:7.1f} s")
+    lines.append("")
+    for s in result.steps:
+        if s.kind == "ingest":
+            lines += [f"## ingest: {s.outputs.get('read')} rows read, "
+                      f"{s.outputs.get('accepted')} accepted, "
+                      f"{s.outputs.get('rejected')} rejected", ""]
+        elif s.kind == "compare":
+            lines += [f"## calibrator comparison (champion: {s.outputs.get('champion_name')})",
+                      "", _read(s.outputs.get("table")) or "(no table)", ""]
+        elif s.kind == "tune":
+            th = _read(s.outputs.get("thresholds"))
+            if th:
+                lines += ["## tuned gate thresholds", "",
+                          json.dumps(json.loads(th), indent=2, sort_keys=True), ""]
+            lines += ["## replay on held-out episodes", "",
+                      _read(s.outputs.get("replay_table")) or "(no replay table)", ""]
+        elif s.kind == "replay":
+            lines += ["## replay", "", _read(s.outputs.get("replay_table")) or "", ""]
+        elif s.kind == "export":
+            lines += [f"## artifact: {s.outputs.get('name')} {s.outputs.get('version')} "
+                      f"(alias {s.outputs.get('alias')})", f"{s.outputs.get('artifact')}", ""]
+        elif s.kind == "register" and s.outputs.get("registered"):
+            lines += [f"## MLflow model: {s.outputs.get('registered_name')} version "
+                      f"{s.outputs.get('model_version')} @{s.outputs.get('alias')}", ""]
+    if result.tracking:
+        uri = result.tracking_uri or tracking_uri()
+        lines += ["## inspect in MLflow", "",
+                  f"    .venv/bin/mlflow ui --backend-store-uri {uri} --port 5000",
+                  "then open http://127.0.0.1:5000 (experiment "
+                  f"{result.spec.experiment!r}"
+                  + (f", run {result.run_id})" if result.run_id else ")"), ""]
+    return "\n".join(lines)

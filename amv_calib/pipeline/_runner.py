@@ -1,0 +1,391 @@
+"""Declarative pipelines: ``pipelines/*.toml`` read with :mod:`tomllib` and run step by step.
+
+A pipeline file has a ``[pipeline]`` table and an array of ``[[steps]]``. Each step names its
+``kind`` (one of :func:`step_kinds`), a unique ``name`` and the parameters that kind takes.
+A string parameter ``"@other.output"`` refers to an output of an earlier step; a path
+parameter is relative to the pipeline file.
+
+Every step runs into a fresh ``WORKDIR/<name>.partial-*`` folder that is renamed into place
+only when the step succeeds, and records a key (sha256 of its parameters and of the content
+of everything it reads). A re-run whose key is unchanged skips the step unless ``force``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+import tomllib
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from amv_calib import __version__
+from amv_calib.exceptions import AmvCalibError, ConfigError, PipelineError
+from amv_calib.pipeline._spec import (
+    PipelineResult,
+    PipelineSpec,
+    StepContext,
+    StepKind,
+    StepResult,
+    StepSpec,
+)
+from amv_calib.pipeline._steps import STEP_KINDS
+
+__all__ = [
+    "PipelineResult",
+    "PipelineSpec",
+    "StepResult",
+    "load_pipeline",
+    "run_pipeline",
+    "step_kinds",
+]
+
+log = logging.getLogger("amv_calib.pipeline._runner")
+
+_STATE = "state.json"
+_PIPELINE_KEYS = {"name", "workdir", "seed", "tracking", "tracking_uri", "models_dir",
+                  "experiment", "description"}
+
+
+def _kinds() -> dict[str, StepKind]:
+    return STEP_KINDS
+
+
+def step_kinds() -> list[str]:
+    """Names of the step kinds a pipeline may use."""
+    return sorted(_kinds())
+
+
+# -- reading and validating ---------------------------------------------------------------
+def _parse_override(text: str) -> tuple[str, str, Any]:
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected KEY=VALUE, e.g. compare.folds=3")
+    key, raw = text.split("=", 1)
+    if key.count(".") != 1:
+        raise ConfigError(
+            f"--set {text!r}: KEY must be <step name>.<param> or pipeline.<key>"
+        )
+    section, name = key.split(".")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw  # a bare word is a string
+    return section, name, value
+
+
+def load_pipeline(path: str | os.PathLike[str],
+                  overrides: Sequence[str] = ()) -> PipelineSpec:
+    """Read and validate a pipeline file.
+
+    Raises
+    ------
+    ConfigError
+        Unknown keys, unknown step kinds, duplicate step names, wrong types, missing
+        required parameters, missing input files, references to unknown steps.
+    """
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise ConfigError(f"pipeline file {path.name!r} not found")
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path.name}: not valid TOML: {exc}") from exc
+    unknown_top = set(doc) - {"pipeline", "steps"}
+    if unknown_top:
+        raise ConfigError(f"{path.name}: unknown top-level keys {sorted(unknown_top)}")
+    head = dict(doc.get("pipeline", {}))
+    steps_raw = [dict(s) for s in doc.get("steps", [])]
+    if not steps_raw:
+        raise ConfigError(f"{path.name}: no [[steps]]")
+    by_name = {str(s.get("name") or s.get("kind") or ""): s for s in steps_raw}
+    for section, key, value in (_parse_override(o) for o in overrides):
+        if section == "pipeline":
+            head[key] = value
+        elif section in by_name:
+            by_name[section][key] = value
+        else:
+            raise ConfigError(f"--set {section}.{key}: no step named {section!r}; "
+                              f"steps are {sorted(by_name)}")
+    unknown = set(head) - _PIPELINE_KEYS
+    if unknown:
+        raise ConfigError(f"{path.name}: [pipeline] has unknown keys {sorted(unknown)}; "
+                          f"allowed: {sorted(_PIPELINE_KEYS)}")
+    base = path.parent
+    name = str(head.get("name", path.stem))
+    kinds = _kinds()
+    steps: list[StepSpec] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(steps_raw, start=1):
+        where = f"{path.name}: step {i}"
+        kind = raw.pop("kind", None)
+        sname = raw.pop("name", None) or kind
+        if kind not in kinds:
+            raise ConfigError(f"{where}: kind={kind!r} is not one of {sorted(kinds)}")
+        if not isinstance(sname, str) or not sname.isidentifier():
+            raise ConfigError(f"{where}: name={sname!r} must be an identifier")
+        if sname in seen:
+            raise ConfigError(f"{where}: duplicate step name {sname!r}")
+        params = _validate_params(where=f"{where} ({sname})", kind=kinds[kind], raw=raw,
+                                  base=base, earlier=seen)
+        seen.add(sname)
+        steps.append(StepSpec(name=sname, kind=kind, params=params))
+    seed = head.get("seed", 20261202)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ConfigError(f"{path.name}: [pipeline] seed={seed!r} must be an integer")
+    tracking = head.get("tracking", True)
+    if not isinstance(tracking, bool):
+        raise ConfigError(f"{path.name}: [pipeline] tracking={tracking!r} must be true/false")
+    uri = head.get("tracking_uri") or None
+    return PipelineSpec(
+        path=path,
+        name=name,
+        workdir=(base / str(head.get("workdir", f".amv-cache/{name}"))).resolve(),
+        seed=seed,
+        tracking=tracking,
+        tracking_uri=None if uri is None else str(uri),
+        models_dir=(base / str(head.get("models_dir", "models"))).resolve(),
+        experiment=str(head.get("experiment", "amv-calib")),
+        steps=tuple(steps),
+    )
+
+
+def _validate_params(*, where: str, kind: StepKind, raw: dict[str, Any], base: Path,
+                     earlier: set[str]) -> dict[str, Any]:
+    unknown = set(raw) - set(kind.params)
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}; "
+                          f"allowed: {sorted(kind.params)}")
+    out: dict[str, Any] = {}
+    for key, p in kind.params.items():
+        if key not in raw:
+            if p.required:
+                raise ConfigError(f"{where}: missing required key {key!r}")
+            out[key] = p.default
+            continue
+        value = raw[key]
+        if isinstance(value, str) and value.startswith("@"):
+            ref = value[1:].split(".", 1)
+            if len(ref) != 2 or ref[0] not in earlier:
+                raise ConfigError(f"{where}: {key}={value!r} must refer to an earlier step as "
+                                  f"@<step>.<output>; earlier steps: {sorted(earlier)}")
+            out[key] = value
+            continue
+        if p.path:
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{where}: {key}={value!r} must be a path")
+            # "models/NAME@alias" names an artifact through its alias file.
+            folder, _, alias = value.rpartition("@") if "@" in Path(value).name else (value, "", "")
+            full = (base / folder).resolve()
+            if not full.exists():
+                raise ConfigError(f"{where}: {key}={value!r} not found (looked for {full.name!r}"
+                                  f" relative to the pipeline file)")
+            out[key] = f"{full}@{alias}" if alias else full
+            continue
+        ok = isinstance(value, p.kind) and not (isinstance(value, bool) and p.kind in (int, float))
+        if isinstance(value, int) and not isinstance(value, bool) and p.kind is float:
+            value, ok = float(value), True
+        if not ok:
+            expected = p.kind.__name__ if isinstance(p.kind, type) else str(p.kind)
+            raise ConfigError(f"{where}: {key}={value!r} must be {expected}")
+        out[key] = value
+    return out
+
+
+# -- hashing ------------------------------------------------------------------------------
+def content_hash(path: Path) -> str:
+    """sha256 of a file's bytes, or of a folder's relative paths and file bytes."""
+    h = hashlib.sha256()
+    if path.is_dir():
+        for f in sorted(p for p in path.rglob("*") if p.is_file()):
+            h.update(f.relative_to(path).as_posix().encode())
+            h.update(b"\0")
+            h.update(_file_digest(f).encode())
+    else:
+        h.update(_file_digest(path).encode())
+    return h.hexdigest()
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _step_key(spec: PipelineSpec, step: StepSpec, upstream_keys: dict[str, str]) -> str:
+    material: dict[str, Any] = {"kind": step.kind, "seed": spec.seed, "package": __version__}
+    for key, value in sorted(step.params.items()):
+        if isinstance(value, str) and value.startswith("@"):
+            material[key] = ["ref", value, upstream_keys[value[1:].split(".", 1)[0]]]
+        elif isinstance(value, Path):
+            material[key] = ["file", content_hash(value)]
+        elif isinstance(value, str) and os.path.isabs(value) and "@" in value:
+            material[key] = ["alias", value.rsplit("@", 1)[1],
+                             content_hash(Path(value.rsplit("@", 1)[0]))]
+        else:
+            material[key] = value
+    blob = json.dumps(material, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+# -- running ------------------------------------------------------------------------------
+def _read_state(final_dir: Path) -> dict[str, Any] | None:
+    try:
+        state = json.loads((final_dir / _STATE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def _outputs_exist(outputs: Mapping[str, Any]) -> bool:
+    for value in outputs.values():
+        if isinstance(value, str) and value.startswith(("/", "./")) and not Path(value).exists():
+            return False
+    return True
+
+
+def run_pipeline(spec: PipelineSpec, *, force: bool = False, tracking: bool | None = None,
+                 tracking_uri: str | None = None) -> PipelineResult:
+    """Run every step of ``spec`` in order, skipping those whose key is unchanged.
+
+    Raises
+    ------
+    PipelineError
+        A step failed; nothing half-written is left in its output folder.
+    """
+    spec.workdir.mkdir(parents=True, exist_ok=True)
+    kinds = _kinds()
+    use_tracking = spec.tracking if tracking is None else tracking
+    uri = tracking_uri or spec.tracking_uri
+    result = PipelineResult(spec=spec, tracking=use_tracking, tracking_uri=uri)
+    tracker = _LazyTracker(spec, enabled=use_tracking, uri=uri)
+    with tracker:
+        upstream_out: dict[str, dict[str, Any]] = {}
+        upstream_keys: dict[str, str] = {}
+        for step in spec.steps:
+            resolved = _resolve(step, upstream_out)
+            key = _step_key(spec, step, upstream_keys)
+            final_dir = spec.workdir / step.name
+            state = _read_state(final_dir)
+            t0 = time.perf_counter()
+            if (not force and state is not None and state.get("key") == key
+                    and _outputs_exist(state.get("outputs", {}))):
+                outputs = dict(state["outputs"])
+                log.info("[%s] unchanged inputs: skipped (use --force to re-run)", step.name)
+                status = "skipped"
+            else:
+                log.info("[%s] running (%s)", step.name, step.kind)
+                outputs = _run_step(spec, step, kinds[step.kind], resolved, key, tracker)
+                status = "ran"
+            upstream_keys[step.name] = key
+            upstream_out[step.name] = outputs
+            result.steps.append(StepResult(name=step.name, kind=step.kind, status=status,
+                                           seconds=time.perf_counter() - t0,
+                                           outputs=outputs, key=key))
+        result.run_id = tracker.run_id
+    return result
+
+
+def _resolve(step: StepSpec, upstream: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in step.params.items():
+        if isinstance(value, str) and value.startswith("@"):
+            src, name = value[1:].split(".", 1)
+            if name not in upstream.get(src, {}):
+                raise PipelineError(step.name, f"{key}={value!r}: step {src!r} has no output "
+                                    f"{name!r} (outputs: {sorted(upstream.get(src, {}))})")
+            got = upstream[src][name]
+            out[key] = Path(got) if isinstance(got, str) and os.path.isabs(got) else got
+        else:
+            out[key] = value
+    return out
+
+
+def _run_step(spec: PipelineSpec, step: StepSpec, kind: StepKind, resolved: dict[str, Any],
+              key: str, tracker: Any) -> dict[str, Any]:
+    final_dir = spec.workdir / step.name
+    partial = spec.workdir / f"{step.name}.partial-{uuid.uuid4().hex[:8]}"
+    partial.mkdir(parents=True)
+    ctx = StepContext(spec=spec, step=step, params=resolved, out_dir=partial, key=key,
+                      tracker=tracker)
+    try:
+        outputs = kind.run(ctx)
+    except PipelineError:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    except AmvCalibError as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise PipelineError(step.name, str(exc)) from exc
+    except Exception as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise PipelineError(step.name, f"{type(exc).__name__}: {exc}") from exc
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    # Outputs name files in the partial folder; they are rewritten to the final place.
+    outputs = {k: _relocate(v, partial, final_dir) for k, v in outputs.items()}
+    (partial / _STATE).write_text(
+        json.dumps({"key": key, "kind": step.kind, "outputs": outputs,
+                    "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+                   indent=2, sort_keys=True) + "\n",
+        encoding="utf-8")
+    trash = spec.workdir / f"{step.name}.old-{uuid.uuid4().hex[:8]}"
+    if final_dir.exists():
+        final_dir.rename(trash)
+    partial.rename(final_dir)
+    shutil.rmtree(trash, ignore_errors=True)
+    return outputs
+
+
+def _relocate(value: Any, partial: Path, final_dir: Path) -> Any:
+    if isinstance(value, Path):
+        value = str(value)
+    if isinstance(value, str) and value.startswith(str(partial)):
+        return str(final_dir) + value[len(str(partial)):]
+    return value
+
+
+class _LazyTracker:
+    """Starts the pipeline's parent MLflow run only when a step first asks for it.
+
+    A re-run whose steps are all skipped therefore makes no new run (and does not pay for
+    importing MLflow).
+    """
+
+    def __init__(self, spec: PipelineSpec, *, enabled: bool, uri: str | None) -> None:
+        self.spec = spec
+        self.enabled = enabled
+        self.uri = uri
+        self.run_id: str | None = None
+        self._inner: Any = None
+
+    def get(self) -> Any:
+        """The started tracker (an ``amv_calib.tracking.PipelineTracker``), or None if off."""
+        if not self.enabled:
+            return None
+        if self._inner is None:
+            from amv_calib.tracking import PipelineTracker
+
+            self._inner = PipelineTracker(
+                run_name=self.spec.name,
+                experiment=self.spec.experiment,
+                tracking_uri=self.uri,
+                params={"pipeline": self.spec.name, "pipeline_file": self.spec.path.name,
+                        "seed": self.spec.seed},
+            )
+            self._inner.__enter__()
+            self.run_id = self._inner.run_id
+        return self._inner
+
+    def __enter__(self) -> _LazyTracker:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if self._inner is not None:
+            self._inner.__exit__(exc_type, exc, tb)

@@ -1,0 +1,117 @@
+"""What a pipeline is made of: its parameters, steps, spec, context and results.
+
+Plain data classes with no behaviour beyond JSON summaries, shared by the step kinds
+(:mod:`._steps`) and the runner (:mod:`._runner`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "Param",
+    "PipelineResult",
+    "PipelineSpec",
+    "StepContext",
+    "StepFunc",
+    "StepKind",
+    "StepResult",
+    "StepSpec",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Param:
+    """One parameter a step kind accepts."""
+
+    kind: type | tuple[type, ...]
+    default: Any = None
+    required: bool = False
+    path: bool = False  # relative to the pipeline file; its content enters the step key
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepSpec:
+    """One configured step of a pipeline."""
+
+    name: str
+    kind: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PipelineSpec:
+    """A validated pipeline file."""
+
+    path: Path
+    name: str
+    workdir: Path
+    seed: int
+    tracking: bool
+    tracking_uri: str | None
+    models_dir: Path
+    experiment: str
+    steps: tuple[StepSpec, ...]
+
+
+@dataclass(kw_only=True)
+class StepResult:
+    """What one step did: ``status`` is ``"ran"`` or ``"skipped"``."""
+
+    name: str
+    kind: str
+    status: str
+    seconds: float
+    outputs: dict[str, Any]
+    key: str
+
+
+@dataclass(kw_only=True)
+class PipelineResult:
+    """The outcome of :func:`run_pipeline`."""
+
+    spec: PipelineSpec
+    steps: list[StepResult] = field(default_factory=list)
+    run_id: str | None = None
+    tracking: bool = False
+    tracking_uri: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready summary for ``--json``."""
+        return {
+            "pipeline": self.spec.name,
+            "file": str(self.spec.path),
+            "tracking": self.tracking,
+            "mlflow_run_id": self.run_id,
+            "steps": [
+                {"name": s.name, "kind": s.kind, "status": s.status,
+                 "seconds": round(s.seconds, 3), "outputs": s.outputs}
+                for s in self.steps
+            ],
+        }
+
+
+@dataclass(kw_only=True)
+class StepContext:
+    """What a step function receives."""
+
+    spec: PipelineSpec
+    step: StepSpec
+    params: dict[str, Any]  # resolved: paths absolute, references replaced by values
+    out_dir: Path  # the step's partial folder; becomes WORKDIR/<name> on success
+    key: str
+    tracker: Any
+
+
+StepFunc = Callable[[StepContext], dict[str, Any]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepKind:
+    """A kind of step: its parameters and the function that runs it."""
+
+    params: Mapping[str, Param]
+    run: StepFunc

@@ -1,0 +1,306 @@
+"""The step kinds a pipeline file can use, each a thin call into the library.
+
+A step function reads its resolved parameters from the :class:`StepContext`, writes into
+``ctx.out_dir`` and returns its outputs: plain values or paths inside ``ctx.out_dir`` (they
+are rewritten to the final folder after the step succeeds).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from amv_calib.exceptions import ConfigError, InsufficientDataError
+from amv_calib.pipeline._spec import Param, StepContext, StepKind
+
+__all__ = ["STEP_KINDS"]
+
+log = logging.getLogger("amv_calib.pipeline._runner")
+
+
+def _tracker(ctx: StepContext) -> Any:
+    return ctx.tracker.get() if ctx.tracker is not None else None
+
+
+# -- ingest -------------------------------------------------------------------------------
+def _ingest(ctx: StepContext) -> dict[str, Any]:
+    from amv_calib.claims import ingest_file
+
+    summary = ingest_file(ctx.params["input"], ctx.out_dir, format=ctx.params["format"])
+    if summary.accepted == 0:
+        raise InsufficientDataError(f"no row of {Path(ctx.params['input']).name} was accepted; "
+                         f"see rejects.csv")
+    log.info("[%s] read %d rows: %d accepted, %d rejected", ctx.step.name, summary.read,
+             summary.accepted, summary.rejected)
+    return {
+        "claims": str(ctx.out_dir / "claims.parquet"),
+        "rejects": str(ctx.out_dir / "rejects.csv"),
+        "read": summary.read,
+        "accepted": summary.accepted,
+        "rejected": summary.rejected,
+    }
+
+
+# -- compare ------------------------------------------------------------------------------
+def _compare(ctx: StepContext) -> dict[str, Any]:
+    import pandas as pd
+
+    from amv_calib.calibration import compare_calibrators, write_comparison
+
+    claims = pd.read_parquet(ctx.params["claims"])
+    weight = ctx.params["weights"]
+    if weight == "auto":
+        # Soft labels from `amv-calib label` carry label_weight; rows without one count once.
+        has = "label_weight" in claims.columns and claims["label_weight"].notna().any()
+        weight = "label_weight" if has else "none"
+    if weight != "none":
+        if weight not in claims.columns:
+            raise ConfigError(f"step {ctx.step.name!r}: weights={weight!r} is not a column")
+        claims[weight] = claims[weight].fillna(1.0)
+    result = compare_calibrators(
+        claims,
+        sample_weight=None if weight == "none" else weight,
+        folds=ctx.params["folds"],
+        split=ctx.params["split"],
+        scoring=ctx.params["scoring"],
+        n_boot=ctx.params["n_boot"],
+        seed=ctx.spec.seed,
+    )
+    write_comparison(result, ctx.out_dir)
+    tracker = _tracker(ctx)
+    if tracker is not None:
+        tracker.log_comparison(ctx.out_dir, claims=claims, claims_path=ctx.params["claims"])
+    return {
+        "dir": str(ctx.out_dir),
+        "champion": str(ctx.out_dir / "champion.json"),
+        "champion_name": result.champion,
+        "table": str(ctx.out_dir / "comparison.md"),
+    }
+
+
+# -- tune ---------------------------------------------------------------------------------
+def _tune(ctx: StepContext) -> dict[str, Any]:
+    from amv_calib.contract import PortableCalibrator
+    from amv_calib.gate import Gate
+    from amv_calib.tuning import read_episodes, split_episodes, tune_thresholds
+
+    if ctx.params["artifact"]:
+        from amv_calib.gate import load_artifact
+
+        calibrator = load_artifact(str(ctx.params["artifact"])).calibrator
+    elif ctx.params["calibrator"]:
+        calibrator = PortableCalibrator.from_dict(
+            json.loads(Path(ctx.params["calibrator"]).read_text(encoding="utf-8")))
+    else:
+        raise ConfigError(f"step {ctx.step.name!r}: give either calibrator or artifact")
+    episodes = read_episodes(ctx.params["episodes"])
+    # The study lives outside the step's partial folder, keyed by the step's inputs, so an
+    # interrupted run resumes the same study instead of starting over.
+    storage = ctx.params["storage"] or str(ctx.spec.workdir / f"{ctx.step.name}.optuna.log")
+    result = tune_thresholds(
+        episodes,
+        calibrator=calibrator,
+        trials=ctx.params["trials"],
+        storage=storage,
+        study_name=f"{ctx.spec.name}-{ctx.step.name}-{ctx.key[:12]}",
+        seed=ctx.spec.seed,
+        mode=ctx.params["mode"],
+        target_harmful=ctx.params["target_harmful"],
+        tune_fraction=ctx.params["tune_fraction"],
+        out_dir=ctx.out_dir,
+        progress=log.isEnabledFor(logging.INFO),  # --quiet silences the per-trial lines
+    )
+    if result.thresholds is None:
+        raise InsufficientDataError(
+            f"no trial met gate_harmful <= {ctx.params['target_harmful']} in "
+            f"{ctx.params['trials']} trials; raise trials or target_harmful")
+    th = result.thresholds
+    gate = Gate(lambda_cost_scale=th["lambda_cost_scale"],
+                delta_loss_threshold=th["delta_loss_threshold"],
+                epsilon_harm_bound=th["epsilon_harm_bound"], planner=th["planner"],
+                max_verifications=th["max_verifications"], calibrator=calibrator)
+    _, holdout = split_episodes(episodes, ctx.params["tune_fraction"])
+    _replay_table(episodes.subset(holdout), gate=gate, calibrator=calibrator,
+                  seed=ctx.spec.seed, out_dir=ctx.out_dir)
+    (ctx.out_dir / "calibrator.json").write_text(
+        json.dumps(calibrator.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tracker = _tracker(ctx)
+    if tracker is not None:
+        tracker.log_tuning(ctx.out_dir)  # includes replay.json
+    return {
+        "dir": str(ctx.out_dir),
+        "thresholds": str(ctx.out_dir / "thresholds.json"),
+        "calibrator": str(ctx.out_dir / "calibrator.json"),
+        "replay_table": str(ctx.out_dir / "replay.md"),
+        "trials": result.n_trials,
+    }
+
+
+def _replay_table(episodes: Any, *, gate: Any, calibrator: Any, seed: int,
+                  out_dir: Path, policies: Sequence[str] = ("all",)) -> None:
+    """Replay ``policies`` on the same answer stream; write replay.json and replay.md."""
+    from amv_calib.tuning import POLICIES, format_table, replay_many
+
+    names = list(POLICIES) if "all" in policies else list(dict.fromkeys(policies))
+    results = replay_many(episodes, names, seed=seed, gate=gate,  # type: ignore[arg-type]
+                          calibrator=calibrator, n_boot=_n_boot(len(episodes)))
+    summary = {n: r.to_dict() for n, r in results.items()}
+    (out_dir / "replay.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n",
+                                         encoding="utf-8")
+    table = format_table({n: r.to_dict()["overall"] for n, r in results.items()},
+                         {n: r.n for n, r in results.items()})
+    (out_dir / "replay.md").write_text(
+        f"{len(episodes)} instances, seed {seed}\n\n{table}\n", encoding="utf-8")
+
+
+def _n_boot(n: int) -> int:
+    """Bootstrap resamples for a replay table: enough for stable 95% bounds, few on big sets."""
+    return 1000 if n <= 20000 else 200
+
+
+# -- export -------------------------------------------------------------------------------
+def _export(ctx: StepContext) -> dict[str, Any]:
+    import shutil
+
+    import pandas as pd
+
+    from amv_calib.artifacts import export_artifact, list_versions, promote
+    from amv_calib.contract import read_aliases
+
+    claims = pd.read_parquet(ctx.params["claims"]) if ctx.params["claims"] else None
+    name, models_dir = ctx.params["model"], ctx.spec.models_dir
+
+    def export(where: Path) -> Any:
+        return export_artifact(calibrator=ctx.params["calibrator"],
+                               thresholds=ctx.params["thresholds"], name=name,
+                               models_dir=where, claims=claims)
+
+    # Export into the step folder first: when an existing version holds the same content
+    # (a re-run after an interruption, or `make demo` reproducing the shipped champion) it
+    # is reused instead of minting an identical v(N+1).
+    candidate = export(ctx.out_dir / "candidate")
+    same = _matching_version(candidate.manifest, name, models_dir,
+                             list_versions(name, models_dir=models_dir))
+    shutil.rmtree(ctx.out_dir / "candidate")
+    if same is not None:
+        log.info("[%s] %s %s already holds this calibrator, thresholds and data: reused",
+                 ctx.step.name, name, same)
+        path, version = models_dir / name / same, same
+    else:
+        res = export(models_dir)
+        path, version = res.path, res.version
+    alias = ctx.params["alias"]
+    if alias:
+        current = read_aliases(models_dir / name)["aliases"].get(alias, {}).get("version")
+        if current != version:
+            promote(name, version, alias=alias, models_dir=models_dir)
+    tracker = _tracker(ctx)
+    if tracker is not None:
+        tracker.log_artifact_export(path)
+    return {"artifact": str(path), "name": name, "version": version, "alias": alias,
+            "reused": same is not None}
+
+
+_CONTENT_KEYS = ("calibrator_kind", "feature_map", "gate", "training_data", "metrics")
+
+
+def _matching_version(manifest: dict[str, Any], name: str, models_dir: Path,
+                      versions: Sequence[str]) -> str | None:
+    """The newest existing version whose content equals ``manifest``'s, if any.
+
+    Content is every key of :data:`_CONTENT_KEYS` and the sha256 of every file but the
+    joblib copy (a pickle's bytes are not part of the contract).
+    """
+    def content(m: dict[str, Any]) -> dict[str, Any]:
+        files = {k: v for k, v in m.get("files", {}).items() if not k.endswith(".joblib")}
+        return {"files": files, **{k: m.get(k) for k in _CONTENT_KEYS}}
+
+    from amv_calib.artifacts import verify_artifact
+    from amv_calib.exceptions import ArtifactError
+
+    want = content(manifest)
+    for version in reversed(versions):
+        try:
+            verify_artifact(models_dir / name / version)  # never reuse a damaged version
+            other = json.loads((models_dir / name / version / "manifest.json")
+                               .read_text(encoding="utf-8"))
+        except (ArtifactError, OSError, ValueError):
+            continue
+        if content(other) == want:
+            return version
+    return None
+
+
+# -- register -----------------------------------------------------------------------------
+def _register(ctx: StepContext) -> dict[str, Any]:
+    tracker = _tracker(ctx)
+    if tracker is None:
+        log.info("[%s] tracking is off: nothing registered", ctx.step.name)
+        return {"registered": False}
+    version = tracker.register_champion(Path(ctx.params["artifact"]),
+                                        registered_name=ctx.params["registered_name"],
+                                        alias=ctx.params["alias"])
+    return {"registered": True, "registered_name": ctx.params["registered_name"],
+            "model_version": None if version is None else version.version,
+            "alias": ctx.params["alias"]}
+
+
+# -- replay (evaluate a shipped artifact) -------------------------------------------------
+def _replay(ctx: StepContext) -> dict[str, Any]:
+    from amv_calib.gate import Gate
+    from amv_calib.tuning import read_episodes
+
+    gate = Gate.from_artifact(str(ctx.params["artifact"]), strict=True)
+    _replay_table(read_episodes(ctx.params["episodes"]), gate=gate,
+                  calibrator=gate.calibrator, seed=ctx.spec.seed, out_dir=ctx.out_dir,
+                  policies=ctx.params["policies"])
+    tracker = _tracker(ctx)
+    if tracker is not None:
+        tracker.log_replay(ctx.out_dir / "replay.json")
+    return {"dir": str(ctx.out_dir), "replay_table": str(ctx.out_dir / "replay.md")}
+
+
+STEP_KINDS: dict[str, StepKind] = {
+    "ingest": StepKind(run=_ingest, params={
+        "input": Param(kind=str, required=True, path=True),
+        "format": Param(kind=str, default=None),
+    }),
+    "compare": StepKind(run=_compare, params={
+        "claims": Param(kind=str, required=True, path=True),
+        "folds": Param(kind=int, default=5),
+        "split": Param(kind=str, default="time"),
+        "scoring": Param(kind=str, default="log_loss"),
+        "n_boot": Param(kind=int, default=200),
+        "weights": Param(kind=str, default="auto"),  # "auto": label_weight when present
+    }),
+    "tune": StepKind(run=_tune, params={
+        "calibrator": Param(kind=str, default=None, path=True),
+        "artifact": Param(kind=str, default=None, path=True),
+        "episodes": Param(kind=str, required=True, path=True),
+        "trials": Param(kind=int, default=60),
+        "mode": Param(kind=str, default="constrained"),
+        "target_harmful": Param(kind=float, default=0.02),
+        "tune_fraction": Param(kind=float, default=0.5),
+        "storage": Param(kind=str, default=""),
+    }),
+    "export": StepKind(run=_export, params={
+        "calibrator": Param(kind=str, required=True, path=True),
+        "thresholds": Param(kind=str, required=True, path=True),
+        "claims": Param(kind=str, default=None, path=True),
+        "model": Param(kind=str, default="amv-guard"),
+        "alias": Param(kind=str, default="production"),
+    }),
+    "register": StepKind(run=_register, params={
+        "artifact": Param(kind=str, required=True, path=True),
+        "registered_name": Param(kind=str, default="amv-guard-calibrator"),
+        "alias": Param(kind=str, default="champion"),
+    }),
+    "replay": StepKind(run=_replay, params={
+        "artifact": Param(kind=str, required=True, path=True),
+        "episodes": Param(kind=str, required=True, path=True),
+        "policies": Param(kind=list, default=["all"]),
+    }),
+}

@@ -1,0 +1,1210 @@
+"""MLflow tracking of the pipeline stages, read from what each stage wrote to disk.
+
+Every stage leaves a folder behind (``compare --out DIR``, the tuning folder, an exported
+artifact ``models/NAME/vN``); the functions here read those folders and log them, so tracking
+never needs the stages' Python objects and can be re-done from the files afterwards.
+
+Layout in MLflow (experiment ``amv-calib`` unless told otherwise)::
+
+    <pipeline run>                 parent: tags (git commit, package version, data fingerprint),
+    |                              comparison table, overlay reliability diagram, replay table,
+    |                              exported artifact files, the registered gate model
+    +-- <calibrator name>          one nested run per calibrator: settings, metrics overall and
+    |                              per fold, interval bounds, reliability diagram and bins
+    +-- tuning                     the Optuna study: per-trial metrics (step = trial number),
+                                   trials table, Pareto front table and plot, best thresholds
+
+Tracking is optional: ``PipelineTracker(enabled=False)`` accepts every call and does
+nothing, without importing anything. (This module imports MLflow at the top, so only code
+that has decided to track imports it; the runtime gate never does.)
+
+With no configuration the store is ``sqlite:///mlflow.db`` in the current folder
+(:func:`amv_calib.settings.tracking_uri`, which ``MLFLOW_TRACKING_URI`` overrides), with
+artifacts in ``mlruns/`` beside the database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, cast
+from urllib.parse import unquote
+
+import mlflow
+import numpy as np
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, RunTag
+
+from amv_calib import __version__
+from amv_calib.calibration import reliability_figure
+from amv_calib.exceptions import ArtifactError, ConfigError
+from amv_calib.settings import DEFAULT_REGISTERED_MODEL, project_root
+from amv_calib.settings import tracking_uri as default_tracking_uri
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "DEFAULT_EXPERIMENT",
+    "MODEL_ARTIFACT_KEY",
+    "MODEL_NAME",
+    "PipelineTracker",
+    "RegisteredVersion",
+    "ensure_tracking_db",
+    "log_artifact_export",
+    "log_comparison",
+    "log_replay",
+    "log_tuning",
+    "pipeline_run",
+    "register_champion",
+    "registry_promote",
+    "trials_figure",
+    "resolve_tracking_uri",
+]
+
+DEFAULT_EXPERIMENT: Final = "amv-calib"
+#: Name of the logged gate model inside its run (``runs:/<id>/gate_model``).
+MODEL_NAME: Final = "gate_model"
+#: Key of the portable artifact folder in the pyfunc model's ``artifacts``.
+MODEL_ARTIFACT_KEY: Final = "amv_artifact"
+DEFAULT_ALIAS: Final = "champion"
+
+#: Run and model-version tag keys.
+TAG_GIT_COMMIT: Final = "git_commit"
+TAG_PACKAGE_VERSION: Final = "amv_calib_version"
+TAG_DATA_FINGERPRINT: Final = "data_fingerprint"
+TAG_STAGE: Final = "amv_calib.stage"
+
+# MLflow's limits on one log_batch call and on a parameter value.
+_MAX_METRICS_PER_BATCH: Final = 1000
+_MAX_PARAMS_PER_BATCH: Final = 100
+_MAX_PARAM_CHARS: Final = 6000
+
+_log = logging.getLogger(__name__)
+
+
+# -- tracking store ---------------------------------------------------------------------
+def resolve_tracking_uri(uri: str | None = None) -> str:
+    """``uri`` if given, else ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db``.
+
+    A bare path is refused: MLflow would read it as the deprecated file store.
+    """
+    resolved = uri or default_tracking_uri()
+    scheme = resolved.split(":", 1)[0] if ":" in resolved else ""
+    if scheme in ("", "file") or len(scheme) == 1:  # one letter: a Windows drive
+        raise ConfigError(
+            f"tracking URI {resolved!r} names MLflow's deprecated file store; use "
+            f"sqlite:///PATH.db or an http(s):// tracking server"
+        )
+    return resolved
+
+
+def _sqlite_path(uri: str) -> Path | None:
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(unquote(uri[len("sqlite:///"):].split("?", 1)[0]))
+
+
+@contextlib.contextmanager
+def _file_lock(key: str) -> Iterator[None]:
+    """An exclusive inter-process lock named by ``key`` (a file in the temp folder)."""
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"amv-calib-{digest}.lock"
+    with path.open("a+b") as fh:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX: no lock, MLflow's own retry
+            yield
+            return
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def ensure_tracking_db(uri: str | None = None) -> str:
+    """Create (or migrate) the tracking database once; call before parallel jobs start.
+
+    MLflow creates its SQLite tables on first use, and several processes doing that on a
+    fresh file at once race. This opens the store under an inter-process lock, so the first
+    caller creates the tables and the others find them. For a server URI it only checks
+    that the server answers.
+
+    Parameters
+    ----------
+    uri : str, optional
+        Tracking URI; see :func:`resolve_tracking_uri`.
+
+    Returns
+    -------
+    str
+        The resolved URI.
+    """
+    resolved = resolve_tracking_uri(uri)
+    db = _sqlite_path(resolved)
+    if db is None:
+        MlflowClient(tracking_uri=resolved).search_experiments(max_results=1)
+        return resolved
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with _file_lock(str(db.resolve())):
+        MlflowClient(tracking_uri=resolved).search_experiments(max_results=1)
+    return resolved
+
+
+def _artifact_root(uri: str) -> str | None:
+    """``mlruns/`` beside a SQLite database; a server chooses its own root (None)."""
+    db = _sqlite_path(uri)
+    if db is None:
+        return None
+    return (db.resolve().parent / "mlruns").as_uri()
+
+
+# MLflow writes run links to stdout (where the CLI prints results) and progress bars to
+# stderr; inside a tracker both are off, and the run link goes to our log instead.
+_QUIET_ENV: Final = {"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
+                     "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
+
+
+@contextlib.contextmanager
+def _use_uri(uri: str) -> Iterator[None]:
+    """Point MLflow's fluent API at ``uri`` (quietly) and restore the caller's settings."""
+    from mlflow.tracking._tracking_service import utils as tracking_utils
+
+    old_global = getattr(tracking_utils, "_tracking_uri", None)
+    names = ("MLFLOW_TRACKING_URI", *_QUIET_ENV)
+    old_env = {k: os.environ.get(k) for k in names}
+    os.environ.update(_QUIET_ENV)
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        if old_global:
+            mlflow.set_tracking_uri(old_global)
+        else:
+            # Unset, so that a later MLFLOW_TRACKING_URI is honoured again.
+            tracking_utils._tracking_uri = None
+        # set_tracking_uri mirrors the URI into the environment; put the caller's back.
+        for key, value in old_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _experiment_id(client: MlflowClient, name: str, uri: str) -> str:
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        return str(exp.experiment_id)
+    try:
+        return str(client.create_experiment(name, artifact_location=_artifact_root(uri)))
+    except mlflow.exceptions.MlflowException:
+        # Another process created it between the lookup and the create.
+        exp = client.get_experiment_by_name(name)
+        if exp is None:
+            raise
+        return str(exp.experiment_id)
+
+
+# -- provenance -------------------------------------------------------------------------
+def _git_commit() -> str | None:
+    root = project_root()
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=True,
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = out.stdout.strip()
+    return commit or None
+
+
+def _provenance_tags() -> dict[str, str]:
+    tags = {TAG_PACKAGE_VERSION: __version__}
+    commit = _git_commit()
+    if commit:
+        tags[TAG_GIT_COMMIT] = commit
+        tags["mlflow.source.git.commit"] = commit
+    return tags
+
+
+def _data_fingerprint(claims: pd.DataFrame) -> str | None:
+    """sha256 of the canonical claims, exactly as the artifact manifest records it."""
+    from amv_calib.artifacts import claims_fingerprint
+    from amv_calib.exceptions import DataContractError
+
+    try:
+        return str(claims_fingerprint(claims)["sha256"])
+    except DataContractError as exc:
+        _log.warning("claims have no fingerprint (%s); logging them without one", exc)
+        return None
+
+
+# -- small logging helpers --------------------------------------------------------------
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(float(value))
+
+
+def _param_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    if len(text) > _MAX_PARAM_CHARS:
+        text = text[: _MAX_PARAM_CHARS - 3] + "..."
+    return text
+
+
+def _log_batch(client: MlflowClient, run_id: str, *, metrics: Sequence[Metric] = (),
+               params: Mapping[str, Any] | None = None,
+               tags: Mapping[str, Any] | None = None) -> None:
+    """log_batch in chunks within MLflow's per-call limits."""
+    param_list = [Param(k, _param_value(v)) for k, v in (params or {}).items() if v is not None]
+    tag_list = [RunTag(k, str(v)) for k, v in (tags or {}).items() if v is not None]
+    for i in range(0, len(param_list), _MAX_PARAMS_PER_BATCH):
+        client.log_batch(run_id, params=param_list[i:i + _MAX_PARAMS_PER_BATCH])
+    for i in range(0, len(tag_list), _MAX_PARAMS_PER_BATCH):
+        client.log_batch(run_id, tags=tag_list[i:i + _MAX_PARAMS_PER_BATCH])
+    metric_list = list(metrics)
+    for i in range(0, len(metric_list), _MAX_METRICS_PER_BATCH):
+        client.log_batch(run_id, metrics=metric_list[i:i + _MAX_METRICS_PER_BATCH])
+
+
+def _metrics(values: Mapping[str, Any], *, step: int = 0, prefix: str = "") -> list[Metric]:
+    now = int(time.time() * 1000)
+    return [Metric(f"{prefix}{k}", float(v), now, step) for k, v in values.items()
+            if _is_number(v)]
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: missing (did the stage finish?)") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    import pandas as pd
+
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path)
+    if path.suffix == ".json":
+        return pd.read_json(path)
+    return pd.read_csv(path)
+
+
+def _table_for_mlflow(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy MLflow's table artifact can serialise (no pandas extension scalars or NaT)."""
+    out = df.copy()
+    for col in out.columns:
+        if str(out[col].dtype) in ("string", "str") or out[col].dtype == object:
+            out[col] = out[col].astype(object).where(out[col].notna(), None)
+        elif "datetime" in str(out[col].dtype):
+            out[col] = out[col].astype(str)
+    return out
+
+
+# -- flattening a comparison entry ------------------------------------------------------
+_INTERVAL_LO: Final = ("lo", "lower", "low", "ci_lo", "ci_low")
+_INTERVAL_HI: Final = ("hi", "upper", "high", "ci_hi", "ci_high")
+_VALUE_KEYS: Final = ("value", "estimate", "mean", "point")
+#: Keys holding ``{metric: [low, high]}`` (compare's ``ci``).
+_INTERVAL_MAPS: Final = ("ci", "intervals")
+
+
+def _flatten_metrics(entry: Mapping[str, Any], *, skip: frozenset[str]) -> dict[str, float]:
+    """Numeric fields of one comparison or replay entry as MLflow metrics.
+
+    Interval bounds become their own metrics with the compare table's suffixes
+    ``_low`` / ``_high``: ``{"log_loss": 0.3, "ci": {"log_loss": [a, b]}}``,
+    ``{"log_loss_ci": [a, b]}`` and ``{"log_loss": {"value": v, "lo": a, "hi": b}}`` all give
+    ``log_loss``, ``log_loss_low``, ``log_loss_high``. Other nested objects prefix their key.
+    """
+    out: dict[str, float] = {}
+
+    def walk(prefix: str, obj: Any) -> None:
+        if _is_number(obj):
+            out[prefix] = float(obj)
+        elif isinstance(obj, Mapping):
+            for key, val in obj.items():
+                if key in _VALUE_KEYS:
+                    walk(prefix, val)
+                elif key in _INTERVAL_LO:
+                    walk(f"{prefix}_low", val)
+                elif key in _INTERVAL_HI:
+                    walk(f"{prefix}_high", val)
+                elif not prefix and key in _INTERVAL_MAPS and isinstance(val, Mapping):
+                    for metric, bounds in val.items():
+                        walk(f"{metric}_ci", bounds)
+                else:
+                    walk(f"{prefix}_{key}" if prefix else str(key), val)
+        elif isinstance(obj, (list, tuple)) and len(obj) == 2 and all(map(_is_number, obj)):
+            base = prefix.removesuffix("_ci").removesuffix("_interval")
+            out[f"{base}_low"], out[f"{base}_high"] = float(obj[0]), float(obj[1])
+
+    for key, val in entry.items():
+        if key in skip:
+            continue
+        if key in _INTERVAL_MAPS:
+            walk("", {key: val})
+        else:
+            walk(str(key), val)
+    return out
+
+
+# -- figures ---------------------------------------------------------------------------
+def trials_figure(trials: pd.DataFrame, *, chosen: int | None = None) -> Figure:
+    """Gate Harmful against verification cost of every completed trial, front joined.
+
+    Parameters
+    ----------
+    trials : pandas.DataFrame
+        ``trials.csv`` of the tuning stage (``number``, ``state``, ``gate_harmful``,
+        ``verification_cost``, ``total_loss`` and optionally ``feasible``).
+    chosen : int, optional
+        Trial number of the chosen thresholds, ringed.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Trials coloured by total loss (feasible ones filled); the line joins the trials no
+        other trial beats on both Gate Harmful and verification cost (the Pareto front of
+        those two objectives).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    done = trials
+    if "state" in done.columns:
+        done = done[done["state"].astype(str).str.upper() == "COMPLETE"]
+    done = done.dropna(subset=["gate_harmful", "verification_cost"])
+    x = done["verification_cost"].to_numpy(dtype=float)
+    y = done["gate_harmful"].to_numpy(dtype=float)
+    fig = Figure(figsize=(6.5, 4.8), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    color = done["total_loss"].to_numpy(dtype=float) if "total_loss" in done.columns else None
+    feasible = (done["feasible"].astype(str).str.lower() == "true").to_numpy() \
+        if "feasible" in done.columns else np.ones(len(done), dtype=bool)
+    sc = ax.scatter(x[feasible], y[feasible], c=None if color is None else color[feasible],
+                    s=18, cmap="viridis", label="feasible trials")
+    if (~feasible).any():
+        ax.scatter(x[~feasible], y[~feasible], facecolors="none", edgecolors="0.5", s=18,
+                   label="infeasible trials")
+    if color is not None and feasible.any():
+        fig.colorbar(sc, ax=ax, label="total loss per instance")
+    order = np.lexsort((y, x))
+    front, best = [], math.inf
+    for i in order:
+        if y[i] < best:
+            front.append(i)
+            best = y[i]
+    if front:
+        ax.plot(x[front], y[front], "-", color="C3", linewidth=1, label="Pareto front")
+    if chosen is not None and "number" in done.columns:
+        hit = done["number"].to_numpy() == chosen
+        if hit.any():
+            ax.scatter(x[hit], y[hit], s=120, facecolors="none", edgecolors="C3",
+                       linewidths=2, label=f"chosen (trial {chosen})")
+    ax.set_xlabel("verification cost per instance")
+    ax.set_ylabel("Gate Harmful")
+    ax.set_title("Tuning trials: harm vs verification cost", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+# -- results ----------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class RegisteredVersion:
+    """A registered model version carrying the champion alias.
+
+    ``str(v)`` is the registry version number, as ``models:/NAME/<version>`` takes it.
+    """
+
+    name: str
+    version: str
+    alias: str | None
+    model_uri: str
+    run_id: str | None
+    artifact_name: str
+    artifact_version: str
+    artifact_sha256: str
+
+    def __str__(self) -> str:
+        return self.version
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComparisonRuns:
+    """Run ids logged by :meth:`PipelineTracker.log_comparison`."""
+
+    parent_run_id: str
+    calibrator_runs: dict[str, str]
+    champion: str | None
+
+
+# -- the tracker ------------------------------------------------------------------------
+class PipelineTracker:
+    """The parent run of one pipeline run; the stages log into it.
+
+    Use it as a context manager: entering starts (or, with ``run_id``, re-opens) the parent
+    run, leaving ends it as FINISHED, FAILED (an exception) or KILLED (an interrupt). With
+    ``enabled=False`` every method does nothing and returns None, so a caller passes a
+    disabled tracker instead of branching on ``--no-tracking``.
+
+    Parameters
+    ----------
+    run_name : str
+        Name of the parent run.
+    experiment : str
+        MLflow experiment, created on first use (artifacts in ``mlruns/`` beside a SQLite
+        database).
+    tracking_uri : str, optional
+        See :func:`resolve_tracking_uri`.
+    params, tags : mapping, optional
+        Logged on the parent run (tags after the provenance tags, so they may override them).
+    enabled : bool
+        False: a no-op tracker.
+    run_id : str, optional
+        Log into this existing run instead of starting one; its status is restored on exit.
+    """
+
+    def __init__(self, *, run_name: str = "amv-calib", experiment: str = DEFAULT_EXPERIMENT,
+                 tracking_uri: str | None = None, params: Mapping[str, Any] | None = None,
+                 tags: Mapping[str, Any] | None = None, enabled: bool = True,
+                 run_id: str | None = None) -> None:
+        self.run_name = run_name
+        self.experiment = experiment
+        self.enabled = enabled
+        self.tracking_uri = resolve_tracking_uri(tracking_uri) if enabled else tracking_uri
+        self.run_id: str | None = run_id
+        self._params = dict(params or {})
+        self._tags = dict(tags or {})
+        self._attach = run_id is not None
+        self._attached_status: str | None = None
+        self._client: MlflowClient | None = None
+        self._experiment_id: str | None = None
+        self._stack: contextlib.ExitStack | None = None
+        self._owns_run = True
+        self._replays: set[tuple[str, str]] = set()
+
+    # context management
+    def __enter__(self) -> PipelineTracker:
+        if not self.enabled:
+            return self
+        uri = ensure_tracking_db(self.tracking_uri)
+        self._client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+        stack = contextlib.ExitStack()
+        stack.enter_context(_use_uri(uri))
+        try:
+            active = mlflow.active_run()
+            if self._attach and active is not None and active.info.run_id == self.run_id:
+                # Already open in this process (an enclosing tracker): log into it, leave
+                # ending it to its owner.
+                self._owns_run = False
+                self._experiment_id = active.info.experiment_id
+            elif self._attach:
+                run = self._client.get_run(str(self.run_id))
+                self._attached_status = run.info.status
+                self._experiment_id = run.info.experiment_id
+                mlflow.start_run(run_id=self.run_id)
+            else:
+                self._experiment_id = _experiment_id(self._client, self.experiment, uri)
+                active = mlflow.start_run(run_name=self.run_name,
+                                          experiment_id=self._experiment_id)
+                self.run_id = active.info.run_id
+            tags = {TAG_STAGE: "pipeline", **_provenance_tags(), **self._tags}
+            if self._attach:
+                tags = self._tags
+            _log_batch(self._client, str(self.run_id), params=self._params, tags=tags)
+        except BaseException:
+            stack.close()
+            raise
+        self._stack = stack
+        _log.info("MLflow run %s started: %s", self.run_name, self.run_url)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if not self.enabled or self._stack is None:
+            return
+        try:
+            if exc_type is None:
+                status = "FINISHED"
+            elif issubclass(exc_type, KeyboardInterrupt):
+                status = "KILLED"
+            else:
+                status = "FAILED"
+            if self._owns_run:
+                mlflow.end_run(status=status)
+                _log.info("MLflow run %s %s: %s", self.run_name, status.lower(),
+                          self.run_url)
+            if (self._owns_run and self._attach and self._attached_status == "RUNNING"
+                    and self._client is not None):
+                self._client.update_run(str(self.run_id), status="RUNNING")
+        finally:
+            self._stack.close()
+            self._stack = None
+
+    @property
+    def run_url(self) -> str:
+        """Where to see the parent run: its UI address on a server, else its run id."""
+        uri = str(self.tracking_uri)
+        if uri.startswith(("http://", "https://")) and self._experiment_id is not None:
+            return f"{uri.rstrip('/')}/#/experiments/{self._experiment_id}/runs/{self.run_id}"
+        return f"run {self.run_id} in {uri}"
+
+    @property
+    def client(self) -> MlflowClient:
+        """The MLflow client of the open run (raises when the tracker is not entered)."""
+        if self._client is None or self._stack is None or self.run_id is None:
+            raise RuntimeError("PipelineTracker is not entered; use it as a context manager")
+        return self._client
+
+    def _nested(self, name: str, *, stage: str, tags: Mapping[str, Any] | None = None
+                ) -> contextlib.AbstractContextManager[Any]:
+        all_tags = {TAG_STAGE: stage, **_provenance_tags(), **(tags or {})}
+        return mlflow.start_run(run_name=name, nested=True, experiment_id=self._experiment_id,
+                                tags={k: str(v) for k, v in all_tags.items()})
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        """Tag the parent run."""
+        if self.enabled:
+            _log_batch(self.client, str(self.run_id), tags=tags)
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        """Log parameters on the parent run."""
+        if self.enabled:
+            _log_batch(self.client, str(self.run_id), params=params)
+
+    # -- compare ----------------------------------------------------------------------
+    def log_comparison(self, compare_dir: str | os.PathLike[str], *,
+                       claims: pd.DataFrame | None = None,
+                       claims_path: str | os.PathLike[str] | None = None
+                       ) -> ComparisonRuns | None:
+        """Log a compare output folder: one nested run per calibrator.
+
+        Parameters
+        ----------
+        compare_dir : path
+            What ``amv-calib compare CLAIMS --out DIR`` wrote.
+        claims : pandas.DataFrame, optional
+            The training claims, logged as the runs' dataset input. Read from
+            ``claims_path`` (or the path in ``comparison.json``'s config) when not given.
+        claims_path : path, optional
+            Where the claims live; the dataset's source.
+
+        Returns
+        -------
+        ComparisonRuns or None
+            None when the tracker is disabled.
+        """
+        if not self.enabled:
+            return None
+        client, parent = self.client, str(self.run_id)
+        cdir = Path(compare_dir)
+        comparison = _read_json(cdir / "comparison.json")
+        if not isinstance(comparison, Mapping) or not isinstance(
+                comparison.get("calibrators"), list):
+            raise ConfigError(f"{cdir / 'comparison.json'}: lacks a 'calibrators' list")
+        champion = comparison.get("champion")
+        config_raw = comparison.get("config")
+        config: Mapping[str, Any] = config_raw if isinstance(config_raw, Mapping) else {}
+        dataset, fingerprint = self._dataset(claims, claims_path, config, cdir)
+
+        bins = None
+        bins_path = cdir / "reliability_bins.csv"
+        if bins_path.is_file():
+            bins = _read_table(bins_path)
+        name_col = "calibrator" if bins is not None and "calibrator" in bins.columns else None
+
+        # parent: configuration, champion, table, per-fold sizes, overlay, oracle
+        config_params = {f"compare.{k}": v for k, v in _flat_params(config).items()}
+        _log_batch(client, parent, params=config_params,
+                   tags={"champion": champion, TAG_DATA_FINGERPRINT: fingerprint})
+        for path in sorted(cdir.iterdir()):
+            if path.is_file() and path.suffix in (".csv", ".md", ".json", ".png"):
+                client.log_artifact(parent, str(path), "compare")
+        import pandas as pd
+
+        table_path = cdir / "comparison.csv"
+        table = (_read_table(table_path) if table_path.is_file() else pd.DataFrame(
+            [_table_row(e) for e in comparison["calibrators"] if isinstance(e, Mapping)]))
+        if len(table):
+            client.log_table(parent, _table_for_mlflow(table), "comparison.json")
+        parent_metrics: list[Metric] = []
+        for i, info in enumerate(comparison.get("folds") or []):
+            if isinstance(info, Mapping) and "calibrator" not in info:
+                step = int(info["fold"]) if _is_number(info.get("fold")) else i
+                parent_metrics += _metrics({k: v for k, v in info.items()
+                                            if k.startswith("n_")}, step=step, prefix="fold/")
+        oracle = comparison.get("oracle")
+        if isinstance(oracle, Mapping):
+            parent_metrics += _metrics(_flatten_metrics(oracle, skip=_ENTRY_SKIP),
+                                       prefix="oracle_")
+        champ = next((e for e in comparison["calibrators"]
+                      if isinstance(e, Mapping) and e.get("name") == champion), None)
+        if champ is not None:
+            parent_metrics += _metrics(_flatten_metrics(champ, skip=_ENTRY_SKIP),
+                                       prefix="champion_")
+        _log_batch(client, parent, metrics=parent_metrics)
+        if bins is not None:
+            client.log_table(parent, _table_for_mlflow(bins), "reliability_bins.json")
+            fig = reliability_figure(bins, title="Reliability: all calibrators, out of fold")
+            client.log_figure(parent, fig, "reliability_overlay.png")
+        if dataset is not None:
+            mlflow.log_input(dataset, context="training")
+
+        # one nested run per calibrator
+        runs: dict[str, str] = {}
+        per_fold = comparison.get("per_fold", comparison.get("folds"))
+        for entry in comparison["calibrators"]:
+            if not isinstance(entry, Mapping) or "name" not in entry:
+                raise ConfigError(f"{cdir / 'comparison.json'}: a calibrator entry lacks 'name'")
+            name = str(entry["name"])
+            is_champion = name == champion
+            with self._nested(name, stage="calibrator",
+                              tags={"calibrator": name, "is_champion": is_champion,
+                                    TAG_DATA_FINGERPRINT: fingerprint}) as run:
+                rid = run.info.run_id
+                runs[name] = rid
+                metrics = _metrics(_flatten_metrics(entry, skip=_ENTRY_SKIP))
+                metrics += self._fold_metrics(entry, per_fold, name)
+                params = _calibrator_params(entry, config, cdir / "calibrators" / f"{name}.json")
+                _log_batch(client, rid, metrics=metrics, params=params)
+                portable = cdir / "calibrators" / f"{name}.json"
+                if portable.is_file():
+                    client.log_artifact(rid, str(portable))
+                if bins is not None:
+                    own = bins if name_col is None else bins[bins[name_col] == name]
+                    if len(own):
+                        client.log_table(rid, _table_for_mlflow(own), "reliability_bins.json")
+                        fig = reliability_figure(own, title=f"Reliability: {name}, out of fold")
+                        client.log_figure(rid, fig, "reliability.png")
+                        client.log_figure(parent, fig, f"reliability/{name}.png")
+                if dataset is not None:
+                    mlflow.log_input(dataset, context="training")
+        return ComparisonRuns(parent_run_id=parent, calibrator_runs=runs,
+                              champion=None if champion is None else str(champion))
+
+    def _dataset(self, claims: pd.DataFrame | None, claims_path: str | os.PathLike[str] | None,
+                 config: Mapping[str, Any], cdir: Path) -> tuple[Any, str | None]:
+        path = claims_path if claims_path is not None else config.get("claims")
+        if claims is None and path is not None and Path(path).exists():
+            claims = _read_table(Path(path))
+        if claims is None:
+            _log.info("no claims given for %s: no dataset input logged", cdir)
+            return None, None
+        fingerprint = _data_fingerprint(claims)
+        from mlflow.data.pandas_dataset import from_pandas
+
+        name = Path(path).stem if path is not None else "claims"
+        # No path: MLflow records the calling code as the source.
+        where: dict[str, Any] = {} if path is None else {"source": _dataset_source(path)}
+        dataset = from_pandas(_table_for_mlflow(claims), name=name,
+                              targets="violated" if "violated" in claims else None, **where)
+        return dataset, fingerprint
+
+    @staticmethod
+    def _fold_metrics(entry: Mapping[str, Any], folds_top: Any, name: str) -> list[Metric]:
+        """Per-fold metrics as ``fold/<metric>`` with step = fold index."""
+        folds = entry.get("folds")
+        if folds is None and isinstance(folds_top, list):
+            folds = [f for f in folds_top if isinstance(f, Mapping)
+                     and f.get("calibrator", f.get("name")) == name]
+        if isinstance(folds, Mapping):
+            folds = [dict(v, fold=k) if isinstance(v, Mapping) else {"fold": k}
+                     for k, v in folds.items()]
+        out: list[Metric] = []
+        for i, fold in enumerate(folds or []):
+            if not isinstance(fold, Mapping):
+                continue
+            step_raw = fold.get("fold", i)
+            step = int(step_raw) if _is_number(step_raw) else i
+            values = _flatten_metrics(fold, skip=frozenset({"fold", "calibrator", "name"}))
+            out += _metrics(values, step=step, prefix="fold/")
+        return out
+
+    # -- tuning -----------------------------------------------------------------------
+    def log_tuning(self, tune_dir: str | os.PathLike[str]) -> str | None:
+        """Log a tuning output folder as one nested run for the Optuna study.
+
+        Reads ``thresholds.json`` (the chosen thresholds), ``trials.csv`` (every numeric
+        column becomes the metric ``trial/<column>`` with step = trial number; the table is
+        logged too), ``pareto.csv`` and ``pareto.png`` (multi-objective mode), and
+        ``tune_report.json`` (study settings as parameters, the chosen trial's metrics on
+        the tuning split as ``tune.<metric>`` and on the held-out split as
+        ``holdout.<metric>`` with ``_lo`` / ``_hi`` bounds, and the held-out replay table of
+        the tuned gate beside the baselines). Returns the nested run's id.
+        """
+        if not self.enabled:
+            return None
+        client, parent = self.client, str(self.run_id)
+        tdir = Path(tune_dir)
+        thresholds = _read_json(tdir / "thresholds.json")
+        if not isinstance(thresholds, Mapping):
+            raise ConfigError(f"{tdir / 'thresholds.json'}: must hold a JSON object")
+        report = _tuning_summary(tdir)
+        _log_batch(client, parent, params={f"tune.{k}": v for k, v in thresholds.items()})
+        with self._nested("tuning", stage="tuning") as run:
+            rid = run.info.run_id
+            params: dict[str, Any] = {f"best.{k}": v for k, v in thresholds.items()}
+            params.update({k: v for k, v in report.items()
+                           if k not in _REPORT_NESTED and not isinstance(v, (Mapping, list))})
+            metrics = _metrics({k: v for k, v in thresholds.items() if _is_number(v)},
+                               prefix="best.")
+            tune_metrics = report.get("tune_metrics")
+            if isinstance(tune_metrics, Mapping):
+                metrics += _metrics(_flatten_metrics(tune_metrics, skip=frozenset()),
+                                    prefix="tune.")
+            holdout = report.get("holdout")
+            tuned = holdout.get("tuned") if isinstance(holdout, Mapping) else None
+            if isinstance(tuned, Mapping):
+                metrics += _metrics(_flatten_metrics(tuned, skip=frozenset()),
+                                    prefix="holdout.")
+            trials_path = _first(tdir, _TRIALS_FILES)
+            if trials_path is not None:
+                trials = _read_table(trials_path)
+                metrics += _trial_metrics(trials)
+                client.log_table(rid, _table_for_mlflow(trials), "trials.json")
+                params["n_trials"] = len(trials)
+                if {"gate_harmful", "verification_cost"} <= set(trials.columns):
+                    best = report.get("best_trial")
+                    fig = trials_figure(trials, chosen=best if _is_number(best) else None)
+                    client.log_figure(rid, fig, "figures/trials_harm_vs_cost.png")
+                    client.log_figure(parent, fig, "tuning/trials_harm_vs_cost.png")
+            _log_batch(client, rid, metrics=metrics, params=params)
+            for fname in sorted(p.name for p in tdir.iterdir() if p.is_file()):
+                path = tdir / fname
+                if path.suffix == ".png":
+                    client.log_artifact(rid, str(path), "figures")
+                    if "pareto" in fname:
+                        client.log_artifact(parent, str(path), "tuning")
+                elif path.suffix in (".csv", ".json", ".md"):
+                    client.log_artifact(rid, str(path), "files")
+                if path.suffix == ".csv" and path != trials_path:
+                    client.log_table(rid, _table_for_mlflow(_read_table(path)),
+                                     f"{path.stem}.json")
+        replay = _first(tdir, _REPLAY_FILES)
+        if replay is not None:
+            self._log_replay_table(_replay_table(replay), [parent, rid])
+        elif isinstance(holdout, Mapping) and isinstance(tuned, Mapping):
+            planner = str(report.get("planner", "tuned"))
+            table = {f"tuned-{planner}": tuned, **dict(holdout.get("baselines") or {})}
+            self._log_replay_table(_replay_rows(table), [parent, rid])
+        return str(rid)
+
+    # -- replay -----------------------------------------------------------------------
+    def log_replay(self, replay: str | os.PathLike[str], *, run_id: str | None = None
+                   ) -> None:
+        """Log a replay result (``--json`` object, its CSV table, or a folder holding one).
+
+        Every policy's metrics become ``replay.<policy>.<metric>`` on the parent run (and on
+        ``run_id`` when given); the table is logged as ``replay_table.json``.
+        """
+        if not self.enabled:
+            return
+        path = Path(replay)
+        if path.is_dir():
+            found = _first(path, _REPLAY_FILES)
+            if found is None:
+                raise ConfigError(f"{path}: holds no replay table ({', '.join(_REPLAY_FILES)})")
+            path = found
+        self._log_replay_table(_replay_table(path),
+                               [str(self.run_id), *([run_id] if run_id else [])])
+
+    def _log_replay_table(self, table: pd.DataFrame, run_ids: Sequence[str]) -> None:
+        client = self.client
+        pcol = "policy" if "policy" in table.columns else str(table.columns[0])
+        metrics: list[Metric] = []
+        for _, row in table.iterrows():
+            values = {str(k): v for k, v in row.items() if k != pcol}
+            metrics += _metrics(values, prefix=f"replay.{row[pcol]}.")
+        digest = hashlib.sha256(table.to_json(orient="split").encode()).hexdigest()
+        for rid in dict.fromkeys(run_ids):
+            # MLflow appends to an existing table artifact: the same table logged twice
+            # into one run (log_tuning, then log_replay of the same file) is logged once.
+            if (rid, digest) in self._replays:
+                continue
+            self._replays.add((rid, digest))
+            _log_batch(client, rid, metrics=metrics)
+            client.log_table(rid, _table_for_mlflow(table), "replay_table.json")
+
+    # -- export -----------------------------------------------------------------------
+    def log_artifact_export(self, artifact_dir: str | os.PathLike[str]) -> None:
+        """Log an exported artifact version: its files, name, version and sha256 as tags."""
+        if not self.enabled:
+            return
+        art = _load(artifact_dir)
+        client, parent = self.client, str(self.run_id)
+        manifest_sha = hashlib.sha256((art.path / "manifest.json").read_bytes()).hexdigest()
+        training = art.manifest.get("training_data") or {}
+        tags = {
+            "artifact_name": art.name,
+            "artifact_version": art.version,
+            "artifact_path": str(art.path.resolve()),
+            "artifact_sha256": manifest_sha,
+            "calibrator_sha256": art.calibrator_sha256,
+        }
+        if isinstance(training, Mapping) and training.get("sha256"):
+            tags[TAG_DATA_FINGERPRINT] = str(training["sha256"])
+        _log_batch(client, parent, tags=tags,
+                   params={"export.name": art.name, "export.version": art.version,
+                           "export.calibrator_kind": art.calibrator.kind,
+                           **{f"export.{k}": v for k, v in art.thresholds.items()}})
+        for fname in ("manifest.json", "calibrator.json"):
+            client.log_artifact(parent, str(art.path / fname), f"artifact/{art.version}")
+
+    # -- registry ---------------------------------------------------------------------
+    def register_champion(self, artifact_dir: str | os.PathLike[str], *,
+                          registered_name: str = DEFAULT_REGISTERED_MODEL,
+                          alias: str | None = DEFAULT_ALIAS) -> RegisteredVersion | None:
+        """Log the artifact as the servable gate model, register it and set ``alias``.
+
+        The model is the pyfunc of :mod:`amv_calib.tracking._pyfunc` ("models from code") with
+        the artifact folder as its only artifact. The model version's tags name the
+        artifact's name, version, manifest sha256 and calibrator sha256.
+
+        Returns
+        -------
+        RegisteredVersion or None
+            None when the tracker is disabled.
+        """
+        if not self.enabled:
+            return None
+        from amv_calib.tracking import _pyfunc as mlflow_model
+        art = _load(artifact_dir)
+        client, parent = self.client, str(self.run_id)
+        manifest_sha = hashlib.sha256((art.path / "manifest.json").read_bytes()).hexdigest()
+        version_tags = _artifact_tags(art, manifest_sha)
+        info = mlflow.pyfunc.log_model(
+            name=MODEL_NAME,
+            python_model=str(Path(mlflow_model.__file__).resolve()),
+            artifacts={MODEL_ARTIFACT_KEY: str(art.path.resolve())},
+            signature=mlflow_model.model_signature(),
+            input_example=mlflow_model.input_example(),
+            pip_requirements=mlflow_model.pip_requirements(),
+            registered_model_name=registered_name,
+            metadata={"amv_calib_artifact": {k: str(v) for k, v in version_tags.items()}},
+            tags={k: str(v) for k, v in version_tags.items()},
+        )
+        version = str(info.registered_model_version)
+        for key, value in version_tags.items():
+            client.set_model_version_tag(registered_name, version, key, str(value))
+        client.update_model_version(
+            registered_name, version,
+            description=f"amv-calib artifact {art.name} {art.version} "
+                        f"(calibrator {art.calibrator.kind}, manifest sha256 {manifest_sha})")
+        if alias:
+            client.set_registered_model_alias(registered_name, alias, version)
+        _log_batch(client, parent, tags={"registered_model": f"{registered_name}/{version}"})
+        return RegisteredVersion(
+            name=registered_name, version=version, alias=alias,
+            model_uri=f"models:/{registered_name}@{alias}" if alias
+            else f"models:/{registered_name}/{version}",
+            run_id=parent, artifact_name=art.name, artifact_version=art.version,
+            artifact_sha256=manifest_sha)
+
+
+# -- module-level shortcuts -------------------------------------------------------------
+@contextlib.contextmanager
+def pipeline_run(name: str, *, tracking_uri: str | None = None,
+                 experiment: str = DEFAULT_EXPERIMENT, tags: Mapping[str, Any] | None = None,
+                 params: Mapping[str, Any] | None = None, enabled: bool = True
+                 ) -> Iterator[PipelineTracker]:
+    """``with pipeline_run("retrain") as tracker:`` -- the parent run of a pipeline run.
+
+    See :class:`PipelineTracker`; ``enabled=False`` yields a no-op tracker.
+    """
+    with PipelineTracker(run_name=name, experiment=experiment, tracking_uri=tracking_uri,
+                         params=params, tags=tags, enabled=enabled) as tracker:
+        yield tracker
+
+
+@contextlib.contextmanager
+def _standalone(stage: str, parent_run_id: str | None, tracking_uri: str | None,
+                experiment: str) -> Iterator[PipelineTracker]:
+    # Inside an open tracker run, attach to it rather than start a second top-level run.
+    active = mlflow.active_run()
+    run_id = parent_run_id or (active.info.run_id if active is not None else None)
+    with PipelineTracker(run_name=stage, experiment=experiment, tracking_uri=tracking_uri,
+                         run_id=run_id) as tracker:
+        yield tracker
+
+
+def log_comparison(compare_dir: str | os.PathLike[str], *, claims: pd.DataFrame | None = None,
+                   claims_path: str | os.PathLike[str] | None = None,
+                   parent_run_id: str | None = None, tracking_uri: str | None = None,
+                   experiment: str = DEFAULT_EXPERIMENT) -> ComparisonRuns:
+    """Log a compare folder; under ``parent_run_id`` if given, else in a new run "compare"."""
+    with _standalone("compare", parent_run_id, tracking_uri, experiment) as t:
+        out = t.log_comparison(compare_dir, claims=claims, claims_path=claims_path)
+    assert out is not None
+    return out
+
+
+def log_tuning(tune_dir: str | os.PathLike[str], *, parent_run_id: str | None = None,
+               tracking_uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT) -> str:
+    """Log a tuning folder; under ``parent_run_id`` if given, else in a new run "tune"."""
+    with _standalone("tune", parent_run_id, tracking_uri, experiment) as t:
+        out = t.log_tuning(tune_dir)
+    assert out is not None
+    return out
+
+
+def log_replay(replay: str | os.PathLike[str], *, parent_run_id: str | None = None,
+               tracking_uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT) -> None:
+    """Log a replay result; under ``parent_run_id`` if given, else in a new run "replay"."""
+    with _standalone("replay", parent_run_id, tracking_uri, experiment) as t:
+        t.log_replay(replay)
+
+
+def log_artifact_export(artifact_dir: str | os.PathLike[str], *,
+                        parent_run_id: str | None = None, tracking_uri: str | None = None,
+                        experiment: str = DEFAULT_EXPERIMENT) -> None:
+    """Log an exported artifact; under ``parent_run_id`` if given, else in a run "export"."""
+    with _standalone("export", parent_run_id, tracking_uri, experiment) as t:
+        t.log_artifact_export(artifact_dir)
+
+
+def register_champion(artifact_dir: str | os.PathLike[str], *,
+                      registered_name: str = DEFAULT_REGISTERED_MODEL,
+                      alias: str | None = DEFAULT_ALIAS, parent_run_id: str | None = None,
+                      tracking_uri: str | None = None,
+                      experiment: str = DEFAULT_EXPERIMENT) -> RegisteredVersion:
+    """Register an artifact as the servable gate model (see
+    :meth:`PipelineTracker.register_champion`); in a new run "register" unless attached."""
+    with _standalone("register", parent_run_id, tracking_uri, experiment) as t:
+        out = t.register_champion(artifact_dir, registered_name=registered_name, alias=alias)
+    assert out is not None
+    return out
+
+
+def registry_promote(version: str | int | os.PathLike[str], alias: str = DEFAULT_ALIAS, *,
+            registered_name: str = DEFAULT_REGISTERED_MODEL,
+            tracking_uri: str | None = None) -> RegisteredVersion:
+    """Point ``alias`` of a registered model at another version.
+
+    Parameters
+    ----------
+    version : str, int or path
+        A registry version (``3``), an artifact version (``"v3"``, matched through the
+        ``artifact_version`` tag), or an artifact folder / reference (matched through its
+        manifest sha256).
+    alias : str
+        The alias to move (``champion``).
+
+    Raises
+    ------
+    ArtifactError
+        When no registered version matches, or several artifact versions match.
+    """
+    uri = ensure_tracking_db(tracking_uri)
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    versions = client.search_model_versions(f"name = '{_quote(registered_name)}'")
+    if not versions:
+        raise ArtifactError(f"registered model {registered_name!r} has no versions in {uri}")
+    text = os.fspath(version) if not isinstance(version, int) else str(version)
+    matches: list[Any]
+    if text.isdigit():
+        matches = [v for v in versions if str(v.version) == text]
+        what = f"version {text}"
+    elif text.startswith("v") and text[1:].isdigit() and not Path(text).exists():
+        matches = [v for v in versions if v.tags.get("artifact_version") == text]
+        what = f"artifact version {text}"
+    else:
+        art = _load(text)
+        sha = hashlib.sha256((art.path / "manifest.json").read_bytes()).hexdigest()
+        matches = [v for v in versions if v.tags.get("artifact_sha256") == sha]
+        what = f"artifact {art.path} (manifest sha256 {sha[:12]})"
+    if not matches:
+        known = sorted((int(v.version), v.tags.get("artifact_version", "?")) for v in versions)
+        raise ArtifactError(f"registered model {registered_name!r} has no {what}; versions "
+                            f"(registry, artifact): {known}")
+    if len(matches) > 1:
+        # The newest registration of the same artifact wins.
+        matches.sort(key=lambda v: int(v.version))
+    chosen = matches[-1]
+    client.set_registered_model_alias(registered_name, alias, str(chosen.version))
+    return RegisteredVersion(
+        name=registered_name, version=str(chosen.version), alias=alias,
+        model_uri=f"models:/{registered_name}@{alias}", run_id=chosen.run_id,
+        artifact_name=chosen.tags.get("artifact_name", ""),
+        artifact_version=chosen.tags.get("artifact_version", ""),
+        artifact_sha256=chosen.tags.get("artifact_sha256", ""))
+
+
+# -- private helpers --------------------------------------------------------------------
+_ENTRY_SKIP: Final = frozenset({"name", "folds", "per_fold", "params", "settings", "config",
+                                "calibrator", "is_champion", "champion", "kind",
+                                "feature_map"})
+_TRIALS_FILES: Final = ("trials.csv", "trials.parquet", "trials.json")
+_REPLAY_FILES: Final = ("replay.json", "replay.csv", "replay_heldout.json", "replay_table.csv")
+_SUMMARY_FILES: Final = ("tune_report.json", "tuning.json", "summary.json")
+# tune_report.json keys that are not study settings (logged as metrics, tables or files)
+_REPORT_NESTED: Final = frozenset({"thresholds", "tune_metrics", "holdout", "files"})
+
+
+def _quote(text: str) -> str:
+    return text.replace("'", "\\'")
+
+
+def _first(folder: Path, names: Sequence[str]) -> Path | None:
+    for name in names:
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def _flat_params(obj: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, val in obj.items():
+        name = f"{prefix}{key}"
+        if isinstance(val, Mapping) and len(val) <= 20:
+            out.update(_flat_params(val, prefix=f"{name}."))
+        else:
+            out[name] = val
+    return out
+
+
+def _table_row(entry: Mapping[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {"name": entry.get("name")}
+    row.update(_flatten_metrics(entry, skip=_ENTRY_SKIP))
+    return row
+
+
+def _calibrator_params(entry: Mapping[str, Any], config: Mapping[str, Any],
+                       portable: Path) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for key in ("folds", "n_folds", "split", "scoring", "tie_break", "seed", "n_boot",
+                "n_bins", "alpha", "n_rows", "sample_weight"):
+        if key in config:
+            params[key] = config[key]
+    settings = entry.get("params", entry.get("settings"))
+    if isinstance(settings, Mapping):
+        params.update(_flat_params(settings, prefix="calibrator."))
+    calibrators_cfg = config.get("calibrators")
+    own = calibrators_cfg.get(str(entry["name"])) if isinstance(calibrators_cfg, Mapping) \
+        else None
+    if isinstance(own, Mapping):
+        params.update(_flat_params(own, prefix="calibrator."))
+    elif isinstance(own, str):
+        params["estimator"] = own
+    for key in ("kind", "feature_map"):
+        if key in entry:
+            params[key] = entry[key]
+    if portable.is_file():
+        data = _read_json(portable)
+        if isinstance(data, Mapping):
+            params.setdefault("kind", data.get("kind"))
+            fmap = data.get("feature_map")
+            if isinstance(fmap, list):
+                from amv_calib.contract import FeatureMap
+
+                params["feature_map"] = ", ".join(FeatureMap.from_list(fmap).names)
+                params["n_features"] = len(fmap)
+    return params
+
+
+def _tuning_summary(tdir: Path) -> dict[str, Any]:
+    path = _first(tdir, _SUMMARY_FILES)
+    if path is None:
+        return {}
+    data = _read_json(path)
+    return dict(data) if isinstance(data, Mapping) else {}
+
+
+def _trial_metrics(trials: pd.DataFrame) -> list[Metric]:
+    """Each numeric column of a trials table as ``trial/<column>`` with step = trial number."""
+    if "state" in trials.columns:
+        trials = trials[trials["state"].astype(str).str.upper().isin(["COMPLETE",
+                                                                      "TRIALSTATE.COMPLETE"])]
+    num_col = "number" if "number" in trials.columns else None
+    skip = {"number", "duration", "datetime_start", "datetime_complete", "state"}
+    out: list[Metric] = []
+    now = int(time.time() * 1000)
+    cols = [c for c in trials.columns if c not in skip
+            and str(trials[c].dtype) not in ("bool", "boolean")
+            and trials[c].dtype.kind in "iuf"]
+    for i, row in enumerate(trials.itertuples(index=False)):
+        values = dict(zip(trials.columns, row, strict=True))
+        step = int(values[num_col]) if num_col else i
+        for col in cols:
+            v = values[col]
+            if _is_number(v):
+                key = str(col).removeprefix("params_").removeprefix("user_attrs_") \
+                    .removeprefix("values_")
+                out.append(Metric(f"trial/{key}", float(v), now, step))
+    return out
+
+
+def _replay_rows(data: Mapping[str, Any]) -> pd.DataFrame:
+    """``{policy: {metric: value or {value, lo, hi}}}`` as one row per policy."""
+    import pandas as pd
+
+    rows = []
+    for policy, metrics in data.items():
+        if isinstance(metrics, Mapping):
+            # ReplayResult.to_dict() nests the metrics under "overall"; --json does not.
+            overall = metrics.get("overall")
+            flat = dict(overall, n=metrics.get("n")) if isinstance(overall, Mapping) \
+                else metrics
+            rows.append({"policy": policy, **_flatten_metrics(
+                flat, skip=frozenset({"by_family", "family_n", "config", "policy"}))})
+    return pd.DataFrame(rows)
+
+
+def _replay_table(path: Path) -> pd.DataFrame:
+    if path.suffix == ".json":
+        data = _read_json(path)
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{path}: a replay result must be a JSON object by policy")
+        return _replay_rows(data)
+    return _read_table(path)
+
+
+def _dataset_source(path: str | os.PathLike[str]) -> Any:
+    """A local file's dataset source, built directly: MLflow 3.17 registers the local source
+    class twice and warns on every string it resolves."""
+    from mlflow.data.dataset_source_registry import get_registered_sources
+
+    text = str(Path(path).resolve())
+    for cls in get_registered_sources():
+        if getattr(cls, "__name__", "") == "LocalArtifactDatasetSource":
+            return cast(Any, cls)(text)
+    return text
+
+
+def _load(artifact_dir: str | os.PathLike[str]) -> Any:
+    from amv_calib.contract import load_artifact
+
+    return load_artifact(artifact_dir)
+
+
+def _artifact_tags(art: Any, manifest_sha: str) -> dict[str, Any]:
+    training = art.manifest.get("training_data") or {}
+    tags: dict[str, Any] = {
+        "artifact_name": art.name,
+        "artifact_version": art.version,
+        "artifact_sha256": manifest_sha,
+        "calibrator_sha256": art.calibrator_sha256,
+        "calibrator_kind": art.calibrator.kind,
+        TAG_PACKAGE_VERSION: art.manifest.get("package_version", __version__),
+    }
+    if art.manifest.get("git_commit"):
+        tags[TAG_GIT_COMMIT] = art.manifest["git_commit"]
+    if isinstance(training, Mapping) and training.get("sha256"):
+        tags[TAG_DATA_FINGERPRINT] = training["sha256"]
+    return tags

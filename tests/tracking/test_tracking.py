@@ -1,0 +1,439 @@
+"""amv_calib.tracking._tracker against a SQLite store in a temporary folder (no server).
+
+The stage folders are written by hand (``_mlflow_stages``) so the logged values can be
+checked against numbers computed here; ``test_mlflow_server.py`` runs the real stages.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from _mlflow_stages import (
+    CALIBRATORS,
+    fake_compare_dir,
+    fake_replay_json,
+    fake_tune_dir,
+    make_claims,
+)
+from mlflow import MlflowClient
+
+from amv_calib.artifacts._export import claims_fingerprint, export_artifact
+from amv_calib.exceptions import ConfigError
+from amv_calib.tracking import _tracker as tracking
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def stages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("stages")
+    claims = make_claims()
+    claims_path = root / "claims.parquet"
+    claims.to_parquet(claims_path)
+    compare = fake_compare_dir(root, claims, claims_path)
+    tune = fake_tune_dir(root)
+    art = export_artifact(calibrator=compare, thresholds=tune / "thresholds.json",
+                          name="amv-guard", models_dir=root / "models", claims=claims)
+    return {"root": root, "claims": claims, "claims_path": claims_path, "compare": compare,
+            "tune": tune, "artifact": art.path}
+
+
+@pytest.fixture(scope="module")
+def logged(stages: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+           ) -> dict[str, Any]:
+    """One pipeline run: comparison, tuning and export logged into a fresh SQLite store."""
+    db = tmp_path_factory.mktemp("mlflow") / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    with tracking.pipeline_run("retrain", tracking_uri=uri, params={"seed": 1},
+                               tags={"purpose": "test"}) as tracker:
+        runs = tracker.log_comparison(stages["compare"], claims=stages["claims"],
+                                      claims_path=stages["claims_path"])
+        tune_run = tracker.log_tuning(stages["tune"])
+        tracker.log_artifact_export(stages["artifact"])
+    assert runs is not None and tune_run is not None
+    return {"uri": uri, "db": db, "parent": tracker.run_id, "runs": runs, "tune_run": tune_run,
+            "client": MlflowClient(tracking_uri=uri)}
+
+
+def _artifact_paths(client: MlflowClient, run_id: str, path: str | None = None) -> set[str]:
+    out: set[str] = set()
+    for info in client.list_artifacts(run_id, path):
+        if info.is_dir:
+            out |= _artifact_paths(client, run_id, info.path)
+        else:
+            out.add(info.path)
+    return out
+
+
+def _download(client: MlflowClient, run_id: str, path: str, dst: Path) -> bytes:
+    return Path(client.download_artifacts(run_id, path, str(dst))).read_bytes()
+
+
+# -- the store ------------------------------------------------------------------------------
+def test_artifacts_live_in_mlruns_beside_the_database(logged: dict[str, Any]) -> None:
+    run = logged["client"].get_run(logged["parent"])
+    expected = (logged["db"].parent / "mlruns").resolve().as_uri()
+    assert run.info.artifact_uri.startswith(expected)
+    assert (logged["db"].parent / "mlruns").is_dir()
+
+
+def test_file_store_uri_is_refused() -> None:
+    with pytest.raises(ConfigError, match="deprecated file store"):
+        tracking.resolve_tracking_uri("file:///somewhere/mlruns")
+    with pytest.raises(ConfigError, match="deprecated file store"):
+        tracking.resolve_tracking_uri("mlruns")
+
+
+def test_environment_overrides_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert tracking.resolve_tracking_uri() == "sqlite:///mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5999")
+    assert tracking.resolve_tracking_uri() == "http://127.0.0.1:5999"
+    assert tracking.resolve_tracking_uri("sqlite:///x.db") == "sqlite:///x.db"
+
+
+def test_tracker_restores_the_callers_tracking_uri(logged: dict[str, Any],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import mlflow
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///elsewhere.db")
+    with tracking.pipeline_run("x", tracking_uri=logged["uri"]):
+        assert mlflow.get_tracking_uri() == logged["uri"]
+    assert os.environ["MLFLOW_TRACKING_URI"] == "sqlite:///elsewhere.db"
+    assert mlflow.get_tracking_uri() == "sqlite:///elsewhere.db"
+
+
+@pytest.mark.slow
+def test_concurrent_first_use_of_a_fresh_database(tmp_path: Path) -> None:
+    # Three processes initialise the same fresh SQLite file at once; all must succeed (with
+    # plain MlflowClient calls instead, MLflow's migrations collide: "table _alembic_tmp_...
+    # already exists", "duplicate column name").
+    uri = f"sqlite:///{tmp_path / 'fresh.db'}"
+    code = textwrap.dedent(f"""
+        import sys
+        from amv_calib.tracking._tracker import ensure_tracking_db
+        ensure_tracking_db({uri!r})
+        from mlflow import MlflowClient
+        MlflowClient({uri!r}).create_experiment("e-" + sys.argv[1])
+    """)
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(i)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(3)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [o[1].decode()[-2000:] for o in outs]
+    names = {e.name for e in MlflowClient(uri).search_experiments()}
+    assert {"e-0", "e-1", "e-2"} <= names
+
+
+# -- the comparison -------------------------------------------------------------------------
+def test_one_nested_run_per_calibrator(logged: dict[str, Any]) -> None:
+    client, parent = logged["client"], logged["parent"]
+    exp_id = client.get_run(parent).info.experiment_id
+    children = client.search_runs([exp_id], f"tags.mlflow.parentRunId = '{parent}'")
+    names = sorted(r.info.run_name for r in children)
+    assert names == sorted([*CALIBRATORS, "tuning"])
+    assert logged["runs"].calibrator_runs.keys() == set(CALIBRATORS)
+    assert all(r.info.status == "FINISHED" for r in children)
+    assert client.get_run(parent).info.status == "FINISHED"
+
+
+@pytest.mark.parametrize("name", CALIBRATORS, ids=CALIBRATORS)
+def test_calibrator_metrics_match_comparison_json(logged: dict[str, Any],
+                                                  stages: dict[str, Any], name: str) -> None:
+    entry = next(e for e in json.loads((stages["compare"] / "comparison.json").read_text())
+                 ["calibrators"] if e["name"] == name)
+    run = logged["client"].get_run(logged["runs"].calibrator_runs[name])
+    m = run.data.metrics
+    for key in ("log_loss", "brier", "auc", "ece", "ece_mass", "mce", "smooth_ece"):
+        assert m[key] == entry[key], key
+        assert [m[f"{key}_low"], m[f"{key}_high"]] == entry["ci"][key], key
+    assert m["excess_log_loss"] == entry["excess_log_loss"]
+    assert [m["excess_log_loss_low"], m["excess_log_loss_high"]] == entry["excess_log_loss_ci"]
+    assert run.data.params["split"] == "time"
+    assert run.data.params["folds"] == "3"
+    assert run.data.params["kind"] == "linear"
+    assert run.data.params["estimator"] == f"{name.title()}Calibrator(C=1.0)"
+    assert run.data.params["feature_map"].startswith("logit(model_confidence)")
+    assert run.data.tags["is_champion"] == str(name == logged["runs"].champion)
+
+
+def test_fold_metrics_are_steps(logged: dict[str, Any], stages: dict[str, Any]) -> None:
+    data = json.loads((stages["compare"] / "comparison.json").read_text())
+    for name, rid in logged["runs"].calibrator_runs.items():
+        want = [(f["fold"], f["ece"]) for f in data["per_fold"] if f["calibrator"] == name]
+        history = logged["client"].get_metric_history(rid, "fold/ece")
+        assert sorted((h.step, h.value) for h in history) == want
+    sizes = logged["client"].get_metric_history(logged["parent"], "fold/n_test")
+    assert sorted((h.step, h.value) for h in sizes) == \
+        [(f["fold"], f["n_test"]) for f in data["folds"]]
+
+
+def test_champion_tagged_and_summarised_on_parent(logged: dict[str, Any],
+                                                 stages: dict[str, Any]) -> None:
+    data = json.loads((stages["compare"] / "comparison.json").read_text())
+    parent = logged["client"].get_run(logged["parent"])
+    assert parent.data.tags["champion"] == data["champion"]
+    champ = next(e for e in data["calibrators"] if e["name"] == data["champion"])
+    assert parent.data.metrics["champion_log_loss"] == champ["log_loss"]
+    assert parent.data.metrics["champion_log_loss_high"] == champ["ci"]["log_loss"][1]
+    assert parent.data.metrics["oracle_log_loss"] == data["oracle"]["log_loss"]
+    assert parent.data.metrics["oracle_log_loss_low"] == data["oracle"]["ci"]["log_loss"][0]
+    assert parent.data.params["compare.scoring"] == "log_loss"
+    assert parent.data.params["compare.calibrators.beta"] == "BetaCalibrator(C=1.0)"
+
+
+def test_provenance_tags(logged: dict[str, Any], stages: dict[str, Any]) -> None:
+    import amv_calib
+
+    fp = claims_fingerprint(stages["claims"])["sha256"]
+    client = logged["client"]
+    for rid in (logged["parent"], *logged["runs"].calibrator_runs.values()):
+        tags = client.get_run(rid).data.tags
+        assert tags["amv_calib_version"] == amv_calib.__version__
+        assert tags["data_fingerprint"] == fp
+        # Others commit while the suite runs: the logged commit must be HEAD or before it.
+        where = Path(amv_calib.__file__).parent
+        if subprocess.run(["git", "rev-parse", "HEAD"], cwd=where,
+                          capture_output=True).returncode == 0:
+            assert len(tags["git_commit"]) == 40
+            assert subprocess.run(["git", "merge-base", "--is-ancestor", tags["git_commit"],
+                                   "HEAD"], cwd=where).returncode == 0
+
+
+def test_reliability_figures_are_pngs(logged: dict[str, Any], tmp_path: Path) -> None:
+    client = logged["client"]
+    parent_files = _artifact_paths(client, logged["parent"])
+    assert "reliability_overlay.png" in parent_files
+    assert {f"reliability/{n}.png" for n in CALIBRATORS} <= parent_files
+    assert "compare/reliability.png" in parent_files
+    assert _download(client, logged["parent"], "reliability_overlay.png",
+                     tmp_path).startswith(PNG_MAGIC)
+    for name, rid in logged["runs"].calibrator_runs.items():
+        files = _artifact_paths(client, rid)
+        assert {"reliability.png", "reliability_bins.json", f"{name}.json"} <= files
+        assert _download(client, rid, "reliability.png", tmp_path / name).startswith(PNG_MAGIC)
+
+
+def test_reliability_bins_table_matches_csv(logged: dict[str, Any], stages: dict[str, Any],
+                                            tmp_path: Path) -> None:
+    bins = pd.read_csv(stages["compare"] / "reliability_bins.csv")
+    rid = logged["runs"].calibrator_runs["beta"]
+    raw = json.loads(_download(logged["client"], rid, "reliability_bins.json", tmp_path))
+    table = pd.DataFrame(raw["data"], columns=raw["columns"])
+    own = bins[bins["calibrator"] == "beta"].reset_index(drop=True)
+    assert table["count"].tolist() == own["count"].tolist()
+    assert table["strategy"].tolist() == own["strategy"].tolist()
+    assert table["observed_rate"].tolist() == pytest.approx(own["observed_rate"].tolist())
+
+
+def test_comparison_table(logged: dict[str, Any], stages: dict[str, Any],
+                          tmp_path: Path) -> None:
+    raw = json.loads(_download(logged["client"], logged["parent"], "comparison.json", tmp_path))
+    table = pd.DataFrame(raw["data"], columns=raw["columns"])
+    want = pd.read_csv(stages["compare"] / "comparison.csv")
+    assert table["name"].tolist() == want["name"].tolist() == list(CALIBRATORS)
+    # MLflow writes table floats with 10 significant digits.
+    for col in ("log_loss", "log_loss_low", "ece_high"):
+        assert table[col].tolist() == pytest.approx(want[col].tolist(), rel=1e-9)
+
+
+def test_training_data_is_a_dataset_input(logged: dict[str, Any],
+                                          stages: dict[str, Any]) -> None:
+    client = logged["client"]
+    for rid in (logged["parent"], logged["runs"].calibrator_runs["platt"]):
+        inputs = client.get_run(rid).inputs.dataset_inputs
+        assert len(inputs) == 1
+        ds = inputs[0].dataset
+        assert ds.name == "claims"
+        assert json.loads(ds.source)["uri"] == str(stages["claims_path"].resolve())
+        assert "violated" in ds.profile or "violated" in (ds.schema or "")
+        assert {t.key: t.value for t in inputs[0].tags}["mlflow.data.context"] == "training"
+
+
+# -- tuning ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("column", ["lambda_cost_scale", "max_verifications", "gate_harmful",
+                                    "verification_cost", "proceed_coverage", "total_loss"])
+def test_trials_logged_with_trial_number_as_step(logged: dict[str, Any],
+                                                 stages: dict[str, Any], column: str) -> None:
+    trials = pd.read_csv(stages["tune"] / "trials.csv")
+    complete = trials[trials["state"] == "COMPLETE"]
+    hist = logged["client"].get_metric_history(logged["tune_run"], f"trial/{column}")
+    assert sorted((h.step, h.value) for h in hist) == \
+        list(zip(complete["number"], complete[column].astype(float), strict=True))
+
+
+def test_study_settings_and_chosen_trial(logged: dict[str, Any], stages: dict[str, Any]
+                                         ) -> None:
+    thresholds = json.loads((stages["tune"] / "thresholds.json").read_text())
+    report = json.loads((stages["tune"] / "tune_report.json").read_text())
+    run = logged["client"].get_run(logged["tune_run"])
+    m, params = run.data.metrics, run.data.params
+    assert m["best.lambda_cost_scale"] == thresholds["lambda_cost_scale"]
+    assert params["best.planner"] == "lookahead"
+    assert params["mode"] == "multi" and params["seed"] == "5" and params["best_trial"] == "7"
+    assert params["n_trials"] == str(len(pd.read_csv(stages["tune"] / "trials.csv")))
+    assert m["tune.total_loss"] == report["tune_metrics"]["total_loss"]
+    tuned = report["holdout"]["tuned"]
+    for key in ("gate_harmful", "verification_cost", "proceed_coverage", "total_loss"):
+        assert m[f"holdout.{key}"] == tuned[key]["value"]
+        assert m[f"holdout.{key}_low"] == tuned[key]["lo"]
+        assert m[f"holdout.{key}_high"] == tuned[key]["hi"]
+    parent = logged["client"].get_run(logged["parent"])
+    assert parent.data.params["tune.epsilon_harm_bound"] == "0.04"
+
+
+def test_pareto_plot_trials_and_replay_tables(logged: dict[str, Any], tmp_path: Path) -> None:
+    client, rid = logged["client"], logged["tune_run"]
+    files = _artifact_paths(client, rid)
+    assert {"figures/pareto.png", "figures/trials_harm_vs_cost.png", "trials.json",
+            "pareto.json", "replay_table.json", "files/tune_report.json"} <= files
+    assert {"tuning/pareto.png", "tuning/trials_harm_vs_cost.png"} <= _artifact_paths(
+        client, logged["parent"])
+    assert _download(client, rid, "figures/trials_harm_vs_cost.png", tmp_path / "f"
+                     ).startswith(PNG_MAGIC)
+    raw = json.loads(_download(client, rid, "replay_table.json", tmp_path))
+    table = pd.DataFrame(raw["data"], columns=raw["columns"]).set_index("policy")
+    assert table.loc["tuned-lookahead", "total_loss"] == 3.0
+    assert table.loc["always-proceed", "gate_harmful_high"] == pytest.approx(0.36)
+    parent = client.get_run(logged["parent"])
+    assert parent.data.metrics["replay.tuned-lookahead.gate_harmful"] == 0.01
+    assert parent.data.metrics["replay.always-proceed.proceed_coverage"] == 1.0
+
+
+def test_replay_json_of_the_replay_command(logged: dict[str, Any], tmp_path: Path) -> None:
+    path = fake_replay_json(tmp_path)
+    client = logged["client"]
+    exp = client.get_run(logged["parent"]).info.experiment_id
+    parent = client.create_run(exp, run_name="evaluate").info.run_id
+    tracking.log_replay(path, parent_run_id=parent, tracking_uri=logged["uri"])
+    m = client.get_run(parent).data.metrics
+    assert m["replay.lookahead.total_loss"] == 3.0
+    assert m["replay.always-proceed.n"] == 50
+
+
+# -- export ---------------------------------------------------------------------------------
+def test_export_tags_point_at_the_artifact(logged: dict[str, Any],
+                                           stages: dict[str, Any]) -> None:
+    import hashlib
+
+    manifest = stages["artifact"] / "manifest.json"
+    tags = logged["client"].get_run(logged["parent"]).data.tags
+    assert tags["artifact_version"] == stages["artifact"].name
+    assert tags["artifact_sha256"] == hashlib.sha256(manifest.read_bytes()).hexdigest()
+    assert tags["calibrator_sha256"] == json.loads(manifest.read_text())["files"][
+        "calibrator.json"]
+    files = _artifact_paths(logged["client"], logged["parent"])
+    assert f"artifact/{stages['artifact'].name}/manifest.json" in files
+
+
+# -- optional tracking and failure ----------------------------------------------------------
+def test_disabled_tracker_does_nothing(tmp_path: Path, stages: dict[str, Any],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with tracking.PipelineTracker(enabled=False, tracking_uri="sqlite:///never.db") as t:
+        assert t.log_comparison(stages["compare"]) is None
+        assert t.log_tuning(stages["tune"]) is None
+        t.log_replay(stages["tune"])
+        t.log_artifact_export(stages["artifact"])
+        assert t.register_champion(stages["artifact"]) is None
+        assert t.run_id is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_pipeline_marks_the_run_failed(logged: dict[str, Any]) -> None:
+    uri = logged["uri"]
+    with pytest.raises(RuntimeError, match="boom"):
+        with tracking.pipeline_run("retrain", tracking_uri=uri) as t:
+            raise RuntimeError("boom")
+    assert MlflowClient(uri).get_run(str(t.run_id)).info.status == "FAILED"
+
+
+def test_standalone_log_comparison_under_an_existing_parent(
+        logged: dict[str, Any], stages: dict[str, Any]) -> None:
+    client = logged["client"]
+    exp = client.get_run(logged["parent"]).info.experiment_id
+    parent = client.create_run(exp, run_name="outer").info.run_id
+    runs = tracking.log_comparison(stages["compare"], parent_run_id=parent,
+                                   tracking_uri=logged["uri"])
+    assert runs.parent_run_id == parent
+    children = client.search_runs([exp], f"tags.mlflow.parentRunId = '{parent}'")
+    assert len(children) == len(CALIBRATORS)
+    # Attaching leaves the parent's status as it was (still running for its owner).
+    assert client.get_run(parent).info.status == "RUNNING"
+    # claims_path comes from comparison.json's config: the dataset is still logged.
+    assert client.get_run(runs.calibrator_runs["beta"]).inputs.dataset_inputs
+
+
+def test_missing_comparison_json_names_the_file(tmp_path: Path, logged: dict[str, Any]
+                                                ) -> None:
+    with pytest.raises(ConfigError, match=r"comparison\.json: missing"):
+        tracking.log_comparison(tmp_path, tracking_uri=logged["uri"])
+
+
+def test_metrics_are_finite_numbers(logged: dict[str, Any]) -> None:
+    for rid in logged["runs"].calibrator_runs.values():
+        metrics = logged["client"].get_run(rid).data.metrics
+        assert metrics and all(math.isfinite(v) for v in metrics.values())
+
+
+# -- CLI ------------------------------------------------------------------------------------
+def test_ui_command_prints_the_sqlite_line(capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from amv_calib.cli import main
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert main(["ui-command"]) == 0
+    assert capsys.readouterr().out.strip() == \
+        "mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port 5000"
+
+
+def test_gate_and_cli_do_not_import_mlflow() -> None:
+    code = ("import sys, amv_calib.gate, amv_calib.cli\n"
+            "amv_calib.cli.build_parser()\n"
+            "assert 'mlflow' not in sys.modules, 'mlflow imported'\n"
+            "from amv_calib import PipelineTracker, registry_promote\n"
+            "assert 'mlflow' in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_replay_results_of_the_replay_module(logged: dict[str, Any], tmp_path: Path) -> None:
+    from amv_calib.claims._synth import synth_episodes
+    from amv_calib.tuning._replay import replay_many
+
+    results = replay_many(synth_episodes(60, seed=3), ["always-proceed", "oracle"], seed=4,
+                          n_boot=20)
+    path = tmp_path / "replay.json"
+    path.write_text(json.dumps({k: r.to_dict() for k, r in results.items()}))
+    client = logged["client"]
+    exp = client.get_run(logged["parent"]).info.experiment_id
+    parent = client.create_run(exp, run_name="evaluate").info.run_id
+    tracking.log_replay(tmp_path, parent_run_id=parent, tracking_uri=logged["uri"])
+    m = client.get_run(parent).data.metrics
+    for policy, res in results.items():
+        ci = res.overall["total_loss"]
+        assert m[f"replay.{policy}.total_loss"] == ci.value
+        assert m[f"replay.{policy}.total_loss_low"] == ci.lo
+        assert m[f"replay.{policy}.total_loss_high"] == ci.hi
+        assert m[f"replay.{policy}.n"] == res.n
+
+
+def test_the_same_replay_table_is_logged_once_per_run(logged: dict[str, Any],
+                                                      tmp_path: Path) -> None:
+    path = fake_replay_json(tmp_path)
+    with tracking.pipeline_run("twice", tracking_uri=logged["uri"]) as t:
+        t.log_replay(path)
+        t.log_replay(path)
+    raw = json.loads(_download(logged["client"], str(t.run_id), "replay_table.json", tmp_path))
+    assert len(raw["data"]) == 2
+    hist = logged["client"].get_metric_history(str(t.run_id), "replay.lookahead.total_loss")
+    assert len(hist) == 1
