@@ -9,21 +9,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from amv_calib.exceptions import (
-    AmvCalibError,
-    ArtifactError,
-    ConfigError,
-    DataContractError,
-    InsufficientDataError,
-    MissingColumnsError,
-    PipelineError,
-    PortableFormatError,
-)
+from amv_calib import exceptions as _exceptions
 
 __version__ = "0.1.0"
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
+    **dict.fromkeys(_exceptions.__all__, "amv_calib.exceptions"),
     "IngestSummary": "amv_calib.claims",
     "ingest_file": "amv_calib.claims",
     "load_claims": "amv_calib.claims",
@@ -73,18 +65,7 @@ _EXPORTS: dict[str, str] = {
     "registry_promote": "amv_calib.tracking",
 }
 
-__all__ = [
-    "AmvCalibError",
-    "ArtifactError",
-    "ConfigError",
-    "DataContractError",
-    "InsufficientDataError",
-    "MissingColumnsError",
-    "PipelineError",
-    "PortableFormatError",
-    "__version__",
-    *_EXPORTS,
-]
+__all__ = ["__version__", *_EXPORTS]
 
 
 def __getattr__(name: str) -> Any:

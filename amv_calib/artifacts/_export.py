@@ -56,19 +56,6 @@ from amv_calib.exceptions import ArtifactError, ConfigError, DataContractError, 
 from amv_calib.settings import models_dir as default_models_dir
 from amv_calib.settings import project_root
 
-__all__ = [
-    "CLAIMS_FINGERPRINT_SCHEME",
-    "DEFAULT_THRESHOLDS",
-    "ExportResult",
-    "bundle",
-    "claims_fingerprint",
-    "export_artifact",
-    "list_versions",
-    "promote",
-    "rollback",
-    "verify_artifact",
-]
-
 #: The seed engine's gate settings; what an export uses until tuning provides thresholds.
 DEFAULT_THRESHOLDS: Final[Mapping[str, Any]] = {
     "lambda_cost_scale": 1.0,

@@ -16,8 +16,6 @@ from amv_calib.calibration._calibrators import (
     SeedPriorCalibrator,
 )
 from amv_calib.calibration._compare import (
-    CALIBRATOR_FACTORIES,
-    DEFAULT_CALIBRATORS,
     METRIC_NAMES,
     ComparisonResult,
     compare_calibrators,
@@ -48,8 +46,6 @@ from amv_calib.calibration._metrics import (
 __all__ = [
     "BETA_EXTRA_MAP",
     "BETA_SCORES",
-    "CALIBRATOR_FACTORIES",
-    "DEFAULT_CALIBRATORS",
     "DEFAULT_PLATT_MAP",
     "METRICS",
     "METRIC_NAMES",

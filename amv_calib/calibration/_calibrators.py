@@ -44,18 +44,6 @@ from amv_calib.contract import (
 )
 from amv_calib.exceptions import InsufficientDataError
 
-__all__ = [
-    "BETA_EXTRA_MAP",
-    "BETA_SCORES",
-    "DEFAULT_PLATT_MAP",
-    "RICH_BETA_EXTRA_MAP",
-    "RICH_PLATT_MAP",
-    "BetaCalibrator",
-    "IsotonicCalibrator",
-    "PlattCalibrator",
-    "SeedPriorCalibrator",
-]
-
 FloatArray = NDArray[np.float64]
 Direction = Literal["increasing", "decreasing"]
 

@@ -36,6 +36,14 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from amv_calib.calibration._calibrators import (
+    RICH_BETA_EXTRA_MAP,
+    RICH_PLATT_MAP,
+    BetaCalibrator,
+    IsotonicCalibrator,
+    PlattCalibrator,
+    SeedPriorCalibrator,
+)
 from amv_calib.contract import CLAIM_FEATURES
 from amv_calib.exceptions import DataContractError, InsufficientDataError, MissingColumnsError
 from amv_calib.settings import CALIBRATOR_NAMES, DEFAULT_CALIBRATORS, DEFAULT_SEED
@@ -43,15 +51,6 @@ from amv_calib.settings import CALIBRATOR_NAMES, DEFAULT_CALIBRATORS, DEFAULT_SE
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = [
-    "CALIBRATOR_FACTORIES",
-    "DEFAULT_CALIBRATORS",
-    "METRIC_NAMES",
-    "ComparisonResult",
-    "compare_calibrators",
-    "make_folds",
-    "write_comparison",
-]
 
 _log = logging.getLogger("amv_calib.calibration._compare")
 
@@ -64,15 +63,6 @@ METRIC_NAMES: Final = ("log_loss", "brier", "auc", "ece", "ece_mass", "mce", "sm
 
 
 def _factories() -> dict[str, Callable[[], Any]]:
-    from amv_calib.calibration._calibrators import (
-        RICH_BETA_EXTRA_MAP,
-        RICH_PLATT_MAP,
-        BetaCalibrator,
-        IsotonicCalibrator,
-        PlattCalibrator,
-        SeedPriorCalibrator,
-    )
-
     return {
         "platt": lambda: PlattCalibrator(feature_map=RICH_PLATT_MAP),
         "platt_seed": PlattCalibrator,
@@ -84,9 +74,6 @@ def _factories() -> dict[str, Callable[[], Any]]:
     }
 
 
-#: Names ``compare`` knows (``--calibrators``), each a configured estimator (see
-#: :data:`amv_calib.settings.CALIBRATOR_NAMES`), and the ones compared when none are given.
-CALIBRATOR_FACTORIES: Final = CALIBRATOR_NAMES
 
 _NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -347,7 +334,7 @@ def _resolve_calibrators(calibrators: Any) -> dict[str, Any]:
             if isinstance(c, str):
                 if c not in factories:
                     raise ValueError(
-                        f"unknown calibrator {c!r}; expected one of {list(CALIBRATOR_FACTORIES)}"
+                        f"unknown calibrator {c!r}; expected one of {list(CALIBRATOR_NAMES)}"
                     )
                 items.append((c, factories[c]()))
             else:
@@ -401,8 +388,9 @@ def compare_calibrators(
         Claim outcomes with ``claim_id``, ``violated``, the four claim features and (for
         ``split="time"``) ``timestamp``; ``p_true`` adds the oracle rows.
     calibrators : mapping or sequence, optional
-        ``{name: estimator}``, or estimators and/or names of :data:`CALIBRATOR_FACTORIES`;
-        default :data:`DEFAULT_CALIBRATORS`. Each is cloned before fitting.
+        ``{name: estimator}``, or estimators and/or names of
+        :data:`~amv_calib.settings.CALIBRATOR_NAMES`;
+        default :data:`~amv_calib.settings.DEFAULT_CALIBRATORS`. Each is cloned before fitting.
     folds, split
         See the module docstring.
     scoring, tie_break : {"log_loss", "brier"}

@@ -19,8 +19,6 @@ from numpy.typing import ArrayLike
 
 from amv_calib.exceptions import ConfigError
 
-__all__ = ["reliability_figure", "write_figure_png"]
-
 _COLOURS: Final = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
                    "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
 

@@ -38,22 +38,6 @@ from numpy.typing import NDArray
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = [
-    "METRICS",
-    "BootstrapInterval",
-    "Metric",
-    "bootstrap_ci",
-    "bootstrap_counts",
-    "bootstrap_metrics",
-    "brier_score",
-    "ece",
-    "log_loss",
-    "mce",
-    "reliability_curve",
-    "roc_auc",
-    "smooth_ece",
-    "smooth_ece_sigma",
-]
 
 FloatArray = NDArray[np.float64]
 Strategy = Literal["uniform", "quantile"]

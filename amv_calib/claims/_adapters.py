@@ -80,19 +80,6 @@ from amv_calib.claims._labels import (
 from amv_calib.contract import CLAIM_FEATURES
 from amv_calib.exceptions import DataContractError, MissingColumnsError
 
-__all__ = [
-    "ADAPTER_UNJOINED_REASONS",
-    "DEFAULT_FEATURES",
-    "AdapterReport",
-    "graphiti_adapter",
-    "graphiti_edges_to_claims",
-    "load_graphiti_edges",
-    "load_mem0_history",
-    "load_uses_table",
-    "mem0_adapter",
-    "mem0_history_to_claims",
-]
-
 _log = logging.getLogger("amv_calib.claims._adapters")
 
 #: Values of the claim features a memory store does not record (see module docs).

@@ -41,18 +41,6 @@ from numpy.typing import NDArray
 from amv_calib.contract import ALIASES, OPTIONAL_COLUMNS, REQUIRED_COLUMNS
 from amv_calib.exceptions import AmvCalibError, DataContractError, MissingColumnsError
 
-__all__ = [
-    "DEFAULT_CHUNKSIZE",
-    "FORMATS",
-    "CLAIMS_SCHEMA",
-    "Format",
-    "IngestSummary",
-    "detect_format",
-    "ingest_file",
-    "iter_claim_chunks",
-    "load_claims",
-]
-
 _log = logging.getLogger("amv_calib.claims._ingest")
 
 Format = Literal["csv", "parquet", "jsonl"]

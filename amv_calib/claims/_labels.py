@@ -85,19 +85,6 @@ from amv_calib.gate import (
     normalize_decision,
 )
 
-__all__ = [
-    "OUTCOME_STATUSES",
-    "UNJOINED_REASONS",
-    "JoinReport",
-    "LogEntries",
-    "NoisyLabelFit",
-    "SoftLabels",
-    "fit_noisy_labels",
-    "label_claims",
-    "load_outcomes",
-    "read_uses",
-]
-
 SoftLabels = Literal["posterior", "off"]
 PathLike = str | os.PathLike[str]
 

@@ -42,18 +42,6 @@ from amv_calib.exceptions import ConfigError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = [
-    "CLAIM_COLUMNS",
-    "EPOCH_START",
-    "FAMILIES",
-    "Family",
-    "family_probability",
-    "synth_claims",
-    "synth_episodes",
-    "true_probability",
-    "write_claims",
-    "write_episodes",
-]
 
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]

@@ -35,24 +35,6 @@ from amv_calib.contract._features import FeatureMap, PortableCalibrator
 from amv_calib.exceptions import ArtifactError, PortableFormatError
 from amv_calib.settings import champion_reference, models_dir
 
-__all__ = [
-    "ALIASES_FILE",
-    "ALIASES_FORMAT",
-    "ALIASES_FORMAT_VERSION",
-    "ARTIFACT_FORMAT",
-    "ARTIFACT_FORMAT_VERSION",
-    "CALIBRATOR_FILE",
-    "GATE_KEYS",
-    "MANIFEST_FILE",
-    "LoadedArtifact",
-    "canonical_json_bytes",
-    "check_thresholds",
-    "gate_from_artifact",
-    "load_artifact",
-    "read_aliases",
-    "resolve_reference",
-]
-
 ARTIFACT_FORMAT: Final = "amv-calib/artifact"
 ARTIFACT_FORMAT_VERSION: Final = 1
 ALIASES_FORMAT: Final = "amv-calib/aliases"

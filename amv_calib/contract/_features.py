@@ -22,23 +22,6 @@ from numpy.typing import NDArray
 from amv_calib.contract._schema import CLAIM_FEATURES
 from amv_calib.exceptions import PortableFormatError
 
-__all__ = [
-    "DEFAULT_EPS",
-    "PORTABLE_FORMAT",
-    "PORTABLE_FORMAT_VERSION",
-    "SEED_CLAMP",
-    "SEED_COEF",
-    "SEED_FEATURE_MAP",
-    "SEED_INTERCEPT",
-    "TRANSFORMS",
-    "FeatureMap",
-    "PortableCalibrator",
-    "Term",
-    "Transform",
-    "as_feature_frame",
-    "seed_prior_calibrator",
-]
-
 Transform = Literal["identity", "logit", "log", "log1m", "ramp", "log1p", "indicator"]
 TRANSFORMS: Final[tuple[str, ...]] = get_args(Transform)
 

@@ -7,14 +7,6 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = [
-    "ALIASES",
-    "CLAIM_FEATURES",
-    "OPTIONAL_COLUMNS",
-    "REQUIRED_COLUMNS",
-    "canonical_name",
-]
-
 #: The four raw claim features every calibrator reads, in canonical order. A plain array
 #: handed to a calibrator has its columns in this order.
 CLAIM_FEATURES: Final = (

@@ -8,8 +8,6 @@ from pathlib import Path
 from amv_calib.pipeline._spec import PipelineResult
 from amv_calib.settings import tracking_uri
 
-__all__ = ["pipeline_report"]
-
 
 def _read(path: object) -> str | None:
     if not isinstance(path, str):

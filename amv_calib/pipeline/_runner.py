@@ -36,15 +36,6 @@ from amv_calib.pipeline._spec import (
 )
 from amv_calib.pipeline._steps import STEP_KINDS
 
-__all__ = [
-    "PipelineResult",
-    "PipelineSpec",
-    "StepResult",
-    "load_pipeline",
-    "run_pipeline",
-    "step_kinds",
-]
-
 log = logging.getLogger("amv_calib.pipeline._runner")
 
 _STATE = "state.json"

@@ -11,17 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "Param",
-    "PipelineResult",
-    "PipelineSpec",
-    "StepContext",
-    "StepFunc",
-    "StepKind",
-    "StepResult",
-    "StepSpec",
-]
-
 
 @dataclass(frozen=True, kw_only=True)
 class Param:

@@ -16,8 +16,6 @@ from typing import Any
 from amv_calib.exceptions import ConfigError, InsufficientDataError
 from amv_calib.pipeline._spec import Param, StepContext, StepKind
 
-__all__ = ["STEP_KINDS"]
-
 log = logging.getLogger("amv_calib.pipeline._runner")
 
 

@@ -48,15 +48,6 @@ from mlflow.types import ColSpec, Schema
 
 from amv_calib.contract import CLAIM_FEATURES
 
-__all__ = [
-    "ARTIFACT_KEY",
-    "DECISION_COLUMNS",
-    "GateModel",
-    "input_example",
-    "model_signature",
-    "pip_requirements",
-]
-
 #: Key of the portable artifact folder in the logged model's ``artifacts``.
 ARTIFACT_KEY: Final = "amv_artifact"
 ACTION_COLUMN: Final = "action"

@@ -56,23 +56,6 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-__all__ = [
-    "DEFAULT_EXPERIMENT",
-    "MODEL_ARTIFACT_KEY",
-    "MODEL_NAME",
-    "PipelineTracker",
-    "RegisteredVersion",
-    "ensure_tracking_db",
-    "log_artifact_export",
-    "log_comparison",
-    "log_replay",
-    "log_tuning",
-    "pipeline_run",
-    "register_champion",
-    "registry_promote",
-    "trials_figure",
-    "resolve_tracking_uri",
-]
 
 DEFAULT_EXPERIMENT: Final = "amv-calib"
 #: Name of the logged gate model inside its run (``runs:/<id>/gate_model``).

@@ -41,27 +41,6 @@ from amv_calib.exceptions import ConfigError, DataContractError
 if TYPE_CHECKING:
     from amv_calib.gate import Gate
 
-__all__ = [
-    "DEFAULT_TAU",
-    "LAMBDA_EVAL",
-    "METRICS",
-    "POLICIES",
-    "POLICY_LABELS",
-    "EpisodeSet",
-    "MetricCI",
-    "Outcomes",
-    "Policy",
-    "ReplayResult",
-    "answer_uniform",
-    "episode_set",
-    "format_table",
-    "load_episodes",
-    "read_episodes",
-    "replay",
-    "replay_many",
-    "stream_uniform",
-    "summarise",
-]
 
 Policy = Literal[
     "always-proceed", "always-verify", "static", "seed", "myopic", "lookahead", "oracle"

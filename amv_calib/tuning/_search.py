@@ -61,17 +61,6 @@ if TYPE_CHECKING:
     from amv_calib.gate import Gate
     from amv_calib.tuning._replay import ReplayResult
 
-__all__ = [
-    "SEARCH_SPACE",
-    "TransferResult",
-    "TuneResult",
-    "fail_abandoned_trials",
-    "make_storage",
-    "resolve_calibrator",
-    "split_episodes",
-    "transfer_check",
-    "tune_thresholds",
-]
 
 Mode = Literal["constrained", "multi"]
 Planner = Literal["lookahead", "myopic"]
