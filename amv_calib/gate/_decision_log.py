@@ -38,7 +38,11 @@ last lines in a power cut matters more than latency.
 
 A crash in the middle of a write can leave a *torn* last line without its ``\\n``. The
 writer repairs that when it opens the file, by appending a ``\\n`` first, so new lines stay
-intact; the torn fragment then stays behind as an unparseable line.
+intact; the torn fragment then stays behind as an unparseable line. A write that fails
+part-way (a full disk, a file-size limit) is handled the same way: ``append`` raises, and the
+writer's next line starts with a ``\\n``, so only the failed record is lost and the fragment
+is a line of its own (the reader names it, and ``on_corrupt="skip"`` counts and skips it).
+The file is never truncated: another process may have appended after the fragment.
 
 Reading
 -------
@@ -169,11 +173,23 @@ def encode_record(record: Mapping[str, Any]) -> bytes:
     return (text + "\n").encode("utf-8")
 
 
+class _PartialWrite(OSError):
+    """A write failed after ``written`` of its bytes had reached the file."""
+
+    def __init__(self, cause: OSError, written: int) -> None:
+        super().__init__(cause.errno, cause.strerror)
+        self.written = written
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+    done = 0
+    while done < len(data):
+        try:
+            n = os.write(fd, view[done:])
+        except OSError as exc:
+            raise _PartialWrite(exc, done) from exc
+        done += n
 
 
 class DecisionLogWriter:
@@ -210,6 +226,9 @@ class DecisionLogWriter:
             os.close(fd)
             raise
         self._fd: int | None = fd
+        # True while the file may end in a fragment of ours (a write that failed part-way):
+        # the next line then starts with a newline of its own.
+        self._torn = False
         self._finalizer = weakref.finalize(self, os.close, fd)
 
     def _repair_torn_tail(self, fd: int) -> None:
@@ -228,6 +247,7 @@ class DecisionLogWriter:
 
         A record without ``time`` gets the current UTC time. Raises ``OSError`` if the
         write fails (disk full, closed writer) and ``TypeError`` for unserialisable fields.
+        After a failed write only that record is lost: the next line starts on a fresh line.
         """
         if "time" not in record:
             record = {"time": utc_now_iso(), **record}
@@ -236,7 +256,16 @@ class DecisionLogWriter:
             fd = self._fd
             if fd is None:
                 raise OSError(f"decision log {self.path!r} is closed")
-            _write_all(fd, data)
+            if self._torn:
+                data = b"\n" + data
+            try:
+                _write_all(fd, data)
+            except _PartialWrite as exc:
+                if exc.written:
+                    self._torn = not data[:exc.written].endswith(b"\n")
+                raise OSError(exc.errno, f"decision log {self.path!r}: record not written "
+                                         f"({exc.strerror})") from exc
+            self._torn = False
             if self.fsync:
                 os.fsync(fd)
             self.lines_written += 1
