@@ -884,6 +884,10 @@ def _parsers_run(sub: Any) -> None:
                    metavar="STEP.KEY=VALUE",
                    help="override a parameter, e.g. --set tune.trials=20 (repeatable)")
     p.add_argument("--force", action="store_true", help="re-run steps even if unchanged")
+    p.add_argument("--wait", nargs="?", const=True, default=False, type=float,
+                   metavar="SECONDS",
+                   help="when another run of this pipeline holds its work folder, wait for "
+                   "it (at most SECONDS if given) instead of failing at once")
     p.add_argument("--no-tracking", action="store_true", help="run without MLflow")
     p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
@@ -897,7 +901,7 @@ def _run_run(args: argparse.Namespace) -> int:
     from amv_calib.pipeline import load_pipeline, pipeline_report, run_pipeline
 
     spec = load_pipeline(args.pipeline, args.overrides)
-    result = run_pipeline(spec, force=args.force,
+    result = run_pipeline(spec, force=args.force, wait=args.wait,
                           tracking=False if args.no_tracking else None,
                           tracking_uri=args.tracking_uri)
     if args.json:

@@ -13,6 +13,7 @@ __all__ = [
     "ConfigError",
     "DataContractError",
     "InsufficientDataError",
+    "LockedError",
     "MissingColumnsError",
     "PipelineError",
     "PortableFormatError",
@@ -50,6 +51,12 @@ class PortableFormatError(AmvCalibError, ValueError):
 
 class ArtifactError(AmvCalibError):
     """An artifact is missing, tampered with, of unknown format or otherwise refused."""
+
+
+class LockedError(AmvCalibError):
+    """Another live process holds a lock this one needs (a pipeline's work folder)."""
+
+    exit_code = 75  # EX_TEMPFAIL: try again later
 
 
 class ConfigError(AmvCalibError, ValueError):

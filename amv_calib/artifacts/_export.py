@@ -53,6 +53,7 @@ from amv_calib.contract import (
     read_aliases,
 )
 from amv_calib.exceptions import ArtifactError, ConfigError, DataContractError, PortableFormatError
+from amv_calib.locks import exclusive
 from amv_calib.settings import models_dir as default_models_dir
 from amv_calib.settings import project_root
 
@@ -82,7 +83,6 @@ _RESERVED: Final = frozenset({MANIFEST_FILE, CALIBRATOR_FILE, JOBLIB_FILE})
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _VERSION_RE: Final = re.compile(r"v([1-9][0-9]*)")
 _LOCK_TIMEOUT_S: Final = 10.0
-_LOCK_STALE_S: Final = 60.0
 _STALE_TMP_S: Final = 24 * 3600.0
 
 _log = logging.getLogger(__name__)
@@ -197,31 +197,10 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 @contextlib.contextmanager
 def _locked(model_dir: Path) -> Iterator[None]:
-    """Exclusive lock on a model folder's alias file (an O_EXCL lock file; portable)."""
-    lock = model_dir / ".aliases.lock"
-    deadline = time.monotonic() + _LOCK_TIMEOUT_S
-    while True:
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            break
-        except FileExistsError:
-            with contextlib.suppress(OSError):
-                # A holder that died leaves its lock behind; one older than a minute is stale.
-                if time.time() - lock.stat().st_mtime > _LOCK_STALE_S:
-                    lock.unlink()
-                    continue
-            if time.monotonic() > deadline:
-                raise ArtifactError(
-                    f"{lock}: held by another process for over {_LOCK_TIMEOUT_S:g} s"
-                ) from None
-            time.sleep(0.01)
-    try:
-        os.write(fd, f"{os.getpid()}\n".encode())
-        os.close(fd)
+    """Exclusive lock on a model folder's alias file (waits up to ``_LOCK_TIMEOUT_S``)."""
+    with exclusive(model_dir / ".aliases.lock", what=f"aliases of {model_dir}",
+                   wait=_LOCK_TIMEOUT_S, error=ArtifactError):
         yield
-    finally:
-        with contextlib.suppress(OSError):
-            lock.unlink()
 
 
 def list_versions(name: str, *, models_dir: str | os.PathLike[str] | None = None) -> list[str]:

@@ -22,10 +22,11 @@ import tomllib
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, TypeVar
 
 from amv_calib import __version__
 from amv_calib.exceptions import AmvCalibError, ConfigError, PipelineError
+from amv_calib.locks import exclusive
 from amv_calib.pipeline._spec import (
     PipelineResult,
     PipelineSpec,
@@ -39,6 +40,7 @@ from amv_calib.pipeline._steps import STEP_KINDS
 log = logging.getLogger("amv_calib.pipeline._runner")
 
 _STATE = "state.json"
+_LOCK = ".lock"
 _PIPELINE_KEYS = {"name", "workdir", "seed", "tracking", "tracking_uri", "models_dir",
                   "experiment", "description"}
 
@@ -107,7 +109,7 @@ def load_pipeline(path: str | os.PathLike[str],
         raise ConfigError(f"{path.name}: [pipeline] has unknown keys {sorted(unknown)}; "
                           f"allowed: {sorted(_PIPELINE_KEYS)}")
     base = path.parent
-    name = str(head.get("name", path.stem))
+    name = _head(path, head, "name", str, path.stem)
     kinds = _kinds()
     steps: list[StepSpec] = []
     seen: set[str] = set()
@@ -125,24 +127,32 @@ def load_pipeline(path: str | os.PathLike[str],
                                   base=base, earlier=seen)
         seen.add(sname)
         steps.append(StepSpec(name=sname, kind=kind, params=params))
-    seed = head.get("seed", 20261202)
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ConfigError(f"{path.name}: [pipeline] seed={seed!r} must be an integer")
-    tracking = head.get("tracking", True)
-    if not isinstance(tracking, bool):
-        raise ConfigError(f"{path.name}: [pipeline] tracking={tracking!r} must be true/false")
-    uri = head.get("tracking_uri") or None
+    uri = _head(path, head, "tracking_uri", str, "") or None
     return PipelineSpec(
         path=path,
         name=name,
-        workdir=(base / str(head.get("workdir", f".amv-cache/{name}"))).resolve(),
-        seed=seed,
-        tracking=tracking,
-        tracking_uri=None if uri is None else str(uri),
-        models_dir=(base / str(head.get("models_dir", "models"))).resolve(),
-        experiment=str(head.get("experiment", "amv-calib")),
+        workdir=(base / _head(path, head, "workdir", str, f".amv-cache/{name}")).resolve(),
+        seed=_head(path, head, "seed", int, 20261202),
+        tracking=_head(path, head, "tracking", bool, True),
+        tracking_uri=uri,
+        models_dir=(base / _head(path, head, "models_dir", str, "models")).resolve(),
+        experiment=_head(path, head, "experiment", str, "amv-calib"),
         steps=tuple(steps),
     )
+
+
+_T = TypeVar("_T", str, int, bool)
+_TYPE_NAMES: Final = {str: "a non-empty string", int: "an integer", bool: "true or false"}
+
+
+def _head(path: Path, head: Mapping[str, Any], key: str, kind: type[_T], default: _T) -> _T:
+    """``[pipeline] key`` checked against its type (a bool is not an int here)."""
+    value: _T = head.get(key, default)
+    ok = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+    if not ok or (kind is str and not value and value != default):
+        raise ConfigError(f"{path.name}: [pipeline] {key}={value!r} must be "
+                          f"{_TYPE_NAMES[kind]}")
+    return value
 
 
 def _validate_params(*, where: str, kind: StepKind, raw: dict[str, Any], base: Path,
@@ -242,15 +252,39 @@ def _outputs_exist(outputs: Mapping[str, Any]) -> bool:
 
 
 def run_pipeline(spec: PipelineSpec, *, force: bool = False, tracking: bool | None = None,
-                 tracking_uri: str | None = None) -> PipelineResult:
+                 tracking_uri: str | None = None, wait: bool | float = False) -> PipelineResult:
     """Run every step of ``spec`` in order, skipping those whose key is unchanged.
+
+    The run holds a lock on the work folder: two runs of one pipeline would share its step
+    folders and its Optuna study. ``wait`` says what to do when another live run holds it:
+    False fails at once naming the holder, True waits, a number waits that many seconds. A
+    lock left by a dead run is taken over (the kernel released it), and the folders its
+    killed steps left behind (``*.partial-*``, ``*.old-*``) are swept first.
 
     Raises
     ------
+    LockedError
+        Another live run of this pipeline holds the work folder.
     PipelineError
         A step failed; nothing half-written is left in its output folder.
     """
     spec.workdir.mkdir(parents=True, exist_ok=True)
+    with exclusive(spec.workdir / _LOCK, what=f"pipeline {spec.name!r} ({spec.workdir})",
+                   wait=wait):
+        _sweep_leftovers(spec.workdir)
+        return _run_locked(spec, force=force, tracking=tracking, tracking_uri=tracking_uri)
+
+
+def _sweep_leftovers(workdir: Path) -> None:
+    """Remove the folders of steps killed mid-run (only called while holding the lock)."""
+    for left in sorted(workdir.glob("*.partial-*")) + sorted(workdir.glob("*.old-*")):
+        if left.is_dir():
+            log.info("removing %s, left by a run that was killed", left.name)
+            shutil.rmtree(left, ignore_errors=True)
+
+
+def _run_locked(spec: PipelineSpec, *, force: bool, tracking: bool | None,
+                tracking_uri: str | None) -> PipelineResult:
     kinds = _kinds()
     use_tracking = spec.tracking if tracking is None else tracking
     uri = tracking_uri or spec.tracking_uri

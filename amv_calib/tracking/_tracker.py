@@ -49,6 +49,7 @@ from mlflow.entities import Metric, Param, RunTag
 from amv_calib import __version__
 from amv_calib.calibration import reliability_figure
 from amv_calib.exceptions import ArtifactError, ConfigError
+from amv_calib.locks import exclusive
 from amv_calib.settings import DEFAULT_REGISTERED_MODEL, project_root
 from amv_calib.settings import tracking_uri as default_tracking_uri
 
@@ -104,18 +105,9 @@ def _sqlite_path(uri: str) -> Path | None:
 def _file_lock(key: str) -> Iterator[None]:
     """An exclusive inter-process lock named by ``key`` (a file in the temp folder)."""
     digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
-    path = Path(tempfile.gettempdir()) / f"amv-calib-{digest}.lock"
-    with path.open("a+b") as fh:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX: no lock, MLflow's own retry
-            yield
-            return
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    with exclusive(Path(tempfile.gettempdir()) / f"amv-calib-{digest}.lock",
+                   what=f"MLflow store {key}", wait=True):
+        yield
 
 
 def ensure_tracking_db(uri: str | None = None) -> str:
