@@ -16,8 +16,18 @@ from amv_calib.artifacts._export import (
     rollback,
     verify_artifact,
 )
+from amv_calib.artifacts._signing import (
+    PRIVATE_KEY_FILE,
+    PUBLIC_KEY_FILE,
+    keygen,
+    sign_artifact,
+)
 
 __all__ = [
+    "PRIVATE_KEY_FILE",
+    "PUBLIC_KEY_FILE",
+    "keygen",
+    "sign_artifact",
     "CLAIMS_FINGERPRINT_SCHEME",
     "DEFAULT_THRESHOLDS",
     "ExportResult",

@@ -47,8 +47,11 @@ from amv_calib.contract._schema import (
     REQUIRED_COLUMNS,
     canonical_name,
 )
+from amv_calib.contract._signature import SIGNATURE_FILE, verify_signature
 
 __all__ = [
+    "SIGNATURE_FILE",
+    "verify_signature",
     "DEFAULT_EPS",
     "ALIASES",
     "ALIASES_FILE",
