@@ -1,0 +1,74 @@
+"""Signed artifact versions: key pairs, ``model.sig``, and what a trusted key accepts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+from amv_calib.artifacts import keygen, sign_artifact
+from amv_calib.contract import SIGNATURE_FILE, verify_signature
+from amv_calib.exceptions import ArtifactError, ConfigError
+
+
+@pytest.fixture
+def version(tmp_path: Path, repo_root: Path) -> Path:
+    out = tmp_path / "amv-guard" / "v1"
+    shutil.copytree(repo_root / "models" / "amv-guard" / "v1", out)
+    return out
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> tuple[Path, Path]:
+    return keygen(tmp_path / "keys")
+
+
+def test_keygen_writes_a_private_key_only_its_owner_reads(keys: tuple[Path, Path]) -> None:
+    private, public = keys
+    assert private.read_text().startswith("-----BEGIN PRIVATE KEY-----")
+    assert public.read_text().startswith("-----BEGIN PUBLIC KEY-----")
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    with pytest.raises(ConfigError, match="exists; pass --overwrite"):
+        keygen(private.parent)
+
+
+def test_signed_version_verifies_with_its_key_only(version: Path, keys: tuple[Path, Path],
+                                                   tmp_path: Path) -> None:
+    private, public = keys
+    sig = sign_artifact(version, private)
+    assert sig == version / SIGNATURE_FILE
+    assert json.loads(sig.read_text())["dsseEnvelope"]["payloadType"]
+    assert verify_signature(version, [public]) == public
+    _, other = keygen(tmp_path / "other")
+    with pytest.raises(ArtifactError, match="does not verify with any trusted key"):
+        verify_signature(version, [other])
+    # several trusted keys: any one that verifies is enough
+    assert verify_signature(version, [other, public]) == public
+
+
+def test_unsigned_version_is_refused_under_a_trusted_key(version: Path,
+                                                         keys: tuple[Path, Path]) -> None:
+    with pytest.raises(ArtifactError, match=r"unsigned \(no model.sig\)"):
+        verify_signature(version, [keys[1]])
+
+
+@pytest.mark.parametrize("edit", ["manifest", "calibrator", "extra_file"],
+                         ids=["manifest", "calibrator", "extra-file"])
+def test_any_change_after_signing_is_refused(version: Path, keys: tuple[Path, Path],
+                                             edit: str) -> None:
+    private, public = keys
+    sign_artifact(version, private)
+    if edit == "manifest":
+        m = json.loads((version / "manifest.json").read_text())
+        m["gate"]["epsilon_harm_bound"] = 1.0
+        (version / "manifest.json").write_text(json.dumps(m))
+    elif edit == "calibrator":
+        (version / "calibrator.json").write_text((version / "calibrator.json").read_text()
+                                                 .replace("1", "2", 1))
+    else:
+        (version / "notes.txt").write_text("added later")
+    with pytest.raises(ArtifactError, match="does not verify"):
+        verify_signature(version, [public])
