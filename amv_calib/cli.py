@@ -56,7 +56,6 @@ def _command(subparsers: Any, name: str, run: Callable[[argparse.Namespace], int
     return p
 
 
-
 def _seed_option(p: argparse.ArgumentParser, help: str | None,
                  default: int = DEFAULT_SEED) -> None:
     """``--seed``: the random seed of the command's draws."""
@@ -95,12 +94,10 @@ def _models_dir_option(p: argparse.ArgumentParser) -> None:
                    help="artifact root (default: $AMV_CALIB_MODELS_DIR or models/ in the checkout)")
 
 
-def _version_arguments(p: argparse.ArgumentParser, *, alias: bool) -> None:
-    """``NAME VERSION`` of an artifact version, and ``--alias`` when ``alias``."""
+def _version_arguments(p: argparse.ArgumentParser) -> None:
+    """``NAME VERSION``: one artifact version."""
     p.add_argument("name", metavar="NAME")
     p.add_argument("version", metavar="VERSION", help="vN")
-    if alias:
-        _alias_option(p)
 
 
 def _alias_option(p: argparse.ArgumentParser) -> None:
@@ -205,8 +202,6 @@ def _run_synth(args: argparse.Namespace) -> int:
         path = write_claims(synth_claims(n, seed=args.seed), out)
     else:
         if out.suffix.lower() not in (".jsonl", ".ndjson"):
-            from amv_calib.exceptions import ConfigError
-
             raise ConfigError(f"episodes are JSONL: --out {str(out)!r} must end in .jsonl")
         path = write_episodes(synth_episodes(n, seed=args.seed), out)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -365,7 +360,6 @@ def _run_compare(args: argparse.Namespace) -> int:
     """Compare the calibrators on ``args.claims`` and write ``args.out``."""
     from amv_calib.calibration import compare_calibrators, write_comparison
     from amv_calib.claims import load_claims
-    from amv_calib.exceptions import ConfigError
 
     names = [n.strip() for n in str(args.calibrators).split(",") if n.strip()]
     if args.n_boot < 0:
@@ -393,8 +387,6 @@ def _run_compare(args: argparse.Namespace) -> int:
             allow_constant_features=args.allow_constant_features,
         )
     except ValueError as exc:
-        from amv_calib.exceptions import AmvCalibError
-
         if isinstance(exc, AmvCalibError):
             raise
         raise ConfigError(str(exc)) from exc
@@ -484,7 +476,6 @@ def _tune_options(p: argparse.ArgumentParser) -> None:
 
 def _learned(args: argparse.Namespace) -> tuple[Any, Any]:
     from amv_calib.contract import check_thresholds, load_artifact
-    from amv_calib.exceptions import ConfigError
     from amv_calib.gate import Gate
 
     art = load_artifact(args.artifact)
@@ -641,7 +632,8 @@ def _parsers_artifacts(subparsers: Any) -> None:
     p = _command(
         subparsers, "promote", _run_promote, help="point an alias at a verified version",
         description="Verify models/NAME/VERSION and point ALIAS at it (atomic alias file).")
-    _version_arguments(p, alias=True)
+    _version_arguments(p)
+    _alias_option(p)
     _models_dir_option(p)
 
     p = _command(
@@ -663,17 +655,14 @@ def _parsers_artifacts(subparsers: Any) -> None:
         subparsers, "bundle", _run_bundle, help="write one version as a deterministic .tar.gz",
         description="Verify models/NAME/VERSION and write it as one reproducible .tar.gz "
                     "(extract with: tar -xzf FILE -C models).")
-    _version_arguments(p, alias=False)
+    _version_arguments(p)
     p.add_argument("--out", metavar="FILE", default=None,
                    help="output file (default: NAME-VERSION.tar.gz)")
     _models_dir_option(p)
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from amv_calib.artifacts import export_artifact, promote
-    from amv_calib.exceptions import ConfigError
 
     metrics = None
     if args.metrics:
@@ -725,8 +714,6 @@ def _run_verify_artifact(args: argparse.Namespace) -> int:
 
 
 def _run_bundle(args: argparse.Namespace) -> int:
-    import hashlib
-
     from amv_calib.artifacts import bundle
 
     path = bundle(args.name, args.version, args.out, models_dir=args.models_dir)
