@@ -299,7 +299,7 @@ class _LogisticCalibrator(_ClaimCalibrator):
         self.max_iter = max_iter
         self.tol = tol
 
-    def _fit_logistic(self, F: FloatArray, y01: FloatArray, w: FloatArray,
+    def _logistic_fit(self, F: FloatArray, y01: FloatArray, w: FloatArray,
                       names: Sequence[str]) -> tuple[float, FloatArray, int]:
         """:func:`_fit_logistic` with this calibrator's ``C``, ``max_iter`` and ``tol``."""
         return _fit_logistic(F, y01, w, C=self.C, max_iter=self.max_iter, tol=self.tol,
@@ -368,7 +368,7 @@ class PlattCalibrator(_LogisticCalibrator, _LinearCalibrator):
         Xv, y01, w, _ = self._check_fit_input(X, y, sample_weight)
         fmap = DEFAULT_PLATT_MAP if self.feature_map is None else self.feature_map
         F = fmap.transform(Xv)
-        b, coef, n_iter = self._fit_logistic(F, y01, w, fmap.names)
+        b, coef, n_iter = self._logistic_fit(F, y01, w, fmap.names)
         self._keep(fmap, b, coef, n_iter=n_iter, source="platt")
         return self
 
@@ -477,7 +477,7 @@ class BetaCalibrator(_LogisticCalibrator, _LinearCalibrator):
         n_iter = 0
         while True:
             idx = np.flatnonzero(active)
-            b, sub, it = self._fit_logistic(F[:, idx], y01, w, [names[i] for i in idx])
+            b, sub, it = self._logistic_fit(F[:, idx], y01, w, [names[i] for i in idx])
             n_fits += 1
             n_iter += it
             coef = np.zeros(F.shape[1], dtype=np.float64)
@@ -644,7 +644,7 @@ class IsotonicCalibrator(_LogisticCalibrator):
                     f"isotonic cross-fitting part {k} of {cv}: the other parts hold a single "
                     f"class over {yt.size} rows; use more data or a smaller cv"
                 )
-            b, coef, it = self._fit_logistic(Ft, yt, wt, names)
+            b, coef, it = self._logistic_fit(Ft, yt, wt, names)
             zo[lo:hi] = Fo[lo:hi] @ coef + b
             fits.append((b, coef))
             n_iter += it
