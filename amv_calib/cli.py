@@ -14,12 +14,12 @@ import importlib
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from amv_calib import __version__
-from amv_calib.exceptions import AmvCalibError, ConfigError
+from amv_calib.exceptions import AmvCalibError, ConfigError, DataContractError
 from amv_calib.settings import (
     ADAPTERS,
     CALIBRATOR_NAMES,
@@ -40,12 +40,77 @@ closed (ABSTAIN with the reason), never PROCEED.
 """
 
 
+_URI_HELP = "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)"
+
+
+# -- what every command has, and options several commands share -------------------------------
+
+def _command(subparsers: Any, name: str, run: Callable[[argparse.Namespace], int], *,
+             help: str, description: str | None = None,
+             formatter_class: type[argparse.HelpFormatter] = argparse.HelpFormatter,
+             ) -> argparse.ArgumentParser:
+    """Add the sub-command ``name``, carried out by ``run``."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help, description=description, formatter_class=formatter_class)
+    p.set_defaults(func=run)
+    return p
+
+
+def _seed_option(p: argparse.ArgumentParser, help: str | None,
+                 default: int = DEFAULT_SEED) -> None:
+    """``--seed``: the random seed of the command's draws."""
+    p.add_argument("--seed", type=int, default=default, help=help)
+
+
+def _n_boot_option(p: argparse.ArgumentParser, default: int, help: str | None,
+                   metavar: str | None = None) -> None:
+    """``--n-boot``: bootstrap resamples of the intervals."""
+    p.add_argument("--n-boot", type=int, default=default, metavar=metavar, help=help)
+
+
+def _json_option(p: argparse.ArgumentParser, help: str) -> None:
+    """``--json``: the result as JSON on stdout instead of text."""
+    p.add_argument("--json", action="store_true", help=help)
+
+
+def _tracking_uri_option(p: argparse.ArgumentParser, help: str = _URI_HELP) -> None:
+    """``--tracking-uri``: the MLflow tracking server or store."""
+    p.add_argument("--tracking-uri", default=None, help=help)
+
+
+def _out_dir_option(p: argparse.ArgumentParser) -> None:
+    """``--out DIR``, required: where the command writes its files."""
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+
+
+def _episodes_argument(p: argparse.ArgumentParser) -> None:
+    """``EPISODES``: the episodes a replay or tuning command reads."""
+    p.add_argument("episodes", metavar="EPISODES", help="episodes JSONL file")
+
+
+def _models_dir_option(p: argparse.ArgumentParser) -> None:
+    """``--models-dir``: the root of the artifact folders."""
+    p.add_argument("--models-dir", metavar="DIR", default=None,
+                   help="artifact root (default: $AMV_CALIB_MODELS_DIR or models/ in the checkout)")
+
+
+def _version_arguments(p: argparse.ArgumentParser) -> None:
+    """``NAME VERSION``: one artifact version."""
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("version", metavar="VERSION", help="vN")
+
+
+def _alias_option(p: argparse.ArgumentParser) -> None:
+    """``--alias`` of an artifact name."""
+    p.add_argument("--alias", default=DEFAULT_ALIAS, help=f"default: {DEFAULT_ALIAS}")
+
+
 # -- ingest ------------------------------------------------------------------------------------
 
 def _parsers_ingest(subparsers: Any) -> None:
     """Add the ``ingest`` sub-command."""
-    p = subparsers.add_parser(
-        "ingest",
+    p = _command(
+        subparsers, "ingest", _run_ingest,
         help="validate claim outcomes into DIR/claims.parquet and DIR/rejects.csv",
         description=(
             "Read claim outcomes (CSV, Parquet, a directory of Parquet files, or JSONL), "
@@ -56,7 +121,7 @@ def _parsers_ingest(subparsers: Any) -> None:
         ),
     )
     p.add_argument("input", metavar="INPUT", help="input file or Parquet directory")
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    _out_dir_option(p)
     p.add_argument("--format", choices=("csv", "parquet", "jsonl"), default=None,
                    help="input format (default: from the file ending)")
     p.add_argument(
@@ -67,7 +132,6 @@ def _parsers_ingest(subparsers: Any) -> None:
     )
     p.add_argument("--chunksize", type=int, default=None, metavar="ROWS",
                    help="rows validated at a time (default: 250000)")
-    p.set_defaults(func=_run_ingest)
 
 
 def _resolve_adapter(name: str) -> Any:
@@ -112,8 +176,8 @@ _SYNTH_DEFAULT_N: dict[str, int] = {"claims": 20_000, "episodes": 3_520}
 
 def _parsers_synth(subparsers: Any) -> None:
     """Add the ``synth`` sub-command with its ``claims`` and ``episodes`` kinds."""
-    p = subparsers.add_parser(
-        "synth",
+    p = _command(
+        subparsers, "synth", _run_synth,
         help="generate synthetic claim outcomes or action episodes with a known truth",
         description=(
             "Generate synthetic data from ten perturbation families (see data/README.md). "
@@ -124,10 +188,8 @@ def _parsers_synth(subparsers: Any) -> None:
     p.add_argument("kind", choices=("claims", "episodes"))
     p.add_argument("--n", type=int, default=None, metavar="N",
                    help="rows / instances (default: 20000 claims, 3520 episodes)")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED,
-                   help=f"random seed (default: {DEFAULT_SEED})")
+    _seed_option(p, f"random seed (default: {DEFAULT_SEED})")
     p.add_argument("--out", required=True, metavar="PATH", help="output file")
-    p.set_defaults(func=_run_synth)
 
 
 def _run_synth(args: argparse.Namespace) -> int:
@@ -140,8 +202,6 @@ def _run_synth(args: argparse.Namespace) -> int:
         path = write_claims(synth_claims(n, seed=args.seed), out)
     else:
         if out.suffix.lower() not in (".jsonl", ".ndjson"):
-            from amv_calib.exceptions import ConfigError
-
             raise ConfigError(f"episodes are JSONL: --out {str(out)!r} must end in .jsonl")
         path = write_episodes(synth_episodes(n, seed=args.seed), out)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -157,8 +217,8 @@ _TABLE_SUFFIXES = (".parquet", ".pq", ".csv", ".jsonl", ".ndjson")
 
 def _parsers_label(subparsers: Any) -> None:
     """Add the ``label`` sub-command."""
-    p = subparsers.add_parser(
-        "label",
+    p = _command(
+        subparsers, "label", _run_label,
         help="join gate decision logs with outcome records into claim outcomes",
         description="Join decision logs (one JSON line per gate decision) with outcome "
         "records that arrived later (claim_id and/or action_id, time, violated) into the "
@@ -177,7 +237,6 @@ def _parsers_label(subparsers: Any) -> None:
                    "(default: posterior)")
     p.add_argument("--skip-corrupt", action="store_true",
                    help="skip (and count) corrupt decision-log lines instead of failing")
-    p.set_defaults(func=_run_label)
 
 
 def _label_report_paths(out: Path) -> tuple[Path, Path]:
@@ -188,8 +247,6 @@ def _label_report_paths(out: Path) -> tuple[Path, Path]:
 
 def _write_claims_table(claims: Any, out: Path) -> None:
     """Write a claims DataFrame as Parquet, CSV or JSONL, chosen by the file ending."""
-    from amv_calib.exceptions import DataContractError
-
     suffix = out.suffix.lower()
     out.parent.mkdir(parents=True, exist_ok=True)
     if suffix in (".parquet", ".pq"):
@@ -199,22 +256,24 @@ def _write_claims_table(claims: Any, out: Path) -> None:
     elif suffix in (".jsonl", ".ndjson"):
         claims.to_json(out, orient="records", lines=True, date_format="iso", date_unit="us")
     else:
-        raise DataContractError(
-            f"--out {out}: unknown ending {out.suffix!r}; use one of {', '.join(_TABLE_SUFFIXES)}"
-        )
+        raise _unknown_table_ending(out)
+
+
+def _unknown_table_ending(out: Path) -> DataContractError:
+    """The error for a claims table ``out`` whose ending names no known format."""
+    return DataContractError(
+        f"--out {out}: unknown ending {out.suffix!r}; use one of {', '.join(_TABLE_SUFFIXES)}"
+    )
 
 
 def _run_label(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from amv_calib.claims import label_claims
-    from amv_calib.exceptions import DataContractError
 
     out = Path(args.out)
     if out.suffix.lower() not in _TABLE_SUFFIXES:
-        raise DataContractError(
-            f"--out {out}: unknown ending {out.suffix!r}; use one of {', '.join(_TABLE_SUFFIXES)}"
-        )
+        raise _unknown_table_ending(out)
     for path in (*args.decisions, *args.outcomes):
         if not Path(path).is_file():
             raise DataContractError(f"input file {path} does not exist")
@@ -261,8 +320,8 @@ _log = logging.getLogger("amv_calib.calibration._compare")
 
 def _parsers_compare(subparsers: Any) -> None:
     """Add the ``compare`` sub-command."""
-    p = subparsers.add_parser(
-        "compare",
+    p = _command(
+        subparsers, "compare", _run_compare,
         help="cross-validate Platt, Beta, isotonic and the seed prior; write DIR",
         description=(
             "Fit every calibrator on the same leakage-safe folds of CLAIMS (time-ordered "
@@ -276,7 +335,7 @@ def _parsers_compare(subparsers: Any) -> None:
         ),
     )
     p.add_argument("claims", metavar="CLAIMS", help="claim outcomes (claims.parquet, csv, jsonl)")
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    _out_dir_option(p)
     p.add_argument("--folds", type=int, default=5, help="number of folds (default 5)")
     p.add_argument("--split", choices=("time", "group"), default="time",
                    help="time-ordered blocked folds (default) or GroupKFold by claim_id")
@@ -285,25 +344,22 @@ def _parsers_compare(subparsers: Any) -> None:
     p.add_argument("--calibrators", default=",".join(DEFAULT_CALIBRATORS), metavar="NAMES",
                    help="comma-separated names from " + ", ".join(CALIBRATOR_NAMES)
                    + f" (default {','.join(DEFAULT_CALIBRATORS)})")
-    p.add_argument("--n-boot", type=int, default=200, metavar="N",
-                   help="bootstrap resamples for the intervals (default 200; 0 = none)")
+    _n_boot_option(p, 200, "bootstrap resamples for the intervals (default 200; 0 = none)",
+                   metavar="N")
     p.add_argument("--n-bins", type=int, default=15, metavar="B",
                    help="bins of the reliability curves (default 15)")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed")
+    _seed_option(p, "bootstrap seed")
     p.add_argument("--weight-column", default=None, metavar="COL",
                    help="non-negative sample-weight column (for example label_weight)")
     p.add_argument("--allow-constant-features", action="store_true",
                    help="compare even if a claim feature is constant over all rows")
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON object with the champion and each calibrator's metrics")
-    p.set_defaults(func=_run_compare)
+    _json_option(p, "print one JSON object with the champion and each calibrator's metrics")
 
 
 def _run_compare(args: argparse.Namespace) -> int:
     """Compare the calibrators on ``args.claims`` and write ``args.out``."""
     from amv_calib.calibration import compare_calibrators, write_comparison
     from amv_calib.claims import load_claims
-    from amv_calib.exceptions import ConfigError
 
     names = [n.strip() for n in str(args.calibrators).split(",") if n.strip()]
     if args.n_boot < 0:
@@ -331,8 +387,6 @@ def _run_compare(args: argparse.Namespace) -> int:
             allow_constant_features=args.allow_constant_features,
         )
     except ValueError as exc:
-        from amv_calib.exceptions import AmvCalibError
-
         if isinstance(exc, AmvCalibError):
             raise
         raise ConfigError(str(exc)) from exc
@@ -353,63 +407,59 @@ def _run_compare(args: argparse.Namespace) -> int:
 
 def _parsers_replay(subparsers: Any) -> None:
     """Add the ``replay``, ``tune`` and ``transfer`` sub-commands."""
-    from amv_calib.settings import DEFAULT_SEED
     from amv_calib.tuning import POLICIES
 
-    p = subparsers.add_parser(
-        "replay",
+    p = _command(
+        subparsers, "replay", _run_replay,
         help="replay policies over frozen episodes and print the paper-style table",
         description="Replay gate policies over an episodes JSONL file with common random "
         "numbers and report Gate Harmful, verification cost, queries, Proceed Coverage, "
         "abstention rate and total loss (bootstrap 95%% intervals).",
     )
-    p.add_argument("episodes", metavar="EPISODES", help="episodes JSONL file")
+    _episodes_argument(p)
     p.add_argument("--policy", action="append", required=True,
                    choices=[*POLICIES, "all"], help="policy to replay (repeatable, or 'all')")
     p.add_argument("--artifact", default=None,
                    help="artifact for the learned policies (default: the shipped champion)")
     p.add_argument("--thresholds", default=None,
                    help="thresholds.json overriding the artifact's gate thresholds")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="answer stream and bootstrap")
+    _seed_option(p, "answer stream and bootstrap")
     p.add_argument("--tau", type=float, default=None, help="threshold of the static policy")
     p.add_argument("--lambda-eval", type=float, default=None,
                    help="price of verifier cost in the total loss (default 1.0)")
-    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (0: none)")
+    _n_boot_option(p, 1000, "bootstrap resamples (0: none)")
     p.add_argument("--by-family", action="store_true", help="also print one table per family")
     p.add_argument("--jobs", type=int, default=1,
                    help="worker processes for the lookahead planner (same results)")
-    p.add_argument("--json", action="store_true",
-                   help="print {POLICY: {metric: value, ..., n}} instead of the table")
-    p.set_defaults(func=_run_replay)
+    _json_option(p, "print {POLICY: {metric: value, ..., n}} instead of the table")
 
-    t = subparsers.add_parser(
-        "tune",
+    t = _command(
+        subparsers, "tune", _run_tune,
         help="tune the gate's VOI thresholds with Optuna on replayed episodes",
         description="Search lambda, delta, epsilon and the verification budget on a tuning "
         "split, report on the held-out split, write thresholds.json. An interrupted study "
         "resumes from its storage and runs only the missing trials.",
     )
-    t.add_argument("episodes", metavar="EPISODES", help="episodes JSONL file")
-    _tune_options(t, DEFAULT_SEED)
+    _episodes_argument(t)
+    _tune_options(t)
     t.add_argument("--mode", choices=("constrained", "multi"), default="constrained")
     t.add_argument("--tune-fraction", type=float, default=0.5)
     t.add_argument("--study-name", default="amv-calib-tune")
     t.add_argument("--workers", type=int, default=1,
                    help="parallel worker processes sharing the storage (not reproducible)")
-    t.set_defaults(func=_run_tune)
 
-    x = subparsers.add_parser(
-        "transfer",
+    x = _command(
+        subparsers, "transfer", _run_transfer,
         help="tune on some families, report on families never seen in tuning",
     )
-    x.add_argument("episodes", metavar="EPISODES", help="episodes JSONL file")
+    _episodes_argument(x)
     x.add_argument("--tune-families", required=True, help="comma-separated families to tune on")
-    _tune_options(x, DEFAULT_SEED)
+    _tune_options(x)
     x.add_argument("--study-name", default=None)
-    x.set_defaults(func=_run_transfer)
 
 
-def _tune_options(p: argparse.ArgumentParser, seed: int) -> None:
+def _tune_options(p: argparse.ArgumentParser) -> None:
+    """The options ``tune`` and ``transfer`` share."""
     p.add_argument("--calibrator", default=None,
                    help="artifact reference, compare DIR, .json or .joblib calibrator, or "
                    "'seed' (default: the shipped champion)")
@@ -418,15 +468,14 @@ def _tune_options(p: argparse.ArgumentParser, seed: int) -> None:
                    help="journal file path (default .optuna/journal.log) or RDB URL")
     p.add_argument("--target-harmful", type=float, default=0.02)
     p.add_argument("--planner", choices=("lookahead", "myopic"), default="lookahead")
-    p.add_argument("--seed", type=int, default=seed)
-    p.add_argument("--n-boot", type=int, default=500)
+    _seed_option(p, None)
+    _n_boot_option(p, 500, None)
     p.add_argument("--out", default=None, help="output DIR (thresholds.json, trials.csv, ...)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    _json_option(p, "print the result as JSON")
 
 
 def _learned(args: argparse.Namespace) -> tuple[Any, Any]:
     from amv_calib.contract import check_thresholds, load_artifact
-    from amv_calib.exceptions import ConfigError
     from amv_calib.gate import Gate
 
     art = load_artifact(args.artifact)
@@ -552,15 +601,16 @@ def _print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
-def _models_dir_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models-dir", metavar="DIR", default=None,
-                   help="artifact root (default: $AMV_CALIB_MODELS_DIR or models/ in the checkout)")
+def _print_alias(args: argparse.Namespace, entry: Mapping[str, Any]) -> None:
+    """Where ``promote`` or ``rollback`` left the alias: its version and history."""
+    _print_json({"name": args.name, "alias": args.alias, "version": entry["version"],
+                 "history": [h["version"] for h in entry["history"]]})
 
 
 def _parsers_artifacts(subparsers: Any) -> None:
     """Add the five artifact sub-commands."""
-    p = subparsers.add_parser(
-        "export", help="write a new artifact version models/NAME/vN",
+    p = _command(
+        subparsers, "export", _run_export, help="write a new artifact version models/NAME/vN",
         description="Export a fitted calibrator and gate thresholds as models/NAME/vN "
                     "(manifest.json, calibrator.json, calibrator.joblib, report files).")
     p.add_argument("--calibrator", required=True, metavar="FITTED",
@@ -568,7 +618,7 @@ def _parsers_artifacts(subparsers: Any) -> None:
     p.add_argument("--thresholds", metavar="TUNED", default=None,
                    help="thresholds.json from tuning (default: the seed's gate settings)")
     p.add_argument("--name", required=True, help="model name (folder under the models dir)")
-    _models_dir_arg(p)
+    _models_dir_option(p)
     p.add_argument("--claims", metavar="CLAIMS", default=None,
                    help="training claims (.parquet/.csv/.jsonl) for the data fingerprint")
     p.add_argument("--metrics", metavar="JSON", default=None,
@@ -578,49 +628,41 @@ def _parsers_artifacts(subparsers: Any) -> None:
     p.add_argument("--no-joblib", action="store_true", help="leave calibrator.joblib out")
     p.add_argument("--promote", metavar="ALIAS", default=None,
                    help="also point ALIAS at the new version")
-    p.set_defaults(func=_run_export)
 
-    p = subparsers.add_parser(
-        "promote", help="point an alias at a verified version",
+    p = _command(
+        subparsers, "promote", _run_promote, help="point an alias at a verified version",
         description="Verify models/NAME/VERSION and point ALIAS at it (atomic alias file).")
-    p.add_argument("name", metavar="NAME")
-    p.add_argument("version", metavar="VERSION", help="vN")
-    p.add_argument("--alias", default=DEFAULT_ALIAS, help=f"default: {DEFAULT_ALIAS}")
-    _models_dir_arg(p)
-    p.set_defaults(func=_run_promote)
+    _version_arguments(p)
+    _alias_option(p)
+    _models_dir_option(p)
 
-    p = subparsers.add_parser(
-        "rollback", help="move an alias back to its previous version",
+    p = _command(
+        subparsers, "rollback", _run_rollback,
+        help="move an alias back to its previous version",
         description="Point ALIAS back at the version it named before the current one.")
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--alias", default=DEFAULT_ALIAS, help=f"default: {DEFAULT_ALIAS}")
-    _models_dir_arg(p)
-    p.set_defaults(func=_run_rollback)
+    _alias_option(p)
+    _models_dir_option(p)
 
-    p = subparsers.add_parser(
-        "verify-artifact", help="check an artifact as the gate would; print its summary",
+    p = _command(
+        subparsers, "verify-artifact", _run_verify_artifact,
+        help="check an artifact as the gate would; print its summary",
         description="Check manifest, sha256 of every file and calibrator.json; print the "
                     "manifest summary as JSON. Exit 1 when the artifact is refused.")
     p.add_argument("path", metavar="PATH", help="models/NAME/vN or models/NAME@ALIAS")
-    p.set_defaults(func=_run_verify_artifact)
 
-    p = subparsers.add_parser(
-        "bundle", help="write one version as a deterministic .tar.gz",
+    p = _command(
+        subparsers, "bundle", _run_bundle, help="write one version as a deterministic .tar.gz",
         description="Verify models/NAME/VERSION and write it as one reproducible .tar.gz "
                     "(extract with: tar -xzf FILE -C models).")
-    p.add_argument("name", metavar="NAME")
-    p.add_argument("version", metavar="VERSION", help="vN")
+    _version_arguments(p)
     p.add_argument("--out", metavar="FILE", default=None,
                    help="output file (default: NAME-VERSION.tar.gz)")
-    _models_dir_arg(p)
-    p.set_defaults(func=_run_bundle)
+    _models_dir_option(p)
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from amv_calib.artifacts import export_artifact, promote
-    from amv_calib.exceptions import ConfigError
 
     metrics = None
     if args.metrics:
@@ -652,8 +694,7 @@ def _run_promote(args: argparse.Namespace) -> int:
     from amv_calib.artifacts import promote
 
     entry = promote(args.name, args.version, alias=args.alias, models_dir=args.models_dir)
-    _print_json({"name": args.name, "alias": args.alias, "version": entry["version"],
-            "history": [h["version"] for h in entry["history"]]})
+    _print_alias(args, entry)
     return 0
 
 
@@ -661,8 +702,7 @@ def _run_rollback(args: argparse.Namespace) -> int:
     from amv_calib.artifacts import rollback
 
     entry = rollback(args.name, alias=args.alias, models_dir=args.models_dir)
-    _print_json({"name": args.name, "alias": args.alias, "version": entry["version"],
-            "history": [h["version"] for h in entry["history"]]})
+    _print_alias(args, entry)
     return 0
 
 
@@ -674,8 +714,6 @@ def _run_verify_artifact(args: argparse.Namespace) -> int:
 
 
 def _run_bundle(args: argparse.Namespace) -> int:
-    import hashlib
-
     from amv_calib.artifacts import bundle
 
     path = bundle(args.name, args.version, args.out, models_dir=args.models_dir)
@@ -685,13 +723,10 @@ def _run_bundle(args: argparse.Namespace) -> int:
 
 # -- mlflow ------------------------------------------------------------------------------------
 
-_URI_HELP = "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)"
-
-
 def _parsers_mlflow(subparsers: Any) -> None:
     """Add the ``register``, ``registry-promote`` and ``ui-command`` sub-commands."""
-    p = subparsers.add_parser(
-        "register",
+    p = _command(
+        subparsers, "register", _run_register,
         help="register an exported artifact as the servable MLflow gate model",
         description="Log ARTIFACT (a version folder models/NAME/vN, or models/NAME@ALIAS) as "
                     "an MLflow pyfunc model, register it and point an alias at it.",
@@ -702,12 +737,11 @@ def _parsers_mlflow(subparsers: Any) -> None:
     p.add_argument("--alias", default="champion", help="alias to set (default: champion); "
                    "'' sets none")
     p.add_argument("--experiment", default="amv-calib", help="MLflow experiment of the run")
-    p.add_argument("--tracking-uri", default=None, help=_URI_HELP)
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    p.set_defaults(func=_run_register)
+    _tracking_uri_option(p)
+    _json_option(p, "print the result as one JSON object")
 
-    q = subparsers.add_parser(
-        "registry-promote",
+    q = _command(
+        subparsers, "registry-promote", _run_registry_promote,
         help="move a registered MLflow model's alias to another version",
         description="Point ALIAS of registered model NAME at VERSION: a registry version "
                     "number (3), an artifact version (v3), or an artifact folder.",
@@ -715,17 +749,15 @@ def _parsers_mlflow(subparsers: Any) -> None:
     q.add_argument("name", metavar="NAME", help="registered model name")
     q.add_argument("version", metavar="VERSION", help="registry version, vN or artifact folder")
     q.add_argument("--alias", default="champion", help="alias to move (default: champion)")
-    q.add_argument("--tracking-uri", default=None, help=_URI_HELP)
-    q.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    q.set_defaults(func=_run_registry_promote)
+    _tracking_uri_option(q)
+    _json_option(q, "print the result as one JSON object")
 
-    u = subparsers.add_parser(
-        "ui-command",
+    u = _command(
+        subparsers, "ui-command", _run_ui_command,
         help="print the command that opens MLflow's UI on the tracked runs",
     )
-    u.add_argument("--tracking-uri", default=None, help=_URI_HELP)
+    _tracking_uri_option(u)
     u.add_argument("--port", type=int, default=5000, help="port for the UI (default: 5000)")
-    u.set_defaults(func=_run_ui_command)
 
 
 def _print_registered(result: Any, as_json: bool, verb: str) -> None:
@@ -774,8 +806,8 @@ def _run_ui_command(args: argparse.Namespace) -> int:
 
 def _parsers_gate(subparsers: Any) -> None:
     """Add the ``gate`` sub-command."""
-    p = subparsers.add_parser(
-        "gate",
+    p = _command(
+        subparsers, "gate", _run_gate,
         help="decide PROCEED / VERIFY / ABSTAIN for one candidate action (JSON out)",
         description=_GATE_DOC,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -801,7 +833,6 @@ def _parsers_gate(subparsers: Any) -> None:
                    metavar="N")
     p.add_argument("--decision-log", dest="decision_log", metavar="PATH", default=None,
                    help="append the decision record to this JSON-lines file")
-    p.set_defaults(func=_run_gate)
 
 
 def _read_json(where: str) -> Any:
@@ -876,8 +907,9 @@ def _run_gate(args: argparse.Namespace) -> int:
 
 def _parsers_run(sub: Any) -> None:
     """Add the ``run`` sub-command."""
-    p: argparse.ArgumentParser = sub.add_parser(
-        "run", help="run a pipeline file (pipelines/retrain.toml, tune.toml, evaluate.toml)",
+    p = _command(
+        sub, "run", _run_run,
+        help="run a pipeline file (pipelines/retrain.toml, tune.toml, evaluate.toml)",
         description="Run the steps of a pipeline file in order; unchanged steps are skipped.")
     p.add_argument("pipeline", help="the pipeline TOML file")
     p.add_argument("--set", dest="overrides", action="append", default=[],
@@ -889,11 +921,10 @@ def _parsers_run(sub: Any) -> None:
                    help="when another run of this pipeline holds its work folder, wait for "
                    "it (at most SECONDS if given) instead of failing at once")
     p.add_argument("--no-tracking", action="store_true", help="run without MLflow")
-    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI")
-    p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    _tracking_uri_option(p, "MLflow tracking URI")
+    _json_option(p, "print a JSON summary on stdout")
     p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
                    help="no progress on stderr, no report on stdout")
-    p.set_defaults(func=_run_run)
 
 
 def _run_run(args: argparse.Namespace) -> int:

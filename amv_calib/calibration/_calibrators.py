@@ -281,6 +281,8 @@ class _ClaimCalibrator(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
 
 
 class _LinearCalibrator(_ClaimCalibrator):
+    """A calibrator whose portable form is linear, so it has a logit."""
+
     def decision_function(self, X: Any) -> FloatArray:
         """The logit ``intercept + features @ coef`` of each row (positive: ``classes_[1]``)."""
         check_is_fitted(self)
@@ -288,8 +290,46 @@ class _LinearCalibrator(_ClaimCalibrator):
         return self.portable_.decision_function(arr)
 
 
+class _LogisticCalibrator(_ClaimCalibrator):
+    """A calibrator that fits logistic regressions: their settings and the fit itself."""
+
+    def __init__(self, *, C: float | None = 1.0, max_iter: int = 100, tol: float = 1e-8
+                 ) -> None:
+        self.C = C
+        self.max_iter = max_iter
+        self.tol = tol
+
+    def _logistic_fit(self, F: FloatArray, y01: FloatArray, w: FloatArray,
+                      names: Sequence[str]) -> tuple[float, FloatArray, int]:
+        """:func:`_fit_logistic` with this calibrator's ``C``, ``max_iter`` and ``tol``."""
+        return _fit_logistic(F, y01, w, C=self.C, max_iter=self.max_iter, tol=self.tol,
+                             names=names)
+
+    def _keep(self, fmap: FeatureMap, intercept: float, coef: FloatArray, *, n_iter: int,
+              source: str, knots: tuple[FloatArray, FloatArray] | None = None) -> None:
+        """Keep the fitted model and its portable form, through which it predicts.
+
+        The model is linear, or with ``knots`` (x, y) isotonic over the index
+        ``intercept + features @ coef``.
+        """
+        self.feature_map_ = fmap
+        self.n_iter_ = n_iter
+        self.intercept_ = intercept
+        self.coef_ = coef
+        x_knots, y_knots = ((), ()) if knots is None else knots
+        self.portable_ = PortableCalibrator(
+            kind="linear" if knots is None else "isotonic",
+            feature_map=fmap,
+            intercept=intercept,
+            coef=tuple(float(c) for c in coef),
+            x_knots=tuple(float(v) for v in x_knots),
+            y_knots=tuple(float(v) for v in y_knots),
+            source=source,
+        )
+
+
 # -- Platt ----------------------------------------------------------------------------------
-class PlattCalibrator(_LinearCalibrator):
+class PlattCalibrator(_LogisticCalibrator, _LinearCalibrator):
     """Multi-feature Platt scaling: logistic regression over a feature map.
 
     Parameters
@@ -320,30 +360,16 @@ class PlattCalibrator(_LinearCalibrator):
         max_iter: int = 100,
         tol: float = 1e-8,
     ) -> None:
+        super().__init__(C=C, max_iter=max_iter, tol=tol)
         self.feature_map = feature_map
-        self.C = C
-        self.max_iter = max_iter
-        self.tol = tol
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> PlattCalibrator:
         """Fit the logistic regression; returns ``self``."""
         Xv, y01, w, _ = self._check_fit_input(X, y, sample_weight)
         fmap = DEFAULT_PLATT_MAP if self.feature_map is None else self.feature_map
         F = fmap.transform(Xv)
-        b, coef, n_iter = _fit_logistic(
-            F, y01, w, C=self.C, max_iter=self.max_iter, tol=self.tol, names=fmap.names
-        )
-        self.feature_map_ = fmap
-        self.n_iter_ = n_iter
-        self.intercept_ = b
-        self.coef_ = coef
-        self.portable_ = PortableCalibrator(
-            kind="linear",
-            feature_map=fmap,
-            intercept=b,
-            coef=tuple(float(c) for c in coef),
-            source="platt",
-        )
+        b, coef, n_iter = self._logistic_fit(F, y01, w, fmap.names)
+        self._keep(fmap, b, coef, n_iter=n_iter, source="platt")
         return self
 
 
@@ -365,7 +391,7 @@ def _beta_scores(scores: Sequence[tuple[str, str]] | None) -> tuple[tuple[str, D
     return tuple(out)
 
 
-class BetaCalibrator(_LinearCalibrator):
+class BetaCalibrator(_LogisticCalibrator, _LinearCalibrator):
     """Beta calibration (Kull, Silva Filho and Flach 2017, ``abm``) over several scores.
 
     For each score ``s`` in [0, 1] the model has the terms ``log(s) = ln s`` and
@@ -413,12 +439,10 @@ class BetaCalibrator(_LinearCalibrator):
         max_iter: int = 100,
         tol: float = 1e-8,
     ) -> None:
+        super().__init__(C=C, max_iter=max_iter, tol=tol)
         self.scores = scores
         self.extra_map = extra_map
         self.eps = eps
-        self.C = C
-        self.max_iter = max_iter
-        self.tol = tol
 
     def _feature_map(self) -> tuple[FeatureMap, list[tuple[int, int, float]]]:
         """The full map and, per score, (first-checked column, other column, sign)."""
@@ -453,10 +477,7 @@ class BetaCalibrator(_LinearCalibrator):
         n_iter = 0
         while True:
             idx = np.flatnonzero(active)
-            b, sub, it = _fit_logistic(
-                F[:, idx], y01, w, C=self.C, max_iter=self.max_iter, tol=self.tol,
-                names=[names[i] for i in idx],
-            )
+            b, sub, it = self._logistic_fit(F[:, idx], y01, w, [names[i] for i in idx])
             n_fits += 1
             n_iter += it
             coef = np.zeros(F.shape[1], dtype=np.float64)
@@ -470,19 +491,9 @@ class BetaCalibrator(_LinearCalibrator):
             if not drop:
                 break
             active[drop] = False
-        self.feature_map_ = fmap
-        self.intercept_ = b
-        self.coef_ = coef
         self.dropped_terms_ = [names[i] for i in np.flatnonzero(~active)]
         self.n_fits_ = n_fits
-        self.n_iter_ = n_iter
-        self.portable_ = PortableCalibrator(
-            kind="linear",
-            feature_map=fmap,
-            intercept=b,
-            coef=tuple(float(c) for c in coef),
-            source="beta",
-        )
+        self._keep(fmap, b, coef, n_iter=n_iter, source="beta")
         return self
 
 
@@ -503,7 +514,7 @@ def _split_parts(n: int, groups: Any, cv: int, seed: int) -> NDArray[np.intp]:
     return group_part[inverse.reshape(-1)]
 
 
-class IsotonicCalibrator(_ClaimCalibrator):
+class IsotonicCalibrator(_LogisticCalibrator):
     """Isotonic regression of ``violated`` on a one-dimensional linear index.
 
     Cross-fitting (``index="platt"``): rows are split into ``cv`` parts by a seeded
@@ -563,12 +574,10 @@ class IsotonicCalibrator(_ClaimCalibrator):
         out_of_bounds: Literal["clip"] = "clip",
         random_state: int = 0,
     ) -> None:
+        super().__init__(C=C, max_iter=max_iter, tol=tol)
         self.index = index
         self.cv = cv
         self.feature_map = feature_map
-        self.C = C
-        self.max_iter = max_iter
-        self.tol = tol
         self.increasing = increasing
         self.strict = strict
         self.out_of_bounds = out_of_bounds
@@ -594,25 +603,15 @@ class IsotonicCalibrator(_ClaimCalibrator):
             fmap = DEFAULT_PLATT_MAP if self.feature_map is None else self.feature_map
             F = fmap.transform(Xv)
             z, b, coef, n_iter = self._cross_fit_index(F, y01, w, groups, fmap.names)
-        self.n_iter_ = n_iter
         sign = 1.0 if self.increasing else -1.0
         # The portable table needs rising y over rising x: a decreasing map is a rising one
         # over the negated index.
         xk, yk = _isotonic_table(sign * z, y01, w, strict=bool(self.strict))
-        self.intercept_ = sign * float(b)
-        self.coef_ = sign * np.asarray(coef, dtype=np.float64)
         self.x_knots_ = xk
         self.y_knots_ = yk
-        self.feature_map_ = fmap
-        self.portable_ = PortableCalibrator(
-            kind="isotonic",
-            feature_map=fmap,
-            intercept=self.intercept_,
-            coef=tuple(float(c) for c in self.coef_),
-            x_knots=tuple(float(v) for v in xk),
-            y_knots=tuple(float(v) for v in yk),
-            source="isotonic-strict" if self.strict else "isotonic",
-        )
+        self._keep(fmap, sign * float(b), sign * np.asarray(coef, dtype=np.float64),
+                   n_iter=n_iter, source="isotonic-strict" if self.strict else "isotonic",
+                   knots=(xk, yk))
         return self
 
     def _cross_fit_index(
@@ -645,9 +644,7 @@ class IsotonicCalibrator(_ClaimCalibrator):
                     f"isotonic cross-fitting part {k} of {cv}: the other parts hold a single "
                     f"class over {yt.size} rows; use more data or a smaller cv"
                 )
-            b, coef, it = _fit_logistic(
-                Ft, yt, wt, C=self.C, max_iter=self.max_iter, tol=self.tol, names=names
-            )
+            b, coef, it = self._logistic_fit(Ft, yt, wt, names)
             zo[lo:hi] = Fo[lo:hi] @ coef + b
             fits.append((b, coef))
             n_iter += it

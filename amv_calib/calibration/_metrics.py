@@ -376,6 +376,14 @@ def _prepare(
     return prep, prep.sort_weights(w)
 
 
+def _prepare_binned(
+    y: Any, p: Any, sample_weight: Any, n_bins: int, strategy: str
+) -> tuple[_Prepared, FloatArray]:
+    """:func:`_prepare` for a binned metric, the bin settings checked first."""
+    _check_bins(n_bins, strategy)
+    return _prepare(y, p, sample_weight)
+
+
 # -- public metrics ---------------------------------------------------------------------------
 def log_loss(y: Any, p: Any, sample_weight: Any = None) -> float:
     """Mean negative log-likelihood (nats), ``p`` clipped to ``[1e-15, 1 - 1e-15]``."""
@@ -410,8 +418,7 @@ def ece(
     strategy: Strategy = "uniform",
 ) -> float:
     """Expected calibration error over ``n_bins`` bins (equal-width or equal-mass)."""
-    _check_bins(n_bins, strategy)
-    prep, w = _prepare(y, p, sample_weight)
+    prep, w = _prepare_binned(y, p, sample_weight, n_bins, strategy)
     return prep.ece(w, n_bins, strategy)
 
 
@@ -424,8 +431,7 @@ def mce(
     strategy: Strategy = "uniform",
 ) -> float:
     """Maximum calibration error: the largest ``|observed - predicted|`` of a non-empty bin."""
-    _check_bins(n_bins, strategy)
-    prep, w = _prepare(y, p, sample_weight)
+    prep, w = _prepare_binned(y, p, sample_weight, n_bins, strategy)
     return prep.mce(w, n_bins, strategy)
 
 
@@ -453,8 +459,7 @@ def reliability_curve(
         raise ValueError(f"alpha={alpha!r} must lie in (0, 1)")
     if interval not in ("wilson", "clopper-pearson"):
         raise ValueError(f"interval={interval!r} must be 'wilson' or 'clopper-pearson'")
-    _check_bins(n_bins, strategy)
-    prep, w = _prepare(y, p, sample_weight)
+    prep, w = _prepare_binned(y, p, sample_weight, n_bins, strategy)
     wb, yb, pb, nb, bd = prep.bins(w, n_bins, strategy)
     live = np.flatnonzero(wb > 0)
     if strategy == "uniform":

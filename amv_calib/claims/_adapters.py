@@ -53,7 +53,7 @@ import logging
 import math
 import os
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, cast
@@ -224,6 +224,36 @@ def _records_table(source: _Source, list_keys: tuple[str, ...],
     return table
 
 
+def _columns(table: pd.DataFrame, aliases: Mapping[str, tuple[str, ...]],
+             required: Mapping[str, tuple[str, ...]]
+             ) -> tuple[Callable[[str], pd.Series], list[str]]:
+    """Find the columns of ``table`` by their ``aliases``.
+
+    Returns
+    -------
+    col : callable
+        ``col(name)``: the column found for the canonical ``name``, or all None when the
+        table lacks it.
+    missing : list of str
+        The keys of ``required`` none of whose canonical names was found.
+    """
+    found = _resolve(table.columns, aliases)
+    missing = [key for key, names in required.items() if not any(c in found for c in names)]
+
+    def col(name: str) -> pd.Series:
+        if name in found:
+            return table[found[name]].reset_index(drop=True)
+        return pd.Series([None] * len(table), dtype=object)
+
+    return col, missing
+
+
+def _invalid_records(rows: IntArray, ok: BoolArray, reason: NDArray[Any]) -> pd.DataFrame:
+    """``row`` and ``reason`` of the records that are not ``ok``."""
+    return pd.DataFrame({"row": rows[~ok],
+                         "reason": pd.array(reason[~ok].tolist(), dtype="str")})
+
+
 def load_mem0_history(source: _Source) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Read and validate mem0 history records.
 
@@ -244,20 +274,14 @@ def load_mem0_history(source: _Source) -> tuple[pd.DataFrame, pd.DataFrame]:
         ``row`` and ``reason`` of every invalid record.
     """
     table = _records_table(source, ("results", "history"), sqlite_table="history")
-    found = _resolve(table.columns, _MEM0_ALIASES)
-    missing = [c for c in ("memory_id", "event") if c not in found]
-    if "created_at" not in found and "updated_at" not in found and "timestamp" not in found:
-        missing.append("created_at or updated_at")
+    col, missing = _columns(table, _MEM0_ALIASES, {
+        "memory_id": ("memory_id",), "event": ("event",),
+        "created_at or updated_at": ("created_at", "updated_at", "timestamp"),
+    })
     if missing and len(table):
         raise MissingColumnsError(f"mem0 history lacks column(s) {missing}; found "
                                   f"{list(table.columns)}")
     n = len(table)
-
-    def col(name: str) -> pd.Series:
-        if name in found:
-            return table[found[name]].reset_index(drop=True)
-        return pd.Series([None] * n, dtype=object)
-
     mid = _id_series(col("memory_id"))
     event = pd.Series([str(e).strip().upper() if isinstance(e, str) else "" for e in
                        col("event").tolist()])
@@ -294,8 +318,7 @@ def load_mem0_history(source: _Source) -> tuple[pd.DataFrame, pd.DataFrame]:
         "text": pd.array([t for t, k in zip(text, ok, strict=True) if k], dtype="str"),
         "rec_us": rec[ok], "eff_us": eff[ok], "change": change[ok], "version": version[ok],
     })
-    invalid = pd.DataFrame({"row": rows[~ok],
-                            "reason": pd.array(reason[~ok].tolist(), dtype="str")})
+    invalid = _invalid_records(rows, ok, reason)
     return events, invalid
 
 
@@ -318,18 +341,12 @@ def load_graphiti_edges(source: _Source) -> tuple[pd.DataFrame, pd.DataFrame]:
         unparseable time, a repeated uuid).
     """
     table = _records_table(source, ("edges", "entity_edges", "results"))
-    found = _resolve(table.columns, _EDGE_ALIASES)
-    missing = [c for c in ("uuid", "created_at") if c not in found]
+    col, missing = _columns(table, _EDGE_ALIASES,
+                            {"uuid": ("uuid",), "created_at": ("created_at",)})
     if missing and len(table):
         raise MissingColumnsError(f"Graphiti edges lack column(s) {missing}; found "
                                   f"{list(table.columns)}")
     n = len(table)
-
-    def col(name: str) -> pd.Series:
-        if name in found:
-            return table[found[name]].reset_index(drop=True)
-        return pd.Series([None] * n, dtype=object)
-
     uuid = _id_series(col("uuid"))
     times = {k: _time_series(col(k)) for k in ("created_at", "valid_at", "invalid_at",
                                                "expired_at")}
@@ -364,8 +381,7 @@ def load_graphiti_edges(source: _Source) -> tuple[pd.DataFrame, pd.DataFrame]:
         "created_us": times["created_at"][ok], "valid_us": times["valid_at"][ok],
         "invalid_us": times["invalid_at"][ok], "expired_us": times["expired_at"][ok],
     })
-    invalid = pd.DataFrame({"row": rows[~ok],
-                            "reason": pd.array(reason[~ok].tolist(), dtype="str")})
+    invalid = _invalid_records(rows, ok, reason)
     return edges, invalid
 
 
@@ -377,19 +393,13 @@ def load_uses_table(source: _Source) -> pd.DataFrame:
     ``line`` (1-based row).
     """
     table = _records_table(source, ("uses",))
-    found = _resolve(table.columns, _USE_ALIASES)
-    missing = [c for c in ("claim_id", "time") if c not in found]
+    col, missing = _columns(table, _USE_ALIASES,
+                            {"claim_id": ("claim_id",), "time": ("time",)})
     if missing and len(table):
         hints = "; ".join(f"{c}: {list(_USE_ALIASES[c])}" for c in missing)
         raise MissingColumnsError(f"uses table lacks column(s) {missing} (accepted names: "
                                   f"{hints})")
     n = len(table)
-
-    def col(name: str) -> pd.Series:
-        if name in found:
-            return table[found[name]].reset_index(drop=True)
-        return pd.Series([None] * n, dtype=object)
-
     t = _time_series(col("time"))
     out = pd.DataFrame({
         "claim_id": _id_series(col("claim_id")),
@@ -516,25 +526,69 @@ def _fill_features(uses: pd.DataFrame, derived: Mapping[str, FloatArray],
     return feats, gaps
 
 
-def _assemble(store: str, uses: pd.DataFrame, n_records: int, invalid_records: pd.DataFrame,
-              known: BoolArray, created: IntArray, violated: BoolArray,
-              derived: Mapping[str, FloatArray], statement: Any, source: Any,
-              defaults: Mapping[str, float | bool], as_of: int | None,
+@dataclass(frozen=True)
+class _Joined:
+    """The uses, their claim ids coded together with the store's record ids."""
+
+    uses: pd.DataFrame
+    t: IntArray
+    record_codes: IntArray
+    use_codes: IntArray
+    n_codes: int
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What a store's records say about each use.
+
+    ``created`` is ``_BIG`` where the claim is not ``known``; ``derived`` holds features the
+    store gives (NaN where it gives none); ``stamps`` are the record times, from which the
+    export time is inferred when ``as_of`` is not given.
+    """
+
+    known: BoolArray
+    created: IntArray
+    violated: BoolArray
+    derived: Mapping[str, FloatArray]
+    statement: NDArray[Any]
+    stamps: IntArray
+
+
+def _join_uses(record_ids: pd.Series, uses: _Source | None,
+               decisions: PathLike | Sequence[PathLike] | None) -> _Joined:
+    """Read the uses and code their claim ids together with ``record_ids``."""
+    u = _gather_uses(uses, decisions)
+    record_codes, use_codes = _factorize(record_ids, u["claim_id"])
+    n_codes = int(max(record_codes.max(initial=-1), use_codes.max(initial=-1))) + 1
+    return _Joined(u, u["t_us"].to_numpy(dtype=np.int64), record_codes, use_codes, n_codes)
+
+
+def _assemble(store: str, joined: _Joined, records: tuple[pd.DataFrame, pd.DataFrame],
+              outcome: _Outcome, defaults: Mapping[str, float | bool], as_of: Any,
               followup_hours: float) -> tuple[pd.DataFrame, AdapterReport]:
+    """The claims of one store's export and its report, which is logged at INFO.
+
+    ``records`` are the valid and the invalid records as the store's loader returns them.
+    """
+    uses, t, (valid_records, invalid_records) = joined.uses, joined.t, records
+    known, created, violated = outcome.known, outcome.created, outcome.violated
     n = len(uses)
-    t = uses["t_us"].to_numpy(dtype=np.int64)
+    n_records = len(valid_records) + len(invalid_records)
+    horizon = _as_of_us(as_of)
+    if horizon is None:
+        horizon = _latest(outcome.stamps, t)
     reason = np.full(n, "", dtype=object)
     detail = uses["detail"].to_numpy(dtype=object).copy()
     bad = detail != ""
     reason[bad] = "invalid_use"
     reason[~bad & ~known] = "unknown_claim"
     reason[~bad & known & (t < created)] = "use_before_creation"
-    if as_of is not None:
+    if horizon is not None:
         # Not violated (yet) so close to the export that a correction may still come.
-        censor_from = as_of - int(round(followup_hours * _US_PER_HOUR))
+        censor_from = horizon - int(round(followup_hours * _US_PER_HOUR))
         reason[(reason == "") & ~violated & (t > censor_from)] = "no_outcome_yet"
     ok = reason == ""
-    feats, gaps = _fill_features(uses, derived, defaults)
+    feats, gaps = _fill_features(uses, outcome.derived, defaults)
     # A feature that had to be defaulted on a row that is otherwise fine is still a row;
     # ``defaulted_features`` says which features are not the store's or the use's own.
     names = list(CLAIM_FEATURES)
@@ -551,8 +605,8 @@ def _assemble(store: str, uses: pd.DataFrame, n_records: int, invalid_records: p
         "violated": violated[idx],
         "action_id": uses["action_id"].to_numpy()[idx],
         "tool_name": uses["tool_name"].to_numpy()[idx],
-        "statement": np.asarray(statement, dtype=object)[idx],
-        "source": np.asarray(source, dtype=object)[idx],
+        "statement": np.asarray(outcome.statement, dtype=object)[idx],
+        "source": np.full(idx.size, store, dtype=object),
         "defaulted_features": np.asarray(defaulted, dtype=object),
     })
     for c in ("claim_id", "action_id", "tool_name", "statement", "source",
@@ -582,10 +636,11 @@ def _assemble(store: str, uses: pd.DataFrame, n_records: int, invalid_records: p
         violated=int(violated[ok].sum()),
         unjoined={r: int((unj == r).sum()) for r in ADAPTER_UNJOINED_REASONS},
         defaulted={c: int(gaps[c][idx].sum()) for c in names if c in defaults},
-        as_of=None if as_of is None else _us_to_datetime(np.array([as_of]))[0].isoformat(),
+        as_of=None if horizon is None else _us_to_datetime(np.array([horizon]))[0].isoformat(),
         details=details,
     )
     report.check()
+    _log.info("%s: %s", store, json.dumps(report.to_dict()))
     return claims, report
 
 
@@ -603,6 +658,13 @@ def _as_of_us(as_of: Any) -> int | None:
     if t == _NAT:
         raise DataContractError(f"as_of={as_of!r} is not a time")
     return int(t)
+
+
+def _latest(*stamps: IntArray) -> int | None:
+    """The latest of ``stamps`` that is a time (not ``_NAT``), or None when none is."""
+    flat = np.concatenate(stamps)
+    flat = flat[flat != _NAT]
+    return int(flat.max()) if flat.size else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -651,12 +713,17 @@ def mem0_history_to_claims(
         raise ValueError("correction_window_hours and followup_hours must be >= 0")
     dflt = dict(DEFAULT_FEATURES if defaults is None else defaults)
     events, invalid = load_mem0_history(history)
-    n_records = len(events) + len(invalid)
-    u = _gather_uses(uses, decisions)
-    n = len(u)
-    t = u["t_us"].to_numpy(dtype=np.int64)
-    m_codes, u_codes = _factorize(events["memory_id"], u["claim_id"])
-    n_codes = int(max(m_codes.max(initial=-1), u_codes.max(initial=-1))) + 1
+    joined = _join_uses(events["memory_id"], uses, decisions)
+    outcome = _mem0_outcome(events, joined, correction_window_hours)
+    return _assemble("mem0", joined, (events, invalid), outcome, dflt, as_of, followup_hours)
+
+
+def _mem0_outcome(events: pd.DataFrame, joined: _Joined,
+                  correction_window_hours: float) -> _Outcome:
+    """The version of the memory each use read, and whether a later change was in effect
+    at the use (see module docs)."""
+    t, m_codes, u_codes = joined.t, joined.record_codes, joined.use_codes
+    n = len(t)
     rec = events["rec_us"].to_numpy(dtype=np.int64)
     window = int(round(correction_window_hours * _US_PER_HOUR))
     eff_col = events["eff_us"].to_numpy(dtype=np.int64)
@@ -664,7 +731,7 @@ def mem0_history_to_claims(
     is_change = events["change"].to_numpy(dtype=bool)
     is_version = events["version"].to_numpy(dtype=bool)
     # creation = first recorded event of the memory
-    created_by_code = np.full(max(n_codes, 1), _BIG, dtype=np.int64)
+    created_by_code = np.full(max(joined.n_codes, 1), _BIG, dtype=np.int64)
     np.minimum.at(created_by_code, m_codes, rec)
     known = np.zeros(n, dtype=bool)
     ok_code = u_codes >= 0
@@ -672,7 +739,7 @@ def mem0_history_to_claims(
     created = np.where(known, created_by_code[np.maximum(u_codes, 0)], _BIG)
     valid_t = t != _NAT
     # Version read: t - recency if the use carries it, else the last version at or before t.
-    rh = u["recency_hours"].to_numpy(dtype=np.float64)
+    rh = joined.uses["recency_hours"].to_numpy(dtype=np.float64)
     v_order = np.flatnonzero(is_version)
     all_t = np.unique(np.concatenate([rec, t[valid_t]]))
     rank_n = all_t.size + 2
@@ -721,16 +788,8 @@ def mem0_history_to_claims(
     age = np.where(known & valid_t & (v_us != _NAT),
                    (t - v_us) / _US_PER_HOUR, np.nan).astype(np.float64)
     age[age < 0] = np.nan
-    horizon = _as_of_us(as_of)
-    if horizon is None and (rec.size or valid_t.any()):
-        horizon = int(max(rec.max(initial=_NAT), t[valid_t].max(initial=_NAT)))
-    claims, report = _assemble(
-        "mem0", u, n_records, invalid, known, created, violated,
-        {"recency_hours": age}, statement, np.full(n, "mem0", dtype=object), dflt, horizon,
-        followup_hours,
-    )
-    _log.info("mem0: %s", json.dumps(report.to_dict()))
-    return claims, report
+    return _Outcome(known=known, created=created, violated=violated,
+                    derived={"recency_hours": age}, statement=statement, stamps=rec)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -751,44 +810,41 @@ def graphiti_edges_to_claims(
     ----------
     edges : path, DataFrame or list of dicts
         Entity edges (see :func:`load_graphiti_edges`).
-    uses : path, DataFrame or list of dicts, optional
-        A uses table (``uuid`` or ``claim_id``, ``time``, optional features).
-    decisions : path or paths, optional
-        Gate decision logs whose premises' ``claim_id`` is the edge uuid.
-    defaults : mapping, optional
-        Values of features neither the use nor the graph gives; default
-        :data:`DEFAULT_FEATURES` (``contradiction_flag`` is derived from ``expired_at``).
-    followup_hours : float, default 0
-        Uses not violated within this long before ``as_of`` are ``no_outcome_yet``.
-    as_of : time, optional
-        When the export was taken; default the latest time in the edges and the uses.
+    uses, decisions, defaults, followup_hours, as_of
+        As for :func:`mem0_history_to_claims`, with the edge uuid as the claim id (a uses
+        table may name it ``uuid``) and the edges for the history; a use that does not
+        carry ``contradiction_flag`` takes it from ``expired_at``, never from ``defaults``.
 
     Returns
     -------
     claims : DataFrame
-        One row per joined use: the data contract's columns plus ``action_id``,
-        ``tool_name``, ``statement`` (the edge's ``fact``), ``source`` (``"graphiti"``) and
-        ``defaulted_features``.
+        As for :func:`mem0_history_to_claims`, with the edge's ``fact`` as ``statement``
+        and ``"graphiti"`` as ``source``.
     report : AdapterReport
     """
     if followup_hours < 0:
         raise ValueError("followup_hours must be >= 0")
-    dflt = dict(DEFAULT_FEATURES if defaults is None else defaults)
+    # contradiction_flag is derived from the graph unless the use carries one, whatever
+    # ``defaults`` says
+    dflt = {**dict(DEFAULT_FEATURES if defaults is None else defaults),
+            "contradiction_flag": False}
     table, invalid = load_graphiti_edges(edges)
-    n_records = len(table) + len(invalid)
-    u = _gather_uses(uses, decisions)
-    n = len(u)
-    t = u["t_us"].to_numpy(dtype=np.int64)
-    e_codes, u_codes = _factorize(table["uuid"], u["claim_id"])
-    n_codes = int(max(e_codes.max(initial=-1), u_codes.max(initial=-1))) + 1
-    where = np.full(max(n_codes, 1), -1, dtype=np.int64)
-    where[e_codes] = np.arange(len(table))
+    joined = _join_uses(table["uuid"], uses, decisions)
+    outcome = _graphiti_outcome(table, joined)
+    return _assemble("graphiti", joined, (table, invalid), outcome, dflt, as_of, followup_hours)
+
+
+def _graphiti_outcome(edges: pd.DataFrame, joined: _Joined) -> _Outcome:
+    """Whether the edge each use relied on held at the use (see module docs)."""
+    t, u_codes = joined.t, joined.use_codes
+    where = np.full(max(joined.n_codes, 1), -1, dtype=np.int64)
+    where[joined.record_codes] = np.arange(len(edges))
     at = np.where(u_codes >= 0, where[np.maximum(u_codes, 0)], -1)
     known = at >= 0
     j = np.maximum(at, 0)
 
     def field_us(name: str) -> IntArray:
-        return cast(IntArray, _take(table[name].to_numpy(dtype=np.int64), j, known, _NAT))
+        return cast(IntArray, _take(edges[name].to_numpy(dtype=np.int64), j, known, _NAT))
 
     created = np.where(known, field_us("created_us"), _BIG)
     valid_at, invalid_at, expired_at = (field_us("valid_us"), field_us("invalid_us"),
@@ -799,25 +855,13 @@ def graphiti_edges_to_claims(
     contradicted = (known & ok_t & (expired_at != _NAT) & (expired_at <= t)).astype(np.float64)
     age = np.where(known & ok_t, (t - created) / _US_PER_HOUR, np.nan).astype(np.float64)
     age[age < 0] = np.nan
-    statement = _take(table["fact"].to_numpy(dtype=object), j, known, None)
-    horizon = _as_of_us(as_of)
-    if horizon is None:
-        stamps = [table[c].to_numpy(dtype=np.int64) for c in
-                  ("created_us", "valid_us", "invalid_us", "expired_us")] + [t[ok_t]]
-        flat = np.concatenate(stamps) if stamps else np.zeros(0, np.int64)
-        flat = flat[flat != _NAT]
-        horizon = int(flat.max()) if flat.size else None
-    # contradiction_flag is derived from the graph unless the use carries one
-    dflt_graph = {k: v for k, v in dflt.items() if k != "contradiction_flag"}
-    derived = {"recency_hours": age, "contradiction_flag": np.where(known & ok_t, contradicted,
-                                                                    np.nan)}
-    claims, report = _assemble(
-        "graphiti", u, n_records, invalid, known, created, violated, derived, statement,
-        np.full(n, "graphiti", dtype=object), {**dflt_graph, "contradiction_flag": False},
-        horizon, followup_hours,
-    )
-    _log.info("graphiti: %s", json.dumps(report.to_dict()))
-    return claims, report
+    derived = {"recency_hours": age,
+               "contradiction_flag": np.where(known & ok_t, contradicted, np.nan)}
+    stamps = np.concatenate([edges[c].to_numpy(dtype=np.int64) for c in
+                             ("created_us", "valid_us", "invalid_us", "expired_us")])
+    return _Outcome(known=known, created=created, violated=violated, derived=derived,
+                    statement=_take(edges["fact"].to_numpy(dtype=object), j, known, None),
+                    stamps=stamps)
 
 
 # ---------------------------------------------------------------------------------------------

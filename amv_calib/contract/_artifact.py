@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from amv_calib.contract._features import FeatureMap, PortableCalibrator
+from amv_calib.contract._features import FeatureMap, PortableCalibrator, _check_format
 from amv_calib.exceptions import ArtifactError, PortableFormatError
 from amv_calib.settings import champion_reference, models_dir
 
@@ -212,6 +212,14 @@ def _parse_json(raw: bytes, where: Path, *, allow_nan: bool = False) -> dict[str
     return obj
 
 
+def _check_file_format(data: Mapping[str, Any], name: str, version: int, where: Path) -> None:
+    """:func:`_check_format` of the JSON file ``where``, failing as an :class:`ArtifactError`."""
+    try:
+        _check_format(data, name, version)
+    except PortableFormatError as exc:
+        raise ArtifactError(f"{where}: {exc}") from None
+
+
 def _read_bytes(path: Path, *, what: str, limit: int | None = _MAX_JSON_BYTES) -> bytes:
     try:
         if limit is not None and path.stat().st_size > limit:
@@ -275,13 +283,7 @@ def read_aliases(model_dir: str | os.PathLike[str]) -> dict[str, Any]:
         return {"format": ALIASES_FORMAT, "format_version": ALIASES_FORMAT_VERSION,
                 "name": mdir.name, "aliases": {}}
     data = _parse_json(_read_bytes(path, what="alias file"), path)
-    if data.get("format") != ALIASES_FORMAT:
-        raise ArtifactError(f"{path}: format={data.get('format')!r}, expected {ALIASES_FORMAT!r}")
-    if data.get("format_version") != ALIASES_FORMAT_VERSION:
-        raise ArtifactError(
-            f"{path}: unknown format_version={data.get('format_version')!r}; this version of "
-            f"amv-calib reads format_version {ALIASES_FORMAT_VERSION}"
-        )
+    _check_file_format(data, ALIASES_FORMAT, ALIASES_FORMAT_VERSION, path)
     aliases = data.get("aliases")
     if not isinstance(aliases, dict):
         raise ArtifactError(f"{path}: 'aliases' must be an object")
@@ -401,8 +403,31 @@ def load_artifact(ref: str | os.PathLike[str] | None = None) -> LoadedArtifact:
         invalid gate thresholds.
     """
     res = _resolve(ref)
-    root = res.path
-    manifest_path = root / MANIFEST_FILE
+    manifest_path = res.path / MANIFEST_FILE
+    manifest = _read_manifest(res, manifest_path)
+    files = _listed_files(manifest["files"], manifest_path)
+    raw_calibrator = _verify_files(res.path, files)
+    calibrator = _read_calibrator(raw_calibrator, res.path / CALIBRATOR_FILE, manifest,
+                                  manifest_path)
+    try:
+        thresholds = check_thresholds(manifest["gate"])
+    except ValueError as exc:
+        raise ArtifactError(f"{manifest_path}: gate: {exc}") from None
+    return LoadedArtifact(
+        path=res.path,
+        manifest=manifest,
+        calibrator=_with_gate_clamp(calibrator, thresholds["clamp"], manifest_path),
+        thresholds=thresholds,
+        name=manifest["name"],
+        version=manifest["version"],
+        alias=res.alias,
+        files=files,
+    )
+
+
+def _read_manifest(res: _Resolved, manifest_path: Path) -> dict[str, Any]:
+    """``manifest.json`` of the resolved version: unchanged since its alias was promoted, of
+    a known format, with the required keys, a name and a version matching the folder."""
     raw_manifest = _read_bytes(manifest_path, what="manifest")
     if res.manifest_sha256 is not None:
         got = hashlib.sha256(raw_manifest).hexdigest()
@@ -413,15 +438,7 @@ def load_artifact(ref: str | os.PathLike[str] | None = None) -> LoadedArtifact:
                 f"verify the artifact and promote it again"
             )
     manifest = _parse_json(raw_manifest, manifest_path)
-    if manifest.get("format") != ARTIFACT_FORMAT:
-        raise ArtifactError(
-            f"{manifest_path}: format={manifest.get('format')!r}, expected {ARTIFACT_FORMAT!r}"
-        )
-    if manifest.get("format_version") != ARTIFACT_FORMAT_VERSION:
-        raise ArtifactError(
-            f"{manifest_path}: unknown format_version={manifest.get('format_version')!r}; "
-            f"this version of amv-calib reads format_version {ARTIFACT_FORMAT_VERSION}"
-        )
+    _check_file_format(manifest, ARTIFACT_FORMAT, ARTIFACT_FORMAT_VERSION, manifest_path)
     missing = [k for k in _REQUIRED_MANIFEST_KEYS if k not in manifest]
     if missing:
         raise ArtifactError(f"{manifest_path}: lacks keys {missing}")
@@ -433,13 +450,18 @@ def load_artifact(ref: str | os.PathLike[str] | None = None) -> LoadedArtifact:
         raise ArtifactError(f"{manifest_path}: name={name!r} must be a non-empty string")
     if not isinstance(version, str) or not _VERSION_RE.fullmatch(version):
         raise ArtifactError(f"{manifest_path}: version={version!r} must look like 'v1'")
-    if _VERSION_RE.fullmatch(root.name) and root.name != version:
+    folder = res.path.name
+    if _VERSION_RE.fullmatch(folder) and folder != version:
         raise ArtifactError(
-            f"{manifest_path}: version={version!r} but the folder is {root.name!r} "
+            f"{manifest_path}: version={version!r} but the folder is {folder!r} "
             f"(copied or renamed by hand?)"
         )
+    return manifest
 
-    files_field = manifest["files"]
+
+def _listed_files(files_field: Any, manifest_path: Path) -> dict[str, str]:
+    """The manifest's ``files``: plain relative names to sha256 digests, the calibrator
+    among them."""
     if not isinstance(files_field, dict):
         raise ArtifactError(f"{manifest_path}: 'files' must map file names to sha256 digests")
     files: dict[str, str] = {}
@@ -452,7 +474,12 @@ def load_artifact(ref: str | os.PathLike[str] | None = None) -> LoadedArtifact:
         files[rel] = digest
     if CALIBRATOR_FILE not in files:
         raise ArtifactError(f"{manifest_path}: 'files' does not list {CALIBRATOR_FILE}")
+    return files
 
+
+def _verify_files(root: Path, files: Mapping[str, str]) -> bytes:
+    """Check every listed file against its digest and that no other file sits in ``root``;
+    returns the bytes of ``calibrator.json`` that were hashed."""
     raw_calibrator = b""
     for rel in sorted(files):
         fpath = root / rel
@@ -478,10 +505,14 @@ def load_artifact(ref: str | os.PathLike[str] | None = None) -> LoadedArtifact:
             f"{root / extra[0]}: not listed in {MANIFEST_FILE} (unlisted files: {extra}); "
             f"an artifact folder is immutable, export a new version instead"
         )
+    return raw_calibrator
 
-    cal_path = root / CALIBRATOR_FILE
+
+def _read_calibrator(raw: bytes, cal_path: Path, manifest: Mapping[str, Any],
+                     manifest_path: Path) -> PortableCalibrator:
+    """The portable calibrator in ``raw``, whose feature map and kind the manifest repeats."""
     # NaN/Infinity tokens parse so that the calibrator's own check names the field.
-    cal_data = _parse_json(raw_calibrator, cal_path, allow_nan=True)
+    cal_data = _parse_json(raw, cal_path, allow_nan=True)
     try:
         calibrator = PortableCalibrator.from_dict(cal_data)
     except PortableFormatError as exc:
@@ -500,30 +531,23 @@ def load_artifact(ref: str | os.PathLike[str] | None = None) -> LoadedArtifact:
             f"{manifest_path}: calibrator_kind={manifest['calibrator_kind']!r} but "
             f"{CALIBRATOR_FILE} has kind={calibrator.kind!r}"
         )
-    try:
-        thresholds = check_thresholds(manifest["gate"])
-    except ValueError as exc:
-        raise ArtifactError(f"{manifest_path}: gate: {exc}") from None
-    clamp = thresholds["clamp"]
-    if clamp is not None:
-        gate_clamp = (clamp[0], clamp[1])
-        if calibrator.clamp is not None and calibrator.clamp != gate_clamp:
-            raise ArtifactError(
-                f"{manifest_path}: gate clamp {list(gate_clamp)} differs from "
-                f"{CALIBRATOR_FILE}'s clamp {list(calibrator.clamp)}"
-            )
-        if calibrator.clamp is None:
-            calibrator = replace(calibrator, clamp=gate_clamp)
-    return LoadedArtifact(
-        path=root,
-        manifest=manifest,
-        calibrator=calibrator,
-        thresholds=thresholds,
-        name=name,
-        version=version,
-        alias=res.alias,
-        files=files,
-    )
+    return calibrator
+
+
+def _with_gate_clamp(calibrator: PortableCalibrator, clamp: list[float] | None,
+                     manifest_path: Path) -> PortableCalibrator:
+    """The calibrator under the gate's clamp, which must agree with its own if it has one."""
+    if clamp is None:
+        return calibrator
+    gate_clamp = (clamp[0], clamp[1])
+    if calibrator.clamp is not None and calibrator.clamp != gate_clamp:
+        raise ArtifactError(
+            f"{manifest_path}: gate clamp {list(gate_clamp)} differs from "
+            f"{CALIBRATOR_FILE}'s clamp {list(calibrator.clamp)}"
+        )
+    if calibrator.clamp is None:
+        return replace(calibrator, clamp=gate_clamp)
+    return calibrator
 
 
 def gate_from_artifact(

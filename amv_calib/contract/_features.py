@@ -271,6 +271,24 @@ def _sigmoid(z: FloatArray) -> FloatArray:
     return cast(FloatArray, np.exp(-np.logaddexp(0.0, -z)))
 
 
+def _check_format(data: Mapping[str, Any], name: str, version: int) -> None:
+    """Check that a JSON object declares ``format`` ``name`` at ``format_version`` ``version``.
+
+    Raises
+    ------
+    PortableFormatError
+        Naming the value found, when either differs (a newer ``format_version`` is as
+        unreadable as an unknown format).
+    """
+    if data.get("format") != name:
+        raise PortableFormatError(f"format={data.get('format')!r}, expected {name!r}")
+    if data.get("format_version") != version:
+        raise PortableFormatError(
+            f"unknown format_version={data.get('format_version')!r}; this version of "
+            f"amv-calib reads format_version {version}"
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class PortableCalibrator:
     """A fitted calibrator as plain data, evaluable with numpy alone.
@@ -391,15 +409,7 @@ class PortableCalibrator:
         """Validate and build from the ``calibrator.json`` object; never executes code."""
         if not isinstance(data, Mapping):
             raise PortableFormatError("calibrator description must be a JSON object")
-        if data.get("format") != PORTABLE_FORMAT:
-            raise PortableFormatError(
-                f"format={data.get('format')!r}, expected {PORTABLE_FORMAT!r}"
-            )
-        if data.get("format_version") != PORTABLE_FORMAT_VERSION:
-            raise PortableFormatError(
-                f"unknown format_version={data.get('format_version')!r}; this version of "
-                f"amv-calib reads format_version {PORTABLE_FORMAT_VERSION}"
-            )
+        _check_format(data, PORTABLE_FORMAT, PORTABLE_FORMAT_VERSION)
         allowed = {"format", "format_version", "kind", "source", "feature_map", "intercept",
                    "coef", "clamp", "x_knots", "y_knots"}
         unknown = set(data) - allowed

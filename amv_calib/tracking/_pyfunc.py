@@ -208,31 +208,27 @@ def _json_cell(cell: Any, column: str, row: int) -> Any:
 
 
 # -- what the logger needs ----------------------------------------------------------------
+#: MLflow type of every column of a request and of an answer.
+_COLUMN_TYPES: Final = {
+    "claim_id": "string", "recency_hours": "double", "source_trust_score": "double",
+    "model_confidence": "double", "contradiction_flag": "boolean", ACTION_COLUMN: "string",
+    VERIFIERS_COLUMN: "string", "p_violation": "double", "action_id": "string",
+    "decision": "string", "regime": "long", "verifier_id": "string", "reason": "string",
+    "p_any": "double", "expected_loss": "double", "probabilities": "string",
+    "artifact_version": "string",
+}
+
+
 def model_signature() -> ModelSignature:
-    """Every input column optional: a request carries the claim columns or ``action``."""
-    inputs = Schema([
-        ColSpec("string", "claim_id", required=False),
-        ColSpec("double", "recency_hours", required=False),
-        ColSpec("double", "source_trust_score", required=False),
-        ColSpec("double", "model_confidence", required=False),
-        ColSpec("boolean", "contradiction_flag", required=False),
-        ColSpec("string", ACTION_COLUMN, required=False),
-        ColSpec("string", VERIFIERS_COLUMN, required=False),
-    ])
-    outputs = Schema([
-        ColSpec("string", "claim_id", required=False),
-        ColSpec("double", "p_violation", required=False),
-        ColSpec("string", "action_id", required=False),
-        ColSpec("string", "decision", required=False),
-        ColSpec("long", "regime", required=False),
-        ColSpec("string", "verifier_id", required=False),
-        ColSpec("string", "reason", required=False),
-        ColSpec("double", "p_any", required=False),
-        ColSpec("double", "expected_loss", required=False),
-        ColSpec("string", "probabilities", required=False),
-        ColSpec("string", "artifact_version", required=False),
-    ])
-    return ModelSignature(inputs=inputs, outputs=outputs)
+    """Every column optional: a request carries the claim columns or ``action``, an answer
+    holds probabilities or decisions."""
+    def optional(columns: tuple[str, ...]) -> Schema:
+        return Schema([ColSpec(_COLUMN_TYPES[c], c, required=False) for c in columns])
+
+    return ModelSignature(
+        inputs=optional(("claim_id", *CLAIM_FEATURES, ACTION_COLUMN, VERIFIERS_COLUMN)),
+        outputs=optional(("claim_id", "p_violation", *DECISION_COLUMNS)),
+    )
 
 
 def input_example() -> pd.DataFrame:

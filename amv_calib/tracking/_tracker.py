@@ -26,6 +26,7 @@ artifacts in ``mlruns/`` beside the database.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -34,11 +35,11 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar, cast
 from urllib.parse import unquote
 
 import mlflow
@@ -431,6 +432,23 @@ class ComparisonRuns:
 
 
 # -- the tracker ------------------------------------------------------------------------
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _when_enabled(
+    method: Callable[Concatenate[PipelineTracker, _P], _R],
+) -> Callable[Concatenate[PipelineTracker, _P], _R | None]:
+    """The tracker ``method``, which on a disabled tracker does nothing and returns None."""
+    @functools.wraps(method)
+    def run(self: PipelineTracker, /, *args: _P.args, **kwargs: _P.kwargs) -> _R | None:
+        if not self.enabled:
+            return None
+        return method(self, *args, **kwargs)
+
+    return run
+
+
 class PipelineTracker:
     """The parent run of one pipeline run; the stages log into it.
 
@@ -554,21 +572,21 @@ class PipelineTracker:
         return mlflow.start_run(run_name=name, nested=True, experiment_id=self._experiment_id,
                                 tags={k: str(v) for k, v in all_tags.items()})
 
+    @_when_enabled
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         """Tag the parent run."""
-        if self.enabled:
-            _log_batch(self.client, str(self.run_id), tags=tags)
+        _log_batch(self.client, str(self.run_id), tags=tags)
 
+    @_when_enabled
     def log_params(self, params: Mapping[str, Any]) -> None:
         """Log parameters on the parent run."""
-        if self.enabled:
-            _log_batch(self.client, str(self.run_id), params=params)
+        _log_batch(self.client, str(self.run_id), params=params)
 
     # -- compare ----------------------------------------------------------------------
+    @_when_enabled
     def log_comparison(self, compare_dir: str | os.PathLike[str], *,
                        claims: pd.DataFrame | None = None,
-                       claims_path: str | os.PathLike[str] | None = None
-                       ) -> ComparisonRuns | None:
+                       claims_path: str | os.PathLike[str] | None = None) -> ComparisonRuns:
         """Log a compare output folder: one nested run per calibrator.
 
         Parameters
@@ -586,8 +604,6 @@ class PipelineTracker:
         ComparisonRuns or None
             None when the tracker is disabled.
         """
-        if not self.enabled:
-            return None
         client, parent = self.client, str(self.run_id)
         cdir = Path(compare_dir)
         comparison = _read_json(cdir / "comparison.json")
@@ -713,7 +729,8 @@ class PipelineTracker:
         return out
 
     # -- tuning -----------------------------------------------------------------------
-    def log_tuning(self, tune_dir: str | os.PathLike[str]) -> str | None:
+    @_when_enabled
+    def log_tuning(self, tune_dir: str | os.PathLike[str]) -> str:
         """Log a tuning output folder as one nested run for the Optuna study.
 
         Reads ``thresholds.json`` (the chosen thresholds), ``trials.csv`` (every numeric
@@ -724,8 +741,6 @@ class PipelineTracker:
         ``holdout.<metric>`` with ``_lo`` / ``_hi`` bounds, and the held-out replay table of
         the tuned gate beside the baselines). Returns the nested run's id.
         """
-        if not self.enabled:
-            return None
         client, parent = self.client, str(self.run_id)
         tdir = Path(tune_dir)
         thresholds = _read_json(tdir / "thresholds.json")
@@ -782,6 +797,7 @@ class PipelineTracker:
         return str(rid)
 
     # -- replay -----------------------------------------------------------------------
+    @_when_enabled
     def log_replay(self, replay: str | os.PathLike[str], *, run_id: str | None = None
                    ) -> None:
         """Log a replay result (``--json`` object, its CSV table, or a folder holding one).
@@ -789,8 +805,6 @@ class PipelineTracker:
         Every policy's metrics become ``replay.<policy>.<metric>`` on the parent run (and on
         ``run_id`` when given); the table is logged as ``replay_table.json``.
         """
-        if not self.enabled:
-            return
         path = Path(replay)
         if path.is_dir():
             found = _first(path, _REPLAY_FILES)
@@ -818,10 +832,9 @@ class PipelineTracker:
             client.log_table(rid, _table_for_mlflow(table), "replay_table.json")
 
     # -- export -----------------------------------------------------------------------
+    @_when_enabled
     def log_artifact_export(self, artifact_dir: str | os.PathLike[str]) -> None:
         """Log an exported artifact version: its files, name, version and sha256 as tags."""
-        if not self.enabled:
-            return
         art = _load(artifact_dir)
         client, parent = self.client, str(self.run_id)
         manifest_sha = hashlib.sha256((art.path / "manifest.json").read_bytes()).hexdigest()
@@ -843,9 +856,10 @@ class PipelineTracker:
             client.log_artifact(parent, str(art.path / fname), f"artifact/{art.version}")
 
     # -- registry ---------------------------------------------------------------------
+    @_when_enabled
     def register_champion(self, artifact_dir: str | os.PathLike[str], *,
                           registered_name: str = DEFAULT_REGISTERED_MODEL,
-                          alias: str | None = DEFAULT_ALIAS) -> RegisteredVersion | None:
+                          alias: str | None = DEFAULT_ALIAS) -> RegisteredVersion:
         """Log the artifact as the servable gate model, register it and set ``alias``.
 
         The model is the pyfunc of :mod:`amv_calib.tracking._pyfunc` ("models from code") with
@@ -857,8 +871,6 @@ class PipelineTracker:
         RegisteredVersion or None
             None when the tracker is disabled.
         """
-        if not self.enabled:
-            return None
         from amv_calib.tracking import _pyfunc as mlflow_model
         art = _load(artifact_dir)
         client, parent = self.client, str(self.run_id)

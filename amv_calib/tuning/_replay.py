@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, TypedDict, Unpack, cast, get_args
 
 import numpy as np
 from numpy.typing import NDArray
@@ -311,7 +311,19 @@ def _parse(obj: Any, row: int) -> _Parsed:
         raise _err(row, f"impact_cost_theta={theta!r} must be > 0")
     if kappa <= 0:
         raise _err(row, f"abstention_cost_kappa={kappa!r} must be > 0")
-    premises = obj.get("premises")
+    pids, feats, viol, ptrue = _parse_premises(obj.get("premises"), row)
+    vids, res, costs, rels = _parse_verifiers(obj.get("verifiers", []), row, pids)
+    return _Parsed(
+        instance_id=iid, family=family, tool_name=tool, theta=theta, kappa=kappa,
+        premise_ids=tuple(pids), features=feats, violated=viol, p_true=ptrue,
+        verifier_ids=tuple(vids), resolves=res, cost=costs, reliability=rels,
+    )
+
+
+def _parse_premises(
+    premises: Any, row: int
+) -> tuple[list[str], list[tuple[float, float, float, float]], list[bool], list[float]]:
+    """Ids, features, ``violated`` and ``p_true`` (NaN when absent) of an episode's premises."""
     if not isinstance(premises, list) or not premises:
         raise _err(row, f"premises={premises!r} must be a non-empty list")
     pids: list[str] = []
@@ -345,7 +357,14 @@ def _parse(obj: Any, row: int) -> _Parsed:
             ptrue.append(pt)
         else:
             ptrue.append(math.nan)
-    verifiers = obj.get("verifiers", [])
+    return pids, feats, viol, ptrue
+
+
+def _parse_verifiers(
+    verifiers: Any, row: int, pids: list[str]
+) -> tuple[list[str], list[list[int]], list[float], list[float]]:
+    """Ids, resolved premise indexes (into ``pids``), costs and reliabilities of an
+    episode's verifiers."""
     if not isinstance(verifiers, list):
         raise _err(row, f"verifiers={verifiers!r} must be a list")
     vids: list[str] = []
@@ -376,11 +395,7 @@ def _parse(obj: Any, row: int) -> _Parsed:
             raise _err(row, f"{where}symmetric_reliability={r!r} must lie in (0.5, 1]")
         costs.append(c)
         rels.append(r)
-    return _Parsed(
-        instance_id=iid, family=family, tool_name=tool, theta=theta, kappa=kappa,
-        premise_ids=tuple(pids), features=feats, violated=viol, p_true=ptrue,
-        verifier_ids=tuple(vids), resolves=res, cost=costs, reliability=rels,
-    )
+    return vids, res, costs, rels
 
 
 def load_episodes(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -982,6 +997,19 @@ def _default_gate(policy: str, calibrator: PortableCalibrator | None, gate: Gate
     return _Gate(planner=cast(Literal["myopic", "lookahead"], policy), calibrator=calibrator)
 
 
+class _ReplayOptions(TypedDict, total=False):
+    """The keyword options of :func:`replay` besides ``seed``, as :func:`replay_many` passes
+    them on (an option left out takes :func:`replay`'s default)."""
+
+    gate: Gate | None
+    calibrator: PortableCalibrator | None
+    tau: float
+    lambda_eval: float
+    n_boot: int
+    ci: float
+    n_jobs: int
+
+
 def replay(
     episodes: EpisodeSet | str | os.PathLike[str] | Iterable[Mapping[str, Any]],
     policy: Policy,
@@ -1092,21 +1120,14 @@ def replay_many(
     policies: Sequence[Policy],
     *,
     seed: int,
-    gate: Gate | None = None,
-    calibrator: PortableCalibrator | None = None,
-    tau: float = DEFAULT_TAU,
-    lambda_eval: float = LAMBDA_EVAL,
-    n_boot: int = 1000,
-    ci: float = 0.95,
-    n_jobs: int = 1,
+    **options: Unpack[_ReplayOptions],
 ) -> dict[str, ReplayResult]:
-    """:func:`replay` for several policies on the same episodes and answer stream."""
+    """:func:`replay` for several policies on the same episodes and answer stream.
+
+    ``seed`` and the other keyword options are :func:`replay`'s, with its defaults.
+    """
     es = _as_episode_set(episodes)
-    return {
-        p: replay(es, p, seed=seed, gate=gate, calibrator=calibrator, tau=tau,
-                  lambda_eval=lambda_eval, n_boot=n_boot, ci=ci, n_jobs=n_jobs)
-        for p in policies
-    }
+    return {p: replay(es, p, seed=seed, **options) for p in policies}
 
 
 # -- the paper-style table ------------------------------------------------------------

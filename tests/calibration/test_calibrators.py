@@ -420,6 +420,34 @@ def test_labels_pickling_and_weights(est: Any, mixed: tuple[Any, ...]) -> None:
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 
+@pytest.mark.parametrize("est", [
+    PlattCalibrator(C=0.5, max_iter=50, tol=1e-6),
+    BetaCalibrator(C=0.5, max_iter=50, tol=1e-6),
+    IsotonicCalibrator(C=0.5, max_iter=50, tol=1e-6),
+    IsotonicCalibrator(index="seed", C=0.5, max_iter=50, tol=1e-6),
+], ids=["platt", "beta", "isotonic", "isotonic-seed"])
+def test_logistic_settings_and_fitted_attributes(est: Any, mixed: tuple[Any, ...]) -> None:
+    # The three calibrators that fit logistic regressions share their settings and keep
+    # the fitted model the same way: the attributes are the portable form's.
+    assert {k: v for k, v in clone(est).get_params().items()
+            if k in ("C", "max_iter", "tol")} == {"C": 0.5, "max_iter": 50, "tol": 1e-6}
+    X, y = mixed
+    fitted = clone(est).fit(X, y)
+    port = fitted.portable_
+    assert fitted.feature_map_ is port.feature_map
+    assert fitted.intercept_ == port.intercept
+    assert tuple(fitted.coef_.tolist()) == port.coef
+    assert isinstance(fitted.n_iter_, int) and fitted.n_iter_ >= 0
+    if isinstance(est, IsotonicCalibrator):
+        assert port.kind == "isotonic"
+        assert port.x_knots == tuple(fitted.x_knots_.tolist())
+        assert port.y_knots == tuple(fitted.y_knots_.tolist())
+    else:
+        assert port.kind == "linear" and port.x_knots == port.y_knots == ()
+    assert port.source == {"PlattCalibrator": "platt", "BetaCalibrator": "beta",
+                           "IsotonicCalibrator": "isotonic"}[type(est).__name__]
+
+
 def test_constant_feature_gets_weight_zero_with_a_warning() -> None:
     X = _claims(500, seed=30)
     X["source_trust_score"] = 0.7

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -271,3 +272,15 @@ def test_bad_bins_and_weights() -> None:
         M.brier_score(Y4, P4, [1, 1, -1, 1])
     with pytest.raises(ValueError, match="zero on every row"):
         M.brier_score(Y4, P4, [0, 0, 0, 0])
+
+
+@pytest.mark.parametrize("metric", [M.ece, M.mce, M.reliability_curve],
+                         ids=["ece", "mce", "reliability_curve"])
+def test_binned_metrics_check_the_bins_before_the_rows(metric: Any) -> None:
+    # The three binned metrics share one preparation: bin settings first, then the rows.
+    with pytest.raises(ValueError, match="n_bins=True must be a positive integer"):
+        metric([2], [0.5], n_bins=True)
+    with pytest.raises(ValueError, match="strategy='width' must be 'uniform' or 'quantile'"):
+        metric([2], [0.5], strategy="width")
+    with pytest.raises(ValueError, match="row 0 has y=2"):
+        metric([2], [0.5], n_bins=3, strategy="quantile")

@@ -14,9 +14,11 @@ import pytest
 from amv_calib import cli
 from amv_calib.claims._adapters import (
     DEFAULT_FEATURES,
+    _columns,
     graphiti_edges_to_claims,
     load_graphiti_edges,
     load_mem0_history,
+    load_uses_table,
     mem0_history_to_claims,
 )
 from amv_calib.claims._ingest import load_claims
@@ -354,3 +356,64 @@ def test_premises_without_features_take_store_values_and_defaults(tmp_path: Path
         _hours("2026-11-12T09:05:00+00:00", "2026-11-10T09:30:05.882104-08:00"))
     assert rep.unjoined["invalid_use"] == 1
     assert rep.details["detail"].tolist() == ["source_trust_score=1.5 outside [0, 1]"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared by both stores
+# ---------------------------------------------------------------------------------------------
+def test_columns_finds_aliases_and_names_missing_alternatives() -> None:
+    table = pd.DataFrame({"memoryId": ["m"], "timestamp": ["2026-01-01"]})
+    col, missing = _columns(table, {"memory_id": ("memory_id", "memoryId"),
+                                    "timestamp": ("timestamp",), "event": ("event",)},
+                            {"memory_id": ("memory_id",), "event": ("event",),
+                             "created_at or updated_at": ("created_at", "timestamp")})
+    assert missing == ["event"]
+    assert col("memory_id").tolist() == ["m"]
+    assert col("event").tolist() == [None]
+
+
+@pytest.mark.parametrize(("load", "table", "message"), [
+    (load_mem0_history, {"memory_id": ["m"], "event": ["ADD"]},
+     r"mem0 history lacks column\(s\) \['created_at or updated_at'\]; found "
+     r"\['memory_id', 'event'\]"),
+    (load_graphiti_edges, {"fact": ["f"]},
+     r"Graphiti edges lack column\(s\) \['uuid', 'created_at'\]; found \['fact'\]"),
+    (load_uses_table, {"uuid": ["e"]},
+     r"uses table lacks column\(s\) \['time'\] \(accepted names: time: \['time', "),
+])
+def test_loaders_name_missing_columns(load: Any, table: dict[str, list[str]],
+                                      message: str) -> None:
+    with pytest.raises(MissingColumnsError, match=message):
+        load(pd.DataFrame(table))
+    load(pd.DataFrame({c: [] for c in table}))  # an empty table needs no columns
+
+
+def test_as_of_defaults_to_the_latest_time_of_records_and_uses() -> None:
+    h = _history(("m", "ADD", None, "a", "2026-01-01T00:00:00Z"),
+                 ("m", "UPDATE", "a", "b", "2026-01-05T00:00:00Z"))
+    _, rep = mem0_history_to_claims(h, uses=_uses(("m", "2026-01-03T00:00:00Z"), ("m", "x")))
+    assert rep.as_of == "2026-01-05T00:00:00+00:00"
+    _, rep = mem0_history_to_claims(h, uses=_uses(("m", "2026-01-07T00:00:00Z")))
+    assert rep.as_of == "2026-01-07T00:00:00+00:00"
+    edges = [{"uuid": "e", "created_at": "2026-01-01T00:00:00Z",
+              "expired_at": "2026-01-09T00:00:00Z"}]
+    uses = pd.DataFrame({"uuid": ["e"], "time": ["2026-01-02T00:00:00Z"]})
+    _, rep = graphiti_edges_to_claims(edges, uses=uses)
+    assert rep.as_of == "2026-01-09T00:00:00+00:00"
+    _, rep = graphiti_edges_to_claims([], uses=pd.DataFrame({"uuid": ["e"], "time": ["x"]}))
+    assert rep.as_of is None and rep.unjoined["invalid_use"] == 1
+
+
+def test_graphiti_derives_contradiction_whatever_the_defaults_say() -> None:
+    edges = [{"uuid": "e", "created_at": "2026-01-01T00:00:00Z"}]
+    uses = pd.DataFrame({"uuid": ["e"], "time": ["2026-01-02T00:00:00Z"]})
+    c, rep = graphiti_edges_to_claims(edges, uses=uses,
+                                      defaults={"contradiction_flag": True})
+    assert c["contradiction_flag"].tolist() == [False]
+    assert c["defaulted_features"].tolist() == [""]
+    assert rep.defaulted == {"contradiction_flag": 0}
+    c, _ = mem0_history_to_claims(_history(("e", "ADD", None, "a", "2026-01-01T00:00:00Z")),
+                                  uses=_uses(("e", "2026-01-02T00:00:00Z")),
+                                  defaults={"contradiction_flag": True})
+    assert c["contradiction_flag"].tolist() == [True]
+    assert c["defaulted_features"].tolist() == ["contradiction_flag"]

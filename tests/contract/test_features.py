@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from amv_calib import PortableFormatError
+from amv_calib import ArtifactError, PortableFormatError
+from amv_calib.contract._artifact import load_artifact, read_aliases
 from amv_calib.contract._features import (
     SEED_FEATURE_MAP,
     FeatureMap,
     PortableCalibrator,
     Term,
+    _check_format,
     seed_prior_calibrator,
 )
 
@@ -152,3 +156,34 @@ def test_interaction_term_multiplies_by_the_raw_feature(claims: np.ndarray) -> N
 def test_interaction_with_unknown_or_same_column_is_refused(by: str) -> None:
     with pytest.raises(PortableFormatError, match=f"by='{by}' must be a claim feature"):
         Term(column="contradiction_flag", transform="indicator", by=by)
+
+
+@pytest.mark.parametrize(("found", "message"), [
+    ({}, "format=None, expected 'amv-calib/portable-calibrator'"),
+    ({"format": "x", "format_version": 1}, "format='x', expected 'amv-calib/portable-calibrator'"),
+    ({"format": "amv-calib/portable-calibrator", "format_version": 2},
+     "unknown format_version=2; this version of amv-calib reads format_version 1"),
+    ({"format": "amv-calib/portable-calibrator"},
+     "unknown format_version=None; this version of amv-calib reads format_version 1"),
+])
+def test_check_format(found: dict[str, object], message: str) -> None:
+    with pytest.raises(PortableFormatError, match=f"^{re.escape(message)}$"):
+        _check_format(found, "amv-calib/portable-calibrator", 1)
+    _check_format({"format": "amv-calib/portable-calibrator", "format_version": 1},
+                  "amv-calib/portable-calibrator", 1)
+
+
+@pytest.mark.parametrize(("file", "fmt"), [
+    ("manifest.json", "amv-calib/artifact"), ("aliases.json", "amv-calib/aliases")])
+def test_artifact_files_check_their_format_alike(tmp_path: Path, file: str, fmt: str) -> None:
+    # manifest.json and aliases.json share the format check, prefixed by the file's path.
+    for data, message in (({"format": "x"}, f"format='x', expected {fmt!r}"),
+                          ({"format": fmt, "format_version": 7},
+                           "unknown format_version=7; this version of amv-calib reads "
+                           "format_version 1")):
+        (tmp_path / file).write_text(json.dumps(data), encoding="utf-8")
+        with pytest.raises(ArtifactError, match=f"^{re.escape(f'{tmp_path / file}: {message}')}$"):
+            if file == "manifest.json":
+                load_artifact(tmp_path)
+            else:
+                read_aliases(tmp_path)

@@ -87,6 +87,27 @@ def test_signature_and_input_example(registered: dict[str, Any]) -> None:
     assert meta.saved_input_example_info is not None
 
 
+def test_signature_names_every_column_the_model_reads_and_answers(
+        registered: dict[str, Any]) -> None:
+    sig = _pyfunc.model_signature()
+    assert [(c.name, c.type.name) for c in sig.inputs.inputs] == [
+        ("claim_id", "string"), ("recency_hours", "double"), ("source_trust_score", "double"),
+        ("model_confidence", "double"), ("contradiction_flag", "boolean"),
+        ("action", "string"), ("verifiers", "string")]
+    outputs = [(c.name, c.type.name) for c in sig.outputs.inputs]
+    assert outputs == [
+        ("claim_id", "string"), ("p_violation", "double"), ("action_id", "string"),
+        ("decision", "string"), ("regime", "long"), ("verifier_id", "string"),
+        ("reason", "string"), ("p_any", "double"), ("expected_loss", "double"),
+        ("probabilities", "string"), ("artifact_version", "string")]
+    assert all(not c.required for c in [*sig.inputs.inputs, *sig.outputs.inputs])
+    # what the model answers is what the signature names
+    named = [name for name, _ in outputs]
+    answers = [registered["model"].predict(input_example()),
+               registered["model"].predict(decision_example())]
+    assert all(set(out.columns) <= set(named) for out in answers)
+
+
 def test_version_tags_link_the_artifact(registered: dict[str, Any]) -> None:
     client = MlflowClient(tracking_uri=registered["uri"], registry_uri=registered["uri"])
     mv = client.get_model_version_by_alias(NAME, "champion")

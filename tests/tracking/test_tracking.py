@@ -345,8 +345,22 @@ def test_disabled_tracker_does_nothing(tmp_path: Path, stages: dict[str, Any],
         t.log_replay(stages["tune"])
         t.log_artifact_export(stages["artifact"])
         assert t.register_champion(stages["artifact"]) is None
+        assert t.set_tags({"a": "b"}) is None
+        assert t.log_params({"a": 1}) is None
+        # not even its arguments are looked at
+        assert t.log_replay(tmp_path / "no-such-replay.json") is None
         assert t.run_id is None
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("log", [
+    lambda t: t.set_tags({"a": "b"}), lambda t: t.log_params({"a": 1}),
+    lambda t: t.log_tuning("no-such-dir"),
+], ids=["set_tags", "log_params", "log_tuning"])
+def test_enabled_tracker_logs_only_when_entered(log: Any) -> None:
+    t = tracking.PipelineTracker(tracking_uri="sqlite:///never.db")
+    with pytest.raises(RuntimeError, match="PipelineTracker is not entered"):
+        log(t)
 
 
 def test_failed_pipeline_marks_the_run_failed(logged: dict[str, Any]) -> None:

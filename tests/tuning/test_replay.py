@@ -241,9 +241,16 @@ def _bad(mutate: Any) -> list[dict[str, Any]]:
         (lambda r: r[0]["premises"][1].pop("violated"),
          r"row 1: premises\[1\] lacks field 'violated'"),
         (lambda r: r[2].update(premises=[]), r"row 3: premises=\[\]"),
+        (lambda r: r[0].update(verifiers="v1"), r"row 1: verifiers='v1' must be a list"),
+        # the premises are read (and refused) before the verifiers
+        (lambda r: r[0].update(verifiers="v1", premises=[1]),
+         r"row 1: premises\[0\] must be an object"),
+        (lambda r: r[1]["verifiers"][0].update(id="v1") or r[1]["verifiers"].append(
+            dict(r[1]["verifiers"][0])), r"row 2: verifiers\[1\]\.id='v1' appears twice"),
     ],
     ids=["theta", "kappa-type", "reliability", "cost", "unknown-premise", "dup-instance",
-         "confidence", "no-truth", "no-premises"],
+         "confidence", "no-truth", "no-premises", "verifiers-type", "premises-first",
+         "dup-verifier"],
 )
 def test_contract_errors(mutate: Any, match: str) -> None:
     with pytest.raises(DataContractError, match=match):
@@ -264,6 +271,18 @@ def test_camel_case_premise_features() -> None:
     pr["recencyHours"] = pr.pop("recency_hours")
     es = episode_set([rec])
     assert es.features[0, 0].tolist() == [10.0, 0.5, 0.9, 0.0]
+
+
+def test_replay_many_passes_its_options_to_replay(hand: Any) -> None:
+    options: dict[str, Any] = dict(calibrator=ONE_MINUS_CONF, tau=0.3, lambda_eval=2.0,
+                                   n_boot=50, ci=0.8)
+    many = replay_many(hand, ["static", "always-verify"], seed=5, **options)
+    for policy, got in many.items():
+        want = replay(hand, policy, seed=5, **options)  # type: ignore[arg-type]
+        assert got.summary() == want.summary()
+        assert got.config == want.config
+        np.testing.assert_array_equal(got.outcomes.proceed, want.outcomes.proceed)
+    assert many["static"].config["tau"] == 0.3
 
 
 def test_replay_many_shares_episodes(hand: Any) -> None:

@@ -1,0 +1,86 @@
+"""The command line's shared pieces: every command that has a shared option gets it with the
+same flag, default and metavar (help text may be the command's own), and every sub-command
+runs its own ``_run_<command>`` function."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import pytest
+
+from amv_calib import cli
+from amv_calib.settings import DEFAULT_ALIAS, DEFAULT_SEED
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def _option(p: argparse.ArgumentParser, dest: str) -> argparse.Action:
+    return next(a for a in p._actions if a.dest == dest)
+
+
+def test_every_command_runs_its_own_function() -> None:
+    for name, p in _commands().items():
+        run = p.get_default("func")
+        assert run.__name__ == "_run_" + name.replace("-", "_"), name
+
+
+@pytest.mark.parametrize(("dest", "commands", "want"), [
+    ("models_dir", ["export", "promote", "rollback", "bundle"],
+     {"option_strings": ["--models-dir"], "default": None, "metavar": "DIR",
+      "help": "artifact root (default: $AMV_CALIB_MODELS_DIR or models/ in the checkout)"}),
+    ("tracking_uri", ["register", "registry-promote", "ui-command"],
+     {"option_strings": ["--tracking-uri"], "default": None,
+      "help": "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)"}),
+    ("tracking_uri", ["run"],
+     {"option_strings": ["--tracking-uri"], "default": None, "help": "MLflow tracking URI"}),
+    ("json", ["compare", "replay", "tune", "transfer", "register", "registry-promote", "run"],
+     {"option_strings": ["--json"], "default": False, "const": True}),
+    ("seed", ["synth", "compare", "replay", "tune", "transfer"],
+     {"option_strings": ["--seed"], "default": DEFAULT_SEED, "type": int}),
+    ("out", ["ingest", "compare"],
+     {"option_strings": ["--out"], "required": True, "metavar": "DIR",
+      "help": "output directory"}),
+    ("episodes", ["replay", "tune", "transfer"],
+     {"option_strings": [], "metavar": "EPISODES", "help": "episodes JSONL file"}),
+    ("alias", ["promote", "rollback"],
+     {"option_strings": ["--alias"], "default": DEFAULT_ALIAS,
+      "help": f"default: {DEFAULT_ALIAS}"}),
+    ("version", ["promote", "bundle"], {"option_strings": [], "metavar": "VERSION", "help": "vN"}),
+])
+def test_shared_options_are_alike(dest: str, commands: list[str], want: dict[str, Any]) -> None:
+    parsers = _commands()
+    for name in commands:
+        action = _option(parsers[name], dest)
+        assert {k: getattr(action, k) for k in want} == want, name
+
+
+@pytest.mark.parametrize(("command", "default", "metavar"), [
+    ("compare", 200, "N"), ("replay", 1000, None), ("tune", 500, None), ("transfer", 500, None),
+])
+def test_n_boot_defaults(command: str, default: int, metavar: str | None) -> None:
+    action = _option(_commands()[command], "n_boot")
+    assert (action.option_strings, action.type, action.default, action.metavar) == (
+        ["--n-boot"], int, default, metavar)
+
+
+def test_seed_help_is_each_commands_own() -> None:
+    parsers = _commands()
+    assert {c: _option(parsers[c], "seed").help for c in
+            ("synth", "compare", "replay", "tune", "transfer")} == {
+        "synth": f"random seed (default: {DEFAULT_SEED})", "compare": "bootstrap seed",
+        "replay": "answer stream and bootstrap", "tune": None, "transfer": None}
+
+
+def test_unknown_table_ending_is_refused_before_reading(tmp_path: Any,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    code = cli.main(["label", "--decisions", str(tmp_path / "missing.jsonl"),
+                     "--out", str(tmp_path / "claims.txt")])
+    assert code == 2
+    assert "unknown ending '.txt'; use one of .parquet, .pq, .csv, .jsonl, .ndjson" in \
+        capsys.readouterr().err
