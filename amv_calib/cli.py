@@ -27,6 +27,8 @@ from amv_calib.settings import (
     DEFAULT_CALIBRATORS,
     DEFAULT_REGISTERED_MODEL,
     DEFAULT_SEED,
+    TRUSTED_KEYS_ENV,
+    trusted_keys,
 )
 
 __all__ = ["build_parser", "main"]
@@ -98,6 +100,15 @@ def _version_arguments(p: argparse.ArgumentParser) -> None:
     """``NAME VERSION``: one artifact version."""
     p.add_argument("name", metavar="NAME")
     p.add_argument("version", metavar="VERSION", help="vN")
+
+
+def _trusted_key_option(p: argparse.ArgumentParser) -> None:
+    """``--trusted-key``: public keys one of which must have signed the artifact."""
+    p.add_argument("--trusted-key", dest="trusted_keys", action="append", default=[],
+                   metavar="PUBLIC",
+                   help="public key (from `amv-calib keygen`) that must have signed the "
+                   "artifact (repeatable: any one of them; also $AMV_CALIB_TRUSTED_KEYS, "
+                   "separated by ':'); an unsigned or wrongly signed artifact is refused")
 
 
 def _alias_option(p: argparse.ArgumentParser) -> None:
@@ -608,7 +619,7 @@ def _print_alias(args: argparse.Namespace, entry: Mapping[str, Any]) -> None:
 
 
 def _parsers_artifacts(subparsers: Any) -> None:
-    """Add the five artifact sub-commands."""
+    """Add the artifact sub-commands."""
     p = _command(
         subparsers, "export", _run_export, help="write a new artifact version models/NAME/vN",
         description="Export a fitted calibrator and gate thresholds as models/NAME/vN "
@@ -628,6 +639,8 @@ def _parsers_artifacts(subparsers: Any) -> None:
     p.add_argument("--no-joblib", action="store_true", help="leave calibrator.joblib out")
     p.add_argument("--promote", metavar="ALIAS", default=None,
                    help="also point ALIAS at the new version")
+    p.add_argument("--signing-key", metavar="PRIVATE", default=None,
+                   help="sign the new version with this private key (from `amv-calib keygen`)")
 
     p = _command(
         subparsers, "promote", _run_promote, help="point an alias at a verified version",
@@ -650,6 +663,23 @@ def _parsers_artifacts(subparsers: Any) -> None:
         description="Check manifest, sha256 of every file and calibrator.json; print the "
                     "manifest summary as JSON. Exit 1 when the artifact is refused.")
     p.add_argument("path", metavar="PATH", help="models/NAME/vN or models/NAME@ALIAS")
+    _trusted_key_option(p)
+
+    p = _command(
+        subparsers, "keygen", _run_keygen, help="write a key pair for signing artifacts",
+        description="Write an ECDSA P-256 key pair into DIR: amv-calib-signing.key (private, "
+                    "mode 0600; keep it where artifacts are exported) and amv-calib-signing.pub "
+                    "(give it to every gate as --trusted-key or $AMV_CALIB_TRUSTED_KEYS).")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder for the two key files")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing key pair")
+
+    p = _command(
+        subparsers, "sign", _run_sign, help="sign an artifact version with a private key",
+        description="Write VERSION_DIR/model.sig (OpenSSF model signing, key-based): a "
+                    "signature over the sha256 of every file of the version, manifest.json "
+                    "included. A gate with trusted keys loads only versions one of them signed.")
+    p.add_argument("path", metavar="VERSION_DIR", help="models/NAME/vN")
+    p.add_argument("--key", required=True, metavar="PRIVATE", help="the private key file")
 
     p = _command(
         subparsers, "bundle", _run_bundle, help="write one version as a deterministic .tar.gz",
@@ -681,6 +711,7 @@ def _run_export(args: argparse.Namespace) -> int:
         metrics=metrics,
         figures=args.figure,
         include_joblib=not args.no_joblib,
+        signing_key=args.signing_key,
     )
     out: dict[str, Any] = {"path": str(res.path), "name": res.name, "version": res.version}
     if args.promote:
@@ -709,7 +740,26 @@ def _run_rollback(args: argparse.Namespace) -> int:
 def _run_verify_artifact(args: argparse.Namespace) -> int:
     from amv_calib.artifacts import verify_artifact
 
-    _print_json(verify_artifact(args.path))
+    _print_json(verify_artifact(args.path, trusted_keys=args.trusted_keys))
+    return 0
+
+
+def _run_keygen(args: argparse.Namespace) -> int:
+    from amv_calib.artifacts import keygen
+
+    private, public = keygen(args.out, overwrite=args.overwrite)
+    _print_json({"private_key": str(private), "public_key": str(public)})
+    return 0
+
+
+def _run_sign(args: argparse.Namespace) -> int:
+    from amv_calib.artifacts import sign_artifact
+    from amv_calib.contract import load_artifact
+
+    load_artifact(args.path, check_signature=False)  # sign only what the gate could load
+    sig = sign_artifact(args.path, args.key)
+    _print_json({"path": str(args.path), "signature": str(sig),
+                 "sha256": hashlib.sha256(sig.read_bytes()).hexdigest()})
     return 0
 
 
@@ -833,6 +883,7 @@ def _parsers_gate(subparsers: Any) -> None:
                    metavar="N")
     p.add_argument("--decision-log", dest="decision_log", metavar="PATH", default=None,
                    help="append the decision record to this JSON-lines file")
+    _trusted_key_option(p)
 
 
 def _read_json(where: str) -> Any:
@@ -875,9 +926,15 @@ def _run_gate(args: argparse.Namespace) -> int:
     }
     try:
         if args.artifact is not None:
-            gate = Gate.from_artifact(args.artifact, strict=args.strict, **overrides)
+            gate = Gate.from_artifact(args.artifact, strict=args.strict,
+                                      trusted_keys=args.trusted_keys, **overrides)
         else:
             if args.calibrator is not None:
+                if args.trusted_keys or trusted_keys():
+                    raise ConfigError(
+                        "trusted keys are configured (--trusted-key or "
+                        f"${TRUSTED_KEYS_ENV}): a bare --calibrator file carries no "
+                        "signature; pass a signed --artifact instead")
                 cal_data = _read_json(args.calibrator)
                 overrides["calibrator"] = PortableCalibrator.from_dict(cal_data)
             gate = Gate(**overrides)

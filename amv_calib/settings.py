@@ -18,11 +18,13 @@ __all__ = [
     "DEFAULT_MODEL_NAME",
     "DEFAULT_REGISTERED_MODEL",
     "DEFAULT_SEED",
+    "TRUSTED_KEYS_ENV",
     "champion_reference",
     "models_dir",
     "optuna_storage",
     "project_root",
     "tracking_uri",
+    "trusted_keys",
     "ui_command",
 ]
 
@@ -93,3 +95,14 @@ def ui_command(uri: str | None = None, *, port: int = 5000) -> str:
     if uri.startswith(("http://", "https://")):
         return f"open {uri} in a browser (the tracking server serves the UI)"
     return f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port {port}"
+
+
+#: Environment variable naming the public keys (PEM files, separated by ``os.pathsep``) a
+#: deployed gate trusts; when set, every artifact must be signed by one of them.
+TRUSTED_KEYS_ENV: Final = "AMV_CALIB_TRUSTED_KEYS"
+
+
+def trusted_keys() -> list[Path]:
+    """The public keys named by ``$AMV_CALIB_TRUSTED_KEYS`` (none when unset or empty)."""
+    raw = os.environ.get(TRUSTED_KEYS_ENV, "")
+    return [Path(p) for p in raw.split(os.pathsep) if p.strip()]

@@ -7,12 +7,16 @@ nothing fails open. ``docs/failure-modes.md`` lists the refusals these tests pin
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -166,3 +170,192 @@ def test_pipeline_workdir_of_the_wrong_type_is_refused(
     err = capsys.readouterr().err
     assert "[pipeline] workdir=" in err and "must be a non-empty string" in err, err
     assert set(small_pipeline.parent.iterdir()) == before  # no folder named '[]' appeared
+
+
+# -- 2. fail-open for anyone who can write the models folder -------------------------------
+def _claim_action(theta: float = 1e6) -> Any:
+    from amv_calib.gate import CandidateAction, MemoryClaim, Premise
+
+    # old, untrusted, doubted and contradicted: the shipped calibrator says p > 0.9
+    claim = MemoryClaim(id="iban", source_trust_score=0.05, model_confidence=0.1,
+                        recency_hours=5000.0, contradiction_flag=True)
+    return CandidateAction(action_id="tx", tool_name="bank_transfer", impact_cost_theta=theta,
+                           abstention_cost_kappa=4.0, premises=(Premise(id="p", claim=claim),))
+
+
+def _rehash(version: Path) -> None:
+    """What an attacker with write access does after an edit: fix every listed sha256."""
+    manifest = json.loads((version / "manifest.json").read_text())
+    for rel in manifest["files"]:
+        manifest["files"][rel] = hashlib.sha256((version / rel).read_bytes()).hexdigest()
+    (version / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _neutralise_calibrator(version: Path) -> None:
+    cal = json.loads((version / "calibrator.json").read_text())
+    cal["intercept"], cal["coef"], cal["clamp"] = -1000.0, [0.0] * len(cal["coef"]), None
+    (version / "calibrator.json").write_text(json.dumps(cal))
+    _rehash(version)
+
+
+def _loosen_thresholds(version: Path) -> None:
+    manifest = json.loads((version / "manifest.json").read_text())
+    manifest["gate"]["epsilon_harm_bound"] = 1.0
+    manifest["gate"]["delta_loss_threshold"] = 1e12
+    (version / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.fixture
+def signed_v1(tmp_path: Path, repo_root: Path) -> tuple[Path, Path, Path]:
+    from amv_calib.artifacts import keygen, sign_artifact
+
+    version = tmp_path / "models" / "amv-guard" / "v1"
+    shutil.copytree(repo_root / "models" / "amv-guard" / "v1", version)
+    private, public = keygen(tmp_path / "keys")
+    sign_artifact(version, private)
+    return version, private, public
+
+
+def test_signed_artifact_is_accepted_under_its_key(signed_v1: tuple[Path, Path, Path]) -> None:
+    from amv_calib.gate import Gate
+
+    version, _, public = signed_v1
+    gate = Gate.from_artifact(version, trusted_keys=[public], strict=True)
+    assert gate.refusal is None and gate.artifact_version == "v1"
+    assert gate.probabilities(_claim_action())[0] > 0.9
+    assert gate.evaluate(_claim_action()).regime == "ABSTAIN"
+
+
+@pytest.mark.parametrize("tamper", [_neutralise_calibrator, _loosen_thresholds],
+                         ids=["calibrator-rehashed", "thresholds"])
+def test_tampered_artifact_fails_open_without_keys_and_closed_with_them(
+        signed_v1: tuple[Path, Path, Path], tamper: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from amv_calib.gate import Gate
+
+    version, _, public = signed_v1
+    if tamper is _loosen_thresholds:
+        _neutralise_calibrator(version)  # the edited thresholds ride on a doctored p too
+    tamper(version)
+    if tamper is _loosen_thresholds:
+        _rehash(version)
+    # The attack as found: with nothing to authenticate the manifest, the gate PROCEEDs at
+    # theta = 1e6 on a claim whose true violation probability is above 0.9.
+    assert Gate.from_artifact(version).evaluate(_claim_action()).regime == "PROCEED"
+    # Now: under a trusted key (argument or environment) it refuses and ABSTAINs, saying why.
+    for gate in (Gate.from_artifact(version, trusted_keys=[public]),
+                 _with_env(monkeypatch, public, lambda: Gate.from_artifact(version))):
+        d = gate.evaluate(_claim_action())
+        assert d.regime == "ABSTAIN"
+        assert "artifact refused" in d.reason and "signature does not verify" in d.reason
+
+
+def _with_env(monkeypatch: pytest.MonkeyPatch, key: Path, build: Any) -> Any:
+    monkeypatch.setenv("AMV_CALIB_TRUSTED_KEYS", str(key))
+    try:
+        return build()
+    finally:
+        monkeypatch.delenv("AMV_CALIB_TRUSTED_KEYS")
+
+
+def test_unsigned_artifact_is_refused_under_a_trusted_key(
+        signed_v1: tuple[Path, Path, Path]) -> None:
+    from amv_calib.gate import Gate
+
+    version, _, public = signed_v1
+    (version / "model.sig").unlink()
+    d = Gate.from_artifact(version, trusted_keys=[public]).evaluate(_claim_action())
+    assert d.regime == "ABSTAIN" and "unsigned" in d.reason
+
+
+def test_cli_gate_with_trusted_key_abstains_on_a_tampered_artifact(
+        signed_v1: tuple[Path, Path, Path], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from amv_calib.cli import main
+
+    version, _, public = signed_v1
+    _neutralise_calibrator(version)
+    action = tmp_path / "action.json"
+    action.write_text(json.dumps({"action": {
+        "action_id": "tx", "tool_name": "t", "impact_cost_theta": 1e6,
+        "abstention_cost_kappa": 4.0,
+        "premises": [{"id": "p", "claim": {"id": "iban", "source_trust_score": 0.05,
+                                            "model_confidence": 0.1, "recency_hours": 5000.0,
+                                            "contradiction_flag": True}}]}}))
+    assert main(["gate", "--action", str(action), "--artifact", str(version),
+                 "--trusted-key", str(public)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["regime"] == "ABSTAIN" and "signature does not verify" in out["reason"]
+    # a bare calibrator file cannot be vouched for under a trusted key
+    assert main(["gate", "--action", str(action), "--calibrator",
+                 str(version / "calibrator.json"), "--trusted-key", str(public)]) == 2
+
+
+# -- 6. the loader hangs or crashes instead of answering ABSTAIN ------------------------------
+_LOAD = textwrap.dedent("""
+    import json, sys
+    from amv_calib.gate import Gate
+    d = Gate.from_artifact(sys.argv[1]).evaluate(
+        __import__("test_threat_catalogue")._claim_action())
+    print(json.dumps({"regime": d.regime, "reason": d.reason}))
+""")
+
+
+def _load_in_child(ref: Path) -> dict[str, Any]:
+    """Load ``ref`` in a child process that must answer within 30 s (a hang fails)."""
+    done = subprocess.run([sys.executable, "-c", _LOAD, str(ref)], capture_output=True,
+                          text=True, timeout=30, cwd=Path(__file__).parent,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
+@pytest.fixture
+def v1(tmp_path: Path, repo_root: Path) -> Path:
+    version = tmp_path / "models" / "amv-guard" / "v1"
+    shutil.copytree(repo_root / "models" / "amv-guard" / "v1", version)
+    shutil.copy(repo_root / "models" / "amv-guard" / "aliases.json", version.parent)
+    return version
+
+
+@pytest.mark.parametrize("name", ["calibrator.json", "manifest.json"])
+def test_fifo_in_place_of_a_file_is_refused_not_waited_on(v1: Path, name: str) -> None:
+    (v1 / name).unlink()
+    os.mkfifo(v1 / name)
+    out = _load_in_child(v1)
+    assert out["regime"] == "ABSTAIN"
+    assert f"{name}: " in out["reason"] and "is a FIFO, not a regular file" in out["reason"]
+
+
+@pytest.mark.parametrize("name", ["manifest.json", "aliases.json"])
+def test_file_linked_to_dev_zero_is_refused_not_read(v1: Path, name: str) -> None:
+    path = v1 / name if name == "manifest.json" else v1.parent / name
+    path.unlink()
+    path.symlink_to("/dev/zero")
+    ref = v1 if name == "manifest.json" else Path(f"{v1.parent}@production")
+    out = _load_in_child(ref)
+    assert out["regime"] == "ABSTAIN"
+    assert f"{name}: " in out["reason"]
+    assert "is a link that leaves" in out["reason"]  # before it could be opened
+
+
+@pytest.mark.parametrize("n", [100, 100_000], ids=["parses-then-too-deep", "parser-recursion"])
+def test_deeply_nested_calibrator_with_correct_hashes_is_refused(v1: Path, n: int) -> None:
+    from amv_calib.gate import Gate
+
+    text = (v1 / "calibrator.json").read_text().rstrip().removesuffix("}")
+    (v1 / "calibrator.json").write_text(text + ', "note": ' + "[" * n + "0" + "]" * n + "}")
+    _rehash(v1)
+    d = Gate.from_artifact(v1).evaluate(_claim_action())
+    assert d.regime == "ABSTAIN" and "nested deeper than 32 levels" in d.reason
+
+
+def test_symlink_leaving_the_version_folder_is_refused(v1: Path, tmp_path: Path) -> None:
+    from amv_calib.gate import Gate
+
+    outside = tmp_path / "elsewhere.json"
+    shutil.move(v1 / "calibrator.json", outside)
+    (v1 / "calibrator.json").symlink_to(outside)  # same bytes, same sha256: only the place
+    d = Gate.from_artifact(v1).evaluate(_claim_action())
+    assert d.regime == "ABSTAIN" and "is a link that leaves" in d.reason

@@ -21,6 +21,7 @@ from amv_calib.artifacts._signing import (
     PUBLIC_KEY_FILE,
     keygen,
     sign_artifact,
+    signed_with,
 )
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "PUBLIC_KEY_FILE",
     "keygen",
     "sign_artifact",
+    "signed_with",
     "CLAIMS_FINGERPRINT_SCHEME",
     "DEFAULT_THRESHOLDS",
     "ExportResult",

@@ -28,13 +28,14 @@ import subprocess
 import tarfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 
+from amv_calib.artifacts._signing import sign_artifact
 from amv_calib.contract import (
     ALIASES_FILE,
     ARTIFACT_FORMAT,
@@ -44,6 +45,7 @@ from amv_calib.contract import (
     MANIFEST_FILE,
     REQUIRED_COLUMNS,
     SEED_CLAMP,
+    SIGNATURE_FILE,
     LoadedArtifact,
     PortableCalibrator,
     canonical_json_bytes,
@@ -486,6 +488,7 @@ def export_artifact(
     figures: Sequence[str | os.PathLike[str]] = (),
     joblib_model: Any = None,
     include_joblib: bool = True,
+    signing_key: str | os.PathLike[str] | None = None,
 ) -> ExportResult:
     """Write a new artifact version ``models_dir/name/vN`` and return where it landed.
 
@@ -516,6 +519,9 @@ def export_artifact(
         estimator given.
     include_joblib : bool, default True
         False leaves ``calibrator.joblib`` out.
+    signing_key : path, optional
+        A private key from ``amv-calib keygen``: the version is signed (``model.sig``)
+        before it appears under its final name, so it is never visible unsigned.
 
     Returns
     -------
@@ -583,7 +589,12 @@ def export_artifact(
         "metrics": _json_safe(merged_metrics, "metrics"),
     }
     root = (Path(models_dir) if models_dir is not None else default_models_dir()) / name
-    path, version, manifest = _write_version(root, payload, manifest_base)
+    if signing_key is not None and not Path(signing_key).is_file():
+        raise ConfigError(f"{signing_key}: signing key file does not exist")
+    key = None if signing_key is None else Path(signing_key)
+    path, version, manifest = _write_version(
+        root, payload, manifest_base,
+        sign=None if key is None else (lambda folder: sign_artifact(folder, key)))
     _log.info("exported %s %s to %s", name, version, path)
     return ExportResult(path=path, name=name, version=version, manifest=manifest)
 
@@ -604,7 +615,8 @@ def _sweep_stale_tmp(root: Path) -> None:
 
 
 def _write_version(
-    root: Path, payload: Mapping[str, bytes | Path], manifest_base: Mapping[str, Any]
+    root: Path, payload: Mapping[str, bytes | Path], manifest_base: Mapping[str, Any],
+    *, sign: Callable[[Path], object] | None = None,
 ) -> tuple[Path, str, dict[str, Any]]:
     root.mkdir(parents=True, exist_ok=True)
     _sweep_stale_tmp(root)
@@ -621,6 +633,8 @@ def _write_version(
             version = f"v{_next_number(root)}"
             manifest = {**manifest_base, "version": version, "files": digests}
             _write_bytes(tmp / MANIFEST_FILE, canonical_json_bytes(manifest))
+            if sign is not None:
+                sign(tmp)  # covers the manifest with this version's number
             _fsync_dir(tmp)
             target = root / version
             try:
@@ -785,16 +799,23 @@ def _summary(art: LoadedArtifact) -> dict[str, Any]:
         "training_data": m.get("training_data"),
         "metrics": m.get("metrics"),
         "files": art.files,
+        "signature": {
+            "file": SIGNATURE_FILE if (art.path / SIGNATURE_FILE).is_file() else None,
+            "verified_by": None if art.signed_by is None else str(art.signed_by),
+        },
     }
 
 
-def verify_artifact(path: str | os.PathLike[str]) -> dict[str, Any]:
+def verify_artifact(path: str | os.PathLike[str], *,
+                    trusted_keys: Sequence[str | os.PathLike[str]] | None = None
+                    ) -> dict[str, Any]:
     """Check an artifact as the gate would and return its manifest summary.
 
     ``path`` is any reference :func:`amv_calib.gate.load_artifact` takes (a version folder
-    or ``MODEL_DIR@ALIAS``). Raises :class:`~amv_calib.ArtifactError` when it is refused.
+    or ``MODEL_DIR@ALIAS``); with ``trusted_keys`` (or ``$AMV_CALIB_TRUSTED_KEYS``) its
+    signature must verify. Raises :class:`~amv_calib.ArtifactError` when it is refused.
     """
-    return _summary(load_artifact(path))
+    return _summary(load_artifact(path, trusted_keys=trusted_keys))
 
 
 def _epoch(created_utc: Any) -> int:
@@ -829,7 +850,8 @@ def bundle(
     art = load_artifact(mdir / version)
     target = Path(out) if out is not None else Path(f"{name}-{version}.tar.gz")
     mtime = _epoch(art.manifest.get("created_utc"))
-    rels = sorted([MANIFEST_FILE, *art.files])
+    signed = [SIGNATURE_FILE] if (art.path / SIGNATURE_FILE).is_file() else []
+    rels = sorted([MANIFEST_FILE, *art.files, *signed])
     dirs = sorted({str(Path(r).parent.as_posix()) for r in rels} - {"."})
     prefix = f"{name}/{version}"
     buf = io.BytesIO()

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Final
 
-from amv_calib.contract import SIGNATURE_FILE
+from amv_calib.contract import SIGNATURE_FILE, verify_signature
 from amv_calib.exceptions import ArtifactError, ConfigError
 
 #: File names ``keygen`` writes into its folder.
@@ -80,3 +80,27 @@ def sign_artifact(version_dir: str | os.PathLike[str], private_key: str | os.Pat
     except (ValueError, TypeError, OSError) as exc:
         raise ArtifactError(f"cannot sign {root} with {key}: {exc}") from exc
     return root / SIGNATURE_FILE
+
+
+def signed_with(version_dir: str | os.PathLike[str], private_key: str | os.PathLike[str],
+                *, password: str | None = None) -> bool:
+    """Whether the version carries a signature that ``private_key``'s public half verifies."""
+    import tempfile
+
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        key = serialization.load_pem_private_key(
+            Path(private_key).read_bytes(), None if password is None else password.encode())
+    except (OSError, ValueError, TypeError) as exc:
+        raise ArtifactError(f"{private_key}: cannot read the private key ({exc})") from exc
+    pem = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                        serialization.PublicFormat.SubjectPublicKeyInfo)
+    with tempfile.TemporaryDirectory() as tmp:
+        public = Path(tmp) / PUBLIC_KEY_FILE
+        public.write_bytes(pem)
+        try:
+            verify_signature(version_dir, [public])
+        except ArtifactError:
+            return False
+    return True

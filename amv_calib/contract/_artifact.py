@@ -26,14 +26,16 @@ import logging
 import math
 import os
 import re
-from collections.abc import Callable, Mapping
+import stat
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from amv_calib.contract._features import FeatureMap, PortableCalibrator, _check_format
+from amv_calib.contract._signature import SIGNATURE_FILE, verify_signature
 from amv_calib.exceptions import ArtifactError, PortableFormatError
-from amv_calib.settings import champion_reference, models_dir
+from amv_calib.settings import champion_reference, models_dir, trusted_keys
 
 ARTIFACT_FORMAT: Final = "amv-calib/artifact"
 ARTIFACT_FORMAT_VERSION: Final = 1
@@ -64,6 +66,10 @@ _SHA256_RE: Final = re.compile(r"[0-9a-f]{64}")
 _VERSION_RE: Final = re.compile(r"v[1-9][0-9]*")
 #: Larger JSON files are refused before parsing (an isotonic table of 10^5 knots is ~5 MB).
 _MAX_JSON_BYTES: Final = 64 * 1024 * 1024
+#: Larger listed files (figures, the joblib copy) are refused before hashing.
+_MAX_FILE_BYTES: Final = 1024 * 1024 * 1024
+#: Deeper JSON is refused (the format nests four levels; Python's parser would recurse).
+_MAX_JSON_DEPTH: Final = 32
 
 _log = logging.getLogger(__name__)
 
@@ -89,6 +95,11 @@ class LoadedArtifact:
         From the manifest.
     alias : str or None
         The alias the reference went through, if any.
+    files : dict
+        The manifest's ``files``: name -> sha256, every one checked.
+    signed_by : pathlib.Path or None
+        The trusted public key that verified ``model.sig``; None when no trusted key was
+        configured (a signature, if present, was then not checked).
     """
 
     path: Path
@@ -99,6 +110,7 @@ class LoadedArtifact:
     version: str
     alias: str | None = None
     files: dict[str, str] = field(default_factory=dict)
+    signed_by: Path | None = None
 
     @property
     def calibrator_sha256(self) -> str:
@@ -205,11 +217,31 @@ def _parse_json(raw: bytes, where: Path, *, allow_nan: bool = False) -> dict[str
         raise ArtifactError(
             f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
         ) from None
+    except RecursionError:
+        raise ArtifactError(f"{where}: JSON nested deeper than {_MAX_JSON_DEPTH} levels") \
+            from None
     except ValueError as exc:
         raise ArtifactError(f"{where}: not valid JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise ArtifactError(f"{where}: must hold a JSON object, got {type(obj).__name__}")
+    if _depth(obj) > _MAX_JSON_DEPTH:
+        raise ArtifactError(f"{where}: JSON nested deeper than {_MAX_JSON_DEPTH} levels")
     return obj
+
+
+def _depth(obj: Any) -> int:
+    """Nesting depth of parsed JSON, without recursion."""
+    deepest = 0
+    stack = [(obj, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest > _MAX_JSON_DEPTH:
+            break
+        children = node.values() if isinstance(node, dict) else node if isinstance(
+            node, list) else ()
+        stack.extend((c, level + 1) for c in children if isinstance(c, (dict, list)))
+    return deepest
 
 
 def _check_file_format(data: Mapping[str, Any], name: str, version: int, where: Path) -> None:
@@ -220,22 +252,70 @@ def _check_file_format(data: Mapping[str, Any], name: str, version: int, where: 
         raise ArtifactError(f"{where}: {exc}") from None
 
 
-def _read_bytes(path: Path, *, what: str, limit: int | None = _MAX_JSON_BYTES) -> bytes:
+def _open_regular(path: Path, what: str, inside: Path) -> tuple[int, int]:
+    """``(descriptor, size)`` of the regular file ``path``, which must lie in ``inside``.
+
+    Opened without blocking (a FIFO would hang an ordinary open) and checked with ``fstat``
+    before anything is read: a device, FIFO, socket or folder is refused, and so is a link
+    that leads out of ``inside``.
+    """
+    real, base = os.path.realpath(path), os.path.realpath(inside)
+    if os.path.commonpath([real, base]) != base:
+        raise ArtifactError(f"{path}: {what} is a link that leaves {inside} (to {real})")
     try:
-        if limit is not None and path.stat().st_size > limit:
-            raise ArtifactError(f"{path}: {what} is larger than {limit} bytes")
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise ArtifactError(f"{path}: {what} is missing") from None
-    except IsADirectoryError:
-        raise ArtifactError(f"{path}: {what} is a directory, not a file") from None
     except OSError as exc:
         raise ArtifactError(f"{path}: cannot read {what} ({exc.strerror})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO"
+                if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
+                or stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                else "a special file")
+        raise ArtifactError(f"{path}: {what} is {kind}, not a regular file")
+    return fd, st.st_size
 
 
-def _sha256_file(path: Path) -> str:
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
+def _read_bytes(path: Path, *, what: str, inside: Path,
+                limit: int = _MAX_JSON_BYTES) -> bytes:
+    """The bytes of a regular file in ``inside``, at most ``limit`` of them."""
+    fd, size = _open_regular(path, what, inside)
+    try:
+        if size > limit:
+            raise ArtifactError(f"{path}: {what} is larger than {limit} bytes")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise ArtifactError(f"{path}: cannot read {what} ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # grew after fstat
+        raise ArtifactError(f"{path}: {what} is larger than {limit} bytes")
+    return data
+
+
+def _sha256_file(path: Path, *, what: str, inside: Path) -> str:
+    """sha256 of a regular file in ``inside`` (at most ``_MAX_FILE_BYTES``)."""
+    fd, size = _open_regular(path, what, inside)
+    try:
+        if size > _MAX_FILE_BYTES:
+            raise ArtifactError(f"{path}: {what} is larger than {_MAX_FILE_BYTES} bytes")
+        h = hashlib.sha256()
+        left = _MAX_FILE_BYTES + 1
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            while left > 0 and (block := fh.read(min(1 << 20, left))):
+                h.update(block)
+                left -= len(block)
+    except OSError as exc:
+        raise ArtifactError(f"{path}: cannot read {what} ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    if left <= 0:
+        raise ArtifactError(f"{path}: {what} is larger than {_MAX_FILE_BYTES} bytes")
+    return h.hexdigest()
 
 
 # -- references and aliases ----------------------------------------------------------------
@@ -279,10 +359,10 @@ def read_aliases(model_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """
     mdir = Path(model_dir)
     path = mdir / ALIASES_FILE
-    if not path.exists():
+    if not os.path.lexists(path):
         return {"format": ALIASES_FORMAT, "format_version": ALIASES_FORMAT_VERSION,
                 "name": mdir.name, "aliases": {}}
-    data = _parse_json(_read_bytes(path, what="alias file"), path)
+    data = _parse_json(_read_bytes(path, what="alias file", inside=mdir), path)
     _check_file_format(data, ALIASES_FORMAT, ALIASES_FORMAT_VERSION, path)
     aliases = data.get("aliases")
     if not isinstance(aliases, dict):
@@ -377,7 +457,9 @@ def _folder_files(root: Path) -> set[str]:
     return out
 
 
-def load_artifact(ref: str | os.PathLike[str] | None = None) -> LoadedArtifact:
+def load_artifact(ref: str | os.PathLike[str] | None = None, *,
+                  trusted_keys: Sequence[str | os.PathLike[str]] | None = None,
+                  check_signature: bool = True) -> LoadedArtifact:
     """Load and verify one artifact version; never unpickles.
 
     Parameters
@@ -385,6 +467,14 @@ def load_artifact(ref: str | os.PathLike[str] | None = None) -> LoadedArtifact:
     ref : str or path-like, optional
         A version folder or ``MODEL_DIR@ALIAS`` (see the module docstring); ``None`` loads
         :func:`amv_calib.settings.champion_reference`.
+    trusted_keys : sequence of path-like, optional
+        Public keys (PEM) of whoever may sign artifacts. When some are given, or else
+        when ``$AMV_CALIB_TRUSTED_KEYS`` names some
+        (:func:`amv_calib.settings.trusted_keys`), the version must carry a ``model.sig``
+        that one of them verifies. An empty sequence falls back to the environment's.
+    check_signature : bool, default True
+        False skips the signature check (``amv-calib sign`` uses it to check a version's
+        structure before signing it); the gate never does.
 
     Returns
     -------
@@ -400,13 +490,19 @@ def load_artifact(ref: str | os.PathLike[str] | None = None) -> LoadedArtifact:
         the folder that the manifest does not list; ``calibrator.json`` not JSON or
         invalid (unknown transform or column, non-finite coefficient, non-monotone
         isotonic table, ...); a feature map or kind that differs between the two files;
-        invalid gate thresholds.
+        invalid gate thresholds; with trusted keys, a missing signature or one that no
+        trusted key verifies. Only regular files inside the version folder are read
+        (never a FIFO, a device or a link out of the folder), each within a size cap,
+        and JSON nested deeper than 32 levels is refused.
     """
     res = _resolve(ref)
+    keys = _trusted_keys_in_force(trusted_keys)
     manifest_path = res.path / MANIFEST_FILE
     manifest = _read_manifest(res, manifest_path)
     files = _listed_files(manifest["files"], manifest_path)
     raw_calibrator = _verify_files(res.path, files)
+    # after the structural checks, which only ever read regular files inside the folder
+    signed_by = verify_signature(res.path, keys) if keys and check_signature else None
     calibrator = _read_calibrator(raw_calibrator, res.path / CALIBRATOR_FILE, manifest,
                                   manifest_path)
     try:
@@ -422,13 +518,19 @@ def load_artifact(ref: str | os.PathLike[str] | None = None) -> LoadedArtifact:
         version=manifest["version"],
         alias=res.alias,
         files=files,
+        signed_by=signed_by,
     )
+
+
+def _trusted_keys_in_force(given: Sequence[str | os.PathLike[str]] | None) -> list[Path]:
+    """The keys given, else those of the environment (so a deployment's keys always hold)."""
+    return [Path(k) for k in given or ()] or trusted_keys()
 
 
 def _read_manifest(res: _Resolved, manifest_path: Path) -> dict[str, Any]:
     """``manifest.json`` of the resolved version: unchanged since its alias was promoted, of
     a known format, with the required keys, a name and a version matching the folder."""
-    raw_manifest = _read_bytes(manifest_path, what="manifest")
+    raw_manifest = _read_bytes(manifest_path, what="manifest", inside=res.path)
     if res.manifest_sha256 is not None:
         got = hashlib.sha256(raw_manifest).hexdigest()
         if got != res.manifest_sha256:
@@ -485,21 +587,19 @@ def _verify_files(root: Path, files: Mapping[str, str]) -> bytes:
         fpath = root / rel
         if rel == CALIBRATOR_FILE:
             # Hash and parse the same bytes, so the file cannot change in between.
-            raw_calibrator = _read_bytes(fpath, what="file listed in manifest.json")
+            raw_calibrator = _read_bytes(fpath, what="file listed in manifest.json",
+                                         inside=root)
             got = hashlib.sha256(raw_calibrator).hexdigest()
         else:
-            if not fpath.is_file():
+            if not os.path.lexists(fpath):
                 raise ArtifactError(f"{fpath}: listed in {MANIFEST_FILE} but missing")
-            try:
-                got = _sha256_file(fpath)
-            except OSError as exc:
-                raise ArtifactError(f"{fpath}: cannot read ({exc.strerror})") from None
+            got = _sha256_file(fpath, what=f"file listed in {MANIFEST_FILE}", inside=root)
         if got != files[rel]:
             raise ArtifactError(
                 f"{fpath}: sha256 mismatch (tampered or truncated): {MANIFEST_FILE} lists "
                 f"{files[rel]}, the file has {got}"
             )
-    extra = sorted(_folder_files(root) - set(files) - {MANIFEST_FILE})
+    extra = sorted(_folder_files(root) - set(files) - {MANIFEST_FILE, SIGNATURE_FILE})
     if extra:
         raise ArtifactError(
             f"{root / extra[0]}: not listed in {MANIFEST_FILE} (unlisted files: {extra}); "
@@ -555,6 +655,7 @@ def gate_from_artifact(
     ref: str | os.PathLike[str] | None = None,
     *,
     strict: bool = False,
+    trusted_keys: Sequence[str | os.PathLike[str]] | None = None,
     **overrides: Any,
 ) -> G:
     """Build a gate from an artifact; a refused artifact gives a gate that always abstains.
@@ -567,6 +668,9 @@ def gate_from_artifact(
         See :func:`load_artifact`.
     strict : bool, default False
         Re-raise :class:`~amv_calib.ArtifactError` instead of failing closed.
+    trusted_keys : sequence of path-like, optional
+        See :func:`load_artifact`: with trusted keys, an unsigned or wrongly signed
+        artifact is refused like a tampered one.
     **overrides
         Keyword arguments for ``cls`` that win over the artifact's (``mode``,
         ``decision_log``, a threshold, ...).
@@ -581,7 +685,7 @@ def gate_from_artifact(
         ABSTAIN with that reason.
     """
     try:
-        art = load_artifact(ref)
+        art = load_artifact(ref, trusted_keys=trusted_keys)
     except ArtifactError as exc:
         if strict:
             raise

@@ -165,16 +165,17 @@ def _export(ctx: StepContext) -> dict[str, Any]:
 
     import pandas as pd
 
-    from amv_calib.artifacts import export_artifact, list_versions, promote
+    from amv_calib.artifacts import export_artifact, list_versions, promote, signed_with
     from amv_calib.contract import read_aliases
 
     claims = pd.read_parquet(ctx.params["claims"]) if ctx.params["claims"] else None
     name, models_dir = ctx.params["model"], ctx.spec.models_dir
+    key = ctx.params["signing_key"]
 
     def export(where: Path) -> Any:
         return export_artifact(calibrator=ctx.params["calibrator"],
                                thresholds=ctx.params["thresholds"], name=name,
-                               models_dir=where, claims=claims)
+                               models_dir=where, claims=claims, signing_key=key)
 
     # Export into the step folder first: when an existing version holds the same content
     # (a re-run after an interruption, or `make demo` reproducing the shipped champion) it
@@ -183,6 +184,10 @@ def _export(ctx: StepContext) -> dict[str, Any]:
     same = _matching_version(candidate.manifest, name, models_dir,
                              list_versions(name, models_dir=models_dir))
     shutil.rmtree(ctx.out_dir / "candidate")
+    if same is not None and key is not None and not signed_with(models_dir / name / same, key):
+        log.info("[%s] %s %s holds this content but not this key's signature: a new signed "
+                 "version is exported", ctx.step.name, name, same)
+        same = None
     if same is not None:
         log.info("[%s] %s %s already holds this calibrator, thresholds and data: reused",
                  ctx.step.name, name, same)
@@ -290,6 +295,7 @@ STEP_KINDS: dict[str, StepKind] = {
         "claims": Param(kind=str, default=None, path=True),
         "model": Param(kind=str, default="amv-guard"),
         "alias": Param(kind=str, default="production"),
+        "signing_key": Param(kind=str, default=None, path=True),
     }),
     "register": StepKind(run=_register, params={
         "artifact": Param(kind=str, required=True, path=True),

@@ -72,3 +72,49 @@ def test_any_change_after_signing_is_refused(version: Path, keys: tuple[Path, Pa
         (version / "notes.txt").write_text("added later")
     with pytest.raises(ArtifactError, match="does not verify"):
         verify_signature(version, [public])
+
+
+def test_cli_recipe_keygen_export_signed_verify_and_gate(
+        tmp_path: Path, repo_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from amv_calib.cli import main
+
+    def run(*argv: str) -> dict[str, object]:
+        assert main(list(argv)) == 0
+        out: dict[str, object] = json.loads(capsys.readouterr().out)
+        return out
+
+    keys = run("keygen", "--out", str(tmp_path / "keys"))
+    private, public = str(keys["private_key"]), str(keys["public_key"])
+    models = tmp_path / "models"
+    v1 = repo_root / "models" / "amv-guard" / "v1"
+    exported = run("export", "--calibrator", str(v1 / "calibrator.json"), "--name", "g",
+                   "--models-dir", str(models), "--signing-key", private)
+    version = Path(str(exported["path"]))
+    summary = run("verify-artifact", str(version), "--trusted-key", public)
+    assert summary["signature"] == {"file": "model.sig", "verified_by": public}
+    # an unsigned version, signed afterwards with `amv-calib sign`
+    plain = run("export", "--calibrator", str(v1 / "calibrator.json"), "--name", "g",
+                "--models-dir", str(models))
+    assert main(["verify-artifact", str(plain["path"]), "--trusted-key", public]) == 1
+    assert "unsigned" in capsys.readouterr().err
+    run("sign", str(plain["path"]), "--key", private)
+    assert run("verify-artifact", str(plain["path"]), "--trusted-key", public)["signature"] \
+        == {"file": "model.sig", "verified_by": public}
+    # the bundle carries the signature, and the unpacked copy still verifies
+    bundle = run("bundle", "g", "v1", "--models-dir", str(models),
+                 "--out", str(tmp_path / "g.tar.gz"))
+    import tarfile
+
+    with tarfile.open(str(bundle["bundle"])) as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    assert verify_signature(tmp_path / "unpacked" / "g" / "v1", [Path(public)])
+
+
+def test_sign_refuses_a_broken_version(version: Path, keys: tuple[Path, Path],
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from amv_calib.cli import main
+
+    (version / "calibrator.json").write_text("{}")
+    assert main(["sign", str(version), "--key", str(keys[0])]) == 1
+    assert "sha256 mismatch" in capsys.readouterr().err
+    assert not (version / SIGNATURE_FILE).exists()

@@ -257,3 +257,39 @@ def test_killed_during_tuning_resumes_to_the_same_artifact(tmp_path: Path,
     gate_a = json.loads((a / "manifest.json").read_text())["gate"]
     gate_b = json.loads((b / "manifest.json").read_text())["gate"]
     assert gate_a == gate_b  # seeded per-trial sampling: a resumed study ends where one run does
+
+
+def test_export_step_signs_and_reuses_only_a_version_signed_by_its_key(
+        tmp_path: Path, repo_root: Path) -> None:
+    from amv_calib.artifacts import keygen
+    from amv_calib.contract import load_artifact
+
+    v1 = repo_root / "models" / "amv-guard" / "v1"
+    thresholds = _write(tmp_path / "thresholds.json",
+                        json.dumps(json.loads((v1 / "manifest.json").read_text())["gate"]))
+    first, _ = keygen(tmp_path / "k1")
+    second, second_pub = keygen(tmp_path / "k2")
+
+    def run(key: Path) -> dict[str, Any]:
+        toml = _write(tmp_path / "export.toml", f"""
+[pipeline]
+name = "export-only"
+workdir = "work"
+models_dir = "models"
+tracking = false
+
+[[steps]]
+name = "export"
+kind = "export"
+calibrator = "{v1 / 'calibrator.json'}"
+thresholds = "{thresholds}"
+signing_key = "{key}"
+""")
+        return run_pipeline(load_pipeline(toml), force=True).steps[0].outputs
+
+    a = run(first)
+    assert (a["version"], a["reused"]) == ("v1", False)
+    assert run(first)["reused"] is True  # same content, signed by the same key
+    b = run(second)  # same content, but not this key's signature: a new signed version
+    assert (b["version"], b["reused"]) == ("v2", False)
+    assert load_artifact(b["artifact"], trusted_keys=[second_pub]).signed_by == second_pub
