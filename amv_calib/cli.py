@@ -886,15 +886,22 @@ def _parsers_gate(subparsers: Any) -> None:
     _trusted_key_option(p)
 
 
-def _read_json(where: str) -> Any:
+def _read_json(where: str, flag: str = "--action") -> Any:
+    """The JSON object in file ``where`` (``-``: stdin), errors naming ``flag``."""
     try:
-        text = sys.stdin.read() if where == "-" else Path(where).read_text(encoding="utf-8")
+        raw = sys.stdin.buffer.read() if where == "-" else Path(where).read_bytes()
     except OSError as exc:
-        raise ConfigError(f"--action {where}: cannot read ({exc.strerror})") from None
+        raise ConfigError(f"{flag} {where}: cannot read ({exc.strerror})") from None
     try:
-        return json.loads(text)
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{flag} {where}: line {line}: not UTF-8 text ({exc.reason} at "
+                          f"byte {exc.start})") from None
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"--action {where}: not JSON ({exc})") from None
+        raise ConfigError(f"{flag} {where}: not JSON ({exc})") from None
+    except RecursionError:
+        raise ConfigError(f"{flag} {where}: JSON nested too deeply") from None
 
 
 def _run_gate(args: argparse.Namespace) -> int:
@@ -935,7 +942,7 @@ def _run_gate(args: argparse.Namespace) -> int:
                         "trusted keys are configured (--trusted-key or "
                         f"${TRUSTED_KEYS_ENV}): a bare --calibrator file carries no "
                         "signature; pass a signed --artifact instead")
-                cal_data = _read_json(args.calibrator)
+                cal_data = _read_json(args.calibrator, "--calibrator")
                 overrides["calibrator"] = PortableCalibrator.from_dict(cal_data)
             gate = Gate(**overrides)
         decision = gate.evaluate(action, verifiers)

@@ -18,6 +18,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from amv_calib.exceptions import DataContractError
@@ -359,3 +360,41 @@ def test_symlink_leaving_the_version_folder_is_refused(v1: Path, tmp_path: Path)
     (v1 / "calibrator.json").symlink_to(outside)  # same bytes, same sha256: only the place
     d = Gate.from_artifact(v1).evaluate(_claim_action())
     assert d.regime == "ABSTAIN" and "is a link that leaves" in d.reason
+
+
+# -- 8. crashes instead of clear errors (the gate's side; ingest's are with item 1) -----------
+@pytest.mark.parametrize("content,message", [
+    (b'{"action": {"action_id": "\xff\xfe"}}', r"line 1: not UTF-8 text"),
+    (b'{"action": {"action_id": "a", "tool_name": "t", "impact_cost_theta": '
+     + b"9" * 400 + b', "abstention_cost_kappa": 1, "premises": []}}',
+     r"impact_cost_theta=9{20}\.\.\.\(400 digits\) .* is too large for a float"),
+    (b"[" * 100_000 + b"]" * 100_000, r"JSON nested too deeply"),
+], ids=["bad-utf8", "400-digit-integer", "deep-nesting"])
+def test_gate_command_answers_bad_action_files_with_exit_2(
+        tmp_path: Path, content: bytes, message: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from amv_calib.cli import main
+
+    action = tmp_path / "action.json"
+    action.write_bytes(content)
+    assert main(["gate", "--action", str(action)]) == 2
+    err = capsys.readouterr().err
+    assert str(action) in err and re.search(message, err), err
+
+
+def test_served_model_answers_bad_requests_with_http_400() -> None:
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE, ErrorCode
+
+    from amv_calib.tracking import GateModel
+
+    model = GateModel()
+    model._gate = __import__("amv_calib.gate", fromlist=["Gate"]).Gate()
+    model._refusal, model._version = None, "v1"
+    big = ('{"action_id": "a", "tool_name": "t", "impact_cost_theta": ' + "9" * 400
+           + ', "abstention_cost_kappa": 1, "premises": []}')
+    for cell in (big, "[" * 100_000 + "]" * 100_000):
+        with pytest.raises(MlflowException) as err:
+            model.predict(None, pd.DataFrame({"action": [cell]}))  # type: ignore[arg-type]
+        assert err.value.error_code == ErrorCode.Name(INVALID_PARAMETER_VALUE)
+        assert err.value.get_http_status_code() == 400

@@ -44,7 +44,12 @@ def _number(value: Any, name: str, where: str) -> float:
     # numpy scalars pass; booleans, strings and None do not
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
         raise ValueError(f"{name}={value!r} {where} is not a number")
-    f = float(value)
+    try:
+        f = float(value)
+    except OverflowError:  # an integer beyond the doubles, e.g. 400 digits of JSON
+        text = str(value)
+        raise ValueError(f"{name}={text[:20]}...({len(text)} digits) {where} is too large "
+                         f"for a float") from None
     if not math.isfinite(f):
         raise ValueError(f"{name}={value!r} {where} is not finite")
     return f

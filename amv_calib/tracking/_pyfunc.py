@@ -205,6 +205,8 @@ def _json_cell(cell: Any, column: str, row: int) -> Any:
     except json.JSONDecodeError as exc:
         raise _bad_request(f"row {row}: {column!r} is not valid JSON ({exc.msg} at "
                            f"column {exc.colno})") from None
+    except RecursionError:
+        raise _bad_request(f"row {row}: {column!r} holds JSON nested too deeply") from None
 
 
 # -- what the logger needs ----------------------------------------------------------------
