@@ -78,7 +78,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from amv_calib.claims._times import MISSING_US, parse_timestamps
-from amv_calib.contract import CLAIM_FEATURES
+from amv_calib.contract import CLAIM_FEATURES, sigmoid
 from amv_calib.exceptions import DataContractError, MissingColumnsError
 from amv_calib.gate import (
     DecisionLogWarning,
@@ -1013,11 +1013,6 @@ def _sorted_unique(x: IntArray) -> IntArray:
     return v
 
 
-def _sigmoid(z: FloatArray) -> FloatArray:
-    with np.errstate(over="ignore"):
-        return cast(FloatArray, np.exp(-np.logaddexp(0.0, -z)))
-
-
 @dataclass(kw_only=True)
 class _Uses:
     """The uses of decision-log entries: one per (action, premise), the action's last entry."""
@@ -1392,7 +1387,7 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
 
     p_logged = u["p"].to_numpy()
     prior = np.where(np.isfinite(p_logged), np.clip(p_logged, 1e-6, 1 - 1e-6), 0.5)
-    q = _sigmoid(np.log(prior) - np.log1p(-prior) + np.where(np.isnan(llr), 0.0, llr))
+    q = sigmoid(np.log(prior) - np.log1p(-prior) + np.where(np.isnan(llr), 0.0, llr))
 
     # -- rows: one per outcome-labelled use, two (weights q, 1 - q) per verifier-labelled use --
     hi = np.flatnonzero(hard)
@@ -1563,7 +1558,7 @@ def fit_noisy_labels(
             delta = 0.0
             break
         p = np.clip(estimator.predict_proba(Xs)[:, 1], 1e-12, 1 - 1e-12)
-        q_new = _sigmoid(np.log(p) - np.log1p(-p) + llr)
+        q_new = sigmoid(np.log(p) - np.log1p(-p) + llr)
         delta = float(np.max(np.abs(q_new - q)))
         q = q_new
         if delta < tol:
