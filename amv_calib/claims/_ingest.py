@@ -1673,7 +1673,11 @@ def iter_claim_chunks(
 
 
 def load_claims(
-    source: Source, *, format: str | None = None, chunksize: int = DEFAULT_CHUNKSIZE
+    source: Source,
+    *,
+    format: str | None = None,
+    chunksize: int = DEFAULT_CHUNKSIZE,
+    on_reject: Literal["return", "raise"] = "return",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Read and validate a claim-outcome table.
 
@@ -1686,6 +1690,10 @@ def load_claims(
         Overrides the format read from the file ending.
     chunksize : int
         Rows validated at a time.
+    on_reject : {"return", "raise"}, default "return"
+        What a row that breaks the contract does: go to ``rejects``, or fail the whole read
+        with a :class:`DataContractError` naming the first such row and its reasons (for a
+        table that must be used whole, such as the training rows of a comparison).
 
     Returns
     -------
@@ -1701,8 +1709,11 @@ def load_claims(
     MissingColumnsError
         If a required column is absent (before any row is read).
     DataContractError
-        If the file cannot be read at all, or the format is unknown.
+        If the file cannot be read at all, or the format is unknown; with
+        ``on_reject="raise"``, if a row breaks the contract.
     """
+    if on_reject not in ("return", "raise"):
+        raise ValueError(f"on_reject={on_reject!r} must be 'return' or 'raise'")
     run = _start(source, format, chunksize)
     claims_parts: list[pa.Table] = []
     reject_parts: list[pa.Table] = []
@@ -1712,9 +1723,24 @@ def load_claims(
     claims_t = pa.concat_tables(claims_parts) if claims_parts else run.claims_schema.empty_table()
     rejects_t = (pa.concat_tables(reject_parts) if reject_parts
                  else run.rejects_schema.empty_table())
+    if on_reject == "raise" and rejects_t.num_rows:
+        raise _rejected(run, rejects_t)
     claims = claims_t.to_pandas().set_index("row")
     rejects = rejects_t.to_pandas()
     return claims, rejects
+
+
+def _rejected(run: _Run, rejects: pa.Table) -> DataContractError:
+    """The error for a table that had to be accepted whole: its first rejected row."""
+    first = int(pc.min(rejects["row"]).as_py())
+    at = pc.index(rejects["row"], first).as_py()
+    reason = rejects["reason"][at].as_py()
+    where = "the claims table" if run.input.startswith("<") else run.input
+    more = rejects.num_rows - 1
+    also = f"; {more} more row{'s' if more > 1 else ''} break{'' if more > 1 else 's'} it" \
+        if more else ""
+    return DataContractError(
+        f"row {first} of {where} (1-based) breaks the data contract: {reason}{also}")
 
 
 _LOW_CARDINALITY: Final = ("source", "tool_name", "family", "defaulted_features")
