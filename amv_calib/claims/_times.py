@@ -56,6 +56,9 @@ MISSING_US: Final = int(np.iinfo(np.int64).min)
 # the next stage), so acceptance never depends on them.
 _HAS_OFFSET: Final = r"(?i)(z|[+-][0-9]{2}(:?[0-9]{2})?)$"
 _DATE_LIKE: Final = r"^[0-9]{4}-"
+# A date of ISO-8601's expanded form with a year beyond 9999 or before 0 (pyarrow parses four
+# digits only): out of range, rather than not a date at all.
+_FAR_YEAR: Final = r"^(-[0-9]{4,}|\+?[0-9]{5,})-[0-9]{2}-[0-9]{2}([T ]|$)"
 
 #: Each problem besides missing and empty: mask attribute, reason key, reason.
 PROBLEMS: Final = (
@@ -284,6 +287,11 @@ def _text_to_timestamp(
     parsed_text = done & ~numberish
     out_of_range |= parsed_text & ((out < US_MIN) | (out > US_MAX))
     invalid = todo & ~done
+    if invalid.any():
+        far = invalid & _np_mask(pc.fill_null(pc.match_substring_regex(trimmed, _FAR_YEAR),
+                                              False))
+        out_of_range |= far
+        invalid &= ~far
     mask = ~done | nonfinite | out_of_range
     values = pc.cast(pa.array(out, type=pa.int64(), mask=mask), UTC_US)
     return values, empty, nonfinite, out_of_range, invalid
