@@ -496,19 +496,44 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
     return True
 
 
-def _parse_lines(block: bytes, first_line: int, st: LogReadStats, name: str,
+def _json_object(raw: bytes) -> dict[str, Any]:
+    """``raw`` as a JSON object; ValueError (UnicodeDecodeError) if it is anything else."""
+    obj = json.loads(raw)
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _parse_lines(data: bytes, first_line: int, st: LogReadStats, name: str,
                  on_corrupt: str) -> list[tuple[int, dict[str, Any]]]:
+    """The records of the lines of ``data``, numbered from ``first_line``.
+
+    Blank lines are counted; a line that is not a JSON object raises or is skipped as
+    ``on_corrupt`` says, except an unterminated last line (``data`` not ending in a newline),
+    which a writer was cut off in: that one is always skipped as torn.
+    """
+    lines = data.split(b"\n")
+    complete = data.endswith(b"\n")
+    if complete:
+        lines.pop()
     out: list[tuple[int, dict[str, Any]]] = []
-    for i, raw in enumerate(block.split(b"\n")[:-1]):
+    for i, raw in enumerate(lines):
         lineno = first_line + i
         if not raw.strip():
             st.blank += 1
             continue
         try:
-            obj = json.loads(raw)
-            if not isinstance(obj, dict):
-                raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+            obj = _json_object(raw)
         except (ValueError, UnicodeDecodeError) as exc:
+            if not complete and i == len(lines) - 1:
+                st.torn += 1
+                st.corrupt_lines.append(lineno)
+                warnings.warn(
+                    f"{name}: skipped torn last line {lineno} ({len(raw)} bytes without a "
+                    f"newline; a writer was interrupted)",
+                    DecisionLogWarning, stacklevel=5,
+                )
+                continue
             if on_corrupt == "raise":
                 raise DataContractError(
                     f"{name}: line {lineno} is not a JSON object ({exc}); a damaged or edited "
@@ -549,25 +574,11 @@ def _read_one_log(path: PathLike, file_idx: int, on_corrupt: str, columnar: bool
                     _python_records(recs, file_idx, acc)
             next_line += n
             st.lines += n
-    if carry:
+    if carry:  # the last line, without its newline
         st.lines += 1
-        if not carry.strip():
-            st.blank += 1
-        else:
-            try:
-                obj = json.loads(carry)
-                if not isinstance(obj, dict):
-                    raise ValueError("not a JSON object")
-            except (ValueError, UnicodeDecodeError):
-                st.torn += 1
-                st.corrupt_lines.append(next_line)
-                warnings.warn(
-                    f"{name}: skipped torn last line {next_line} ({len(carry)} bytes without a "
-                    f"newline; a writer was interrupted)",
-                    DecisionLogWarning, stacklevel=4,
-                )
-            else:
-                _python_records([(next_line, normalize_decision(obj))], file_idx, acc)
+        recs = _parse_lines(carry, next_line, st, name, on_corrupt)
+        if recs:
+            _python_records(recs, file_idx, acc)
     st.records = acc.n_records - records_before
     return st
 
@@ -671,9 +682,7 @@ def _read_jsonl_table(p: Path) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-            if not isinstance(obj, dict):
-                raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+            obj = _json_object(line)
         except (ValueError, UnicodeDecodeError) as exc:
             torn = i == len(lines) - 1
             bad.append((len(records) + 1, "torn last line" if torn
