@@ -140,8 +140,7 @@ def parse_timestamps(values: Any) -> ParsedTimestamps:
     source = arr
     nulls = _null_mask(arr)
     n = len(arr)
-    zeros = np.zeros(n, dtype=bool)
-    empty, nonfinite, out_of_range, invalid = zeros, zeros, zeros, zeros
+    empty, nonfinite, out_of_range, invalid = (np.zeros(n, dtype=bool) for _ in range(4))
     if pa.types.is_dictionary(arr.type):
         arr = (arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
                ).dictionary_decode()
@@ -185,10 +184,17 @@ def _epoch_to_us(x: FloatArray) -> tuple[IntArray, BoolArray]:
     return us, bad
 
 
-def _out_of_span(ints: IntArray, per_us: int) -> BoolArray:
-    """Where ``ints`` (counts of ``per_us`` microseconds) fall outside the years 1 to 9999."""
+def _outside_span(ints: Column, per_us: int) -> BoolArray:
+    """Where integer counts of ``per_us`` microseconds fall outside the years 1 to 9999."""
+    n = len(ints)
     lo, hi = -(-US_MIN // per_us), US_MAX // per_us
-    return (ints < lo) | (ints > hi)
+    if not n or ints.null_count == n:
+        return np.zeros(n, dtype=bool)
+    mm = pc.min_max(ints)
+    if lo <= mm["min"].as_py() and mm["max"].as_py() <= hi:  # the common case: one pass
+        return np.zeros(n, dtype=bool)
+    raw = np.asarray(pc.fill_null(ints, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    return ((raw < lo) | (raw > hi)) & ~_null_mask(ints)
 
 
 def _typed_to_us(arr: Column) -> tuple[Column, BoolArray]:
@@ -198,8 +204,7 @@ def _typed_to_us(arr: Column) -> tuple[Column, BoolArray]:
     instant is flagged rather than overflowing into some other year.
     """
     t = arr.type
-    n = len(arr)
-    out_of_range = np.zeros(n, dtype=bool)
+    out_of_range = np.zeros(len(arr), dtype=bool)
     if pa.types.is_date32(t):
         ints, per_us = pc.cast(arr, pa.int32()), 86_400_000_000
     elif pa.types.is_date64(t):
@@ -207,14 +212,10 @@ def _typed_to_us(arr: Column) -> tuple[Column, BoolArray]:
     else:
         ints = pc.cast(arr, pa.int64())
         per_us = {"s": 1_000_000, "ms": 1_000, "us": 1}.get(t.unit, 0)  # ns: 1677 to 2262
-    if per_us and n and ints.null_count < n:
-        lo, hi = -(-US_MIN // per_us), US_MAX // per_us
-        mm = pc.min_max(ints)
-        if mm["min"].as_py() < lo or mm["max"].as_py() > hi:
-            raw = np.asarray(pc.fill_null(ints, 0).to_numpy(zero_copy_only=False), np.int64)
-            out_of_range = _out_of_span(raw, per_us) & ~_null_mask(arr)
-            keep = pa.array(~out_of_range)
-            arr = pc.if_else(keep, arr, pa.scalar(None, type=t))
+    if per_us:
+        out_of_range = _outside_span(ints, per_us)
+        if out_of_range.any():
+            arr = pc.if_else(pa.array(~out_of_range), arr, pa.scalar(None, type=t))
     if pa.types.is_date(t):
         arr = pc.cast(arr, pa.timestamp("us"))
     unit = arr.type.unit
@@ -228,17 +229,17 @@ def _text_to_timestamp(
 ) -> tuple[pa.Array, BoolArray, BoolArray, BoolArray, BoolArray]:
     """Text -> (values, empty, nonfinite, out_of_range, invalid)."""
     n = len(s)
-    zeros = np.zeros(n, dtype=bool)
     # Fast paths: a whole column of one kind.
     for typ in (UTC_US, pa.timestamp("us")):
         try:
             values = pc.cast(pc.cast(s, typ), UTC_US)
         except pa.ArrowInvalid:
             continue
-        out_of_range = _outside(values)
+        out_of_range = _outside_span(pc.cast(values, pa.int64()), 1)
         if out_of_range.any():  # year 0 parses as ISO-8601
             values = pc.if_else(pa.array(~out_of_range), values, pa.scalar(None, UTC_US))
-        return values, zeros, zeros, out_of_range, zeros.copy()
+        nothing = np.zeros(n, dtype=bool)
+        return values, nothing, nothing.copy(), out_of_range, nothing.copy()
     # Per value: epoch number, else ISO-8601 with offset, else without (read as UTC);
     # microsecond precision first, nanosecond strings after.
     trimmed = pc.utf8_trim_whitespace(s)
@@ -295,16 +296,3 @@ def _text_to_timestamp(
     mask = ~done | nonfinite | out_of_range
     values = pc.cast(pa.array(out, type=pa.int64(), mask=mask), UTC_US)
     return values, empty, nonfinite, out_of_range, invalid
-
-
-def _outside(values: Column) -> BoolArray:
-    """Where ``timestamp[us]`` values fall outside the years 1 to 9999 (nulls: False)."""
-    n = len(values)
-    ints = pc.cast(values, pa.int64())
-    if not n or ints.null_count == n:
-        return np.zeros(n, dtype=bool)
-    mm = pc.min_max(ints)
-    if US_MIN <= mm["min"].as_py() and mm["max"].as_py() <= US_MAX:
-        return np.zeros(n, dtype=bool)
-    raw = np.asarray(pc.fill_null(ints, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
-    return _out_of_span(raw, 1) & ~_null_mask(values)

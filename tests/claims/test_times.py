@@ -112,6 +112,15 @@ def test_typed_timestamps_outside_the_years_are_flagged_not_wrapped(unit: str) -
     assert got.us()[:2].tolist() == [lo * per, hi * per]
 
 
+def test_chunked_typed_input_as_the_fast_csv_pass_gives_it() -> None:
+    chunked = pa.chunked_array([pa.array([0, 10**15], type=pa.timestamp("s")),
+                                pa.array([None, 5], type=pa.timestamp("s"))])
+    got = parse_timestamps(chunked)
+    assert got.out_of_range.tolist() == [False, True, False, False]
+    assert got.missing.tolist() == [False, False, True, False]
+    assert got.us(fill=-1).tolist() == [0, -1, -1, 5_000_000]
+
+
 def test_typed_dates_and_zones() -> None:
     dates = pa.array([datetime(1, 1, 1).date(), datetime(9999, 12, 31).date(), None])
     got = parse_timestamps(dates)
