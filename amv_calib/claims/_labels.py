@@ -187,7 +187,7 @@ class _Acc:
         base = self.n_records
         t_us = parse_timestamps(times).us(_NAT)
         for i in np.flatnonzero(t_us == _NAT).tolist():
-            raw = times[i].as_py() if isinstance(times, pa.Array) else times[i]
+            raw = times[i].as_py() if isinstance(times, (pa.Array, pa.ChunkedArray)) else times[i]
             if raw is not None:
                 self.bad_times[base + i] = raw
         r = self.rec
