@@ -124,6 +124,19 @@ def _is_na(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA
 
 
+def _zoned_datetimes(s: pd.Series) -> pa.Array:
+    """A zoned datetime Series as Arrow timestamps in its zone, as pyarrow converts it.
+
+    pyarrow's own conversion reads ``Series.values``, which pandas 3.1 deprecates for zoned
+    data (a warning per column); the UTC wall times with the zone attached are the same array.
+    """
+    unit = s.dt.unit
+    utc = s.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy()
+    zone = pa.lib.tzinfo_to_string(s.dt.tz)
+    return pa.array(utc, type=pa.timestamp(unit), from_pandas=True).cast(
+        pa.timestamp(unit, tz=zone))
+
+
 def _arrow_column(values: Any) -> Column:
     """``values`` (an Arrow array, a pandas Series, a numpy array or a sequence) as Arrow.
 
@@ -132,6 +145,8 @@ def _arrow_column(values: Any) -> Column:
     """
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         return values
+    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.DatetimeTZDtype):
+        return _zoned_datetimes(values)
     try:
         return pa.array(values, from_pandas=True)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):

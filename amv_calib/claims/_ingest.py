@@ -886,11 +886,17 @@ def _open_jsonl(path: Path, chunksize: int) -> _Reader:
 
 
 def _frame_table(frame: pd.DataFrame) -> pa.Table:
+    def by_column() -> pa.Table:
+        return pa.Table.from_arrays(
+            [_arrow_column(frame.iloc[:, i]) for i in range(frame.shape[1])],
+            names=[str(c) for c in frame.columns])
+
+    if any(isinstance(t, pd.DatetimeTZDtype) for t in frame.dtypes):
+        return by_column()  # zoned datetimes: see _zoned_datetimes
     try:
         return pa.Table.from_pandas(frame, preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.Table.from_arrays([_arrow_column(frame[name]) for name in frame.columns],
-                                    names=[str(c) for c in frame.columns])
+        return by_column()
 
 
 def _open_table(table: pa.Table, chunksize: int) -> _Reader:

@@ -6,6 +6,7 @@ Expected instants come from independent computations: pandas parsing the ISO tex
 
 from __future__ import annotations
 
+import warnings
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,24 @@ def test_typed_dates_and_zones() -> None:
     assert parse_timestamps(paris).us()[0] == _us(datetime(2026, 1, 1, tzinfo=UTC))
     naive = pd.Series(pd.to_datetime(["2300-01-01T00:00:00"]).as_unit("us"))
     assert parse_timestamps(naive).us()[0] == _us(datetime(2300, 1, 1, tzinfo=UTC))
+
+
+def test_zoned_frames_convert_as_pyarrow_does_without_deprecation_warnings() -> None:
+    stamps = pd.Series(pd.to_datetime(["2026-01-01T01:00:00", None, "2300-06-01T12:00:00"],
+                                      format="ISO8601")).dt.tz_localize("Europe/Paris")
+    frame = pd.DataFrame({**{k: [v] * 3 for k, v in {
+        "claim_id": "c", "recency_hours": 1.0, "source_trust_score": 0.5,
+        "model_confidence": 0.5, "contradiction_flag": True, "violated": False}.items()},
+        "timestamp": stamps})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        got = parse_timestamps(stamps)
+        claims, rejects = load_claims(frame)
+    assert got.us()[[0, 2]].tolist() == [_us(datetime(2026, 1, 1, tzinfo=UTC)),
+                                         _us(datetime(2300, 6, 1, 10, tzinfo=UTC))]
+    assert claims["timestamp"].tolist() == [pd.Timestamp("2026-01-01", tz="UTC"),
+                                            pd.Timestamp("2300-06-01T10:00:00", tz="UTC")]
+    assert rejects["reason"].tolist() == ["timestamp is missing"]
 
 
 def test_mixed_python_values() -> None:
