@@ -70,7 +70,7 @@ DEFAULT_THRESHOLDS: Final[Mapping[str, Any]] = {
 }
 
 #: Name of the byte layout hashed by :func:`claims_fingerprint` (see ``models/README.md``).
-CLAIMS_FINGERPRINT_SCHEME: Final = "amv-calib/claims-sha256-v1"
+CLAIMS_FINGERPRINT_SCHEME: Final = "amv-calib/claims-sha256-v2"
 
 JOBLIB_FILE: Final = "calibrator.joblib"
 #: Files a compare DIR holds that an export copies into the artifact, when present.
@@ -217,63 +217,38 @@ def list_versions(name: str, *, models_dir: str | os.PathLike[str] | None = None
 
 
 # -- training-data fingerprint -------------------------------------------------------------
-def _read_claims(path: Path) -> Any:
-    # The ingest stage's reader, so a file fingerprints like the table ingest accepted from it.
+def _claims_table(claims: Any) -> Any:
+    """The claims as the ingest stage's validator types them.
+
+    A file: its accepted rows (rejects are logged and left out, as ``amv-calib ingest``
+    would). A table: every row, or a :class:`DataContractError` naming the first that breaks
+    the contract (a fingerprint of silently fewer rows would misdescribe the training data).
+    """
+    import pandas as pd
+
     from amv_calib.claims import load_claims
 
-    if not path.exists():
-        raise ConfigError(f"{path}: claims file does not exist")
-    claims, rejects = load_claims(path)
-    if len(rejects):
-        _log.info("%s: %d rejected rows left out of the fingerprint", path, len(rejects))
-    return claims
+    if isinstance(claims, (str, os.PathLike)):
+        path = Path(claims)
+        if not path.exists():
+            raise ConfigError(f"{path}: claims file does not exist")
+        table, rejects = load_claims(path)
+        if len(rejects):
+            _log.info("%s: %d rejected rows left out of the fingerprint", path, len(rejects))
+        return table
+    if not isinstance(claims, pd.DataFrame):
+        raise ConfigError(f"claims must be a DataFrame or a path, got {type(claims).__name__}")
+    present = {canonical_name(str(c)) for c in claims.columns}
+    missing = [c for c in REQUIRED_COLUMNS if c not in present]
+    if missing:
+        raise DataContractError(f"claims lack columns {missing}")
+    table, _ = load_claims(claims, on_reject="raise")
+    return table
 
 
-def _bool_column(col: Any, name: str) -> Any:
-    import pandas as pd
-
-    if pd.api.types.is_bool_dtype(col):
-        return col.to_numpy(dtype=bool)
-    if pd.api.types.is_numeric_dtype(col):
-        arr = col.to_numpy(dtype=np.float64)
-        bad = ~np.isin(arr, (0.0, 1.0))
-    else:
-        text = col.astype(str).str.strip().str.lower()
-        arr = text.map({"true": 1.0, "false": 0.0, "1": 1.0, "0": 0.0}).to_numpy(
-            dtype=np.float64, na_value=np.nan
-        )
-        bad = np.isnan(arr)
-    if bad.any():
-        row = int(np.argmax(bad))
-        raise DataContractError(
-            f"claims column {name!r} row {row}: {col.iloc[row]!r} is not a boolean"
-        )
-    return arr == 1.0
-
-
-def _timestamps_ns(col: Any) -> Any:
-    import pandas as pd
-
-    try:
-        if pd.api.types.is_datetime64_any_dtype(col):
-            ts = pd.to_datetime(col, utc=True)
-        elif pd.api.types.is_numeric_dtype(col):
-            ts = pd.to_datetime(col.astype("float64"), unit="s", utc=True)
-        else:
-            ts = pd.to_datetime(col, utc=True, format="ISO8601")
-    except (ValueError, TypeError) as exc:
-        raise DataContractError(f"claims column 'timestamp': cannot parse ({exc})") from None
-    if ts.isna().any():
-        row = int(np.argmax(ts.isna().to_numpy()))
-        raise DataContractError(f"claims column 'timestamp' row {row}: missing timestamp")
-    naive = ts.dt.tz_convert("UTC").dt.tz_localize(None)
-    return naive.to_numpy(dtype="datetime64[ns]").view("int64")
-
-
-def _iso_ns(ns: int) -> str:
-    sec, frac = divmod(int(ns), 1_000_000_000)
-    stamp = dt.datetime.fromtimestamp(sec, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{stamp}.{frac:09d}Z".replace(".000000000Z", "Z")
+def _iso_us(us: int) -> str:
+    """UTC microseconds as ISO-8601 with six fraction digits and ``Z`` (years 1 to 9999)."""
+    return f"{np.datetime_as_string(np.datetime64(us, 'us'), unit='us')}Z"
 
 
 def claims_fingerprint(claims: Any) -> dict[str, Any]:
@@ -283,50 +258,44 @@ def claims_fingerprint(claims: Any) -> dict[str, Any]:
     ----------
     claims : pandas.DataFrame or path
         A claims table (canonical or seed camelCase column names), or a ``.csv``,
-        ``.parquet`` or ``.jsonl`` file holding one, read with
-        :func:`amv_calib.claims._ingest.load_claims` (its accepted rows are fingerprinted).
+        ``.parquet`` or ``.jsonl`` file holding one. Both are read with
+        :func:`amv_calib.claims.load_claims`: a file's accepted rows are fingerprinted, while
+        a table must meet the data contract on every row.
 
     Returns
     -------
     dict
         ``{"scheme", "sha256", "rows", "label_rate", "time_min", "time_max"}``. The hash
         covers the columns :data:`~amv_calib.contract.REQUIRED_COLUMNS` in that order, rows in
-        the order given, in the byte layout documented in ``models/README.md``; other
-        columns do not enter it.
-    """
-    import pandas as pd
+        the order given, in the byte layout documented in ``models/README.md`` (timestamps
+        as int64 microseconds, so any year from 1 to 9999); other columns do not enter it.
+        ``time_min`` and ``time_max`` are ISO-8601 UTC with microseconds.
 
-    frame = _read_claims(Path(claims)) if isinstance(claims, (str, os.PathLike)) else claims
-    if not isinstance(frame, pd.DataFrame):
-        raise ConfigError(f"claims must be a DataFrame or a path, got {type(claims).__name__}")
-    renames = {c: canonical_name(str(c)) for c in frame.columns}
-    frame = frame.rename(columns={c: n for c, n in renames.items() if n and n != c})
-    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
-    if missing:
-        raise DataContractError(f"claims lack columns {missing}")
-    n = len(frame)
+    Raises
+    ------
+    DataContractError
+        A table lacks a required column, or a row of it breaks the data contract (the
+        message names the row, the field, the value and the reason).
+    """
+    table = _claims_table(claims)
+    n = len(table)
     h = hashlib.sha256()
     h.update(f"{CLAIMS_FINGERPRINT_SCHEME}\nrows={n}\n".encode())
-    ids = [str(v).encode("utf-8") for v in frame["claim_id"].tolist()]
+    ids = [str(v).encode("utf-8") for v in table["claim_id"].tolist()]
     h.update(b"claim_id\n")
     h.update(np.fromiter((len(b) for b in ids), dtype="<u8", count=n).tobytes())
     h.update(b"".join(ids))
-    ts = _timestamps_ns(frame["timestamp"])
+    ts = table["timestamp"].dt.tz_convert(None).to_numpy(dtype="datetime64[us]").view(np.int64)
     h.update(b"timestamp\n")
     h.update(ts.astype("<i8").tobytes())
     for col in CLAIM_FEATURES:
         h.update(f"{col}\n".encode())
         if col == "contradiction_flag":
-            h.update(_bool_column(frame[col], col).astype("u1").tobytes())
+            h.update(table[col].to_numpy(dtype=bool).astype("u1").tobytes())
         else:
-            try:
-                arr = frame[col].to_numpy(dtype=np.float64)
-            except (ValueError, TypeError) as exc:
-                raise DataContractError(f"claims column {col!r} is not numeric ({exc})") \
-                    from None
             # +0.0 turns -0.0 into 0.0, so equal numbers hash equally.
-            h.update((arr + 0.0).astype("<f8").tobytes())
-    violated = _bool_column(frame["violated"], "violated")
+            h.update((table[col].to_numpy(dtype=np.float64) + 0.0).astype("<f8").tobytes())
+    violated = table["violated"].to_numpy(dtype=bool)
     h.update(b"violated\n")
     h.update(violated.astype("u1").tobytes())
     return {
@@ -334,8 +303,8 @@ def claims_fingerprint(claims: Any) -> dict[str, Any]:
         "sha256": h.hexdigest(),
         "rows": n,
         "label_rate": float(violated.mean()) if n else None,
-        "time_min": _iso_ns(int(ts.min())) if n else None,
-        "time_max": _iso_ns(int(ts.max())) if n else None,
+        "time_min": _iso_us(int(ts.min())) if n else None,
+        "time_max": _iso_us(int(ts.max())) if n else None,
     }
 
 

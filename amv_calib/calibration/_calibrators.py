@@ -129,10 +129,6 @@ def _claim_matrix(X: Any) -> tuple[Any, Any]:
     return arr, groups
 
 
-def _sigmoid(z: FloatArray) -> FloatArray:
-    return cast(FloatArray, np.exp(-np.logaddexp(0.0, -z)))
-
-
 def _fit_logistic(
     F: FloatArray,
     y01: FloatArray,

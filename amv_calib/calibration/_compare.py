@@ -44,7 +44,7 @@ from amv_calib.calibration._calibrators import (
     PlattCalibrator,
     SeedPriorCalibrator,
 )
-from amv_calib.contract import CLAIM_FEATURES
+from amv_calib.contract import CLAIM_FEATURES, canonical_name
 from amv_calib.exceptions import DataContractError, InsufficientDataError, MissingColumnsError
 from amv_calib.settings import CALIBRATOR_NAMES, DEFAULT_CALIBRATORS, DEFAULT_SEED
 
@@ -198,61 +198,58 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 # -- input ------------------------------------------------------------------------------------
-def _timestamps(col: pd.Series[Any]) -> FloatArray:
-    """Timestamps as epoch seconds (datetime, ISO-8601 text or numbers)."""
-    import pandas as pd
+def _claims_table(claims: pd.DataFrame, split: str, sample_weight: str | None
+                  ) -> tuple[pd.DataFrame, FloatArray]:
+    """The claims typed by the ingest's validator, and the row weights.
 
-    if pd.api.types.is_datetime64_any_dtype(col.dtype):
-        ts = pd.to_datetime(col, utc=True)
-    elif pd.api.types.is_numeric_dtype(col.dtype):
-        out = col.to_numpy(dtype=np.float64)
-        bad = ~np.isfinite(out)
-        if np.any(bad):
-            i = int(np.argmax(bad))
-            raise DataContractError(f"timestamp of row {i} is {col.iloc[i]!r}, not a time")
-        return out
-    else:
-        try:
-            ts = pd.to_datetime(col, utc=True, format="ISO8601")
-        except (ValueError, TypeError) as exc:
-            raise DataContractError(f"timestamp column is not ISO-8601 text: {exc}") from exc
-    if ts.isna().any():
-        i = int(np.argmax(ts.isna().to_numpy()))
-        raise DataContractError(f"timestamp of row {i} is missing")
-    seconds = (ts - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)
-    return np.asarray(seconds, dtype=np.float64)
+    Every row must meet the data contract (a row that does not is an error naming it: a
+    comparison never drops rows silently). The weight column may lie outside the contract;
+    it is read from ``claims`` as given.
+    """
+    from amv_calib.claims import load_claims
 
-
-def _labels(col: pd.Series[Any]) -> FloatArray:
-    vals = col.to_numpy()
-    try:
-        y = np.asarray(vals, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise DataContractError(f"violated must be bool or 0/1: {exc}") from exc
-    bad = ~((y == 0.0) | (y == 1.0))
+    present = {canonical_name(str(c)) or str(c) for c in claims.columns}
+    missing = [c for c in ("claim_id", "violated", *CLAIM_FEATURES, "timestamp")
+               if c not in present]
+    if sample_weight is not None and sample_weight not in claims.columns:
+        missing.append(sample_weight)
+    if missing:
+        raise MissingColumnsError(
+            f"claims lack column(s) {missing}"
+            + (" (every split needs timestamp: it keys a claim's uses)"
+               if split != "time" and "timestamp" in missing else ""))
+    table, _ = load_claims(claims, on_reject="raise")
+    if sample_weight is None:
+        return table, np.ones(len(table))
+    source = table if sample_weight in table.columns else claims
+    w = source[sample_weight].to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(w) | (w < 0)
     if np.any(bad):
         i = int(np.argmax(bad))
-        raise DataContractError(f"violated of row {i} is {vals[i]!r}; expected bool or 0/1")
-    return y
+        raise DataContractError(f"{sample_weight} of row {i + 1} (1-based) is {float(w[i])!r}; "
+                                "must be a number >= 0")
+    return table, w
 
 
-def _features(claims: pd.DataFrame) -> pd.DataFrame:
+def _features(table: pd.DataFrame) -> pd.DataFrame:
+    """The four features as float64 and the claim ids as integer codes (cheap to group by)."""
     import pandas as pd
 
-    cols = {}
-    for c in CLAIM_FEATURES:
-        try:
-            v = claims[c].to_numpy(dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise DataContractError(f"{c} is not numeric: {exc}") from exc
-        bad = ~np.isfinite(v)
-        if np.any(bad):
-            i = int(np.argmax(bad))
-            raise DataContractError(f"{c} of row {i} is {claims[c].iloc[i]!r}, not finite")
-        cols[c] = v
-    # Integer codes stand for the claim ids inside the comparison (cheap to group by).
-    cols["claim_id"] = pd.factorize(claims["claim_id"].astype(str))[0].astype(np.int64)
+    cols = {c: table[c].to_numpy(dtype=np.float64) for c in CLAIM_FEATURES}
+    cols["claim_id"] = pd.factorize(table["claim_id"].astype(str))[0].astype(np.int64)
     return pd.DataFrame(cols)
+
+
+def _epoch_seconds(col: pd.Series[Any]) -> FloatArray:
+    """Times as epoch seconds, by the data contract's rule; an error names a bad one."""
+    from amv_calib.claims import parse_timestamps
+
+    t = parse_timestamps(col)
+    bad = t.bad
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        raise DataContractError(f"row {i + 1} (1-based): {t.reason(i)}")
+    return t.us() / 1e6
 
 
 # -- folds ------------------------------------------------------------------------------------
@@ -285,7 +282,7 @@ def make_folds(
         for k, (_, test) in enumerate(GroupKFold(n_splits=folds).split(dummy, groups=codes)):
             out[test] = k
         return out
-    ts = _timestamps(claims["timestamp"])
+    ts = _epoch_seconds(claims["timestamp"])
     first = np.full(n_claims, np.inf)
     np.minimum.at(first, codes, ts)
     order = np.lexsort((np.asarray(uniques, dtype=str), first))
@@ -385,8 +382,10 @@ def compare_calibrators(
     Parameters
     ----------
     claims : pandas.DataFrame
-        Claim outcomes with ``claim_id``, ``violated``, the four claim features and (for
-        ``split="time"``) ``timestamp``; ``p_true`` adds the oracle rows.
+        Claim outcomes in the data contract (``claim_id``, ``timestamp``, the four claim
+        features, ``violated``; camelCase aliases accepted), validated by
+        :func:`amv_calib.claims.load_claims`: a row that breaks the contract is a
+        :class:`DataContractError` naming it, never dropped. ``p_true`` adds the oracle rows.
     calibrators : mapping or sequence, optional
         ``{name: estimator}``, or estimators and/or names of
         :data:`~amv_calib.settings.CALIBRATOR_NAMES`;
@@ -411,152 +410,50 @@ def compare_calibrators(
 
     Raises
     ------
-    MissingColumnsError, DataContractError, InsufficientDataError
+    MissingColumnsError
+        A contract column or the weight column is absent.
+    DataContractError
+        A row breaks the data contract (the message names the row, the field, the value
+        and the reason), or a weight is negative or not a number.
+    InsufficientDataError
+        Too few rows, claims or outcomes for the folds, or a constant feature.
     """
     import pandas as pd
-
-    from amv_calib.calibration._metrics import (
-        METRICS,
-        bootstrap_counts,
-        bootstrap_metrics,
-        reliability_curve,
-    )
 
     if scoring not in ("log_loss", "brier") or tie_break not in ("log_loss", "brier"):
         raise ValueError(
             f"scoring={scoring!r} and tie_break={tie_break!r} must be proper scoring rules: "
             "'log_loss' or 'brier' (ECE is never used to choose)"
         )
-    need = ["claim_id", "violated", *CLAIM_FEATURES] + (["timestamp"] if split == "time" else [])
-    missing = [c for c in need if c not in claims.columns]
-    if sample_weight is not None and sample_weight not in claims.columns:
-        missing.append(sample_weight)
-    if missing:
-        raise MissingColumnsError(f"claims lack column(s) {missing}")
+    table, w = _claims_table(claims, split, sample_weight)
     cals = _resolve_calibrators(calibrators)
-    y = _labels(claims["violated"])
-    n = y.size
-    if isinstance(folds, (int, np.integer)) and not isinstance(folds, bool) and n < folds:
-        raise InsufficientDataError(f"{n} rows are fewer than folds={folds}")
-    if n and y.min() == y.max():
-        raise InsufficientDataError(
-            f"all {n} rows have violated={'True' if y[0] == 1 else 'False'}; "
-            "a calibrator needs both outcomes"
-        )
-    X = _features(claims)
-    for c in CLAIM_FEATURES:
-        col = X[c].to_numpy()
-        if n and col.min() == col.max() and not allow_constant_features:
-            raise InsufficientDataError(
-                f"feature {c} is constant ({float(col[0])!r}) over all {n} rows: no calibrator can "
-                "learn its effect (pass allow_constant_features=True, or "
-                "--allow-constant-features, to compare anyway)"
-            )
-    if sample_weight is None:
-        w = np.ones(n)
-    else:
-        w = claims[sample_weight].to_numpy(dtype=np.float64)
-        if np.any(~np.isfinite(w) | (w < 0)):
-            i = int(np.argmax(~np.isfinite(w) | (w < 0)))
-            raise DataContractError(f"{sample_weight} of row {i} is {w[i]!r}; must be >= 0")
-    fold = make_folds(claims, folds=folds, split=split)
+    y = table["violated"].to_numpy(dtype=np.float64)
+    X = _features(table)
+    _check_enough_data(y, X, folds, allow_constant_features)
+    fold = make_folds(table, folds=folds, split=split)
     _check_fold_labels(y, fold, folds, split)
-    ts = _timestamps(claims["timestamp"]) if "timestamp" in claims.columns else None
-
-    oof = {name: np.full(n, np.nan) for name in cals}
-    fit_seconds = dict.fromkeys(cals, 0.0)
-    per_fold: list[dict[str, Any]] = []
-    fold_rows: list[dict[str, Any]] = []
-    from sklearn.base import clone
-
-    for k in range(folds):
-        test = fold == k
-        train = ~test
-        t0 = time.perf_counter()
-        Xtr, Xte = X[train], X[test]
-        for name, est in cals.items():
-            t = time.perf_counter()
-            fitted = clone(est).fit(Xtr, y[train], sample_weight=w[train])
-            fit_seconds[name] += time.perf_counter() - t
-            oof[name][test] = fitted.predict_proba(Xte)[:, 1]
-            per_fold.append({"calibrator": name, "fold": k,
-                             **_metric_values(y[test], oof[name][test], w[test])})
-        info: dict[str, Any] = {
-            "fold": k,
-            "n_train": int(train.sum()),
-            "n_test": int(test.sum()),
-            "n_test_claims": int(X.loc[test, "claim_id"].nunique()),
-        }
-        if split == "time" and ts is not None:
-            info["test_first_timestamp"] = float(ts[test].min())
-            info["test_last_timestamp"] = float(ts[test].max())
-        fold_rows.append(info)
-        _log.info(
-            "fold %d/%d: %d training rows, %d test rows, %.1f s",
-            k + 1, folds, info["n_train"], info["n_test"], time.perf_counter() - t0,
-        )
+    cv = _cross_validate(cals, X, y, w, fold, folds,
+                         _epoch_seconds(table["timestamp"]) if split == "time" else None)
 
     # Pooled out-of-fold metrics with intervals from shared resamples.
     t = time.perf_counter()
-    names = list(cals)
-    preds: dict[str, FloatArray] = dict(oof)
-    oracle_p = _oracle(claims)
+    preds: dict[str, FloatArray] = dict(cv.oof)
+    oracle_p = _oracle(table)
     if oracle_p is not None:
         preds["oracle"] = oracle_p
-    metric_fns = {m: METRICS[m] for m in METRIC_NAMES}
-    rows: list[dict[str, Any]] = []
-    sorted_rows: dict[str, tuple[FloatArray, FloatArray, FloatArray]] = {}
-    for name, p in preds.items():
-        # Sorted once by p, the rows serve the bootstrap and both reliability curves.
-        order = np.argsort(p, kind="stable")
-        sorted_rows[name] = (y[order], p[order], w[order])
-    for name in preds:
-        ys, ps, ws = sorted_rows[name]
-        ints = bootstrap_metrics(metric_fns, ys, ps, ws, n_boot=n_boot, seed=seed,
-                                 alpha=alpha)
-        row: dict[str, Any] = {"name": name}
-        for m in METRIC_NAMES:
-            row[m] = ints[m].estimate
-            row[f"{m}_low"] = ints[m].low
-            row[f"{m}_high"] = ints[m].high
-        rows.append(row)
+    sorted_rows = {name: _sorted_by_p(y, p, w) for name, p in preds.items()}
+    rows = [_interval_row(name, *sorted_rows[name], n_boot=n_boot, seed=seed, alpha=alpha)
+            for name in preds]
     if oracle_p is not None:
-        ll_oracle = _row_log_loss(y, oracle_p)
-        base = rows[-1]["log_loss"]
-        for row in rows:
-            d = _row_log_loss(y, preds[row["name"]]) - ll_oracle
-            est_, lo, hi = _paired_mean(d, w, n_boot, seed, alpha, bootstrap_counts)
-            row["excess_log_loss"] = est_
-            row["excess_log_loss_low"] = lo
-            row["excess_log_loss_high"] = hi
-            row["excess_log_loss_rel"] = est_ / base if base > 0 else math.nan
+        _add_excess_log_loss(rows, preds, y, w, n_boot=n_boot, seed=seed, alpha=alpha)
     boot_seconds = time.perf_counter() - t
 
-    champion = _choose(rows[: len(names)], scoring, tie_break)
+    champion = _choose(rows[: len(cals)], scoring, tie_break)
     for row in rows:
         row["champion"] = row["name"] == champion
-    table = pd.DataFrame(rows)
-
-    rel = []
-    for name in names:
-        for strategy in ("uniform", "quantile"):
-            ys, ps, ws = sorted_rows[name]
-            rc = reliability_curve(ys, ps, ws, n_bins=n_bins, strategy=strategy, alpha=alpha)
-            rc.insert(0, "strategy", strategy)
-            rc.insert(0, "calibrator", name)
-            rel.append(rc)
-    reliability = pd.concat(rel, ignore_index=True)
-
-    estimators: dict[str, Any] = {}
-    if refit:
-        for name, est in cals.items():
-            t = time.perf_counter()
-            estimators[name] = clone(est).fit(X, y, sample_weight=w)
-            fit_seconds[name] += time.perf_counter() - t
-        _log.info("refitted %d calibrators on all %d rows", len(cals), n)
-
+    estimators = _refit(cals, X, y, w, cv.fit_seconds) if refit else {}
     config = {
-        "n_rows": int(n),
+        "n_rows": int(y.size),
         "n_claims": int(X["claim_id"].nunique()),
         "violation_rate": float(np.average(y, weights=w)),
         "folds": int(folds),
@@ -574,16 +471,160 @@ def compare_calibrators(
     }
     return ComparisonResult(
         champion=champion,
-        table=table,
-        per_fold=pd.DataFrame(per_fold),
-        folds=pd.DataFrame(fold_rows),
-        reliability=reliability,
-        oof=oof,
+        table=pd.DataFrame(rows),
+        per_fold=pd.DataFrame(cv.per_fold),
+        folds=pd.DataFrame(cv.fold_rows),
+        reliability=_reliability_bins(cals, sorted_rows, n_bins=n_bins, alpha=alpha),
+        oof=cv.oof,
         y=y,
         estimators=estimators,
         config=config,
-        timings={**{f"fit_{k}": v for k, v in fit_seconds.items()}, "bootstrap": boot_seconds},
+        timings={**{f"fit_{k}": v for k, v in cv.fit_seconds.items()},
+                 "bootstrap": boot_seconds},
     )
+
+
+def _check_enough_data(y: FloatArray, X: pd.DataFrame, folds: int,
+                       allow_constant_features: bool) -> None:
+    """Rows for the folds, both outcomes, and no constant feature (unless allowed)."""
+    n = y.size
+    if isinstance(folds, (int, np.integer)) and not isinstance(folds, bool) and n < folds:
+        raise InsufficientDataError(f"{n} rows are fewer than folds={folds}")
+    if n and y.min() == y.max():
+        raise InsufficientDataError(
+            f"all {n} rows have violated={'True' if y[0] == 1 else 'False'}; "
+            "a calibrator needs both outcomes"
+        )
+    for c in CLAIM_FEATURES:
+        col = X[c].to_numpy()
+        if n and col.min() == col.max() and not allow_constant_features:
+            raise InsufficientDataError(
+                f"feature {c} is constant ({float(col[0])!r}) over all {n} rows: no calibrator can "
+                "learn its effect (pass allow_constant_features=True, or "
+                "--allow-constant-features, to compare anyway)"
+            )
+
+
+@dataclass(kw_only=True)
+class _CrossValidation:
+    oof: dict[str, FloatArray]  # out-of-fold P(violated) per calibrator, input row order
+    per_fold: list[dict[str, Any]]
+    fold_rows: list[dict[str, Any]]
+    fit_seconds: dict[str, float]
+
+
+def _cross_validate(cals: Mapping[str, Any], X: pd.DataFrame, y: FloatArray, w: FloatArray,
+                    fold: NDArray[np.intp], folds: int, ts: FloatArray | None
+                    ) -> _CrossValidation:
+    """Fit every calibrator on each fold's training rows and predict its test rows.
+
+    ``ts``: epoch seconds of the rows, for a time split's first and last test time.
+    """
+    from sklearn.base import clone
+
+    cv = _CrossValidation(oof={name: np.full(y.size, np.nan) for name in cals},
+                          per_fold=[], fold_rows=[], fit_seconds=dict.fromkeys(cals, 0.0))
+    for k in range(folds):
+        test = fold == k
+        train = ~test
+        t0 = time.perf_counter()
+        Xtr, Xte = X[train], X[test]
+        for name, est in cals.items():
+            t = time.perf_counter()
+            fitted = clone(est).fit(Xtr, y[train], sample_weight=w[train])
+            cv.fit_seconds[name] += time.perf_counter() - t
+            cv.oof[name][test] = fitted.predict_proba(Xte)[:, 1]
+            cv.per_fold.append({"calibrator": name, "fold": k,
+                                **_metric_values(y[test], cv.oof[name][test], w[test])})
+        info: dict[str, Any] = {
+            "fold": k,
+            "n_train": int(train.sum()),
+            "n_test": int(test.sum()),
+            "n_test_claims": int(X.loc[test, "claim_id"].nunique()),
+        }
+        if ts is not None:
+            info["test_first_timestamp"] = float(ts[test].min())
+            info["test_last_timestamp"] = float(ts[test].max())
+        cv.fold_rows.append(info)
+        _log.info(
+            "fold %d/%d: %d training rows, %d test rows, %.1f s",
+            k + 1, folds, info["n_train"], info["n_test"], time.perf_counter() - t0,
+        )
+    return cv
+
+
+def _sorted_by_p(y: FloatArray, p: FloatArray, w: FloatArray
+                 ) -> tuple[FloatArray, FloatArray, FloatArray]:
+    # Sorted once by p, the rows serve the bootstrap and both reliability curves.
+    order = np.argsort(p, kind="stable")
+    return y[order], p[order], w[order]
+
+
+def _interval_row(name: str, ys: FloatArray, ps: FloatArray, ws: FloatArray, *,
+                  n_boot: int, seed: int, alpha: float) -> dict[str, Any]:
+    """``name``, each metric and its bootstrap bounds (rows sorted by ``ps``)."""
+    from amv_calib.calibration._metrics import METRICS, bootstrap_metrics
+
+    ints = bootstrap_metrics({m: METRICS[m] for m in METRIC_NAMES}, ys, ps, ws, n_boot=n_boot,
+                             seed=seed, alpha=alpha)
+    row: dict[str, Any] = {"name": name}
+    for m in METRIC_NAMES:
+        row[m] = ints[m].estimate
+        row[f"{m}_low"] = ints[m].low
+        row[f"{m}_high"] = ints[m].high
+    return row
+
+
+def _add_excess_log_loss(rows: list[dict[str, Any]], preds: Mapping[str, FloatArray],
+                         y: FloatArray, w: FloatArray, *, n_boot: int, seed: int,
+                         alpha: float) -> None:
+    """Each row's log loss above the oracle's (the last row), with a paired interval."""
+    from amv_calib.calibration._metrics import bootstrap_counts
+
+    ll_oracle = _row_log_loss(y, preds["oracle"])
+    base = rows[-1]["log_loss"]
+    for row in rows:
+        d = _row_log_loss(y, preds[row["name"]]) - ll_oracle
+        est_, lo, hi = _paired_mean(d, w, n_boot, seed, alpha, bootstrap_counts)
+        row["excess_log_loss"] = est_
+        row["excess_log_loss_low"] = lo
+        row["excess_log_loss_high"] = hi
+        row["excess_log_loss_rel"] = est_ / base if base > 0 else math.nan
+
+
+def _reliability_bins(
+    cals: Mapping[str, Any],
+    sorted_rows: Mapping[str, tuple[FloatArray, FloatArray, FloatArray]],
+    *, n_bins: int, alpha: float,
+) -> pd.DataFrame:
+    """Equal-width and equal-mass reliability bins of each calibrator's predictions."""
+    import pandas as pd
+
+    from amv_calib.calibration._metrics import reliability_curve
+
+    rel = []
+    for name in cals:
+        for strategy in ("uniform", "quantile"):
+            ys, ps, ws = sorted_rows[name]
+            rc = reliability_curve(ys, ps, ws, n_bins=n_bins, strategy=strategy, alpha=alpha)
+            rc.insert(0, "strategy", strategy)
+            rc.insert(0, "calibrator", name)
+            rel.append(rc)
+    return pd.concat(rel, ignore_index=True)
+
+
+def _refit(cals: Mapping[str, Any], X: pd.DataFrame, y: FloatArray, w: FloatArray,
+           fit_seconds: dict[str, float]) -> dict[str, Any]:
+    """Every calibrator refitted on all rows (for export); adds to ``fit_seconds``."""
+    from sklearn.base import clone
+
+    estimators: dict[str, Any] = {}
+    for name, est in cals.items():
+        t = time.perf_counter()
+        estimators[name] = clone(est).fit(X, y, sample_weight=w)
+        fit_seconds[name] += time.perf_counter() - t
+    _log.info("refitted %d calibrators on all %d rows", len(cals), y.size)
+    return estimators
 
 
 def _describe(est: Any) -> str:

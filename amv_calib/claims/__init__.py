@@ -1,8 +1,9 @@
 """Logs and tables -> validated claim outcomes.
 
 Ingest of CSV, Parquet and JSONL claim tables (every row accepted or rejected with a reason),
-the decision-log x outcome join (``label``), memory-store adapters (mem0, Graphiti) and the
-synthetic worlds used by the demo and the tests.
+the one timestamp rule every stage reads times by (``parse_timestamps``), the decision-log x
+outcome join (``label``), memory-store adapters (mem0, Graphiti) and the synthetic worlds used
+by the demo and the tests.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from amv_calib.claims._synth import (
     write_claims,
     write_episodes,
 )
+from amv_calib.claims._times import ParsedTimestamps, parse_timestamps
 
 __all__ = [
     "ADAPTER_UNJOINED_REASONS",
@@ -73,6 +75,7 @@ __all__ = [
     "JoinReport",
     "LogEntries",
     "NoisyLabelFit",
+    "ParsedTimestamps",
     "SoftLabels",
     "detect_format",
     "family_probability",
@@ -89,6 +92,7 @@ __all__ = [
     "load_uses_table",
     "mem0_adapter",
     "mem0_history_to_claims",
+    "parse_timestamps",
     "read_uses",
     "synth_claims",
     "synth_episodes",

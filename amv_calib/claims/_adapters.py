@@ -73,6 +73,7 @@ from amv_calib.claims._labels import (
     _id_series,
     _read_table,
     _resolve,
+    _time_reasons,
     _time_series,
     _us_to_datetime,
     read_uses,
@@ -412,8 +413,8 @@ def load_uses_table(source: _Source) -> pd.DataFrame:
     detail = np.full(n, "", dtype=object)
     detail[out["claim_id"].isna().to_numpy()] = "claim_id missing"
     raw_t = col("time").tolist()
-    for i in np.flatnonzero((t == _NAT) & (detail == "")):
-        detail[i] = f"time={raw_t[i]!r} is not ISO-8601 or epoch seconds"
+    where = np.flatnonzero((t == _NAT) & (detail == ""))
+    detail[where] = _time_reasons("time", [raw_t[i] for i in where.tolist()])
     for name in CLAIM_FEATURES:
         vals = col(name).tolist()
         if name == "contradiction_flag":

@@ -38,6 +38,22 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
+from amv_calib.claims._arrow import (
+    _NUMBER_LIKE,
+    BoolArray,
+    IntArray,
+    _arrow_column,
+    _cast_subset,
+    _is_number_type,
+    _is_stringish,
+    _np_mask,
+    _null_mask,
+    _string_view,
+    _text_of,
+)
+from amv_calib.claims._times import PROBLEMS as TIMESTAMP_PROBLEMS
+from amv_calib.claims._times import UTC_US as _UTC_US
+from amv_calib.claims._times import parse_timestamps
 from amv_calib.contract import ALIASES, OPTIONAL_COLUMNS, REQUIRED_COLUMNS
 from amv_calib.exceptions import AmvCalibError, DataContractError, MissingColumnsError
 
@@ -52,27 +68,11 @@ DEFAULT_CHUNKSIZE: Final = 250_000
 #: Progress is logged (INFO) each time this many more rows have been read.
 _PROGRESS_EVERY: Final = 1_000_000
 
-BoolArray: TypeAlias = NDArray[np.bool_]
-IntArray: TypeAlias = NDArray[np.int64]
-FloatArray: TypeAlias = NDArray[np.float64]
 Source: TypeAlias = "str | os.PathLike[str] | pd.DataFrame | pa.Table | Iterable[Any]"
 
 _TRUE: Final = ("true", "t", "yes", "y", "1")
 _FALSE: Final = ("false", "f", "no", "n", "0")
 _BOOL_HINT: Final = "true/false, yes/no, t/f, 1/0"
-
-# Generous pre-filters: a superset of what pyarrow's parsers accept, so they only save work
-# and never change which values are accepted (tests check the superset property).
-_NUMBER_LIKE: Final = r"(?i)^[+-]?(nan|inf(inity)?|[0-9.]+([eE][+-]?[0-9]*)?)$"
-_HAS_OFFSET: Final = r"(?i)(z|[+-][0-9]{2}(:?[0-9]{2})?)$"
-_DATE_LIKE: Final = r"^[0-9]{4}-"
-
-_UTC_US: Final = pa.timestamp("us", tz="UTC")
-# Epoch numbers at or above this magnitude are milliseconds (JavaScript's Date.now()).
-_EPOCH_MS_FROM: Final = 1e11
-# datetime64[us] comfortably holds years 1..9999; beyond that a timestamp is surely an error.
-_EPOCH_MIN_S: Final = -62_135_596_800.0
-_EPOCH_MAX_S: Final = 253_402_300_799.0
 
 _Kind = Literal["id", "timestamp", "float", "bool", "str"]
 
@@ -886,22 +886,17 @@ def _open_jsonl(path: Path, chunksize: int) -> _Reader:
 
 
 def _frame_table(frame: pd.DataFrame) -> pa.Table:
+    def by_column() -> pa.Table:
+        return pa.Table.from_arrays(
+            [_arrow_column(frame.iloc[:, i]) for i in range(frame.shape[1])],
+            names=[str(c) for c in frame.columns])
+
+    if any(isinstance(t, pd.DatetimeTZDtype) for t in frame.dtypes):
+        return by_column()  # zoned datetimes: see _zoned_datetimes
     try:
         return pa.Table.from_pandas(frame, preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
-        arrays = []
-        for name in frame.columns:
-            try:
-                arrays.append(pa.array(frame[name], from_pandas=True))
-            except (pa.ArrowInvalid, pa.ArrowTypeError):
-                arrays.append(pa.array(
-                    [None if _is_na(v) else str(v) for v in frame[name]], type=pa.string()
-                ))
-        return pa.Table.from_arrays(arrays, names=[str(c) for c in frame.columns])
-
-
-def _is_na(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA
+        return by_column()
 
 
 def _open_table(table: pa.Table, chunksize: int) -> _Reader:
@@ -1049,85 +1044,6 @@ class _Problem:
 class _Parsed:
     values: pa.Array  # output type; null where missing or bad
     problems: list[_Problem]
-
-
-def _np_mask(arr: pa.Array) -> BoolArray:
-    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
-
-
-def _null_mask(arr: pa.Array) -> BoolArray:
-    if arr.null_count == 0:
-        return np.zeros(len(arr), dtype=bool)
-    return _np_mask(arr.is_null())
-
-
-def _cast_each(arr: pa.Array, typ: pa.DataType) -> tuple[pa.Array, BoolArray]:
-    """Cast elementwise; values pyarrow cannot cast become null and are flagged.
-
-    Splits the array in halves on failure, so the cost grows with the number of bad values,
-    and a value is accepted exactly when pyarrow accepts it on its own.
-    """
-    try:
-        return pc.cast(arr, typ), np.zeros(len(arr), dtype=bool)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
-    n = len(arr)
-    if n == 1:
-        return pa.nulls(1, typ), np.ones(1, dtype=bool)
-    mid = n // 2
-    a, fa = _cast_each(arr.slice(0, mid), typ)
-    b, fb = _cast_each(arr.slice(mid), typ)
-    return pa.concat_arrays([a, b]), np.concatenate([fa, fb])
-
-
-def _cast_subset(
-    arr: pa.Array, take: BoolArray, typ: pa.DataType
-) -> tuple[pa.Array, BoolArray]:
-    """Cast ``arr[take]`` elementwise; returns full-length values (null elsewhere) and the
-    rows of ``take`` that failed."""
-    n = len(arr)
-    failed = np.zeros(n, dtype=bool)
-    idx = np.flatnonzero(take)
-    if len(idx) == n:
-        values, bad = _cast_each(arr, typ)
-        return values, bad
-    out = pa.nulls(n, typ)
-    if len(idx) == 0:
-        return out, failed
-    values, bad = _cast_each(arr.take(pa.array(idx)), typ)
-    failed[idx[bad]] = True
-    # Scatter back: build with numpy where possible.
-    full_idx = np.full(n, -1, dtype=np.int64)
-    full_idx[idx] = np.arange(len(idx), dtype=np.int64)
-    out = values.take(pa.array(full_idx, mask=full_idx < 0))
-    return out, failed
-
-
-def _string_view(arr: pa.Array) -> pa.Array:
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
-    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
-        return arr
-    if pa.types.is_string_view(arr.type):
-        return pc.cast(arr, pa.large_string())
-    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
-        return pc.binary_join(pc.cast(arr, pa.list_(pa.string())), ",")
-    if pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type):
-        return _cast_subset(arr, np.ones(len(arr), dtype=bool), pa.string())[0]
-    if pa.types.is_null(arr.type):
-        return pa.nulls(len(arr), pa.string())
-    return pc.cast(arr, pa.string())
-
-
-def _is_stringish(arr: pa.Array) -> bool:
-    t = arr.type
-    return bool(pa.types.is_string(t) or pa.types.is_large_string(t)
-                or pa.types.is_string_view(t) or pa.types.is_dictionary(t)
-                or pa.types.is_binary(t) or pa.types.is_large_binary(t))
-
-
-def _is_number_type(t: pa.DataType) -> bool:
-    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t))
 
 
 def _empty_mask(s: pa.Array, nulls: BoolArray) -> BoolArray:
@@ -1283,119 +1199,17 @@ def _bool_problems(col: str, nulls: BoolArray, empty: BoolArray, spec: _Spec,
     return problems
 
 
-def _epoch_to_us(x: FloatArray) -> tuple[IntArray, BoolArray]:
-    """Epoch seconds (milliseconds from 1e11 on) -> microseconds; flags out-of-range values."""
-    with np.errstate(invalid="ignore"):
-        seconds = np.where(np.abs(x) >= _EPOCH_MS_FROM, x / 1000.0, x)
-        bad = ~((seconds >= _EPOCH_MIN_S) & (seconds <= _EPOCH_MAX_S))
-    us = np.where(bad, 0.0, np.round(seconds * 1e6)).astype(np.int64)
-    return us, bad
-
-
 def _parse_timestamp(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
-    nulls = _null_mask(arr)
-    n = len(arr)
-    empty = np.zeros(n, dtype=bool)
-    nonfinite = np.zeros(n, dtype=bool)
-    out_of_range = np.zeros(n, dtype=bool)
-    invalid = np.zeros(n, dtype=bool)
-    t = arr.type
-    if pa.types.is_dictionary(t):
-        arr = arr.dictionary_decode()
-        t = arr.type
-    if pa.types.is_timestamp(t) or pa.types.is_date(t):
-        if pa.types.is_date(t):
-            arr = pc.cast(arr, pa.timestamp("us"))
-        # A timestamp without a zone is read as UTC (the cast only attaches the zone).
-        values = pc.cast(pc.cast(arr, pa.timestamp(arr.type.unit, tz="UTC")), _UTC_US, safe=False)
-    elif _is_number_type(t):
-        x = np.asarray(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False))
-        with np.errstate(invalid="ignore"):
-            nonfinite = ~nulls & ~np.isfinite(x)
-        us, rng = _epoch_to_us(x)
-        out_of_range = rng & ~nulls & ~nonfinite
-        values = pa.array(us, type=pa.int64(), mask=nulls | nonfinite | out_of_range)
-        values = pc.cast(values, _UTC_US)
-    elif _is_stringish(arr):
-        values, empty, nonfinite, out_of_range, invalid = _text_to_timestamp(
-            _string_view(arr), nulls
-        )
-    else:
-        values = pa.nulls(n, _UTC_US)
-        invalid = ~nulls
-    problems = _missing_problems(col, nulls, empty)
-    problems += [
-        _Problem(key=f"{col} not ISO-8601 or epoch seconds", mask=invalid,
-                 message=lambda t: f"{col}={t!r} is not ISO-8601 or epoch seconds"),
-        _Problem(key=f"{col} not finite", mask=nonfinite,
-                 message=lambda t: f"{col}={t} is not finite"),
-        _Problem(key=f"{col} out of range", mask=out_of_range,
-                 message=lambda t: f"{col}={t} is out of range (years 1 to 9999)"),
-    ]
-    return _Parsed(values=values, problems=problems)
+    t = parse_timestamps(arr)
+    problems = _missing_problems(col, t.missing, t.empty)
+    for attr, key, message in TIMESTAMP_PROBLEMS:
+        problems.append(_Problem(key=f"{col} {key}", mask=getattr(t, attr),
+                                 message=_reason(message, col)))
+    return _Parsed(values=t.values, problems=problems)
 
 
-def _text_to_timestamp(
-    s: pa.Array, nulls: BoolArray
-) -> tuple[pa.Array, BoolArray, BoolArray, BoolArray, BoolArray]:
-    n = len(s)
-    zeros = np.zeros(n, dtype=bool)
-    # Fast paths: a whole column of one kind.
-    for typ in (_UTC_US, pa.timestamp("us")):
-        try:
-            values = pc.cast(s, typ)
-        except pa.ArrowInvalid:
-            continue
-        return pc.cast(values, _UTC_US), zeros, zeros, zeros, zeros.copy()
-    # Per value: epoch number, else ISO-8601 with offset, else without (read as UTC);
-    # microsecond precision first, nanosecond strings after.
-    trimmed = pc.utf8_trim_whitespace(s)
-    empty = _np_mask(pc.fill_null(pc.equal(trimmed, ""), False)) & ~nulls
-    todo = ~(nulls | empty)
-    out = np.zeros(n, dtype=np.int64)
-    done = np.zeros(n, dtype=bool)
-    numberish = todo & _np_mask(pc.fill_null(pc.match_substring_regex(trimmed, _NUMBER_LIKE),
-                                             False))
-    nonfinite = np.zeros(n, dtype=bool)
-    out_of_range = np.zeros(n, dtype=bool)
-    if numberish.any():
-        fvals, ffail = _cast_subset(trimmed, numberish, pa.float64())
-        x = np.asarray(fvals.to_numpy(zero_copy_only=False), dtype=np.float64)
-        ok = numberish & ~ffail
-        with np.errstate(invalid="ignore"):
-            nonfinite = ok & ~np.isfinite(x)
-        us, rng = _epoch_to_us(x)
-        out_of_range = ok & ~nonfinite & rng
-        good = ok & ~nonfinite & ~out_of_range
-        out[good] = us[good]
-        done |= ok
-    offset = _np_mask(pc.fill_null(pc.match_substring_regex(trimmed, _HAS_OFFSET), False))
-    datelike = _np_mask(pc.fill_null(pc.match_substring_regex(trimmed, _DATE_LIKE), False))
-    # The offset test only saves failed casts: a value it misjudges ('2026-01-01' ends like
-    # an offset) falls through to the next stage, so acceptance does not depend on it.
-    everything = np.ones(n, dtype=bool)
-    for typ, which in (
-        (_UTC_US, offset),
-        (pa.timestamp("us"), everything),
-        (pa.timestamp("ns", tz="UTC"), offset),
-        (pa.timestamp("ns"), everything),
-    ):
-        take = todo & ~done & datelike & which
-        if not take.any():
-            continue
-        vals, fail = _cast_subset(trimmed, take, typ)
-        good = take & ~fail
-        if good.any():
-            as_us = pc.cast(pc.cast(vals, pa.timestamp(typ.unit, tz="UTC")), _UTC_US, safe=False)
-            ints = np.asarray(
-                pc.cast(as_us, pa.int64()).to_numpy(zero_copy_only=False), dtype=np.float64
-            )
-            out[good] = ints[good].astype(np.int64)
-            done |= good
-    invalid = todo & ~done
-    mask = ~done | nonfinite | out_of_range
-    values = pc.cast(pa.array(out, type=pa.int64(), mask=mask), _UTC_US)
-    return values, empty, nonfinite, out_of_range, invalid
+def _reason(message: str, col: str) -> Callable[[str | None], str]:
+    return lambda text: message.format(field=col, text=text)
 
 
 def _parse_id(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
@@ -1637,16 +1451,6 @@ class _ChunkResult:
     reason_counts: Counter[str]
 
 
-def _text_of(arr: pa.Array, idx: IntArray) -> pa.Array:
-    """The fields ``arr[idx]`` as text (a string array)."""
-    sub = arr.take(pa.array(idx, type=pa.int64()))
-    try:
-        return pc.cast(_string_view(sub), pa.string())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return pa.array([None if v is None else str(v) for v in sub.to_pylist()],
-                        type=pa.string())
-
-
 @dataclass(kw_only=True)
 class _ParsedChunk:
     chunk: _Chunk
@@ -1875,7 +1679,11 @@ def iter_claim_chunks(
 
 
 def load_claims(
-    source: Source, *, format: str | None = None, chunksize: int = DEFAULT_CHUNKSIZE
+    source: Source,
+    *,
+    format: str | None = None,
+    chunksize: int = DEFAULT_CHUNKSIZE,
+    on_reject: Literal["return", "raise"] = "return",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Read and validate a claim-outcome table.
 
@@ -1888,6 +1696,10 @@ def load_claims(
         Overrides the format read from the file ending.
     chunksize : int
         Rows validated at a time.
+    on_reject : {"return", "raise"}, default "return"
+        What a row that breaks the contract does: go to ``rejects``, or fail the whole read
+        with a :class:`DataContractError` naming the first such row and its reasons (for a
+        table that must be used whole, such as the training rows of a comparison).
 
     Returns
     -------
@@ -1903,8 +1715,11 @@ def load_claims(
     MissingColumnsError
         If a required column is absent (before any row is read).
     DataContractError
-        If the file cannot be read at all, or the format is unknown.
+        If the file cannot be read at all, or the format is unknown; with
+        ``on_reject="raise"``, if a row breaks the contract.
     """
+    if on_reject not in ("return", "raise"):
+        raise ValueError(f"on_reject={on_reject!r} must be 'return' or 'raise'")
     run = _start(source, format, chunksize)
     claims_parts: list[pa.Table] = []
     reject_parts: list[pa.Table] = []
@@ -1914,9 +1729,24 @@ def load_claims(
     claims_t = pa.concat_tables(claims_parts) if claims_parts else run.claims_schema.empty_table()
     rejects_t = (pa.concat_tables(reject_parts) if reject_parts
                  else run.rejects_schema.empty_table())
+    if on_reject == "raise" and rejects_t.num_rows:
+        raise _rejected(run, rejects_t)
     claims = claims_t.to_pandas().set_index("row")
     rejects = rejects_t.to_pandas()
     return claims, rejects
+
+
+def _rejected(run: _Run, rejects: pa.Table) -> DataContractError:
+    """The error for a table that had to be accepted whole: its first rejected row."""
+    first = int(pc.min(rejects["row"]).as_py())
+    at = pc.index(rejects["row"], first).as_py()
+    reason = rejects["reason"][at].as_py()
+    where = "the claims table" if run.input.startswith("<") else run.input
+    more = rejects.num_rows - 1
+    also = f"; {more} more row{'s' if more > 1 else ''} break{'' if more > 1 else 's'} it" \
+        if more else ""
+    return DataContractError(
+        f"row {first} of {where} (1-based) breaks the data contract: {reason}{also}")
 
 
 _LOW_CARDINALITY: Final = ("source", "tool_name", "family", "defaulted_features")

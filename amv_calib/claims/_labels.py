@@ -77,7 +77,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from amv_calib.contract import CLAIM_FEATURES
+from amv_calib.claims._times import MISSING_US, parse_timestamps
+from amv_calib.contract import CLAIM_FEATURES, sigmoid
 from amv_calib.exceptions import DataContractError, MissingColumnsError
 from amv_calib.gate import (
     DecisionLogWarning,
@@ -121,13 +122,11 @@ _OUTCOME_ALIASES: Final[dict[str, tuple[str, ...]]] = {
 _TRUE: Final = frozenset({"true", "t", "yes", "y", "1", "1.0"})
 _FALSE: Final = frozenset({"false", "f", "no", "n", "0", "0.0"})
 
-#: Epoch numbers above this are milliseconds (the seed's ``Date.now()``), below it seconds.
-_EPOCH_MS_THRESHOLD: Final = 1e11
-
 #: Decision-log bytes parsed per block.
 _BLOCK_BYTES: Final = 16 << 20
 
-_NAT: Final = np.iinfo(np.int64).min
+#: A time that is missing or did not parse, among int64 microseconds.
+_NAT: Final = MISSING_US
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -178,25 +177,19 @@ class _Acc:
         self.bad_times: dict[int, Any] = {}
 
     def add_block(self, file_idx: int, lines: IntArray, rec_str: Mapping[str, Any],
-                  time_str: Any, time_num: FloatArray, n_prem: IntArray,
-                  ent: Mapping[str, Any], raw_times: Sequence[Any] | None) -> None:
+                  times: Any, n_prem: IntArray, ent: Mapping[str, Any]) -> None:
         """Append one block: record columns (``rec_str`` as arrow string arrays), the raw
-        times, and entry columns whose ``rec`` indexes the block's records."""
+        times (an arrow array or a list of Python values), and entry columns whose ``rec``
+        indexes the block's records."""
         import pyarrow as pa
 
         n = int(lines.size)
         base = self.n_records
-        t_us = _times_us(time_str, time_num)
-        bad = np.flatnonzero(t_us == _NAT)
-        if bad.size:
-            ts = pd.Series(time_str, copy=False)
-            for i in bad.tolist():
-                raw: Any = ts.iloc[i] if not pd.isna(ts.iloc[i]) else (
-                    None if not math.isfinite(time_num[i]) else time_num[i])
-                if raw_times is not None:
-                    raw = raw_times[i]
-                if raw is not None:
-                    self.bad_times[base + i] = raw
+        t_us = parse_timestamps(times).us(_NAT)
+        for i in np.flatnonzero(t_us == _NAT).tolist():
+            raw = times[i].as_py() if isinstance(times, (pa.Array, pa.ChunkedArray)) else times[i]
+            if raw is not None:
+                self.bad_times[base + i] = raw
         r = self.rec
         r["file"].append(np.full(n, file_idx, dtype=np.int32))
         r["line"].append(lines.astype(np.int64))
@@ -352,8 +345,6 @@ def _python_records(recs: Sequence[tuple[int, Mapping[str, Any]]], file_idx: int
     """Add normalised records ``(line, record)`` through plain Python."""
     rec_str: dict[str, list[Any]] = {k: [] for k in _REC_STR}
     lines = np.fromiter((ln for ln, _ in recs), dtype=np.int64, count=len(recs))
-    t_str: list[str | None] = []
-    t_num = np.full(len(recs), np.nan)
     raw_times: list[Any] = []
     n_prem = np.zeros(len(recs), dtype=np.int64)
     ent: dict[str, list[Any]] = {k: [] for k in ("rec", "pidx", "premise_id", "claim_id",
@@ -361,13 +352,7 @@ def _python_records(recs: Sequence[tuple[int, Mapping[str, Any]]], file_idx: int
     sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
                                                  "confirmed", "reliability")}
     for i, (_, rec) in enumerate(recs):
-        t = rec.get("time")
-        raw_times.append(t)
-        if isinstance(t, str):
-            t_str.append(t)
-        else:
-            t_str.append(None)
-            t_num[i] = _as_float(t)
+        raw_times.append(rec.get("time"))
         rec_str["action_id"].append(_as_id(rec.get("action_id")))
         rec_str["tool_name"].append(_as_id(rec.get("tool_name")))
         rec_str["calibrator"].append(_calibrator_label(rec.get("calibrator")))
@@ -388,8 +373,7 @@ def _python_records(recs: Sequence[tuple[int, Mapping[str, Any]]], file_idx: int
             ent["p"].append(_as_float(pm.get("p")))
         _signals_of(rec, i, sig)
     base = acc.n_records
-    acc.add_block(file_idx, lines, rec_str, pd.array(t_str, dtype="str"), t_num, n_prem, ent,
-                  raw_times)
+    acc.add_block(file_idx, lines, rec_str, raw_times, n_prem, ent)
     acc.add_signals(sig["rec"], sig["premise_id"], sig["verifier"], sig["confirmed"],
                     sig["reliability"], base)
 
@@ -496,7 +480,7 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
         ent[snake] = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)
     base = acc.n_records
     acc.add_block(file_idx, np.arange(first_line, first_line + n_lines, dtype=np.int64),
-                  rec_str, time_str.to_pandas(), np.full(n_lines, np.nan), lens, ent, None)
+                  rec_str, time_str, lens, ent)
     # Signals sit in objects with free-form keys (premise ids): read those lines in Python.
     calls = pc.add(pc.fill_null(pc.list_value_length(col["verifier_calls"]), 0),
                    pc.fill_null(pc.list_value_length(col["verifierCalls"]), 0))
@@ -512,19 +496,44 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
     return True
 
 
-def _parse_lines(block: bytes, first_line: int, st: LogReadStats, name: str,
+def _json_object(raw: bytes) -> dict[str, Any]:
+    """``raw`` as a JSON object; ValueError (UnicodeDecodeError) if it is anything else."""
+    obj = json.loads(raw)
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _parse_lines(data: bytes, first_line: int, st: LogReadStats, name: str,
                  on_corrupt: str) -> list[tuple[int, dict[str, Any]]]:
+    """The records of the lines of ``data``, numbered from ``first_line``.
+
+    Blank lines are counted; a line that is not a JSON object raises or is skipped as
+    ``on_corrupt`` says, except an unterminated last line (``data`` not ending in a newline),
+    which a writer was cut off in: that one is always skipped as torn.
+    """
+    lines = data.split(b"\n")
+    complete = data.endswith(b"\n")
+    if complete:
+        lines.pop()
     out: list[tuple[int, dict[str, Any]]] = []
-    for i, raw in enumerate(block.split(b"\n")[:-1]):
+    for i, raw in enumerate(lines):
         lineno = first_line + i
         if not raw.strip():
             st.blank += 1
             continue
         try:
-            obj = json.loads(raw)
-            if not isinstance(obj, dict):
-                raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+            obj = _json_object(raw)
         except (ValueError, UnicodeDecodeError) as exc:
+            if not complete and i == len(lines) - 1:
+                st.torn += 1
+                st.corrupt_lines.append(lineno)
+                warnings.warn(
+                    f"{name}: skipped torn last line {lineno} ({len(raw)} bytes without a "
+                    f"newline; a writer was interrupted)",
+                    DecisionLogWarning, stacklevel=5,
+                )
+                continue
             if on_corrupt == "raise":
                 raise DataContractError(
                     f"{name}: line {lineno} is not a JSON object ({exc}); a damaged or edited "
@@ -565,25 +574,11 @@ def _read_one_log(path: PathLike, file_idx: int, on_corrupt: str, columnar: bool
                     _python_records(recs, file_idx, acc)
             next_line += n
             st.lines += n
-    if carry:
+    if carry:  # the last line, without its newline
         st.lines += 1
-        if not carry.strip():
-            st.blank += 1
-        else:
-            try:
-                obj = json.loads(carry)
-                if not isinstance(obj, dict):
-                    raise ValueError("not a JSON object")
-            except (ValueError, UnicodeDecodeError):
-                st.torn += 1
-                st.corrupt_lines.append(next_line)
-                warnings.warn(
-                    f"{name}: skipped torn last line {next_line} ({len(carry)} bytes without a "
-                    f"newline; a writer was interrupted)",
-                    DecisionLogWarning, stacklevel=4,
-                )
-            else:
-                _python_records([(next_line, normalize_decision(obj))], file_idx, acc)
+        recs = _parse_lines(carry, next_line, st, name, on_corrupt)
+        if recs:
+            _python_records(recs, file_idx, acc)
     st.records = acc.n_records - records_before
     return st
 
@@ -622,35 +617,21 @@ def read_uses(
 # ---------------------------------------------------------------------------------------------
 # Times
 # ---------------------------------------------------------------------------------------------
-def _times_us(time_str: Any, time_num: FloatArray) -> IntArray:
-    """ISO-8601 strings or epoch numbers -> int64 microseconds since the epoch (UTC).
-
-    ``_NAT`` marks a missing or unparseable time. Strings without an offset are taken as
-    UTC. Numbers are epoch seconds, or milliseconds when above 1e11 (the seed's
-    ``Date.now()``).
-    """
-    s = pd.Series(time_str, copy=False)
-    out = np.full(len(s), _NAT, dtype=np.int64)
-    have_str = s.notna().to_numpy()
-    if have_str.any():
-        parsed = pd.to_datetime(s[have_str], utc=True, format="ISO8601", errors="coerce")
-        out[have_str] = _dt_us(parsed)
-    num = np.asarray(time_num, dtype=np.float64)
-    have_num = ~have_str & np.isfinite(num)
-    if have_num.any():
-        x = num[have_num]
-        secs = np.where(np.abs(x) > _EPOCH_MS_THRESHOLD, x / 1000.0, x)
-        ok = np.abs(secs) < 9.2e12
-        vals = np.full(x.size, _NAT, dtype=np.int64)
-        vals[ok] = np.round(secs[ok] * 1e6).astype(np.int64)
-        out[have_num] = vals
-    return out
+def _time_series(s: Any) -> IntArray:
+    """Times (datetimes, ISO-8601 text, epoch numbers or their text, or a mix) as int64 UTC
+    microseconds, ``_NAT`` where missing or not a time; the rule of
+    :func:`~amv_calib.claims._times.parse_timestamps`."""
+    if isinstance(s, pd.Series):
+        s = s.reset_index(drop=True)
+    return parse_timestamps(s).us(_NAT)
 
 
-def _dt_us(s: pd.Series) -> IntArray:
-    """A tz-aware datetime Series as int64 UTC microseconds (``_NAT`` for NaT)."""
-    naive = s.dt.tz_convert("UTC").dt.tz_localize(None)
-    return cast(IntArray, naive.to_numpy(dtype="datetime64[us]").view(np.int64).copy())
+def _time_reasons(field: str, raws: Sequence[Any]) -> list[str]:
+    """Why each of ``raws`` (times that did not parse) is not a time, naming the value."""
+    far = parse_timestamps(list(raws)).out_of_range if len(raws) else np.zeros(0, bool)
+    return [f"{field}={raw!r} is out of range (years 1 to 9999)" if o
+            else f"{field}={raw!r} is not ISO-8601 or epoch seconds"
+            for raw, o in zip(raws, far, strict=True)]
 
 
 def _us_to_datetime(t_us: IntArray) -> pd.DatetimeIndex:
@@ -701,9 +682,7 @@ def _read_jsonl_table(p: Path) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-            if not isinstance(obj, dict):
-                raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+            obj = _json_object(line)
         except (ValueError, UnicodeDecodeError) as exc:
             torn = i == len(lines) - 1
             bad.append((len(records) + 1, "torn last line" if torn
@@ -761,30 +740,6 @@ def _bool_series(s: pd.Series) -> tuple[FloatArray, BoolArray]:
     else:
         vals = np.array([_as_flag(v) for v in s.tolist()], dtype=np.float64)
     return vals, ~np.isnan(vals)
-
-
-def _time_series(s: pd.Series) -> IntArray:
-    """Times from datetimes, epoch numbers or strings (ISO-8601 or numeric text)."""
-    s = s.reset_index(drop=True)
-    if pd.api.types.is_datetime64_any_dtype(s.dtype):
-        return _dt_us(pd.Series(pd.to_datetime(s, utc=True)))
-    if pd.api.types.is_numeric_dtype(s.dtype) and s.dtype != bool:
-        return _times_us(pd.Series([None] * len(s), dtype="str"),
-                         s.to_numpy(dtype=np.float64))
-    if not _is_str_dtype(s):
-        vals = s.tolist()
-        text = pd.Series(pd.array([v if isinstance(v, str) else None for v in vals],
-                                  dtype="str"))
-        nums = np.array([_as_float(v) for v in vals], dtype=np.float64)
-    else:
-        text = s
-        nums = np.full(len(s), np.nan)
-    text = text.str.strip()
-    as_num = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
-    numeric_text = np.isfinite(as_num)
-    nums = np.where(numeric_text, as_num, nums)
-    text = text.where(~numeric_text & (text != "").to_numpy(), None)
-    return _times_us(text, nums)
 
 
 def load_outcomes(
@@ -857,9 +812,9 @@ def load_outcomes(
         vv = table[found["violated"]]
         for i in np.flatnonzero(todo & no_key):
             reason[i] = "claim_id and action_id both missing"
-        for i in np.flatnonzero(todo & ~no_key & bad_t):
-            raw = None if _missing(tv.iloc[i]) else tv.iloc[i]
-            reason[i] = f"time={raw!r} is not ISO-8601 or epoch seconds"
+        where = np.flatnonzero(todo & ~no_key & bad_t)
+        raws = [None if _missing(tv.iloc[i]) else tv.iloc[i] for i in where.tolist()]
+        reason[where] = _time_reasons("time", raws)
         for i in np.flatnonzero(todo & ~no_key & ~bad_t & ~v_ok):
             raw = None if _missing(vv.iloc[i]) else vv.iloc[i]
             reason[i] = f"violated={raw!r} is not a boolean"
@@ -1067,11 +1022,6 @@ def _sorted_unique(x: IntArray) -> IntArray:
     return v
 
 
-def _sigmoid(z: FloatArray) -> FloatArray:
-    with np.errstate(over="ignore"):
-        return cast(FloatArray, np.exp(-np.logaddexp(0.0, -z)))
-
-
 @dataclass(kw_only=True)
 class _Uses:
     """The uses of decision-log entries: one per (action, premise), the action's last entry."""
@@ -1181,7 +1131,7 @@ def _invalid_detail(u: pd.DataFrame, bad_times: Mapping[int, Any]
     with np.errstate(invalid="ignore"):
         checks: list[tuple[BoolArray, str, str | None]] = [
             (u["claim_id"].isna().to_numpy(), "claim_id missing", None),
-            (u["t_us"].to_numpy() == _NAT, "time={} is not ISO-8601 or epoch seconds", "time"),
+            (u["t_us"].to_numpy() == _NAT, "time", "time"),
             (~(np.isfinite(rh) & (rh >= 0)), "recency_hours={} must be a finite number >= 0",
              "recency_hours"),
             (~(np.isfinite(st) & (st >= 0) & (st <= 1)), "source_trust_score={} outside [0, 1]",
@@ -1200,8 +1150,9 @@ def _invalid_detail(u: pd.DataFrame, bad_times: Mapping[int, Any]
             codes[new] = code(msg)
         elif col == "time":
             rec = u["rec"].to_numpy()
-            for i in new.tolist():
-                codes[i] = code(msg.format(repr(bad_times.get(int(rec[i])))))
+            raws = [bad_times.get(int(r)) for r in rec[new].tolist()]
+            for i, reason in zip(new.tolist(), _time_reasons("time", raws), strict=True):
+                codes[i] = code(reason)
         else:
             vals = u[col].to_numpy()
             for i in new.tolist():
@@ -1445,7 +1396,7 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
 
     p_logged = u["p"].to_numpy()
     prior = np.where(np.isfinite(p_logged), np.clip(p_logged, 1e-6, 1 - 1e-6), 0.5)
-    q = _sigmoid(np.log(prior) - np.log1p(-prior) + np.where(np.isnan(llr), 0.0, llr))
+    q = sigmoid(np.log(prior) - np.log1p(-prior) + np.where(np.isnan(llr), 0.0, llr))
 
     # -- rows: one per outcome-labelled use, two (weights q, 1 - q) per verifier-labelled use --
     hi = np.flatnonzero(hard)
@@ -1616,7 +1567,7 @@ def fit_noisy_labels(
             delta = 0.0
             break
         p = np.clip(estimator.predict_proba(Xs)[:, 1], 1e-12, 1 - 1e-12)
-        q_new = _sigmoid(np.log(p) - np.log1p(-p) + llr)
+        q_new = sigmoid(np.log(p) - np.log1p(-p) + llr)
         delta = float(np.max(np.abs(q_new - q)))
         q = q_new
         if delta < tol:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
-from amv_calib.contract import CLAIM_FEATURES
+from amv_calib.contract import CLAIM_FEATURES, sigmoid
 from amv_calib.exceptions import ConfigError
 
 if TYPE_CHECKING:
@@ -174,10 +174,6 @@ _KAPPA_RANGE: Final = ((0.3, 2.0), (1.0, 6.0), (2.0, 10.0))
 # the laws
 
 
-def _sigmoid(z: FloatArray) -> FloatArray:
-    return np.asarray(0.5 * (1.0 + np.tanh(0.5 * z)), dtype=np.float64)
-
-
 def _as_features(
     recency_hours: Any, source_trust_score: Any, model_confidence: Any, contradiction_flag: Any
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
@@ -213,7 +209,7 @@ def family_probability(
     z = (np.log(prior) - np.log1p(-prior)
          + f.conf_low * -np.log(c) - f.conf_high * -np.log1p(-c)
          + k * (f.flag_base + f.flag_trust * (1.0 - t)))
-    return _sigmoid(z)
+    return sigmoid(z)
 
 
 def _family(name: str) -> Family:

@@ -1,7 +1,8 @@
 """The contract shared by training and the runtime gate: numpy and the standard library only.
 
-The claim columns and their aliases (``_schema``), the closed feature vocabulary and the
-portable calibrator (``_features``), and the artifact format with its loader (``_artifact``).
+The claim columns and their aliases (``_schema``), the closed feature vocabulary, the
+portable calibrator and the one sigmoid (``_features``), and the artifact format with its
+loader (``_artifact``).
 Training writes what this package defines; the gate reads it without importing anything else.
 """
 
@@ -39,6 +40,7 @@ from amv_calib.contract._features import (
     Transform,
     as_feature_frame,
     seed_prior_calibrator,
+    sigmoid,
 )
 from amv_calib.contract._schema import (
     ALIASES,
@@ -86,4 +88,5 @@ __all__ = [
     "read_aliases",
     "resolve_reference",
     "seed_prior_calibrator",
+    "sigmoid",
 ]

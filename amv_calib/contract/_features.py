@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, cast, get_args
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from amv_calib.contract._schema import CLAIM_FEATURES
 from amv_calib.exceptions import PortableFormatError
@@ -266,9 +266,15 @@ def _float_list(value: Any, what: str) -> tuple[float, ...]:
     return tuple(_finite_float(v, f"{what}[{i}]") for i, v in enumerate(value))
 
 
-def _sigmoid(z: FloatArray) -> FloatArray:
-    # exp(-log(1 + e^-z)) is finite for every finite z, unlike 1 / (1 + e^-z) written naively.
-    return cast(FloatArray, np.exp(-np.logaddexp(0.0, -z)))
+def sigmoid(z: ArrayLike) -> FloatArray:
+    """The logistic function ``1 / (1 + exp(-z))``, elementwise, as float64.
+
+    Computed as ``exp(-logaddexp(0, -z))``: no overflow for any ``z`` (``-inf`` gives 0,
+    ``inf`` 1) and a relative error within ``max(1, |z|) * 2.3e-16`` down to the smallest
+    normal float, where ``0.5 * (1 + tanh(z / 2))`` keeps only an absolute error of about
+    1e-17 (2e-4 relative at ``z = -30``, no correct digit below 1e-17).
+    """
+    return cast(FloatArray, np.exp(-np.logaddexp(0.0, -np.asarray(z, dtype=np.float64))))
 
 
 def _check_format(data: Mapping[str, Any], name: str, version: int) -> None:
@@ -365,7 +371,7 @@ class PortableCalibrator:
     def predict(self, X: Any) -> FloatArray:
         """Violation probability of each row, shape (n,)."""
         z = self.decision_function(X)
-        p = np.interp(z, self._x, self._y) if self.kind == "isotonic" else _sigmoid(z)
+        p = np.interp(z, self._x, self._y) if self.kind == "isotonic" else sigmoid(z)
         if self.clamp is not None:
             p = np.clip(p, self.clamp[0], self.clamp[1])
         return p

@@ -6,11 +6,13 @@ formula written out by hand; the claims fingerprint against a byte layout built 
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import math
 import os
 import pickle
+import struct
 import subprocess
 import sys
 import tarfile
@@ -205,7 +207,8 @@ def test_manifest_fields(models: Path, claims: pd.DataFrame,
     td = m["training_data"]
     assert td["rows"] == 3000
     assert td["label_rate"] == pytest.approx(claims["violated"].mean(), abs=1e-15)
-    assert (td["time_min"], td["time_max"]) == ("2026-01-01T00:00:00Z", "2026-01-21T19:50:00Z")
+    assert (td["time_min"], td["time_max"]) == ("2026-01-01T00:00:00.000000Z",
+                                                 "2026-01-21T19:50:00.000000Z")
     on_disk = sorted(p.name for p in res.path.iterdir())
     assert on_disk == ["calibrator.joblib", "calibrator.json", "manifest.json", "reliability.png"]
     for name, digest in m["files"].items():
@@ -225,22 +228,22 @@ def test_claims_fingerprint_byte_layout() -> None:
         "violated": [False, True],
         "statement": ["ignored", "too"],
     })
-    ns0 = 1767225600 * 10**9
+    us0 = 1767225600 * 10**6
     h = hashlib.sha256()
-    h.update(b"amv-calib/claims-sha256-v1\nrows=2\n")
+    h.update(b"amv-calib/claims-sha256-v2\nrows=2\n")
     h.update(b"claim_id\n" + (1).to_bytes(8, "little") + (3).to_bytes(8, "little") + b"a"
              + "bé".encode())
-    h.update(b"timestamp\n" + ns0.to_bytes(8, "little")
-             + (ns0 + 3600 * 10**9 + 5 * 10**8).to_bytes(8, "little"))
+    h.update(b"timestamp\n" + us0.to_bytes(8, "little")
+             + (us0 + 3600 * 10**6 + 5 * 10**5).to_bytes(8, "little"))
     h.update(b"recency_hours\n" + np.array([1.5, 0.0], "<f8").tobytes())
     h.update(b"source_trust_score\n" + np.array([0.25, 1.0], "<f8").tobytes())
     h.update(b"model_confidence\n" + np.array([0.5, 0.75], "<f8").tobytes())
     h.update(b"contradiction_flag\n\x01\x00")
     h.update(b"violated\n\x00\x01")
     fp = claims_fingerprint(frame)
-    assert fp == {"scheme": "amv-calib/claims-sha256-v1", "sha256": h.hexdigest(), "rows": 2,
-                  "label_rate": 0.5, "time_min": "2026-01-01T00:00:00Z",
-                  "time_max": "2026-01-01T01:00:00.500000000Z"}
+    assert fp == {"scheme": "amv-calib/claims-sha256-v2", "sha256": h.hexdigest(), "rows": 2,
+                  "label_rate": 0.5, "time_min": "2026-01-01T00:00:00.000000Z",
+                  "time_max": "2026-01-01T01:00:00.500000Z"}
     camel = frame.rename(columns={"claim_id": "claimId", "recency_hours": "recencyHours",
                                   "contradiction_flag": "contradictionFlag"})
     camel["timestamp"] = [1767225600, 1767229200.5]  # epoch seconds spell the same instants
@@ -248,6 +251,93 @@ def test_claims_fingerprint_byte_layout() -> None:
     assert claims_fingerprint(frame.iloc[::-1])["sha256"] != fp["sha256"]
     with pytest.raises(DataContractError, match=r"lack columns \['violated'\]"):
         claims_fingerprint(frame.drop(columns="violated"))
+
+
+def _fingerprint_by_hand(ids: list[str], us: list[int], h: list[float], trust: list[float],
+                         conf: list[float], flag: list[bool], violated: list[bool]) -> str:
+    """sha256 over the byte layout of models/README.md, written out field by field."""
+    digest = hashlib.sha256()
+    digest.update(f"amv-calib/claims-sha256-v2\nrows={len(ids)}\n".encode())
+    raw = [i.encode("utf-8") for i in ids]
+    digest.update(b"claim_id\n" + b"".join(len(r).to_bytes(8, "little") for r in raw)
+                  + b"".join(raw))
+    digest.update(b"timestamp\n" + b"".join(u.to_bytes(8, "little", signed=True) for u in us))
+    for name, values in (("recency_hours", h), ("source_trust_score", trust),
+                         ("model_confidence", conf)):
+        digest.update(name.encode() + b"\n"
+                      + b"".join(struct.pack("<d", v) for v in values))
+    digest.update(b"contradiction_flag\n" + bytes(int(f) for f in flag))
+    digest.update(b"violated\n" + bytes(int(v) for v in violated))
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("stamps", "us", "span"),
+    [
+        (["2300-07-01T12:00:00Z", "2300-01-01T00:00:00.000001Z"],
+         [10_429_473_600_000_000, 10_413_792_000_000_001],
+         ("2300-01-01T00:00:00.000001Z", "2300-07-01T12:00:00.000000Z")),
+        (["0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z"],
+         [-62_135_596_800_000_000, 253_402_300_799_999_999],
+         ("0001-01-01T00:00:00.000000Z", "9999-12-31T23:59:59.999999Z")),
+        ([253_402_300_799_999, -62_135_596_800],  # epoch milliseconds, then seconds
+         [253_402_300_799_999_000, -62_135_596_800_000_000],
+         ("0001-01-01T00:00:00.000000Z", "9999-12-31T23:59:59.999000Z")),
+    ],
+    ids=["year-2300", "years-1-and-9999", "epoch-numbers"],
+)
+def test_claims_fingerprint_far_years(stamps: list[Any], us: list[int],
+                                      span: tuple[str, str]) -> None:
+    """Nanoseconds end in 2262: far years must hash and print as themselves."""
+    frame = pd.DataFrame({
+        "claim_id": ["x", "y"], "timestamp": stamps, "recency_hours": [3.0, 0.5],
+        "source_trust_score": [0.9, 0.1], "model_confidence": [0.2, 0.8],
+        "contradiction_flag": [False, True], "violated": [True, True],
+    })
+    # The expected microseconds, checked against Python's own calendar first.
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    for stamp, u in zip(stamps, us, strict=True):
+        if isinstance(stamp, str):
+            assert dt.datetime.fromisoformat(stamp) == epoch + dt.timedelta(microseconds=u)
+    assert sorted(us) == [
+        (dt.datetime.fromisoformat(t) - epoch) // dt.timedelta(microseconds=1) for t in span]
+    fp = claims_fingerprint(frame)
+    assert fp["sha256"] == _fingerprint_by_hand(["x", "y"], us, [3.0, 0.5], [0.9, 0.1],
+                                                [0.2, 0.8], [False, True], [True, True])
+    assert (fp["time_min"], fp["time_max"]) == span
+    assert fp["rows"] == 2 and fp["label_rate"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"timestamp": ["2026-01-01T00:00:00Z", "10000-01-01T00:00:00Z"]},
+         "row 2 of the claims table (1-based) breaks the data contract: "
+         "timestamp=10000-01-01T00:00:00Z is out of range (years 1 to 9999)"),
+        ({"timestamp": ["2026-01-01T00:00:00Z", 1e15]},
+         "row 2 of the claims table (1-based) breaks the data contract: "
+         "timestamp=1000000000000000.0 is out of range (years 1 to 9999)"),
+        ({"source_trust_score": [1.5, 0.2], "violated": ["maybe", True]},
+         "row 1 of the claims table (1-based) breaks the data contract: "
+         "source_trust_score=1.5 outside [0, 1]; violated='maybe' is not a boolean "
+         "(true/false, yes/no, t/f, 1/0)"),
+        ({"claim_id": ["a", "a"]},
+         "row 2 of the claims table (1-based) breaks the data contract: "
+         "duplicate (claim_id, timestamp) of row 1"),
+    ],
+    ids=["year-10000-text", "year-31690-number", "two-problems", "duplicate"],
+)
+def test_claims_fingerprint_refuses_rows_that_break_the_contract(
+        change: dict[str, Any], message: str) -> None:
+    frame = pd.DataFrame({
+        "claim_id": ["a", "b"], "timestamp": ["2026-01-01T00:00:00Z"] * 2,
+        "recency_hours": [1.0, 2.0], "source_trust_score": [0.5, 0.2],
+        "model_confidence": [0.5, 0.5], "contradiction_flag": [False, True],
+        "violated": [True, False],
+    }).assign(**change)
+    with pytest.raises(DataContractError) as err:
+        claims_fingerprint(frame)
+    assert str(err.value) == message
 
 
 def test_claims_fingerprint_from_file_equals_frame(tmp_path: Path, claims: pd.DataFrame) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from amv_calib import InsufficientDataError, MissingColumnsError
+from amv_calib import DataContractError, InsufficientDataError, MissingColumnsError
 from amv_calib.calibration import _metrics as M
 from amv_calib.calibration._calibrators import (
     DEFAULT_PLATT_MAP,
@@ -241,6 +241,77 @@ def test_write_comparison_layout_and_bytes(tmp_path: Path, claims: pd.DataFrame,
     assert csv["name"].tolist() == ["platt", "beta", "isotonic", "seed_prior", "oracle"]
     md = a["comparison.md"].read_text()
     assert f"Champion: **{result.champion}**" in md and "oracle (p_true)" in md
+
+
+# -- the claims table: validated by the ingest's reader ---------------------------------------
+def test_time_folds_read_every_spelling_of_time_alike() -> None:
+    """Datetimes, ISO-8601 text, epoch seconds and epoch milliseconds order rows alike."""
+    frame = _claims(600, seed=4)
+    want = make_folds(frame, folds=3, split="time")
+    seconds = (frame["timestamp"] - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(microseconds=1)
+    for spelled in (frame["timestamp"].dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                    seconds / 1e6, (seconds // 1000).astype(np.int64)):
+        got = make_folds(frame.assign(timestamp=spelled), folds=3, split="time")
+        assert got.tolist() == want.tolist()
+
+
+def test_time_folds_name_a_bad_time() -> None:
+    frame = pd.DataFrame({"claim_id": ["a", "b", "c"],
+                          "timestamp": ["2026-01-01T00:00:00Z", "2026-01-02", "1e15"]})
+    with pytest.raises(DataContractError, match=r"^row 3 \(1-based\): timestamp=1e15 is out of "
+                       r"range \(years 1 to 9999\)$"):
+        make_folds(frame, folds=2, split="time")
+
+
+@pytest.mark.parametrize(
+    ("row", "field", "value", "reason"),
+    [
+        (7, "source_trust_score", 1.5, "source_trust_score=1.5 outside [0, 1]"),
+        (1, "recency_hours", float("inf"), "recency_hours=inf is not finite"),
+        (2, "model_confidence", None, "model_confidence is missing"),
+        (300, "violated", "maybe", "violated='maybe' is not a boolean (true/false, yes/no, "
+                                   "t/f, 1/0)"),
+        (42, "timestamp", "yesterday", "timestamp='yesterday' is not ISO-8601 or epoch seconds"),
+        (5, "p_true", 1.25, "p_true=1.25 outside [0, 1]"),
+    ],
+)
+def test_a_row_that_breaks_the_contract_is_named_not_dropped(row: int, field: str, value: Any,
+                                                             reason: str) -> None:
+    frame = _claims(300, seed=0)
+    frame[field] = frame[field].astype(object)
+    frame.loc[row - 1, field] = value
+    with pytest.raises(DataContractError) as err:
+        compare_calibrators(frame, folds=3, n_boot=0, refit=False)
+    assert str(err.value).startswith(
+        f"row {row} of the claims table (1-based) breaks the data contract: {reason}")
+
+
+def test_aliases_soft_labels_and_an_outside_weight_column() -> None:
+    frame = _claims(900, seed=6)
+    camel = frame.rename(columns={"claim_id": "claimId", "recency_hours": "recencyHours",
+                                  "source_trust_score": "sourceTrustScore",
+                                  "violated": "isViolated"})
+    a = compare_calibrators(frame, folds=3, n_boot=0, refit=False, calibrators=["platt_seed"])
+    b = compare_calibrators(camel, folds=3, n_boot=0, refit=False, calibrators=["platt_seed"])
+    np.testing.assert_array_equal(a.oof["platt_seed"], b.oof["platt_seed"])
+    # A soft label is one use as two rows, violated true and false, weights q and 1 - q.
+    q = np.linspace(0.1, 0.9, len(frame))
+    soft = pd.concat([frame.assign(violated=True, label_weight=q),
+                      frame.assign(violated=False, label_weight=1 - q)], ignore_index=True)
+    res = compare_calibrators(soft, folds=3, n_boot=0, refit=False, sample_weight="label_weight",
+                              calibrators=["platt_seed"])
+    assert res.config["n_rows"] == 2 * len(frame)
+    assert res.config["violation_rate"] == pytest.approx(q.mean())
+    # A weight column outside the data contract is read as given, and checked.
+    inside = compare_calibrators(frame.assign(label_weight=q), folds=3, n_boot=0, refit=False,
+                                 sample_weight="label_weight", calibrators=["platt_seed"])
+    outside = compare_calibrators(frame.assign(w=q), folds=3, n_boot=0, refit=False,
+                                  sample_weight="w", calibrators=["platt_seed"])
+    np.testing.assert_array_equal(outside.oof["platt_seed"], inside.oof["platt_seed"])
+    assert not np.array_equal(inside.oof["platt_seed"], a.oof["platt_seed"])
+    with pytest.raises(DataContractError, match=r"^w of row 3 \(1-based\) is -1.0; must be"):
+        compare_calibrators(frame.assign(w=[1.0, 1.0, -1.0] + [1.0] * (len(frame) - 3)),
+                            folds=3, n_boot=0, refit=False, sample_weight="w")
 
 
 # -- the command ------------------------------------------------------------------------------

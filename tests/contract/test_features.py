@@ -187,3 +187,22 @@ def test_artifact_files_check_their_format_alike(tmp_path: Path, file: str, fmt:
                 load_artifact(tmp_path)
             else:
                 read_aliases(tmp_path)
+
+
+def test_sigmoid_matches_exact_arithmetic_down_to_tiny_probabilities() -> None:
+    from decimal import Decimal, getcontext
+
+    from amv_calib.contract import sigmoid
+
+    getcontext().prec = 50
+    z = np.array([-700.0, -100.0, -30.0, -1e-9, 0.0, 0.5, 30.0, 40.0, 700.0])
+    exact = [float(1 / (1 + (-Decimal(v)).exp())) for v in z.tolist()]
+    got = sigmoid(z)
+    assert got.dtype == np.float64
+    for v, g, e in zip(z.tolist(), got.tolist(), exact, strict=True):
+        # exp carries logaddexp's rounding, so the relative error grows like |z| * eps.
+        assert g == pytest.approx(e, rel=2.5e-16 * max(1.0, abs(v)), abs=0.0), (v, g, e)
+    assert sigmoid([-np.inf, np.inf]).tolist() == [0.0, 1.0]
+    # A list, a scalar and an integer array give the same numbers as float64 input.
+    assert sigmoid([-30, 2]).tolist() == sigmoid(np.array([-30.0, 2.0])).tolist()
+    assert float(sigmoid(-30.0)) == got[2]
