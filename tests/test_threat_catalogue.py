@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +115,13 @@ def _run(toml: Path, *extra: str) -> subprocess.Popen[str]:
 
 def test_second_run_of_a_pipeline_fails_at_once_naming_the_holder(small_pipeline: Path) -> None:
     # Attack: two `amv-calib run` of one pipeline shared its folders and Optuna study.
-    first, second = _run(small_pipeline), _run(small_pipeline)
+    lock = small_pipeline.parent / "work" / ".lock"
+    first = _run(small_pipeline)
+    deadline = time.monotonic() + 120
+    while not (lock.exists() and lock.read_text()):  # the first run holds the folder
+        assert first.poll() is None and time.monotonic() < deadline, "first run never locked"
+        time.sleep(0.01)
+    second = _run(small_pipeline)
     outs = [(p.wait(timeout=300), p.communicate()[1]) for p in (first, second)]
     codes = sorted(code for code, _ in outs)
     assert codes == [0, 75], outs
