@@ -17,7 +17,6 @@ from typing import Any, Final, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from amv_calib.gate import _engine
 from amv_calib.gate._engine import VOI_TOLERANCE
 
 __all__ = [
@@ -946,12 +945,8 @@ def evaluate_batch(
     if left is None and int(gate.max_verifications) <= 0:
         left = np.zeros(n, dtype=np.intp)  # no row may verify
     look = gate.planner == "lookahead" and gate.mode != "seed"
-    rows: _RowsOut | BatchDecision | None = None
-    if _engine.KERNEL is not None and gate.refusal is None:
-        rows = _kernel_rows(gate, pa, mask, th, ka, res, co, rel, avail_in, left, keep=look)
-    if rows is None:
-        avail = np.ones((n, n_ver), dtype=bool) if avail_in is None else avail_in
-        rows = _numpy_rows(gate, pa, mask, th, ka, res, co, rel, avail, left, keep=look)
+    avail = np.ones((n, n_ver), dtype=bool) if avail_in is None else avail_in
+    rows = _numpy_rows(gate, pa, mask, th, ka, res, co, rel, avail, left, keep=look)
     if isinstance(rows, BatchDecision):
         return rows
     q, h, v_stop, r_exp, adm, best, idx, regime, chosen = rows
@@ -985,38 +980,6 @@ def evaluate_batch(
 
 _RowsOut = tuple[FloatArray | None, FloatArray, FloatArray, FloatArray, BoolArray, FloatArray,
                  IntArray | None, NDArray[np.int8], IntArray]
-
-
-def _kernel_rows(gate: _GateLike, p: FloatArray, mask: BoolArray, theta: FloatArray,
-                 kappa: FloatArray, res: BoolArray, cost: FloatArray, rel: FloatArray,
-                 avail: BoolArray | None, left: IntArray | None, *,
-                 keep: bool) -> _RowsOut | None:
-    """:func:`_myopic_rows` by the compiled kernel; None when an input is out of range
-    (the numpy checks then name it)."""
-    n, m = p.shape
-    n_ver = cost.shape[1]
-    c = np.ascontiguousarray
-    q = np.empty(n) if keep else None
-    idx = np.empty(n, dtype=np.intp) if keep else None
-    # The outputs share one block: for large batches numpy backs it with huge pages, and
-    # first-touch page faults on seven separate arrays would cost as much as the kernel.
-    f8, i8 = np.dtype(np.float64).itemsize, np.dtype(np.intp).itemsize
-    block = np.empty(n * (4 * f8 + i8 + 2), dtype=np.uint8)
-    floats = block[: 4 * f8 * n].view(np.float64)
-    h, v_stop, r_exp, best = floats[:n], floats[n:2 * n], floats[2 * n:3 * n], floats[3 * n:]
-    at = 4 * f8 * n
-    chosen = block[at: at + i8 * n].view(np.intp)
-    regime = block[at + i8 * n: at + (i8 + 1) * n].view(np.int8)
-    adm = block[at + (i8 + 1) * n:].view(np.bool_)
-    bad = _engine.KERNEL.batch(
-        gate.mode == "seed", float(gate.lambda_cost_scale), float(gate.delta_loss_threshold),
-        float(gate.epsilon_harm_bound), VOI_TOLERANCE, n, m, n_ver,
-        c(p), None if bool(mask.all()) else c(mask), c(theta), c(kappa), c(res), c(cost), c(rel),
-        None if avail is None else c(avail), None if left is None else c(left),
-        q, h, v_stop, r_exp, adm, best, idx, regime, chosen)
-    if bad:
-        return None
-    return q, h, v_stop, r_exp, adm, best, idx, regime, chosen
 
 
 def _numpy_rows(gate: _GateLike, pa: FloatArray, mask: BoolArray, th: FloatArray,
