@@ -35,7 +35,7 @@ two equal bit for bit.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, NamedTuple
 
 __all__ = [
@@ -253,9 +253,26 @@ def _exact(
         memo[key] = best
         return best
 
-    # the root: every verifier within tol of the best gets an exact value, so that the
-    # first of the (near-)tied optimal first steps is chosen (orders of verifying the same
-    # premises tie up to rounding)
+    return _root(probs, q, theta, kappa, lim, eps, specs, depth, budget, tol, expand)
+
+
+def _root(
+    probs: Sequence[float],
+    q: float,
+    theta: float,
+    kappa: float,
+    lim: float,
+    eps: float,
+    specs: Sequence[Spec],
+    depth: int,
+    budget: float | None,
+    tol: float,
+    expand: Callable[[list[float], float, int, int, int, float, int, float], float],
+) -> tuple[float, int | None]:
+    """The root of :func:`_exact`: every verifier within ``tol`` of the best gets an exact
+    value, so that the first of the (near-)tied optimal first steps is chosen (orders of
+    verifying the same premises tie up to rounding)."""
+    n = len(specs)
     start = list(probs)
     b0 = float("inf") if budget is None else budget
     h0 = 1.0 - q
@@ -265,7 +282,7 @@ def _exact(
     qs: dict[int, float] = {}
     rem0 = (1 << n) - 1
     if depth > 0:
-        lb0 = h0 * floor
+        lb0 = h0 * min(theta, kappa)
         for j in range(n):
             sp = specs[j]
             if sp.lam_cost + lb0 <= best + tol and sp.cost <= b0:
