@@ -35,6 +35,7 @@ on disk (``cache=True``).
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 from typing import Any, Final, TypeVar, cast
 
@@ -58,6 +59,13 @@ def _jit(fn: _F) -> _F:
     no zero-division checks and no NRT (no reference counting, so no array is allocated
     in compiled code: the caller hands every work array in)."""
     return cast(_F, njit(**_JIT)(fn))
+
+
+def _inline(fn: _F) -> _F:
+    """:func:`_jit`, inlined into its callers by numba. A call between compiled functions
+    is not inlined by LLVM, and passing a dozen arrays (each a struct of pointers, shape
+    and strides) costs more than a planner step; the hot helpers are therefore inlined."""
+    return cast(_F, njit(inline="always", **_JIT)(fn))
 
 _INF: Final = math.inf
 _NEG_INF: Final = -math.inf
@@ -114,14 +122,14 @@ _SCAN: Final = 1
 # -- the screen and one verifier's outcomes -------------------------------------------------
 
 
-@_jit
+@_inline
 def _screen(h: float, theta: float, kappa: float, lim: float, eps: float) -> float:
     """``V_stop`` at harm ``h``: ``R = theta * h`` if admissible, else ``kappa``."""
     rx = theta * h
     return rx if (rx <= lim and h <= eps) else kappa
 
 
-@_jit
+@_inline
 def _outcome(probs: Any, q: float, idx: Any, k: int, r: float, code: int) -> Any:
     """``(possible, w, q_o)`` of outcome ``code`` of a verifier resolving ``idx[:k]``.
 
@@ -151,7 +159,7 @@ def _outcome(probs: Any, q: float, idx: Any, k: int, r: float, code: int) -> Any
     return True, w, f
 
 
-@_jit
+@_inline
 def _posterior(probs: Any, m: int, idx: Any, k: int, r: float, code: int, post: Any) -> None:
     """Into ``post``: the beliefs after outcome ``code`` (a possible one), as
     :func:`amv_calib.gate._planner.outcomes` computes them (``p (1-r) / Pc``, ``p r / Pr``)."""
@@ -168,7 +176,7 @@ def _posterior(probs: Any, m: int, idx: Any, k: int, r: float, code: int, post: 
             post[i] = p * s / (a * r + p * s)
 
 
-@_jit
+@_inline
 def _expect(probs: Any, q: float, idx: Any, k: int, r: float, theta: float, kappa: float,
             lim: float, eps: float) -> float:
     """``E[V_stop]`` after one verifier, as ``Gate._decide`` computes it: one premise
@@ -201,7 +209,7 @@ def _expect(probs: Any, q: float, idx: Any, k: int, r: float, theta: float, kapp
 # whose value the expansion waits for.
 
 
-@_jit
+@_inline
 def _exact_enter(lvf: Any, lvi: Any, lv: int, n: int, theta: float, kappa: float,
                  lim: float, eps: float, floor: float) -> None:
     """Open ``value()`` at level ``lv`` (its belief is in place): stopping value and bound."""
@@ -212,7 +220,7 @@ def _exact_enter(lvf: Any, lvi: Any, lv: int, n: int, theta: float, kappa: float
     lvi[lv, _VJ] = 0 if on else n
 
 
-@_jit
+@_inline
 def _exact_next(lvf: Any, lvi: Any, lv: int, n: int, sf: Any) -> int:
     """Open ``expand()`` at level ``lv`` for the next verifier ``value()`` tries; -1 when
     none is left. The reference's loop condition: still available, ``lambda c + bound <
@@ -228,7 +236,7 @@ def _exact_next(lvf: Any, lvi: Any, lv: int, n: int, sf: Any) -> int:
     return -1
 
 
-@_jit
+@_inline
 def _exact_start(lvf: Any, lvi: Any, lv: int, j: int, cut: float, sf: Any) -> None:
     """Open ``expand(j)`` in the frame of level ``lv``: ``acc = lambda c_j``."""
     lvi[lv, _EJ] = j
@@ -237,7 +245,7 @@ def _exact_start(lvf: Any, lvi: Any, lv: int, j: int, cut: float, sf: Any) -> No
     lvf[lv, _CUT] = cut
 
 
-@_jit
+@_inline
 def _exact_step(lvp: Any, lvf: Any, lvi: Any, lv: int, m: int, sidx: Any, sk: Any, sf: Any,
                 radix: Any, memo: Any, stamp: Any, gen: int) -> bool:
     """Advance ``expand()`` at level ``lv`` through memoised outcomes.
@@ -275,7 +283,7 @@ def _exact_step(lvp: Any, lvf: Any, lvi: Any, lv: int, m: int, sidx: Any, sk: An
     return False
 
 
-@_jit
+@_inline
 def _exact_expand(lvp: Any, lvf: Any, lvi: Any, radix: Any, memo: Any, stamp: Any, gen: int,
                   j0: int, cut0: float, n: int, m: int, sidx: Any, sk: Any, sf: Any,
                   theta: float, kappa: float, lim: float, eps: float, floor: float) -> Any:
@@ -311,7 +319,7 @@ def _exact_expand(lvp: Any, lvf: Any, lvi: Any, radix: Any, memo: Any, stamp: An
             state = _EXPAND
 
 
-@_jit
+@_inline
 def _exact(probs: Any, m: int, q: float, theta: float, kappa: float, lim: float, eps: float,
            sidx: Any, sk: Any, sf: Any, n: int, depth: int, b0: float, tol: float,
            lvp: Any, lvf: Any, lvi: Any, radix: Any, qs: Any, memo: Any, stamp: Any,
@@ -379,7 +387,7 @@ def _horizon(branch: int, depth: int) -> int:
     return horizon if horizon < depth else depth
 
 
-@_jit
+@_inline
 def _branch(sk: Any, n: int) -> int:
     """``sum_j 2^k_j`` (1 when it is 0), saturated just above ``RECEDING_WORK``."""
     branch = 0
@@ -392,7 +400,7 @@ def _branch(sk: Any, n: int) -> int:
     return branch if branch > 0 else 1
 
 
-@_jit
+@_inline
 def _slot(hk: Any, hf: Any, hi: Any, hbits: Any, gen: int, post: Any, m: int, d: int,
           b: float) -> Any:
     """Hash-table slot of the memo key ``(beliefs, calls left, budget left)``: the slot
@@ -418,7 +426,7 @@ def _slot(hk: Any, hf: Any, hi: Any, hbits: Any, gen: int, post: Any, m: int, d:
     return at
 
 
-@_jit
+@_inline
 def _rec_enter(lvf: Any, lvi: Any, lv: int, n: int, theta: float, kappa: float, lim: float,
                eps: float, floor: float) -> None:
     """Open the receding ``value()`` at level ``lv`` (its belief is in place)."""
@@ -429,7 +437,7 @@ def _rec_enter(lvf: Any, lvi: Any, lv: int, n: int, theta: float, kappa: float, 
     lvi[lv, _VJ] = 0 if lvi[lv, _D] > 0 else n
 
 
-@_jit
+@_inline
 def _rec_next(lvf: Any, lvi: Any, lv: int, n: int, sf: Any) -> int:
     """Open the expansion of the next verifier the receding ``value()`` at level ``lv``
     tries (every verifier, as often as it likes); -1 when none is left."""
@@ -444,7 +452,7 @@ def _rec_next(lvf: Any, lvi: Any, lv: int, n: int, sf: Any) -> int:
     return -1
 
 
-@_jit
+@_inline
 def _rec_step(lvp: Any, lvf: Any, lvi: Any, lv: int, m: int, sidx: Any, sk: Any, sf: Any,
               hk: Any, hf: Any, hi: Any, hbits: Any, gen: int) -> int:
     """Advance the receding expansion at level ``lv``: 1 = a new belief is set up at level
@@ -476,7 +484,7 @@ def _rec_step(lvp: Any, lvf: Any, lvi: Any, lv: int, m: int, sidx: Any, sk: Any,
     return 0
 
 
-@_jit
+@_inline
 def _rec_store(lvp: Any, lvf: Any, lvi: Any, lv: int, m: int, got: float, hk: Any, hf: Any,
                hi: Any, hbits: Any, gen: int) -> None:
     """Memoise the value ``got`` of the belief at level ``lv``."""
@@ -489,7 +497,7 @@ def _rec_store(lvp: Any, lvf: Any, lvi: Any, lv: int, m: int, got: float, hk: An
     hi[at, 1] = gen
 
 
-@_jit
+@_inline
 def _receding(probs: Any, m: int, q: float, theta: float, kappa: float, lim: float,
               eps: float, sidx: Any, sk: Any, sf: Any, n: int, depth: int, b0: float,
               lvp: Any, lvf: Any, lvi: Any, hk: Any, hf: Any, hi: Any, hbits: Any,
@@ -532,7 +540,7 @@ def _receding(probs: Any, m: int, q: float, theta: float, kappa: float, lim: flo
 # -- the beam: _planner._beam ----------------------------------------------------------------
 
 
-@_jit
+@_inline
 def _score(probs: Any, idx: Any, k: int, r: float, lam_cost: float) -> float:
     """:func:`amv_calib.gate._planner._score`: evidence per unit of cost."""
     if r >= 1.0:
@@ -546,7 +554,7 @@ def _score(probs: Any, idx: Any, k: int, r: float, lam_cost: float) -> float:
     return var * llr / (lam_cost + 1e-12)
 
 
-@_jit
+@_inline
 def _sort_by(key: Any, order: Any, n: int) -> None:
     """``order[:n] = sorted(range(n), key=lambda j: (key[j], j))`` (a stable insertion
     sort; ``-0.0`` and ``0.0`` tie as in Python)."""
@@ -561,7 +569,7 @@ def _sort_by(key: Any, order: Any, n: int) -> None:
         order[b + 1] = j
 
 
-@_jit
+@_inline
 def _fits(sk: Any, keep: Any, nkeep: int) -> bool:
     """``prod (1 + 2^k_j) * sum 2^k_j <= MAX_WORK`` over the verifiers ``keep[:nkeep]``, or
     over the first ``nkeep`` ones when ``keep`` is empty (the products saturate instead of
@@ -579,7 +587,7 @@ def _fits(sk: Any, keep: Any, nkeep: int) -> bool:
     return states * branch <= MAX_WORK
 
 
-@_jit
+@_inline
 def _try_keep(sk: Any, keep: Any, nkeep: int, j: int) -> int:
     """The reference's ``if j not in keep and fits(j): keep.append(j)``: returns the new
     length of ``keep`` (``keep[nkeep]`` is scratch)."""
@@ -658,20 +666,24 @@ def _plan(probs: Any, m: int, theta: float, kappa: float, lim: float, eps: float
         value, first = _receding(probs, m, q, theta, kappa, lim, eps, sidx, sk, sf, n, depth,
                                  b0, lvp, lvf, lvi, hk, hf, hi, hbits, gen)
         return value, first, False
-    if n <= MAX_EXACT_VERIFIERS and _fits(sk, sk[:0], n):
-        value, first = _exact(probs, m, q, theta, kappa, lim, eps, sidx, sk, sf, n, depth, b0,
-                              tol, lvp, lvf, lvi, wi[_RADIX], wf[_QS], memo, stamp, gen)
+    exact = n <= MAX_EXACT_VERIFIERS and _fits(sk, sk[:0], n)
+    n_use = n
+    at = 0
+    if not exact:  # a beam: the kept verifiers go to the spare rows after the n given
+        n_use = _beam(probs, m, sidx, sk, sf, n, wi, wf)
+        at = n
+        for t in range(n_use):
+            j = wi[_KEEP, t]
+            sk[n + t] = sk[j]
+            for u in range(sk[j]):
+                sidx[n + t, u] = sidx[j, u]
+            for u in range(3):
+                sf[n + t, u] = sf[j, u]
+    value, first = _exact(probs, m, q, theta, kappa, lim, eps, sidx[at:], sk[at:], sf[at:],
+                          n_use, depth, b0, tol, lvp, lvf, lvi, wi[_RADIX], wf[_QS], memo, stamp,
+                          gen)
+    if exact:
         return value, first, True
-    nkeep = _beam(probs, m, sidx, sk, sf, n, wi, wf)
-    for t in range(nkeep):
-        j = wi[_KEEP, t]
-        sk[n + t] = sk[j]
-        for u in range(sk[j]):
-            sidx[n + t, u] = sidx[j, u]
-        for u in range(3):
-            sf[n + t, u] = sf[j, u]
-    value, first = _exact(probs, m, q, theta, kappa, lim, eps, sidx[n:], sk[n:], sf[n:], nkeep,
-                          depth, b0, tol, lvp, lvf, lvi, wi[_RADIX], wf[_QS], memo, stamp, gen)
     mapped = -1 if first < 0 else wi[_KEEP, first]
     if myopic_first >= 0 and myopic_value < value:
         return myopic_value, myopic_first, False
@@ -679,165 +691,226 @@ def _plan(probs: Any, m: int, theta: float, kappa: float, lim: float, eps: float
 
 
 # -- one row: Gate._decide and Gate._decide_seed ---------------------------------------------
+#
+# A row is read in place: premise slot j is real where mask[i, j], and a verifier's premises
+# are its resolved real slots in slot order (the scalar gate's premise order). The planner
+# alone gets the row compressed to its real premises and offered verifiers (_gather).
 
 
-@_jit
-def _gather(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any, left: Any,
-            lam: float, probs: Any, slot: Any, oidx: Any, ok: Any, of: Any,
-            ocol: Any) -> Any:
-    """Row ``i`` as the scalar gate sees it: ``(m, n)``, ``(-1, 0)`` on an input out of range.
-
-    Its real premises (``mask``) in slot order go to ``probs[:m]``; its offered verifiers
-    (``avail``, and only while ``left > 0``) in column order to ``oidx``, ``ok``, ``of`` and
-    ``ocol``, each with the premises it resolves in premise order. The checks are those of
-    the batch's named messages (``evaluate_batch``).
-    """
-    mr = 0
+@_inline
+def _q_row(i: int, p: Any, mask: Any) -> Any:
+    """``(inputs in range, q)`` of row ``i``: ``q = prod (1 - p)`` from 1.0 over the real
+    slots in slot order (``mode="amv"``)."""
+    good = True
+    q = 1.0
     for j in range(p.shape[1]):
         if mask[i, j]:
             x = p[i, j]
-            if not (x >= 0.0 and x <= 1.0):
-                return -1, 0
-            probs[mr] = x
-            slot[j] = mr
+            good &= (x >= 0.0) & (x <= 1.0)
+            q *= 1.0 - x
+    return good, q
+
+
+@_inline
+def _p_any_seed(i: int, p: Any, mask: Any, pre: Any) -> Any:
+    """``(inputs in range, P_any)`` of row ``i`` as the seed accumulates it, ``acc = 1 -
+    (1 - acc)(1 - p)`` from 0, with ``pre[j]`` its value before slot ``j``."""
+    good = True
+    h = 0.0
+    for j in range(p.shape[1]):
+        pre[j] = h
+        if mask[i, j]:
+            x = p[i, j]
+            good &= (x >= 0.0) & (x <= 1.0)
+            h = 1.0 - (1.0 - h) * (1.0 - x)
+    return good, h
+
+
+@_inline
+def _resolved(i: int, v: int, mask: Any, res: Any, idx: Any) -> int:
+    """The real slots verifier ``v`` of row ``i`` resolves, in slot order, into ``idx``;
+    returns how many."""
+    k = 0
+    for j in range(mask.shape[1]):
+        idx[k] = j  # written always, kept when resolved (no branch to mispredict)
+        k += res[i, v, j] & mask[i, j]
+    return k
+
+
+@_inline
+def _gather(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any, lam: float,
+            probs: Any, slot: Any, oidx: Any, ok: Any, of: Any, ocol: Any) -> Any:
+    """Row ``i`` compressed for the planner: ``(m, n)``.
+
+    Its real premises in slot order go to ``probs[:m]``; its available verifiers in column
+    order to ``oidx`` (positions among the real premises, in premise order), ``ok``, ``of``
+    and ``ocol``.
+    """
+    mr = 0
+    for j in range(p.shape[1]):
+        slot[j] = mr if mask[i, j] else -1
+        if mask[i, j]:
+            probs[mr] = p[i, j]
             mr += 1
-        else:
-            slot[j] = -1
     nv = 0
     for v in range(cost.shape[1]):
-        if not avail[i, v]:
-            continue
-        c = cost[i, v]
-        r = rel[i, v]
-        if not (c >= 0.0 and c < _INF and r > 0.5 and r <= 1.0):
-            return -1, 0
-        if left[i] <= 0:
-            continue
-        k = 0
-        for j in range(p.shape[1]):
-            sj = slot[j]
-            oidx[nv, k] = sj  # written always, kept when resolved (no branch to mispredict)
-            k += res[i, v, j] & (sj >= 0)
-        ok[nv] = k
-        of[nv, _R] = r
-        of[nv, _LC] = lam * c
-        of[nv, _C] = c
-        ocol[nv] = v
-        nv += 1
+        if avail[i, v]:
+            k = 0
+            for j in range(p.shape[1]):
+                oidx[nv, k] = slot[j]
+                k += res[i, v, j] & mask[i, j]
+            ok[nv] = k
+            of[nv, _R] = rel[i, v]
+            of[nv, _LC] = lam * cost[i, v]
+            of[nv, _C] = cost[i, v]
+            ocol[nv] = v
+            nv += 1
     return mr, nv
 
 
-@_jit
-def _amv(probs: Any, mr: int, oidx: Any, ok: Any, of: Any, nv: int, theta: float,
-         kappa: float, delta: float, eps: float, look: bool, reuse: bool, depth: int,
-         lvp: Any, lvf: Any, lvi: Any, memo: Any, stamp: Any, gen: Any, wi: Any, wf: Any,
-         hk: Any, hf: Any, hi: Any, hbits: Any) -> Any:
-    """``Gate._decide`` for ``mode="amv"`` (no cost budget): ``(regime, offered verifier or
-    -1, voi, v_stop, r_expected, h_harm, admissible)``, voi ``-inf`` for None."""
+@_inline
+def _verifier_ok(c: float, r: float) -> bool:
+    """The batch's checks of an available verifier: cost >= 0 and finite, r in (0.5, 1]."""
+    return (c >= 0.0) & (c < _INF) & (r > 0.5) & (r <= 1.0)
+
+
+@_inline
+def _amv(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any, depth: int,
+         theta: float, kappa: float, lam: float, delta: float, eps: float, look: bool,
+         reuse: bool, idx: Any, probs: Any, oidx: Any, ok: Any, of: Any, ocol: Any,
+         planner: Any) -> Any:
+    """``Gate._decide`` for ``mode="amv"`` (no cost budget): ``(inputs in range, regime,
+    verifier column or -1, voi, v_stop, r_expected, h_harm, admissible)``, voi ``-inf`` for
+    None. ``depth`` is the number of verifications left; ``idx`` is scratch,
+    ``planner`` the planner's work arrays (a tuple, as a call of more than 30 arguments
+    cannot be inlined)."""
+    good, q = _q_row(i, p, mask)
     lim = delta if delta < kappa else kappa
-    q = 1.0
-    for t in range(mr):
-        q *= 1.0 - probs[t]
     h = 1.0 - q
     rx = theta * h
     adm = rx <= lim and h <= eps
     v_stop = rx if adm else kappa
     stop = _PROCEED if adm else _ABSTAIN
-    if nv == 0:
-        return stop, -1, _NEG_INF, v_stop, rx, h, adm
     best = _NEG_INF
-    bj = -1
-    for v in range(nv):
-        e = _expect(probs, q, oidx[v], ok[v], of[v, _R], theta, kappa, lim, eps)
-        voi = v_stop - e - of[v, _LC]
+    bj = -1  # column of the first largest VOI
+    bo = -1  # ... and its position among the offered verifiers
+    nv = 0
+    row = p[i]
+    for v in range(cost.shape[1]):
+        if not avail[i, v]:
+            continue
+        c = cost[i, v]
+        r = rel[i, v]
+        good &= _verifier_ok(c, r)
+        if depth <= 0:
+            continue
+        k = _resolved(i, v, mask, res, idx)
+        voi = v_stop - _expect(row, q, idx, k, r, theta, kappa, lim, eps) - lam * c
         if voi > best:
             best = voi
             bj = v
+            bo = nv
+        nv += 1
+    if not good or nv == 0:
+        return good, stop, -1, _NEG_INF, v_stop, rx, h, adm
     tol = VOI_TOLERANCE * (theta + kappa)
     if look:
+        mr, nv = _gather(i, p, mask, res, cost, rel, avail, lam, probs, idx, oidx, ok, of,
+                         ocol)
+        lvp, lvf, lvi, memo, stamp, gen, wi, wf, hk, hf, hi, hbits = planner
         value, first, _ = _plan(probs, mr, theta, kappa, lim, eps, oidx, ok, of, nv, depth,
-                                _INF, reuse, bj if best > tol else -1, v_stop - best, tol,
+                                _INF, reuse, bo if best > tol else -1, v_stop - best, tol,
                                 lvp, lvf, lvi, memo, stamp, gen, wi, wf, hk, hf, hi, hbits)
         gain = v_stop - value
         if first >= 0 and gain > tol:
-            return _VERIFY, first, gain, v_stop, rx, h, adm
-        return stop, -1, gain, v_stop, rx, h, adm
+            return good, _VERIFY, ocol[first], gain, v_stop, rx, h, adm
+        return good, stop, -1, gain, v_stop, rx, h, adm
     if best > tol:
-        return _VERIFY, bj, best, v_stop, rx, h, adm
-    return stop, -1, best, v_stop, rx, h, adm
+        return good, _VERIFY, bj, best, v_stop, rx, h, adm
+    return good, stop, -1, best, v_stop, rx, h, adm
 
 
-@_jit
-def _seed_expect(probs: Any, pre: Any, mr: int, t: int, r: float, theta: float, kappa: float,
-                 lim: float, eps: float) -> float:
-    """``E[V_stop]`` of the seed engine: premise ``t`` updated, ``P_any`` re-accumulated
-    from ``pre[t]`` (``Gate._decide_seed``)."""
-    p = probs[t]
+@_inline
+def _seed_expect(row: Any, mask: Any, i: int, pre: Any, t: int, r: float, theta: float,
+                 kappa: float, lim: float, eps: float) -> float:
+    """``E[V_stop]`` of the seed engine: real slot ``t`` updated, ``P_any`` re-accumulated
+    from ``pre[t]`` over the real slots after it (``Gate._decide_seed``)."""
+    p = row[t]
     pc = (1.0 - p) * r + p * (1.0 - r)
     pr = 1.0 - pc
     e = 0.0
     base = 1.0 - pre[t]
     if pc != 0.0:
         acc = 1.0 - base * (1.0 - (p * (1.0 - r)) / pc)
-        for j in range(t + 1, mr):
-            acc = 1.0 - (1.0 - acc) * (1.0 - probs[j])
+        for j in range(t + 1, row.shape[0]):
+            if mask[i, j]:
+                acc = 1.0 - (1.0 - acc) * (1.0 - row[j])
         e = pc * _screen(acc, theta, kappa, lim, eps)
     if pr != 0.0:
         acc = 1.0 - base * (1.0 - (p * r) / pr)
-        for j in range(t + 1, mr):
-            acc = 1.0 - (1.0 - acc) * (1.0 - probs[j])
+        for j in range(t + 1, row.shape[0]):
+            if mask[i, j]:
+                acc = 1.0 - (1.0 - acc) * (1.0 - row[j])
         e = e + pr * _screen(acc, theta, kappa, lim, eps)
     return e
 
 
-@_jit
-def _seed(probs: Any, pre: Any, mr: int, oidx: Any, ok: Any, of: Any, nv: int, theta: float,
-          kappa: float, lam: float, delta: float, eps: float) -> Any:
+@_inline
+def _seed(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any, depth: int,
+          theta: float, kappa: float, lam: float, delta: float, eps: float, idx: Any,
+          pre: Any) -> Any:
     """``Gate._decide_seed``: the same tuple as :func:`_amv`."""
+    good, h = _p_any_seed(i, p, mask, pre)
     lim = kappa if kappa < delta else delta  # min(delta, kappa)
-    h = 0.0
-    pre[0] = 0.0
-    for t in range(mr):
-        h = 1.0 - (1.0 - h) * (1.0 - probs[t])
-        pre[t + 1] = h
     rx = h * theta
     adm = rx <= lim and h <= eps
     v_stop = rx if adm else kappa
     stop = _PROCEED if adm else _ABSTAIN
-    if nv == 0:
-        return stop, -1, _NEG_INF, v_stop, rx, h, adm
     best = _NEG_INF
     bj = -1
-    for v in range(nv):
-        if ok[v] == 0:
-            voi = -lam * of[v, _C]
-        else:
-            e = _seed_expect(probs, pre, mr, oidx[v, 0], of[v, _R], theta, kappa, lim, eps)
-            voi = (v_stop - e) - of[v, _LC]
+    row = p[i]
+    for v in range(cost.shape[1]):
+        if not avail[i, v]:
+            continue
+        c = cost[i, v]
+        r = rel[i, v]
+        good &= _verifier_ok(c, r)
+        if depth <= 0:
+            continue
+        if _resolved(i, v, mask, res, idx) == 0:
+            voi = -lam * c
+        else:  # the seed updates the first premise it resolves only
+            e = _seed_expect(row, mask, i, pre, idx[0], r, theta, kappa, lim, eps)
+            voi = (v_stop - e) - lam * c
         if voi > best:
             best = voi
             bj = v
+    if not good or bj < 0:
+        return good, stop, -1, _NEG_INF, v_stop, rx, h, adm
     if best > 0.0:
-        return _VERIFY, bj, best, v_stop, rx, h, adm
-    return stop, -1, best, v_stop, rx, h, adm
+        return good, _VERIFY, bj, best, v_stop, rx, h, adm
+    return good, stop, -1, best, v_stop, rx, h, adm
 
 
 # -- the batch ---------------------------------------------------------------------------------
 
 
-@_jit
-def _rows(lo: int, hi_: int, seed: bool, look: bool, reuse: bool, lam: float, delta: float,
-          eps: float, p: Any, mask: Any, theta: Any, kappa: Any, res: Any, cost: Any,
-          rel: Any, avail: Any, left: Any, out_f: Any, verifier: Any, regime: Any, adm: Any,
-          probs: Any, slot: Any, pre: Any, oidx: Any, ok: Any, of: Any, ocol: Any, lvp: Any,
-          lvf: Any, lvi: Any, memo: Any, stamp: Any, gen: Any, wi: Any, wf: Any, hk: Any,
-          hf: Any, hi: Any, hbits: Any) -> int:
+@_inline
+def _rows(lo: int, hi_: int, seed: bool, look: bool, reuse: bool, consts: Any, ins: Any,
+          outs: Any, work: Any) -> int:
     """Rows ``lo:hi_`` into the outputs; returns the number of rows with an input out of
     range (their outputs are left as they were).
 
-    ``out_f`` holds ``voi, v_stop, r_expected, h_harm`` (4, n); ``verifier`` is the chosen
-    column or -1. The work arrays after ``adm`` come from :func:`_work`.
+    ``consts`` is ``(lambda, delta, epsilon)``; ``ins`` the inputs and ``outs`` the outputs
+    of :func:`decide_rows`; ``work`` the work arrays of :func:`_work`. Arguments travel in
+    tuples because numba cannot inline a call of more than 30 arguments.
     """
+    lam, delta, eps = consts
+    p, mask, theta, kappa, res, cost, rel, avail, left = ins
+    out_f, verifier, regime, adm = outs
+    (probs, slot, pre, oidx, ok, of, ocol, lvp, lvf, lvi, memo, stamp, gen, wi, wf, hk, hf,
+     hi, hbits) = work
+    planner = (lvp, lvf, lvi, memo, stamp, gen, wi, wf, hk, hf, hi, hbits)
     bad = 0
     for i in range(lo, hi_):
         th = theta[i]
@@ -845,26 +918,39 @@ def _rows(lo: int, hi_: int, seed: bool, look: bool, reuse: bool, lam: float, de
         if not (th > 0.0 and th < _INF and ka > 0.0 and ka < _INF):
             bad += 1
             continue
-        mr, nv = _gather(i, p, mask, res, cost, rel, avail, left, lam, probs, slot, oidx, ok,
-                         of, ocol)
-        if mr < 0:
+        if seed:
+            good, reg, col, voi, v_stop, rx, h, a = _seed(
+                i, p, mask, res, cost, rel, avail, left[i], th, ka, lam, delta, eps, slot, pre)
+        else:
+            good, reg, col, voi, v_stop, rx, h, a = _amv(
+                i, p, mask, res, cost, rel, avail, left[i], th, ka, lam, delta, eps, look,
+                reuse, slot, probs, oidx, ok, of, ocol, planner)
+        if not good:
             bad += 1
             continue
-        if seed:
-            reg, j, voi, v_stop, rx, h, good = _seed(probs, pre, mr, oidx, ok, of, nv, th, ka,
-                                                     lam, delta, eps)
-        else:
-            reg, j, voi, v_stop, rx, h, good = _amv(
-                probs, mr, oidx, ok, of, nv, th, ka, delta, eps, look, reuse, left[i], lvp,
-                lvf, lvi, memo, stamp, gen, wi, wf, hk, hf, hi, hbits)
         regime[i] = reg
-        verifier[i] = ocol[j] if j >= 0 else -1
+        verifier[i] = col
         out_f[0, i] = voi
         out_f[1, i] = v_stop
         out_f[2, i] = rx
         out_f[3, i] = h
-        adm[i] = good
+        adm[i] = a
     return bad
+
+
+@_jit
+def _rows_myopic(lo: int, hi_: int, seed: bool, consts: Any, ins: Any, outs: Any,
+                 work: Any) -> int:
+    """:func:`_rows` for the myopic rule (either mode). An entry of its own, without the
+    planner's code, which would otherwise crowd the myopic loop's registers."""
+    return _rows(lo, hi_, seed, False, False, consts, ins, outs, work)
+
+
+@_jit
+def _rows_lookahead(lo: int, hi_: int, reuse: bool, consts: Any, ins: Any, outs: Any,
+                    work: Any) -> int:
+    """:func:`_rows` for the lookahead planner (``mode="amv"``)."""
+    return _rows(lo, hi_, False, True, reuse, consts, ins, outs, work)
 
 
 @_jit
@@ -917,7 +1003,7 @@ def _table(most: int) -> int:
 
 
 def _work(m: int, n_ver: int, levels: int, table: int, memo: int) -> tuple[Any, ...]:
-    """The work arrays of one thread, in :func:`_rows`'s order after ``adm``.
+    """The work arrays of one thread, in the order :func:`_rows` unpacks them.
 
     Rows of at most ``m`` premises and ``n_ver`` verifiers; ``levels`` frames (one per
     verification, plus one); a receding hash table of ``table`` entries (a power of two, 0
@@ -950,6 +1036,28 @@ def _sizes(look: bool, reuse: bool, mask: NDArray[np.bool_], res: NDArray[np.boo
     return levels, table, (MAX_WORK + 1 if look else 1)
 
 
+_CACHE = threading.local()
+
+
+def _cached_work(m: int, n_ver: int, levels: int, table: int, memo: int) -> tuple[Any, ...]:
+    """:func:`_work` kept per thread and reused while it is large enough.
+
+    Larger arrays than a batch needs are harmless (the engine loops over the sizes it is
+    given; the hash table only needs a power of two), and the memo and hash table are
+    stamped with generations that keep counting across batches, so they are never cleared:
+    a batch after the first allocates nothing.
+    """
+    have = getattr(_CACHE, "sizes", None)
+    want = (max(m, 1), max(n_ver, 1), levels, table, memo)
+    if have is None or any(w > h for w, h in zip(want, have, strict=True)):
+        sizes = want if have is None else tuple(max(w, h) for w, h in zip(want, have,
+                                                                            strict=True))
+        _CACHE.work = _work(*sizes)
+        _CACHE.sizes = sizes
+    work: tuple[Any, ...] = _CACHE.work
+    return work
+
+
 def decide_rows(*, seed: bool, look: bool, reuse: bool, lam: float, delta: float, eps: float,
                 p: NDArray[np.float64], mask: NDArray[np.bool_], theta: NDArray[np.float64],
                 kappa: NDArray[np.float64], res: NDArray[np.bool_], cost: NDArray[np.float64],
@@ -968,19 +1076,27 @@ def decide_rows(*, seed: bool, look: bool, reuse: bool, lam: float, delta: float
     levels, table, memo = _sizes(look, reuse, mask, res, avail, left)
     n = theta.shape[0]
     m, n_ver = p.shape[1], cost.shape[1]
-    ins = (p, mask, theta, kappa, res, cost, rel, avail, left, out_f, verifier, regime, adm)
+    consts = (lam, delta, eps)
+    ins = (p, mask, theta, kappa, res, cost, rel, avail, left)
+    outs = (out_f, verifier, regime, adm)
+
+    def block(lo: int, hi_: int, work: tuple[Any, ...]) -> int:
+        if look:
+            return int(_rows_lookahead(lo, hi_, reuse, consts, ins, outs, work))
+        return int(_rows_myopic(lo, hi_, seed, consts, ins, outs, work))
+
     threads = max(1, min(n_jobs, n // PARALLEL_MIN_ROWS))
     if threads == 1:
-        return int(_rows(0, n, seed, look, reuse, lam, delta, eps, *ins,
-                         *_work(m, n_ver, levels, table, memo)))
+        return block(0, n, _cached_work(m, n_ver, levels, table, memo))
     from concurrent.futures import ThreadPoolExecutor
 
     cuts = [t * n // threads for t in range(threads + 1)]
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        bad = pool.map(lambda t: _rows(cuts[t], cuts[t + 1], seed, look, reuse, lam, delta,
-                                       eps, *ins, *_work(m, n_ver, levels, table, memo)),
-                       range(threads))
-        return int(sum(bad))
+    # the first block in this thread (with its kept work arrays), the others in new threads
+    with ThreadPoolExecutor(max_workers=threads - 1) as pool:
+        rest = [pool.submit(block, cuts[t], cuts[t + 1], _work(m, n_ver, levels, table, memo))
+                for t in range(1, threads)]
+        bad = block(0, cuts[1], _cached_work(m, n_ver, levels, table, memo))
+        return bad + sum(f.result() for f in rest)
 
 
 def plan(probs: list[float] | tuple[float, ...], theta: float, kappa: float, lim: float,
