@@ -21,11 +21,16 @@ better than recursion, and the frames make the visiting order explicit. The exac
 planner's memo is a dense table indexed by the reference's memo key (each used verifier's
 outcome code in a mixed radix) with a generation stamp per entry, so it is never cleared;
 the receding horizon's memo, keyed by the beliefs themselves, is an open-addressing hash
-table with the reference's ``==`` on floats. Work arrays are passed one by one, never in a
-tuple, and the functions run without numba's runtime (NRT): with it, every array
-passed to a function or sliced is reference-counted with an atomic operation, which cost
-more than the arithmetic. So nothing is allocated in compiled code; :func:`_work` makes the
-work arrays of a batch (one set per thread).
+table with the reference's ``==`` on floats.
+
+The functions run without numba's runtime (NRT): with it, every array passed to a function
+or sliced is reference-counted with an atomic operation, which cost more than the
+arithmetic. So nothing is allocated in compiled code; :func:`_work` makes the work arrays
+(one set per thread, kept and reused). The hot helpers are inlined by numba (a call between
+compiled functions is not inlined by LLVM); calls of more than 30 arguments cannot be, so
+rows travel in tuples there. The myopic rule and the planner have separate entry points
+(:func:`_rows_myopic`, :func:`_rows_lookahead`), compiled on first use: about 5 s cold for
+the myopic rule, about 30 s for the planner on a shared 2-core machine.
 
 Importing this module imports numba (``import amv_calib.gate`` does not: the batch gate
 imports this module on its first call). The functions are compiled on first use and cached
