@@ -1,7 +1,12 @@
 """The runtime gate: screened stopping value, corrected VOI, sequential stopping, planning.
 
-Arithmetic of ``mode="amv"`` (what :mod:`amv_calib.gate._batch` reproduces)
---------------------------------------------------------------------------------
+This module and :mod:`amv_calib.gate._planner` are the readable reference engine. The
+compiled batch engine (:mod:`amv_calib.gate._compiled`, behind ``evaluate_batch``) repeats
+their arithmetic operation for operation; tests/test_compiled.py holds the two equal bit
+for bit.
+
+Arithmetic of ``mode="amv"``
+----------------------------
 For premises ``p_1..p_m`` (premise order) ``q = prod_i (1 - p_i)`` multiplied left to right
 from 1.0, ``H = 1 - q``, ``R = theta * H``; *admissible* iff ``R <= min(delta, kappa)`` and
 ``H <= epsilon``; ``V_stop = R`` if admissible else ``kappa``.
@@ -13,9 +18,9 @@ and ``Pr_i = p_i r + (1-p_i)(1-r)`` (both computed directly, not as ``1 - Pc_i``
 outcome has probability ``w_o`` = the product of its ``Pc_i`` or ``Pr_i`` (left to right
 over ``S``, from 1.0) and leaves ``q_o`` = ``q`` times the product of its factors
 ``r / Pc_i`` or ``(1-r) / Pr_i`` (each factor divided first, left to right, from ``q``),
-which equals ``prod (1 - posterior)`` without dividing by ``1 - p_i``. Outcomes with
-``w_o == 0`` are skipped. ``E = sum_o w_o V_stop(q_o)`` in outcome order, and
-``VOI = V_stop - E - lambda * c``.
+which equals ``prod (1 - posterior)`` without dividing by ``1 - p_i``. Outcomes with a
+factor ``Pc_i`` or ``Pr_i`` equal to 0 are skipped. ``E = sum_o w_o V_stop(q_o)`` in
+outcome order, and ``VOI = V_stop - E - lambda * c``.
 
 The myopic rule VERIFIES with the first verifier of largest VOI when that VOI exceeds
 ``VOI_TOLERANCE * (theta + kappa)``; else it PROCEEDS if admissible and ABSTAINS
@@ -44,7 +49,7 @@ import numpy as np
 
 from amv_calib.contract import PortableCalibrator
 from amv_calib.exceptions import AmvCalibError
-from amv_calib.gate._batch import KERNEL, BatchDecision, evaluate_batch
+from amv_calib.gate._batch import BatchDecision, evaluate_batch
 from amv_calib.gate._model import (
     REGIME_CODES,
     VOI_TOLERANCE,
@@ -54,7 +59,6 @@ from amv_calib.gate._model import (
 )
 from amv_calib.gate._planner import Spec, plan
 
-_kernel_decide: Any = None if KERNEL is None else KERNEL.decide
 
 __all__ = [
     "REGIME_CODES",
@@ -431,15 +435,6 @@ def _expect(probs: Sequence[float], q: float, idx: Sequence[int], r: float, thet
     return e
 
 
-def _seed_stop(probs: Sequence[float], theta: float, kappa: float, lim: float,
-               eps: float) -> float:
-    acc = 0.0
-    for p in probs:
-        acc = 1.0 - (1.0 - acc) * (1.0 - p)
-    rx = acc * theta
-    return rx if (rx <= lim and acc <= eps) else kappa
-
-
 class Gate:
     """The AMV runtime gate: PROCEED, VERIFY or ABSTAIN for one candidate action.
 
@@ -524,12 +519,6 @@ class Gate:
         self._artifact_name = artifact_name
         self._artifact_version = artifact_version
         self._decision_log = decision_log
-        # the compiled myopic rule (either mode) decides when verifications are left
-        self._kernel_ctx: tuple[Any, ...] | None = None
-        if KERNEL is not None and not self._lookahead and self._max > 0 and refusal is None:
-            self._kernel_ctx = (lam, delta, eps, VOI_TOLERANCE, Decision, _R_PROCEED,
-                                _R_PROCEED_NONE, _R_ABSTAIN_R, _R_ABSTAIN_H, _R_ABSTAIN_NONE,
-                                _R_VERIFY, self._seed)
         self._sink: Callable[[dict[str, Any]], None] | None
         if decision_log is None:
             self._sink = None
@@ -667,35 +656,45 @@ class Gate:
 
     # -- stopping value and one-step VOI ---------------------------------------------------------
     def stopping_value(self, action: CandidateAction) -> StoppingValue:
-        """Screened stopping value ``(v_stop, r_expected, h_harm, admissible)``."""
-        return self._stop(self._probs(action), action.impact_cost_theta,
-                          action.abstention_cost_kappa)
+        """Screened stopping value ``(v_stop, r_expected, h_harm, admissible)``.
 
-    def _stop(self, probs: Sequence[float], theta: float, kappa: float) -> StoppingValue:
-        if self._seed:
-            h = 0.0
-            for p in probs:
-                h = 1.0 - (1.0 - h) * (1.0 - p)
-        else:
-            q = 1.0
-            for p in probs:
-                q *= 1.0 - p
-            h = 1.0 - q
-        rx = theta * h
-        adm = rx <= min(self._delta, kappa) and h <= self._eps
-        return StoppingValue(rx if adm else kappa, rx, h, adm)
-
-    def one_step_voi(self, action: CandidateAction, verifier: Verifier, v_stop: float) -> float:
-        """``v_stop - E_o[V_stop(b | o)] - lambda * c`` for one verifier.
-
-        ``v_stop`` is the current stopping value (from :meth:`stopping_value`). The
-        expectation runs over the joint outcomes of every premise the verifier resolves
-        (only the first of them in ``mode="seed"``).
+        A view of the decision with no verifier offered (which PROCEEDS exactly when the
+        action is admissible), so there is one copy of the arithmetic.
         """
-        probs = self._probs(action)
-        idx = self._indices(action, verifier)
-        return self._voi(probs, idx, verifier, action.impact_cost_theta,
-                         action.abstention_cost_kappa, v_stop)
+        d = self._decide(action, self._probs(action), (), 0, None)
+        return StoppingValue(d.v_stop, d.r_expected, d.h_harm, d.regime == "PROCEED")
+
+    def one_step_voi(self, action: CandidateAction, verifier: Verifier,
+                     v_stop: float | None = None) -> float:
+        """``V_stop - E_o[V_stop(b | o)] - lambda * c`` for one verifier.
+
+        The expectation runs over the joint outcomes of every premise the verifier resolves
+        (only the first of them in ``mode="seed"``). A view of the decision routine: the
+        value is the entry of :attr:`Decision.vois` that :meth:`evaluate` reports for it.
+
+        Parameters
+        ----------
+        action : CandidateAction
+        verifier : Verifier
+        v_stop : float, optional
+            The current stopping value, as :meth:`stopping_value` gives it. The VOI is
+            only defined against the stopping value of the action's own probabilities, so
+            this argument is a consistency check: a value that differs (bit for bit) from
+            the one the gate computes raises ``ValueError``. Leave it out to skip the check.
+
+        Raises
+        ------
+        ValueError
+            ``v_stop`` is not the action's stopping value, or the verifier names a premise
+            the action does not have.
+        """
+        d = self._decide(action, self._probs(action), (verifier,), 1, None)
+        if v_stop is not None and not (v_stop == d.v_stop):
+            raise ValueError(
+                f"v_stop={v_stop!r} is not the stopping value {d.v_stop!r} of action "
+                f"{action.action_id!r}; the one-step VOI is defined against that value"
+            )
+        return d.vois[0]
 
     def _indices(self, action: CandidateAction, verifier: Verifier) -> tuple[int, ...]:
         index = action._index
@@ -707,40 +706,6 @@ class Gate:
             out.append(i)
         return tuple(sorted(out))
 
-    def _voi(self, probs: Sequence[float], idx: tuple[int, ...], v: Verifier, theta: float,
-             kappa: float, v_stop: float) -> float:
-        lim = min(self._delta, kappa)
-        lam_c = self._lam * v.execution_cost
-        if self._seed:
-            return self._seed_voi(probs, idx, v, theta, kappa, lim, v_stop)
-        q = 1.0
-        for p in probs:
-            q *= 1.0 - p
-        e = _expect(probs, q, idx, v.symmetric_reliability, theta, kappa, lim, self._eps)
-        return v_stop - e - lam_c
-
-    def _seed_voi(self, probs: Sequence[float], idx: tuple[int, ...], v: Verifier,
-                  theta: float, kappa: float, lim: float, v_stop: float) -> float:
-        if not idx:
-            return -self._lam * v.execution_cost
-        t = idx[0]
-        p = probs[t]
-        r = v.symmetric_reliability
-        pc = (1.0 - p) * r + p * (1.0 - r)
-        pr = 1.0 - pc
-        # a zero-probability outcome: the seed's NaN posterior is inadmissible, and 0 * kappa
-        # adds exactly 0, which skipping the term reproduces
-        e = 0.0
-        if pc != 0.0:
-            post = list(probs)
-            post[t] = (p * (1.0 - r)) / pc
-            e = pc * _seed_stop(post, theta, kappa, lim, self._eps)
-        if pr != 0.0:
-            post = list(probs)
-            post[t] = (p * r) / pr
-            e = e + pr * _seed_stop(post, theta, kappa, lim, self._eps)
-        return (v_stop - e) - (self._lam * v.execution_cost)
-
     # -- decisions ----------------------------------------------------------------------------
     def evaluate(self, action: CandidateAction, verifiers: Sequence[Verifier] = ()) -> Decision:
         """Decide PROCEED, VERIFY (with which verifier) or ABSTAIN for ``action``.
@@ -750,15 +715,6 @@ class Gate:
         ValueError
             A verifier names a premise the action does not have.
         """
-        ctx = self._kernel_ctx
-        probs = action._explicit
-        if ctx is not None and probs is not None:
-            # the compiled Gate._decide (None: a case it leaves to the code below)
-            fast: Decision | None = _kernel_decide(ctx, action, probs, verifiers)
-            if fast is not None:
-                if self._sink is not None:
-                    self._emit(self._record(action, fast, None))
-                return fast
         d: Decision
         if self._refusal is not None:
             for v in verifiers:
@@ -775,7 +731,12 @@ class Gate:
                     probs = None
                     d = self._closed(action, f"failing closed: {exc}")
             if probs is not None:
-                d = self._decide(action, probs, verifiers, self._max, None)
+                if self._seed:  # _decide's dispatch, one call fewer on the per-call path
+                    d = self._decide_seed(action, probs, verifiers, self._max,
+                                          action.impact_cost_theta,
+                                          action.abstention_cost_kappa)
+                else:
+                    d = self._decide(action, probs, verifiers, self._max, None)
         if self._sink is not None:
             self._emit(self._record(action, d, None))
         return d
@@ -896,17 +857,19 @@ class Gate:
                      verifiers: Sequence[Verifier], left: int, theta: float,
                      kappa: float) -> Decision:
         # The seed engine's evaluate(), operation by operation (module docstring).
-        lim = min(self._delta, kappa)
+        delta = self._delta
+        lim = kappa if kappa < delta else delta  # min(delta, kappa)
         eps = self._eps
         lam = self._lam
         # pre[j]: the seed's running P_any after the first j premises; an outcome that
         # changes premise t re-runs the same recurrence from pre[t], so the arithmetic is
         # the seed's, operation for operation
         pre = [0.0]
+        keep = pre.append
         h = 0.0
         for p in probs:
             h = 1.0 - (1.0 - h) * (1.0 - p)
-            pre.append(h)
+            keep(h)
         rx = h * theta
         adm = rx <= lim and h <= eps
         v_stop = rx if adm else kappa
@@ -914,6 +877,7 @@ class Gate:
         best = _NEG_INF
         best_v: Verifier | None = None
         vois: list[float] = []
+        add = vois.append
         m = len(probs)
         for v in verifiers:
             ids = v.resolves_premise_ids
@@ -948,7 +912,7 @@ class Gate:
                     ra = acc * theta
                     e = e + pr * (ra if (ra <= lim and acc <= eps) else kappa)
                 voi = (v_stop - e) - (lam * v.execution_cost)
-            vois.append(voi)
+            add(voi)
             if voi > best:
                 best = voi
                 best_v = v

@@ -21,28 +21,27 @@ as a floor (its choice wins when its one-step value beats the beam's plan).
 Two bounds prune without changing the result: every policy loses at least
 ``P_any * min(theta, kappa)`` (the clairvoyant's loss; ``P_any`` is a martingale under
 verification), and a verifier is abandoned as soon as its partial expected loss reaches
-the best alternative. The pruned recursion (plain Python) expands at most
-``SCALAR_STATES`` states; where pruning does not bite, the same programme runs over all
-states at once with numpy (:func:`_exact_arrays`). With ``reuse`` (a verifier may be
-called again) the plan is a receding horizon: exact over the next ``H`` calls, ``H`` the
-deepest tree with at most ``RECEDING_WORK`` leaves.
+the best alternative. The pruned, memoised recursion :func:`_exact` is the one exact
+solver. With ``reuse`` (a verifier may be called again) the plan is a receding horizon:
+exact over the next ``H`` calls, ``H`` the deepest tree with at most ``RECEDING_WORK``
+leaves.
+
+This module is the readable reference of the planner: the compiled batch engine
+(:mod:`amv_calib.gate._compiled`) runs the same programme, operation for operation (same
+traversal order, memo, pruning, ties and tolerance), and tests/test_compiled.py holds the
+two equal bit for bit.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Sequence
-from typing import Any, Final, NamedTuple
-
-import numpy as np
-from numpy.typing import NDArray
+from collections.abc import Callable, Sequence
+from typing import Final, NamedTuple
 
 __all__ = [
     "MAX_EXACT_VERIFIERS",
     "MAX_WORK",
     "RECEDING_WORK",
-    "SCALAR_STATES",
     "Plan",
     "Spec",
     "outcomes",
@@ -123,9 +122,13 @@ def _work(specs: Sequence[Spec]) -> tuple[int, int]:
 def _score(probs: Sequence[float], sp: Spec) -> float:
     # Evidence per unit of cost: each resolved premise's variance p(1-p) times the signal's
     # log-likelihood ratio (capped, r = 1 is infinitely strong), over lambda c.
+    # (A plain loop, not sum(): from Python 3.12 on sum() of floats is compensated, and the
+    # compiled engine must add in the same order on every version.)
     llr = 40.0 if sp.r >= 1.0 else min(40.0, math.log(sp.r / (1.0 - sp.r)))
-    evidence = sum(probs[i] * (1.0 - probs[i]) for i in sp.idx) * llr
-    return evidence / (sp.lam_cost + 1e-12)
+    var = 0.0
+    for i in sp.idx:
+        var += probs[i] * (1.0 - probs[i])
+    return var * llr / (sp.lam_cost + 1e-12)
 
 
 def _beam(probs: Sequence[float], specs: Sequence[Spec]) -> list[int]:
@@ -171,12 +174,14 @@ def _exact(
     depth: int,
     budget: float | None,
     tol: float,
-    cap: int = 1 << 62,
 ) -> tuple[float, int | None]:
-    """Memoised, pruned recursion in plain Python; raises _TooMuchWork past ``cap`` states.
+    """The exact plan: ``(value, first)``, ``first`` None when stopping is best.
 
-    Memo keys record each used verifier's outcome code (0 = unused), so a key names one
-    belief whatever order the verifiers were used in.
+    A memoised, pruned recursion, depth first over the verifiers in the order given and
+    their outcomes in :func:`outcomes` order. Memo keys record each used verifier's outcome
+    code (0 = unused), so a key names one belief whatever order the verifiers were used in;
+    the first path to reach a key computes its value (the beliefs reached by different
+    orders agree up to rounding), which is why the traversal order is part of the result.
     """
     n = len(specs)
     radix: list[int] = []
@@ -186,7 +191,6 @@ def _exact(
         base *= 1 + (1 << len(sp.idx))
     floor = min(theta, kappa)
     memo: dict[int, float] = {}
-    left = [cap]
 
     def expand(probs: list[float], q: float, key: int, rem: int, d: int, b: float, j: int,
                cut: float) -> float:
@@ -234,9 +238,6 @@ def _exact(
         return acc
 
     def value(probs: list[float], q: float, key: int, rem: int, d: int, b: float) -> float:
-        left[0] -= 1
-        if left[0] < 0:
-            raise _TooMuchWork
         h = 1.0 - q
         rx = theta * h
         best = rx if (rx <= lim and h <= eps) else kappa
@@ -252,8 +253,26 @@ def _exact(
         memo[key] = best
         return best
 
-    # the root: every verifier within tol of the best gets an exact value, so that the
-    # first of the (near-)tied optimal first steps is chosen, as the array version does
+    return _root(probs, q, theta, kappa, lim, eps, specs, depth, budget, tol, expand)
+
+
+def _root(
+    probs: Sequence[float],
+    q: float,
+    theta: float,
+    kappa: float,
+    lim: float,
+    eps: float,
+    specs: Sequence[Spec],
+    depth: int,
+    budget: float | None,
+    tol: float,
+    expand: Callable[[list[float], float, int, int, int, float, int, float], float],
+) -> tuple[float, int | None]:
+    """The root of :func:`_exact`: every verifier within ``tol`` of the best gets an exact
+    value, so that the first of the (near-)tied optimal first steps is chosen (orders of
+    verifying the same premises tie up to rounding)."""
+    n = len(specs)
     start = list(probs)
     b0 = float("inf") if budget is None else budget
     h0 = 1.0 - q
@@ -263,7 +282,7 @@ def _exact(
     qs: dict[int, float] = {}
     rem0 = (1 << n) - 1
     if depth > 0:
-        lb0 = h0 * floor
+        lb0 = h0 * min(theta, kappa)
         for j in range(n):
             sp = specs[j]
             if sp.lam_cost + lb0 <= best + tol and sp.cost <= b0:
@@ -325,178 +344,6 @@ def _receding(
     return value(list(probs), q, horizon, float("inf") if budget is None else budget, True)
 
 
-class _TooMuchWork(Exception):
-    pass
-
-
-# A finite stand-in for the infinite log-likelihood ratio of r = 1: exp(-800) is exactly 0
-# in float64, so beliefs still reach 0 or 1, and a contradiction (reached only through an
-# outcome of probability 0) stays finite instead of becoming inf - inf.
-_LLR_CAP: Final = 800.0
-
-
-def _expit(x: NDArray[np.float64]) -> NDArray[np.float64]:
-    out: NDArray[np.float64] = np.exp(-np.logaddexp(0.0, -x))
-    return out
-
-
-@functools.lru_cache(maxsize=64)
-def _layout(widths: tuple[int, ...]) -> dict[str, Any]:
-    """The state space of verifiers with ``widths[j] = 1 + 2^k_j`` digits, sorted by level.
-
-    Depends on the verifiers' shapes only, so it is built once per shape. States are
-    ordered by the number of verifiers used, so each level is a contiguous block.
-    """
-    n = len(widths)
-    w = np.asarray(widths, dtype=np.int64)
-    radix = np.ones(n, dtype=np.int64)
-    radix[1:] = np.cumprod(w[:-1])
-    total = int(np.prod(w))
-    ids = np.arange(total, dtype=np.int64)
-    digits = (ids[:, None] // radix[None, :]) % w[None, :]
-    used = (digits > 0).sum(axis=1)
-    order = np.argsort(used, kind="stable")
-    pos = np.empty(total, dtype=np.int64)
-    pos[order] = np.arange(total)
-    digits = digits[order]
-    used = used[order]
-    width = int(w.max()) - 1
-    codes = np.arange(width)
-    # child of (state, verifier, outcome), as a position; 0 where undefined (weight 0 there)
-    raw = ids[order][:, None, None] + radix[None, :, None] * (codes[None, None, :] + 1)
-    ok = (digits[:, :, None] == 0) & (codes[None, None, :] < (w - 1)[None, :, None])
-    child = np.where(ok, pos[np.where(ok, raw, 0)], 0)
-    bounds = np.searchsorted(used, np.arange(n + 2))
-    for arr in (digits, used, child, bounds):
-        arr.setflags(write=False)
-    return {"digits": digits, "used": used, "child": child, "bounds": bounds,
-            "total": total, "width": width}
-
-
-def _exact_arrays(
-    probs: Sequence[float],
-    theta: float,
-    kappa: float,
-    lim: float,
-    eps: float,
-    specs: Sequence[Spec],
-    depth: int,
-    budget: float | None,
-    tol: float,
-) -> tuple[float, int | None]:
-    """The same programme over every state at once, with numpy, level by level.
-
-    A state is a digit per verifier (0 = unused, ``1 + o`` = used with outcome ``o``); all
-    ``prod (1 + 2^k_j)`` of them are enumerated (:func:`_layout`). Beliefs come from
-    log-odds, which add up whatever the order of the signals: ``logit p_i = logit p0_i
-    +- llr_j`` per signal (``llr = ln(r / (1 - r))``, infinite for ``r = 1``). A state
-    reachable only through an outcome of probability 0 gets a NaN belief and weight 0.
-    Children have one more digit set, so levels are solved from the deepest up.
-    """
-    n = len(specs)
-    lay = _layout(tuple(1 + (1 << len(sp.idx)) for sp in specs))
-    digits, child, bounds = lay["digits"], lay["child"], lay["bounds"]
-    total, width = lay["total"], lay["width"]
-    p0 = np.asarray(probs, dtype=np.float64)
-    single = all(len(sp.idx) == 1 for sp in specs)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        logit0 = np.log(p0) - np.log1p(-p0)
-        if single:
-            # one premise per verifier (the common case): one gather and one product
-            llr = np.array([_LLR_CAP if sp.r >= 1.0 else math.log(sp.r) - math.log1p(-sp.r)
-                            for sp in specs])
-            table = np.stack([np.zeros(n), -llr, llr], axis=1)  # digit 0, confirm, refute
-            inc = table[np.arange(n)[None, :], digits]
-            onto = np.zeros((n, len(probs)))
-            onto[np.arange(n), [sp.idx[0] for sp in specs]] = 1.0
-            lo = logit0 + inc @ onto
-        else:
-            lo = np.empty((total, len(probs)))
-            lo[:] = logit0
-            for j, sp in enumerate(specs):
-                k = len(sp.idx)
-                lj = np.inf if sp.r >= 1.0 else math.log(sp.r) - math.log1p(-sp.r)
-                codes = np.arange(1 << k)
-                for t, i in enumerate(sp.idx):
-                    tab = np.zeros((1 << k) + 1)
-                    tab[1:] = np.where((codes >> (k - 1 - t)) & 1, lj, -lj)
-                    lo[:, i] += tab[digits[:, j]]
-        p = np.exp(-np.logaddexp(0.0, -lo))
-    p[0] = p0  # the root keeps the given beliefs exactly (expit(logit p) is off by ulps)
-    bad = np.isnan(p).any(axis=1)
-    if bad.any():
-        p[bad] = 0.0
-    q = np.prod(1.0 - p, axis=1)
-    h = 1.0 - q
-    rx = theta * h
-    value = np.where((rx <= lim) & (h <= eps), rx, kappa)
-    value[bad] = 0.0
-    if single:
-        pp = p[:, [sp.idx[0] for sp in specs]]
-        rr = np.array([sp.r for sp in specs])
-        weights = np.stack([(1.0 - pp) * rr + pp * (1.0 - rr),
-                            pp * rr + (1.0 - pp) * (1.0 - rr)], axis=2)
-    else:
-        weights = np.zeros((total, n, width))
-        for j, sp in enumerate(specs):
-            k = len(sp.idx)
-            r = sp.r
-            codes = np.arange(1 << k)
-            w = np.ones((total, 1 << k))
-            for t, i in enumerate(sp.idx):
-                pi = p[:, i:i + 1]
-                pc = (1.0 - pi) * r + pi * (1.0 - r)
-                pr = pi * r + (1.0 - pi) * (1.0 - r)
-                w *= np.where((((codes >> (k - 1 - t)) & 1) == 1)[None, :], pr, pc)
-            weights[:, j, :1 << k] = w
-    if bad.any():
-        weights[bad] = 0.0
-    avail = digits == 0
-    if budget is not None:
-        costs = np.array([sp.cost for sp in specs])
-        spent = (~avail * costs[None, :]).sum(axis=1)
-        avail = avail & (spent[:, None] + costs[None, :] <= budget)
-    lam_cost = np.array([sp.lam_cost for sp in specs])
-    root_q = np.full(n, np.inf)
-    v_stop = float(value[0])
-    for level in range(min(n, depth) - 1, -1, -1):
-        a, b = int(bounds[level]), int(bounds[level + 1])
-        qv = lam_cost + (weights[a:b] * value[child[a:b]]).sum(axis=2)
-        qv = np.where(avail[a:b], qv, np.inf)
-        value[a:b] = np.minimum(value[a:b], qv.min(axis=1))
-        if level == 0:
-            root_q = qv[0]
-    best = float(value[0])
-    if not best < v_stop:
-        return best, None
-    return best, int(np.flatnonzero(root_q <= best + tol)[0])
-
-
-#: States the plain-Python recursion may expand before the array version takes over.
-SCALAR_STATES: Final = 48
-
-
-def _solve(
-    probs: Sequence[float],
-    q: float,
-    theta: float,
-    kappa: float,
-    lim: float,
-    eps: float,
-    specs: Sequence[Spec],
-    depth: int,
-    budget: float | None,
-    tol: float,
-) -> tuple[float, int | None]:
-    # The pruned recursion is fastest when pruning bites (most actions); where it would
-    # expand most of the state space, numpy over all states at once is faster.
-    try:
-        return _exact(probs, q, theta, kappa, lim, eps, specs, depth, budget, tol,
-                      cap=SCALAR_STATES)
-    except _TooMuchWork:
-        return _exact_arrays(probs, theta, kappa, lim, eps, specs, depth, budget, tol)
-
-
 def plan(
     probs: Sequence[float],
     theta: float,
@@ -550,11 +397,11 @@ def plan(
         return Plan(value, first, False)
     states, branch = _work(specs)
     if len(specs) <= MAX_EXACT_VERIFIERS and states * branch <= MAX_WORK:
-        value, first = _solve(probs, q, theta, kappa, lim, eps, specs, depth, budget, tol)
+        value, first = _exact(probs, q, theta, kappa, lim, eps, specs, depth, budget, tol)
         return Plan(value, first, True)
     # beam: an exact plan over the verifiers _beam keeps, floored by the myopic rule
     keep = _beam(probs, specs)
-    value, first = _solve(probs, q, theta, kappa, lim, eps, [specs[t] for t in keep], depth,
+    value, first = _exact(probs, q, theta, kappa, lim, eps, [specs[t] for t in keep], depth,
                           budget, tol)
     mapped = None if first is None else keep[first]
     if myopic_first is not None and myopic_value is not None and myopic_value < value:

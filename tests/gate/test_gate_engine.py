@@ -395,3 +395,17 @@ def test_decision_log_records(tmp_path: Any) -> None:
     assert len(lines) == 2 and lines[1]["verifier_calls"][0]["signals"] == {"p0": False}
     with pytest.raises(ValueError, match="decision_log="):
         Gate(decision_log=3)  # type: ignore[arg-type]
+
+
+def test_one_step_voi_is_the_decisions_voi_and_checks_v_stop() -> None:
+    # a view of the decision routine: the VOI evaluate() reports, against the action's own
+    # stopping value (any other v_stop is a caller's error, not a different question)
+    act = action([0.2, 0.05], theta=40.0, kappa=5.0)
+    v = verifier("v", ["p0", "p1"], cost=0.1, r=0.9)
+    for gate in (Gate(planner="myopic"), Gate(mode="seed"), Gate()):
+        d = gate.evaluate(act, [v])
+        sv = gate.stopping_value(act)
+        assert (sv.v_stop, sv.r_expected, sv.h_harm) == (d.v_stop, d.r_expected, d.h_harm)
+        assert gate.one_step_voi(act, v) == gate.one_step_voi(act, v, sv.v_stop) == d.vois[0]
+        with pytest.raises(ValueError, match="is not the stopping value"):
+            gate.one_step_voi(act, v, sv.v_stop + 1.0)

@@ -20,7 +20,6 @@ from amv_calib.gate import (
     posterior_confirm,
     posterior_refute,
 )
-from amv_calib.gate import _planner as planner_module
 from amv_calib.gate._planner import Spec, plan
 
 
@@ -145,15 +144,7 @@ def test_design_myopic_failure_becomes_verify() -> None:
     assert d.planner_value == pytest.approx(bf, rel=1e-12)
 
 
-@pytest.fixture(params=["scalar", "arrays"])
-def solver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run a test with the pruned recursion only, or with the numpy programme only."""
-    monkeypatch.setattr(planner_module, "SCALAR_STATES", 1 << 40 if request.param == "scalar"
-                        else 0)
-    return str(request.param)
-
-
-def test_plan_value_equals_brute_force(solver: str) -> None:
+def test_plan_value_equals_brute_force() -> None:
     for pb in problems():
         vs = verifiers_for(pb)
         for depth in (1, 2, 8):
@@ -181,7 +172,7 @@ def test_plan_never_loses_more_than_the_myopic_rule() -> None:
     assert strictly_better > 0  # the comparison has teeth
 
 
-def test_first_step_of_the_plan_is_optimal(solver: str) -> None:
+def test_first_step_of_the_plan_is_optimal() -> None:
     for pb in problems()[:60]:
         vs = verifiers_for(pb)
         d = gate_for(pb, "lookahead").evaluate(action(pb["ps"], pb["theta"], pb["kappa"]), vs)
@@ -233,24 +224,19 @@ def test_lookahead_with_one_step_left_is_myopic() -> None:
             assert one.regime == my.regime
 
 
-def test_budgeted_plans_and_both_solvers_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_budgeted_plans_equal_brute_force() -> None:
     for n, pb in enumerate(problems()[:80]):
         specs = [Spec(tuple(idx), r, pb["lam"] * c, c) for idx, r, c in pb["vs"]]
         lim = min(pb["delta"], pb["kappa"])
         budget = None if n % 3 == 0 else float(sum(c for _, _, c in pb["vs"]) * 0.6)
         tol = 1e-12 * pb["kappa"]
-        got = {}
-        for name, cap in (("scalar", 1 << 40), ("arrays", 0)):
-            monkeypatch.setattr(planner_module, "SCALAR_STATES", cap)
-            got[name] = plan(pb["ps"], pb["theta"], pb["kappa"], lim, pb["eps"], specs,
-                             depth=3, budget=budget, tol=tol)
+        pl = plan(pb["ps"], pb["theta"], pb["kappa"], lim, pb["eps"], specs, depth=3,
+                  budget=budget, tol=tol)
         want = brute_force(pb["ps"], pb["theta"], pb["kappa"], pb["delta"], pb["eps"],
                            pb["lam"], pb["vs"], 3,
                            math.inf if budget is None else budget)
-        for pl in got.values():
-            assert pl.exact and pl.value == pytest.approx(want, rel=1e-9, abs=tol)
+        assert pl.exact and pl.value == pytest.approx(want, rel=1e-9, abs=tol)
         v_stop = stop(pb["ps"], pb["theta"], pb["kappa"], pb["delta"], pb["eps"])
-        if v_stop - want > 1e-9 * pb["kappa"]:  # a clear gain: both pick the same first call
-            assert got["scalar"].first == got["arrays"].first is not None
-            first = pb["vs"][got["scalar"].first]
-            assert budget is None or first[2] <= budget
+        if v_stop - want > 1e-9 * pb["kappa"]:  # a clear gain: the first call is affordable
+            assert pl.first is not None
+            assert budget is None or pb["vs"][pl.first][2] <= budget

@@ -428,9 +428,11 @@ def test_bench_quick_runs(tmp_path: Path) -> None:
 def test_lookahead_parallel_rows_give_the_same_replay() -> None:
     from amv_calib.claims._synth import synth_episodes
     from amv_calib.gate import Gate
-    from amv_calib.gate._batch import PARALLEL_MIN_ROWS
+    from amv_calib.claims._synth import synth_episodes
+    from amv_calib.gate._compiled import PARALLEL_MIN_ROWS
 
-    es = episode_set(synth_episodes(PARALLEL_MIN_ROWS + 500, seed=3))
+    # enough rows for two threads of the compiled engine
+    es = episode_set(synth_episodes(2 * PARALLEL_MIN_ROWS + 500, seed=3))
     gate = Gate(calibrator=ONE_MINUS_CONF, planner="lookahead")
     one = replay(es, "lookahead", seed=2, gate=gate, n_boot=0)
     two = replay(es, "lookahead", seed=2, gate=gate, n_boot=0, n_jobs=2)
