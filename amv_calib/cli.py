@@ -441,7 +441,7 @@ def _parsers_replay(subparsers: Any) -> None:
     _n_boot_option(p, 1000, "bootstrap resamples (0: none)")
     p.add_argument("--by-family", action="store_true", help="also print one table per family")
     p.add_argument("--jobs", type=int, default=1,
-                   help="worker processes for the lookahead planner (same results)")
+                   help="threads for the compiled batch engine (same results)")
     _json_option(p, "print {POLICY: {metric: value, ..., n}} instead of the table")
 
     t = _command(

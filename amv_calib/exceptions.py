@@ -17,6 +17,7 @@ __all__ = [
     "MissingColumnsError",
     "PipelineError",
     "PortableFormatError",
+    "UncalibratedPremiseError",
 ]
 
 
@@ -71,3 +72,9 @@ class PipelineError(AmvCalibError):
     def __init__(self, step: str, message: str) -> None:
         super().__init__(f"step {step!r} failed: {message}")
         self.step = step
+
+
+class UncalibratedPremiseError(AmvCalibError, ValueError):
+    """A premise has no probability and none can be computed; the gate fails closed."""
+
+    exit_code = 2

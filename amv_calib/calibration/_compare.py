@@ -36,14 +36,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from amv_calib.calibration._calibrators import (
-    RICH_BETA_EXTRA_MAP,
-    RICH_PLATT_MAP,
-    BetaCalibrator,
-    IsotonicCalibrator,
-    PlattCalibrator,
-    SeedPriorCalibrator,
-)
+from amv_calib.calibration import _calibrators as calibrators
 from amv_calib.contract import CLAIM_FEATURES, canonical_name
 from amv_calib.exceptions import DataContractError, InsufficientDataError, MissingColumnsError
 from amv_calib.settings import CALIBRATOR_NAMES, DEFAULT_CALIBRATORS, DEFAULT_SEED
@@ -63,16 +56,17 @@ METRIC_NAMES: Final = ("log_loss", "brier", "auc", "ece", "ece_mass", "mce", "sm
 
 
 def _factories() -> dict[str, Callable[[], Any]]:
+    c = calibrators
+    rich = c.RICH_PLATT_MAP
     return {
-        "platt": lambda: PlattCalibrator(feature_map=RICH_PLATT_MAP),
-        "platt_seed": PlattCalibrator,
-        "beta": lambda: BetaCalibrator(extra_map=RICH_BETA_EXTRA_MAP),
-        "beta_seed": BetaCalibrator,
-        "isotonic": lambda: IsotonicCalibrator(feature_map=RICH_PLATT_MAP, strict=True),
-        "isotonic_step": lambda: IsotonicCalibrator(feature_map=RICH_PLATT_MAP),
-        "seed_prior": SeedPriorCalibrator,
+        "platt": lambda: c.PlattCalibrator(feature_map=rich),
+        "platt_seed": c.PlattCalibrator,
+        "beta": lambda: c.BetaCalibrator(extra_map=c.RICH_BETA_EXTRA_MAP),
+        "beta_seed": c.BetaCalibrator,
+        "isotonic": lambda: c.IsotonicCalibrator(feature_map=rich, strict=True),
+        "isotonic_step": lambda: c.IsotonicCalibrator(feature_map=rich),
+        "seed_prior": c.SeedPriorCalibrator,
     }
-
 
 
 _NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")

@@ -67,7 +67,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,9 +80,9 @@ from amv_calib.claims._times import MISSING_US, parse_timestamps
 from amv_calib.contract import CLAIM_FEATURES, sigmoid
 from amv_calib.exceptions import DataContractError, MissingColumnsError
 from amv_calib.gate import (
-    DecisionLogWarning,
     LogReadStats,
     normalize_decision,
+    parse_decision_line,
 )
 
 SoftLabels = Literal["posterior", "off"]
@@ -522,28 +521,10 @@ def _parse_lines(data: bytes, first_line: int, st: LogReadStats, name: str,
         if not raw.strip():
             st.blank += 1
             continue
-        try:
-            obj = _json_object(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            if not complete and i == len(lines) - 1:
-                st.torn += 1
-                st.corrupt_lines.append(lineno)
-                warnings.warn(
-                    f"{name}: skipped torn last line {lineno} ({len(raw)} bytes without a "
-                    f"newline; a writer was interrupted)",
-                    DecisionLogWarning, stacklevel=5,
-                )
-                continue
-            if on_corrupt == "raise":
-                raise DataContractError(
-                    f"{name}: line {lineno} is not a JSON object ({exc}); a damaged or edited "
-                    f"log, or the fragment of a crashed writer: pass on_corrupt='skip' "
-                    f"(CLI: --skip-corrupt) to skip such lines"
-                ) from exc
-            st.corrupt += 1
-            st.corrupt_lines.append(lineno)
-            warnings.warn(f"{name}: skipped corrupt line {lineno} ({exc})", DecisionLogWarning,
-                          stacklevel=5)
+        obj = parse_decision_line(raw, name=name, lineno=lineno,
+                                  last=not complete and i == len(lines) - 1,
+                                  on_corrupt=on_corrupt, stats=st, stacklevel=4)
+        if obj is None:
             continue
         out.append((lineno, normalize_decision(obj)))
     return out

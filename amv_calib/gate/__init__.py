@@ -28,6 +28,7 @@ from amv_calib.gate._decision_log import (
     LogReadStats,
     encode_record,
     normalize_decision,
+    parse_decision_line,
     read_decision_log,
     utc_now_iso,
 )
@@ -78,7 +79,7 @@ __all__ = [
     "posterior_batch", "stopping_value_batch", "update_batch",
     "DECISION_ALIASES", "PREMISE_ALIASES", "VERIFIER_CALL_ALIASES", "DecisionLogWarning",
     "DecisionLogWriter", "LogReadStats", "encode_record", "normalize_decision",
-    "read_decision_log", "utc_now_iso",
+    "read_decision_log", "utc_now_iso", "parse_decision_line",
     "LoadedArtifact", "gate_from_artifact", "load_artifact",
 ]
 

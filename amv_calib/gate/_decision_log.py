@@ -80,6 +80,7 @@ __all__ = [
     "LogReadStats",
     "encode_record",
     "normalize_decision",
+    "parse_decision_line",
     "read_decision_log",
     "utc_now_iso",
 ]
@@ -393,6 +394,42 @@ def normalize_decision(record: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def parse_decision_line(raw: bytes, *, name: str, lineno: int, last: bool,
+                        on_corrupt: Literal["raise", "skip"] | str, stats: LogReadStats,
+                        stacklevel: int = 2) -> dict[str, Any] | None:
+    """One non-blank line of a decision log as a JSON object, or None when it is skipped.
+
+    A line that is not a JSON object is *torn* when it is the file's unterminated last line
+    (``last``; a writer was cut off): skipped with a :class:`DecisionLogWarning`, always.
+    Any other such line is *corrupt*: :class:`DataContractError` naming the file and line
+    with ``on_corrupt="raise"``, else skipped with a warning. Both are counted in ``stats``.
+    """
+    try:
+        obj = json.loads(raw)
+        if not isinstance(obj, dict):
+            raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+        return obj
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        stats.corrupt_lines.append(lineno)
+        if last:
+            stats.torn += 1
+            warnings.warn(f"{name}: skipped torn last line {lineno} ({len(raw)} bytes without "
+                          f"a newline; a writer was interrupted)", DecisionLogWarning,
+                          stacklevel=stacklevel + 1)
+            return None
+        if on_corrupt == "raise":
+            stats.corrupt_lines.pop()
+            raise DataContractError(
+                f"{name}: line {lineno} is not a JSON object ({exc}); a damaged or "
+                f"edited log, or the fragment of a crashed writer: pass "
+                f"on_corrupt='skip' (CLI: --skip-corrupt) to skip such lines"
+            ) from exc
+        stats.corrupt += 1
+        warnings.warn(f"{name}: skipped corrupt line {lineno} ({exc})", DecisionLogWarning,
+                      stacklevel=stacklevel + 1)
+        return None
+
+
 def read_decision_log(
     path: str | os.PathLike[str],
     *,
@@ -427,31 +464,10 @@ def read_decision_log(
             if not raw.strip():
                 st.blank += 1
                 continue
-            complete = raw.endswith(b"\n")
-            try:
-                obj = json.loads(raw)
-                if not isinstance(obj, dict):
-                    raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
-            except (ValueError, UnicodeDecodeError) as exc:
-                if not complete:
-                    st.torn += 1
-                    st.corrupt_lines.append(lineno)
-                    warnings.warn(
-                        f"{name}: skipped torn last line {lineno} ({len(raw)} bytes without "
-                        f"a newline; a writer was interrupted)",
-                        DecisionLogWarning, stacklevel=2,
-                    )
-                    continue
-                if on_corrupt == "raise":
-                    raise DataContractError(
-                        f"{name}: line {lineno} is not a JSON object ({exc}); a damaged or "
-                        f"edited log, or the fragment of a crashed writer: pass "
-                        f"on_corrupt='skip' (CLI: --skip-corrupt) to skip such lines"
-                    ) from exc
-                st.corrupt += 1
-                st.corrupt_lines.append(lineno)
-                warnings.warn(f"{name}: skipped corrupt line {lineno} ({exc})",
-                              DecisionLogWarning, stacklevel=2)
+            obj = parse_decision_line(raw, name=name, lineno=lineno,
+                                      last=not raw.endswith(b"\n"), on_corrupt=on_corrupt,
+                                      stats=st, stacklevel=3)
+            if obj is None:
                 continue
             st.records += 1
             yield normalize_decision(obj) if normalize else obj

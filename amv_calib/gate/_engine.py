@@ -48,7 +48,7 @@ from typing import Any, Final, Literal, NamedTuple
 import numpy as np
 
 from amv_calib.contract import PortableCalibrator
-from amv_calib.exceptions import AmvCalibError
+from amv_calib.exceptions import UncalibratedPremiseError
 from amv_calib.gate._batch import BatchDecision, evaluate_batch
 from amv_calib.gate._model import (
     REGIME_CODES,
@@ -58,7 +58,6 @@ from amv_calib.gate._model import (
     Verifier,
 )
 from amv_calib.gate._planner import Spec, plan
-
 
 __all__ = [
     "REGIME_CODES",
@@ -97,12 +96,6 @@ _R_ABSTAIN_R: Final = (
 _R_ABSTAIN_NONE: Final = "not admissible (R > min(delta, kappa) or H > epsilon); no verifier left"
 _R_VERIFY: Final = "has the largest one-step VOI, and it is positive"
 _R_VERIFY_PLAN: Final = "is the first call of the verification plan that beats stopping"
-
-
-class UncalibratedPremiseError(AmvCalibError, ValueError):
-    """A premise has no probability and none can be computed; the gate fails closed."""
-
-    exit_code = 2
 
 
 class StoppingValue(NamedTuple):

@@ -8,7 +8,6 @@ construction: a bad value raises ``ValueError`` naming the field, the object and
 from __future__ import annotations
 
 import math
-import struct
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -292,9 +291,6 @@ class CandidateAction:
     # position, and the probabilities when every premise carries one.
     _index: dict[str, int] = field(init=False, repr=False, compare=False)
     _explicit: tuple[float, ...] | None = field(init=False, repr=False, compare=False)
-    # theta, kappa and the probabilities as packed doubles, for the compiled gate kernel
-    # (one object to read instead of a float object each)
-    _packed: bytes | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         where = f"of action {self.action_id!r}"
@@ -318,9 +314,6 @@ class CandidateAction:
         ps = tuple(pm.calibrated_violation_probability for pm in premises)
         explicit = None if None in ps else cast("tuple[float, ...]", ps)
         object.__setattr__(self, "_explicit", explicit)
-        object.__setattr__(self, "_packed", None if explicit is None else struct.pack(
-            f"={2 + len(explicit)}d", self.impact_cost_theta, self.abstention_cost_kappa,
-            *explicit))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CandidateAction:
@@ -361,8 +354,6 @@ class Verifier:
     resolves_premise_ids: tuple[str, ...]
     execution_cost: float
     symmetric_reliability: float
-    # reliability and cost as packed doubles, for the compiled gate kernel
-    _packed: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         where = f"of verifier {self.id!r}"
@@ -382,7 +373,6 @@ class Verifier:
         if not 0.5 < r <= 1.0:
             raise ValueError(f"symmetric_reliability={r!r} {where} must lie in (0.5, 1]")
         object.__setattr__(self, "symmetric_reliability", r)
-        object.__setattr__(self, "_packed", struct.pack("=2d", r, c))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Verifier:

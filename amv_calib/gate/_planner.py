@@ -65,6 +65,20 @@ class Spec(NamedTuple):
     cost: float
 
 
+class _Task(NamedTuple):
+    """One planning problem: the action's losses, the screen, the verifiers and the limits
+    (the arguments of :func:`plan` the solvers share)."""
+
+    theta: float
+    kappa: float
+    lim: float
+    eps: float
+    specs: Sequence[Spec]
+    depth: int
+    budget: float | None
+    tol: float
+
+
 class Plan(NamedTuple):
     """Result of :func:`plan`.
 
@@ -163,18 +177,7 @@ def _beam(probs: Sequence[float], specs: Sequence[Spec]) -> list[int]:
     return sorted(keep)
 
 
-def _exact(
-    probs: Sequence[float],
-    q: float,
-    theta: float,
-    kappa: float,
-    lim: float,
-    eps: float,
-    specs: Sequence[Spec],
-    depth: int,
-    budget: float | None,
-    tol: float,
-) -> tuple[float, int | None]:
+def _exact(probs: Sequence[float], q: float, task: _Task) -> tuple[float, int | None]:
     """The exact plan: ``(value, first)``, ``first`` None when stopping is best.
 
     A memoised, pruned recursion, depth first over the verifiers in the order given and
@@ -183,6 +186,7 @@ def _exact(
     the first path to reach a key computes its value (the beliefs reached by different
     orders agree up to rounding), which is why the traversal order is part of the result.
     """
+    theta, kappa, lim, eps, specs = task.theta, task.kappa, task.lim, task.eps, task.specs
     n = len(specs)
     radix: list[int] = []
     base = 1
@@ -253,25 +257,17 @@ def _exact(
         memo[key] = best
         return best
 
-    return _root(probs, q, theta, kappa, lim, eps, specs, depth, budget, tol, expand)
+    return _root(probs, q, task, expand)
 
 
-def _root(
-    probs: Sequence[float],
-    q: float,
-    theta: float,
-    kappa: float,
-    lim: float,
-    eps: float,
-    specs: Sequence[Spec],
-    depth: int,
-    budget: float | None,
-    tol: float,
-    expand: Callable[[list[float], float, int, int, int, float, int, float], float],
-) -> tuple[float, int | None]:
+def _root(probs: Sequence[float], q: float, task: _Task,
+          expand: Callable[[list[float], float, int, int, int, float, int, float], float],
+          ) -> tuple[float, int | None]:
     """The root of :func:`_exact`: every verifier within ``tol`` of the best gets an exact
     value, so that the first of the (near-)tied optimal first steps is chosen (orders of
     verifying the same premises tie up to rounding)."""
+    theta, kappa, lim, eps, specs = task.theta, task.kappa, task.lim, task.eps, task.specs
+    depth, budget, tol = task.depth, task.budget, task.tol
     n = len(specs)
     start = list(probs)
     b0 = float("inf") if budget is None else budget
@@ -295,17 +291,9 @@ def _root(
     return best, min(j for j, v in qs.items() if v <= best + tol)
 
 
-def _receding(
-    probs: Sequence[float],
-    q: float,
-    theta: float,
-    kappa: float,
-    lim: float,
-    eps: float,
-    specs: Sequence[Spec],
-    depth: int,
-    budget: float | None,
-) -> tuple[float, int | None]:
+def _receding(probs: Sequence[float], q: float, task: _Task) -> tuple[float, int | None]:
+    theta, kappa, lim, eps, specs = task.theta, task.kappa, task.lim, task.eps, task.specs
+    depth, budget = task.depth, task.budget
     branch = sum(1 << len(sp.idx) for sp in specs) or 1
     horizon = 1
     while horizon < depth and branch ** (horizon + 1) <= RECEDING_WORK:
@@ -392,17 +380,17 @@ def plan(
         h = 1.0 - q
         rx = theta * h
         return Plan(rx if (rx <= lim and h <= eps) else kappa, None, True)
+    task = _Task(theta, kappa, lim, eps, specs, depth, budget, tol)
     if reuse:
-        value, first = _receding(probs, q, theta, kappa, lim, eps, specs, depth, budget)
+        value, first = _receding(probs, q, task)
         return Plan(value, first, False)
     states, branch = _work(specs)
     if len(specs) <= MAX_EXACT_VERIFIERS and states * branch <= MAX_WORK:
-        value, first = _exact(probs, q, theta, kappa, lim, eps, specs, depth, budget, tol)
+        value, first = _exact(probs, q, task)
         return Plan(value, first, True)
     # beam: an exact plan over the verifiers _beam keeps, floored by the myopic rule
     keep = _beam(probs, specs)
-    value, first = _exact(probs, q, theta, kappa, lim, eps, [specs[t] for t in keep], depth,
-                          budget, tol)
+    value, first = _exact(probs, q, task._replace(specs=[specs[t] for t in keep]))
     mapped = None if first is None else keep[first]
     if myopic_first is not None and myopic_value is not None and myopic_value < value:
         return Plan(myopic_value, myopic_first, False)

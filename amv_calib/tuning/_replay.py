@@ -1053,7 +1053,7 @@ def replay(
     ci : float
         Interval coverage.
     n_jobs : int
-        Worker processes for the lookahead planner (same results for any value).
+        Threads for the compiled batch engine (same results for any value).
 
     Returns
     -------

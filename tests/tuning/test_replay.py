@@ -428,7 +428,6 @@ def test_bench_quick_runs(tmp_path: Path) -> None:
 def test_lookahead_parallel_rows_give_the_same_replay() -> None:
     from amv_calib.claims._synth import synth_episodes
     from amv_calib.gate import Gate
-    from amv_calib.claims._synth import synth_episodes
     from amv_calib.gate._compiled import PARALLEL_MIN_ROWS
 
     # enough rows for two threads of the compiled engine
