@@ -21,6 +21,7 @@ import logging
 import math
 import os
 import queue
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -54,7 +55,7 @@ from amv_calib.claims._arrow import (
 from amv_calib.claims._times import PROBLEMS as TIMESTAMP_PROBLEMS
 from amv_calib.claims._times import UTC_US as _UTC_US
 from amv_calib.claims._times import parse_timestamps
-from amv_calib.contract import ALIASES, OPTIONAL_COLUMNS, REQUIRED_COLUMNS
+from amv_calib.contract import ALIASES, OPTIONAL_COLUMNS, REQUIRED_COLUMNS, canonical_name
 from amv_calib.exceptions import AmvCalibError, DataContractError, MissingColumnsError
 
 _log = logging.getLogger("amv_calib.claims._ingest")
@@ -210,6 +211,8 @@ def _resolve_columns(columns: Sequence[str]) -> tuple[dict[str, str], list[str]]
     """Map canonical name -> input column, and list the input columns left unused.
 
     The canonical spelling wins over an alias; among aliases, the order in ``ALIASES`` wins.
+    Other spellings of the same column count as unused unless they fill a row whose
+    preferred spelling is empty (:func:`_merged_column`).
 
     Raises
     ------
@@ -220,12 +223,8 @@ def _resolve_columns(columns: Sequence[str]) -> tuple[dict[str, str], list[str]]
     if len(present) != len(columns):
         dup = sorted({c for c in columns if list(columns).count(c) > 1})
         raise DataContractError(f"duplicate column names in the input: {', '.join(dup)}")
-    mapping: dict[str, str] = {}
-    for canonical in _SPECS:
-        for name in (canonical, *ALIASES.get(canonical, ())):
-            if name in present:
-                mapping[canonical] = name
-                break
+    spellings = _spellings(columns)
+    mapping = {canonical: names[0] for canonical, names in spellings.items()}
     missing = [c for c in REQUIRED_COLUMNS if c not in mapping]
     if missing:
         parts = []
@@ -240,6 +239,21 @@ def _resolve_columns(columns: Sequence[str]) -> tuple[dict[str, str], list[str]]
     return mapping, [c for c in columns if c not in used]
 
 
+def _spellings(columns: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Canonical name -> every spelling of it among ``columns``, in priority order.
+
+    A table may spell one column two ways (``claim_id`` in some JSON lines, ``claimId`` in
+    others): each row then takes its first non-null spelling (:func:`_merged_column`).
+    """
+    present = set(columns)
+    out: dict[str, tuple[str, ...]] = {}
+    for canonical in _SPECS:
+        names = tuple(n for n in (canonical, *ALIASES.get(canonical, ())) if n in present)
+        if names:
+            out[canonical] = names
+    return out
+
+
 # --------------------------------------------------------------------------------------
 # reading: every reader yields _Chunk objects with the original column names
 
@@ -252,6 +266,7 @@ class _RawReject:
     key: str
     message: str
     fields: dict[str, str | None]
+    line: str | None = None  # the row's text exactly as read, for rejects.jsonl
 
 
 @dataclass(kw_only=True)
@@ -266,6 +281,8 @@ class _Chunk:
     parsed: _ParsedChunk | None = None
     # Set when the chunk is still being put together: the chunk to use in this one's place.
     future: Future[_Chunk] | None = None
+    # The text of each row exactly as read (JSONL), for the lossless rejects.jsonl.
+    lines: list[str] | None = None
 
 
 @dataclass(kw_only=True)
@@ -307,10 +324,11 @@ def _open_csv(path: Path, chunksize: int) -> _Reader:
         return _Reader(format="csv", columns=[], chunks=iter(()))
     _resolve_columns(header)  # fail before reading rows
 
-    def reader(threaded: bool, on_invalid: Callable[[Any], str]) -> pacsv.CSVStreamingReader:
+    def reader(threaded: bool, on_invalid: Callable[[Any], str],
+               block_size: int = _CSV_BLOCK) -> pacsv.CSVStreamingReader:
         return pacsv.open_csv(
             path,
-            read_options=pacsv.ReadOptions(use_threads=threaded, block_size=1 << 22),
+            read_options=pacsv.ReadOptions(use_threads=threaded, block_size=block_size),
             parse_options=pacsv.ParseOptions(
                 newlines_in_values=True, invalid_row_handler=on_invalid
             ),
@@ -360,18 +378,26 @@ def _open_csv(path: Path, chunksize: int) -> _Reader:
         # on the same chunk boundaries as if it had read the file from the start.
         yield from exact_pass(skip=next_row - 1)
 
-    def exact_pass(skip: int) -> Iterator[_Chunk]:
+    def exact_pass(skip: int, first_row: int | None = None,
+                   block_size: int = _CSV_BLOCK) -> Iterator[_Chunk]:
+        """Single-threaded parsing from data row ``first_row`` (default ``skip + 1``), after
+        ``skip`` well-formed rows; a value larger than a block reads again with larger
+        blocks from the first row not yet yielded."""
         invalid: list[tuple[int, int, int, str]] = []
+        next_row = 1 + skip if first_row is None else first_row
+        start = next_row
 
         def on_invalid(row: Any) -> str:
             # Records are numbered from 1 with the header as record 1 (use_threads=False).
-            invalid.append((int(row.number) - 1, int(row.expected_columns),
-                            int(row.actual_columns), str(row.text)))
+            if int(row.number) - 1 >= start:
+                invalid.append((int(row.number) - 1, int(row.expected_columns),
+                                int(row.actual_columns), str(row.text)))
             return "skip"
 
+        parsed = skip  # well-formed rows yielded so far, the header not counted
         try:
-            next_row = 1 + skip
-            for table in _rechunk(_skip_rows(reader(False, on_invalid), skip), chunksize):
+            for table in _rechunk(_skip_rows(reader(False, on_invalid, block_size), skip),
+                                  chunksize):
                 n = table.num_rows
                 bad = sorted(r for r, *_ in invalid if r >= next_row)
                 if bad:
@@ -387,9 +413,14 @@ def _open_csv(path: Path, chunksize: int) -> _Reader:
                     rows=rows,
                     raw_rejects=[_csv_raw_reject(t, header) for t in mine],
                 )
+                parsed += n
                 next_row = last + 1
         except pa.ArrowInvalid as exc:
-            raise DataContractError(f"cannot read {path.name} as CSV: {exc}") from exc
+            if "straddl" in str(exc) and block_size < _CSV_MAX_BLOCK:
+                yield from exact_pass(parsed, next_row, block_size * 8)
+                return
+            raise DataContractError(f"cannot read {path.name} as CSV: {_csv_error(exc)}") \
+                from exc
         if invalid:
             yield _Chunk(
                 columns={c: pa.array([], pa.string()) for c in header},
@@ -405,6 +436,23 @@ def _open_csv(path: Path, chunksize: int) -> _Reader:
 
     chunks = fast_pass() if _FAST_CSV else threaded_pass()
     return _Reader(format="csv", columns=list(header), chunks=chunks)
+
+
+#: Block size of pyarrow's CSV reader; a single value larger than a block makes the exact
+#: pass read again with blocks 8 times larger, up to ``_CSV_MAX_BLOCK``.
+_CSV_BLOCK: Final = 1 << 22
+_CSV_MAX_BLOCK: Final = 1 << 30
+
+
+def _csv_error(exc: Exception) -> str:
+    """pyarrow's CSV error, its "Row #N" (which counts the header) restated as a line."""
+    text = str(exc)
+    m = re.search(r"Row #(\d+)", text)
+    if m is None:
+        return text
+    line = int(m.group(1))
+    what = "a field is not valid UTF-8 text" if "UTF8" in text else text
+    return f"line {line} (data row {line - 1}): {what}"
 
 
 #: Whether CSV files go through :class:`_FastCsv` first (tests turn it off to compare).
@@ -488,6 +536,8 @@ class _FastCsv:
         """The file, positioned after its header line, or None if not eligible."""
         if self.path.suffix.lower() not in _FAST_SUFFIXES:
             return None
+        if any(len(names) > 1 for names in _spellings(self.header).values()):
+            return None  # a column spelled twice is merged from its text (_merged_column)
         try:
             fh = open(self.path, "rb")  # closed by _blocks
         except OSError:
@@ -666,6 +716,7 @@ class _FastCsv:
             parsed={c: _Parsed(values=_pieces([p.parsed[c].values.slice(o, k)
                                                for p, o, k in parts]), problems=[])
                     for c in self._out_columns},
+            sources={},  # no row of this chunk is rejected, so no reason needs its text
             bad=np.zeros(n, dtype=bool),
             key_ok=np.concatenate([p.key_ok[o:o + k] for p, o, k in parts]),
             keys=np.concatenate([p.keys[o:o + k] for p, o, k in parts]),
@@ -730,7 +781,12 @@ def _csv_header(path: Path) -> list[str]:
     with _open_binary(path) as fh:
         head = fh.read(1 << 20)
     text = head.decode("utf-8", errors="replace").removeprefix("\ufeff")
-    return next(csv.reader(io.StringIO(text, newline="")), [])
+    try:
+        return next(csv.reader(io.StringIO(text, newline="")), [])
+    except csv.Error as exc:
+        raise DataContractError(f"cannot read {path.name} as CSV: line 1 (the header): "
+                                f"{exc}; a column name is this long only in a broken file") \
+            from None
 
 
 def _open_binary(path: Path) -> io.BufferedIOBase:
@@ -769,13 +825,33 @@ def _csv_raw_reject(t: tuple[int, int, int, str], header: Sequence[str]) -> _Raw
     message = f"row has {actual} fields, header has {expected}"
     if extra:
         message += f" (extra: {', '.join(repr(v) for v in extra)})"
-    return _RawReject(row=row, key="wrong number of fields", message=message, fields=fields)
+    return _RawReject(row=row, key="wrong number of fields", message=message, fields=fields,
+                      line=text)
+
+
+def _parquet_dataset(path: Path) -> pads.Dataset:
+    """A folder of Parquet files read with the union of the files' columns.
+
+    pyarrow takes a dataset's schema from its first file; a column that only later files
+    carry would be dropped without a word. Each file's missing columns read as nulls.
+    """
+    dataset = pads.dataset(path, format="parquet", partitioning="hive")
+    schemas = [dataset.schema, *(f.physical_schema for f in dataset.get_fragments())]
+    try:
+        union = pa.unify_schemas(schemas, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise DataContractError(
+            f"cannot read {path.name} as one table: its Parquet files disagree on a "
+            f"column's type ({exc})") from exc
+    if union.names == dataset.schema.names:
+        return dataset
+    return pads.dataset(path, schema=union, format="parquet", partitioning="hive")
 
 
 def _open_parquet(path: Path, chunksize: int) -> _Reader:
     try:
         if path.is_dir():
-            dataset = pads.dataset(path, format="parquet", partitioning="hive")
+            dataset = _parquet_dataset(path)
             columns = list(dataset.schema.names)
             _resolve_columns(columns)
             batches: Iterator[pa.RecordBatch] = iter(
@@ -821,14 +897,36 @@ def _json_column(values: list[Any]) -> pa.Array:
     )
 
 
+def _jsonl_columns(path: Path) -> list[str]:
+    """Every key of every JSON object line, in order of first appearance.
+
+    A first pass over the whole file: a column that first appears late (an optional
+    ``p_true`` from line 300,000 on) is then validated in every row, whatever the chunk
+    size, instead of being ignored in the rows read before it appeared.
+    """
+    columns: dict[str, None] = {}
+    with _open_text(path) as fh:
+        for line in fh:
+            if "{" not in line:
+                continue
+            try:
+                rec = json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
+                continue  # rejected, with its reason, by the second pass
+            if isinstance(rec, dict):
+                columns.update(dict.fromkeys(rec))
+    return list(columns)
+
+
 def _open_jsonl(path: Path, chunksize: int) -> _Reader:
     fh = _open_text(path)
     lines = enumerate(fh, start=1)
 
-    def read_block() -> tuple[list[int], list[dict[str, Any]], list[_RawReject]]:
+    def read_block() -> tuple[list[int], list[dict[str, Any]], list[_RawReject], list[str]]:
         rows: list[int] = []
         records: list[dict[str, Any]] = []
         bad: list[_RawReject] = []
+        texts: list[str] = []
         for lineno, line in lines:
             if not line.strip():
                 continue  # a blank line is not a record
@@ -836,47 +934,42 @@ def _open_jsonl(path: Path, chunksize: int) -> _Reader:
                 rec = json.loads(line)
             except json.JSONDecodeError as exc:
                 rec, err = None, f"{exc.msg} at column {exc.colno}"
+            except RecursionError:
+                rec, err = None, "nested too deeply"
             else:
                 err = f"got {type(rec).__name__}"
+            text = line.rstrip("\r\n")
             if isinstance(rec, dict):
                 rows.append(lineno)
                 records.append(rec)
+                texts.append(text)
             else:
-                text = line.rstrip("\r\n")
                 bad.append(_RawReject(
                     row=lineno, key="not a JSON object",
                     message=f"line is not a JSON object ({err}): {text[:80]!r}", fields={},
+                    line=text,
                 ))
             if len(rows) + len(bad) >= chunksize:
                 break
-        return rows, records, bad
+        return rows, records, bad, texts
 
-    first = read_block()
-    columns: list[str] = []
-    seen: set[str] = set()
-    for rec in first[1]:
-        for k in rec:
-            if k not in seen:
-                seen.add(k)
-                columns.append(k)
     try:
+        columns = _jsonl_columns(path)
         _resolve_columns(columns)
     except DataContractError:
         fh.close()
         raise
+    first = read_block()
     reader = _Reader(format="jsonl", columns=columns, chunks=iter(()))
 
     def chunks() -> Iterator[_Chunk]:
         block = first
         try:
             while block[0] or block[2]:
-                rows, records, bad = block
-                for rec in records:
-                    for k in rec:
-                        if k not in seen:
-                            reader.late_columns.add(k)
+                rows, records, bad, texts = block
                 cols = {c: _json_column([rec.get(c) for rec in records]) for c in columns}
-                yield _Chunk(columns=cols, rows=np.asarray(rows, dtype=np.int64), raw_rejects=bad)
+                yield _Chunk(columns=cols, rows=np.asarray(rows, dtype=np.int64),
+                             raw_rejects=bad, lines=texts)
                 block = read_block()
         finally:
             fh.close()
@@ -989,7 +1082,14 @@ def _open_frames(frames: Iterator[Any], chunksize: int) -> _Reader:
     def chunks() -> Iterator[_Chunk]:
         next_row = 1
         for table in (head, *(as_table(f) for f in frames)):
-            reader.late_columns.update(c for c in table.schema.names if c not in columns)
+            late = [c for c in table.schema.names if c not in columns]
+            known = [c for c in late if canonical_name(c) is not None]
+            if known:
+                raise DataContractError(
+                    f"a later table of the input stream adds the data-contract column(s) "
+                    f"{known} that the first lacks; every table of a stream must carry the "
+                    f"same contract columns (rows before it were validated without them)")
+            reader.late_columns.update(late)
             for batch in table.to_batches(max_chunksize=chunksize):
                 n = batch.num_rows
                 if n == 0:
@@ -1449,12 +1549,16 @@ class _ChunkResult:
     claims: pa.Table
     rejects: pa.Table
     reason_counts: Counter[str]
+    # per rejects row, its text exactly as read where the reader kept it (else None)
+    reject_lines: list[str | None] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)
 class _ParsedChunk:
     chunk: _Chunk
     parsed: dict[str, _Parsed]
+    sources: dict[str, pa.Array]  # the input column each output column was parsed from
+    filled: set[str] = field(default_factory=set)  # other spellings that filled a row
     bad: BoolArray  # rows with a problem other than being a duplicate
     key_ok: BoolArray  # rows whose (claim_id, timestamp) parsed
     keys: NDArray[np.uint64]
@@ -1464,8 +1568,17 @@ def _parse_chunk(chunk: _Chunk, mapping: Mapping[str, str], out_columns: Sequenc
                  ) -> _ParsedChunk:
     """The stateless part of validation: parse every column, hash the keys."""
     n = len(chunk.rows)
-    parsed = {c: _PARSERS[_SPECS[c].kind](c, chunk.columns[mapping[c]], _SPECS[c])
-              for c in out_columns}
+    spellings = _spellings(list(chunk.columns))
+    sources: dict[str, pa.Array] = {}
+    filled: set[str] = set()
+    for c in out_columns:
+        names = spellings.get(c, (mapping[c],))
+        if len(names) == 1:
+            sources[c] = chunk.columns[names[0]]
+        else:
+            sources[c], used = _merged_column(chunk.columns, names)
+            filled.update(used)
+    parsed = {c: _PARSERS[_SPECS[c].kind](c, sources[c], _SPECS[c]) for c in out_columns}
     bad = np.zeros(n, dtype=bool)
     for p in parsed.values():
         for prob in p.problems:
@@ -1483,7 +1596,23 @@ def _parse_chunk(chunk: _Chunk, mapping: Mapping[str, str], out_columns: Sequenc
         weighted = ~_null_mask(weights.values)
         label = _np_mask(pc.fill_null(parsed["violated"].values, False)).astype(np.uint64)
         keys = np.where(weighted, _mix64(keys ^ ((label + np.uint64(1)) * _GOLDEN)), keys)
-    return _ParsedChunk(chunk=chunk, parsed=parsed, bad=bad, key_ok=key_ok, keys=keys)
+    return _ParsedChunk(chunk=chunk, parsed=parsed, sources=sources, filled=filled, bad=bad,
+                        key_ok=key_ok, keys=keys)
+
+
+def _merged_column(columns: Mapping[str, pa.Array], names: Sequence[str]
+                   ) -> tuple[pa.Array, set[str]]:
+    """Several spellings of one column as one, as text: per row the first non-null in
+    ``names`` order (the canonical spelling wins); and the spellings after the first that
+    filled a row."""
+    texts = [_text_of(columns[name], np.arange(len(columns[name]))) for name in names]
+    merged = texts[0]
+    used: set[str] = set()
+    for name, text in zip(names[1:], texts[1:], strict=True):
+        if (_null_mask(merged) & ~_null_mask(text)).any():
+            used.add(name)
+        merged = pc.coalesce(merged, text)
+    return merged, used
 
 
 def _validate(
@@ -1524,7 +1653,7 @@ def _validate(
                 if len(where) == 0:
                     continue
                 counts[prob.key] += len(where)
-                texts = _text_of(chunk.columns[mapping[c]], where).to_pylist()
+                texts = _text_of(pchunk.sources[c], where).to_pylist()
                 for i, text in zip(slot[where].tolist(), texts, strict=True):
                     reasons[i].append(prob.message(text))
         where = np.flatnonzero(is_dup)
@@ -1555,6 +1684,9 @@ def _validate(
             else _text_of(col, bad_idx)
         )
     rejects = pa.table(rej_cols)
+    lines: list[str | None] = (
+        [chunk.lines[i] for i in bad_idx.tolist()] if chunk.lines is not None
+        else [None] * len(bad_idx))
     if chunk.raw_rejects:
         counts.update(r.key for r in chunk.raw_rejects)
         raw = pa.table({
@@ -1565,8 +1697,39 @@ def _validate(
                for name in input_columns},
         })
         rejects = pa.concat_tables([rejects, raw])
-        rejects = rejects.take(pc.sort_indices(rejects["row"]))
-    return _ChunkResult(claims=claims, rejects=rejects, reason_counts=counts)
+        order = pc.sort_indices(rejects["row"])
+        rejects = rejects.take(order)
+        lines = [*lines, *(r.line for r in chunk.raw_rejects)]
+        lines = [lines[i] for i in order.to_pylist()]
+    return _ChunkResult(claims=claims, rejects=rejects, reason_counts=counts,
+                        reject_lines=lines)
+
+
+#: First characters that make a spreadsheet read a cell as a formula (OWASP, CSV injection).
+_FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _spreadsheet_safe(rejects: pa.Table) -> pa.Table:
+    """The text columns of ``rejects`` with every formula-like cell prefixed by ``'``."""
+    cols = []
+    for name, col in zip(rejects.column_names, rejects.columns, strict=True):
+        if name != "row" and pa.types.is_string(col.type):
+            risky = pc.starts_with(col, _FORMULA_START[0])
+            for start in _FORMULA_START[1:]:
+                risky = pc.or_(risky, pc.starts_with(col, start))
+            col = pc.if_else(pc.fill_null(risky, False),
+                             pc.binary_join_element_wise("'", col, ""), col)
+        cols.append(col)
+    return pa.table(cols, names=rejects.column_names)
+
+
+def _write_reject_lines(fh: Any, res: _ChunkResult) -> None:
+    """The rows of ``res.rejects`` as lossless JSON lines (see :func:`ingest_file`)."""
+    names = res.rejects.column_names
+    for rec, line in zip(res.rejects.to_pylist(), res.reject_lines, strict=True):
+        fields = {k: rec[k] for k in names[2:]}
+        fh.write(json.dumps({"row": rec["row"], "reason": rec["reason"], "fields": fields,
+                             "line": line}, ensure_ascii=False) + "\n")
 
 
 def _reject_name(name: str) -> str:
@@ -1591,9 +1754,11 @@ class _Run:
     accepted: int = 0
     rejected: int = 0
     counts: Counter[str] = field(default_factory=Counter)
+    filled: set[str] = field(default_factory=set)  # alias spellings that supplied values
 
     def summary(self, out: str | None) -> IngestSummary:
-        ignored = [*self.ignored, *sorted(self.reader.late_columns)]
+        ignored = [*(c for c in self.ignored if c not in self.filled),
+                   *sorted(self.reader.late_columns)]
         return IngestSummary(
             read=self.read, accepted=self.accepted, rejected=self.rejected,
             rejected_by_reason=dict(sorted(self.counts.items())),
@@ -1635,6 +1800,7 @@ def _results(run: _Run) -> Iterator[_ChunkResult]:
     parsed: Iterator[_ParsedChunk] = (parse(chunk) for chunk in run.reader.chunks)
     for pchunk in parsed:
         chunk = pchunk.chunk
+        run.filled |= pchunk.filled
         res = _validate(pchunk, run.mapping, run.reader.columns, run.out_columns, seen,
                         clean_only=chunk.as_text is not None)
         if res is None:
@@ -1759,12 +1925,18 @@ def ingest_file(
     format: str | None = None,
     chunksize: int = DEFAULT_CHUNKSIZE,
 ) -> IngestSummary:
-    """Validate ``source`` and write ``out_dir/claims.parquet`` and ``out_dir/rejects.csv``.
+    """Validate ``source``; write ``claims.parquet``, ``rejects.csv`` and ``rejects.jsonl``.
 
-    Both files are written incrementally (bounded memory) to temporary names and renamed
+    The files are written incrementally (bounded memory) to temporary names and renamed
     into place at the end, so a failure leaves no half-written output. ``claims.parquet``
-    holds the canonical columns without the row number; ``rejects.csv`` has the columns
-    ``row, reason`` and then the input's own columns.
+    holds the canonical columns without the row number. ``rejects.csv`` (to read, in a
+    spreadsheet too) has the columns ``row, reason`` and then the input's own columns as
+    text, a cell that a spreadsheet would run as a formula (starting ``=``, ``+``, ``-``,
+    ``@``, a tab or a carriage return) prefixed with ``'`` as OWASP recommends.
+    ``rejects.jsonl`` (to process, or to fix and ingest again) holds the same rows
+    losslessly: ``{"row", "reason", "fields": {column: text}, "line": text as read}``
+    (``line`` is the exact input line where the reader kept it: JSONL, and malformed CSV
+    rows; else null).
 
     Returns
     -------
@@ -1774,16 +1946,17 @@ def ingest_file(
     run = _start(source, format, chunksize)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    claims_path, rejects_path = out / "claims.parquet", out / "rejects.csv"
-    tmp_claims = out / f".claims.parquet.{os.getpid()}.tmp"
-    tmp_rejects = out / f".rejects.csv.{os.getpid()}.tmp"
+    final = {name: out / name for name in ("claims.parquet", "rejects.csv", "rejects.jsonl")}
+    tmp = {name: out / f".{name}.{os.getpid()}.tmp" for name in final}
     claims_schema = run.claims_schema.remove(0)
     # Dictionary pages only pay off for the low-cardinality text columns; for ids and
     # floats they cost time (the writer tries them, then falls back).
     dictionary = [c for c in _LOW_CARDINALITY if c in claims_schema.names]
     try:
-        with pq.ParquetWriter(tmp_claims, claims_schema, use_dictionary=dictionary) as pw, \
-                pacsv.CSVWriter(tmp_rejects, run.rejects_schema) as cw:
+        with pq.ParquetWriter(tmp["claims.parquet"], claims_schema,
+                              use_dictionary=dictionary) as pw, \
+                pacsv.CSVWriter(tmp["rejects.csv"], run.rejects_schema) as cw, \
+                open(tmp["rejects.jsonl"], "w", encoding="utf-8", newline="\n") as jw:
             cw.write_table(run.rejects_schema.empty_table())  # the header, even if no rows
             # Validation runs ahead in a thread, so writing overlaps the next chunk.
             for res in _prefetch(_results(run)):
@@ -1791,12 +1964,13 @@ def ingest_file(
                     # One contiguous array per column: the pages written depend on it.
                     pw.write_table(res.claims.drop_columns(["row"]).combine_chunks())
                 if res.rejects.num_rows:
-                    cw.write_table(res.rejects)
+                    cw.write_table(_spreadsheet_safe(res.rejects))
+                    _write_reject_lines(jw, res)
             if run.accepted == 0:
                 pw.write_table(claims_schema.empty_table())
-        os.replace(tmp_claims, claims_path)
-        os.replace(tmp_rejects, rejects_path)
+        for name, path in final.items():
+            os.replace(tmp[name], path)
     finally:
-        for p in (tmp_claims, tmp_rejects):
-            p.unlink(missing_ok=True)
+        for path in tmp.values():
+            path.unlink(missing_ok=True)
     return run.summary(str(out))
