@@ -13,7 +13,9 @@ Definitions (``W`` is the total weight, sums run over rows or over the rows of a
 - ``roc_auc``: weighted Mann-Whitney statistic, ``P(p_pos > p_neg) + P(p_pos = p_neg) / 2``;
 - ``ece = sum_b |sum_b w (y - p)| / W`` (the bin-weighted mean of ``|observed - predicted|``),
   ``mce = max_b |observed_b - predicted_b|`` over non-empty bins. ``strategy="uniform"``: bins
-  ``[k/B, (k+1)/B)`` with the last one closed (as ``sklearn.calibration.calibration_curve``);
+  ``(k/B, (k+1)/B]`` with the first one closed, ``[0, 1/B]`` (as
+  ``sklearn.calibration.calibration_curve`` and Guo et al. 2017: a ``p`` on an inner edge
+  belongs to the lower bin; the edges are ``numpy.linspace(0, 1, B + 1)``);
   ``strategy="quantile"`` (equal mass): rows sorted by ``p``, a group of tied ``p`` values goes
   whole to bin ``floor(B * m / W)`` where ``m`` is the cumulative weight at the group's middle;
 - ``smooth_ece`` (Blasiok and Nakkiran 2024): ``smECE_s = integral over [0, 1] of
@@ -150,10 +152,12 @@ class _Prepared:
         if strategy == "uniform":
             got = self._uniform.get(n_bins)
             if got is None:
-                # Bin k is [k/B, (k+1)/B), the last one closed, as sklearn's calibration_curve:
-                # its first row is the first with p >= k/B.
+                # Bin k is (k/B, (k+1)/B], the first one closed, as sklearn's
+                # calibration_curve (searchsorted of p in the inner edges, side "left") and
+                # Guo et al. (2017): a p exactly on an inner edge belongs to the lower bin,
+                # so bin k starts at the first row with p > k/B.
                 edges = np.linspace(0.0, 1.0, n_bins + 1)
-                inner = np.searchsorted(self.p, edges[1:-1], side="left")
+                inner = np.searchsorted(self.p, edges[1:-1], side="right")
                 got = np.r_[0, inner, self.p.size].astype(np.intp)
                 self._uniform[n_bins] = got
             return got

@@ -114,6 +114,73 @@ def test_uniform_ece_matches_sklearn_calibration_curve(medium: tuple[np.ndarray,
     assert M.mce(y, p, n_bins=10) == pytest.approx(np.max(np.abs(prob_true - prob_pred)))
 
 
+def _quantised(levels: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Scores ``j / levels`` (a forest of ``levels`` trees votes so) and outcomes drawn from a
+    slightly miscalibrated truth."""
+    rng = np.random.default_rng(seed)
+    p = rng.integers(0, levels + 1, size=n) / levels
+    y = (rng.random(n) < np.clip(0.9 * p + 0.04, 0, 1)).astype(np.int64)
+    return y, p
+
+
+@pytest.mark.parametrize("n_bins", [5, 10, 15, 20], ids=lambda b: f"bins={b}")
+@pytest.mark.parametrize("levels", [10, 15, 20, 100], ids=lambda q: f"scores=j/{q}")
+def test_uniform_bins_are_sklearns_on_quantised_scores(levels: int, n_bins: int) -> None:
+    # Many scores sit exactly on inner edges (j/100 = k/15 for 0.2, 0.4, 0.6, 0.8): they
+    # belong to the lower bin, as in calibration_curve and Guo et al. (2017).
+    from sklearn.calibration import calibration_curve
+
+    y, p = _quantised(levels, 20_000, seed=levels + n_bins)
+    prob_true, prob_pred = calibration_curve(y, p, n_bins=n_bins, strategy="uniform")
+    rc = M.reliability_curve(y, p, n_bins=n_bins)
+    np.testing.assert_allclose(rc["observed_rate"], prob_true, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(rc["mean_pred"], prob_pred, rtol=0, atol=1e-12)
+    edges = np.linspace(0, 1, n_bins + 1)
+    # Each bin's rows lie in (lower, upper], the first bin including 0.
+    for b, lo, hi, count in rc[["bin", "bin_lower", "bin_upper", "count"]].itertuples(
+            index=False):
+        inside = ((p > lo) | ((b == 0) & (p == 0.0))) & (p <= hi)
+        assert inside.sum() == count, (b, lo, hi)
+        assert (lo, hi) == (edges[b], edges[b + 1])
+    gaps = np.abs(prob_true - prob_pred)
+    want = float(np.sum(rc["count"] * gaps) / p.size)
+    assert M.ece(y, p, n_bins=n_bins) == pytest.approx(want, rel=1e-12)
+    assert M.mce(y, p, n_bins=n_bins) == pytest.approx(float(gaps.max()), rel=1e-12)
+
+
+def test_score_on_an_inner_edge_goes_to_the_lower_bin() -> None:
+    # Two bins; 0.5 is the inner edge. Lower bin {0.2, 0.5}: mean p 0.35, rate 1/2;
+    # upper bin {0.9}: gap 0.1. The old half-open [0, 0.5) rule gave 0.2 alone in the
+    # lower bin and {0.5, 0.9} above.
+    y, p = np.array([0, 1, 1]), np.array([0.2, 0.5, 0.9])
+    assert M.ece(y, p, n_bins=2) == pytest.approx((2 * 0.15 + 0.1) / 3, abs=1e-15)
+    assert M.reliability_curve(y, p, n_bins=2)["count"].tolist() == [2, 1]
+    # 0 and 1 stay in the first and last bins.
+    assert M.reliability_curve([0, 1], [0.0, 1.0], n_bins=4)["bin"].tolist() == [0, 3]
+
+
+@pytest.mark.parametrize("n_bins", [4, 10, 15], ids=lambda b: f"bins={b}")
+def test_quantile_bins_are_sklearns_where_both_rules_agree(n_bins: int) -> None:
+    # Distinct scores and a row count divisible by the bins: sklearn's interpolated
+    # percentile edges fall strictly between the k-th and (k+1)-th block of n / B rows, and
+    # our rule (a row to bin floor(B m / n), m its cumulative count at its middle) makes
+    # the same blocks. With ties or another row count the two rules differ (documented).
+    from sklearn.calibration import calibration_curve
+
+    rng = np.random.default_rng(n_bins)
+    n = 300 * n_bins
+    p = rng.beta(0.8, 2.0, size=n)
+    assert np.unique(p).size == n
+    y = (rng.random(n) < p).astype(np.int64)
+    prob_true, prob_pred = calibration_curve(y, p, n_bins=n_bins, strategy="quantile")
+    rc = M.reliability_curve(y, p, n_bins=n_bins, strategy="quantile")
+    assert rc["count"].tolist() == [300] * n_bins
+    np.testing.assert_allclose(rc["observed_rate"], prob_true, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(rc["mean_pred"], prob_pred, rtol=0, atol=1e-12)
+    want = float(np.mean(np.abs(prob_true - prob_pred)))
+    assert M.ece(y, p, n_bins=n_bins, strategy="quantile") == pytest.approx(want, rel=1e-12)
+
+
 def test_reliability_curve_hand_case() -> None:
     rc = M.reliability_curve(Y6, P6, n_bins=3)
     assert rc["bin"].tolist() == [0, 1, 2]
