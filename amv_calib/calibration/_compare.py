@@ -14,8 +14,11 @@ Folds (every calibrator gets the same ones, and one ``claim_id`` never sits on b
 
 The champion minimises a proper scoring rule of the pooled out-of-fold predictions
 (``log_loss`` by default, ``brier`` possible), with the other as tie-break (values equal to
-a relative 1e-9); ECE and MCE only describe. Intervals are percentile bootstrap intervals
-over rows, from the same resamples for every calibrator (see :mod:`amv_calib.calibration._metrics`).
+a relative 1e-9); ECE and MCE only describe. Intervals are bootstrap intervals over rows, from
+the same resamples for every calibrator (see :mod:`amv_calib.calibration._metrics`): percentile
+intervals for log loss, Brier and AUC; for the calibration errors (ECE, equal-mass ECE, MCE,
+smooth ECE), whose resamples are biased upward, the basic interval centred on the value, with
+the bootstrap's median bias in ``<metric>_bias``.
 When the claims carry ``p_true`` (synthetic data), the oracle's metrics and each
 calibrator's excess log loss over it (absolute, with a paired bootstrap interval, and
 relative) are reported too; ``p_true`` is never used for fitting.
@@ -53,6 +56,9 @@ Scoring = Literal["log_loss", "brier"]
 
 #: Metric columns of every table, in order.
 METRIC_NAMES: Final = ("log_loss", "brier", "auc", "ece", "ece_mass", "mce", "smooth_ece")
+#: The calibration errors: biased upward under resampling, so their intervals are centred
+#: and the table carries their bootstrap bias (``<metric>_bias``).
+_CALIBRATION_ERRORS: Final = ("ece", "ece_mass", "mce", "smooth_ece")
 
 
 def _factories() -> dict[str, Callable[[], Any]]:
@@ -83,8 +89,10 @@ class ComparisonResult:
         Name of the calibrator with the best out-of-fold score.
     table : pandas.DataFrame
         One row per calibrator (then ``oracle`` when ``p_true`` is present): ``name``, each
-        metric with ``<metric>_low``/``<metric>_high`` bootstrap bounds, the excess log loss
-        columns when there is an oracle, and ``champion``.
+        metric (its value on the pooled out-of-fold predictions) with ``<metric>_low`` /
+        ``<metric>_high`` bootstrap bounds, and for ECE, equal-mass ECE, MCE and smooth ECE
+        ``<metric>_bias`` (median resample minus value: value minus bias is a debiased
+        estimate), the excess log loss columns when there is an oracle, and ``champion``.
     per_fold : pandas.DataFrame
         ``calibrator``, ``fold`` and each metric on that fold's test rows.
     folds : pandas.DataFrame
@@ -566,6 +574,8 @@ def _interval_row(name: str, ys: FloatArray, ps: FloatArray, ws: FloatArray, *,
         row[m] = ints[m].estimate
         row[f"{m}_low"] = ints[m].low
         row[f"{m}_high"] = ints[m].high
+        if m in _CALIBRATION_ERRORS:
+            row[f"{m}_bias"] = ints[m].bias
     return row
 
 
@@ -705,8 +715,10 @@ def comparison_markdown(result: ComparisonResult) -> str:
         f"{_LABELS[cfg['tie_break']]} breaks ties). {cfg['folds']} {split} folds over "
         f"{cfg['n_rows']} rows ({cfg['n_claims']} claims, violation rate "
         f"{cfg['violation_rate']:.4f}); {100 * (1 - cfg['alpha']):g}% bootstrap intervals "
-        f"from {cfg['n_boot']} resamples. ECE and MCE use 15 bins (ECE equal-width and "
-        "equal-mass); they describe calibration and never choose the champion."
+        f"from {cfg['n_boot']} resamples (percentile for log loss, Brier and AUC; for ECE, "
+        "MCE and smooth ECE, which resampling biases upward, the basic interval centred on "
+        "the value). ECE and MCE use 15 bins (ECE equal-width and equal-mass); they describe "
+        "calibration and never choose the champion."
     )
     lines.append("")
     cols = ["calibrator", *(_LABELS[m] for m in METRIC_NAMES)]
@@ -728,6 +740,7 @@ def comparison_markdown(result: ComparisonResult) -> str:
             rel = _num(r["excess_log_loss_rel"])
             cells.append("n/a" if rel is None else f"{100 * rel:.2f}%")
         lines.append("| " + " | ".join(cells) + " |")
+    lines += _debiased_lines(result)
     lines += ["", "## Log loss per test fold", ""]
     pf = result.per_fold.pivot(index="calibrator", columns="fold", values="log_loss")
     pf = pf.reindex(list(result.oof))
@@ -737,6 +750,25 @@ def comparison_markdown(result: ComparisonResult) -> str:
         lines.append(f"| {cal} | " + " | ".join(_fmt(v) for v in vals) + " |")
     lines.append("")
     return "\n".join(lines)
+
+
+def _debiased_lines(result: ComparisonResult) -> list[str]:
+    """The calibration errors less their bootstrap bias (none without resamples)."""
+    table = result.table
+    if not int(result.config["n_boot"]) or f"{_CALIBRATION_ERRORS[0]}_bias" not in table:
+        return []
+    lines = ["", "## Calibration errors less their bootstrap bias", "",
+             "Value minus (median resample - value), floored at 0: an estimate of the "
+             "calibration error with the upward bias of a finite sample removed.", "",
+             "| calibrator | " + " | ".join(_LABELS[m] for m in _CALIBRATION_ERRORS) + " |",
+             "|---|" + "|".join(["---:"] * len(_CALIBRATION_ERRORS)) + "|"]
+    for r in table.to_dict(orient="records"):
+        cells = []
+        for m in _CALIBRATION_ERRORS:
+            v = _num(r[m] - r[f"{m}_bias"])
+            cells.append("n/a" if v is None else f"{max(v, 0.0):.4f}")
+        lines.append(f"| {r['name']} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _reliability_figure(result: ComparisonResult) -> Any:

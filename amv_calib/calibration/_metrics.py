@@ -565,26 +565,82 @@ _FAST: Final[dict[Any, Callable[[_Prepared, FloatArray], float]]] = {
 
 
 # -- bootstrap --------------------------------------------------------------------------------
+IntervalMethod = Literal["auto", "percentile", "centred"]
+
+#: Metrics whose bootstrap replicates are biased upward against the value on all rows (binned
+#: and smoothed calibration errors: noise adds to ``|observed - predicted|``, and a resample's
+#: repeated rows add more); ``method="auto"`` gives them the centred interval.
+_BIASED_UP: Final = frozenset({ece, _ece_mass, mce, smooth_ece})
+
+
 @dataclass(frozen=True, kw_only=True)
 class BootstrapInterval:
-    """A metric's value on all rows and its percentile bootstrap interval."""
+    """A metric's value on all rows and its bootstrap interval.
+
+    Attributes
+    ----------
+    estimate : float
+        The metric on all rows (the plug-in value; never changed by the bootstrap).
+    low, high : float
+        The ``1 - alpha`` interval; NaN without valid replicates.
+    n_boot, n_valid : int
+        Resamples drawn, and those on which the metric was defined.
+    method : {"percentile", "centred"}
+        ``"percentile"``: the ``alpha / 2`` and ``1 - alpha / 2`` quantiles of the replicates.
+        ``"centred"``: the basic (reverse-percentile) interval of the replicates about their
+        median ``m``, ``[estimate - (q_hi - m), estimate + (m - q_lo)]``, clipped to [0, 1];
+        it always contains ``estimate``.
+    bias : float
+        ``m - estimate``, the bootstrap's median bias: ``estimate - bias`` is a debiased
+        estimate, and ``[low - bias, high - bias]`` is then
+        ``scipy.stats.bootstrap(method="basic")``'s interval (before the clip).
+    """
 
     estimate: float
     low: float
     high: float
     n_boot: int
     n_valid: int
+    method: str = "percentile"
+    bias: float = math.nan
 
 
 def bootstrap_counts(n: int, n_boot: int, seed: int) -> Iterator[NDArray[np.float64]]:
     """Row multiplicities of ``n_boot`` bootstrap resamples of ``n`` rows, from ``seed``.
 
     Replicate ``b`` is ``bincount`` of ``n`` uniform draws with replacement; the stream
-    depends on ``(n, seed)`` only, so several calibrators can share the same resamples.
+    depends on ``(n, seed)`` only, so several calibrators can share the same resamples. The
+    draws are those of ``scipy.stats.bootstrap(..., rng=numpy.random.default_rng(seed))``.
     """
     rng = np.random.default_rng(seed)
     for _ in range(n_boot):
         yield np.bincount(rng.integers(0, n, size=n), minlength=n).astype(np.float64)
+
+
+def _interval(estimate: float, values: FloatArray, *, alpha: float, method: str, n_boot: int
+              ) -> BootstrapInterval:
+    """The interval of one metric from its replicate values (NaN where undefined)."""
+    ok = values[np.isfinite(values)]
+    if not ok.size:
+        return BootstrapInterval(estimate=estimate, low=math.nan, high=math.nan,
+                                 n_boot=n_boot, n_valid=0, method=method)
+    q_lo, med, q_hi = (float(v) for v in np.quantile(ok, [alpha / 2.0, 0.5, 1.0 - alpha / 2.0]))
+    bias = med - estimate
+    if method == "percentile" or not math.isfinite(estimate):
+        low, high = q_lo, q_hi
+    else:
+        # Basic interval about the median replicate, moved onto the estimate: contains it
+        # because q_lo <= med <= q_hi, and rounding is monotone.
+        low = min(max(estimate - (q_hi - med), 0.0), 1.0)
+        high = min(max(estimate + (med - q_lo), 0.0), 1.0)
+    return BootstrapInterval(estimate=estimate, low=low, high=high, n_boot=n_boot,
+                             n_valid=int(ok.size), method=method, bias=bias)
+
+
+def _method_of(metric: Callable[..., float], method: str) -> str:
+    if method == "auto":
+        return "centred" if metric in _BIASED_UP else "percentile"
+    return method
 
 
 def bootstrap_metrics(
@@ -596,16 +652,47 @@ def bootstrap_metrics(
     n_boot: int = 200,
     seed: int = 0,
     alpha: float = 0.05,
+    method: IntervalMethod = "auto",
 ) -> dict[str, BootstrapInterval]:
-    """Percentile bootstrap intervals of several metrics over the same resamples.
+    """Bootstrap intervals of several metrics over the same resamples.
 
+    Parameters
+    ----------
+    metrics : mapping of str to callable
+        ``{name: metric}``; a metric is called as ``metric(y, p, weights)``.
+    y, p, sample_weight
+        As for the metrics.
+    n_boot : int, default 200
+        Resamples (0: no interval, only the estimates).
+    seed : int, default 0
+        Seed of the resamples (:func:`bootstrap_counts`): identical inputs give identical
+        intervals.
+    alpha : float, default 0.05
+        ``1 - alpha`` intervals.
+    method : {"auto", "percentile", "centred"}, default "auto"
+        ``"auto"``: ``"centred"`` for the calibration errors :func:`ece`, :func:`mce`,
+        :func:`smooth_ece` and the equal-mass ECE of :data:`METRICS`, whose replicates sit
+        above the value on all rows, so that a percentile interval can miss its own
+        estimate; ``"percentile"`` for every other metric. See :class:`BootstrapInterval`.
+
+    Returns
+    -------
+    dict of str to BootstrapInterval
+
+    Notes
+    -----
     A replicate whose metric is undefined (for example AUC of a one-class resample) is left
-    out of that metric's quantiles; ``n_valid`` counts the rest.
+    out of that metric's quantiles; ``n_valid`` counts the rest. The bias-corrected and
+    accelerated interval (BCa) is no remedy: it contains the estimate exactly when the
+    percentile interval does (both need the estimate between the ``alpha / 2`` and
+    ``1 - alpha / 2`` quantiles of the replicates), see ``docs/calibration.md``.
     """
     if not (0.0 < alpha < 1.0):
         raise ValueError(f"alpha={alpha!r} must lie in (0, 1)")
     if n_boot < 0:
         raise ValueError(f"n_boot={n_boot!r} must be >= 0")
+    if method not in ("auto", "percentile", "centred"):
+        raise ValueError(f"method={method!r} must be 'auto', 'percentile' or 'centred'")
     prep, w = _prepare(y, p, sample_weight)
     fast = {name: _FAST.get(m) for name, m in metrics.items()}
     estimates: dict[str, float] = {}
@@ -627,18 +714,11 @@ def bootstrap_metrics(
             except ValueError:
                 # e.g. AUC of a resample holding one class: undefined, left out.
                 continue
-    out: dict[str, BootstrapInterval] = {}
-    for name, v in values.items():
-        ok = v[np.isfinite(v)]
-        if ok.size:
-            lo, hi = np.quantile(ok, [alpha / 2.0, 1.0 - alpha / 2.0])
-        else:
-            lo = hi = math.nan
-        out[name] = BootstrapInterval(
-            estimate=estimates[name], low=float(lo), high=float(hi), n_boot=n_boot,
-            n_valid=int(ok.size),
-        )
-    return out
+    return {
+        name: _interval(estimates[name], v, alpha=alpha, n_boot=n_boot,
+                        method=_method_of(metrics[name], method))
+        for name, v in values.items()
+    }
 
 
 def bootstrap_ci(
@@ -650,11 +730,13 @@ def bootstrap_ci(
     n_boot: int = 200,
     seed: int = 0,
     alpha: float = 0.05,
+    method: IntervalMethod = "auto",
 ) -> BootstrapInterval:
-    """Percentile bootstrap interval of one metric (a callable or a :data:`METRICS` name).
+    """Bootstrap interval of one metric (a callable or a :data:`METRICS` name).
 
     The callable is called as ``metric(y, p, weights)``, ``weights`` being the row
-    multiplicities of the resample times ``sample_weight``.
+    multiplicities of the resample times ``sample_weight``. ``method`` as in
+    :func:`bootstrap_metrics`.
     """
     if isinstance(metric, str):
         if metric not in METRICS:
@@ -663,6 +745,6 @@ def bootstrap_ci(
     else:
         fn = metric
     res = bootstrap_metrics(
-        {"m": fn}, y, p, sample_weight, n_boot=n_boot, seed=seed, alpha=alpha
+        {"m": fn}, y, p, sample_weight, n_boot=n_boot, seed=seed, alpha=alpha, method=method
     )
     return res["m"]

@@ -116,6 +116,36 @@ def test_out_of_fold_predictions_are_honest(claims: pd.DataFrame,
     assert row["log_loss_low"] < row["log_loss"] < row["log_loss_high"]
 
 
+def _interval_cases() -> list[Any]:
+    from amv_calib.claims import synth_claims
+
+    return [
+        pytest.param(lambda: _claims(6000, seed=1), "time", 11, id="platt-family-time"),
+        pytest.param(lambda: _claims(4000, seed=7), "group", 12, id="platt-family-group"),
+        pytest.param(lambda: synth_claims(8000, seed=3), "time", 13, id="synth-3"),
+        pytest.param(lambda: synth_claims(8000, seed=4), "time", 14, id="synth-4"),
+    ]
+
+
+@pytest.mark.parametrize(("make", "split", "seed"), _interval_cases())
+def test_every_reported_interval_contains_its_estimate(make: Any, split: str,
+                                                       seed: int) -> None:
+    res = compare_calibrators(make(), folds=3, split=split, n_boot=60, seed=seed, refit=False)
+    t = res.table
+    names = [*METRIC_NAMES, "excess_log_loss"] if res.has_oracle else list(METRIC_NAMES)
+    for m in names:
+        low, value, high = t[f"{m}_low"], t[m], t[f"{m}_high"]
+        outside = t.loc[~((low <= value) & (value <= high)), "name"].tolist()
+        assert not outside, (m, outside)
+    for m in ("ece", "ece_mass", "mce", "smooth_ece"):
+        # The calibration errors' replicates sit above the value (the reason for centring).
+        assert (t[f"{m}_bias"] > 0).mean() >= 0.5, m
+    # Identical inputs, identical intervals.
+    again = compare_calibrators(make(), folds=3, split=split, n_boot=60, seed=seed,
+                                refit=False)
+    pd.testing.assert_frame_equal(again.table, t, check_exact=True)
+
+
 def test_every_calibrator_gets_the_same_folds(result: ComparisonResult) -> None:
     pf = result.per_fold
     assert set(pf["calibrator"]) == {"platt", "beta", "isotonic", "seed_prior"}
