@@ -54,14 +54,20 @@ def _bare_fits(claims: Any, fold: np.ndarray, folds: int) -> dict[str, float]:
     from sklearn.isotonic import IsotonicRegression
     from sklearn.linear_model import LogisticRegression
 
-    from amv_calib.calibration._calibrators import RICH_BETA_EXTRA_MAP, RICH_PLATT_MAP, _split_parts
+    from amv_calib.calibration._calibrators import (
+        RICH_BETA_EXTRA_MAP,
+        RICH_PLATT_MAP,
+        SCORE_EPS,
+        _split_parts,
+    )
     from amv_calib.contract._features import FeatureMap, Term
 
+    # Beta's log terms with its default floor (SCORE_EPS), as the calibrator builds them.
     beta_map = FeatureMap((
-        Term(column="model_confidence", transform="log"),
-        Term(column="model_confidence", transform="log1m"),
-        Term(column="source_trust_score", transform="log"),
-        Term(column="source_trust_score", transform="log1m"),
+        Term(column="model_confidence", transform="log", eps=SCORE_EPS),
+        Term(column="model_confidence", transform="log1m", eps=SCORE_EPS),
+        Term(column="source_trust_score", transform="log", eps=SCORE_EPS),
+        Term(column="source_trust_score", transform="log1m", eps=SCORE_EPS),
         *RICH_BETA_EXTRA_MAP.terms,
     ))
     y = claims["violated"].to_numpy().astype(np.float64)

@@ -1,5 +1,5 @@
-"""Claims -> calibrators: Platt, Beta and isotonic fits, metrics, the leakage-safe comparison
-and the reliability figure.
+"""Claims -> calibrators: Platt, Beta and isotonic fits (of the claim features, or of one plain
+score), metrics, the leakage-safe comparison and the reliability figure.
 """
 
 from __future__ import annotations
@@ -10,10 +10,14 @@ from amv_calib.calibration._calibrators import (
     DEFAULT_PLATT_MAP,
     RICH_BETA_EXTRA_MAP,
     RICH_PLATT_MAP,
+    SCORE_COLUMN,
+    SCORE_EPS,
     BetaCalibrator,
     IsotonicCalibrator,
     PlattCalibrator,
     SeedPriorCalibrator,
+    score_features,
+    score_map,
 )
 from amv_calib.calibration._compare import (
     METRIC_NAMES,
@@ -51,6 +55,8 @@ __all__ = [
     "METRIC_NAMES",
     "RICH_BETA_EXTRA_MAP",
     "RICH_PLATT_MAP",
+    "SCORE_COLUMN",
+    "SCORE_EPS",
     "BetaCalibrator",
     "BootstrapInterval",
     "ComparisonResult",
@@ -69,6 +75,8 @@ __all__ = [
     "mce",
     "reliability_curve",
     "reliability_figure",
+    "score_features",
+    "score_map",
     "roc_auc",
     "smooth_ece",
     "smooth_ece_sigma",

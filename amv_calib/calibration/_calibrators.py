@@ -14,6 +14,14 @@ predicts *through it*, so :meth:`to_portable` reproduces ``predict_proba(X)[:, 1
 
 The positive class is ``classes_[1]``: with ``violated`` given as bool or 0/1, ``classes_``
 is ``[0, 1]`` and the probability is that of ``violated``.
+
+Plain scores: with ``plain_score="increasing"`` (or ``"decreasing"``) Platt, Beta and isotonic
+calibrate one score instead (a model's probability, an LLM judge's confidence, a classifier's
+output): ``X`` is a 1-D array, one column, or a frame with a ``score`` column, and the
+positive class grows more (less) likely as the score rises. The score occupies the claim
+feature :data:`SCORE_COLUMN` (``model_confidence``) of the portable form, whose closed
+vocabulary has no other place for it: the exported calibrator is a claim calibrator that reads
+``model_confidence`` alone (:func:`score_features` builds its input from a plain score).
 """
 
 from __future__ import annotations
@@ -46,6 +54,19 @@ from amv_calib.exceptions import InsufficientDataError
 
 FloatArray = NDArray[np.float64]
 Direction = Literal["increasing", "decreasing"]
+
+#: The claim feature in which a plain score travels in the portable form (the contract's
+#: column for a model's probability; the gate reads it as it reads any claim).
+SCORE_COLUMN: Final = "model_confidence"
+#: Default floor of ``s`` and ``1 - s`` inside logarithms for plain scores and Beta (the
+#: seed's feature map keeps its 1e-5): the float64 machine epsilon ``2**-52``, as the
+#: reference ``betacal`` clips. Below it ``1 - s`` cannot differ from 1 - 0, so ``s`` and
+#: ``1 - s`` are floored alike; a floor of 1e-5 tied 90% of a naive Bayes classifier's
+#: probabilities on breast-cancer data, and even 1e-12 cost a median 0.003 nats against
+#: ``betacal`` (docs/calibration.md).
+SCORE_EPS: Final = float(np.finfo(np.float64).eps)
+#: Transforms that need a score in [0, 1].
+_UNIT_TRANSFORMS: Final = frozenset({"logit", "log", "log1m"})
 
 #: Platt's default map: the seed's four features (logit confidence, 720 h recency ramp,
 #: trust, contradiction), so a fitted Platt model is the seed formula with learnt weights.
@@ -110,6 +131,73 @@ RICH_BETA_EXTRA_MAP: Final = FeatureMap(
 )
 
 _N_FEATURES: Final = len(CLAIM_FEATURES)
+_SCORE_INDEX: Final = CLAIM_FEATURES.index(SCORE_COLUMN)
+
+
+def score_map(*transforms: str, eps: float = SCORE_EPS) -> FeatureMap:
+    """A feature map of a plain score: one term per transform, on :data:`SCORE_COLUMN`.
+
+    Parameters
+    ----------
+    *transforms : str
+        Transforms of :data:`~amv_calib.contract.TRANSFORMS` without a scale: ``"logit"``
+        (the default when none is given; Platt on the log-odds of a probability),
+        ``"identity"`` (a real-valued score such as a decision function; what
+        ``CalibratedClassifierCV(method="sigmoid")`` uses), ``"log"``, ``"log1m"``.
+    eps : float, default :data:`SCORE_EPS` (``2**-52``, about 2.2e-16)
+        Floor of ``s`` and ``1 - s`` inside the logarithms (``logit``, ``log``, ``log1m``):
+        0 and 1 give finite terms, never NaN.
+
+    Returns
+    -------
+    FeatureMap
+    """
+    out = []
+    for t in transforms or ("logit",):
+        if t not in ("identity", "logit", "log", "log1m"):
+            raise ValueError(f"score transform {t!r} must be 'identity', 'logit', 'log' or "
+                             "'log1m'")
+        out.append(Term(column=SCORE_COLUMN, transform=t,  # type: ignore[arg-type]
+                        eps=eps if t in _UNIT_TRANSFORMS else None))
+    return FeatureMap(tuple(out))
+
+
+def score_features(score: Any) -> FloatArray:
+    """Claim features of plain scores: :data:`SCORE_COLUMN` holds the score, the rest 0.
+
+    The input a plain-score calibrator's portable form (``to_portable()``) predicts from:
+    ``to_portable().predict(score_features(s))`` equals ``predict_proba(s)[:, 1]``; for one
+    score, ``to_portable().predict_one({"model_confidence": s})``.
+    """
+    s = np.asarray(score, dtype=np.float64).reshape(-1)
+    out = np.zeros((s.size, _N_FEATURES), dtype=np.float64)
+    out[:, _SCORE_INDEX] = s
+    return out
+
+
+def _score_matrix(X: Any) -> Any:
+    """A plain score as a one-column array: 1-D input, a one-column input, or a frame's
+    ``score`` column (or its only column)."""
+    columns = getattr(X, "columns", None)
+    if columns is not None:
+        if "score" in columns:
+            return np.asarray(X["score"], dtype=np.float64).reshape(-1, 1)
+        if len(columns) == 1:
+            return np.asarray(X[columns[0]], dtype=np.float64).reshape(-1, 1)
+        raise ValueError(f"a plain-score calibrator reads a 'score' column (or a frame of one "
+                         f"column); got columns {[str(c) for c in columns]}")
+    arr = np.asarray(X) if isinstance(X, (list, tuple)) or hasattr(X, "__array__") else X
+    if getattr(arr, "ndim", None) == 1:
+        return arr.reshape(-1, 1)
+    return arr
+
+
+def _check_score_map(fmap: FeatureMap, who: str) -> None:
+    """A plain-score map may only read the score."""
+    bad = [t.name for t in fmap.terms if t.column != SCORE_COLUMN or t.by is not None]
+    if bad:
+        raise ValueError(f"{who}: with plain_score set the feature map may only read the "
+                         f"score ({SCORE_COLUMN!r}, see score_map); {bad} read other columns")
 
 
 # -- shared machinery -----------------------------------------------------------------------
@@ -199,16 +287,48 @@ class _ClaimCalibrator(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         tags.classifier_tags.multi_class = False
         return tags
 
+    def _plain(self) -> Direction | None:
+        """The plain score's direction, or None when ``X`` holds the claim features."""
+        d = getattr(self, "plain_score", None)
+        if d is not None and d not in ("increasing", "decreasing"):
+            raise ValueError(f"plain_score={d!r} must be None, 'increasing' or 'decreasing'")
+        return cast("Direction | None", d)
+
+    def _unit_score(self) -> bool:
+        """Whether the plain score must lie in [0, 1] (a logarithm reads it)."""
+        return False
+
+    def _input(self, X: Any) -> tuple[Any, Any]:
+        if self._plain() is None:
+            return _claim_matrix(X)
+        return _score_matrix(X), None
+
+    def _as_claims(self, X: NDArray[Any]) -> FloatArray:
+        """Validated input as claim features (a plain score widened by score_features)."""
+        self._check_width(X)
+        if self._plain() is None:
+            return cast(FloatArray, X)
+        s = X[:, 0]
+        if self._unit_score():
+            bad = (s < 0.0) | (s > 1.0)
+            if np.any(bad):
+                i = int(np.argmax(bad))
+                raise ValueError(
+                    f"plain score of row {i} is {float(s[i])!r}; {type(self).__name__} takes "
+                    "its logarithm, so scores must lie in [0, 1] (a real-valued score such as "
+                    "a decision function: PlattCalibrator or IsotonicCalibrator with "
+                    "feature_map=score_map('identity'))")
+        return score_features(s)
+
     def _check_X(self, X: Any, *, reset: bool) -> tuple[FloatArray, Any]:
-        arr, groups = _claim_matrix(X)
+        arr, groups = self._input(X)
         out = validate_data(self, arr, reset=reset, dtype=np.float64)
-        self._check_width(out)
-        return cast(FloatArray, out), groups
+        return self._as_claims(out), groups
 
     def _check_fit_input(
         self, X: Any, y: Any, sample_weight: Any
     ) -> tuple[FloatArray, FloatArray, FloatArray, Any]:
-        arr, groups = _claim_matrix(X)
+        arr, groups = self._input(X)
         y_arr = np.asarray(y)
         if y_arr.dtype == bool:
             # violated given as bool: report classes_ as [0, 1], the documented labels.
@@ -241,12 +361,16 @@ class _ClaimCalibrator(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             raise InsufficientDataError(
                 "only one class carries positive sample weight; a calibrator needs both"
             )
-        self._check_width(Xv)
         self.classes_ = classes
-        return cast(FloatArray, Xv), y01, w, groups
+        return self._as_claims(Xv), y01, w, groups
 
-    @staticmethod
-    def _check_width(X: NDArray[Any]) -> None:
+    def _check_width(self, X: NDArray[Any]) -> None:
+        if self._plain() is not None:
+            if X.shape[1] != 1:
+                raise ValueError(
+                    f"X has n_features={X.shape[1]}; with plain_score set a calibrator reads "
+                    "one score (a 1-D array, one column, or a frame's 'score' column)")
+            return
         if X.shape[1] != _N_FEATURES:
             raise ValueError(
                 f"X has n_features={X.shape[1]}; calibrators read exactly the {_N_FEATURES} "
@@ -331,7 +455,9 @@ class PlattCalibrator(_LogisticCalibrator, _LinearCalibrator):
     Parameters
     ----------
     feature_map : FeatureMap, optional
-        Terms of the linear model; default :data:`DEFAULT_PLATT_MAP` (the seed's features).
+        Terms of the linear model; default :data:`DEFAULT_PLATT_MAP` (the seed's features),
+        or with ``plain_score`` set ``score_map("logit")`` (Platt on the score's log-odds,
+        floored at :data:`SCORE_EPS`); ``score_map("identity")`` for a real-valued score.
     C : float or None, default 1.0
         Inverse L2 strength as in :class:`~sklearn.linear_model.LogisticRegression` (on the
         terms as the feature map computes them); ``None`` or ``inf`` fits unpenalised.
@@ -339,6 +465,11 @@ class PlattCalibrator(_LogisticCalibrator, _LinearCalibrator):
         Newton iteration cap.
     tol : float, default 1e-8
         Newton stopping tolerance (see ``LogisticRegression(solver="newton-cholesky")``).
+    plain_score : {"increasing", "decreasing"} or None, default None
+        None: ``X`` holds the four claim features. Otherwise ``X`` is one plain score (a 1-D
+        array, one column, or a frame's ``score`` column) in which the positive class
+        rises (``"increasing"``) or falls; the feature map may read only that score. A fit
+        whose probability moves against this direction over the training scores warns.
 
     Attributes
     ----------
@@ -355,18 +486,51 @@ class PlattCalibrator(_LogisticCalibrator, _LinearCalibrator):
         C: float | None = 1.0,
         max_iter: int = 100,
         tol: float = 1e-8,
+        plain_score: Direction | None = None,
     ) -> None:
         super().__init__(C=C, max_iter=max_iter, tol=tol)
         self.feature_map = feature_map
+        self.plain_score = plain_score
+
+    def _map(self) -> FeatureMap:
+        if self.feature_map is not None:
+            if self._plain() is not None:
+                _check_score_map(self.feature_map, "PlattCalibrator")
+            return self.feature_map
+        return DEFAULT_PLATT_MAP if self._plain() is None else score_map("logit")
+
+    def _unit_score(self) -> bool:
+        return any(t.transform in _UNIT_TRANSFORMS for t in self._map().terms)
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> PlattCalibrator:
         """Fit the logistic regression; returns ``self``."""
+        fmap = self._map()
         Xv, y01, w, _ = self._check_fit_input(X, y, sample_weight)
-        fmap = DEFAULT_PLATT_MAP if self.feature_map is None else self.feature_map
         F = fmap.transform(Xv)
         b, coef, n_iter = self._logistic_fit(F, y01, w, fmap.names)
         self._keep(fmap, b, coef, n_iter=n_iter, source="platt")
+        direction = self._plain()
+        if direction is not None:
+            _warn_against_direction(self, Xv[:, _SCORE_INDEX], direction)
         return self
+
+
+def _warn_against_direction(est: _LinearCalibrator, s: FloatArray, direction: Direction
+                            ) -> None:
+    """Warn when a fitted plain-score logit moves against ``direction`` between the lowest and
+    the highest training score."""
+    ends = score_features(np.array([np.min(s), np.max(s)]))
+    z = est.portable_.decision_function(ends)
+    rise = float(z[1] - z[0])
+    if (rise < 0.0 if direction == "increasing" else rise > 0.0):
+        weights = ", ".join(f"{n}: {c:.4g}" for n, c in
+                            zip(est.portable_.feature_map.names, est.portable_.coef,
+                                strict=True))
+        warnings.warn(
+            f"{type(est).__name__}(plain_score={direction!r}): the fitted probability "
+            f"{'falls' if rise < 0 else 'rises'} as the score rises over the training scores "
+            f"(weights {weights}); the data say the score works the other way round",
+            UserWarning, stacklevel=3)
 
 
 # -- Beta -----------------------------------------------------------------------------------
@@ -404,16 +568,26 @@ class BetaCalibrator(_LogisticCalibrator, _LinearCalibrator):
     ``C=inf`` this is the reference ``abm`` fit whenever the reference meets its own
     constraint. Dropped terms keep coefficient 0 in the portable map.
 
+    When the constraints drop both terms of a score, the model ignores that score: a warning
+    names the score and its terms (usually the direction is the wrong way round).
+
     Parameters
     ----------
     scores : sequence of (column, "increasing" | "decreasing"), optional
         Default :data:`BETA_SCORES` (confidence and trust, both decreasing).
     extra_map : FeatureMap or sequence of Term, optional
         Unconstrained extra terms; default :data:`BETA_EXTRA_MAP`; ``()`` for none.
-    eps : float, default 1e-5
-        Floor of ``s`` and ``1 - s`` inside the logarithms.
+    eps : float, default :data:`SCORE_EPS` (``2**-52``, about 2.2e-16)
+        Floor of ``s`` and ``1 - s`` inside the logarithms (0 and 1 give finite terms).
+        The earlier default 1e-5 tied every score below 1e-5 (most of a naive Bayes
+        classifier's probabilities); pass ``eps=1e-5`` for the old fits.
     C, max_iter, tol
         As in :class:`PlattCalibrator`.
+    plain_score : {"increasing", "decreasing"} or None, default None
+        None: ``X`` holds the four claim features. Otherwise ``X`` is one plain score in
+        [0, 1] (a 1-D array, one column, or a frame's ``score`` column) and the model is
+        ``abm`` on it alone with this direction (``"increasing"``: the reference ``betacal``
+        model); ``scores`` and ``extra_map`` must then be left unset.
 
     Attributes
     ----------
@@ -430,21 +604,34 @@ class BetaCalibrator(_LogisticCalibrator, _LinearCalibrator):
         *,
         scores: Sequence[tuple[str, str]] | None = None,
         extra_map: FeatureMap | Sequence[Term] | None = None,
-        eps: float = DEFAULT_EPS,
+        eps: float = SCORE_EPS,
         C: float | None = 1.0,
         max_iter: int = 100,
         tol: float = 1e-8,
+        plain_score: Direction | None = None,
     ) -> None:
         super().__init__(C=C, max_iter=max_iter, tol=tol)
         self.scores = scores
         self.extra_map = extra_map
         self.eps = eps
+        self.plain_score = plain_score
+
+    def _unit_score(self) -> bool:
+        return True
 
     def _feature_map(self) -> tuple[FeatureMap, list[tuple[int, int, float]]]:
         """The full map and, per score, (first-checked column, other column, sign)."""
         terms: list[Term] = []
         constrained: list[tuple[int, int, float]] = []
-        for column, direction in _beta_scores(self.scores):
+        plain = self._plain()
+        extras: tuple[Term, ...] = (
+            () if self.extra_map is None else self.extra_map.terms
+            if isinstance(self.extra_map, FeatureMap) else tuple(self.extra_map))
+        if plain is not None and (self.scores is not None or extras):
+            raise ValueError("BetaCalibrator(plain_score=...) calibrates the one plain score: "
+                             "leave scores and extra_map unset")
+        scores = ((SCORE_COLUMN, plain),) if plain is not None else _beta_scores(self.scores)
+        for column, direction in scores:
             j = len(terms)
             terms.append(Term(column=column, transform="log", eps=self.eps))
             terms.append(Term(column=column, transform="log1m", eps=self.eps))
@@ -454,12 +641,8 @@ class BetaCalibrator(_LogisticCalibrator, _LinearCalibrator):
                 constrained.append((j, j + 1, 1.0))
             else:
                 constrained.append((j + 1, j, -1.0))
-        if self.extra_map is None:
-            terms.extend(BETA_EXTRA_MAP.terms)
-        elif isinstance(self.extra_map, FeatureMap):
-            terms.extend(self.extra_map.terms)
-        else:
-            terms.extend(self.extra_map)
+        if plain is None:
+            terms.extend(BETA_EXTRA_MAP.terms if self.extra_map is None else extras)
         return FeatureMap(tuple(terms)), constrained
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> BetaCalibrator:
@@ -489,6 +672,16 @@ class BetaCalibrator(_LogisticCalibrator, _LinearCalibrator):
             active[drop] = False
         self.dropped_terms_ = [names[i] for i in np.flatnonzero(~active)]
         self.n_fits_ = n_fits
+        for first, other, sign in constrained:
+            if not (active[first] or active[other]):
+                direction = "increasing" if sign > 0 else "decreasing"
+                warnings.warn(
+                    f"BetaCalibrator: the {direction} constraint on score "
+                    f"{fmap.terms[first].column} dropped both of its terms "
+                    f"({names[min(first, other)]}, {names[max(first, other)]}): the "
+                    "model ignores this score; the data say it works the other way round "
+                    "(check its direction)",
+                    UserWarning, stacklevel=2)
         self._keep(fmap, b, coef, n_iter=n_iter, source="beta")
         return self
 
@@ -548,6 +741,14 @@ class IsotonicCalibrator(_LogisticCalibrator):
         table has).
     random_state : int, default 0
         Seed of the part split.
+    plain_score : {"increasing", "decreasing"} or None, default None
+        None: ``X`` holds the four claim features. Otherwise ``X`` is one plain score (a 1-D
+        array, one column, or a frame's ``score`` column) and the index is the score itself
+        through ``feature_map`` (default ``score_map("identity")``, one term; no
+        cross-fitting, ``index`` and ``cv`` are not used), the map rising
+        (``"increasing"``) or falling in it; ``increasing`` must then stay True. With the
+        default map this is ``sklearn.isotonic.IsotonicRegression(out_of_bounds="clip")`` on
+        the score, as ``CalibratedClassifierCV(method="isotonic")`` fits it.
 
     Attributes
     ----------
@@ -569,6 +770,7 @@ class IsotonicCalibrator(_LogisticCalibrator):
         strict: bool = False,
         out_of_bounds: Literal["clip"] = "clip",
         random_state: int = 0,
+        plain_score: Direction | None = None,
     ) -> None:
         super().__init__(C=C, max_iter=max_iter, tol=tol)
         self.index = index
@@ -578,6 +780,20 @@ class IsotonicCalibrator(_LogisticCalibrator):
         self.strict = strict
         self.out_of_bounds = out_of_bounds
         self.random_state = random_state
+        self.plain_score = plain_score
+
+    def _score_index_map(self) -> FeatureMap:
+        """The one-term map whose value is a plain score's index."""
+        if self.feature_map is None:
+            return score_map("identity")
+        _check_score_map(self.feature_map, "IsotonicCalibrator")
+        if len(self.feature_map.terms) != 1:
+            raise ValueError("IsotonicCalibrator(plain_score=...): the index of a plain score is "
+                             f"one term, got {self.feature_map.names}")
+        return self.feature_map
+
+    def _unit_score(self) -> bool:
+        return self._score_index_map().terms[0].transform in _UNIT_TRANSFORMS
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> IsotonicCalibrator:
         """Cross-fit the index, fit the isotonic table; returns ``self``."""
@@ -585,8 +801,17 @@ class IsotonicCalibrator(_LogisticCalibrator):
             raise ValueError(f"out_of_bounds={self.out_of_bounds!r}; only 'clip' is supported")
         if self.index not in ("platt", "seed"):
             raise ValueError(f"index={self.index!r} must be 'platt' or 'seed'")
+        plain = self._plain()
+        if plain is not None and not self.increasing:
+            raise ValueError("IsotonicCalibrator: with plain_score set, give the direction "
+                             "there (plain_score='decreasing') and leave increasing=True")
         Xv, y01, w, groups = self._check_fit_input(X, y, sample_weight)
-        if self.index == "seed":
+        if plain is not None:
+            fmap = self._score_index_map()
+            z = fmap.transform(Xv)[:, 0]
+            b, coef = 0.0, np.ones(1)
+            n_iter = 0
+        elif self.index == "seed":
             seed = seed_prior_calibrator()
             fmap = seed.feature_map
             F = fmap.transform(Xv)
@@ -599,10 +824,16 @@ class IsotonicCalibrator(_LogisticCalibrator):
             fmap = DEFAULT_PLATT_MAP if self.feature_map is None else self.feature_map
             F = fmap.transform(Xv)
             z, b, coef, n_iter = self._cross_fit_index(F, y01, w, groups, fmap.names)
-        sign = 1.0 if self.increasing else -1.0
+        sign = 1.0 if self.increasing and plain != "decreasing" else -1.0
         # The portable table needs rising y over rising x: a decreasing map is a rising one
         # over the negated index.
         xk, yk = _isotonic_table(sign * z, y01, w, strict=bool(self.strict))
+        if plain is not None and yk[0] == yk[-1] and float(np.ptp(z)) > 0.0:
+            warnings.warn(
+                f"IsotonicCalibrator(plain_score={plain!r}): the fitted map is constant "
+                f"({float(yk[0]):.4g}) over {fmap.names[0]}: in this direction the score says "
+                "nothing; the data say it works the other way round (check its direction)",
+                UserWarning, stacklevel=2)
         self.x_knots_ = xk
         self.y_knots_ = yk
         self._keep(fmap, sign * float(b), sign * np.asarray(coef, dtype=np.float64),

@@ -219,8 +219,11 @@ def test_beta_keeps_refitting_until_the_constraints_hold() -> None:
     s = rng.uniform(0.02, 0.98, size=20_000)
     y = _draw(_sigmoid(-1.5 * np.log(1 - s) + 0.6 * np.log(s) + 0.2), 9)
     X = np.column_stack([np.zeros(s.size), np.full(s.size, 0.5), s, np.zeros(s.size)])
-    est = BetaCalibrator(scores=[("model_confidence", "decreasing")], extra_map=(),
-                         C=None).fit(X, y)
+    with pytest.warns(UserWarning, match=r"decreasing constraint on score model_confidence "
+                      r"dropped both of its terms \(log\(model_confidence\), "
+                      r"log1m\(model_confidence\)\)"):
+        est = BetaCalibrator(scores=[("model_confidence", "decreasing")], extra_map=(),
+                             C=None).fit(X, y)
     assert est.dropped_terms_ == ["log(model_confidence)", "log1m(model_confidence)"]
     assert est.n_fits_ == 3
     np.testing.assert_allclose(est.predict_proba(X)[:, 1], y.mean(), atol=1e-6)
@@ -549,6 +552,7 @@ _ESTIMATORS = [PlattCalibrator(), BetaCalibrator(), IsotonicCalibrator(), SeedPr
 
 
 @pytest.mark.filterwarnings("ignore:feature term\\(s\\).*constant:UserWarning")
+@pytest.mark.filterwarnings("ignore:BetaCalibrator.*dropped both:UserWarning")
 @pytest.mark.parametrize(("estimator", "check", "name"), _check_cases(_ESTIMATORS))
 def test_sklearn_checks(estimator: Any, check: Any, name: str) -> None:
     if name in expected_failed_checks(estimator):
@@ -627,6 +631,7 @@ def _adapter_cases() -> list[Any]:
 
 
 @pytest.mark.filterwarnings("ignore:feature term\\(s\\).*constant:UserWarning")
+@pytest.mark.filterwarnings("ignore:BetaCalibrator.*dropped both:UserWarning")
 @pytest.mark.parametrize(("estimator", "check"), _adapter_cases())
 def test_sklearn_checks_on_four_columns(estimator: Any, check: Any) -> None:
     check(estimator)
