@@ -127,6 +127,10 @@ _R_ABSTAIN_R: Final = (
     "expected loss R = theta * P_any exceeds min(delta, kappa) and no verification is worth "
     "its cost"
 )
+_R_ABSTAIN_R_PRICED: Final = (
+    "expected loss R = (theta + harm_price) * P_any exceeds min(delta, kappa) and no "
+    "verification is worth its cost"
+)
 _R_ABSTAIN_NONE: Final = "not admissible (R > min(delta, kappa) or H > epsilon); no verifier left"
 _R_VERIFY: Final = "has the largest one-step VOI, and it is positive"
 _R_VERIFY_PLAN: Final = "is the first call of the verification plan that beats stopping"
@@ -915,14 +919,14 @@ class Gate:
                                  "lookahead: verifier " + v.id + " " + _R_VERIFY_PLAN,
                                  pl.value, tuple(vois), spent, (), pl.states)
             return _decision("PROCEED" if adm else "ABSTAIN", None, gain, v_stop, rx, h,
-                             probs_t, _R_PROCEED if adm else _abstain_reason(rx, lim),
+                             probs_t, _R_PROCEED if adm else _abstain_reason(rx, lim, self._price),
                              pl.value, tuple(vois), spent, (), pl.states)
         if best > tol:
             regime: Regime = "VERIFY"
             reason = "verifier " + best_v.id + " " + _R_VERIFY
         else:
             regime = "PROCEED" if adm else "ABSTAIN"
-            reason = _R_PROCEED if adm else _abstain_reason(rx, lim)
+            reason = _R_PROCEED if adm else _abstain_reason(rx, lim, self._price)
             best_v = None
         # _decision() inlined: this is the path the latency budget is about
         d: Decision = _new_object(Decision)
@@ -1009,7 +1013,7 @@ class Gate:
                                  "lookahead: verifier " + v.id + " " + _R_VERIFY_PLAN + note,
                                  value, tuple(vois), spent, tuple(out), states)
             why = (_R_ABSTAIN_BOUND if adm and could
-                   else _R_PROCEED if adm else _abstain_reason(rx, lim))
+                   else _R_PROCEED if adm else _abstain_reason(rx, lim, self._price))
         else:
             voi_out, value = best, None
             if best > tol:
@@ -1017,7 +1021,7 @@ class Gate:
                                  "verifier " + best_v.id + " " + _R_VERIFY + note, None,
                                  tuple(vois), spent, tuple(out), 0)
             why = (_R_ABSTAIN_BOUND if adm and could
-                   else _R_PROCEED if adm else _abstain_reason(rx, lim))
+                   else _R_PROCEED if adm else _abstain_reason(rx, lim, self._price))
         return _decision(stop, None, voi_out, v_stop, rx, h, probs, why + note, value,
                          tuple(vois), spent, tuple(out), states)
 
@@ -1091,7 +1095,7 @@ class Gate:
             return _decision("VERIFY", best_v, best, v_stop, rx, h, probs,
                              "verifier " + best_v.id + " " + _R_VERIFY, None, tuple(vois))
         return _decision("PROCEED" if adm else "ABSTAIN", None, best, v_stop, rx, h, probs,
-                         _R_PROCEED if adm else _abstain_reason(rx, lim), None, tuple(vois))
+                         _R_PROCEED if adm else _abstain_reason(rx, lim, 0.0), None, tuple(vois))
 
     # -- sequential stopping -----------------------------------------------------------------------
     def run(
@@ -1237,8 +1241,10 @@ class Gate:
             self._sink(record)
 
 
-def _abstain_reason(rx: float, lim: float) -> str:
-    return _R_ABSTAIN_R if rx > lim else _R_ABSTAIN_H
+def _abstain_reason(rx: float, lim: float, price: float) -> str:
+    if not rx > lim:
+        return _R_ABSTAIN_H
+    return _R_ABSTAIN_R if price == 0.0 else _R_ABSTAIN_R_PRICED
 
 
 def _listed(ids: Sequence[str]) -> str:
