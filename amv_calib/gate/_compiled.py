@@ -4,7 +4,11 @@ One engine covers every setting of the batch gate: the myopic rule in ``mode="am
 ``mode="seed"``, and the lookahead planner (the exact memoised, pruned recursion; the beam
 with its myopic floor past the work bound; the receding horizon when verifiers may be called
 again; verifiers resolving several premises with their ``2^k`` joint outcomes; verifications
-left per row; availability masks; padded premise slots).
+left per row; availability masks; padded premise slots), the harm price (``theta + mu`` per
+row) and the decision work bound (``_engine``, "Work bound"): a row whose verifiers' outcomes
+pass ``MAX_OUTCOMES`` gets its VOIs again from :func:`_bounded_vois`, which counts the
+verifiers per ``k`` (:func:`_cut`) to find the ones ``enumerable`` keeps, as
+``Gate._decide_bounded`` does.
 
 It is a transcription of the scalar reference engine, :mod:`amv_calib.gate._engine` and
 :mod:`amv_calib.gate._planner`, not a second design: every floating-point expression keeps
@@ -842,14 +846,14 @@ def _amv(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any, d
     planner states)``, voi ``-inf`` for None. ``theta`` is priced (``theta + mu``);
     ``depth`` is the number of verifications left; ``idx`` and ``cnt`` are scratch,
     ``planner`` the planner's work arrays (a tuple, as a call of more than 30 arguments
-    cannot be inlined). Past the work bound the row goes to :func:`_amv_bounded`."""
+    cannot be inlined). Past the work bound the VOIs come from :func:`_bounded_vois`
+    (``Gate._decide_bounded``)."""
     good, q = _q_row(i, p, mask)
     lim = delta if delta < kappa else kappa
     h = 1.0 - q
     rx = theta * h
     adm = rx <= lim and h <= eps
     v_stop = rx if adm else kappa
-    stop = _PROCEED if adm else _ABSTAIN
     best = _NEG_INF
     bj = -1  # column of the first largest VOI
     bo = -1  # ... and its position among the offered verifiers
@@ -880,16 +884,20 @@ def _amv(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any, d
             bo = nv
         nv += 1
     if not good:
-        return good, stop, -1, _NEG_INF, v_stop, rx, h, adm, 0, 0, 0
-    if over:
-        return _amv_bounded(i, p, mask, res, cost, rel, avail, depth, theta, kappa, lam, delta,
-                            eps, look, reuse, idx, probs, oidx, ok, of, ocol, cnt, planner)
-    if nv == 0:
-        return good, stop, -1, _NEG_INF, v_stop, rx, h, adm, spent, 0, 0
+        return good, _ABSTAIN, -1, _NEG_INF, v_stop, rx, h, adm, 0, 0, 0
     tol = VOI_TOLERANCE * (theta + kappa)
+    ck, cn, out, could = MAX_OUTCOMES_LOG2 + 1, 0, 0, False  # within the bound: all, none
+    if over:
+        best, bj, bo, nv, spent, out, could, ck, cn = _bounded_vois(
+            i, p, mask, res, cost, rel, avail, q, v_stop, theta, kappa, lam, lim, eps, h, tol,
+            idx, cnt)
+    # an admissible row does not PROCEED while a left-out verifier could be worth calling
+    stop = _ABSTAIN if could or not adm else _PROCEED
+    if nv == 0:
+        return good, stop, -1, _NEG_INF, v_stop, rx, h, adm, spent, out, 0
     if look:
         mr, nv = _gather(i, p, mask, res, cost, rel, avail, lam, probs, idx, oidx, ok, of,
-                         ocol, MAX_OUTCOMES_LOG2 + 1, 0)
+                         ocol, ck, cn)
         lvp, lvf, lvi, memo, stamp, gen, wi, wf, hk, hf, hi, hbits = planner
         value, first, _, states = _plan(
             probs, mr, theta, kappa, lim, eps, oidx, ok, of, nv, depth, _INF, reuse,
@@ -897,33 +905,27 @@ def _amv(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any, d
             wf, hk, hf, hi, hbits)
         gain = v_stop - value
         if first >= 0 and gain > tol:
-            return good, _VERIFY, ocol[first], gain, v_stop, rx, h, adm, spent, 0, states
-        return good, stop, -1, gain, v_stop, rx, h, adm, spent, 0, states
+            return good, _VERIFY, ocol[first], gain, v_stop, rx, h, adm, spent, out, states
+        return good, stop, -1, gain, v_stop, rx, h, adm, spent, out, states
     if best > tol:
-        return good, _VERIFY, bj, best, v_stop, rx, h, adm, spent, 0, 0
-    return good, stop, -1, best, v_stop, rx, h, adm, spent, 0, 0
+        return good, _VERIFY, bj, best, v_stop, rx, h, adm, spent, out, 0
+    return good, stop, -1, best, v_stop, rx, h, adm, spent, out, 0
 
 
 @_jit
-def _amv_bounded(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any,
-                 depth: int, theta: float, kappa: float, lam: float, delta: float, eps: float,
-                 look: bool, reuse: bool, idx: Any, probs: Any, oidx: Any, ok: Any, of: Any,
-                 ocol: Any, cnt: Any, planner: Any) -> Any:
-    """``Gate._decide_bounded``: :func:`_amv` for a row past the work bound (its inputs
-    are in range and ``depth > 0``). Compiled on its own, not inlined: it is the rare path.
+def _bounded_vois(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any,
+                  q: float, v_stop: float, theta: float, kappa: float, lam: float, lim: float,
+                  eps: float, h: float, tol: float, idx: Any, cnt: Any) -> Any:
+    """The VOI loop of ``Gate._decide_bounded`` for a row past the work bound: ``(best,
+    its column, its position among the enumerated, enumerated, outcomes, left out, could
+    matter, ck, cn)``.
 
-    Only the verifiers the cut enumerates get a VOI and go to the planner; the others count
-    as left out, and an admissible row one of whose left-out verifiers has an upper bound
-    ``V_stop - lambda c - P_any * min(theta, kappa)`` above the tolerance ABSTAINS instead of
-    PROCEEDING.
+    Only the verifiers the cut ``(ck, cn)`` of :func:`_cut` enumerates get a VOI; each
+    other one counts as left out, and ``could matter`` is whether any has an upper bound
+    ``V_stop - lambda c - P_any * min(theta, kappa)`` above the tolerance. Compiled on its
+    own, not inlined, and without the planner (which :func:`_amv` calls on what this
+    returns): it is the rare path, and the myopic entry point stays small.
     """
-    _, q = _q_row(i, p, mask)
-    lim = delta if delta < kappa else kappa
-    h = 1.0 - q
-    rx = theta * h
-    adm = rx <= lim and h <= eps
-    v_stop = rx if adm else kappa
-    tol = VOI_TOLERANCE * (theta + kappa)
     lb = h * (theta if theta < kappa else kappa)  # the clairvoyant's loss
     for t in range(MAX_OUTCOMES_LOG2 + 1):
         cnt[t] = 0
@@ -946,7 +948,6 @@ def _amv_bounded(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail
         if not avail[i, v]:
             continue
         c = cost[i, v]
-        r = rel[i, v]
         k = _resolved(i, v, mask, res, idx)
         kept, seen = _kept(k, ck, cn, seen)
         if not kept:
@@ -954,30 +955,13 @@ def _amv_bounded(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail
             could |= v_stop - lam * c - lb > tol
             continue
         spent += 1 << k
-        voi = v_stop - _expect(row, q, idx, k, r, theta, kappa, lim, eps) - lam * c
+        voi = v_stop - _expect(row, q, idx, k, rel[i, v], theta, kappa, lim, eps) - lam * c
         if voi > best:
             best = voi
             bj = v
             bo = nv
         nv += 1
-    stop = _ABSTAIN if could or not adm else _PROCEED
-    if nv == 0:
-        return True, stop, -1, _NEG_INF, v_stop, rx, h, adm, spent, out, 0
-    if look:
-        mr, nv = _gather(i, p, mask, res, cost, rel, avail, lam, probs, idx, oidx, ok, of,
-                         ocol, ck, cn)
-        lvp, lvf, lvi, memo, stamp, gen, wi, wf, hk, hf, hi, hbits = planner
-        value, first, _, states = _plan(
-            probs, mr, theta, kappa, lim, eps, oidx, ok, of, nv, depth, _INF, reuse,
-            bo if best > tol else -1, v_stop - best, tol, lvp, lvf, lvi, memo, stamp, gen, wi,
-            wf, hk, hf, hi, hbits)
-        gain = v_stop - value
-        if first >= 0 and gain > tol:
-            return True, _VERIFY, ocol[first], gain, v_stop, rx, h, adm, spent, out, states
-        return True, stop, -1, gain, v_stop, rx, h, adm, spent, out, states
-    if best > tol:
-        return True, _VERIFY, bj, best, v_stop, rx, h, adm, spent, out, 0
-    return True, stop, -1, best, v_stop, rx, h, adm, spent, out, 0
+    return best, bj, bo, nv, spent, out, could, ck, cn
 
 
 @_inline
