@@ -13,6 +13,7 @@ import hashlib
 import importlib
 import json
 import logging
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -56,6 +57,22 @@ def _command(subparsers: Any, name: str, run: Callable[[argparse.Namespace], int
         name, help=help, description=description, formatter_class=formatter_class)
     p.set_defaults(func=run)
     return p
+
+
+def _harm_price(text: str) -> float:
+    """``--harm-price``: a finite number >= 0, refused by argparse otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (value >= 0.0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} must be finite and >= 0")
+    return value
+
+
+def _harm_price_option(p: argparse.ArgumentParser, help: str) -> None:
+    p.add_argument("--harm-price", dest="harm_price", type=_harm_price, default=None,
+                   metavar="X", help=help)
 
 
 def _seed_option(p: argparse.ArgumentParser, help: str | None,
@@ -434,6 +451,8 @@ def _parsers_replay(subparsers: Any) -> None:
                    help="artifact for the learned policies (default: the shipped champion)")
     p.add_argument("--thresholds", default=None,
                    help="thresholds.json overriding the artifact's gate thresholds")
+    _harm_price_option(p, "harm price of the learned policies, overriding the thresholds' "
+                          "(default: theirs, else 0)")
     _seed_option(p, "answer stream and bootstrap")
     p.add_argument("--tau", type=float, default=None, help="threshold of the static policy")
     p.add_argument("--lambda-eval", type=float, default=None,
@@ -458,6 +477,8 @@ def _parsers_replay(subparsers: Any) -> None:
     t.add_argument("--study-name", default="amv-calib-tune")
     t.add_argument("--workers", type=int, default=1,
                    help="parallel worker processes sharing the storage (not reproducible)")
+    _harm_price_option(t, "pin the harm price at X instead of searching it (0: tune the "
+                          "unpriced gate)")
 
     x = _command(
         subparsers, "transfer", _run_transfer,
@@ -501,6 +522,7 @@ def _learned(args: argparse.Namespace) -> tuple[Any, Any]:
         lambda_cost_scale=t["lambda_cost_scale"],
         delta_loss_threshold=t["delta_loss_threshold"],
         epsilon_harm_bound=t["epsilon_harm_bound"],
+        harm_price=(t.get("harm_price", 0.0) if args.harm_price is None else args.harm_price),
         planner=t["planner"],
         max_verifications=t["max_verifications"],
         calibrator=art.calibrator,
@@ -555,14 +577,17 @@ def _calibrator_ref(args: argparse.Namespace) -> Any:
 
 
 def _run_tune(args: argparse.Namespace) -> int:
-    from amv_calib.tuning import format_table, tune_thresholds
+    from amv_calib.tuning import SEARCH_SPACE, format_table, tune_thresholds
 
+    space = None
+    if args.harm_price is not None:
+        space = {**SEARCH_SPACE, "harm_price": (args.harm_price, args.harm_price, False)}
     res = tune_thresholds(
         args.episodes, calibrator=_calibrator_ref(args), trials=args.trials,
         storage=args.storage, study_name=args.study_name, seed=args.seed,
         target_harmful=args.target_harmful, mode=args.mode, tune_fraction=args.tune_fraction,
         planner=args.planner, out_dir=args.out, n_workers=args.workers, n_boot=args.n_boot,
-        progress=not args.json,
+        progress=not args.json, space=space,
     )
     if args.json:
         print(json.dumps(res.to_dict(), indent=2))
@@ -879,6 +904,8 @@ def _parsers_gate(subparsers: Any) -> None:
                    metavar="X", help="delta_loss_threshold")
     p.add_argument("--epsilon", dest="epsilon_harm_bound", type=float, default=None,
                    metavar="X", help="epsilon_harm_bound")
+    _harm_price_option(p, "harm_price: the price of harm, added to theta when planning "
+                          "(default: the artifact's, else 0)")
     p.add_argument("--max-verifications", dest="max_verifications", type=int, default=None,
                    metavar="N")
     p.add_argument("--decision-log", dest="decision_log", metavar="PATH", default=None,
@@ -928,7 +955,7 @@ def _run_gate(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {
         k: getattr(args, k)
         for k in ("mode", "planner", "lambda_cost_scale", "delta_loss_threshold",
-                  "epsilon_harm_bound", "max_verifications", "decision_log")
+                  "epsilon_harm_bound", "harm_price", "max_verifications", "decision_log")
         if getattr(args, k) is not None
     }
     try:
@@ -957,6 +984,7 @@ def _run_gate(args: argparse.Namespace) -> int:
             "lambda_cost_scale": gate.lambda_cost_scale,
             "delta_loss_threshold": gate.delta_loss_threshold,
             "epsilon_harm_bound": gate.epsilon_harm_bound,
+            "harm_price": gate.harm_price,
             "max_verifications": gate.max_verifications,
             "artifact": None if gate.artifact_name is None
             else {"name": gate.artifact_name, "version": gate.artifact_version},

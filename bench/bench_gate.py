@@ -11,7 +11,12 @@ Measured (targets of issue 3 and of the compiled batch engine):
   throughput: at least 20x for the myopic rule; the lookahead planner's batch throughput
   is reported too;
 * the compiled engine's load time on a warm on-disk cache and its compile time cold (a
-  fresh cache directory, in a child process; not in ``--quick``).
+  fresh cache directory, in a child process; not in ``--quick``);
+* the work bound (hardening review, item 5): the attacks of the review (a verifier over 24,
+  26 or 40 premises, 30 verifiers over 20) and the largest inputs within and past the bound
+  (64 premises x 64 verifiers, the full 3^8-state plan at ``MAX_WORK``, a receding horizon
+  of ``RECEDING_WORK`` leaves): CPU time and tracemalloc peak of ``Gate.evaluate``, of
+  ``Gate.run`` and of a one-row ``evaluate_batch`` (target: 100 ms and 200 MB each).
 
 Times are CPU time (``time.thread_time`` in Python, ``process.cpuUsage`` in node), so that
 other processes on a loaded machine do not skew the ratios; wall-clock figures are kept in
@@ -210,6 +215,140 @@ def _compile_time() -> dict[str, Any]:
     return out
 
 
+BOUND_TARGET_MS = 100.0
+BOUND_TARGET_MB = 200.0
+#: The slowest exact plan a hill climb on CPU time found (8 one-premise verifiers, every
+#: 3^8 belief valued): premise probabilities, theta, kappa, reliabilities, costs, lambda,
+#: delta, epsilon.
+CLIMBED = ([0.485, 0.233, 0.0027, 0.0706, 0.399, 0.360, 0.920, 0.0618], 28.39, 26.88,
+           [0.778, 0.643, 0.555, 0.687, 0.893, 0.615, 0.683, 0.808],
+           [0.0, 0.0, 0.0, 0.0, 0.0060, 0.00041, 0.0, 0.0098], 1.0, 0.108, 0.325)
+#: The slowest run the same climb found among runs that verify (6 calls, then PROCEED).
+CLIMBED_RUN = ([0.00197, 0.129, 0.0918, 0.0212, 0.520, 0.745, 0.0726, 0.515], 0.8143, 0.7715,
+               [0.674, 0.752, 0.663, 0.676, 0.784, 0.931, 0.574, 0.535],
+               [0.0, 0.00525, 0.00930, 0.00827, 0.0, 0.00340, 0.00508, 0.00131], 0.0, 333.6, 1.0)
+
+
+def _bound_cases() -> dict[str, tuple[dict[str, Any], Any, list[Any]]]:
+    """name -> (gate settings, action, verifiers) of the work-bound measurements."""
+    from amv_calib.gate import CandidateAction, Premise, Verifier
+
+    def act(ps: Sequence[float], theta: float = 100.0, kappa: float = 5.0) -> Any:
+        return CandidateAction(
+            action_id="a", tool_name="t", impact_cost_theta=theta, abstention_cost_kappa=kappa,
+            premises=tuple(Premise(id=f"p{i}", calibrated_violation_probability=p)
+                           for i, p in enumerate(ps)))
+
+    def ver(j: int, premises: Sequence[int], cost: float = 0.01, r: float = 0.9) -> Any:
+        return Verifier(id=f"v{j}", resolves_premise_ids=tuple(f"p{i}" for i in premises),
+                        execution_cost=cost, symmetric_reliability=r)
+
+    def climbed(found: tuple[Any, ...], pad: int = 0) -> tuple[dict[str, Any], Any, list[Any]]:
+        ps, theta, kappa, rs, cs, lam, delta, eps = found
+        return ({"lambda_cost_scale": lam, "delta_loss_threshold": delta,
+                 "epsilon_harm_bound": eps},
+                act(ps + [0.0] * pad, theta, kappa), [ver(j, [j], cs[j], rs[j]) for j in range(8)])
+
+    rng = np.random.default_rng(5)
+    return {
+        "attack_1v_24p_lookahead": ({}, act([0.001] * 24), [ver(0, range(24))]),
+        "attack_1v_26p_lookahead": ({}, act([0.001] * 26), [ver(0, range(26))]),
+        "attack_1v_40p_myopic": ({"planner": "myopic"}, act([0.001] * 40), [ver(0, range(40))]),
+        "attack_30v_20p_myopic": ({"planner": "myopic"}, act([0.001] * 20),
+                                  [ver(j, range(20)) for j in range(30)]),
+        "attack_30v_20p_lookahead": ({}, act([0.001] * 20),
+                                     [ver(j, range(20)) for j in range(30)]),
+        "64v_all_of_64p_lookahead": ({}, act([5e-4] * 64), [ver(j, range(64)) for j in range(64)]),
+        "64v_all_of_64p_reuse": ({"reuse_verifiers": True}, act([5e-4] * 64),
+                                 [ver(j, range(64)) for j in range(64)]),
+        "64v_all_of_64p_seed": ({"mode": "seed"}, act([5e-4] * 64),
+                                [ver(j, range(64)) for j in range(64)]),
+        "64v_random_subsets_of_64p": ({}, act(list(rng.random(64) * 0.002)),
+                                      [ver(j, sorted(rng.choice(64, int(rng.integers(1, 65)),
+                                                                replace=False)))
+                                       for j in range(64)]),
+        "63v_one_premise_and_1v_12p_of_64p": (
+            {}, act([0.01] * 64, theta=1000.0),
+            [ver(j, [j]) for j in range(63)] + [ver(63, range(12))]),
+        "max_work_8v_climbed": climbed(CLIMBED),
+        "max_work_8v_climbed_64p": climbed(CLIMBED, pad=56),
+        "max_work_8v_climbed_run": climbed(CLIMBED_RUN),
+        "receding_32v_one_premise_reuse": (
+            {"reuse_verifiers": True, "lambda_cost_scale": 0.0, "epsilon_harm_bound": 1.0,
+             "delta_loss_threshold": float("inf")},
+            act([0.05] * 32, theta=100.0, kappa=5.0), [ver(j, [j], 0.0) for j in range(32)]),
+    }
+
+
+def _cpu_ms(fn: Callable[[], Any], rounds: int) -> list[float]:
+    out = []
+    for _ in range(rounds):
+        t0 = time.process_time_ns()
+        fn()
+        out.append((time.process_time_ns() - t0) / 1e6)
+    return out
+
+
+def _peak_mb(fn: Callable[[], Any]) -> float:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+def _row_arrays(act: Any, vs: list[Any]) -> dict[str, np.ndarray]:
+    m, nv = len(act.premises), len(vs)
+    res = np.zeros((1, nv, m), dtype=bool)
+    for j, v in enumerate(vs):
+        res[0, j, [act._index[i] for i in v.resolves_premise_ids]] = True
+    return {"p": np.array([[pm.calibrated_violation_probability for pm in act.premises]]),
+            "premise_mask": np.ones((1, m), dtype=bool),
+            "theta": np.array([act.impact_cost_theta]),
+            "kappa": np.array([act.abstention_cost_kappa]), "resolves": res,
+            "cost": np.array([[v.execution_cost for v in vs]]).reshape(1, nv),
+            "reliability": np.array([[v.symmetric_reliability for v in vs]]).reshape(1, nv)}
+
+
+def _work_bound(rounds: int) -> dict[str, Any]:
+    """Each case of :func:`_bound_cases`: the decision, its work counters, CPU time (max
+    over ``rounds``) and tracemalloc peak of ``evaluate``, of ``run`` (every verifier
+    confirms) and of a one-row ``evaluate_batch`` (its work arrays allocated afresh)."""
+    from amv_calib.gate import Gate, _compiled
+
+    out: dict[str, Any] = {}
+    for name, (kw, act, vs) in _bound_cases().items():
+        gate = Gate(**kw)
+        d = gate.evaluate(act, vs)
+
+        def run(gate: Any = gate, act: Any = act, vs: list[Any] = vs) -> Any:
+            return gate.run(act, vs, lambda v, a: dict.fromkeys(v.resolves_premise_ids, True))
+
+        row = _row_arrays(act, vs)
+        gate.evaluate_batch(**row)  # loaded (compiled) before timing
+
+        def fresh_row(gate: Any = gate, row: dict[str, np.ndarray] = row) -> Any:
+            _compiled._CACHE.__dict__.clear()
+            return gate.evaluate_batch(**row)
+
+        out[name] = {
+            "regime": d.regime, "outcomes": d.outcomes, "left_out": len(d.left_out),
+            "planner_states": d.planner_states,
+            "evaluate_ms_max": max(_cpu_ms(lambda g=gate, a=act, v=vs: g.evaluate(a, v),
+                                           rounds)),
+            "evaluate_peak_mb": _peak_mb(lambda g=gate, a=act, v=vs: g.evaluate(a, v)),
+            "run_ms_max": max(_cpu_ms(run, rounds)), "run_verifications": run().verifications,
+            "run_peak_mb": _peak_mb(run),
+            "batch_row_ms_max": max(_cpu_ms(lambda g=gate, r=row: g.evaluate_batch(**r),
+                                            rounds)),
+            "batch_row_peak_mb": _peak_mb(fresh_row),
+        }
+    return out
+
+
 def _batch_arrays(cases: list[dict[str, Any]], n: int) -> dict[str, np.ndarray]:
     m = max(len(c["action"]["premises"]) for c in cases)
     k = max(len(c["verifiers"]) for c in cases)
@@ -348,11 +487,14 @@ def _main(argv: list[str] | None) -> int:
          "mixed": (mixed, report["single_mixed_verifiers"])},
         sizes={"large": 2000 if quick else 200_000, "small": 100 if quick else 1000},
         rounds=2 if quick else 5)
+    report["work_bound"] = _work_bound(rounds=1 if quick else 5)
     if not quick:
         report["compile"] = _compile_time()
     report["targets"] = {"single_myopic_vs_node_at_most": SINGLE_TARGET,
                          "batch_vs_node_at_least": BATCH_TARGET,
-                         "lookahead_6_verifiers_ms_under": PLAN_TARGET_MS}
+                         "lookahead_6_verifiers_ms_under": PLAN_TARGET_MS,
+                         "work_bound_ms_under": BOUND_TARGET_MS,
+                         "work_bound_mb_under": BOUND_TARGET_MB}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     s = report["single_one_premise_verifiers"]
@@ -403,6 +545,14 @@ def _main(argv: list[str] | None) -> int:
                          and size == "large" else ""))
     else:
         print(f"evaluate_batch: {b['batch']}")
+    for name, w in report["work_bound"].items():
+        print(f"work bound, {name}: {w['regime']} (outcomes {w['outcomes']}, left out "
+              f"{w['left_out']}, planner states {w['planner_states']}); evaluate "
+              f"{w['evaluate_ms_max']:.2f} ms / {w['evaluate_peak_mb']:.2f} MB, run "
+              f"({w['run_verifications']} calls) {w['run_ms_max']:.2f} ms / "
+              f"{w['run_peak_mb']:.2f} MB, one-row batch {w['batch_row_ms_max']:.2f} ms / "
+              f"{w['batch_row_peak_mb']:.2f} MB (targets {BOUND_TARGET_MS:.0f} ms, "
+              f"{BOUND_TARGET_MB:.0f} MB)")
     if "compile" in report:
         cm = report["compile"]
         print(f"compiled engine, first evaluate_batch in a fresh process: cold cache "

@@ -30,6 +30,7 @@ import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
 from amv_calib.contract._features import FeatureMap, PortableCalibrator, _check_format
@@ -50,10 +51,14 @@ GATE_KEYS: Final = (
     "lambda_cost_scale",
     "delta_loss_threshold",
     "epsilon_harm_bound",
+    "harm_price",
     "planner",
     "max_verifications",
     "clamp",
 )
+#: The keys of :data:`GATE_KEYS` an older manifest may lack, and what they mean then: a
+#: manifest written before the harm price prices no harm.
+GATE_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType({"harm_price": 0.0})
 
 _MANIFEST_KEYS: Final = frozenset(
     {"format", "format_version", "name", "version", "created_utc", "package_version",
@@ -132,17 +137,23 @@ def canonical_json_bytes(obj: Any) -> bytes:
 def check_thresholds(data: Any) -> dict[str, Any]:
     """Validate a ``thresholds.json`` / manifest ``gate`` object and return it normalised.
 
+    A key of :data:`GATE_DEFAULTS` may be absent (an older manifest): the result then
+    leaves it out too, so that re-exporting an older thresholds file writes the same
+    manifest, and a reader takes the default (``thresholds.get("harm_price", 0.0)``; the
+    gate's own default when :func:`gate_from_artifact` builds it). Given, ``harm_price``
+    must be finite and >= 0.
+
     Raises
     ------
     ValueError
         Naming the key and the value: a missing or unknown key, a non-finite or negative
-        cost scale or threshold, ``epsilon_harm_bound`` outside [0, 1], an unknown planner,
-        a non-integer or negative ``max_verifications``, a clamp that is not
-        ``[lo, hi]`` with ``0 <= lo < hi <= 1`` (or null).
+        cost scale, threshold or harm price, ``epsilon_harm_bound`` outside [0, 1], an
+        unknown planner, a non-integer or negative ``max_verifications``, a clamp that is
+        not ``[lo, hi]`` with ``0 <= lo < hi <= 1`` (or null).
     """
     if not isinstance(data, Mapping):
         raise ValueError(f"thresholds must be a JSON object, got {type(data).__name__}")
-    missing = [k for k in GATE_KEYS if k not in data]
+    missing = [k for k in GATE_KEYS if k not in data and k not in GATE_DEFAULTS]
     if missing:
         raise ValueError(f"thresholds lack keys {missing}")
     unknown = sorted(set(data) - set(GATE_KEYS))
@@ -153,6 +164,8 @@ def check_thresholds(data: Any) -> dict[str, Any]:
         out[key] = _number(data[key], key, lo=0.0)
     out["epsilon_harm_bound"] = _number(data["epsilon_harm_bound"], "epsilon_harm_bound",
                                         lo=0.0, hi=1.0)
+    if "harm_price" in data:
+        out["harm_price"] = _number(data["harm_price"], "harm_price", lo=0.0)
     planner = data["planner"]
     if planner not in ("lookahead", "myopic"):
         raise ValueError(f"planner={planner!r} must be 'lookahead' or 'myopic'")
@@ -679,8 +692,10 @@ def gate_from_artifact(
     -------
     gate
         ``cls(calibrator=..., lambda_cost_scale=..., delta_loss_threshold=...,
-        epsilon_harm_bound=..., planner=..., max_verifications=..., artifact_name=...,
-        artifact_version=..., **overrides)``; when the artifact is refused and ``strict`` is
+        epsilon_harm_bound=..., harm_price=..., planner=..., max_verifications=...,
+        artifact_name=..., artifact_version=..., **overrides)``, ``harm_price`` only when
+        the manifest has one (an older manifest leaves the gate's default, 0.0: no harm
+        priced); when the artifact is refused and ``strict`` is
         false, ``cls(refusal="artifact refused: ...", **overrides)``, whose every decision is
         ABSTAIN with that reason.
     """
@@ -703,5 +718,7 @@ def gate_from_artifact(
         "artifact_name": art.name,
         "artifact_version": art.version,
     }
+    if "harm_price" in t:
+        kwargs["harm_price"] = t["harm_price"]
     kwargs.update(overrides)
     return cls(**kwargs)

@@ -50,10 +50,11 @@ from amv_calib.gate._engine import (
     update_posteriors,
 )
 from amv_calib.gate._model import CandidateAction, DependencyType, MemoryClaim, Premise, Verifier
-from amv_calib.gate._planner import MAX_EXACT_VERIFIERS, MAX_WORK
+from amv_calib.gate._planner import MAX_EXACT_VERIFIERS, MAX_OUTCOMES, MAX_WORK
 
 __all__ = [
     "MAX_EXACT_VERIFIERS",
+    "MAX_OUTCOMES",
     "MAX_WORK",
     "REGIME_CODES",
     "VOI_TOLERANCE",

@@ -53,6 +53,9 @@ class _GateLike(Protocol):
     def epsilon_harm_bound(self) -> float: ...
 
     @property
+    def harm_price(self) -> float: ...
+
+    @property
     def planner(self) -> str: ...
 
     @property
@@ -82,9 +85,14 @@ class BatchDecision:
         Value of the best verification (myopic: one-step VOI; lookahead: ``v_stop`` minus the
         planned expected loss); ``-inf`` where no verifier is available.
     v_stop, r_expected, h_harm : ndarray of float64, shape (n,)
-        Screened stopping value, ``theta * P_any`` and ``P_any`` at the current posteriors.
+        Screened stopping value, ``(theta + harm_price) * P_any`` (``theta * P_any`` in
+        ``mode="seed"``) and ``P_any`` at the current posteriors.
     admissible : ndarray of bool, shape (n,)
         ``r_expected <= min(delta, kappa)`` and ``h_harm <= epsilon``.
+    outcomes, left_out, planner_states : ndarray of int64, shape (n,)
+        The work of each row (:class:`~amv_calib.gate.Decision`'s fields of the same
+        names): joint outcomes enumerated (at most ``MAX_OUTCOMES``), verifiers the work
+        bound left out, beliefs the planner valued (at most ``MAX_WORK``).
     """
 
     regime: NDArray[np.int8]
@@ -94,6 +102,9 @@ class BatchDecision:
     r_expected: FloatArray
     h_harm: FloatArray
     admissible: BoolArray
+    outcomes: NDArray[np.int64]
+    left_out: NDArray[np.int64]
+    planner_states: NDArray[np.int64]
 
     def __len__(self) -> int:
         return int(self.regime.shape[0])
@@ -267,8 +278,8 @@ def evaluate_batch(
     Parameters
     ----------
     gate : Gate
-        Thresholds, ``planner``, ``mode``, ``max_verifications``, ``reuse_verifiers`` and
-        ``refusal`` come from it.
+        Thresholds (the harm price included), ``planner``, ``mode``, ``max_verifications``,
+        ``reuse_verifiers`` and ``refusal`` come from it.
     p : array_like, shape (n, m)
         Violation probability of each premise (ignored where ``premise_mask`` is False).
     premise_mask : array_like of bool, shape (n, m)
@@ -301,7 +312,8 @@ def evaluate_batch(
     -----
     The first call imports numba and loads the compiled engine (compiling it, if its
     on-disk cache is missing or stale). The arrays of the result are views of one
-    allocation: keeping one of them keeps the block alive.
+    allocation: keeping one of them keeps the block alive. Each row obeys the scalar
+    gate's work bound (``amv_calib.gate._engine``, "Work bound") with the same rule.
     """
     pa = np.asarray(p, dtype=np.float64)
     if pa.ndim != 2:
@@ -320,33 +332,37 @@ def evaluate_batch(
              else _as("available", available, bool, (n, n_ver)))
     left = (np.full(n, max(int(gate.max_verifications), 0), dtype=np.int64) if budget is None
             else _as("budget", budget, np.int64, (n,)))
+    seed = gate.mode == "seed"
+    mu = 0.0 if seed else float(gate.harm_price)  # the seed engine knows no harm price
     if gate.refusal is not None:
         # fail closed as the scalar gate does: P_any = 1, V_stop = kappa
         _check_inputs(pa, mask, th, ka, co, rel, avail)
+        zero = np.zeros(n, dtype=np.int64)
         return BatchDecision(
             regime=np.full(n, ABSTAIN, dtype=np.int8), verifier=np.full(n, -1, dtype=np.intp),
-            voi=np.full(n, -np.inf), v_stop=ka.copy(), r_expected=th.copy(),
+            voi=np.full(n, -np.inf), v_stop=ka.copy(), r_expected=th + mu,
             h_harm=np.ones(n), admissible=np.zeros(n, dtype=bool),
+            outcomes=zero, left_out=zero.copy(), planner_states=zero.copy(),
         )
     from amv_calib.gate import _compiled
 
     # The outputs share one block: for large batches numpy backs it with huge pages, and
-    # first-touch page faults on seven separate arrays would cost as much as the engine.
+    # first-touch page faults on ten separate arrays would cost as much as the engine.
     f8 = np.dtype(np.float64).itemsize
-    block = np.empty(n * (5 * f8 + 2), dtype=np.uint8)
+    block = np.empty(n * (8 * f8 + 2), dtype=np.uint8)
     out_f = block[: 4 * f8 * n].view(np.float64).reshape(4, n)
-    verifier = block[4 * f8 * n: 5 * f8 * n].view(np.int64)
-    regime = block[5 * f8 * n: (5 * f8 + 1) * n].view(np.int8)
-    adm = block[(5 * f8 + 1) * n:].view(np.bool_)
+    out_i = block[4 * f8 * n: 7 * f8 * n].view(np.int64).reshape(3, n)
+    verifier = block[7 * f8 * n: 8 * f8 * n].view(np.int64)
+    regime = block[8 * f8 * n: (8 * f8 + 1) * n].view(np.int8)
+    adm = block[(8 * f8 + 1) * n:].view(np.bool_)
     c = np.ascontiguousarray
-    seed = gate.mode == "seed"
     bad = _compiled.decide_rows(
         seed=seed, look=gate.planner == "lookahead" and not seed,
         reuse=bool(gate.reuse_verifiers), lam=float(gate.lambda_cost_scale),
-        delta=float(gate.delta_loss_threshold), eps=float(gate.epsilon_harm_bound),
+        delta=float(gate.delta_loss_threshold), eps=float(gate.epsilon_harm_bound), mu=mu,
         p=c(pa), mask=c(mask), theta=c(th), kappa=c(ka), res=c(res), cost=c(co), rel=c(rel),
-        avail=c(avail), left=c(left), out_f=out_f, verifier=verifier, regime=regime, adm=adm,
-        n_jobs=n_jobs)
+        avail=c(avail), left=c(left), out_f=out_f, out_i=out_i, verifier=verifier,
+        regime=regime, adm=adm, n_jobs=n_jobs)
     if bad:
         _check_inputs(pa, mask, th, ka, co, rel, avail)
         raise RuntimeError("the compiled gate refused an input that the checks accept")
@@ -358,4 +374,7 @@ def evaluate_batch(
         r_expected=out_f[2],
         h_harm=out_f[3],
         admissible=adm,
+        outcomes=out_i[0],
+        left_out=out_i[1],
+        planner_states=out_i[2],
     )

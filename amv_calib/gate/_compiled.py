@@ -4,7 +4,11 @@ One engine covers every setting of the batch gate: the myopic rule in ``mode="am
 ``mode="seed"``, and the lookahead planner (the exact memoised, pruned recursion; the beam
 with its myopic floor past the work bound; the receding horizon when verifiers may be called
 again; verifiers resolving several premises with their ``2^k`` joint outcomes; verifications
-left per row; availability masks; padded premise slots).
+left per row; availability masks; padded premise slots), the harm price (``theta + mu`` per
+row) and the decision work bound (``_engine``, "Work bound"): a row whose verifiers' outcomes
+pass ``MAX_OUTCOMES`` gets its VOIs again from :func:`_bounded_vois`, which counts the
+verifiers per ``k`` (:func:`_cut`) to find the ones ``enumerable`` keeps, as
+``Gate._decide_bounded`` does.
 
 It is a transcription of the scalar reference engine, :mod:`amv_calib.gate._engine` and
 :mod:`amv_calib.gate._planner`, not a second design: every floating-point expression keeps
@@ -49,7 +53,17 @@ from numba import njit
 from numpy.typing import NDArray
 
 from amv_calib.gate._model import VOI_TOLERANCE
-from amv_calib.gate._planner import MAX_EXACT_VERIFIERS, MAX_WORK, RECEDING_WORK, Plan, Spec
+from amv_calib.gate._planner import (
+    MAX_EXACT_VERIFIERS,
+    MAX_HORIZON,
+    MAX_OUTCOMES,
+    MAX_OUTCOMES_LOG2,
+    MAX_WORK,
+    RECEDING_WORK,
+    Plan,
+    Spec,
+    _check_bound,
+)
 
 __all__ = ["PARALLEL_MIN_ROWS", "decide_rows", "plan"]
 
@@ -292,10 +306,11 @@ def _exact_step(lvp: Any, lvf: Any, lvi: Any, lv: int, m: int, sidx: Any, sk: An
 def _exact_expand(lvp: Any, lvf: Any, lvi: Any, radix: Any, memo: Any, stamp: Any, gen: int,
                   j0: int, cut0: float, n: int, m: int, sidx: Any, sk: Any, sf: Any,
                   theta: float, kappa: float, lim: float, eps: float, floor: float) -> Any:
-    """``expand(j0)`` at the root (level 0): ``lambda c + E_o V(child)``, exact or ``>=
-    cut0``."""
+    """``expand(j0)`` at the root (level 0): ``(lambda c + E_o V(child), beliefs valued)``,
+    the value exact or ``>= cut0``."""
     _exact_start(lvf, lvi, 0, j0, cut0, sf)
     lv = 0
+    stored = 0
     state = _EXPAND
     while True:
         if state == _EXPAND:
@@ -306,7 +321,7 @@ def _exact_expand(lvp: Any, lvf: Any, lvi: Any, radix: Any, memo: Any, stamp: An
                 continue
             got = lvf[lv, _ACC]  # expand() returns ...
             if lv == 0:
-                return got
+                return got, stored
             if got < lvf[lv, _BEST]:  # ... to value() at lv
                 lvf[lv, _BEST] = got
             state = _SCAN
@@ -316,6 +331,7 @@ def _exact_expand(lvp: Any, lvf: Any, lvi: Any, radix: Any, memo: Any, stamp: An
             best = lvf[lv, _BEST]  # value() returns, memoised, to expand() at lv - 1
             memo[lvi[lv, _KEY]] = best
             stamp[lvi[lv, _KEY]] = gen
+            stored += 1
             lv -= 1
             lvf[lv, _ACC] += lvf[lv, _W] * best
             k = sk[lvi[lv, _EJ]]
@@ -329,7 +345,7 @@ def _exact(probs: Any, m: int, q: float, theta: float, kappa: float, lim: float,
            sidx: Any, sk: Any, sf: Any, n: int, depth: int, b0: float, tol: float,
            lvp: Any, lvf: Any, lvi: Any, radix: Any, qs: Any, memo: Any, stamp: Any,
            gen: Any) -> Any:
-    """:func:`amv_calib.gate._planner._exact`: ``(value, first)``, first -1 to stop.
+    """:func:`amv_calib.gate._planner._exact`: ``(value, first, states)``, first -1 to stop.
 
     ``gen[0]`` is the memo's generation, advanced here, so no memo entry of an earlier
     plan is seen.
@@ -351,22 +367,25 @@ def _exact(probs: Any, m: int, q: float, theta: float, kappa: float, lim: float,
     h0 = 1.0 - q
     v_stop = _screen(h0, theta, kappa, lim, eps)
     best = v_stop
+    states = 0
     if depth > 0:
         lb0 = h0 * floor
         for j in range(n):
             if sf[j, _LC] + lb0 <= best + tol and sf[j, _C] <= b0:
-                got = _exact_expand(lvp, lvf, lvi, radix, memo, stamp, gen[0], j, best + tol,
-                                    n, m, sidx, sk, sf, theta, kappa, lim, eps, floor)
+                got, stored = _exact_expand(lvp, lvf, lvi, radix, memo, stamp, gen[0], j,
+                                            best + tol, n, m, sidx, sk, sf, theta, kappa, lim,
+                                            eps, floor)
+                states += stored
                 if got <= best + tol:
                     qs[j] = got
                     if got < best:  # min(best, got)
                         best = got
     if not best < v_stop:
-        return best, -1
+        return best, -1, states
     for j in range(n):
         if qs[j] <= best + tol:  # the first of the (near-)tied first steps
-            return best, j
-    return best, -1
+            return best, j, states
+    return best, -1, states
 
 
 # -- the receding horizon: _planner._receding on an explicit stack ---------------------------
@@ -377,10 +396,11 @@ def _exact(probs: Any, m: int, q: float, theta: float, kappa: float, lim: float,
 
 @_jit
 def _horizon(branch: int, depth: int) -> int:
-    """The reference's horizon: deepest ``H <= depth`` with ``branch^H`` leaves at most
-    ``RECEDING_WORK`` (at least 1); ``branch`` is saturated above ``RECEDING_WORK``."""
+    """The reference's horizon: deepest ``H <= min(depth, MAX_HORIZON)`` with ``branch^H``
+    leaves at most ``RECEDING_WORK`` (at least 1); ``branch`` is saturated above
+    ``RECEDING_WORK``."""
     horizon = 1
-    while horizon < depth:
+    while horizon < min(depth, MAX_HORIZON):
         leaves = 1
         for _ in range(horizon + 1):
             leaves *= branch
@@ -507,7 +527,8 @@ def _receding(probs: Any, m: int, q: float, theta: float, kappa: float, lim: flo
               eps: float, sidx: Any, sk: Any, sf: Any, n: int, depth: int, b0: float,
               lvp: Any, lvf: Any, lvi: Any, hk: Any, hf: Any, hi: Any, hbits: Any,
               gen: Any) -> Any:
-    """:func:`amv_calib.gate._planner._receding`: ``(value, first)``, first -1 to stop."""
+    """:func:`amv_calib.gate._planner._receding`: ``(value, first, states)``, first -1 to
+    stop."""
     floor = kappa if kappa < theta else theta
     gen[1] += 1
     g = gen[1]
@@ -518,6 +539,7 @@ def _receding(probs: Any, m: int, q: float, theta: float, kappa: float, lim: flo
     lvi[0, _D] = _horizon(_branch(sk, n), depth)
     _rec_enter(lvf, lvi, 0, n, theta, kappa, lim, eps, floor)
     lv = 0
+    stored = 0
     state = _SCAN
     while True:
         if state == _EXPAND:
@@ -532,10 +554,11 @@ def _receding(probs: Any, m: int, q: float, theta: float, kappa: float, lim: flo
         elif _rec_next(lvf, lvi, lv, n, sf) >= 0:
             state = _EXPAND
         elif lv == 0:
-            return lvf[0, _BEST], lvi[0, _FIRST]
+            return lvf[0, _BEST], lvi[0, _FIRST], stored
         else:
             got = lvf[lv, _BEST]  # value() returns; the caller memoises it
             _rec_store(lvp, lvf, lvi, lv, m, got, hk, hf, hi, hbits, g)
+            stored += 1
             lv -= 1
             lvf[lv, _ACC] += lvf[lv, _W] * got
             if not lvf[lv, _ACC] >= lvf[lv, _BEST]:
@@ -656,7 +679,8 @@ def _plan(probs: Any, m: int, theta: float, kappa: float, lim: float, eps: float
           myopic_first: int, myopic_value: float, tol: float, lvp: Any, lvf: Any, lvi: Any,
           memo: Any, stamp: Any, gen: Any, wi: Any, wf: Any, hk: Any, hf: Any, hi: Any,
           hbits: Any) -> Any:
-    """:func:`amv_calib.gate._planner.plan`: ``(value, first, exact)``, first -1 to stop.
+    """:func:`amv_calib.gate._planner.plan`: ``(value, first, exact, states)``, first -1 to
+    stop.
 
     ``b0`` is the cost budget (inf for none), ``myopic_first`` -1 for no myopic choice.
     The verifier arrays have ``MAX_EXACT_VERIFIERS`` spare rows after the ``n`` given, where
@@ -666,11 +690,11 @@ def _plan(probs: Any, m: int, theta: float, kappa: float, lim: float, eps: float
     for t in range(m):
         q *= 1.0 - probs[t]
     if depth <= 0 or n == 0:
-        return _screen(1.0 - q, theta, kappa, lim, eps), -1, True
+        return _screen(1.0 - q, theta, kappa, lim, eps), -1, True, 0
     if reuse:
-        value, first = _receding(probs, m, q, theta, kappa, lim, eps, sidx, sk, sf, n, depth,
-                                 b0, lvp, lvf, lvi, hk, hf, hi, hbits, gen)
-        return value, first, False
+        value, first, states = _receding(probs, m, q, theta, kappa, lim, eps, sidx, sk, sf, n,
+                                         depth, b0, lvp, lvf, lvi, hk, hf, hi, hbits, gen)
+        return value, first, False, states
     exact = n <= MAX_EXACT_VERIFIERS and _fits(sk, sk[:0], n)
     n_use = n
     at = 0
@@ -684,15 +708,15 @@ def _plan(probs: Any, m: int, theta: float, kappa: float, lim: float, eps: float
                 sidx[n + t, u] = sidx[j, u]
             for u in range(3):
                 sf[n + t, u] = sf[j, u]
-    value, first = _exact(probs, m, q, theta, kappa, lim, eps, sidx[at:], sk[at:], sf[at:],
-                          n_use, depth, b0, tol, lvp, lvf, lvi, wi[_RADIX], wf[_QS], memo, stamp,
-                          gen)
+    value, first, states = _exact(probs, m, q, theta, kappa, lim, eps, sidx[at:], sk[at:],
+                                  sf[at:], n_use, depth, b0, tol, lvp, lvf, lvi, wi[_RADIX],
+                                  wf[_QS], memo, stamp, gen)
     if exact:
-        return value, first, True
+        return value, first, True, states
     mapped = -1 if first < 0 else wi[_KEEP, first]
     if myopic_first >= 0 and myopic_value < value:
-        return myopic_value, myopic_first, False
-    return value, mapped, False
+        return myopic_value, myopic_first, False, states
+    return value, mapped, False, states
 
 
 # -- one row: Gate._decide and Gate._decide_seed ---------------------------------------------
@@ -743,13 +767,42 @@ def _resolved(i: int, v: int, mask: Any, res: Any, idx: Any) -> int:
 
 
 @_inline
+def _kept(k: int, ck: int, cn: int, seen: int) -> Any:
+    """``(enumerated, seen)`` for the next available verifier, resolving ``k`` premises,
+    under the cut ``(ck, cn)`` of :func:`_cut`; ``seen`` counts the verifiers with ``k ==
+    ck`` met so far (column order, the scalar gate's order)."""
+    if k == ck:
+        return seen < cn, seen + 1
+    return k < ck, seen
+
+
+@_inline
+def _cut(cnt: Any) -> Any:
+    """:func:`amv_calib.gate._planner.enumerable` from ``cnt[k]``, the verifiers resolving
+    ``k <= MAX_OUTCOMES_LOG2`` premises: ``(ck, cn)``, the verifiers enumerated being those
+    with ``k < ck`` and the first ``cn`` with ``k == ck``.
+
+    Taken by ``(k, position)``, a level ``k`` fits ``left >> k`` more verifiers; the first
+    level that does not fit all of them ends the prefix (no later verifier fits either).
+    """
+    left = MAX_OUTCOMES
+    for k in range(MAX_OUTCOMES_LOG2 + 1):
+        fit = left >> k
+        if cnt[k] > fit:
+            return k, fit
+        left -= cnt[k] << k
+    return MAX_OUTCOMES_LOG2 + 1, 0
+
+
+@_inline
 def _gather(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any, lam: float,
-            probs: Any, slot: Any, oidx: Any, ok: Any, of: Any, ocol: Any) -> Any:
+            probs: Any, slot: Any, oidx: Any, ok: Any, of: Any, ocol: Any, ck: int,
+            cn: int) -> Any:
     """Row ``i`` compressed for the planner: ``(m, n)``.
 
-    Its real premises in slot order go to ``probs[:m]``; its available verifiers in column
-    order to ``oidx`` (positions among the real premises, in premise order), ``ok``, ``of``
-    and ``ocol``.
+    Its real premises in slot order go to ``probs[:m]``; its available verifiers that the
+    cut ``(ck, cn)`` enumerates (:func:`_cut`), in column order, to ``oidx`` (positions among
+    the real premises, in premise order), ``ok``, ``of`` and ``ocol``.
     """
     mr = 0
     for j in range(p.shape[1]):
@@ -758,12 +811,16 @@ def _gather(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any
             probs[mr] = p[i, j]
             mr += 1
     nv = 0
+    seen = 0
     for v in range(cost.shape[1]):
         if avail[i, v]:
             k = 0
             for j in range(p.shape[1]):
                 oidx[nv, k] = slot[j]
                 k += res[i, v, j] & mask[i, j]
+            kept, seen = _kept(k, ck, cn, seen)
+            if not kept:
+                continue  # the next verifier overwrites this one's row
             ok[nv] = k
             of[nv, _R] = rel[i, v]
             of[nv, _LC] = lam * cost[i, v]
@@ -783,23 +840,26 @@ def _verifier_ok(c: float, r: float) -> bool:
 def _amv(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any, depth: int,
          theta: float, kappa: float, lam: float, delta: float, eps: float, look: bool,
          reuse: bool, idx: Any, probs: Any, oidx: Any, ok: Any, of: Any, ocol: Any,
-         planner: Any) -> Any:
+         cnt: Any, planner: Any) -> Any:
     """``Gate._decide`` for ``mode="amv"`` (no cost budget): ``(inputs in range, regime,
-    verifier column or -1, voi, v_stop, r_expected, h_harm, admissible)``, voi ``-inf`` for
-    None. ``depth`` is the number of verifications left; ``idx`` is scratch,
+    verifier column or -1, voi, v_stop, r_expected, h_harm, admissible, outcomes, left out,
+    planner states)``, voi ``-inf`` for None. ``theta`` is priced (``theta + mu``);
+    ``depth`` is the number of verifications left; ``idx`` and ``cnt`` are scratch,
     ``planner`` the planner's work arrays (a tuple, as a call of more than 30 arguments
-    cannot be inlined)."""
+    cannot be inlined). Past the work bound the VOIs come from :func:`_bounded_vois`
+    (``Gate._decide_bounded``)."""
     good, q = _q_row(i, p, mask)
     lim = delta if delta < kappa else kappa
     h = 1.0 - q
     rx = theta * h
     adm = rx <= lim and h <= eps
     v_stop = rx if adm else kappa
-    stop = _PROCEED if adm else _ABSTAIN
     best = _NEG_INF
     bj = -1  # column of the first largest VOI
     bo = -1  # ... and its position among the offered verifiers
     nv = 0
+    spent = 0  # joint outcomes enumerated so far: past MAX_OUTCOMES, the bounded routine
+    over = False
     row = p[i]
     for v in range(cost.shape[1]):
         if not avail[i, v]:
@@ -807,32 +867,101 @@ def _amv(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any, d
         c = cost[i, v]
         r = rel[i, v]
         good &= _verifier_ok(c, r)
-        if depth <= 0:
-            continue
+        if depth <= 0 or over:
+            continue  # every available verifier's inputs are still checked
         k = _resolved(i, v, mask, res, idx)
+        if k > MAX_OUTCOMES_LOG2:  # (1 << k would overflow from k = 63 on)
+            over = True
+            continue
+        spent += 1 << k
+        if spent > MAX_OUTCOMES:
+            over = True
+            continue
         voi = v_stop - _expect(row, q, idx, k, r, theta, kappa, lim, eps) - lam * c
         if voi > best:
             best = voi
             bj = v
             bo = nv
         nv += 1
-    if not good or nv == 0:
-        return good, stop, -1, _NEG_INF, v_stop, rx, h, adm
+    if not good:
+        return good, _ABSTAIN, -1, _NEG_INF, v_stop, rx, h, adm, 0, 0, 0
     tol = VOI_TOLERANCE * (theta + kappa)
+    ck, cn, out, could = MAX_OUTCOMES_LOG2 + 1, 0, 0, False  # within the bound: all, none
+    if over:
+        best, bj, bo, nv, spent, out, could, ck, cn = _bounded_vois(
+            i, p, mask, res, cost, rel, avail, q, v_stop, theta, kappa, lam, lim, eps, h, tol,
+            idx, cnt)
+    # an admissible row does not PROCEED while a left-out verifier could be worth calling
+    stop = _ABSTAIN if could or not adm else _PROCEED
+    if nv == 0:
+        return good, stop, -1, _NEG_INF, v_stop, rx, h, adm, spent, out, 0
     if look:
         mr, nv = _gather(i, p, mask, res, cost, rel, avail, lam, probs, idx, oidx, ok, of,
-                         ocol)
+                         ocol, ck, cn)
         lvp, lvf, lvi, memo, stamp, gen, wi, wf, hk, hf, hi, hbits = planner
-        value, first, _ = _plan(probs, mr, theta, kappa, lim, eps, oidx, ok, of, nv, depth,
-                                _INF, reuse, bo if best > tol else -1, v_stop - best, tol,
-                                lvp, lvf, lvi, memo, stamp, gen, wi, wf, hk, hf, hi, hbits)
+        value, first, _, states = _plan(
+            probs, mr, theta, kappa, lim, eps, oidx, ok, of, nv, depth, _INF, reuse,
+            bo if best > tol else -1, v_stop - best, tol, lvp, lvf, lvi, memo, stamp, gen, wi,
+            wf, hk, hf, hi, hbits)
         gain = v_stop - value
         if first >= 0 and gain > tol:
-            return good, _VERIFY, ocol[first], gain, v_stop, rx, h, adm
-        return good, stop, -1, gain, v_stop, rx, h, adm
+            return good, _VERIFY, ocol[first], gain, v_stop, rx, h, adm, spent, out, states
+        return good, stop, -1, gain, v_stop, rx, h, adm, spent, out, states
     if best > tol:
-        return good, _VERIFY, bj, best, v_stop, rx, h, adm
-    return good, stop, -1, best, v_stop, rx, h, adm
+        return good, _VERIFY, bj, best, v_stop, rx, h, adm, spent, out, 0
+    return good, stop, -1, best, v_stop, rx, h, adm, spent, out, 0
+
+
+@_jit
+def _bounded_vois(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any,
+                  q: float, v_stop: float, theta: float, kappa: float, lam: float, lim: float,
+                  eps: float, h: float, tol: float, idx: Any, cnt: Any) -> Any:
+    """The VOI loop of ``Gate._decide_bounded`` for a row past the work bound: ``(best,
+    its column, its position among the enumerated, enumerated, outcomes, left out, could
+    matter, ck, cn)``.
+
+    Only the verifiers the cut ``(ck, cn)`` of :func:`_cut` enumerates get a VOI; each
+    other one counts as left out, and ``could matter`` is whether any has an upper bound
+    ``V_stop - lambda c - P_any * min(theta, kappa)`` above the tolerance. Compiled on its
+    own, not inlined, and without the planner (which :func:`_amv` calls on what this
+    returns): it is the rare path, and the myopic entry point stays small.
+    """
+    lb = h * (theta if theta < kappa else kappa)  # the clairvoyant's loss
+    for t in range(MAX_OUTCOMES_LOG2 + 1):
+        cnt[t] = 0
+    for v in range(cost.shape[1]):
+        if avail[i, v]:
+            k = _resolved(i, v, mask, res, idx)
+            if k <= MAX_OUTCOMES_LOG2:
+                cnt[k] += 1
+    ck, cn = _cut(cnt)
+    best = _NEG_INF
+    bj = -1
+    bo = -1
+    nv = 0
+    seen = 0
+    spent = 0
+    out = 0
+    could = False
+    row = p[i]
+    for v in range(cost.shape[1]):
+        if not avail[i, v]:
+            continue
+        c = cost[i, v]
+        k = _resolved(i, v, mask, res, idx)
+        kept, seen = _kept(k, ck, cn, seen)
+        if not kept:
+            out += 1
+            could |= v_stop - lam * c - lb > tol
+            continue
+        spent += 1 << k
+        voi = v_stop - _expect(row, q, idx, k, rel[i, v], theta, kappa, lim, eps) - lam * c
+        if voi > best:
+            best = voi
+            bj = v
+            bo = nv
+        nv += 1
+    return best, bj, bo, nv, spent, out, could, ck, cn
 
 
 @_inline
@@ -864,7 +993,8 @@ def _seed_expect(row: Any, mask: Any, i: int, pre: Any, t: int, r: float, theta:
 def _seed(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any, depth: int,
           theta: float, kappa: float, lam: float, delta: float, eps: float, idx: Any,
           pre: Any) -> Any:
-    """``Gate._decide_seed``: the same tuple as :func:`_amv`."""
+    """``Gate._decide_seed``: the same tuple as :func:`_amv` (the seed mode enumerates no
+    joint outcomes and plans nothing: its counters are 0)."""
     good, h = _p_any_seed(i, p, mask, pre)
     lim = kappa if kappa < delta else delta  # min(delta, kappa)
     rx = h * theta
@@ -891,10 +1021,10 @@ def _seed(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any, 
             best = voi
             bj = v
     if not good or bj < 0:
-        return good, stop, -1, _NEG_INF, v_stop, rx, h, adm
+        return good, stop, -1, _NEG_INF, v_stop, rx, h, adm, 0, 0, 0
     if best > 0.0:
-        return good, _VERIFY, bj, best, v_stop, rx, h, adm
-    return good, stop, -1, best, v_stop, rx, h, adm
+        return good, _VERIFY, bj, best, v_stop, rx, h, adm, 0, 0, 0
+    return good, stop, -1, best, v_stop, rx, h, adm, 0, 0, 0
 
 
 # -- the batch ---------------------------------------------------------------------------------
@@ -906,15 +1036,15 @@ def _rows(lo: int, hi_: int, seed: bool, look: bool, reuse: bool, consts: Any, i
     """Rows ``lo:hi_`` into the outputs; returns the number of rows with an input out of
     range (their outputs are left as they were).
 
-    ``consts`` is ``(lambda, delta, epsilon)``; ``ins`` the inputs and ``outs`` the outputs
-    of :func:`decide_rows`; ``work`` the work arrays of :func:`_work`. Arguments travel in
-    tuples because numba cannot inline a call of more than 30 arguments.
+    ``consts`` is ``(lambda, delta, epsilon, harm price)``; ``ins`` the inputs and ``outs``
+    the outputs of :func:`decide_rows`; ``work`` the work arrays of :func:`_work`. Arguments
+    travel in tuples because numba cannot inline a call of more than 30 arguments.
     """
-    lam, delta, eps = consts
+    lam, delta, eps, mu = consts
     p, mask, theta, kappa, res, cost, rel, avail, left = ins
-    out_f, verifier, regime, adm = outs
+    out_f, out_i, verifier, regime, adm = outs
     (probs, slot, pre, oidx, ok, of, ocol, lvp, lvf, lvi, memo, stamp, gen, wi, wf, hk, hf,
-     hi, hbits) = work
+     hi, hbits, cnt) = work
     planner = (lvp, lvf, lvi, memo, stamp, gen, wi, wf, hk, hf, hi, hbits)
     bad = 0
     for i in range(lo, hi_):
@@ -924,12 +1054,12 @@ def _rows(lo: int, hi_: int, seed: bool, look: bool, reuse: bool, consts: Any, i
             bad += 1
             continue
         if seed:
-            good, reg, col, voi, v_stop, rx, h, a = _seed(
+            good, reg, col, voi, v_stop, rx, h, a, n_out, n_left, n_states = _seed(
                 i, p, mask, res, cost, rel, avail, left[i], th, ka, lam, delta, eps, slot, pre)
-        else:
-            good, reg, col, voi, v_stop, rx, h, a = _amv(
-                i, p, mask, res, cost, rel, avail, left[i], th, ka, lam, delta, eps, look,
-                reuse, slot, probs, oidx, ok, of, ocol, planner)
+        else:  # priced as Gate._decide prices it: theta + mu
+            good, reg, col, voi, v_stop, rx, h, a, n_out, n_left, n_states = _amv(
+                i, p, mask, res, cost, rel, avail, left[i], th + mu, ka, lam, delta, eps, look,
+                reuse, slot, probs, oidx, ok, of, ocol, cnt, planner)
         if not good:
             bad += 1
             continue
@@ -939,6 +1069,9 @@ def _rows(lo: int, hi_: int, seed: bool, look: bool, reuse: bool, consts: Any, i
         out_f[1, i] = v_stop
         out_f[2, i] = rx
         out_f[3, i] = h
+        out_i[0, i] = n_out
+        out_i[1, i] = n_left
+        out_i[2, i] = n_states
         adm[i] = a
     return bad
 
@@ -959,30 +1092,39 @@ def _rows_lookahead(lo: int, hi_: int, reuse: bool, consts: Any, ins: Any, outs:
 
 
 @_jit
-def _receding_need(mask: Any, res: Any, avail: Any, left: Any) -> Any:
+def _receding_need(mask: Any, res: Any, avail: Any, left: Any, cnt: Any) -> Any:
     """``(deepest horizon, most beliefs memoised)`` of the receding plans of a batch: sizes
-    the frame stack and the hash table."""
+    the frame stack and the hash table. A plan's verifiers are those the work bound
+    enumerates (:func:`_cut`), so ``branch <= MAX_OUTCOMES``; ``cnt`` is scratch."""
     n, n_ver, m = res.shape
     deepest = 0
     most = 0
     for i in range(n):
         if left[i] <= 0:
             continue
-        branch = 0  # the true sum of 2^k, saturated far above RECEDING_WORK
+        for t in range(MAX_OUTCOMES_LOG2 + 1):
+            cnt[t] = 0
         for v in range(n_ver):
             if avail[i, v]:
                 k = 0
                 for j in range(m):
                     if res[i, v, j] and mask[i, j]:
                         k += 1
-                branch += 1 << (k if k < 40 else 40)
+                if k <= MAX_OUTCOMES_LOG2:
+                    cnt[k] += 1
+        ck, cn = _cut(cnt)
+        branch = 0  # sum of 2^k over the enumerated verifiers
+        for k in range(min(ck, MAX_OUTCOMES_LOG2 + 1)):
+            branch += cnt[k] << k
+        if ck <= MAX_OUTCOMES_LOG2:
+            branch += cn << ck
         if branch == 0:
             continue
         horizon = _horizon(branch if branch <= RECEDING_WORK else RECEDING_WORK + 1, left[i])
         nodes = 0
         level = 1
         for _ in range(horizon):
-            level = level * branch if level < (1 << 50) // branch else 1 << 50
+            level = level * branch
             nodes += level
         deepest = max(deepest, horizon)
         most = max(most, nodes)
@@ -1027,6 +1169,7 @@ def _work(m: int, n_ver: int, levels: int, table: int, memo: int) -> tuple[Any, 
         np.zeros((_NWI, w), dtype=np.int64), np.zeros((_NWF, w)),  # wi, wf
         np.empty((t1, m1)), np.empty((t1, 2)), np.zeros((t1, 2), dtype=np.int64),
         np.zeros(1),  # hk, hf, hi, hbits
+        np.zeros(MAX_OUTCOMES_LOG2 + 1, dtype=np.int64),  # cnt
     )
 
 
@@ -1035,7 +1178,8 @@ def _sizes(look: bool, reuse: bool, mask: NDArray[np.bool_], res: NDArray[np.boo
     """``(levels, table, memo)`` of :func:`_work` for a batch."""
     levels, table = MAX_EXACT_VERIFIERS + 2, 0
     if look and reuse:
-        deepest, most = _receding_need(mask, res, avail, left)
+        deepest, most = _receding_need(mask, res, avail, left,
+                                       np.zeros(MAX_OUTCOMES_LOG2 + 1, dtype=np.int64))
         levels = max(levels, int(deepest) + 2)
         table = _table(int(most))
     return levels, table, (MAX_WORK + 1 if look else 1)
@@ -1064,14 +1208,16 @@ def _cached_work(m: int, n_ver: int, levels: int, table: int, memo: int) -> tupl
 
 
 def decide_rows(*, seed: bool, look: bool, reuse: bool, lam: float, delta: float, eps: float,
-                p: NDArray[np.float64], mask: NDArray[np.bool_], theta: NDArray[np.float64],
-                kappa: NDArray[np.float64], res: NDArray[np.bool_], cost: NDArray[np.float64],
-                rel: NDArray[np.float64], avail: NDArray[np.bool_], left: NDArray[np.int64],
-                out_f: NDArray[np.float64], verifier: NDArray[np.int64],
-                regime: NDArray[np.int8], adm: NDArray[np.bool_], n_jobs: int = 1) -> int:
+                mu: float, p: NDArray[np.float64], mask: NDArray[np.bool_],
+                theta: NDArray[np.float64], kappa: NDArray[np.float64], res: NDArray[np.bool_],
+                cost: NDArray[np.float64], rel: NDArray[np.float64], avail: NDArray[np.bool_],
+                left: NDArray[np.int64], out_f: NDArray[np.float64], out_i: NDArray[np.int64],
+                verifier: NDArray[np.int64], regime: NDArray[np.int8], adm: NDArray[np.bool_],
+                n_jobs: int = 1) -> int:
     """Decide every row into ``out_f`` (voi, v_stop, r_expected, h_harm; shape (4, n)),
+    ``out_i`` (outcomes enumerated, verifiers left out, planner states; shape (3, n)),
     ``verifier`` (column or -1), ``regime`` and ``adm``; returns the number of rows with an
-    input out of range.
+    input out of range. ``mu`` is the harm price (not applied with ``seed``).
 
     The arrays must be C-contiguous with the dtypes annotated (one compiled signature).
     ``n_jobs > 1`` splits the rows into contiguous blocks decided by that many threads
@@ -1081,9 +1227,9 @@ def decide_rows(*, seed: bool, look: bool, reuse: bool, lam: float, delta: float
     levels, table, memo = _sizes(look, reuse, mask, res, avail, left)
     n = theta.shape[0]
     m, n_ver = p.shape[1], cost.shape[1]
-    consts = (lam, delta, eps)
+    consts = (lam, delta, eps, mu)
     ins = (p, mask, theta, kappa, res, cost, rel, avail, left)
-    outs = (out_f, verifier, regime, adm)
+    outs = (out_f, out_i, verifier, regime, adm)
 
     def block(lo: int, hi_: int, work: tuple[Any, ...]) -> int:
         if look:
@@ -1110,6 +1256,7 @@ def plan(probs: list[float] | tuple[float, ...], theta: float, kappa: float, lim
          myopic_value: float | None = None, tol: float = 0.0) -> Plan:
     """:func:`amv_calib.gate._planner.plan` by the compiled engine (same arguments, same
     result bit for bit)."""
+    _check_bound(specs)
     m, n = len(probs), len(specs)
     table, levels = 0, MAX_EXACT_VERIFIERS + 2
     if reuse and n and depth > 0:
@@ -1125,8 +1272,8 @@ def plan(probs: list[float] | tuple[float, ...], theta: float, kappa: float, lim
         sidx[j, : len(sp.idx)] = sp.idx
         sf[j] = (sp.r, sp.lam_cost, sp.cost)
     mfirst = -1 if myopic_first is None or myopic_value is None else myopic_first
-    value, first, exact = _plan(
+    value, first, exact, states = _plan(
         probs_a, m, theta, kappa, lim, eps, sidx, sk, sf, n, depth,
         math.inf if budget is None else budget, reuse, mfirst,
-        math.nan if myopic_value is None else myopic_value, tol, *work[7:])
-    return Plan(float(value), None if first < 0 else int(first), bool(exact))
+        math.nan if myopic_value is None else myopic_value, tol, *work[7:19])
+    return Plan(float(value), None if first < 0 else int(first), bool(exact), int(states))

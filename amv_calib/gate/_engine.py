@@ -31,6 +31,37 @@ into VERIFY. The lookahead planner VERIFIES when ``V_stop - V*`` exceeds the sam
 tolerance, ``V*`` the planned expected loss, with the earliest of the first steps whose
 values lie within it of the best.
 
+Harm price
+----------
+With ``harm_price = mu`` (``mode="amv"``) every ``theta`` above is ``theta + mu``, computed
+once per decision: the screen, ``V_stop``, the VOIs, the planner, its clairvoyant bound and
+the tolerance all price proceeding on a violated premise at ``theta + mu``, the Lagrangian of
+an average-harm constraint (DESIGN section 2). ``mu = 0`` leaves every bit as it was
+(``theta + 0.0 == theta``). :attr:`Decision.r_expected` reports the priced ``(theta + mu) *
+P_any``, the quantity the screen compares with ``min(delta, kappa)`` (so ``v_stop ==
+r_expected`` whenever the action is admissible); the unpriced expected loss is ``theta *
+h_harm``. ``mode="seed"`` ignores the harm price.
+
+Work bound
+----------
+A verifier over ``k`` premises has ``2^k`` joint outcomes. One decision enumerates at most
+``MAX_OUTCOMES`` (4096) of them, summed over the verifiers offered: the verifiers are taken
+in order of ``(k, position)`` while their outcomes fit (:func:`~._planner.enumerable`), so a
+verifier over more than 12 premises is never enumerated, and the planner is given only the
+enumerated verifiers (:mod:`._planner` bounds its own states by ``MAX_WORK``). Within the
+bound (``sum 2^k <= MAX_OUTCOMES``, which the hot path checks as it goes) the decision is the
+one without a bound, bit for bit. Past it, a verifier left out gets no VOI (``nan`` in
+:attr:`Decision.vois`) but an upper bound of it, ``V_stop - lambda c - P_any * min(theta,
+kappa)`` (no policy loses less than the clairvoyant, and ``P_any`` is a martingale under
+verification; for a plan that begins with that verifier the same bound holds). The screen and
+``V_stop`` are always exact (O(m)). The decision is then made over the enumerated verifiers
+as usual, except that an admissible action whose left-out verifier (one it could afford)
+has an upper bound above the tolerance is not PROCEEDed on: the gate ABSTAINS, since the value
+it would proceed on is one it could not compute. VERIFY and ABSTAIN stand as they are. The
+reason names the verifiers left out and whether they could matter; :attr:`Decision.outcomes`,
+:attr:`Decision.left_out` and :attr:`Decision.planner_states` report the work. The seed mode
+enumerates nothing (it updates one premise per verifier), so it has no bound.
+
 ``mode="seed"`` follows the seed engine operation by operation instead: ``P_any``
 accumulated as ``1 - (1 - acc)(1 - p)``, only the first resolved premise (in premise order)
 updated, ``P(refute) = 1 - P(confirm)``, strict ``VOI > 0``, and its calibration formula.
@@ -57,7 +88,7 @@ from amv_calib.gate._model import (
     Premise,
     Verifier,
 )
-from amv_calib.gate._planner import Spec, plan
+from amv_calib.gate._planner import MAX_OUTCOMES, Spec, enumerable, plan
 
 __all__ = [
     "REGIME_CODES",
@@ -83,6 +114,9 @@ Mode = Literal["amv", "seed"]
 
 
 _NEG_INF: Final = float("-inf")
+_NAN: Final = float("nan")
+#: Most verifier ids a reason lists (the rest are counted).
+_LISTED: Final = 5
 
 _R_PROCEED: Final = (
     "admissible (R <= min(delta, kappa) and H <= epsilon) and no verification is worth its cost"
@@ -93,9 +127,17 @@ _R_ABSTAIN_R: Final = (
     "expected loss R = theta * P_any exceeds min(delta, kappa) and no verification is worth "
     "its cost"
 )
+_R_ABSTAIN_R_PRICED: Final = (
+    "expected loss R = (theta + harm_price) * P_any exceeds min(delta, kappa) and no "
+    "verification is worth its cost"
+)
 _R_ABSTAIN_NONE: Final = "not admissible (R > min(delta, kappa) or H > epsilon); no verifier left"
 _R_VERIFY: Final = "has the largest one-step VOI, and it is positive"
 _R_VERIFY_PLAN: Final = "is the first call of the verification plan that beats stopping"
+_R_ABSTAIN_BOUND: Final = (
+    "admissible, but the work bound left out verifiers that could be worth calling; the gate "
+    "does not proceed on a value it could not compute"
+)
 
 
 class StoppingValue(NamedTuple):
@@ -129,7 +171,17 @@ class Decision:
     planner_value : float or None
         Lookahead only: expected loss of the optimal plan (``<= v_stop``).
     vois : tuple of float
-        One-step VOI of each verifier offered, in the order given (empty when none).
+        One-step VOI of each verifier offered, in the order given (empty when none);
+        ``nan`` for a verifier the work bound left out.
+    outcomes : int
+        Joint outcomes enumerated for the one-step VOIs (``sum 2^k`` over the verifiers
+        enumerated; at most ``MAX_OUTCOMES``).
+    left_out : tuple of str
+        Ids of the verifiers the work bound left out, in the order given (empty within it).
+    planner_states : int
+        Beliefs the lookahead planner valued (at most ``MAX_WORK``; 0 without a plan).
+
+    ``r_expected`` is priced: ``(theta + harm_price) * P_any`` in ``mode="amv"``.
     """
 
     regime: Regime
@@ -142,6 +194,9 @@ class Decision:
     reason: str
     planner_value: float | None = None
     vois: tuple[float, ...] = ()
+    outcomes: int = 0
+    left_out: tuple[str, ...] = ()
+    planner_states: int = 0
 
     @property
     def regime_code(self) -> int:
@@ -160,7 +215,11 @@ class Decision:
             "probabilities": list(self.probabilities),
             "reason": self.reason,
             "planner_value": self.planner_value,
-            "vois": list(self.vois),
+            # JSON has no nan: a VOI the work bound left uncomputed is null
+            "vois": [None if math.isnan(x) else x for x in self.vois],
+            "outcomes": self.outcomes,
+            "left_out": list(self.left_out),
+            "planner_states": self.planner_states,
         }
 
 
@@ -170,7 +229,8 @@ _set_attr = object.__setattr__
 
 def _decision(regime: Regime, verifier: Verifier | None, voi: float | None, v_stop: float,
               r_expected: float, h_harm: float, probabilities: tuple[float, ...], reason: str,
-              planner_value: float | None, vois: tuple[float, ...]) -> Decision:
+              planner_value: float | None, vois: tuple[float, ...], outcomes: int = 0,
+              left_out: tuple[str, ...] = (), planner_states: int = 0) -> Decision:
     # The frozen dataclass __init__ costs about 2 us (one object.__setattr__ per field), more
     # than the whole decision; the gate hands the instance its dict directly instead.
     d: Decision = _new_object(Decision)
@@ -178,6 +238,7 @@ def _decision(regime: Regime, verifier: Verifier | None, voi: float | None, v_st
         "regime": regime, "verifier": verifier, "voi": voi, "v_stop": v_stop,
         "r_expected": r_expected, "h_harm": h_harm, "probabilities": probabilities,
         "reason": reason, "planner_value": planner_value, "vois": vois,
+        "outcomes": outcomes, "left_out": left_out, "planner_states": planner_states,
     })
     return d
 
@@ -439,6 +500,12 @@ class Gate:
         ``delta``: largest expected loss ``R`` an admissible action may carry.
     epsilon_harm_bound : float, default 0.05
         ``epsilon``: largest harm probability ``H = P_any`` an admissible action may carry.
+    harm_price : float, default 0.0
+        ``mu >= 0`` (finite): the price of harm, the Lagrange multiplier of an average-harm
+        constraint. When planning (``mode="amv"``), proceeding while a premise is violated
+        costs ``theta + mu`` instead of ``theta``: in the screen, the stopping value, the
+        VOIs and the planner (module docstring, "Harm price"). 0 leaves every decision as
+        it was; ``mode="seed"`` ignores it.
     planner : {"lookahead", "myopic"}, default "lookahead"
         ``"lookahead"`` plans over all remaining verifiers (see :mod:`._planner`);
         ``"myopic"`` is the seed's one-step rule.
@@ -468,6 +535,7 @@ class Gate:
         lambda_cost_scale: float = 1.0,
         delta_loss_threshold: float = 10.0,
         epsilon_harm_bound: float = 0.05,
+        harm_price: float = 0.0,
         planner: Planner = "lookahead",
         mode: Mode = "amv",
         max_verifications: int = 8,
@@ -487,6 +555,9 @@ class Gate:
         eps = _gate_number(epsilon_harm_bound, "epsilon_harm_bound")
         if not 0.0 <= eps <= 1.0:
             raise ValueError(f"epsilon_harm_bound={epsilon_harm_bound!r} must lie in [0, 1]")
+        mu = _gate_number(harm_price, "harm_price")
+        if not (mu >= 0.0 and math.isfinite(mu)):
+            raise ValueError(f"harm_price={harm_price!r} must be finite and >= 0")
         if planner not in ("lookahead", "myopic"):
             raise ValueError(f"planner={planner!r} must be 'lookahead' or 'myopic'")
         if mode not in ("amv", "seed"):
@@ -501,8 +572,11 @@ class Gate:
         self._lam = lam
         self._delta = delta
         self._eps = eps
+        self._mu = mu + 0.0  # + 0.0: -0.0 is kept (and shown) as 0.0
         self._mode: Mode = mode
         self._seed = mode == "seed"
+        # what the decisions add to theta: the seed engine knows no harm price
+        self._price = 0.0 if self._seed else self._mu
         self._planner: Planner = "myopic" if self._seed else planner
         self._lookahead = self._planner == "lookahead"
         self._max = max_verifications
@@ -541,6 +615,11 @@ class Gate:
     def epsilon_harm_bound(self) -> float:
         """``epsilon``."""
         return self._eps
+
+    @property
+    def harm_price(self) -> float:
+        """``mu``, the price of harm (ignored in ``mode="seed"``)."""
+        return self._mu
 
     @property
     def planner(self) -> Planner:
@@ -585,7 +664,8 @@ class Gate:
     def __repr__(self) -> str:
         return (
             f"Gate(lambda_cost_scale={self._lam!r}, delta_loss_threshold={self._delta!r}, "
-            f"epsilon_harm_bound={self._eps!r}, planner={self._planner!r}, "
+            f"epsilon_harm_bound={self._eps!r}, harm_price={self._mu!r}, "
+            f"planner={self._planner!r}, "
             f"mode={self._mode!r}, max_verifications={self._max!r}, "
             f"calibrator={'yes' if self._calibrator is not None else None}, "
             f"refusal={self._refusal!r})"
@@ -663,7 +743,9 @@ class Gate:
 
         The expectation runs over the joint outcomes of every premise the verifier resolves
         (only the first of them in ``mode="seed"``). A view of the decision routine: the
-        value is the entry of :attr:`Decision.vois` that :meth:`evaluate` reports for it.
+        value is the entry of :attr:`Decision.vois` that :meth:`evaluate` reports for it,
+        ``nan`` for a verifier over more premises than the work bound enumerates
+        (``2^k > MAX_OUTCOMES``).
 
         Parameters
         ----------
@@ -737,18 +819,19 @@ class Gate:
     def _closed(self, action: CandidateAction, reason: str) -> Decision:
         # fail closed as if every premise were violated: P_any = 1
         return _decision("ABSTAIN", None, None, action.abstention_cost_kappa,
-                         action.impact_cost_theta, 1.0, (), reason, None, ())
+                         action.impact_cost_theta + self._price, 1.0, (), reason, None, ())
 
     def _decide(self, action: CandidateAction, probs: Sequence[float],
                 verifiers: Sequence[Verifier], left: int, budget: float | None) -> Decision:
         # The hot path: plain floats and locals, no dataclass copies (module docstring).
-        theta = action.impact_cost_theta
         kappa = action.abstention_cost_kappa
         probs_t = probs if type(probs) is tuple else tuple(probs)
         if self._seed:
             if budget is not None:
                 verifiers = [v for v in verifiers if v.execution_cost <= budget]
-            return self._decide_seed(action, probs_t, verifiers, left, theta, kappa)
+            return self._decide_seed(action, probs_t, verifiers, left,
+                                     action.impact_cost_theta, kappa)
+        theta = action.impact_cost_theta + self._price  # module docstring, "Harm price"
         delta = self._delta
         lim = delta if delta < kappa else kappa
         eps = self._eps
@@ -768,6 +851,7 @@ class Gate:
         vois: list[float] = []
         specs: list[Spec] = []
         offered: list[Verifier] = []
+        spent = 0  # joint outcomes enumerated so far (module docstring, "Work bound")
         if left > 0:
             add = vois.append
             one = -1
@@ -778,6 +862,9 @@ class Gate:
                     i = index.get(ids[0])
                     if i is None:
                         raise _unknown_premise(v, ids[0], action)
+                    spent += 2
+                    if spent > MAX_OUTCOMES:
+                        return self._decide_bounded(action, probs_t, verifiers, left, budget)
                     # one premise, unrolled (module docstring for the arithmetic)
                     p = probs_t[i]
                     s = 1.0 - r
@@ -797,6 +884,9 @@ class Gate:
                     one = i
                 else:
                     idx = self._indices(action, v)
+                    spent += 1 << len(idx)
+                    if spent > MAX_OUTCOMES:
+                        return self._decide_bounded(action, probs_t, verifiers, left, budget)
                     e = _expect(probs_t, q, idx, r, theta, kappa, lim, eps)
                 cost = v.execution_cost
                 voi = v_stop - e - lam * cost
@@ -816,7 +906,8 @@ class Gate:
         tol = VOI_TOLERANCE * (theta + kappa)
         if best_v is None:
             return _decision("PROCEED" if adm else "ABSTAIN", None, None, v_stop, rx, h, probs_t,
-                             _R_PROCEED_NONE if adm else _R_ABSTAIN_NONE, None, tuple(vois))
+                             _R_PROCEED_NONE if adm else _R_ABSTAIN_NONE, None, tuple(vois),
+                             spent)
         if look:
             pl = plan(probs_t, theta, kappa, lim, eps, specs, depth=left, budget=budget,
                       reuse=self._reuse, myopic_first=best_j if best > tol else None,
@@ -826,25 +917,113 @@ class Gate:
                 v = offered[pl.first]
                 return _decision("VERIFY", v, gain, v_stop, rx, h, probs_t,
                                  "lookahead: verifier " + v.id + " " + _R_VERIFY_PLAN,
-                                 pl.value, tuple(vois))
+                                 pl.value, tuple(vois), spent, (), pl.states)
             return _decision("PROCEED" if adm else "ABSTAIN", None, gain, v_stop, rx, h,
-                             probs_t, _R_PROCEED if adm else _abstain_reason(rx, lim),
-                             pl.value, tuple(vois))
+                             probs_t, _R_PROCEED if adm else _abstain_reason(rx, lim, self._price),
+                             pl.value, tuple(vois), spent, (), pl.states)
         if best > tol:
             regime: Regime = "VERIFY"
             reason = "verifier " + best_v.id + " " + _R_VERIFY
         else:
             regime = "PROCEED" if adm else "ABSTAIN"
-            reason = _R_PROCEED if adm else _abstain_reason(rx, lim)
+            reason = _R_PROCEED if adm else _abstain_reason(rx, lim, self._price)
             best_v = None
         # _decision() inlined: this is the path the latency budget is about
         d: Decision = _new_object(Decision)
         _set_attr(d, "__dict__", {
             "regime": regime, "verifier": best_v, "voi": best, "v_stop": v_stop,
             "r_expected": rx, "h_harm": h, "probabilities": probs_t, "reason": reason,
-            "planner_value": None, "vois": tuple(vois),
+            "planner_value": None, "vois": tuple(vois), "outcomes": spent, "left_out": (),
+            "planner_states": 0,
         })
         return d
+
+    def _decide_bounded(self, action: CandidateAction, probs: tuple[float, ...],
+                        verifiers: Sequence[Verifier], left: int,
+                        budget: float | None) -> Decision:
+        """:meth:`_decide` past the work bound (module docstring, "Work bound").
+
+        Only the verifiers :func:`~._planner.enumerable` keeps are enumerated and planned;
+        the others get the upper bound of their one-step VOI, and an admissible action one
+        of whose affordable left-out verifiers could be worth calling is ABSTAINED on
+        instead of PROCEEDED. Every value it shares with :meth:`_decide` is computed with
+        the same operations (one premise through :func:`_expect` gives the unrolled
+        branch's bits), and the compiled engine repeats it.
+        """
+        theta = action.impact_cost_theta + self._price
+        kappa = action.abstention_cost_kappa
+        delta = self._delta
+        lim = delta if delta < kappa else kappa
+        eps, lam, look = self._eps, self._lam, self._lookahead
+        q = 1.0
+        for p in probs:
+            q *= 1.0 - p
+        h = 1.0 - q
+        rx = theta * h
+        adm = rx <= lim and h <= eps
+        v_stop = rx if adm else kappa
+        tol = VOI_TOLERANCE * (theta + kappa)
+        # no policy loses less than the clairvoyant: P_any * min(theta, kappa)
+        lb = h * (theta if theta < kappa else kappa)
+        idxs = [self._indices(action, v) for v in verifiers]
+        keep = enumerable([len(idx) for idx in idxs])
+        best, best_v, best_j = _NEG_INF, None, -1
+        vois: list[float] = []
+        specs: list[Spec] = []
+        offered: list[Verifier] = []
+        out: list[str] = []
+        could: list[tuple[str, float]] = []  # left out, affordable, upper bound above tol
+        spent = 0
+        for v, idx, kept in zip(verifiers, idxs, keep, strict=True):
+            cost = v.execution_cost
+            affordable = budget is None or cost <= budget
+            if not kept:
+                vois.append(_NAN)
+                out.append(v.id)
+                ub = v_stop - lam * cost - lb
+                if affordable and ub > tol:
+                    could.append((v.id, ub))
+                continue
+            spent += 1 << len(idx)
+            r = v.symmetric_reliability
+            voi = v_stop - _expect(probs, q, idx, r, theta, kappa, lim, eps) - lam * cost
+            vois.append(voi)
+            if not affordable:
+                continue
+            if voi > best:
+                best, best_v, best_j = voi, v, len(offered)
+            specs.append(Spec(idx, r, lam * cost, cost))
+            offered.append(v)
+        note = _bound_note(verifiers, idxs, keep, could)
+        stop: Regime = "ABSTAIN" if could or not adm else "PROCEED"
+        states = 0
+        if best_v is None:
+            voi_out: float | None = None
+            value = None
+            why = (_R_ABSTAIN_BOUND if adm and could
+                   else _R_PROCEED_NONE if adm else _R_ABSTAIN_NONE)
+        elif look:
+            pl = plan(probs, theta, kappa, lim, eps, specs, depth=left, budget=budget,
+                      reuse=self._reuse, myopic_first=best_j if best > tol else None,
+                      myopic_value=v_stop - best, tol=tol)
+            voi_out, value, states = v_stop - pl.value, pl.value, pl.states
+            if pl.first is not None and voi_out > tol:
+                v = offered[pl.first]
+                return _decision("VERIFY", v, voi_out, v_stop, rx, h, probs,
+                                 "lookahead: verifier " + v.id + " " + _R_VERIFY_PLAN + note,
+                                 value, tuple(vois), spent, tuple(out), states)
+            why = (_R_ABSTAIN_BOUND if adm and could
+                   else _R_PROCEED if adm else _abstain_reason(rx, lim, self._price))
+        else:
+            voi_out, value = best, None
+            if best > tol:
+                return _decision("VERIFY", best_v, best, v_stop, rx, h, probs,
+                                 "verifier " + best_v.id + " " + _R_VERIFY + note, None,
+                                 tuple(vois), spent, tuple(out), 0)
+            why = (_R_ABSTAIN_BOUND if adm and could
+                   else _R_PROCEED if adm else _abstain_reason(rx, lim, self._price))
+        return _decision(stop, None, voi_out, v_stop, rx, h, probs, why + note, value,
+                         tuple(vois), spent, tuple(out), states)
 
     def _decide_seed(self, action: CandidateAction, probs: tuple[float, ...],
                      verifiers: Sequence[Verifier], left: int, theta: float,
@@ -916,7 +1095,7 @@ class Gate:
             return _decision("VERIFY", best_v, best, v_stop, rx, h, probs,
                              "verifier " + best_v.id + " " + _R_VERIFY, None, tuple(vois))
         return _decision("PROCEED" if adm else "ABSTAIN", None, best, v_stop, rx, h, probs,
-                         _R_PROCEED if adm else _abstain_reason(rx, lim), None, tuple(vois))
+                         _R_PROCEED if adm else _abstain_reason(rx, lim, 0.0), None, tuple(vois))
 
     # -- sequential stopping -----------------------------------------------------------------------
     def run(
@@ -1062,8 +1241,35 @@ class Gate:
             self._sink(record)
 
 
-def _abstain_reason(rx: float, lim: float) -> str:
-    return _R_ABSTAIN_R if rx > lim else _R_ABSTAIN_H
+def _abstain_reason(rx: float, lim: float, price: float) -> str:
+    if not rx > lim:
+        return _R_ABSTAIN_H
+    return _R_ABSTAIN_R if price == 0.0 else _R_ABSTAIN_R_PRICED
+
+
+def _listed(ids: Sequence[str]) -> str:
+    shown = ", ".join(ids[:_LISTED])
+    return shown if len(ids) <= _LISTED else f"{shown} and {len(ids) - _LISTED} more"
+
+
+def _bound_note(verifiers: Sequence[Verifier], idxs: Sequence[tuple[int, ...]],
+                keep: Sequence[bool], could: Sequence[tuple[str, float]]) -> str:
+    """The reason's account of the work bound: who was left out, why, and whether it
+    could matter."""
+    out = [v.id for v, kept in zip(verifiers, keep, strict=True) if not kept]
+    if not out:
+        return ""
+    ks = [len(idx) for idx, kept in zip(idxs, keep, strict=True) if not kept]
+    span = str(min(ks)) if min(ks) == max(ks) else f"{min(ks)} to {max(ks)}"
+    note = (f"; work bound: verifier(s) {_listed(out)} (over {span} premises, 2^k joint "
+            f"outcomes each) not enumerated, at most {MAX_OUTCOMES} outcomes per decision")
+    if could:
+        ub = max(u for _, u in could)
+        return (note + f"; upper bound of the one-step VOI, V_stop - lambda c - P_any * "
+                f"min(theta, kappa), positive for {_listed([i for i, _ in could])} "
+                f"(up to {ub:.6g}): they could be worth calling")
+    return note + ("; upper bound of their one-step VOI, V_stop - lambda c - P_any * "
+                   "min(theta, kappa), not positive: they cannot change the decision")
 
 
 def _gate_number(value: Any, what: str) -> float:

@@ -18,6 +18,13 @@ every premise keeps its best verifier and then by evidence per cost (``p(1-p)`` 
 signal's log-likelihood ratio, over ``lambda c``), with the myopic rule over all verifiers
 as a floor (its choice wins when its one-step value beats the beam's plan).
 
+The verifiers a plan is given are those the gate enumerated (:func:`enumerable`: their
+``sum_j 2^k_j`` is at most ``MAX_OUTCOMES``, which :func:`plan` checks), so every plan values
+at most ``MAX_WORK`` beliefs (:attr:`Plan.states`): an exact plan at most ``prod_j (1 +
+2^k_j) <= MAX_WORK / sum_j 2^k_j``; a receding horizon at most ``sum_t branch^t``
+(``branch^H <= RECEDING_WORK``, or ``H = 1`` and ``branch <= MAX_OUTCOMES``; ``H <=
+MAX_HORIZON``), under ``2 * RECEDING_WORK``.
+
 Two bounds prune without changing the result: every policy loses at least
 ``P_any * min(theta, kappa)`` (the clairvoyant's loss; ``P_any`` is a martingale under
 verification), and a verifier is abandoned as soon as its partial expected loss reaches
@@ -40,10 +47,14 @@ from typing import Final, NamedTuple
 
 __all__ = [
     "MAX_EXACT_VERIFIERS",
+    "MAX_HORIZON",
+    "MAX_OUTCOMES",
+    "MAX_OUTCOMES_LOG2",
     "MAX_WORK",
     "RECEDING_WORK",
     "Plan",
     "Spec",
+    "enumerable",
     "outcomes",
     "plan",
 ]
@@ -54,6 +65,14 @@ MAX_EXACT_VERIFIERS: Final = 8
 MAX_WORK: Final = 3**8 * 16
 #: Bound on the leaves of a receding-horizon plan (verifiers that may be called again).
 RECEDING_WORK: Final = 4096
+#: Bound on the joint outcomes one decision enumerates for its one-step VOIs, summed over the
+#: verifiers offered (``sum_j 2^k_j``); the verifiers past it are left out (:func:`enumerable`).
+MAX_OUTCOMES: Final = 4096
+#: ``log2(MAX_OUTCOMES)``: a verifier resolving more premises than this is never enumerated.
+MAX_OUTCOMES_LOG2: Final = 12
+#: Deepest receding horizon. Only a plan whose verifiers resolve no premise (one outcome
+#: each) would go deeper within ``RECEDING_WORK``; it learns nothing by doing so.
+MAX_HORIZON: Final = 12
 
 
 class Spec(NamedTuple):
@@ -83,13 +102,47 @@ class Plan(NamedTuple):
     """Result of :func:`plan`.
 
     ``value`` is the expected loss of the policy found (``<= v_stop``), ``first`` the
-    position (in the ``specs`` given) of the verifier to call now, or None to stop, and
-    ``exact`` whether the work bound allowed the exact programme.
+    position (in the ``specs`` given) of the verifier to call now, or None to stop,
+    ``exact`` whether the work bound allowed the exact programme, and ``states`` the
+    number of beliefs the plan valued (its memo's entries; at most ``MAX_WORK``).
     """
 
     value: float
     first: int | None
     exact: bool
+    states: int = 0
+
+
+def enumerable(ks: Sequence[int]) -> list[bool]:
+    """Which verifiers, resolving ``ks[j]`` premises each, a decision enumerates.
+
+    The work bound of the one-step VOIs: the verifiers are taken in order of ``(k,
+    position)`` and each is enumerated while the running total of their ``2^k`` joint
+    outcomes stays within ``MAX_OUTCOMES``; once one does not fit, no later one does (its
+    ``k`` is as large). The cheapest verifiers to value go first, so that one verifier over
+    many premises cannot crowd out many over one. Within the bound (``sum_j 2^k_j <=
+    MAX_OUTCOMES``) every verifier is enumerated.
+    """
+    out = [False] * len(ks)
+    left = MAX_OUTCOMES
+    for j in sorted(range(len(ks)), key=lambda j: (ks[j], j)):
+        if ks[j] > MAX_OUTCOMES_LOG2 or (1 << ks[j]) > left:
+            break
+        left -= 1 << ks[j]
+        out[j] = True
+    return out
+
+
+def _check_bound(specs: Sequence[Spec]) -> None:
+    """Refuse verifiers past the work bound: the gate never gives them to a plan."""
+    total = 0
+    for sp in specs:
+        total += 1 << len(sp.idx)
+    if total > MAX_OUTCOMES:
+        raise ValueError(
+            f"the verifiers have {total} joint outcomes, more than MAX_OUTCOMES = "
+            f"{MAX_OUTCOMES}; plan only those that enumerable() keeps"
+        )
 
 
 def outcomes(
@@ -177,8 +230,8 @@ def _beam(probs: Sequence[float], specs: Sequence[Spec]) -> list[int]:
     return sorted(keep)
 
 
-def _exact(probs: Sequence[float], q: float, task: _Task) -> tuple[float, int | None]:
-    """The exact plan: ``(value, first)``, ``first`` None when stopping is best.
+def _exact(probs: Sequence[float], q: float, task: _Task) -> tuple[float, int | None, int]:
+    """The exact plan: ``(value, first, states)``, ``first`` None when stopping is best.
 
     A memoised, pruned recursion, depth first over the verifiers in the order given and
     their outcomes in :func:`outcomes` order. Memo keys record each used verifier's outcome
@@ -257,7 +310,8 @@ def _exact(probs: Sequence[float], q: float, task: _Task) -> tuple[float, int | 
         memo[key] = best
         return best
 
-    return _root(probs, q, task, expand)
+    value_, first = _root(probs, q, task, expand)
+    return value_, first, len(memo)
 
 
 def _root(probs: Sequence[float], q: float, task: _Task,
@@ -291,12 +345,13 @@ def _root(probs: Sequence[float], q: float, task: _Task,
     return best, min(j for j, v in qs.items() if v <= best + tol)
 
 
-def _receding(probs: Sequence[float], q: float, task: _Task) -> tuple[float, int | None]:
+def _receding(probs: Sequence[float], q: float, task: _Task
+              ) -> tuple[float, int | None, int]:
     theta, kappa, lim, eps, specs = task.theta, task.kappa, task.lim, task.eps, task.specs
     depth, budget = task.depth, task.budget
     branch = sum(1 << len(sp.idx) for sp in specs) or 1
     horizon = 1
-    while horizon < depth and branch ** (horizon + 1) <= RECEDING_WORK:
+    while horizon < min(depth, MAX_HORIZON) and branch ** (horizon + 1) <= RECEDING_WORK:
         horizon += 1
     horizon = min(horizon, depth)
     floor = min(theta, kappa)
@@ -329,7 +384,9 @@ def _receding(probs: Sequence[float], q: float, task: _Task) -> tuple[float, int
                         first = j
         return best, first
 
-    return value(list(probs), q, horizon, float("inf") if budget is None else budget, True)
+    best, first = value(list(probs), q, horizon, float("inf") if budget is None else budget,
+                        True)
+    return best, first, len(memo)
 
 
 def plan(
@@ -359,7 +416,9 @@ def plan(
         Screening: admissible iff ``theta * P_any <= lim`` (``min(delta, kappa)``) and
         ``P_any <= eps``.
     specs : sequence of Spec
-        The available verifiers; ties go to the earliest.
+        The available verifiers; ties go to the earliest. Their joint outcomes ``sum_j
+        2^k_j`` must be within ``MAX_OUTCOMES`` (ValueError otherwise; the gate plans only
+        the verifiers :func:`enumerable` keeps).
     depth : int
         Verifications left (``max_verifications`` minus those made).
     budget : float, optional
@@ -373,6 +432,7 @@ def plan(
         First steps whose values lie within ``tol`` of the best count as tied; the
         earliest of them is chosen (orders of verifying the same premises often tie).
     """
+    _check_bound(specs)
     q = 1.0
     for p in probs:
         q *= 1.0 - p
@@ -382,16 +442,16 @@ def plan(
         return Plan(rx if (rx <= lim and h <= eps) else kappa, None, True)
     task = _Task(theta, kappa, lim, eps, specs, depth, budget, tol)
     if reuse:
-        value, first = _receding(probs, q, task)
-        return Plan(value, first, False)
+        value, first, n_states = _receding(probs, q, task)
+        return Plan(value, first, False, n_states)
     states, branch = _work(specs)
     if len(specs) <= MAX_EXACT_VERIFIERS and states * branch <= MAX_WORK:
-        value, first = _exact(probs, q, task)
-        return Plan(value, first, True)
+        value, first, n_states = _exact(probs, q, task)
+        return Plan(value, first, True, n_states)
     # beam: an exact plan over the verifiers _beam keeps, floored by the myopic rule
     keep = _beam(probs, specs)
-    value, first = _exact(probs, q, task._replace(specs=[specs[t] for t in keep]))
+    value, first, n_states = _exact(probs, q, task._replace(specs=[specs[t] for t in keep]))
     mapped = None if first is None else keep[first]
     if myopic_first is not None and myopic_value is not None and myopic_value < value:
-        return Plan(myopic_value, myopic_first, False)
-    return Plan(value, mapped, False)
+        return Plan(myopic_value, myopic_first, False, n_states)
+    return Plan(value, mapped, False, n_states)

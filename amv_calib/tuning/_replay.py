@@ -985,6 +985,7 @@ def _default_gate(policy: str, calibrator: PortableCalibrator | None, gate: Gate
             lambda_cost_scale=gate.lambda_cost_scale,
             delta_loss_threshold=gate.delta_loss_threshold,
             epsilon_harm_bound=gate.epsilon_harm_bound,
+            harm_price=gate.harm_price,
             planner=cast(Literal["myopic", "lookahead"], policy),
             mode="amv",
             max_verifications=gate.max_verifications,
@@ -1040,8 +1041,8 @@ def replay(
     seed : int
         Seeds the answer stream and the bootstrap.
     gate : Gate, optional
-        Thresholds, budget and calibrator for ``myopic`` / ``lookahead`` (its planner is
-        replaced by the policy's).
+        Thresholds (the harm price included), budget and calibrator for ``myopic`` /
+        ``lookahead`` (its planner is replaced by the policy's).
     calibrator : PortableCalibrator, optional
         Overrides the gate's calibrator; ``static`` needs one (or a gate holding one).
     tau : float
@@ -1108,6 +1109,7 @@ def _run_policy(
             lambda_cost_scale=g.lambda_cost_scale,
             delta_loss_threshold=g.delta_loss_threshold,
             epsilon_harm_bound=g.epsilon_harm_bound,
+            harm_price=g.harm_price,
             planner=g.planner,
             mode=g.mode,
             max_verifications=g.max_verifications,

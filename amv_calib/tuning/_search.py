@@ -1,8 +1,9 @@
 """Optuna tuning of the gate's VOI thresholds on replayed episodes, and the transfer check.
 
 :func:`tune_thresholds` searches ``lambda_cost_scale``, ``delta_loss_threshold``,
-``epsilon_harm_bound`` and the planner's budget ``max_verifications`` on a *tuning split* of
-the episodes (a fixed hash of ``instance_id``) and reports on the *held-out* split:
+``epsilon_harm_bound``, the harm price ``harm_price`` and the planner's budget
+``max_verifications`` on a *tuning split* of the episodes (a fixed hash of ``instance_id``)
+and reports on the *held-out* split:
 
 - ``mode="constrained"``: minimise total loss subject to Gate Harmful <= ``target_harmful``,
   the constraint set with ``trial.set_constraint`` (Optuna 5; ``TPESampler`` honours it, as do
@@ -66,12 +67,23 @@ Mode = Literal["constrained", "multi"]
 Planner = Literal["lookahead", "myopic"]
 
 #: Search ranges: (low, high, log scale). ``max_verifications`` is an integer range.
+#: ``harm_price`` is 0 or, when the trial prices harm (the switch :data:`HARM_PRICE_SWITCH`),
+#: log-uniform over its range: it acts through ``theta + mu``, so only its size relative to
+#: ``theta`` and ``kappa`` matters (the sample episodes have ``theta`` from 0.05 to 2000 and
+#: ``kappa`` from 0.3 to 10), and 1e-3 to 1e3 runs from negligible to pricing every
+#: ``P_any`` above 1% out of the screen. Exactly 0 is the unpriced gate, which a log range
+#: cannot reach and a linear one would all but never draw; the switch gives it half the prior
+#: mass and lets the sampler learn whether pricing pays. A range with ``low == high`` pins
+#: the price (no switch).
 SEARCH_SPACE: Final[dict[str, tuple[float, float, bool]]] = {
     "lambda_cost_scale": (0.01, 10.0, True),
     "delta_loss_threshold": (0.05, 100.0, True),
     "epsilon_harm_bound": (0.001, 0.5, True),
+    "harm_price": (1e-3, 1e3, True),
     "max_verifications": (1, 6, False),
 }
+#: The categorical parameter that turns the harm price on in a trial (off: ``harm_price`` 0).
+HARM_PRICE_SWITCH: Final = "harm_price_on"
 _MULTI_NAMES: Final = ("gate_harmful", "verification_cost", "proceed_coverage")
 _STUDY_CONFIG_ATTR: Final = "amv_calib_config"
 _OWNER_ATTR: Final = "amv_calib_worker"
@@ -285,6 +297,14 @@ class TuneResult:
 # -- the objective -------------------------------------------------------------------------------
 
 
+def _gate_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A trial's parameters as the gate takes them: ``harm_price`` 0.0 where the trial did
+    not price harm (its switch off, or a search space without it), no switch."""
+    out = {k: v for k, v in params.items() if k != HARM_PRICE_SWITCH}
+    out.setdefault("harm_price", 0.0)
+    return out
+
+
 def _gate_for(params: Mapping[str, Any], planner: str, calibrator: PortableCalibrator) -> Gate:
     from amv_calib.gate import Gate
 
@@ -292,6 +312,7 @@ def _gate_for(params: Mapping[str, Any], planner: str, calibrator: PortableCalib
         lambda_cost_scale=float(params["lambda_cost_scale"]),
         delta_loss_threshold=float(params["delta_loss_threshold"]),
         epsilon_harm_bound=float(params["epsilon_harm_bound"]),
+        harm_price=float(params.get("harm_price", 0.0)),
         planner=planner,  # type: ignore[arg-type]
         mode="amv",
         max_verifications=int(params["max_verifications"]),
@@ -312,9 +333,20 @@ def _suggest(trial: optuna.Trial, space: Mapping[str, tuple[float, float, bool]]
     for name, (lo, hi, log) in space.items():
         if name == "max_verifications":
             params[name] = trial.suggest_int(name, int(lo), int(hi))
+        elif name == "harm_price":
+            params[name] = _suggest_harm_price(trial, float(lo), float(hi), log)
         else:
             params[name] = trial.suggest_float(name, float(lo), float(hi), log=log)
     return params
+
+
+def _suggest_harm_price(trial: optuna.Trial, lo: float, hi: float, log: bool) -> float:
+    # exactly 0 through the switch (SEARCH_SPACE); a pinned range needs no switch
+    if lo == hi:
+        return trial.suggest_float("harm_price", lo, hi)
+    if not trial.suggest_categorical(HARM_PRICE_SWITCH, (False, True)):
+        return 0.0
+    return trial.suggest_float("harm_price", lo, hi, log=log)
 
 
 def _trial_seed(seed: int, number: int) -> int:
@@ -330,6 +362,7 @@ def _thresholds(params: Mapping[str, Any], planner: str, cal: PortableCalibrator
             "lambda_cost_scale": float(params["lambda_cost_scale"]),
             "delta_loss_threshold": float(params["delta_loss_threshold"]),
             "epsilon_harm_bound": float(params["epsilon_harm_bound"]),
+            "harm_price": float(params.get("harm_price", 0.0)),
             "planner": planner,
             "max_verifications": int(params["max_verifications"]),
             "clamp": None if cal.clamp is None else [cal.clamp[0], cal.clamp[1]],
@@ -568,7 +601,8 @@ def tune_thresholds(
     lambda_eval : float
         Price of verifier cost in the total loss (1.0 to compare with other policies).
     space : mapping, optional
-        Overrides :data:`SEARCH_SPACE`.
+        Overrides :data:`SEARCH_SPACE` (a space without ``harm_price`` tunes the unpriced
+        gate; ``(mu, mu, False)`` pins it at ``mu``).
     out_dir : path, optional
         Writes ``thresholds.json``, ``trials.csv``, ``tune_report.json`` and, in multi mode,
         ``pareto.csv`` and ``pareto.png``.
@@ -726,7 +760,8 @@ def _finish(
             },
         }
     pareto = [
-        {"number": t.number, **t.params, **{k: t.user_attrs[k] for k in METRICS}} for t in front
+        {"number": t.number, **_gate_params(t.params), **{k: t.user_attrs[k] for k in METRICS}}
+        for t in front
     ]
     files: dict[str, str] = {}
     if out_dir is not None:
@@ -782,7 +817,8 @@ def _write_outputs(
         for t in study.get_trials(deepcopy=False):
             ua = t.user_attrs
             feasible = all(v <= 0.0 for v in t.constraints.values()) if ua else ""
-            w.writerow([t.number, t.state.name, *[t.params.get(k, "") for k in names],
+            params = _gate_params(t.params) if t.params else {}
+            w.writerow([t.number, t.state.name, *[params.get(k, "") for k in names],
                         *[ua.get(k, "") for k in METRICS], feasible])
     files["trials"] = str(out / "trials.csv")
     if mode == "multi":

@@ -3,11 +3,13 @@
 ``Gate.evaluate`` (``_engine`` and ``_planner``) is the readable reference, checked against
 closed forms, brute force and the seed's TypeScript engine elsewhere (tests/test_gate_*.py).
 The compiled engine must give the same results bit for bit: regime, verifier, VOI, stopping
-value, ``R``, ``H`` and admissibility of every row, for the myopic rule in both modes and for
+value, ``R``, ``H``, admissibility and the work counters (outcomes enumerated, verifiers left
+out by the work bound, planner states) of every row, for the myopic rule in both modes and for
 the lookahead planner (exact plans, beams, receding horizons), with verifiers resolving
-several premises, verifications left, availability masks and padded premise slots. Floats are
-compared through their bit patterns, so ``-0.0`` and ``0.0`` differ here, and a fused
-multiply-add, a reordered sum or a different ``log`` in the compiled code would show.
+several premises, verifications left, availability masks, padded premise slots, a harm price,
+and rows past the work bound. Floats are compared through their bit patterns, so ``-0.0`` and
+``0.0`` differ here, and a fused multiply-add, a reordered sum or a different ``log`` in the
+compiled code would show.
 """
 
 from __future__ import annotations
@@ -100,10 +102,12 @@ def _check_bits(gate_kw: dict[str, Any], c: dict[str, Any], n_jobs: int = 1) -> 
         d = gate.evaluate(action, verifiers)
         adm = gate.stopping_value(action).admissible
         got = (int(bd.regime[i]), int(bd.verifier[i]), _bits(bd.voi[i]), _bits(bd.v_stop[i]),
-               _bits(bd.r_expected[i]), _bits(bd.h_harm[i]), bool(bd.admissible[i]))
+               _bits(bd.r_expected[i]), _bits(bd.h_harm[i]), bool(bd.admissible[i]),
+               int(bd.outcomes[i]), int(bd.left_out[i]), int(bd.planner_states[i]))
         want = (d.regime_code, -1 if d.verifier is None else int(d.verifier.id[1:]),
                 _bits(-math.inf if d.voi is None else d.voi), _bits(d.v_stop),
-                _bits(d.r_expected), _bits(d.h_harm), adm)
+                _bits(d.r_expected), _bits(d.h_harm), adm, d.outcomes, len(d.left_out),
+                d.planner_states)
         assert got == want, f"row {i}: compiled {got} != scalar {want} ({gate_kw})"
 
 
@@ -124,6 +128,14 @@ _GATES = {
     "reuse": {"planner": "lookahead", "reuse_verifiers": True},
     "reuse-tuned": {"planner": "lookahead", "reuse_verifiers": True, "lambda_cost_scale": 0.2,
                     "epsilon_harm_bound": 0.1},
+    # a harm price: theta + mu throughout, in both engines (the seed mode ignores it)
+    "myopic-priced": {"planner": "myopic", "harm_price": 7.5, "epsilon_harm_bound": 0.3},
+    "lookahead-priced": {"planner": "lookahead", "harm_price": 0.37, "lambda_cost_scale": 0.1,
+                         "epsilon_harm_bound": 0.3},
+    "lookahead-dear": {"planner": "lookahead", "harm_price": 250.0, "lambda_cost_scale": 0.0,
+                       "delta_loss_threshold": math.inf, "epsilon_harm_bound": 1.0},
+    "reuse-priced": {"planner": "lookahead", "reuse_verifiers": True, "harm_price": 2.0},
+    "seed-priced": {"mode": "seed", "harm_price": 40.0},
 }
 
 
@@ -142,6 +154,94 @@ def test_beam_rows_equal_the_scalar_gate(gate_kw: dict[str, Any], c: dict[str, A
     # up to 12 verifiers on up to 6 premises: past MAX_EXACT_VERIFIERS and MAX_WORK the
     # planner keeps a beam, floored by the myopic rule
     _check_bits(gate_kw, c)
+
+
+@st.composite
+def big_batches(draw: Any) -> dict[str, Any]:
+    """Rows past the work bound (``sum 2^k > MAX_OUTCOMES``): a few verifiers over many
+    premises (up to 24: far past 2^12 outcomes each), or many over a handful, mixed with
+    one-premise verifiers, so that both the single-verifier and the running-total side of
+    the rule are met, and the cut between equal ``k`` falls inside a row."""
+    c = draw(batches(max_m=24, max_ver=0, max_left=8))
+    n, m = c["premise_mask"].shape
+    if draw(st.booleans()):  # small probabilities: admissible rows, where the bound bites
+        small = st.one_of(st.sampled_from([0.0, 1e-5, 1e-4, 1e-3]), st.floats(0.0, 0.004))
+        c["p"] = np.where(c["premise_mask"], [[draw(small) for _ in range(m)]
+                                              for _ in range(n)], c["p"])
+    n_ver = draw(st.integers(1, 40))
+    res = np.zeros((n, n_ver, m), dtype=bool)
+    for i in range(n):
+        only_big = draw(st.integers(0, 3)) == 0  # then nothing may be enumerated at all
+        for v in range(n_ver):
+            kind = 1 if only_big else draw(st.integers(0, 3))
+            if kind == 0:
+                res[i, v, draw(st.integers(0, m - 1))] = True
+            elif kind == 1:  # many premises: 2^k alone may exceed the bound
+                res[i, v, : draw(st.integers(m // 2 if only_big else 0, m))] = True
+            else:  # a handful: forty of them exceed the bound together
+                res[i, v, draw(st.permutations(range(m)))[: draw(st.integers(0, 9))]] = True
+    c["resolves"] = res
+    c["cost"] = np.array([[draw(_COST) for _ in range(n_ver)] for _ in range(n)])
+    c["reliability"] = np.array([[draw(_R) for _ in range(n_ver)] for _ in range(n)])
+    c["available"] = np.array([[draw(st.integers(0, 6)) > 0 for _ in range(n_ver)]
+                               for _ in range(n)], dtype=bool)
+    return c
+
+
+@pytest.mark.parametrize("gate_kw", [_GATES[k] for k in ("myopic", "lookahead",
+                                                         "lookahead-priced", "reuse")],
+                         ids=["myopic", "lookahead", "lookahead-priced", "reuse"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(c=big_batches())
+def test_rows_past_the_work_bound_equal_the_scalar_gate(gate_kw: dict[str, Any],
+                                                        c: dict[str, Any]) -> None:
+    # which verifiers are enumerated (the (k, position) prefix), their upper bounds and the
+    # ABSTAIN instead of PROCEED: the same rule in both engines, counters included
+    _check_bits(gate_kw, c)
+
+
+def _bound_rows() -> dict[str, Any]:
+    """Hand-made rows around the work bound, padded to 64 premises and 64 verifiers: a
+    verifier over 13 premises on an admissible action (ABSTAIN) and with ``theta <= kappa``
+    (PROCEED), one beside an enumerated verifier worth calling, the cut between five
+    verifiers over 10 premises, 63 one-premise verifiers beside one over 12, 2^64 outcomes
+    (no int64 overflow), and 4096 outcomes exactly."""
+    n, m, nv = 7, 64, 64
+    c: dict[str, Any] = {
+        "p": np.zeros((n, m)), "premise_mask": np.zeros((n, m), dtype=bool),
+        "theta": np.array([100.0, 4.0, 10.0, 100.0, 1000.0, 100.0, 100.0]),
+        "kappa": np.full(n, 5.0), "resolves": np.zeros((n, nv, m), dtype=bool),
+        "cost": np.full((n, nv), 0.01), "reliability": np.full((n, nv), 0.9),
+        "available": np.zeros((n, nv), dtype=bool), "budget": np.full(n, 8)}
+
+    def row(i: int, ps: list[float], verifiers: list[list[int]]) -> None:
+        c["p"][i, : len(ps)] = ps
+        c["premise_mask"][i, : len(ps)] = True
+        for v, premises in enumerate(verifiers):
+            c["resolves"][i, v, premises] = True
+            c["available"][i, v] = True
+
+    row(0, [0.001] * 13, [list(range(13))])
+    row(1, [0.001] * 13, [list(range(13))])
+    row(2, [0.04] + [0.0] * 15, [list(range(3, 16)), [0]])
+    row(3, [0.002] * 12, [list(range(j, j + 10)) for j in range(0, 3)] + [[1, *range(3, 12)]] * 2)
+    row(4, [0.01] * 64, [[j] for j in range(63)] + [list(range(12))])
+    row(5, [1e-4] * 64, [list(range(64))] * 3 + [[5]])
+    row(6, [0.001] * 12, [list(range(12))])
+    return c
+
+
+@pytest.mark.parametrize("gate_kw", [_GATES[k] for k in ("myopic", "lookahead", "reuse",
+                                                         "lookahead-priced", "seed")],
+                         ids=["myopic", "lookahead", "reuse", "lookahead-priced", "seed"])
+def test_hand_made_rows_around_the_work_bound_equal_the_scalar_gate(
+        gate_kw: dict[str, Any]) -> None:
+    c = _bound_rows()
+    _check_bits(gate_kw, c)
+    bd = evaluate_batch(Gate(**gate_kw), **c)
+    if gate_kw.get("mode") != "seed":
+        assert list(bd.left_out) == [1, 1, 1, 1, 1, 3, 0]
+        assert list(bd.outcomes) == [0, 0, 2, 4096, 126, 2, 4096]
 
 
 @st.composite
@@ -174,8 +274,8 @@ def plans(draw: Any) -> dict[str, Any]:
 def test_plan_equals_the_reference_planner(kw: dict[str, Any]) -> None:
     want = _planner.plan(**kw)
     got = _compiled.plan(**kw)
-    assert (_bits(got.value), got.first, got.exact) == (_bits(want.value), want.first,
-                                                        want.exact)
+    assert (_bits(got.value), got.first, got.exact, got.states) == (
+        _bits(want.value), want.first, want.exact, want.states)
 
 
 def test_many_random_rows_equal_the_scalar_gate() -> None:

@@ -98,3 +98,18 @@ def test_bad_action_files(tmp_path: Path, capsys: pytest.CaptureFixture[str], co
     code, _, err = run_cli(capsys, "--action", str(path))
     assert code == 2
     assert re.search(pattern, err), err
+
+
+def test_harm_price_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, 0.001)
+    code, out, _ = run_cli(capsys, "--action", str(path))
+    assert out["regime"] == "PROCEED" and out["gate"]["harm_price"] == 0.0
+    # priced at 5000, R = 5050 * 0.001 = 5.05 > min(delta, kappa) = 4: no longer admissible
+    code, out, _ = run_cli(capsys, "--action", str(path), "--harm-price", "5000")
+    assert code == 0 and out["gate"]["harm_price"] == 5000.0
+    assert out["regime"] != "PROCEED" and out["r_expected"] == pytest.approx(5.05, rel=1e-12)
+    for bad in ("-1", "nan", "inf", "x"):
+        with pytest.raises(SystemExit) as exc:
+            main(["gate", "--action", str(path), "--harm-price", bad])
+        assert exc.value.code == 2
+        assert "--harm-price" in capsys.readouterr().err

@@ -96,7 +96,7 @@ def _values(res: Any) -> dict[str, float]:
     ids=["always-proceed", "always-verify", "oracle"],
 )
 def test_baseline_metrics_by_hand(hand: Any, policy: str, expected: dict[str, float]) -> None:
-    res = replay(hand, policy, seed=1, n_boot=0)  # type: ignore[arg-type]
+    res = replay(hand, policy, seed=1, n_boot=0)
     assert _values(res) == pytest.approx(expected, abs=1e-12)
     assert res.n == 4
 
@@ -278,7 +278,7 @@ def test_replay_many_passes_its_options_to_replay(hand: Any) -> None:
                                    n_boot=50, ci=0.8)
     many = replay_many(hand, ["static", "always-verify"], seed=5, **options)
     for policy, got in many.items():
-        want = replay(hand, policy, seed=5, **options)  # type: ignore[arg-type]
+        want = replay(hand, policy, seed=5, **options)
         assert got.summary() == want.summary()
         assert got.config == want.config
         np.testing.assert_array_equal(got.outcomes.proceed, want.outcomes.proceed)
@@ -346,6 +346,30 @@ def test_cli_tune_writes_thresholds(cli_files: dict[str, Path], tmp_path: Path,
     assert "trial 2 (3/3)" in captured.err and "best: trial" in captured.err
     assert (tmp_path / "o" / "thresholds.json").is_file()
     assert "held-out split" in captured.out
+
+
+def test_cli_harm_price_options(cli_files: dict[str, Path], tmp_path: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    from amv_calib.cli import main
+
+    base = ["replay", str(cli_files["episodes"]), "--policy", "lookahead", "--json",
+            "--artifact", str(cli_files["artifact"]), "--seed", "8", "--n-boot", "0"]
+    runs = {}
+    for mu in (None, "0", "1e6"):
+        assert main(base + ([] if mu is None else ["--harm-price", mu])) == 0
+        runs[mu] = json.loads(capsys.readouterr().out)["lookahead"]
+    assert runs["0"] == runs[None]  # the artifact predates the harm price: 0
+    # priced out: it proceeds only where a perfect verifier left P_any = 0
+    assert runs["1e6"]["gate_harmful"] == 0.0
+    assert runs["1e6"]["proceed_coverage"] < runs[None]["proceed_coverage"]
+    # tune pins it instead of searching it
+    code = main(["tune", str(cli_files["episodes"]), "--calibrator", "seed", "--trials", "2",
+                 "--storage", str(tmp_path / "j.log"), "--target-harmful", "1.0",
+                 "--planner", "myopic", "--n-boot", "0", "--out", str(tmp_path / "o"),
+                 "--harm-price", "3.5"])
+    capsys.readouterr()
+    assert code == 0
+    assert json.loads((tmp_path / "o" / "thresholds.json").read_text())["harm_price"] == 3.5
 
 
 def test_cli_replay_error_exit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -454,3 +478,48 @@ def test_reused_verifier_draws_a_fresh_answer_per_call() -> None:
     for i, rec in enumerate(recs):
         want = _scalar_run(es, rec, gate, 4)
         assert (bool(res.outcomes.proceed[i]), int(res.outcomes.queries[i])) == want[:2]
+
+
+# -- the harm price through replay --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", ["myopic", "lookahead"])
+def test_zero_harm_price_replays_as_the_gate_without_one(policy: Any) -> None:
+    from amv_calib.claims._synth import synth_episodes
+    from amv_calib.gate import Gate
+
+    es = episode_set(synth_episodes(400, seed=13))
+    kw = {"calibrator": ONE_MINUS_CONF, "epsilon_harm_bound": 0.2, "lambda_cost_scale": 0.5}
+    want = replay(es, policy, seed=6, gate=Gate(**kw), n_boot=200)
+    got = replay(es, policy, seed=6, gate=Gate(harm_price=0.0, **kw),
+                 n_boot=200)
+    for name in ("proceed", "harmful", "queries", "cost", "loss", "calls"):
+        a, b = getattr(got.outcomes, name), getattr(want.outcomes, name)
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), name
+    assert got.to_dict() == want.to_dict()
+    assert got.config["harm_price"] == 0.0
+
+
+def test_raising_the_harm_price_never_raises_gate_harmful() -> None:
+    from amv_calib.claims._synth import synth_episodes
+    from amv_calib.contract._features import seed_prior_calibrator
+    from amv_calib.gate import Gate
+
+    # Fixed thresholds, the harm price swept: Gate Harmful falls (by at most a few instances
+    # of noise upwards between neighbours: a priced plan may call another verifier, whose
+    # answer differs), and reaches 0 in the limit, where only a premise confirmed by a
+    # perfect verifier (P_any = 0 exactly) still PROCEEDs.
+    es = episode_set(synth_episodes(1500, seed=31))
+    noise = 3 / len(es)
+    for policy in ("myopic", "lookahead"):
+        harmful, coverage = [], []
+        for mu in (0.0, 0.1, 1.0, 3.0, 10.0, 30.0, 100.0, 1e3, 1e6):
+            gate = Gate(calibrator=seed_prior_calibrator(), harm_price=mu, planner=policy,
+                        epsilon_harm_bound=1.0, delta_loss_threshold=10.0,
+                        lambda_cost_scale=0.5)
+            r = replay(es, policy, seed=3, gate=gate, n_boot=0)
+            harmful.append(r.overall["gate_harmful"].value)
+            coverage.append(r.overall["proceed_coverage"].value)
+        assert all(b <= a + noise for a, b in zip(harmful, harmful[1:], strict=False)), harmful
+        assert harmful[0] > 0.05 and harmful[-1] == 0.0, harmful
+        assert coverage[-1] > 0.0  # it still proceeds where nothing can be violated

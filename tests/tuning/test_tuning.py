@@ -193,6 +193,55 @@ def test_seeded_runs_are_identical(episodes: EpisodeSet, tmp_path: Path) -> None
     assert a.holdout_metrics == b.holdout_metrics
 
 
+def test_harm_price_is_searched_with_an_exact_zero(episodes: EpisodeSet, tmp_path: Path) -> None:
+    import csv
+
+    import optuna
+
+    from amv_calib.tuning._search import (
+        HARM_PRICE_SWITCH,
+        SEARCH_SPACE,
+        _evaluate,
+        _gate_for,
+        split_episodes,
+    )
+
+    assert SEARCH_SPACE["harm_price"] == (1e-3, 1e3, True)
+    res = _tune(episodes, tmp_path, "h", 16, out_dir=tmp_path / "oh")
+    study = optuna.load_study(study_name="s", storage=make_storage(tmp_path / "h.log"))
+    on = {t.number: t.params[HARM_PRICE_SWITCH] for t in study.trials}
+    assert set(on.values()) == {False, True}  # both arms are drawn
+    for t in study.trials:
+        assert ("harm_price" in t.params) == on[t.number]
+        if on[t.number]:
+            assert 1e-3 <= t.params["harm_price"] <= 1e3
+    with (tmp_path / "oh" / "trials.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [float(r["harm_price"]) == 0.0 for r in rows] == [not on[int(r["number"])]
+                                                            for r in rows]
+    # the thresholds carry the chosen trial's price, and its gate is the one that was scored
+    assert res.thresholds is not None and isinstance(res.thresholds["harm_price"], float)
+    best = study.trials[res.best_trial]
+    assert res.thresholds["harm_price"] == best.params.get("harm_price", 0.0)
+    tune, _ = split_episodes(episodes, 0.5)
+    es_tune = episodes.subset(tune)
+    cal = seed_prior_calibrator()
+    again = _evaluate(es_tune, es_tune.probabilities(cal),
+                      _gate_for(res.thresholds, "myopic", cal), seed=123, lambda_eval=1.0)
+    assert again == res.tune_metrics
+
+
+def test_harm_price_pinned_by_the_space(episodes: EpisodeSet, tmp_path: Path) -> None:
+    from amv_calib.tuning._search import SEARCH_SPACE
+
+    space = {**SEARCH_SPACE, "harm_price": (2.5, 2.5, False)}
+    res = _tune(episodes, tmp_path, "p", 4, space=space)
+    assert res.thresholds is not None and res.thresholds["harm_price"] == 2.5
+    no_price = {k: v for k, v in SEARCH_SPACE.items() if k != "harm_price"}
+    res = _tune(episodes, tmp_path, "n", 4, space=no_price)
+    assert res.thresholds is not None and res.thresholds["harm_price"] == 0.0
+
+
 def test_multi_objective_pareto(episodes: EpisodeSet, tmp_path: Path) -> None:
     res = _tune(episodes, tmp_path, "m", 14, mode="multi", out_dir=tmp_path / "om")
     assert res.pareto, "a non-empty Pareto front"
