@@ -42,6 +42,7 @@ from amv_calib.contract import (
     ARTIFACT_FORMAT_VERSION,
     CALIBRATOR_FILE,
     CLAIM_FEATURES,
+    GATE_KEYS,
     MANIFEST_FILE,
     REQUIRED_COLUMNS,
     SEED_CLAMP,
@@ -458,6 +459,7 @@ def export_artifact(
     joblib_model: Any = None,
     include_joblib: bool = True,
     signing_key: str | os.PathLike[str] | None = None,
+    certificate: Mapping[str, Any] | str | os.PathLike[str] | None = None,
 ) -> ExportResult:
     """Write a new artifact version ``models_dir/name/vN`` and return where it landed.
 
@@ -491,6 +493,10 @@ def export_artifact(
     signing_key : path, optional
         A private key from ``amv-calib keygen``: the version is signed (``model.sig``)
         before it appears under its final name, so it is never visible unsigned.
+    certificate : mapping or path, optional
+        A Learn-then-Test certificate (``certificate.json`` of ``amv-calib certify`` or the
+        pipeline's certify step), recorded in the manifest; its chosen thresholds must be
+        the ones exported.
 
     Returns
     -------
@@ -557,6 +563,8 @@ def export_artifact(
                           else claims_fingerprint(claims)),
         "metrics": _json_safe(merged_metrics, "metrics"),
     }
+    if certificate is not None:
+        manifest_base["certificate"] = _certificate_from(certificate, gate)
     root = (Path(models_dir) if models_dir is not None else default_models_dir()) / name
     if signing_key is not None and not Path(signing_key).is_file():
         raise ConfigError(f"{signing_key}: signing key file does not exist")
@@ -566,6 +574,22 @@ def export_artifact(
         sign=None if key is None else (lambda folder: sign_artifact(folder, key)))
     _log.info("exported %s %s to %s", name, version, path)
     return ExportResult(path=path, name=name, version=version, manifest=manifest)
+
+
+def _certificate_from(certificate: Mapping[str, Any] | str | os.PathLike[str],
+                      gate: Mapping[str, Any]) -> dict[str, Any]:
+    """The certificate as manifest data; its chosen thresholds must be the exported ones."""
+    cert = (_read_json_file(Path(certificate), "certificate")
+            if isinstance(certificate, (str, os.PathLike)) else dict(certificate))
+    chosen = cert.get("thresholds") if isinstance(cert, dict) else None
+    if not isinstance(chosen, Mapping):
+        raise ConfigError("the certificate certified no configuration: nothing to export")
+    differ = sorted(k for k in GATE_KEYS if k != "clamp" and chosen.get(k) != gate.get(k))
+    if differ:
+        raise ConfigError(f"the certificate's chosen thresholds differ from the exported ones "
+                          f"in {differ}; export the certified thresholds")
+    out: dict[str, Any] = _json_safe(cert, "certificate")
+    return out
 
 
 def _next_number(root: Path) -> int:
@@ -768,11 +792,22 @@ def _summary(art: LoadedArtifact) -> dict[str, Any]:
         "training_data": m.get("training_data"),
         "metrics": m.get("metrics"),
         "files": art.files,
+        "certificate": m.get("certificate"),
+        "aliases": _aliases_of(art),
         "signature": {
             "file": SIGNATURE_FILE if (art.path / SIGNATURE_FILE).is_file() else None,
             "verified_by": None if art.signed_by is None else str(art.signed_by),
         },
     }
+
+
+def _aliases_of(art: LoadedArtifact) -> list[str]:
+    """The file aliases of the model folder that point at this version."""
+    try:
+        data = read_aliases(art.path.parent)
+    except ArtifactError:
+        return []
+    return sorted(a for a, e in data["aliases"].items() if e.get("version") == art.version)
 
 
 def verify_artifact(path: str | os.PathLike[str], *,

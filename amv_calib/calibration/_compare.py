@@ -247,6 +247,24 @@ def _epoch_seconds(col: pd.Series[Any]) -> FloatArray:
 
 
 # -- folds ------------------------------------------------------------------------------------
+def newest_split(claims: pd.DataFrame, fraction: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(older, newest)``: the claims used at or after the time that leaves ``fraction`` of
+    the rows newest, and the rest (a time split: every held-out use is later than every
+    training use, so promotion can judge a calibrator on a future it never saw).
+    ``fraction = 0`` holds nothing out."""
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"holdout fraction={fraction!r} must lie in [0, 1)")
+    if fraction == 0.0 or len(claims) == 0:
+        return claims, claims.iloc[:0]
+    ts = _epoch_seconds(claims["timestamp"])
+    cut = np.sort(ts)[len(ts) - max(1, int(round(fraction * len(ts))))]
+    newest = ts >= cut
+    if newest.all():
+        raise InsufficientDataError(
+            f"every claim is used at the same time: no time split holds out {fraction:.0%}")
+    return claims[~newest], claims[newest]
+
+
 def make_folds(
     claims: pd.DataFrame, *, folds: int = 5, split: Split = "time"
 ) -> NDArray[np.intp]:

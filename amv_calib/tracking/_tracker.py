@@ -798,6 +798,43 @@ class PipelineTracker:
 
     # -- replay -----------------------------------------------------------------------
     @_when_enabled
+    def log_certification(self, certify_dir: str | os.PathLike[str]) -> None:
+        """Log a certify step's folder on the parent run: ``certificate.*`` metrics (alpha,
+        delta, n, chosen harm price, harm rate, Clopper-Pearson bound), the certificate,
+        the harm-against-loss frontier and the held-out replay table."""
+        cdir = Path(certify_dir)
+        cert = _read_json(cdir / "certificate.json")
+        parent = str(self.run_id)
+        chosen = cert.get("chosen")
+        values = {k: cert.get(k) for k in ("alpha", "delta", "n", "harm_rate",
+                                           "clopper_pearson_upper", "supported_alpha")}
+        if chosen is not None:
+            values["harm_price"] = cert["path"][chosen].get("harm_price", 0.0)
+        _log_batch(self.client, parent, metrics=_metrics(values, prefix="certificate."),
+                   tags={"certified": str(chosen is not None).lower()})
+        for name in ("certificate.json", "frontier.png", "replay.md"):
+            if (cdir / name).is_file():
+                self.client.log_artifact(parent, str(cdir / name), "certify")
+        if (cdir / "replay.json").is_file():
+            self.log_replay(cdir / "replay.json")
+
+    @_when_enabled
+    def log_promotion(self, decision: str | os.PathLike[str]) -> None:
+        """Log a promote step's ``promotion.json`` on the parent run: whether the challenger
+        went to production, and why (tags ``promotion.promoted`` / ``promotion.reasons``)."""
+        data = _read_json(Path(decision))
+        parent = str(self.run_id)
+        _log_batch(self.client, parent, tags={
+            "promotion.promoted": str(bool(data.get("promote"))).lower(),
+            "promotion.version": str(data.get("version")),
+            "promotion.reasons": " | ".join(data.get("reasons", []))[:4900]})
+        holdout = data.get("holdout") or {}
+        values = {k: holdout.get(k) for k in ("challenger_log_loss", "production_log_loss",
+                                              "difference")}
+        _log_batch(self.client, parent, metrics=_metrics(values, prefix="promotion."))
+        self.client.log_artifact(parent, str(decision), "promote")
+
+    @_when_enabled
     def log_replay(self, replay: str | os.PathLike[str], *, run_id: str | None = None
                    ) -> None:
         """Log a replay result (``--json`` object, its CSV table, or a folder holding one).
@@ -875,6 +912,17 @@ class PipelineTracker:
         art = _load(artifact_dir)
         client, parent = self.client, str(self.run_id)
         manifest_sha = hashlib.sha256((art.path / "manifest.json").read_bytes()).hexdigest()
+        existing = _registered_versions(client, registered_name).get(manifest_sha)
+        if existing is not None:
+            # The same artifact registered before (a re-run, make demo): reuse that version.
+            if alias:
+                client.set_registered_model_alias(registered_name, alias, existing.version)
+            return RegisteredVersion(
+                name=registered_name, version=str(existing.version), alias=alias,
+                model_uri=f"models:/{registered_name}@{alias}" if alias
+                else f"models:/{registered_name}/{existing.version}",
+                run_id=existing.run_id, artifact_name=art.name, artifact_version=art.version,
+                artifact_sha256=manifest_sha)
         version_tags = _artifact_tags(art, manifest_sha)
         info = mlflow.pyfunc.log_model(
             name=MODEL_NAME,
@@ -1031,6 +1079,52 @@ def registry_promote(version: str | int | os.PathLike[str], alias: str = DEFAULT
         artifact_name=chosen.tags.get("artifact_name", ""),
         artifact_version=chosen.tags.get("artifact_version", ""),
         artifact_sha256=chosen.tags.get("artifact_sha256", ""))
+
+
+#: File alias (the source of truth) -> the MLflow registry alias it is mirrored to.
+REGISTRY_ALIASES: Final = {"production": "champion", "challenger": "challenger"}
+
+
+def sync_registry_aliases(model_dir: str | os.PathLike[str], *,
+                          registered_name: str = DEFAULT_REGISTERED_MODEL,
+                          tracking_uri: str | None = None) -> dict[str, str | None]:
+    """Make the registry's ``@champion`` / ``@challenger`` name the versions the file
+    aliases ``production`` / ``challenger`` of ``model_dir`` name (matched by manifest
+    sha256); an alias whose version is not registered, or that no file alias backs, is
+    removed. Returns ``{registry alias: registry version or None}``."""
+    from amv_calib.contract import read_aliases
+
+    uri = ensure_tracking_db(tracking_uri)
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    by_sha = _registered_versions(client, registered_name)
+    file_aliases = read_aliases(model_dir)["aliases"]
+    out: dict[str, str | None] = {}
+    for file_alias, reg_alias in REGISTRY_ALIASES.items():
+        entry = file_aliases.get(file_alias)
+        sha = None if entry is None else entry.get("manifest_sha256")
+        target = by_sha.get(sha) if sha else None
+        if target is not None:
+            client.set_registered_model_alias(registered_name, reg_alias, target.version)
+            out[reg_alias] = str(target.version)
+        else:
+            with contextlib.suppress(Exception):  # absent already: nothing to remove
+                client.delete_registered_model_alias(registered_name, reg_alias)
+            out[reg_alias] = None
+    return out
+
+
+def _registered_versions(client: MlflowClient, registered_name: str) -> dict[str, Any]:
+    """Registered versions of ``registered_name`` by manifest sha256 (the newest of each)."""
+    try:
+        versions = client.search_model_versions(f"name = '{_quote(registered_name)}'")
+    except Exception:  # noqa: BLE001 - no such registered model yet
+        return {}
+    out: dict[str, Any] = {}
+    for v in sorted(versions, key=lambda v: int(v.version)):
+        sha = v.tags.get("artifact_sha256")
+        if sha:
+            out[sha] = v
+    return out
 
 
 # -- private helpers --------------------------------------------------------------------
