@@ -694,7 +694,8 @@ def _parsers_artifacts(subparsers: Any) -> None:
                    help="copy FILE into the artifact (repeatable)")
     p.add_argument("--no-joblib", action="store_true", help="leave calibrator.joblib out")
     p.add_argument("--promote", metavar="ALIAS", default=None,
-                   help="also point ALIAS at the new version")
+                   help="also point ALIAS at the new version (production only when certified "
+                   "at alpha 0.01, delta 0.05; else `amv-calib promote --force`)")
     p.add_argument("--signing-key", metavar="PRIVATE", default=None,
                    help="sign the new version with this private key (from `amv-calib keygen`)")
     p.add_argument("--certificate", metavar="JSON", default=None,
@@ -792,6 +793,10 @@ def _run_export(args: argparse.Namespace) -> int:
     )
     out: dict[str, Any] = {"path": str(res.path), "name": res.name, "version": res.version}
     if args.promote:
+        if args.promote == DEFAULT_ALIAS:
+            _check_promotion(argparse.Namespace(
+                name=res.name, version=res.version, models_dir=args.models_dir, holdout=None,
+                alpha=0.01, delta=0.05))
         promote(res.name, res.version, alias=args.promote, models_dir=args.models_dir)
         out["alias"] = args.promote
     _print_json(out)

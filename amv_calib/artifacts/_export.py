@@ -35,6 +35,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from amv_calib.artifacts._profile import PROFILE_FILE, build_profile
 from amv_calib.artifacts._signing import sign_artifact
 from amv_calib.contract import (
     ALIASES_FILE,
@@ -82,7 +83,7 @@ COMPARE_REPORT_FILES: Final = (
     "reliability.png",
     "reliability_bins.csv",
 )
-_RESERVED: Final = frozenset({MANIFEST_FILE, CALIBRATOR_FILE, JOBLIB_FILE})
+_RESERVED: Final = frozenset({MANIFEST_FILE, CALIBRATOR_FILE, JOBLIB_FILE, PROFILE_FILE})
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _VERSION_RE: Final = re.compile(r"v([1-9][0-9]*)")
 _LOCK_TIMEOUT_S: Final = 10.0
@@ -544,6 +545,10 @@ def export_artifact(
         extra[fp.name] = fp
     payload.update(extra)
 
+    table = None if claims is None else _claims_table(claims)
+    if table is not None:
+        # what monitoring compares production with (artifacts/_profile.py)
+        payload[PROFILE_FILE] = canonical_json_bytes(_profile_of(table, portable, src))
     merged_metrics = dict(src.metrics or {})
     merged_metrics.update(metrics or {})
     from amv_calib import __version__
@@ -559,8 +564,8 @@ def export_artifact(
         "calibrator_source": portable.source,
         "feature_map": portable.feature_map.to_list(),
         "gate": gate,
-        "training_data": (dict(_NO_TRAINING_DATA) if claims is None
-                          else claims_fingerprint(claims)),
+        "training_data": (dict(_NO_TRAINING_DATA) if table is None
+                          else claims_fingerprint(table)),
         "metrics": _json_safe(merged_metrics, "metrics"),
     }
     if certificate is not None:
@@ -574,6 +579,23 @@ def export_artifact(
         sign=None if key is None else (lambda folder: sign_artifact(folder, key)))
     _log.info("exported %s %s to %s", name, version, path)
     return ExportResult(path=path, name=name, version=version, manifest=manifest)
+
+
+def _profile_of(table: Any, portable: PortableCalibrator, src: _Source) -> dict[str, Any]:
+    """The reference profile, with the champion's out-of-fold bins from a compare DIR."""
+    import pandas as pd
+
+    bins = None
+    champion = (src.metrics or {}).get("champion")
+    rel_path = (src.report_files or {}).get("reliability_bins.csv")
+    if champion and rel_path is not None:
+        rel = pd.read_csv(rel_path)
+        bins = rel[rel["calibrator"] == champion] if "calibrator" in rel.columns else rel
+    oof = {k: v for k, v in (src.metrics or {}).items()
+           if k in ("log_loss", "brier", "ece", "ece_mass", "smooth_ece")}
+    profile: dict[str, Any] = _json_safe(
+        build_profile(table, portable, reliability_bins=bins, oof_metrics=oof), "profile")
+    return profile
 
 
 def _certificate_from(certificate: Mapping[str, Any] | str | os.PathLike[str],
