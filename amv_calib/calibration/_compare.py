@@ -768,13 +768,14 @@ def _reliability_figure(result: ComparisonResult) -> Any:
         t = table[name]
         star = " (champion)" if name == result.champion else ""
         labels[name] = (
-            f"{name}{star}: ECE {t['ece_mass']:.4f} [{t['ece_mass_low']:.4f}, "
-            f"{t['ece_mass_high']:.4f}], log loss {t['log_loss']:.4f} "
-            f"[{t['log_loss_low']:.4f}, {t['log_loss_high']:.4f}]"
+            f"{name}{star}\nlog loss {t['log_loss']:.4f} [{t['log_loss_low']:.4f}, "
+            f"{t['log_loss_high']:.4f}]; ece_mass {t['ece_mass']:.4f} "
+            f"[{t['ece_mass_low']:.4f}, {t['ece_mass_high']:.4f}]"
         )
     cfg = result.config
-    title = (f"Reliability, out of fold ({cfg['folds']} {cfg['split']} folds, "
-             f"{cfg['n_rows']} rows, quantile bins)")
+    title = (f"Reliability, out of fold: {cfg['folds']} {cfg['split']} folds, "
+             f"n = {cfg['n_rows']} claims, equal-mass (quantile) bins; metric names as in "
+             f"comparison.md")
     return reliability_figure(result.reliability, strategy="quantile", predictions=result.oof,
                               labels=labels, title=title)
 

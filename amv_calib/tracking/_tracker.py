@@ -653,7 +653,9 @@ class PipelineTracker:
         _log_batch(client, parent, metrics=parent_metrics)
         if bins is not None:
             client.log_table(parent, _table_for_mlflow(bins), "reliability_bins.json")
-            fig = reliability_figure(bins, title="Reliability: all calibrators, out of fold")
+            fig = reliability_figure(
+                bins, title=f"Reliability, out of fold: all calibrators, n = "
+                            f"{_bins_rows(bins)} claims, equal-mass bins")
             client.log_figure(parent, fig, "reliability_overlay.png")
         if dataset is not None:
             mlflow.log_input(dataset, context="training")
@@ -682,7 +684,9 @@ class PipelineTracker:
                     own = bins if name_col is None else bins[bins[name_col] == name]
                     if len(own):
                         client.log_table(rid, _table_for_mlflow(own), "reliability_bins.json")
-                        fig = reliability_figure(own, title=f"Reliability: {name}, out of fold")
+                        fig = reliability_figure(
+                            own, title=f"Reliability, out of fold: {name}, n = "
+                                       f"{_bins_rows(own)} claims, equal-mass bins")
                         client.log_figure(rid, fig, "reliability.png")
                         client.log_figure(parent, fig, f"reliability/{name}.png")
                 if dataset is not None:
@@ -1128,6 +1132,16 @@ def _registered_versions(client: MlflowClient, registered_name: str) -> dict[str
 
 
 # -- private helpers --------------------------------------------------------------------
+def _bins_rows(bins: pd.DataFrame) -> int:
+    """Rows behind one calibrator's equal-mass reliability bins (the figure's n)."""
+    b = bins
+    if "strategy" in b.columns:
+        b = b[b["strategy"].astype(str) == "quantile"]
+    if "calibrator" in b.columns and len(b):
+        b = b[b["calibrator"] == b["calibrator"].iloc[0]]
+    return int(b["count"].sum()) if "count" in b.columns else len(b)
+
+
 _ENTRY_SKIP: Final = frozenset({"name", "folds", "per_fold", "params", "settings", "config",
                                 "calibrator", "is_champion", "champion", "kind",
                                 "feature_map"})
