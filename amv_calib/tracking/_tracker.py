@@ -340,8 +340,9 @@ def _flatten_metrics(entry: Mapping[str, Any], *, skip: frozenset[str]) -> dict[
 
 
 # -- figures ---------------------------------------------------------------------------
-def trials_figure(trials: pd.DataFrame, *, chosen: int | None = None) -> Figure:
-    """Gate Harmful against verification cost of every completed trial, front joined.
+def trials_figure(trials: pd.DataFrame, *, chosen: int | None = None,
+                  target: float | None = None) -> Figure:
+    """Gate Harmful against total loss of every completed trial, the front joined.
 
     Parameters
     ----------
@@ -350,13 +351,16 @@ def trials_figure(trials: pd.DataFrame, *, chosen: int | None = None) -> Figure:
         ``verification_cost``, ``total_loss`` and optionally ``feasible``).
     chosen : int, optional
         Trial number of the chosen thresholds, ringed.
+    target : float, optional
+        The Gate Harmful bound of the constrained search, drawn as a line.
 
     Returns
     -------
     matplotlib.figure.Figure
-        Trials coloured by total loss (feasible ones filled); the line joins the trials no
-        other trial beats on both Gate Harmful and verification cost (the Pareto front of
-        those two objectives).
+        Trials coloured by verification cost (infeasible ones hollow); the line joins the
+        trials no other trial beats on both total loss and Gate Harmful (the front of the
+        two quantities the search trades), and the chosen trial is the one of lowest total
+        loss among those within the target, which the title says.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -364,22 +368,16 @@ def trials_figure(trials: pd.DataFrame, *, chosen: int | None = None) -> Figure:
     done = trials
     if "state" in done.columns:
         done = done[done["state"].astype(str).str.upper() == "COMPLETE"]
-    done = done.dropna(subset=["gate_harmful", "verification_cost"])
-    x = done["verification_cost"].to_numpy(dtype=float)
-    y = done["gate_harmful"].to_numpy(dtype=float)
-    fig = Figure(figsize=(6.5, 4.8), dpi=100)
+    done = done.dropna(subset=["gate_harmful", "total_loss"])
+    x = done["total_loss"].to_numpy(dtype=float)
+    y = done["gate_harmful"].to_numpy(dtype=float) * 100.0
+    fig = Figure(figsize=(7.0, 5.0), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
-    color = done["total_loss"].to_numpy(dtype=float) if "total_loss" in done.columns else None
+    colour = (done["verification_cost"].to_numpy(dtype=float)
+              if "verification_cost" in done.columns else None)
     feasible = (done["feasible"].astype(str).str.lower() == "true").to_numpy() \
         if "feasible" in done.columns else np.ones(len(done), dtype=bool)
-    sc = ax.scatter(x[feasible], y[feasible], c=None if color is None else color[feasible],
-                    s=18, cmap="viridis", label="feasible trials")
-    if (~feasible).any():
-        ax.scatter(x[~feasible], y[~feasible], facecolors="none", edgecolors="0.5", s=18,
-                   label="infeasible trials")
-    if color is not None and feasible.any():
-        fig.colorbar(sc, ax=ax, label="total loss per instance")
     order = np.lexsort((y, x))
     front, best = [], math.inf
     for i in order:
@@ -387,17 +385,29 @@ def trials_figure(trials: pd.DataFrame, *, chosen: int | None = None) -> Figure:
             front.append(i)
             best = y[i]
     if front:
-        ax.plot(x[front], y[front], "-", color="C3", linewidth=1, label="Pareto front")
+        ax.step(x[front], y[front], where="post", color="C3", linewidth=1.2, zorder=1,
+                label=f"front: no trial beats these on both ({len(front)} trials)")
+    sc = ax.scatter(x[feasible], y[feasible], c=None if colour is None else colour[feasible],
+                    s=20, cmap="viridis", zorder=2, label="trials within the target")
+    if (~feasible).any():
+        ax.scatter(x[~feasible], y[~feasible], facecolors="none", edgecolors="0.5", s=20,
+                   zorder=2, label="trials above the target")
+    if colour is not None and feasible.any():
+        fig.colorbar(sc, ax=ax, label="verification cost per instance")
+    if target is not None:
+        ax.axhline(target * 100.0, color="0.3", linestyle="--", linewidth=1,
+                   label=f"target Gate Harmful {target:.2%}")
     if chosen is not None and "number" in done.columns:
         hit = done["number"].to_numpy() == chosen
         if hit.any():
-            ax.scatter(x[hit], y[hit], s=120, facecolors="none", edgecolors="C3",
-                       linewidths=2, label=f"chosen (trial {chosen})")
-    ax.set_xlabel("verification cost per instance")
-    ax.set_ylabel("Gate Harmful")
-    ax.set_title("Tuning trials: harm vs verification cost", fontsize=10)
+            ax.scatter(x[hit], y[hit], s=140, facecolors="none", edgecolors="C3",
+                       linewidths=2, zorder=3, label=f"chosen (trial {chosen})")
+    ax.set_xlabel("total loss per instance (tuning split)")
+    ax.set_ylabel("Gate Harmful % (tuning split)")
+    ax.set_title("Tuning trials. Chosen: the lowest total loss among trials within the "
+                 "Gate Harmful target", fontsize=9)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper right")
     return fig
 
 
@@ -774,11 +784,13 @@ class PipelineTracker:
                 metrics += _trial_metrics(trials)
                 client.log_table(rid, _table_for_mlflow(trials), "trials.json")
                 params["n_trials"] = len(trials)
-                if {"gate_harmful", "verification_cost"} <= set(trials.columns):
+                if {"gate_harmful", "total_loss"} <= set(trials.columns):
                     best = report.get("best_trial")
-                    fig = trials_figure(trials, chosen=best if _is_number(best) else None)
-                    client.log_figure(rid, fig, "figures/trials_harm_vs_cost.png")
-                    client.log_figure(parent, fig, "tuning/trials_harm_vs_cost.png")
+                    target = report.get("target_harmful")
+                    fig = trials_figure(trials, chosen=best if _is_number(best) else None,
+                                        target=float(target) if _is_number(target) else None)
+                    client.log_figure(rid, fig, "figures/trials_harm_vs_loss.png")
+                    client.log_figure(parent, fig, "tuning/trials_harm_vs_loss.png")
             _log_batch(client, rid, metrics=metrics, params=params)
             for fname in sorted(p.name for p in tdir.iterdir() if p.is_file()):
                 path = tdir / fname
