@@ -37,6 +37,12 @@ def pipeline_report(result: PipelineResult) -> str:
                           json.dumps(json.loads(th), indent=2, sort_keys=True), ""]
             lines += ["## replay on held-out episodes", "",
                       _read(s.outputs.get("replay_table")) or "(no replay table)", ""]
+            storage = s.outputs.get("storage")
+            if isinstance(storage, str) and "://" not in storage:
+                lines += [f"Optuna study {s.outputs.get('study')!r} in the journal file "
+                          f"{storage}; browse it with", "",
+                          f"    optuna-dashboard {storage}   # pip install optuna-dashboard",
+                          ""]
         elif s.kind == "certify":
             lines += _certificate_lines(s.outputs.get("certificate"))
             lines += ["## replay of the certified gate on held-out episodes", "",

@@ -141,6 +141,8 @@ def _tune(ctx: StepContext) -> dict[str, Any]:
         "calibrator": str(ctx.out_dir / "calibrator.json"),
         "replay_table": str(ctx.out_dir / "replay.md"),
         "trials": result.n_trials,
+        "study": result.study_name,
+        "storage": storage,
     }
 
 

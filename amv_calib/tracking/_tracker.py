@@ -788,7 +788,7 @@ class PipelineTracker:
                     best = report.get("best_trial")
                     target = report.get("target_harmful")
                     fig = trials_figure(trials, chosen=best if _is_number(best) else None,
-                                        target=float(target) if _is_number(target) else None)
+                                        target=target if _is_number(target) else None)
                     client.log_figure(rid, fig, "figures/trials_harm_vs_loss.png")
                     client.log_figure(parent, fig, "tuning/trials_harm_vs_loss.png")
             _log_batch(client, rid, metrics=metrics, params=params)
