@@ -814,6 +814,13 @@ class PipelineTracker:
 
     # -- replay -----------------------------------------------------------------------
     @_when_enabled
+    def describe(self, *, run_name: str, description: str) -> None:
+        """Rename the parent run and set its description (what the MLflow UI shows)."""
+        parent = str(self.run_id)
+        self.client.set_tag(parent, "mlflow.runName", run_name)
+        self.client.set_tag(parent, "mlflow.note.content", description)
+
+    @_when_enabled
     def log_certification(self, certify_dir: str | os.PathLike[str]) -> None:
         """Log a certify step's folder on the parent run: ``certificate.*`` metrics (alpha,
         delta, n, chosen harm price, harm rate, Clopper-Pearson bound), the certificate,
@@ -954,10 +961,14 @@ class PipelineTracker:
         version = str(info.registered_model_version)
         for key, value in version_tags.items():
             client.set_model_version_tag(registered_name, version, key, str(value))
-        client.update_model_version(
-            registered_name, version,
-            description=f"amv-calib artifact {art.name} {art.version} "
-                        f"(calibrator {art.calibrator.kind}, manifest sha256 {manifest_sha})")
+        client.update_model_version(registered_name, version,
+                                    description=_version_description(art, manifest_sha))
+        client.update_registered_model(
+            registered_name,
+            description="The AMV runtime gate (amv-calib): calibrated memory-staleness "
+                        "probabilities and PROCEED / VERIFY / ABSTAIN decisions. @champion is "
+                        "the artifact file alias production, @challenger the newest version "
+                        "that has not earned it.")
         if alias:
             client.set_registered_model_alias(registered_name, alias, version)
         _log_batch(client, parent, tags={"registered_model": f"{registered_name}/{version}"})
@@ -1144,6 +1155,26 @@ def _registered_versions(client: MlflowClient, registered_name: str) -> dict[str
 
 
 # -- private helpers --------------------------------------------------------------------
+def _version_description(art: Any, manifest_sha: str) -> str:
+    """What a registered version is: artifact, data, champion calibrator, certificate."""
+    m = art.manifest
+    td = m.get("training_data") or {}
+    cert = m.get("certificate") or {}
+    lines = [f"amv-calib artifact {art.name} {art.version} (manifest sha256 {manifest_sha})",
+             f"calibrator: {m.get('calibrator_source')} ({art.calibrator.kind})"]
+    if td.get("rows"):
+        lines.append(f"training data: {td['rows']} claims {td.get('time_min')} .. "
+                     f"{td.get('time_max')}, violation rate {td.get('label_rate')}, sha256 "
+                     f"{td.get('sha256')}")
+    if cert.get("chosen") is not None:
+        lines.append(f"certificate: P(Gate Harmful > {cert.get('alpha')}) <= "
+                     f"{cert.get('delta')} on {cert.get('n')} episodes, upper bound "
+                     f"{cert.get('clopper_pearson_upper')}")
+    else:
+        lines.append("certificate: none")
+    return "\n".join(lines)
+
+
 def _bins_rows(bins: pd.DataFrame) -> int:
     """Rows behind one calibrator's equal-mass reliability bins (the figure's n)."""
     b = bins
