@@ -489,6 +489,62 @@ def _parsers_replay(subparsers: Any) -> None:
     _tune_options(x)
     x.add_argument("--study-name", default=None)
 
+    c = _command(
+        subparsers, "certify", _run_certify,
+        help="certify an artifact's gate: Gate Harmful <= alpha with probability >= 1-delta",
+        description="Learn-then-Test on calibration EPISODES (disjoint from the episodes the "
+                    "thresholds were tuned on): the artifact's thresholds with the harm price "
+                    "raised step by step, safest first, each tested for harm rate > alpha "
+                    "with a Hoeffding-Bentkus p-value, walked by fixed-sequence testing at "
+                    "level delta; the certified configuration of lowest loss is chosen. "
+                    "Prints the certificate; --out writes certificate.json (for `export "
+                    "--certificate`), thresholds.json and frontier.png. Exit 2 when nothing "
+                    "is certified, saying which alpha the episodes support.")
+    c.add_argument("artifact", metavar="ARTIFACT", help="models/NAME/vN or models/NAME@ALIAS")
+    _episodes_argument(c)
+    c.add_argument("--alpha", type=float, default=0.01, help="harm level (default 0.01)")
+    c.add_argument("--delta", type=float, default=0.05,
+                   help="probability that the bound fails (default 0.05)")
+    _seed_option(c, "answer stream of the replays")
+    c.add_argument("--out", metavar="DIR", default=None,
+                   help="write certificate.json, thresholds.json and frontier.png here")
+    _json_option(c, "print the certificate as JSON")
+
+
+def _run_certify(args: argparse.Namespace) -> int:
+    from amv_calib.calibration import write_figure_png
+    from amv_calib.contract import load_artifact
+    from amv_calib.tuning import (
+        certify_thresholds,
+        frontier_figure,
+        read_episodes,
+        require_certified,
+    )
+
+    art = load_artifact(args.artifact)
+    cert = certify_thresholds(read_episodes(args.episodes), art.calibrator, art.thresholds,
+                              alpha=args.alpha, delta=args.delta, seed=args.seed)
+    data = cert.to_dict()
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "certificate.json").write_text(json.dumps(data, indent=2, sort_keys=True)
+                                              + "\n", encoding="utf-8")
+        write_figure_png(frontier_figure(data), out / "frontier.png")
+        if cert.thresholds is not None:
+            (out / "thresholds.json").write_text(
+                json.dumps(cert.thresholds, indent=2, sort_keys=True) + "\n",
+                encoding="utf-8")
+    if args.json:
+        print(json.dumps(data, indent=2, sort_keys=True))
+    require_certified(cert)
+    if not args.json:
+        print(f"certified on {cert.n} episodes: P(Gate Harmful > {cert.alpha:g}) <= "
+              f"{cert.delta:g} with harm price {data['thresholds'].get('harm_price', 0.0):g}"
+              f"; calibration harm {data['harm_rate']:.4%}, Clopper-Pearson upper bound "
+              f"{cert.upper_bound:.4%}")
+    return 0
+
 
 def _tune_options(p: argparse.ArgumentParser) -> None:
     """The options ``tune`` and ``transfer`` share."""
@@ -663,16 +719,36 @@ def _parsers_artifacts(subparsers: Any) -> None:
                    help="copy FILE into the artifact (repeatable)")
     p.add_argument("--no-joblib", action="store_true", help="leave calibrator.joblib out")
     p.add_argument("--promote", metavar="ALIAS", default=None,
-                   help="also point ALIAS at the new version")
+                   help="also point ALIAS at the new version (production only when certified "
+                   "at alpha 0.01, delta 0.05; else `amv-calib promote --force`)")
     p.add_argument("--signing-key", metavar="PRIVATE", default=None,
                    help="sign the new version with this private key (from `amv-calib keygen`)")
+    p.add_argument("--certificate", metavar="JSON", default=None,
+                   help="certificate.json of `amv-calib certify`, recorded in the manifest "
+                   "(--thresholds must be its certified thresholds.json)")
 
     p = _command(
         subparsers, "promote", _run_promote, help="point an alias at a verified version",
-        description="Verify models/NAME/VERSION and point ALIAS at it (atomic alias file).")
+        description="Verify models/NAME/VERSION and point ALIAS at it (atomic alias file), "
+                    "then mirror the aliases into the MLflow registry (production -> "
+                    "@champion, challenger -> @challenger) when it holds the model. To "
+                    "production only a version certified at --alpha/--delta (and, with "
+                    "--holdout, not worse than production on those claims) goes, unless "
+                    "--force.")
     _version_arguments(p)
     _alias_option(p)
     _models_dir_option(p)
+    p.add_argument("--force", action="store_true",
+                   help="promote to production even without a certificate or a better "
+                   "held-out log loss (a person's decision)")
+    p.add_argument("--alpha", type=float, default=0.01,
+                   help="harm level the certificate must reach (default 0.01)")
+    p.add_argument("--delta", type=float, default=0.05,
+                   help="error probability of the certificate (default 0.05)")
+    p.add_argument("--holdout", metavar="CLAIMS", default=None,
+                   help="newest held-out claims: refuse a version whose log loss on them is "
+                   "worse than production's beyond the paired-bootstrap interval")
+    _registry_options(p)
 
     p = _command(
         subparsers, "rollback", _run_rollback,
@@ -681,6 +757,7 @@ def _parsers_artifacts(subparsers: Any) -> None:
     p.add_argument("name", metavar="NAME")
     _alias_option(p)
     _models_dir_option(p)
+    _registry_options(p)
 
     p = _command(
         subparsers, "verify-artifact", _run_verify_artifact,
@@ -737,21 +814,60 @@ def _run_export(args: argparse.Namespace) -> int:
         figures=args.figure,
         include_joblib=not args.no_joblib,
         signing_key=args.signing_key,
+        certificate=args.certificate,
     )
     out: dict[str, Any] = {"path": str(res.path), "name": res.name, "version": res.version}
     if args.promote:
+        if args.promote == DEFAULT_ALIAS:
+            _check_promotion(argparse.Namespace(
+                name=res.name, version=res.version, models_dir=args.models_dir, holdout=None,
+                alpha=0.01, delta=0.05))
         promote(res.name, res.version, alias=args.promote, models_dir=args.models_dir)
         out["alias"] = args.promote
     _print_json(out)
     return 0
 
 
+def _registry_options(p: argparse.ArgumentParser) -> None:
+    """Where the registry mirror of the file aliases lives."""
+    p.add_argument("--registered-name", default=DEFAULT_REGISTERED_MODEL,
+                   help=f"MLflow registered model to keep in sync (default: "
+                   f"{DEFAULT_REGISTERED_MODEL})")
+    _tracking_uri_option(p)
+
+
 def _run_promote(args: argparse.Namespace) -> int:
     from amv_calib.artifacts import promote
 
+    if args.alias == DEFAULT_ALIAS and not args.force:
+        _check_promotion(args)
     entry = promote(args.name, args.version, alias=args.alias, models_dir=args.models_dir)
     _print_alias(args, entry)
+    _sync_registry(args)
     return 0
+
+
+def _check_promotion(args: argparse.Namespace) -> None:
+    """Refuse (exit 2) a version that has not earned production; see decide_promotion."""
+    import pandas as pd
+
+    from amv_calib.artifacts import decide_promotion
+    from amv_calib.claims import load_claims
+    from amv_calib.contract import load_artifact, read_aliases
+    from amv_calib.settings import models_dir as default_models_dir
+
+    mdir = Path(args.models_dir or default_models_dir()) / args.name
+    challenger = load_artifact(mdir / args.version)
+    production = None
+    if args.holdout and DEFAULT_ALIAS in read_aliases(mdir)["aliases"]:
+        production = load_artifact(f"{mdir}@{DEFAULT_ALIAS}")
+    holdout = load_claims(args.holdout, on_reject="raise")[0] if args.holdout else \
+        pd.DataFrame()
+    decision = decide_promotion(challenger, production, holdout, alpha=args.alpha,
+                                delta=args.delta)
+    if not decision.promote:
+        raise ConfigError("; ".join(decision.reasons)
+                          + "; pass --force to promote it anyway")
 
 
 def _run_rollback(args: argparse.Namespace) -> int:
@@ -759,7 +875,29 @@ def _run_rollback(args: argparse.Namespace) -> int:
 
     entry = rollback(args.name, alias=args.alias, models_dir=args.models_dir)
     _print_alias(args, entry)
+    _sync_registry(args)
     return 0
+
+
+def _sync_registry(args: argparse.Namespace) -> None:
+    """Mirror the file aliases into the registry, where a tracking store holds the model."""
+    from amv_calib.settings import models_dir as default_models_dir
+    from amv_calib.settings import tracking_uri
+
+    uri = args.tracking_uri or tracking_uri()
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
+        return  # no tracking store here: nothing to keep in sync
+    from amv_calib.tracking import sync_registry_aliases
+
+    mdir = Path(args.models_dir or default_models_dir()) / args.name
+    try:
+        synced = sync_registry_aliases(mdir, registered_name=args.registered_name,
+                                       tracking_uri=uri)
+    except Exception as exc:  # noqa: BLE001 - the file alias moved; say the mirror did not
+        print(f"amv-calib: warning: MLflow registry not updated ({exc})", file=sys.stderr)
+        return
+    logging.getLogger(__name__).info("registry aliases of %s: %s", args.registered_name,
+                                     synced)
 
 
 def _run_verify_artifact(args: argparse.Namespace) -> int:

@@ -16,7 +16,8 @@ import pytest
 import amv_calib
 
 PACKAGE = Path(amv_calib.__file__).resolve().parent
-STAGES = ("contract", "claims", "calibration", "artifacts", "gate", "tuning", "tracking",
+STAGES = ("contract", "claims", "calibration", "artifacts", "gate", "tuning", "monitoring",
+          "tracking",
           "pipeline")
 
 

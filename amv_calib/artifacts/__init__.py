@@ -16,6 +16,12 @@ from amv_calib.artifacts._export import (
     rollback,
     verify_artifact,
 )
+from amv_calib.artifacts._profile import PROFILE_FILE, build_profile
+from amv_calib.artifacts._promotion import (
+    PromotionDecision,
+    decide_promotion,
+    paired_log_loss,
+)
 from amv_calib.artifacts._signing import (
     PRIVATE_KEY_FILE,
     PUBLIC_KEY_FILE,
@@ -25,6 +31,11 @@ from amv_calib.artifacts._signing import (
 )
 
 __all__ = [
+    "PROFILE_FILE",
+    "build_profile",
+    "PromotionDecision",
+    "decide_promotion",
+    "paired_log_loss",
     "PRIVATE_KEY_FILE",
     "PUBLIC_KEY_FILE",
     "keygen",

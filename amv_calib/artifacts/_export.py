@@ -35,6 +35,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from amv_calib.artifacts._profile import PROFILE_FILE, build_profile
 from amv_calib.artifacts._signing import sign_artifact
 from amv_calib.contract import (
     ALIASES_FILE,
@@ -42,6 +43,7 @@ from amv_calib.contract import (
     ARTIFACT_FORMAT_VERSION,
     CALIBRATOR_FILE,
     CLAIM_FEATURES,
+    GATE_KEYS,
     MANIFEST_FILE,
     REQUIRED_COLUMNS,
     SEED_CLAMP,
@@ -81,7 +83,7 @@ COMPARE_REPORT_FILES: Final = (
     "reliability.png",
     "reliability_bins.csv",
 )
-_RESERVED: Final = frozenset({MANIFEST_FILE, CALIBRATOR_FILE, JOBLIB_FILE})
+_RESERVED: Final = frozenset({MANIFEST_FILE, CALIBRATOR_FILE, JOBLIB_FILE, PROFILE_FILE})
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _VERSION_RE: Final = re.compile(r"v([1-9][0-9]*)")
 _LOCK_TIMEOUT_S: Final = 10.0
@@ -458,6 +460,7 @@ def export_artifact(
     joblib_model: Any = None,
     include_joblib: bool = True,
     signing_key: str | os.PathLike[str] | None = None,
+    certificate: Mapping[str, Any] | str | os.PathLike[str] | None = None,
 ) -> ExportResult:
     """Write a new artifact version ``models_dir/name/vN`` and return where it landed.
 
@@ -491,6 +494,10 @@ def export_artifact(
     signing_key : path, optional
         A private key from ``amv-calib keygen``: the version is signed (``model.sig``)
         before it appears under its final name, so it is never visible unsigned.
+    certificate : mapping or path, optional
+        A Learn-then-Test certificate (``certificate.json`` of ``amv-calib certify`` or the
+        pipeline's certify step), recorded in the manifest; its chosen thresholds must be
+        the ones exported.
 
     Returns
     -------
@@ -538,6 +545,10 @@ def export_artifact(
         extra[fp.name] = fp
     payload.update(extra)
 
+    table = None if claims is None else _claims_table(claims)
+    if table is not None:
+        # what monitoring compares production with (artifacts/_profile.py)
+        payload[PROFILE_FILE] = canonical_json_bytes(_profile_of(table, portable, src))
     merged_metrics = dict(src.metrics or {})
     merged_metrics.update(metrics or {})
     from amv_calib import __version__
@@ -553,10 +564,12 @@ def export_artifact(
         "calibrator_source": portable.source,
         "feature_map": portable.feature_map.to_list(),
         "gate": gate,
-        "training_data": (dict(_NO_TRAINING_DATA) if claims is None
-                          else claims_fingerprint(claims)),
+        "training_data": (dict(_NO_TRAINING_DATA) if table is None
+                          else claims_fingerprint(table)),
         "metrics": _json_safe(merged_metrics, "metrics"),
     }
+    if certificate is not None:
+        manifest_base["certificate"] = _certificate_from(certificate, gate)
     root = (Path(models_dir) if models_dir is not None else default_models_dir()) / name
     if signing_key is not None and not Path(signing_key).is_file():
         raise ConfigError(f"{signing_key}: signing key file does not exist")
@@ -566,6 +579,39 @@ def export_artifact(
         sign=None if key is None else (lambda folder: sign_artifact(folder, key)))
     _log.info("exported %s %s to %s", name, version, path)
     return ExportResult(path=path, name=name, version=version, manifest=manifest)
+
+
+def _profile_of(table: Any, portable: PortableCalibrator, src: _Source) -> dict[str, Any]:
+    """The reference profile, with the champion's out-of-fold bins from a compare DIR."""
+    import pandas as pd
+
+    bins = None
+    champion = (src.metrics or {}).get("champion")
+    rel_path = (src.report_files or {}).get("reliability_bins.csv")
+    if champion and rel_path is not None:
+        rel = pd.read_csv(rel_path)
+        bins = rel[rel["calibrator"] == champion] if "calibrator" in rel.columns else rel
+    oof = {k: v for k, v in (src.metrics or {}).items()
+           if k in ("log_loss", "brier", "ece", "ece_mass", "smooth_ece")}
+    profile: dict[str, Any] = _json_safe(
+        build_profile(table, portable, reliability_bins=bins, oof_metrics=oof), "profile")
+    return profile
+
+
+def _certificate_from(certificate: Mapping[str, Any] | str | os.PathLike[str],
+                      gate: Mapping[str, Any]) -> dict[str, Any]:
+    """The certificate as manifest data; its chosen thresholds must be the exported ones."""
+    cert = (_read_json_file(Path(certificate), "certificate")
+            if isinstance(certificate, (str, os.PathLike)) else dict(certificate))
+    chosen = cert.get("thresholds") if isinstance(cert, dict) else None
+    if not isinstance(chosen, Mapping):
+        raise ConfigError("the certificate certified no configuration: nothing to export")
+    differ = sorted(k for k in GATE_KEYS if k != "clamp" and chosen.get(k) != gate.get(k))
+    if differ:
+        raise ConfigError(f"the certificate's chosen thresholds differ from the exported ones "
+                          f"in {differ}; export the certified thresholds")
+    out: dict[str, Any] = _json_safe(cert, "certificate")
+    return out
 
 
 def _next_number(root: Path) -> int:
@@ -768,11 +814,22 @@ def _summary(art: LoadedArtifact) -> dict[str, Any]:
         "training_data": m.get("training_data"),
         "metrics": m.get("metrics"),
         "files": art.files,
+        "certificate": m.get("certificate"),
+        "aliases": _aliases_of(art),
         "signature": {
             "file": SIGNATURE_FILE if (art.path / SIGNATURE_FILE).is_file() else None,
             "verified_by": None if art.signed_by is None else str(art.signed_by),
         },
     }
+
+
+def _aliases_of(art: LoadedArtifact) -> list[str]:
+    """The file aliases of the model folder that point at this version."""
+    try:
+        data = read_aliases(art.path.parent)
+    except ArtifactError:
+        return []
+    return sorted(a for a, e in data["aliases"].items() if e.get("version") == art.version)
 
 
 def verify_artifact(path: str | os.PathLike[str], *,

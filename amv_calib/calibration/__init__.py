@@ -24,6 +24,7 @@ from amv_calib.calibration._compare import (
     ComparisonResult,
     compare_calibrators,
     make_folds,
+    newest_split,
     write_comparison,
 )
 from amv_calib.calibration._figures import (
@@ -72,6 +73,7 @@ __all__ = [
     "ece",
     "log_loss",
     "make_folds",
+    "newest_split",
     "mce",
     "reliability_curve",
     "reliability_figure",

@@ -255,6 +255,24 @@ def _epoch_seconds(col: pd.Series[Any]) -> FloatArray:
 
 
 # -- folds ------------------------------------------------------------------------------------
+def newest_split(claims: pd.DataFrame, fraction: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(older, newest)``: the claims used at or after the time that leaves ``fraction`` of
+    the rows newest, and the rest (a time split: every held-out use is later than every
+    training use, so promotion can judge a calibrator on a future it never saw).
+    ``fraction = 0`` holds nothing out."""
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"holdout fraction={fraction!r} must lie in [0, 1)")
+    if fraction == 0.0 or len(claims) == 0:
+        return claims, claims.iloc[:0]
+    ts = _epoch_seconds(claims["timestamp"])
+    cut = np.sort(ts)[len(ts) - max(1, int(round(fraction * len(ts))))]
+    newest = ts >= cut
+    if newest.all():
+        raise InsufficientDataError(
+            f"every claim is used at the same time: no time split holds out {fraction:.0%}")
+    return claims[~newest], claims[newest]
+
+
 def make_folds(
     claims: pd.DataFrame, *, folds: int = 5, split: Split = "time"
 ) -> NDArray[np.intp]:
@@ -782,13 +800,14 @@ def _reliability_figure(result: ComparisonResult) -> Any:
         t = table[name]
         star = " (champion)" if name == result.champion else ""
         labels[name] = (
-            f"{name}{star}: ECE {t['ece_mass']:.4f} [{t['ece_mass_low']:.4f}, "
-            f"{t['ece_mass_high']:.4f}], log loss {t['log_loss']:.4f} "
-            f"[{t['log_loss_low']:.4f}, {t['log_loss_high']:.4f}]"
+            f"{name}{star}\nlog loss {t['log_loss']:.4f} [{t['log_loss_low']:.4f}, "
+            f"{t['log_loss_high']:.4f}]; ece_mass {t['ece_mass']:.4f} "
+            f"[{t['ece_mass_low']:.4f}, {t['ece_mass_high']:.4f}]"
         )
     cfg = result.config
-    title = (f"Reliability, out of fold ({cfg['folds']} {cfg['split']} folds, "
-             f"{cfg['n_rows']} rows, quantile bins)")
+    title = (f"Reliability, out of fold: {cfg['folds']} {cfg['split']} folds, "
+             f"n = {cfg['n_rows']} claims, equal-mass (quantile) bins; metric names as in "
+             f"comparison.md")
     return reliability_figure(result.reliability, strategy="quantile", predictions=result.oof,
                               labels=labels, title=title)
 

@@ -77,15 +77,16 @@ def reliability_figure(
         Each calibrator's predictions, for the histogram (50 equal-width bins, log counts).
         Without them the histogram shows the rows per reliability bin.
     labels : mapping name -> str, optional
-        Legend text per calibrator (default: its name).
+        Panel title per calibrator (default: its name); name the metrics as the tables do.
     title : str, optional
-        Axes title (default: "Reliability (<strategy> bins)").
+        Figure title (default: "Reliability, out of fold (<strategy> bins)").
 
     Returns
     -------
     matplotlib.figure.Figure
-        Top: observed violation rate against mean prediction per bin, with the bins' 95%
-        intervals, over the diagonal. Bottom: histogram of the predictions, log scale.
+        One panel per calibrator (two columns when there are several): observed violation
+        rate against mean prediction per bin, with the bins' 95% intervals, over the
+        diagonal; below it the histogram of the predictions, log scale.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -101,44 +102,58 @@ def reliability_figure(
         curves = [(n, bins[bins["calibrator"].astype(str) == n]) for n in names]
     else:
         curves = [("", bins)]
-    fig = Figure(figsize=(7.0, 8.0), dpi=100)
+    # One panel per calibrator (small multiples): overlaid curves and intervals of several
+    # calibrators tangle into an unreadable figure.
+    cols = 1 if len(curves) == 1 else 2
+    rows = -(-len(curves) // cols)
+    fig = Figure(figsize=(5.2 * cols, 5.6 * rows + 0.6), dpi=100)
     FigureCanvasAgg(fig)
-    grid = fig.add_gridspec(2, 1, height_ratios=(3, 1), hspace=0.08)
-    ax = fig.add_subplot(grid[0])
-    hist = fig.add_subplot(grid[1], sharex=ax)
-    ax.plot([0, 1], [0, 1], linestyle="--", color="#555555", linewidth=1, label="perfect")
-    edges = np.linspace(0.0, 1.0, 51)
+    outer = fig.add_gridspec(rows, cols, hspace=0.35, wspace=0.25)
     for i, (name, r) in enumerate(curves):
-        colour = _COLOURS[i % len(_COLOURS)]
-        x = r["mean_pred"].to_numpy(dtype=float)
-        yv = r["observed_rate"].to_numpy(dtype=float)
-        label = (labels or {}).get(name, name) or None
-        if {"ci_low", "ci_high"} <= set(r.columns):
-            err = np.vstack([yv - r["ci_low"].to_numpy(dtype=float),
-                             r["ci_high"].to_numpy(dtype=float) - yv])
-            ax.errorbar(x, yv, yerr=np.clip(err, 0.0, None), marker="o", markersize=3,
-                        linewidth=1.2, capsize=2, color=colour, label=label)
-        else:
-            ax.plot(x, yv, marker="o", markersize=3, linewidth=1.2, color=colour, label=label)
-        if predictions is not None:
-            counts, _ = np.histogram(np.asarray(predictions[name], dtype=float), bins=edges)
-            hist.stairs(np.maximum(counts, 0.5), edges, color=colour, linewidth=1.2)
-        elif "count" in r.columns and {"bin_lower", "bin_upper"} <= set(r.columns) and len(r):
-            lo = r["bin_lower"].to_numpy(dtype=float)
-            hi = r["bin_upper"].to_numpy(dtype=float)
-            hist.bar(lo, r["count"].to_numpy(dtype=float), width=hi - lo, align="edge",
-                     fill=False, edgecolor=colour, linewidth=1.2)
+        inner = outer[i // cols, i % cols].subgridspec(2, 1, height_ratios=(3, 1), hspace=0.05)
+        ax = fig.add_subplot(inner[0])
+        hist = fig.add_subplot(inner[1], sharex=ax)
+        _panel(ax, hist, r, _COLOURS[i % len(_COLOURS)], (labels or {}).get(name, name),
+               None if predictions is None else predictions.get(name))
+    kind = _STRATEGY_LABELS.get(strategy, strategy)
+    fig.suptitle(title if title is not None else f"Reliability, out of fold ({kind} bins)",
+                 fontsize=10)
+    return fig
+
+
+def _panel(ax: Any, hist: Any, r: Any, colour: str, label: str,
+           predictions: ArrayLike | None) -> None:
+    """One calibrator: its curve with intervals over the diagonal, and below the log-scale
+    histogram of its predictions (or of the rows per bin, without predictions)."""
+    ax.plot([0, 1], [0, 1], linestyle="--", color="#555555", linewidth=1, label="perfect")
+    x = r["mean_pred"].to_numpy(dtype=float)
+    yv = r["observed_rate"].to_numpy(dtype=float)
+    if {"ci_low", "ci_high"} <= set(r.columns):
+        err = np.vstack([yv - r["ci_low"].to_numpy(dtype=float),
+                         r["ci_high"].to_numpy(dtype=float) - yv])
+        ax.errorbar(x, yv, yerr=np.clip(err, 0.0, None), marker="o", markersize=3,
+                    linewidth=1.2, capsize=2, color=colour, label="observed (95% interval)")
+    else:
+        ax.plot(x, yv, marker="o", markersize=3, linewidth=1.2, color=colour,
+                label="observed")
+    if predictions is not None:
+        edges = np.linspace(0.0, 1.0, 51)
+        counts, _ = np.histogram(np.asarray(predictions, dtype=float), bins=edges)
+        hist.stairs(np.maximum(counts, 0.5), edges, color=colour, linewidth=1.2)
+    elif "count" in r.columns and {"bin_lower", "bin_upper"} <= set(r.columns) and len(r):
+        lo = r["bin_lower"].to_numpy(dtype=float)
+        hi = r["bin_upper"].to_numpy(dtype=float)
+        hist.bar(lo, r["count"].to_numpy(dtype=float), width=hi - lo, align="edge",
+                 fill=False, edgecolor=colour, linewidth=1.2)
     ax.set_xlim(0.0, 1.0)
     ax.set_ylim(0.0, 1.0)
     ax.set_ylabel("observed violation rate")
-    kind = _STRATEGY_LABELS.get(strategy, strategy)
-    ax.set_title(title if title is not None else f"Reliability ({kind} bins)", fontsize=10)
+    ax.set_title(label or "calibrator", fontsize=8)
     ax.legend(loc="upper left", fontsize=7, frameon=False)
     ax.tick_params(labelbottom=False)
     hist.set_yscale("log")
     hist.set_xlabel("predicted P(violated)")
     hist.set_ylabel("rows")
-    return fig
 
 
 def write_figure_png(fig: Any, path: str | Path) -> Path:

@@ -63,7 +63,7 @@ GATE_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType({"harm_price": 0.0})
 _MANIFEST_KEYS: Final = frozenset(
     {"format", "format_version", "name", "version", "created_utc", "package_version",
      "git_commit", "calibrator_kind", "calibrator_source", "feature_map", "gate",
-     "training_data", "metrics", "files"}
+     "training_data", "metrics", "files", "certificate"}
 )
 _REQUIRED_MANIFEST_KEYS: Final = ("name", "version", "calibrator_kind", "feature_map", "gate",
                                   "files")
@@ -560,6 +560,11 @@ def _read_manifest(res: _Resolved, manifest_path: Path) -> dict[str, Any]:
     unknown = sorted(set(manifest) - _MANIFEST_KEYS)
     if unknown:
         raise ArtifactError(f"{manifest_path}: unknown keys {unknown}")
+    cert = manifest.get("certificate")
+    if cert is not None and not (isinstance(cert, dict) and all(
+            isinstance(cert.get(k), (int, float)) for k in ("alpha", "delta", "n"))):
+        raise ArtifactError(f"{manifest_path}: certificate must be an object with numbers "
+                            f"alpha, delta and n")
     name, version = manifest["name"], manifest["version"]
     if not isinstance(name, str) or not name:
         raise ArtifactError(f"{manifest_path}: name={name!r} must be a non-empty string")

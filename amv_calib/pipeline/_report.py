@@ -37,14 +37,31 @@ def pipeline_report(result: PipelineResult) -> str:
                           json.dumps(json.loads(th), indent=2, sort_keys=True), ""]
             lines += ["## replay on held-out episodes", "",
                       _read(s.outputs.get("replay_table")) or "(no replay table)", ""]
+            storage = s.outputs.get("storage")
+            if isinstance(storage, str) and "://" not in storage:
+                lines += [f"Optuna study {s.outputs.get('study')!r} in the journal file "
+                          f"{storage}; browse it with", "",
+                          f"    optuna-dashboard {storage}   # pip install optuna-dashboard",
+                          ""]
+        elif s.kind == "certify":
+            lines += _certificate_lines(s.outputs.get("certificate"))
+            lines += ["## replay of the certified gate on held-out episodes", "",
+                      _read(s.outputs.get("replay_table")) or "(no replay table)", ""]
+        elif s.kind == "promote":
+            verdict = "promoted to production" if s.outputs.get("promoted") else \
+                "stays challenger"
+            lines += [f"## promotion: {s.outputs.get('version')} {verdict}", "",
+                      *[f"- {r}" for r in s.outputs.get("reasons", [])], ""]
         elif s.kind == "replay":
             lines += ["## replay", "", _read(s.outputs.get("replay_table")) or "", ""]
         elif s.kind == "export":
             lines += [f"## artifact: {s.outputs.get('name')} {s.outputs.get('version')} "
                       f"(alias {s.outputs.get('alias')})", f"{s.outputs.get('artifact')}", ""]
         elif s.kind == "register" and s.outputs.get("registered"):
+            held = [f"@{a}" for a, v in (s.outputs.get("registry_aliases") or {}).items()
+                    if v == s.outputs.get("model_version")]
             lines += [f"## MLflow model: {s.outputs.get('registered_name')} version "
-                      f"{s.outputs.get('model_version')} @{s.outputs.get('alias')}", ""]
+                      f"{s.outputs.get('model_version')} {' '.join(held)}".rstrip(), ""]
     if result.tracking:
         uri = result.tracking_uri or tracking_uri()
         lines += ["## inspect in MLflow", "",
@@ -53,3 +70,18 @@ def pipeline_report(result: PipelineResult) -> str:
                   f"{result.spec.experiment!r}"
                   + (f", run {result.run_id})" if result.run_id else ")"), ""]
     return "\n".join(lines)
+
+
+def _certificate_lines(path: object) -> list[str]:
+    text = _read(path)
+    if not text:
+        return []
+    c = json.loads(text)
+    if c.get("chosen") is None:
+        return ["## certificate: nothing certified", ""]
+    mu = c["path"][c["chosen"]].get("harm_price", 0.0)
+    return [f"## certificate (Learn-then-Test, {c['n']} calibration episodes)", "",
+            f"P(Gate Harmful > {c['alpha']:.2%}) <= {c['delta']:g}: harm price {mu:g}, "
+            f"calibration harm {c['harm_rate']:.2%}, Clopper-Pearson upper bound "
+            f"{c['clopper_pearson_upper']:.2%} ({len(c['certified'])} of {len(c['path'])} "
+            f"configurations certified)", ""]

@@ -314,6 +314,9 @@ def _run_locked(spec: PipelineSpec, *, force: bool, tracking: bool | None,
                                            seconds=time.perf_counter() - t0,
                                            outputs=outputs, key=key))
         result.run_id = tracker.run_id
+        if tracker.run_id is not None:
+            name, description = _run_description(spec, result.steps)
+            tracker.get().describe(run_name=name, description=description)
     return result
 
 
@@ -374,6 +377,39 @@ def _relocate(value: Any, partial: Path, final_dir: Path) -> Any:
     if isinstance(value, str) and value.startswith(str(partial)):
         return str(final_dir) + value[len(str(partial)):]
     return value
+
+
+def _run_description(spec: PipelineSpec, steps: Sequence[StepResult]) -> tuple[str, str]:
+    """A run name (pipeline, data fingerprint, resulting version) and a description (what
+    data, which champion, what certificate, what happened to production)."""
+    out = {s.kind: s.outputs for s in steps}
+    fingerprint = ""
+    parts = [f"pipeline {spec.name!r} ({spec.path.name})"]
+    if "export" in out:
+        art = Path(str(out["export"].get("artifact")))
+        try:
+            manifest = json.loads((art / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            manifest = {}
+        td = manifest.get("training_data") or {}
+        fingerprint = str(td.get("sha256") or "")[:8]
+        if td.get("rows"):
+            parts.append(f"data: {td['rows']} claims {td.get('time_min')} .. "
+                         f"{td.get('time_max')} (sha256 {td.get('sha256')})")
+        parts.append(f"artifact: {out['export'].get('name')} {out['export'].get('version')}")
+    if "compare" in out:
+        parts.append(f"champion calibrator: {out['compare'].get('champion_name')}")
+    if "certify" in out:
+        parts.append(f"certified: Gate Harmful upper bound "
+                     f"{out['certify'].get('clopper_pearson_upper')} at harm price "
+                     f"{out['certify'].get('harm_price')}")
+    if "promote" in out:
+        parts.append("promoted to production" if out["promote"].get("promoted")
+                     else "stays challenger: " + "; ".join(out["promote"].get("reasons", [])))
+    version = out.get("export", {}).get("version")
+    name = " ".join(x for x in (spec.name, fingerprint and f"data:{fingerprint}",
+                                version and f"-> {version}") if x)
+    return name, "\n".join(parts)
 
 
 class _LazyTracker:

@@ -46,9 +46,15 @@ def _ingest(ctx: StepContext) -> dict[str, Any]:
 def _compare(ctx: StepContext) -> dict[str, Any]:
     import pandas as pd
 
-    from amv_calib.calibration import compare_calibrators, write_comparison
+    from amv_calib.calibration import compare_calibrators, newest_split, write_comparison
 
-    claims = pd.read_parquet(ctx.params["claims"])
+    claims, holdout = newest_split(pd.read_parquet(ctx.params["claims"]),
+                                   ctx.params["holdout_newest"])
+    # The newest claims stay out of the fit: promotion compares calibrators on them.
+    holdout.to_parquet(ctx.out_dir / "holdout.parquet")
+    if len(holdout):
+        log.info("[%s] %d newest claims held out for promotion, %d compared", ctx.step.name,
+                 len(holdout), len(claims))
     weight = ctx.params["weights"]
     if weight == "auto":
         # Soft labels from `amv-calib label` carry label_weight; rows without one count once.
@@ -76,6 +82,7 @@ def _compare(ctx: StepContext) -> dict[str, Any]:
         "champion": str(ctx.out_dir / "champion.json"),
         "champion_name": result.champion,
         "table": str(ctx.out_dir / "comparison.md"),
+        "holdout": str(ctx.out_dir / "holdout.parquet"),
     }
 
 
@@ -134,11 +141,72 @@ def _tune(ctx: StepContext) -> dict[str, Any]:
         "calibrator": str(ctx.out_dir / "calibrator.json"),
         "replay_table": str(ctx.out_dir / "replay.md"),
         "trials": result.n_trials,
+        "study": result.study_name,
+        "storage": storage,
     }
 
 
+# -- certify --------------------------------------------------------------------------------
+def _certify(ctx: StepContext) -> dict[str, Any]:
+    from amv_calib.contract import PortableCalibrator
+    from amv_calib.tuning import (
+        certification_split,
+        certify_thresholds,
+        read_episodes,
+        require_certified,
+    )
+
+    calibrator = PortableCalibrator.from_dict(
+        json.loads(Path(ctx.params["calibrator"]).read_text(encoding="utf-8")))
+    thresholds = json.loads(Path(ctx.params["thresholds"]).read_text(encoding="utf-8"))
+    episodes = read_episodes(ctx.params["episodes"])
+    _, calibration, test = certification_split(episodes, ctx.params["tune_fraction"])
+    es_cal = episodes.subset(calibration)
+    log.info("[%s] certifying on %d calibration episodes (alpha=%g, delta=%g); %d held out",
+             ctx.step.name, len(es_cal), ctx.params["alpha"], ctx.params["delta"],
+             int(test.sum()))
+    cert = certify_thresholds(es_cal, calibrator, thresholds, alpha=ctx.params["alpha"],
+                              delta=ctx.params["delta"], seed=ctx.spec.seed)
+    (ctx.out_dir / "certificate.json").write_text(
+        json.dumps(cert.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    certified = require_certified(cert)  # fails the step, saying what the data support
+    (ctx.out_dir / "thresholds.json").write_text(
+        json.dumps(certified, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    gate = _gate_from(certified, calibrator)
+    _replay_table(episodes.subset(test), gate=gate, calibrator=calibrator,
+                  seed=ctx.spec.seed, out_dir=ctx.out_dir, certificate=cert.to_dict())
+    _frontier_png(cert.to_dict(), ctx.out_dir / "frontier.png")
+    tracker = _tracker(ctx)
+    if tracker is not None:
+        tracker.log_certification(ctx.out_dir)
+    return {"dir": str(ctx.out_dir), "certificate": str(ctx.out_dir / "certificate.json"),
+            "thresholds": str(ctx.out_dir / "thresholds.json"),
+            "frontier": str(ctx.out_dir / "frontier.png"),
+            "replay_table": str(ctx.out_dir / "replay.md"),
+            "harm_price": certified.get("harm_price", 0.0),
+            "clopper_pearson_upper": cert.upper_bound}
+
+
+def _gate_from(t: dict[str, Any], calibrator: Any) -> Any:
+    from amv_calib.gate import Gate
+
+    return Gate(lambda_cost_scale=t["lambda_cost_scale"],
+                delta_loss_threshold=t["delta_loss_threshold"],
+                epsilon_harm_bound=t["epsilon_harm_bound"], planner=t["planner"],
+                max_verifications=t["max_verifications"],
+                harm_price=t.get("harm_price", 0.0), calibrator=calibrator)
+
+
+def _frontier_png(cert: dict[str, Any], path: Path) -> None:
+    from amv_calib.calibration import write_figure_png
+    from amv_calib.tuning import frontier_figure
+
+    write_figure_png(frontier_figure(cert), path)
+
+
 def _replay_table(episodes: Any, *, gate: Any, calibrator: Any, seed: int,
-                  out_dir: Path, policies: Sequence[str] = ("all",)) -> None:
+                  out_dir: Path, policies: Sequence[str] = ("all",),
+                  certificate: dict[str, Any] | None = None) -> None:
     """Replay ``policies`` on the same answer stream; write replay.json and replay.md."""
     from amv_calib.tuning import POLICIES, format_table, replay_many
 
@@ -148,8 +216,10 @@ def _replay_table(episodes: Any, *, gate: Any, calibrator: Any, seed: int,
     summary = {n: r.to_dict() for n, r in results.items()}
     (out_dir / "replay.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n",
                                          encoding="utf-8")
+    bound = None if certificate is None else certificate.get("clopper_pearson_upper")
     table = format_table({n: r.to_dict()["overall"] for n, r in results.items()},
-                         {n: r.n for n, r in results.items()})
+                         {n: r.n for n, r in results.items()},
+                         None if bound is None else {gate.planner: bound})
     (out_dir / "replay.md").write_text(
         f"{len(episodes)} instances, seed {seed}\n\n{table}\n", encoding="utf-8")
 
@@ -168,14 +238,22 @@ def _export(ctx: StepContext) -> dict[str, Any]:
     from amv_calib.artifacts import export_artifact, list_versions, promote, signed_with
     from amv_calib.contract import read_aliases
 
+    if ctx.params["alias"] == "production":
+        raise ConfigError(f"step {ctx.step.name!r}: alias='production' is the promote step's "
+                          f"to set (a new version must earn it); export as 'challenger'")
     claims = pd.read_parquet(ctx.params["claims"]) if ctx.params["claims"] else None
     name, models_dir = ctx.params["model"], ctx.spec.models_dir
     key = ctx.params["signing_key"]
 
+    certificate = ctx.params["certificate"]
+    frontier = Path(certificate).parent / "frontier.png" if certificate else None
+
     def export(where: Path) -> Any:
         return export_artifact(calibrator=ctx.params["calibrator"],
                                thresholds=ctx.params["thresholds"], name=name,
-                               models_dir=where, claims=claims, signing_key=key)
+                               models_dir=where, claims=claims, signing_key=key,
+                               certificate=certificate,
+                               figures=[frontier] if frontier and frontier.is_file() else [])
 
     # Export into the step folder first: when an existing version holds the same content
     # (a re-run after an interruption, or `make demo` reproducing the shipped champion) it
@@ -207,7 +285,8 @@ def _export(ctx: StepContext) -> dict[str, Any]:
             "reused": same is not None}
 
 
-_CONTENT_KEYS = ("calibrator_kind", "feature_map", "gate", "training_data", "metrics")
+_CONTENT_KEYS = ("calibrator_kind", "feature_map", "gate", "training_data", "metrics",
+                 "certificate")
 
 
 def _matching_version(manifest: dict[str, Any], name: str, models_dir: Path,
@@ -237,18 +316,60 @@ def _matching_version(manifest: dict[str, Any], name: str, models_dir: Path,
     return None
 
 
+# -- promote ------------------------------------------------------------------------------
+def _promote(ctx: StepContext) -> dict[str, Any]:
+    import pandas as pd
+
+    from amv_calib.artifacts import decide_promotion, promote
+    from amv_calib.contract import load_artifact, read_aliases
+    from amv_calib.exceptions import ArtifactError
+
+    challenger = load_artifact(str(ctx.params["artifact"]))
+    mdir = challenger.path.parent
+    production = None
+    if "production" in read_aliases(mdir)["aliases"]:
+        try:
+            production = load_artifact(f"{mdir}@production")
+        except ArtifactError as exc:
+            log.warning("[%s] the current production is refused (%s): judged as absent",
+                        ctx.step.name, exc)
+    holdout = (pd.read_parquet(ctx.params["holdout"]) if ctx.params["holdout"]
+               else pd.DataFrame())
+    decision = decide_promotion(challenger, production, holdout, alpha=ctx.params["alpha"],
+                                delta=ctx.params["delta"], n_boot=ctx.params["n_boot"],
+                                seed=ctx.spec.seed)
+    if decision.promote and (production is None or production.path != challenger.path):
+        promote(mdir.name, challenger.version, alias="production", models_dir=mdir.parent)
+    for reason in decision.reasons:
+        log.info("[%s] %s", ctx.step.name, reason)
+    (ctx.out_dir / "promotion.json").write_text(
+        json.dumps({"version": challenger.version, **decision.to_dict()}, indent=2,
+                   sort_keys=True) + "\n", encoding="utf-8")
+    tracker = _tracker(ctx)
+    if tracker is not None:
+        tracker.log_promotion(ctx.out_dir / "promotion.json")
+    return {"promoted": decision.promote, "version": challenger.version,
+            "reasons": decision.reasons, "decision": str(ctx.out_dir / "promotion.json")}
+
+
 # -- register -----------------------------------------------------------------------------
 def _register(ctx: StepContext) -> dict[str, Any]:
+    from amv_calib.tracking import sync_registry_aliases
+
     tracker = _tracker(ctx)
     if tracker is None:
         log.info("[%s] tracking is off: nothing registered", ctx.step.name)
         return {"registered": False}
-    version = tracker.register_champion(Path(ctx.params["artifact"]),
-                                        registered_name=ctx.params["registered_name"],
-                                        alias=ctx.params["alias"])
+    artifact = Path(ctx.params["artifact"])
+    version = tracker.register_champion(artifact, registered_name=ctx.params["registered_name"],
+                                        alias=None)
+    # The file aliases are the source of truth: production -> @champion,
+    # challenger -> @challenger.
+    synced = sync_registry_aliases(artifact.parent, registered_name=ctx.params["registered_name"],
+                                   tracking_uri=tracker.tracking_uri)
     return {"registered": True, "registered_name": ctx.params["registered_name"],
             "model_version": None if version is None else version.version,
-            "alias": ctx.params["alias"]}
+            "registry_aliases": synced}
 
 
 # -- replay (evaluate a shipped artifact) -------------------------------------------------
@@ -278,6 +399,7 @@ STEP_KINDS: dict[str, StepKind] = {
         "scoring": Param(kind=str, default="log_loss"),
         "n_boot": Param(kind=int, default=200),
         "weights": Param(kind=str, default="auto"),  # "auto": label_weight when present
+        "holdout_newest": Param(kind=float, default=0.0),  # newest share kept for promotion
     }),
     "tune": StepKind(run=_tune, params={
         "calibrator": Param(kind=str, default=None, path=True),
@@ -294,13 +416,29 @@ STEP_KINDS: dict[str, StepKind] = {
         "thresholds": Param(kind=str, required=True, path=True),
         "claims": Param(kind=str, default=None, path=True),
         "model": Param(kind=str, default="amv-guard"),
-        "alias": Param(kind=str, default="production"),
+        # a new version is the challenger; the promote step decides about production
+        "alias": Param(kind=str, default="challenger"),
         "signing_key": Param(kind=str, default=None, path=True),
+        "certificate": Param(kind=str, default=None, path=True),
+    }),
+    "certify": StepKind(run=_certify, params={
+        "calibrator": Param(kind=str, required=True, path=True),
+        "thresholds": Param(kind=str, required=True, path=True),
+        "episodes": Param(kind=str, required=True, path=True),
+        "tune_fraction": Param(kind=float, default=0.5),  # as the tune step's: disjoint
+        "alpha": Param(kind=float, default=0.01),
+        "delta": Param(kind=float, default=0.05),
+    }),
+    "promote": StepKind(run=_promote, params={
+        "artifact": Param(kind=str, required=True, path=True),
+        "holdout": Param(kind=str, default=None, path=True),
+        "alpha": Param(kind=float, default=0.01),
+        "delta": Param(kind=float, default=0.05),
+        "n_boot": Param(kind=int, default=1000),
     }),
     "register": StepKind(run=_register, params={
         "artifact": Param(kind=str, required=True, path=True),
         "registered_name": Param(kind=str, default="amv-guard-calibrator"),
-        "alias": Param(kind=str, default="champion"),
     }),
     "replay": StepKind(run=_replay, params={
         "artifact": Param(kind=str, required=True, path=True),

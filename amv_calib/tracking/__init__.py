@@ -17,6 +17,7 @@ from amv_calib.tracking._tracker import (
     DEFAULT_EXPERIMENT,
     MODEL_ARTIFACT_KEY,
     MODEL_NAME,
+    REGISTRY_ALIASES,
     PipelineTracker,
     RegisteredVersion,
     ensure_tracking_db,
@@ -28,10 +29,13 @@ from amv_calib.tracking._tracker import (
     register_champion,
     registry_promote,
     resolve_tracking_uri,
+    sync_registry_aliases,
     trials_figure,
 )
 
 __all__ = [
+    "REGISTRY_ALIASES",
+    "sync_registry_aliases",
     "ARTIFACT_KEY",
     "DECISION_COLUMNS",
     "DEFAULT_EXPERIMENT",

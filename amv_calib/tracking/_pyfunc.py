@@ -24,7 +24,8 @@ either ``calibrated_violation_probability`` or its claim). A cell may instead ho
 action object, with the verifiers as JSON text in a ``verifiers`` column. Returns one row
 per action: ``action_id``, ``decision`` (PROCEED / VERIFY / ABSTAIN), ``regime`` (0 / 1 /
 2), ``verifier_id`` (VERIFY only, else empty), ``reason``, ``p_any`` (``H``),
-``expected_loss`` (``R``), ``probabilities`` (JSON list, premise order), ``artifact_version``.
+``expected_loss`` (``R``), ``probabilities`` (a list of floats, premise order),
+``artifact_version``.
 
 A request mixing claim features and actions is refused. A refused artifact (tampered,
 unknown format) makes every decision ABSTAIN with the reason, and probability requests fail.
@@ -44,7 +45,8 @@ from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.pyfunc.model import PythonModel, PythonModelContext
-from mlflow.types import ColSpec, Schema
+from mlflow.types import ColSpec, DataType, Schema
+from mlflow.types.schema import Array
 
 from amv_calib.contract import CLAIM_FEATURES
 
@@ -162,7 +164,7 @@ class GateModel(PythonModel):
                 "reason": decision.reason,
                 "p_any": float(decision.h_harm),
                 "expected_loss": float(decision.r_expected),
-                "probabilities": json.dumps([float(p) for p in decision.probabilities]),
+                "probabilities": [float(p) for p in decision.probabilities],
                 "artifact_version": self._version,
             })
         return pd.DataFrame(rows, columns=list(DECISION_COLUMNS))
@@ -211,12 +213,12 @@ def _json_cell(cell: Any, column: str, row: int) -> Any:
 
 # -- what the logger needs ----------------------------------------------------------------
 #: MLflow type of every column of a request and of an answer.
-_COLUMN_TYPES: Final = {
+_COLUMN_TYPES: Final[dict[str, str | Array]] = {
     "claim_id": "string", "recency_hours": "double", "source_trust_score": "double",
     "model_confidence": "double", "contradiction_flag": "boolean", ACTION_COLUMN: "string",
     VERIFIERS_COLUMN: "string", "p_violation": "double", "action_id": "string",
     "decision": "string", "regime": "long", "verifier_id": "string", "reason": "string",
-    "p_any": "double", "expected_loss": "double", "probabilities": "string",
+    "p_any": "double", "expected_loss": "double", "probabilities": Array(DataType.double),
     "artifact_version": "string",
 }
 

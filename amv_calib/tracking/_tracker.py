@@ -340,8 +340,9 @@ def _flatten_metrics(entry: Mapping[str, Any], *, skip: frozenset[str]) -> dict[
 
 
 # -- figures ---------------------------------------------------------------------------
-def trials_figure(trials: pd.DataFrame, *, chosen: int | None = None) -> Figure:
-    """Gate Harmful against verification cost of every completed trial, front joined.
+def trials_figure(trials: pd.DataFrame, *, chosen: int | None = None,
+                  target: float | None = None) -> Figure:
+    """Gate Harmful against total loss of every completed trial, the front joined.
 
     Parameters
     ----------
@@ -350,13 +351,16 @@ def trials_figure(trials: pd.DataFrame, *, chosen: int | None = None) -> Figure:
         ``verification_cost``, ``total_loss`` and optionally ``feasible``).
     chosen : int, optional
         Trial number of the chosen thresholds, ringed.
+    target : float, optional
+        The Gate Harmful bound of the constrained search, drawn as a line.
 
     Returns
     -------
     matplotlib.figure.Figure
-        Trials coloured by total loss (feasible ones filled); the line joins the trials no
-        other trial beats on both Gate Harmful and verification cost (the Pareto front of
-        those two objectives).
+        Trials coloured by verification cost (infeasible ones hollow); the line joins the
+        trials no other trial beats on both total loss and Gate Harmful (the front of the
+        two quantities the search trades), and the chosen trial is the one of lowest total
+        loss among those within the target, which the title says.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -364,22 +368,16 @@ def trials_figure(trials: pd.DataFrame, *, chosen: int | None = None) -> Figure:
     done = trials
     if "state" in done.columns:
         done = done[done["state"].astype(str).str.upper() == "COMPLETE"]
-    done = done.dropna(subset=["gate_harmful", "verification_cost"])
-    x = done["verification_cost"].to_numpy(dtype=float)
-    y = done["gate_harmful"].to_numpy(dtype=float)
-    fig = Figure(figsize=(6.5, 4.8), dpi=100)
+    done = done.dropna(subset=["gate_harmful", "total_loss"])
+    x = done["total_loss"].to_numpy(dtype=float)
+    y = done["gate_harmful"].to_numpy(dtype=float) * 100.0
+    fig = Figure(figsize=(7.0, 5.0), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
-    color = done["total_loss"].to_numpy(dtype=float) if "total_loss" in done.columns else None
+    colour = (done["verification_cost"].to_numpy(dtype=float)
+              if "verification_cost" in done.columns else None)
     feasible = (done["feasible"].astype(str).str.lower() == "true").to_numpy() \
         if "feasible" in done.columns else np.ones(len(done), dtype=bool)
-    sc = ax.scatter(x[feasible], y[feasible], c=None if color is None else color[feasible],
-                    s=18, cmap="viridis", label="feasible trials")
-    if (~feasible).any():
-        ax.scatter(x[~feasible], y[~feasible], facecolors="none", edgecolors="0.5", s=18,
-                   label="infeasible trials")
-    if color is not None and feasible.any():
-        fig.colorbar(sc, ax=ax, label="total loss per instance")
     order = np.lexsort((y, x))
     front, best = [], math.inf
     for i in order:
@@ -387,17 +385,29 @@ def trials_figure(trials: pd.DataFrame, *, chosen: int | None = None) -> Figure:
             front.append(i)
             best = y[i]
     if front:
-        ax.plot(x[front], y[front], "-", color="C3", linewidth=1, label="Pareto front")
+        ax.step(x[front], y[front], where="post", color="C3", linewidth=1.2, zorder=1,
+                label=f"front: no trial beats these on both ({len(front)} trials)")
+    sc = ax.scatter(x[feasible], y[feasible], c=None if colour is None else colour[feasible],
+                    s=20, cmap="viridis", zorder=2, label="trials within the target")
+    if (~feasible).any():
+        ax.scatter(x[~feasible], y[~feasible], facecolors="none", edgecolors="0.5", s=20,
+                   zorder=2, label="trials above the target")
+    if colour is not None and feasible.any():
+        fig.colorbar(sc, ax=ax, label="verification cost per instance")
+    if target is not None:
+        ax.axhline(target * 100.0, color="0.3", linestyle="--", linewidth=1,
+                   label=f"target Gate Harmful {target:.2%}")
     if chosen is not None and "number" in done.columns:
         hit = done["number"].to_numpy() == chosen
         if hit.any():
-            ax.scatter(x[hit], y[hit], s=120, facecolors="none", edgecolors="C3",
-                       linewidths=2, label=f"chosen (trial {chosen})")
-    ax.set_xlabel("verification cost per instance")
-    ax.set_ylabel("Gate Harmful")
-    ax.set_title("Tuning trials: harm vs verification cost", fontsize=10)
+            ax.scatter(x[hit], y[hit], s=140, facecolors="none", edgecolors="C3",
+                       linewidths=2, zorder=3, label=f"chosen (trial {chosen})")
+    ax.set_xlabel("total loss per instance (tuning split)")
+    ax.set_ylabel("Gate Harmful % (tuning split)")
+    ax.set_title("Tuning trials. Chosen: the lowest total loss among trials within the "
+                 "Gate Harmful target", fontsize=9)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper right")
     return fig
 
 
@@ -653,7 +663,9 @@ class PipelineTracker:
         _log_batch(client, parent, metrics=parent_metrics)
         if bins is not None:
             client.log_table(parent, _table_for_mlflow(bins), "reliability_bins.json")
-            fig = reliability_figure(bins, title="Reliability: all calibrators, out of fold")
+            fig = reliability_figure(
+                bins, title=f"Reliability, out of fold: all calibrators, n = "
+                            f"{_bins_rows(bins)} claims, equal-mass bins")
             client.log_figure(parent, fig, "reliability_overlay.png")
         if dataset is not None:
             mlflow.log_input(dataset, context="training")
@@ -682,7 +694,9 @@ class PipelineTracker:
                     own = bins if name_col is None else bins[bins[name_col] == name]
                     if len(own):
                         client.log_table(rid, _table_for_mlflow(own), "reliability_bins.json")
-                        fig = reliability_figure(own, title=f"Reliability: {name}, out of fold")
+                        fig = reliability_figure(
+                            own, title=f"Reliability, out of fold: {name}, n = "
+                                       f"{_bins_rows(own)} claims, equal-mass bins")
                         client.log_figure(rid, fig, "reliability.png")
                         client.log_figure(parent, fig, f"reliability/{name}.png")
                 if dataset is not None:
@@ -770,11 +784,13 @@ class PipelineTracker:
                 metrics += _trial_metrics(trials)
                 client.log_table(rid, _table_for_mlflow(trials), "trials.json")
                 params["n_trials"] = len(trials)
-                if {"gate_harmful", "verification_cost"} <= set(trials.columns):
+                if {"gate_harmful", "total_loss"} <= set(trials.columns):
                     best = report.get("best_trial")
-                    fig = trials_figure(trials, chosen=best if _is_number(best) else None)
-                    client.log_figure(rid, fig, "figures/trials_harm_vs_cost.png")
-                    client.log_figure(parent, fig, "tuning/trials_harm_vs_cost.png")
+                    target = report.get("target_harmful")
+                    fig = trials_figure(trials, chosen=best if _is_number(best) else None,
+                                        target=target if _is_number(target) else None)
+                    client.log_figure(rid, fig, "figures/trials_harm_vs_loss.png")
+                    client.log_figure(parent, fig, "tuning/trials_harm_vs_loss.png")
             _log_batch(client, rid, metrics=metrics, params=params)
             for fname in sorted(p.name for p in tdir.iterdir() if p.is_file()):
                 path = tdir / fname
@@ -797,6 +813,50 @@ class PipelineTracker:
         return str(rid)
 
     # -- replay -----------------------------------------------------------------------
+    @_when_enabled
+    def describe(self, *, run_name: str, description: str) -> None:
+        """Rename the parent run and set its description (what the MLflow UI shows)."""
+        parent = str(self.run_id)
+        self.client.set_tag(parent, "mlflow.runName", run_name)
+        self.client.set_tag(parent, "mlflow.note.content", description)
+
+    @_when_enabled
+    def log_certification(self, certify_dir: str | os.PathLike[str]) -> None:
+        """Log a certify step's folder on the parent run: ``certificate.*`` metrics (alpha,
+        delta, n, chosen harm price, harm rate, Clopper-Pearson bound), the certificate,
+        the harm-against-loss frontier and the held-out replay table."""
+        cdir = Path(certify_dir)
+        cert = _read_json(cdir / "certificate.json")
+        parent = str(self.run_id)
+        chosen = cert.get("chosen")
+        values = {k: cert.get(k) for k in ("alpha", "delta", "n", "harm_rate",
+                                           "clopper_pearson_upper", "supported_alpha")}
+        if chosen is not None:
+            values["harm_price"] = cert["path"][chosen].get("harm_price", 0.0)
+        _log_batch(self.client, parent, metrics=_metrics(values, prefix="certificate."),
+                   tags={"certified": str(chosen is not None).lower()})
+        for name in ("certificate.json", "frontier.png", "replay.md"):
+            if (cdir / name).is_file():
+                self.client.log_artifact(parent, str(cdir / name), "certify")
+        if (cdir / "replay.json").is_file():
+            self.log_replay(cdir / "replay.json")
+
+    @_when_enabled
+    def log_promotion(self, decision: str | os.PathLike[str]) -> None:
+        """Log a promote step's ``promotion.json`` on the parent run: whether the challenger
+        went to production, and why (tags ``promotion.promoted`` / ``promotion.reasons``)."""
+        data = _read_json(Path(decision))
+        parent = str(self.run_id)
+        _log_batch(self.client, parent, tags={
+            "promotion.promoted": str(bool(data.get("promote"))).lower(),
+            "promotion.version": str(data.get("version")),
+            "promotion.reasons": " | ".join(data.get("reasons", []))[:4900]})
+        holdout = data.get("holdout") or {}
+        values = {k: holdout.get(k) for k in ("challenger_log_loss", "production_log_loss",
+                                              "difference")}
+        _log_batch(self.client, parent, metrics=_metrics(values, prefix="promotion."))
+        self.client.log_artifact(parent, str(decision), "promote")
+
     @_when_enabled
     def log_replay(self, replay: str | os.PathLike[str], *, run_id: str | None = None
                    ) -> None:
@@ -875,6 +935,17 @@ class PipelineTracker:
         art = _load(artifact_dir)
         client, parent = self.client, str(self.run_id)
         manifest_sha = hashlib.sha256((art.path / "manifest.json").read_bytes()).hexdigest()
+        existing = _registered_versions(client, registered_name).get(manifest_sha)
+        if existing is not None:
+            # The same artifact registered before (a re-run, make demo): reuse that version.
+            if alias:
+                client.set_registered_model_alias(registered_name, alias, existing.version)
+            return RegisteredVersion(
+                name=registered_name, version=str(existing.version), alias=alias,
+                model_uri=f"models:/{registered_name}@{alias}" if alias
+                else f"models:/{registered_name}/{existing.version}",
+                run_id=existing.run_id, artifact_name=art.name, artifact_version=art.version,
+                artifact_sha256=manifest_sha)
         version_tags = _artifact_tags(art, manifest_sha)
         info = mlflow.pyfunc.log_model(
             name=MODEL_NAME,
@@ -890,10 +961,14 @@ class PipelineTracker:
         version = str(info.registered_model_version)
         for key, value in version_tags.items():
             client.set_model_version_tag(registered_name, version, key, str(value))
-        client.update_model_version(
-            registered_name, version,
-            description=f"amv-calib artifact {art.name} {art.version} "
-                        f"(calibrator {art.calibrator.kind}, manifest sha256 {manifest_sha})")
+        client.update_model_version(registered_name, version,
+                                    description=_version_description(art, manifest_sha))
+        client.update_registered_model(
+            registered_name,
+            description="The AMV runtime gate (amv-calib): calibrated memory-staleness "
+                        "probabilities and PROCEED / VERIFY / ABSTAIN decisions. @champion is "
+                        "the artifact file alias production, @challenger the newest version "
+                        "that has not earned it.")
         if alias:
             client.set_registered_model_alias(registered_name, alias, version)
         _log_batch(client, parent, tags={"registered_model": f"{registered_name}/{version}"})
@@ -1033,7 +1108,83 @@ def registry_promote(version: str | int | os.PathLike[str], alias: str = DEFAULT
         artifact_sha256=chosen.tags.get("artifact_sha256", ""))
 
 
+#: File alias (the source of truth) -> the MLflow registry alias it is mirrored to.
+REGISTRY_ALIASES: Final = {"production": "champion", "challenger": "challenger"}
+
+
+def sync_registry_aliases(model_dir: str | os.PathLike[str], *,
+                          registered_name: str = DEFAULT_REGISTERED_MODEL,
+                          tracking_uri: str | None = None) -> dict[str, str | None]:
+    """Make the registry's ``@champion`` / ``@challenger`` name the versions the file
+    aliases ``production`` / ``challenger`` of ``model_dir`` name (matched by manifest
+    sha256); an alias whose version is not registered, or that no file alias backs, is
+    removed. Returns ``{registry alias: registry version or None}``."""
+    from amv_calib.contract import read_aliases
+
+    uri = ensure_tracking_db(tracking_uri)
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    by_sha = _registered_versions(client, registered_name)
+    file_aliases = read_aliases(model_dir)["aliases"]
+    out: dict[str, str | None] = {}
+    for file_alias, reg_alias in REGISTRY_ALIASES.items():
+        entry = file_aliases.get(file_alias)
+        sha = None if entry is None else entry.get("manifest_sha256")
+        target = by_sha.get(sha) if sha else None
+        if target is not None:
+            client.set_registered_model_alias(registered_name, reg_alias, target.version)
+            out[reg_alias] = str(target.version)
+        else:
+            with contextlib.suppress(Exception):  # absent already: nothing to remove
+                client.delete_registered_model_alias(registered_name, reg_alias)
+            out[reg_alias] = None
+    return out
+
+
+def _registered_versions(client: MlflowClient, registered_name: str) -> dict[str, Any]:
+    """Registered versions of ``registered_name`` by manifest sha256 (the newest of each)."""
+    try:
+        versions = client.search_model_versions(f"name = '{_quote(registered_name)}'")
+    except Exception:  # noqa: BLE001 - no such registered model yet
+        return {}
+    out: dict[str, Any] = {}
+    for v in sorted(versions, key=lambda v: int(v.version)):
+        sha = v.tags.get("artifact_sha256")
+        if sha:
+            out[sha] = v
+    return out
+
+
 # -- private helpers --------------------------------------------------------------------
+def _version_description(art: Any, manifest_sha: str) -> str:
+    """What a registered version is: artifact, data, champion calibrator, certificate."""
+    m = art.manifest
+    td = m.get("training_data") or {}
+    cert = m.get("certificate") or {}
+    lines = [f"amv-calib artifact {art.name} {art.version} (manifest sha256 {manifest_sha})",
+             f"calibrator: {m.get('calibrator_source')} ({art.calibrator.kind})"]
+    if td.get("rows"):
+        lines.append(f"training data: {td['rows']} claims {td.get('time_min')} .. "
+                     f"{td.get('time_max')}, violation rate {td.get('label_rate')}, sha256 "
+                     f"{td.get('sha256')}")
+    if cert.get("chosen") is not None:
+        lines.append(f"certificate: P(Gate Harmful > {cert.get('alpha')}) <= "
+                     f"{cert.get('delta')} on {cert.get('n')} episodes, upper bound "
+                     f"{cert.get('clopper_pearson_upper')}")
+    else:
+        lines.append("certificate: none")
+    return "\n".join(lines)
+
+
+def _bins_rows(bins: pd.DataFrame) -> int:
+    """Rows behind one calibrator's equal-mass reliability bins (the figure's n)."""
+    b = bins
+    if "strategy" in b.columns:
+        b = b[b["strategy"].astype(str) == "quantile"]
+    if "calibrator" in b.columns and len(b):
+        b = b[b["calibrator"] == b["calibrator"].iloc[0]]
+    return int(b["count"].sum()) if "count" in b.columns else len(b)
+
+
 _ENTRY_SKIP: Final = frozenset({"name", "folds", "per_fold", "params", "settings", "config",
                                 "calibrator", "is_champion", "champion", "kind",
                                 "feature_map"})

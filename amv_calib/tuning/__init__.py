@@ -4,6 +4,18 @@ policy, and the Optuna search of the gate's thresholds.
 
 from __future__ import annotations
 
+from amv_calib.tuning._certify import (
+    HARM_PRICE_STEPS,
+    Certificate,
+    CertificationError,
+    certification_split,
+    certify,
+    certify_thresholds,
+    episodes_fingerprint,
+    frontier_figure,
+    harm_price_path,
+    require_certified,
+)
 from amv_calib.tuning._replay import (
     DEFAULT_TAU,
     LAMBDA_EVAL,
@@ -38,6 +50,16 @@ from amv_calib.tuning._search import (
 )
 
 __all__ = [
+    "HARM_PRICE_STEPS",
+    "Certificate",
+    "CertificationError",
+    "certification_split",
+    "certify",
+    "certify_thresholds",
+    "episodes_fingerprint",
+    "frontier_figure",
+    "harm_price_path",
+    "require_certified",
     "DEFAULT_TAU",
     "LAMBDA_EVAL",
     "METRICS",

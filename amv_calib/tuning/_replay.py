@@ -1150,13 +1150,22 @@ def _fmt(m: Mapping[str, Any], key: str, scale: float) -> str:
     return f"{float(v) * scale:.2f}"
 
 
-def format_table(rows: Mapping[str, Mapping[str, Any]], counts: Mapping[str, int]) -> str:
-    """Paper-style table: one row per policy, value [95% interval] per metric."""
+def format_table(rows: Mapping[str, Mapping[str, Any]], counts: Mapping[str, int],
+                 certified: Mapping[str, float] | None = None) -> str:
+    """Paper-style table: one row per policy, value [95% interval] per metric.
+
+    ``certified`` maps a policy to the certified upper bound of its Gate Harmful (the
+    Clopper-Pearson bound of a Learn-then-Test certificate): a column "Certified harm <= %"
+    then shows it ("-" for the other policies).
+    """
     labels = {**POLICY_LABELS, "tuned": "AMV-Guard (tuned)",
               "untuned": "AMV-Guard (default thresholds)"}
-    header = ["Policy", *[c[1] for c in _TABLE_COLUMNS], "n"]
+    extra = ["Certified harm <= %"] if certified else []
+    header = ["Policy", *[c[1] for c in _TABLE_COLUMNS], *extra, "n"]
     body = [
         [labels.get(name, name), *[_fmt(m, k, s) for k, _, s in _TABLE_COLUMNS],
+         *([f"{certified[name] * 100:.2f}" if name in certified else "-"] if certified
+           else []),
          str(counts[name])]
         for name, m in rows.items()
     ]

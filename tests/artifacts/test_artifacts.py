@@ -210,7 +210,9 @@ def test_manifest_fields(models: Path, claims: pd.DataFrame,
     assert (td["time_min"], td["time_max"]) == ("2026-01-01T00:00:00.000000Z",
                                                  "2026-01-21T19:50:00.000000Z")
     on_disk = sorted(p.name for p in res.path.iterdir())
-    assert on_disk == ["calibrator.joblib", "calibrator.json", "manifest.json", "reliability.png"]
+    # profile.json: the training claims' reference profile for monitoring
+    assert on_disk == ["calibrator.joblib", "calibrator.json", "manifest.json", "profile.json",
+                       "reliability.png"]
     for name, digest in m["files"].items():
         assert hashlib.sha256((res.path / name).read_bytes()).hexdigest() == digest
     assert (res.path / "manifest.json").read_bytes() == canonical_json_bytes(m)
@@ -821,7 +823,7 @@ def test_cli_export_promote_verify_rollback_bundle(
     assert out == {"path": str(models / "g" / "v1"), "name": "g", "version": "v1"}
     files = sorted(p.name for p in (models / "g" / "v1").iterdir())
     assert files == ["calibrator.joblib", "calibrator.json", "comparison.json", "comparison.md",
-                     "manifest.json", "reliability.png"]
+                     "manifest.json", "profile.json", "reliability.png"]
     assert (models / "g" / "v1" / "calibrator.joblib").read_bytes() == \
         (compare_dir / "champion.joblib").read_bytes()
     summary = run("verify-artifact", str(models / "g" / "v1"))
@@ -831,8 +833,13 @@ def test_cli_export_promote_verify_rollback_bundle(
     assert summary["gate"]["epsilon_harm_bound"] == 0.03
     assert summary["training_data"] == claims_fingerprint(claims)
     run("export", "--calibrator", str(compare_dir / "champion.json"), "--name", "g",
-        "--no-joblib", "--promote", "production", *base)
-    assert run("promote", "g", "v1", "--alias", "production", *base)["history"] == ["v2", "v1"]
+        "--no-joblib", "--promote", "challenger", *base)
+    # production is earned (a certificate) or given by a person (--force)
+    assert main(["promote", "g", "v2", "--alias", "production", *base]) == 2
+    assert "carries no certificate" in capsys.readouterr().err
+    run("promote", "g", "v2", "--alias", "production", "--force", *base)
+    assert run("promote", "g", "v1", "--alias", "production", "--force", *base)["history"] == \
+        ["v2", "v1"]
     assert run("verify-artifact", f"{models / 'g'}@production")["version"] == "v1"
     assert run("rollback", "g", "--alias", "production", *base)["version"] == "v2"
     out = run("bundle", "g", "v2", "--out", str(tmp_path / "g.tar.gz"), *base)

@@ -299,4 +299,5 @@ def test_serve_champion_over_http(pipeline: dict[str, Any], server: dict[str, An
     assert d["regime"] == want.regime_code
     assert d["verifier_id"] == ("" if want.verifier is None else want.verifier.id)
     assert d["reason"] == want.reason
-    assert json.loads(d["probabilities"]) == pytest.approx(list(want.probabilities), rel=1e-15)
+    assert isinstance(d["probabilities"], list)  # JSON list, not a string of one
+    assert d["probabilities"] == pytest.approx(list(want.probabilities), rel=1e-15)

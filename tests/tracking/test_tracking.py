@@ -294,11 +294,11 @@ def test_study_settings_and_chosen_trial(logged: dict[str, Any], stages: dict[st
 def test_pareto_plot_trials_and_replay_tables(logged: dict[str, Any], tmp_path: Path) -> None:
     client, rid = logged["client"], logged["tune_run"]
     files = _artifact_paths(client, rid)
-    assert {"figures/pareto.png", "figures/trials_harm_vs_cost.png", "trials.json",
+    assert {"figures/pareto.png", "figures/trials_harm_vs_loss.png", "trials.json",
             "pareto.json", "replay_table.json", "files/tune_report.json"} <= files
-    assert {"tuning/pareto.png", "tuning/trials_harm_vs_cost.png"} <= _artifact_paths(
+    assert {"tuning/pareto.png", "tuning/trials_harm_vs_loss.png"} <= _artifact_paths(
         client, logged["parent"])
-    assert _download(client, rid, "figures/trials_harm_vs_cost.png", tmp_path / "f"
+    assert _download(client, rid, "figures/trials_harm_vs_loss.png", tmp_path / "f"
                      ).startswith(PNG_MAGIC)
     raw = json.loads(_download(client, rid, "replay_table.json", tmp_path))
     table = pd.DataFrame(raw["data"], columns=raw["columns"]).set_index("policy")

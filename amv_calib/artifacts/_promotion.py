@@ -1,0 +1,124 @@
+"""Champion and challenger: a new version goes to production only when it earns it.
+
+An export makes a new version the ``challenger``. :func:`decide_promotion` says whether it
+may replace ``production``; both conditions must hold:
+
+(a) it carries a certificate (see :mod:`amv_calib.tuning`) at the required alpha and delta
+    or stricter, that certified a configuration;
+(b) on the newest held-out claims (a time split its calibrator was not fitted on) its log
+    loss is not worse than production's beyond noise: the 95% paired-bootstrap interval of
+    the mean per-claim difference (challenger minus production) must reach down to 0 or
+    below. With no production yet, (b) holds.
+
+A person may decide otherwise: ``amv-calib promote NAME vN --force``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+
+from amv_calib.contract import CLAIM_FEATURES, LoadedArtifact
+
+#: Bootstrap resamples of the paired log-loss comparison.
+DEFAULT_N_BOOT: Final = 1000
+_EPS: Final = 1e-15
+
+
+@dataclass(frozen=True, kw_only=True)
+class PromotionDecision:
+    """Whether the challenger may become production, and why (or why not)."""
+
+    promote: bool
+    reasons: list[str]
+    certificate_ok: bool
+    holdout: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the pipeline's ``promotion.json``)."""
+        return {"promote": self.promote, "reasons": list(self.reasons),
+                "certificate_ok": self.certificate_ok, "holdout": dict(self.holdout)}
+
+
+def _check_certificate(manifest: Mapping[str, Any], alpha: float, delta: float
+                       ) -> tuple[bool, str]:
+    cert = manifest.get("certificate")
+    if not isinstance(cert, Mapping):
+        return False, "it carries no certificate (run the certify step before export)"
+    if cert.get("chosen") is None or cert.get("thresholds") is None:
+        return False, "its certificate certified no configuration"
+    a, d = cert.get("alpha"), cert.get("delta")
+    if not (isinstance(a, (int, float)) and isinstance(d, (int, float))
+            and a <= alpha and d <= delta):
+        return False, (f"its certificate is at alpha={a}, delta={d}; required alpha <= {alpha}"
+                       f", delta <= {delta}")
+    return True, (f"certified: harm rate <= {a} with probability >= {1 - d} "
+                  f"(Clopper-Pearson upper bound {cert.get('clopper_pearson_upper')})")
+
+
+def _row_log_loss(y: np.ndarray, p: np.ndarray) -> np.ndarray:
+    p = np.clip(p, _EPS, 1.0 - _EPS)
+    out: np.ndarray = -(y * np.log(p) + (1.0 - y) * np.log1p(-p))
+    return out
+
+
+def paired_log_loss(claims: Any, challenger: LoadedArtifact, production: LoadedArtifact,
+                    *, n_boot: int = DEFAULT_N_BOOT, seed: int = 0) -> dict[str, Any]:
+    """Mean per-claim log loss of both on ``claims``, their difference and its 95% interval
+    (percentile bootstrap over claims, the same resamples for both: paired)."""
+    X = claims[list(CLAIM_FEATURES)].to_numpy(dtype=np.float64)
+    y = claims["violated"].to_numpy(dtype=np.float64)
+    ours = _row_log_loss(y, challenger.calibrator.predict(X))
+    theirs = _row_log_loss(y, production.calibrator.predict(X))
+    d = ours - theirs
+    n = len(d)
+    out: dict[str, Any] = {"n": n, "n_boot": n_boot, "production_version": production.version,
+                           "challenger_log_loss": None, "production_log_loss": None,
+                           "difference": None, "difference_ci95": [None, None]}
+    if n == 0:
+        return out
+    rng = np.random.default_rng(seed)
+    means = np.array([d[rng.integers(0, n, n)].mean() for _ in range(n_boot)])
+    out.update(challenger_log_loss=float(ours.mean()), production_log_loss=float(theirs.mean()),
+               difference=float(d.mean()),
+               difference_ci95=[float(q) for q in np.quantile(means, [0.025, 0.975])])
+    return out
+
+
+def decide_promotion(challenger: LoadedArtifact, production: LoadedArtifact | None,
+                     holdout_claims: Any, *, alpha: float, delta: float,
+                     n_boot: int = DEFAULT_N_BOOT, seed: int = 0) -> PromotionDecision:
+    """See the module docstring: (a) the certificate, (b) the held-out log loss."""
+    cert_ok, cert_reason = _check_certificate(challenger.manifest, alpha, delta)
+    reasons = [("" if cert_ok else "not promoted: ") + cert_reason]
+    holdout: dict[str, Any] = {}
+    loss_ok = True
+    if production is None:
+        reasons.append("no production version yet")
+    elif production.path == challenger.path:
+        reasons.append(f"{challenger.version} is production already")
+    else:
+        holdout = paired_log_loss(holdout_claims, challenger, production, n_boot=n_boot,
+                                  seed=seed)
+        low = holdout["difference_ci95"][0]
+        if low is None:
+            loss_ok = False
+            reasons.append("not promoted: no held-out claims to compare it with production")
+        elif low > 0.0:
+            loss_ok = False
+            reasons.append(
+                f"not promoted: on {holdout['n']} newest held-out claims its log loss "
+                f"{holdout['challenger_log_loss']:.4f} is worse than production "
+                f"{production.version}'s {holdout['production_log_loss']:.4f} beyond noise "
+                f"(difference {holdout['difference']:+.4f}, 95% paired-bootstrap interval "
+                f"[{low:+.4f}, {holdout['difference_ci95'][1]:+.4f}])")
+        else:
+            reasons.append(
+                f"held-out log loss {holdout['challenger_log_loss']:.4f} against production "
+                f"{production.version}'s {holdout['production_log_loss']:.4f} (difference "
+                f"{holdout['difference']:+.4f}, interval reaches {low:+.4f})")
+    return PromotionDecision(promote=cert_ok and loss_ok, reasons=reasons,
+                             certificate_ok=cert_ok, holdout=holdout)

@@ -1,0 +1,64 @@
+"""The file aliases are the source of truth; the MLflow registry mirrors them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from amv_calib.artifacts import export_artifact, promote, rollback
+from amv_calib.contract import seed_prior_calibrator
+from amv_calib.tracking import register_champion, sync_registry_aliases
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+
+def test_registry_aliases_follow_promote_and_rollback(tmp_path: Path, store: str,
+                                                      repo_root: Path) -> None:
+    models = tmp_path / "models"
+    shutil.copytree(repo_root / "models" / "amv-guard", models / "amv-guard")
+    v2 = export_artifact(calibrator=seed_prior_calibrator(), name="amv-guard",
+                         models_dir=models, include_joblib=False)
+    mdir = models / "amv-guard"
+    name = "gate-model"
+    r1 = register_champion(mdir / "v1", registered_name=name, alias=None, tracking_uri=store)
+    r2 = register_champion(mdir / "v2", registered_name=name, alias=None, tracking_uri=store)
+    # registering the same artifact again reuses its version: no duplicates
+    again = register_champion(mdir / "v1", registered_name=name, alias=None,
+                              tracking_uri=store)
+    assert again.version == r1.version
+    client = MlflowClient(tracking_uri=store, registry_uri=store)
+    assert len(client.search_model_versions(f"name = '{name}'")) == 2
+
+    promote("amv-guard", v2.version, alias="challenger", models_dir=models)
+    synced = sync_registry_aliases(mdir, registered_name=name, tracking_uri=store)
+    assert synced == {"champion": r1.version, "challenger": r2.version}
+    assert str(client.get_model_version_by_alias(name, "champion").version) == r1.version
+    assert str(client.get_model_version_by_alias(name, "challenger").version) == r2.version
+
+    promote("amv-guard", v2.version, alias="production", models_dir=models)
+    sync_registry_aliases(mdir, registered_name=name, tracking_uri=store)
+    assert str(client.get_model_version_by_alias(name, "champion").version) == r2.version
+    rollback("amv-guard", alias="production", models_dir=models)
+    sync_registry_aliases(mdir, registered_name=name, tracking_uri=store)
+    assert str(client.get_model_version_by_alias(name, "champion").version) == r1.version
+
+
+def test_an_alias_whose_version_is_not_registered_is_removed(tmp_path: Path, store: str,
+                                                             repo_root: Path) -> None:
+    models = tmp_path / "models"
+    shutil.copytree(repo_root / "models" / "amv-guard", models / "amv-guard")
+    mdir = models / "amv-guard"
+    name = "gate-model"
+    r1 = register_champion(mdir / "v1", registered_name=name, alias="challenger",
+                           tracking_uri=store)
+    out = sync_registry_aliases(mdir, registered_name=name, tracking_uri=store)
+    assert out == {"champion": r1.version, "challenger": None}  # no file alias challenger
+    client = MlflowClient(tracking_uri=store, registry_uri=store)
+    with pytest.raises(Exception, match="challenger"):
+        client.get_model_version_by_alias(name, "challenger")
