@@ -89,7 +89,6 @@ def _compare(ctx: StepContext) -> dict[str, Any]:
 # -- tune ---------------------------------------------------------------------------------
 def _tune(ctx: StepContext) -> dict[str, Any]:
     from amv_calib.contract import PortableCalibrator
-    from amv_calib.gate import Gate
     from amv_calib.tuning import read_episodes, split_episodes, tune_thresholds
 
     if ctx.params["artifact"]:
@@ -122,11 +121,7 @@ def _tune(ctx: StepContext) -> dict[str, Any]:
         raise InsufficientDataError(
             f"no trial met gate_harmful <= {ctx.params['target_harmful']} in "
             f"{ctx.params['trials']} trials; raise trials or target_harmful")
-    th = result.thresholds
-    gate = Gate(lambda_cost_scale=th["lambda_cost_scale"],
-                delta_loss_threshold=th["delta_loss_threshold"],
-                epsilon_harm_bound=th["epsilon_harm_bound"], planner=th["planner"],
-                max_verifications=th["max_verifications"], calibrator=calibrator)
+    gate = _gate_from(result.thresholds, calibrator)
     _, holdout = split_episodes(episodes, ctx.params["tune_fraction"])
     _replay_table(episodes.subset(holdout), gate=gate, calibrator=calibrator,
                   seed=ctx.spec.seed, out_dir=ctx.out_dir)
