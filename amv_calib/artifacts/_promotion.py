@@ -8,7 +8,11 @@ may replace ``production``; both conditions must hold:
 (b) on the newest held-out claims (a time split its calibrator was not fitted on) its log
     loss is not worse than production's beyond noise: the 95% paired-bootstrap interval of
     the mean per-claim difference (challenger minus production) must reach down to 0 or
-    below. With no production yet, (b) holds.
+    below. With no production yet, this part holds;
+(c) on the same claims it beats the constant prediction of its training violation rate
+    (``profile.json``) beyond noise: the interval of its difference to that constant must
+    lie below 0. A calibrator that learned nothing (labels shuffled, a broken join) is
+    refused even when production, judged on the same new labels, looks no better.
 
 A person may decide otherwise: ``amv-calib promote NAME vN --force``.
 """
@@ -55,8 +59,9 @@ def _check_certificate(manifest: Mapping[str, Any], alpha: float, delta: float
             and a <= alpha and d <= delta):
         return False, (f"its certificate is at alpha={a}, delta={d}; required alpha <= {alpha}"
                        f", delta <= {delta}")
+    upper = float(cert.get("clopper_pearson_upper") or 1.0)
     return True, (f"certified: harm rate <= {a} with probability >= {1 - d} "
-                  f"(Clopper-Pearson upper bound {cert.get('clopper_pearson_upper')})")
+                  f"(Clopper-Pearson upper bound {upper:.4%})")
 
 
 def _row_log_loss(y: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -120,5 +125,50 @@ def decide_promotion(challenger: LoadedArtifact, production: LoadedArtifact | No
                 f"held-out log loss {holdout['challenger_log_loss']:.4f} against production "
                 f"{production.version}'s {holdout['production_log_loss']:.4f} (difference "
                 f"{holdout['difference']:+.4f}, interval reaches {low:+.4f})")
-    return PromotionDecision(promote=cert_ok and loss_ok, reasons=reasons,
+    skill_ok = True
+    base_rate = _training_rate(challenger)
+    if base_rate is not None and len(holdout_claims):
+        skill = paired_log_loss(holdout_claims, challenger,
+                                _constant(challenger, base_rate), n_boot=n_boot, seed=seed)
+        holdout["skill"] = skill
+        high = skill["difference_ci95"][1]
+        if not (high is not None and high < 0.0):
+            skill_ok = False
+            reasons.append(
+                f"not promoted: on {skill['n']} newest held-out claims its log loss "
+                f"{skill['challenger_log_loss']:.4f} does not beat the constant prediction of "
+                f"its training violation rate {base_rate:.4f} "
+                f"({skill['production_log_loss']:.4f}) beyond noise (difference "
+                f"{skill['difference']:+.4f}, interval up to {high:+.4f}): it learned nothing "
+                f"that holds on new claims")
+    elif base_rate is None:
+        reasons.append("no profile.json: its skill over a constant prediction is not checked")
+    return PromotionDecision(promote=cert_ok and loss_ok and skill_ok, reasons=reasons,
                              certificate_ok=cert_ok, holdout=holdout)
+
+
+def _training_rate(art: LoadedArtifact) -> float | None:
+    """The training violation rate recorded in the artifact's profile, if any."""
+    import json
+
+    path = art.path / "profile.json"
+    if "profile.json" not in art.files or not path.is_file():
+        return None
+    rate = json.loads(path.read_text(encoding="utf-8")).get("violation_rate")
+    return float(rate) if isinstance(rate, (int, float)) else None
+
+
+def _constant(art: LoadedArtifact, rate: float) -> LoadedArtifact:
+    """``art`` with a calibrator that predicts ``rate`` for every claim (a logistic model
+    whose one term has coefficient 0: the intercept alone)."""
+    import math
+    from dataclasses import replace
+
+    from amv_calib.contract import FeatureMap, PortableCalibrator, Term
+
+    r = min(max(rate, 1e-12), 1.0 - 1e-12)
+    constant = PortableCalibrator(
+        kind="linear", feature_map=FeatureMap(terms=(Term(column="source_trust_score",
+                                                          transform="identity"),)),
+        intercept=math.log(r / (1.0 - r)), coef=(0.0,), source="constant")
+    return replace(art, calibrator=constant, version=f"the constant {rate:.4f}")

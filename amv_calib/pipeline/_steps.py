@@ -52,6 +52,7 @@ def _compare(ctx: StepContext) -> dict[str, Any]:
                                    ctx.params["holdout_newest"])
     # The newest claims stay out of the fit: promotion compares calibrators on them.
     holdout.to_parquet(ctx.out_dir / "holdout.parquet")
+    claims.to_parquet(ctx.out_dir / "training.parquet")  # what the calibrators were fitted on
     if len(holdout):
         log.info("[%s] %d newest claims held out for promotion, %d compared", ctx.step.name,
                  len(holdout), len(claims))
@@ -83,6 +84,7 @@ def _compare(ctx: StepContext) -> dict[str, Any]:
         "champion_name": result.champion,
         "table": str(ctx.out_dir / "comparison.md"),
         "holdout": str(ctx.out_dir / "holdout.parquet"),
+        "training": str(ctx.out_dir / "training.parquet"),
     }
 
 

@@ -325,7 +325,14 @@ def frontier_figure(certificate: Mapping[str, Any]) -> Any:
     if (~certified).any():
         ax.scatter(loss[~certified], harm[~certified] * 100, s=30, facecolors="none",
                    edgecolors="C3", zorder=2, label="not certified")
+    span_x = float(np.ptp(loss)) or 1.0
+    span_y = float(np.ptp(harm * 100)) or 1.0
+    placed: list[tuple[float, float]] = []
     for x, y, m in zip(loss, harm * 100, mu, strict=True):
+        # one label where several configurations fall on the same spot
+        if any(abs(x - a) < 0.04 * span_x and abs(y - b) < 0.04 * span_y for a, b in placed):
+            continue
+        placed.append((x, y))
         ax.annotate(f"mu={m:g}", (x, y), textcoords="offset points", xytext=(4, 3),
                     fontsize=6, color="0.35")
     alpha = float(certificate["alpha"])

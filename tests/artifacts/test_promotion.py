@@ -35,9 +35,10 @@ def _certificate(thresholds: dict[str, Any], alpha: float = 0.01,
 
 
 def _export(models: Path, calibrator: Any, thresholds: dict[str, Any],
-            certificate: dict[str, Any] | None) -> LoadedArtifact:
+            certificate: dict[str, Any] | None, claims: Any = None) -> LoadedArtifact:
     res = export_artifact(calibrator=calibrator, thresholds=thresholds, name="m",
-                          models_dir=models, certificate=certificate, include_joblib=False)
+                          models_dir=models, certificate=certificate, include_joblib=False,
+                          claims=claims)
     return load_artifact(res.path)
 
 
@@ -88,7 +89,7 @@ def test_a_worse_calibrator_is_refused_even_when_certified(
     d = decide_promotion(challenger, production, holdout, alpha=0.01, delta=0.05,
                          n_boot=300)
     assert d.certificate_ok and not d.promote
-    assert "worse than production v1's" in d.reasons[-1] and "beyond noise" in d.reasons[-1]
+    assert any("worse than production v1's" in r and "beyond noise" in r for r in d.reasons)
     # the reverse is welcome: the fitted calibrator beats the seed prior
     assert decide_promotion(production, challenger, holdout, alpha=0.01, delta=0.05,
                             n_boot=300).promote
@@ -115,3 +116,25 @@ def test_paired_log_loss_against_sklearn(tmp_path: Path, fitted: Path,
     same = paired_log_loss(holdout, a, a, n_boot=50)
     assert same["difference"] == 0.0 and same["difference_ci95"] == [0.0, 0.0]
     assert np.isfinite(got["difference"])
+
+
+def test_a_calibrator_that_does_not_beat_its_base_rate_is_refused(
+        tmp_path: Path, fitted: Path, thresholds: dict[str, Any], holdout: pd.DataFrame,
+        sample_dir: Path) -> None:
+    # The acceptance case "labels shuffled": judged on shuffled new labels, production looks
+    # no better than the challenger, so only the skill over a constant prediction catches it.
+    training, _ = load_claims(sample_dir / "claims.csv")
+    art = _export(tmp_path, fitted, thresholds, _certificate(thresholds),
+                  claims=training.head(8000))
+    assert decide_promotion(art, None, holdout, alpha=0.01, delta=0.05, n_boot=300).promote
+    shuffled = holdout.copy()
+    shuffled["violated"] = np.random.default_rng(0).permutation(shuffled["violated"].to_numpy())
+    d = decide_promotion(art, None, shuffled, alpha=0.01, delta=0.05, n_boot=300)
+    assert d.certificate_ok and not d.promote
+    assert "does not beat the constant prediction of its training violation rate" in \
+        d.reasons[-1]
+    skill = d.holdout["skill"]
+    rate = training.head(8000)["violated"].mean()
+    by_hand = log_loss(shuffled["violated"].to_numpy(dtype=float),
+                       np.full(len(shuffled), rate), labels=[0, 1])
+    assert skill["production_log_loss"] == pytest.approx(by_hand, rel=1e-9)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 
 from amv_calib import ConfigError, PipelineError
 from amv_calib.cli import main
+from amv_calib.pipeline import pipeline_report
 from amv_calib.pipeline._runner import load_pipeline, run_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,6 +59,7 @@ kind = "compare"
 claims = "@ingest.claims"
 folds = 3
 n_boot = 20
+holdout_newest = 0.2
 
 [[steps]]
 name = "tune"
@@ -67,13 +70,30 @@ trials = {trials}
 target_harmful = 0.05
 
 [[steps]]
+name = "certify"
+kind = "certify"
+calibrator = "@tune.calibrator"
+thresholds = "@tune.thresholds"
+episodes = "{data['episodes']}"
+alpha = 0.05
+delta = 0.1
+
+[[steps]]
 name = "export"
 kind = "export"
 calibrator = "@compare.dir"
-thresholds = "@tune.thresholds"
-claims = "@ingest.claims"
+thresholds = "@certify.thresholds"
+certificate = "@certify.certificate"
+claims = "@compare.training"
 model = "amv-guard"
-alias = "production"
+
+[[steps]]
+name = "promote"
+kind = "promote"
+artifact = "@export.artifact"
+holdout = "@compare.holdout"
+alpha = 0.05
+delta = 0.1
 
 [[steps]]
 name = "register"
@@ -191,22 +211,24 @@ def test_retrain_end_to_end_then_skip(tmp_path: Path, small_data: dict[str, Path
     # Second run: every step unchanged -> skipped, no new artifact version.
     assert main(["run", str(toml), "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
-    assert [s["status"] for s in again["steps"]] == ["skipped"] * 5
+    assert [s["status"] for s in again["steps"]] == ["skipped"] * 7
     assert again["mlflow_run_id"] is None
     assert not (art.parent / "v2").exists()
 
     # Forced: every step runs again, and the export finds v1 already holds that content.
     assert main(["run", str(toml), "--json", "--no-tracking", "--force"]) == 0
     forced = json.loads(capsys.readouterr().out)
-    assert [s["status"] for s in forced["steps"]] == ["ran"] * 5
-    assert forced["steps"][3]["outputs"]["reused"] is True
+    assert [s["status"] for s in forced["steps"]] == ["ran"] * 7
+    assert forced["steps"][4]["outputs"]["reused"] is True
     assert not (art.parent / "v2").exists()
 
     # A changed parameter re-runs that step and everything downstream of it only.
     assert main(["run", str(toml), "--json", "--no-tracking", "--set", "compare.folds=4"]) == 0
     third = json.loads(capsys.readouterr().out)
-    assert [s["status"] for s in third["steps"]] == ["skipped", "ran", "ran", "ran", "ran"]
-    assert third["steps"][3]["outputs"]["version"] == "v2"
+    assert [s["status"] for s in third["steps"]] == ["skipped"] + ["ran"] * 6
+    assert third["steps"][4]["outputs"]["version"] == "v2"
+    # v2 is certified and no worse than v1 on the newest claims: it earns production
+    assert third["steps"][5]["outputs"]["promoted"] is True, third["steps"][5]["outputs"]
     assert verify_artifact(f"{art.parent}@production")["version"] == "v2"
 
 
@@ -293,3 +315,33 @@ signing_key = "{key}"
     b = run(second)  # same content, but not this key's signature: a new signed version
     assert (b["version"], b["reused"]) == ("v2", False)
     assert load_artifact(b["artifact"], trusted_keys=[second_pub]).signed_by == second_pub
+
+
+@pytest.mark.slow
+def test_retrain_on_shuffled_labels_leaves_production_where_it_was(
+        tmp_path: Path, repo_root: Path, sample_dir: Path) -> None:
+    # A useless calibrator (labels shuffled) is still certifiable (the safest gates abstain),
+    # and judged on the same shuffled new labels production looks no better: the promotion
+    # must refuse it for learning nothing, and say so.
+    import numpy as np
+    import pandas as pd
+
+    from amv_calib.contract import read_aliases
+
+    claims = pd.read_csv(sample_dir / "claims.csv").drop(columns=["p_true"])
+    claims["violated"] = np.random.default_rng(0).permutation(claims["violated"].to_numpy())
+    claims.to_csv(tmp_path / "shuffled.csv", index=False)
+    shutil.copytree(repo_root / "models", tmp_path / "models")
+    before = read_aliases(tmp_path / "models" / "amv-guard")["aliases"]["production"]
+    spec = load_pipeline(repo_root / "pipelines" / "retrain.toml", [
+        f'ingest.input="{tmp_path / "shuffled.csv"}"',
+        f'pipeline.models_dir="{tmp_path / "models"}"',
+        f'pipeline.workdir="{tmp_path / "work"}"', "tune.trials=20"])
+    result = run_pipeline(spec, tracking=False)
+    promote = next(s for s in result.steps if s.kind == "promote")
+    assert promote.outputs["promoted"] is False
+    assert "does not beat the constant prediction" in promote.outputs["reasons"][-1]
+    after = read_aliases(tmp_path / "models" / "amv-guard")["aliases"]
+    assert after["production"]["version"] == before["version"]
+    assert after["challenger"]["version"] == promote.outputs["version"] != before["version"]
+    assert "stays challenger" in pipeline_report(result)

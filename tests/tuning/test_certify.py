@@ -108,3 +108,64 @@ def test_guarantee_holds_over_many_calibration_draws() -> None:
             exceed += rates[chosen] > alpha
     share = exceed / draws
     assert share <= delta + 3 * np.sqrt(delta * (1 - delta) / draws), share
+
+
+# -- on real gates --------------------------------------------------------------------------
+def test_shipped_champion_is_certified_and_holds_on_held_out_episodes(repo_root, sample_dir
+                                                                       ) -> None:
+    from amv_calib.contract import load_artifact
+    from amv_calib.gate import Gate
+    from amv_calib.tuning import certification_split, read_episodes, replay
+
+    art = load_artifact(repo_root / "models" / "amv-guard" / "v1")
+    cert = art.manifest["certificate"]
+    assert (cert["alpha"], cert["delta"]) == (0.01, 0.05) and cert["chosen"] is not None
+    assert cert["thresholds"] == {k: art.thresholds[k] for k in cert["thresholds"]}
+    es = read_episodes(sample_dir / "episodes.jsonl")
+    _, calibration, test = certification_split(es, 0.5)
+    assert cert["n"] == int(calibration.sum())
+    t = art.thresholds
+    gate = Gate(lambda_cost_scale=t["lambda_cost_scale"],
+                delta_loss_threshold=t["delta_loss_threshold"],
+                epsilon_harm_bound=t["epsilon_harm_bound"], planner=t["planner"],
+                max_verifications=t["max_verifications"], harm_price=t["harm_price"],
+                calibrator=art.calibrator)
+    held_out = replay(es.subset(test), t["planner"], seed=20261202, gate=gate, n_boot=0)
+    assert held_out.outcomes.harmful.mean() <= cert["alpha"]
+
+
+@pytest.mark.slow
+def test_certificate_is_valid_over_200_calibration_draws(repo_root) -> None:
+    # A synthetic world; each configuration of the harm-price path replayed once on a pool of
+    # 60,000 episodes; 200 calibration draws of 5,000 of the first 40,000 certify, and the
+    # chosen gate's harm is measured on the 20,000 fresh ones. alpha sits between two true
+    # harm rates of the path, so a too-risky configuration can be certified (the test can
+    # fail) and a safe one usually is (the test is not vacuous).
+    from amv_calib.claims import synth_episodes
+    from amv_calib.contract import load_artifact
+    from amv_calib.tuning import episode_set, harm_price_path
+    from amv_calib.tuning._certify import gate_evaluator
+
+    art = load_artifact(repo_root / "models" / "amv-guard" / "v1")
+    path = harm_price_path({**art.thresholds, "harm_price": 0.0},
+                           steps=[1e4, 1e3, 300.0, 100.0, 30.0, 10.0, 3.0, 1.0, 0.0])
+    pool = episode_set(synth_episodes(60_000, seed=77))
+    evaluate = gate_evaluator(pool, art.calibrator, seed=5, lambda_eval=1.0)
+    harm, loss = zip(*(evaluate(c) for c in path), strict=True)
+    true_rate = np.array([h[40_000:].mean() for h in harm])
+    above = np.sort(true_rate[true_rate > 0.005])
+    alpha = float(above[:2].mean())
+    delta, n, draws = 0.1, 5000, 200
+    rng = np.random.default_rng(2)
+    exceed = certified = 0
+    for _ in range(draws):
+        take = rng.choice(40_000, size=n, replace=False)
+        cert = certify(path, lambda c, take=take: (harm[path.index(c)][take],
+                                                   loss[path.index(c)][take]),
+                       alpha=alpha, delta=delta, episodes_fingerprint="draw")
+        if cert.chosen is not None:
+            certified += 1
+            exceed += bool(true_rate[cert.chosen] > alpha)
+    share = exceed / draws
+    assert certified >= draws // 2, (certified, alpha, true_rate)
+    assert share <= delta + 3 * np.sqrt(delta * (1 - delta) / draws), (share, alpha, true_rate)
