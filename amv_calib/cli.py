@@ -114,9 +114,26 @@ def _models_dir_option(p: argparse.ArgumentParser) -> None:
 
 
 def _version_arguments(p: argparse.ArgumentParser) -> None:
-    """``NAME VERSION``: one artifact version."""
+    """``NAME VERSION``: one artifact version, by number or by one of its aliases."""
     p.add_argument("name", metavar="NAME")
-    p.add_argument("version", metavar="VERSION", help="vN")
+    p.add_argument("version", metavar="VERSION",
+                   help="vN, or an alias naming one (challenger, production)")
+
+
+def _resolve_version(args: argparse.Namespace) -> None:
+    """Turn an alias given as ``args.version`` into the version it names (in place)."""
+    import re
+
+    if re.fullmatch(r"v[1-9][0-9]*", args.version):
+        return
+    from amv_calib.contract import read_aliases
+    from amv_calib.settings import models_dir as default_models_dir
+
+    mdir = Path(args.models_dir or default_models_dir()) / args.name
+    entry = read_aliases(mdir)["aliases"].get(args.version)
+    if entry is None:
+        raise ConfigError(f"VERSION {args.version!r} is neither vN nor an alias of {mdir}")
+    args.version = entry["version"]
 
 
 def _trusted_key_option(p: argparse.ArgumentParser) -> None:
@@ -839,6 +856,7 @@ def _registry_options(p: argparse.ArgumentParser) -> None:
 def _run_promote(args: argparse.Namespace) -> int:
     from amv_calib.artifacts import promote
 
+    _resolve_version(args)
     if args.alias == DEFAULT_ALIAS and not args.force:
         _check_promotion(args)
     entry = promote(args.name, args.version, alias=args.alias, models_dir=args.models_dir)
@@ -929,6 +947,7 @@ def _run_sign(args: argparse.Namespace) -> int:
 def _run_bundle(args: argparse.Namespace) -> int:
     from amv_calib.artifacts import bundle
 
+    _resolve_version(args)
     path = bundle(args.name, args.version, args.out, models_dir=args.models_dir)
     _print_json({"bundle": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
     return 0
