@@ -37,8 +37,12 @@ __all__ = ["build_parser", "main"]
 _GATE_DOC = """Decide PROCEED / VERIFY / ABSTAIN for one action file and print the decision as JSON.
 
 The action file holds {"action": {...}, "verifiers": [...]} in the seed's field names
-(camelCase) or snake_case; a premise may embed its claim under "claim". Without
---artifact or --calibrator, premises that carry no probability make the gate fail
+(camelCase) or snake_case; a premise may embed its claim under "claim" (see the README,
+"Show the action file's shape").
+
+Without --artifact the gate loads models/amv-guard@production (under $AMV_CALIB_MODELS_DIR
+when set); when that does not exist it exits 2. --mode seed runs the seed's rule with its
+prior instead. With --no-artifact, premises that carry no probability make the gate fail
 closed (ABSTAIN with the reason), never PROCEED.
 """
 
@@ -49,7 +53,7 @@ _URI_HELP = "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///
 # -- what every command has, and options several commands share -------------------------------
 
 def _command(subparsers: Any, name: str, run: Callable[[argparse.Namespace], int], *,
-             help: str, description: str | None = None,
+             help: str, description: str,
              formatter_class: type[argparse.HelpFormatter] = argparse.HelpFormatter,
              ) -> argparse.ArgumentParser:
     """Add the sub-command ``name``, carried out by ``run``."""
@@ -75,13 +79,13 @@ def _harm_price_option(p: argparse.ArgumentParser, help: str) -> None:
                    metavar="X", help=help)
 
 
-def _seed_option(p: argparse.ArgumentParser, help: str | None,
+def _seed_option(p: argparse.ArgumentParser, help: str,
                  default: int = DEFAULT_SEED) -> None:
     """``--seed``: the random seed of the command's draws."""
     p.add_argument("--seed", type=int, default=default, help=help)
 
 
-def _n_boot_option(p: argparse.ArgumentParser, default: int, help: str | None,
+def _n_boot_option(p: argparse.ArgumentParser, default: int, help: str,
                    metavar: str | None = None) -> None:
     """``--n-boot``: bootstrap resamples of the intervals."""
     p.add_argument("--n-boot", type=int, default=default, metavar=metavar, help=help)
@@ -115,7 +119,7 @@ def _models_dir_option(p: argparse.ArgumentParser) -> None:
 
 def _version_arguments(p: argparse.ArgumentParser) -> None:
     """``NAME VERSION``: one artifact version, by number or by one of its aliases."""
-    p.add_argument("name", metavar="NAME")
+    p.add_argument("name", metavar="NAME", help="artifact name (the folder under models/)")
     p.add_argument("version", metavar="VERSION",
                    help="vN, or an alias naming one (challenger, production)")
 
@@ -230,7 +234,8 @@ def _parsers_synth(subparsers: Any) -> None:
             "The same --seed gives the same bytes."
         ),
     )
-    p.add_argument("kind", choices=("claims", "episodes"))
+    p.add_argument("kind", choices=("claims", "episodes"),
+                   help="claims: labelled claim outcomes; episodes: action episodes")
     p.add_argument("--n", type=int, default=None, metavar="N",
                    help="rows / instances (default: 20000 claims, 3520 episodes)")
     _seed_option(p, f"random seed (default: {DEFAULT_SEED})")
@@ -459,7 +464,7 @@ def _parsers_replay(subparsers: Any) -> None:
         help="replay policies over frozen episodes and print the paper-style table",
         description="Replay gate policies over an episodes JSONL file with common random "
         "numbers and report Gate Harmful, verification cost, queries, Proceed Coverage, "
-        "abstention rate and total loss (bootstrap 95%% intervals).",
+        "abstention rate and total loss (bootstrap 95 % intervals).",
     )
     _episodes_argument(p)
     p.add_argument("--policy", action="append", required=True,
@@ -489,9 +494,13 @@ def _parsers_replay(subparsers: Any) -> None:
     )
     _episodes_argument(t)
     _tune_options(t)
-    t.add_argument("--mode", choices=("constrained", "multi"), default="constrained")
-    t.add_argument("--tune-fraction", type=float, default=0.5)
-    t.add_argument("--study-name", default="amv-calib-tune")
+    t.add_argument("--mode", choices=("constrained", "multi"), default="constrained",
+                   help="constrained: least total loss with harm <= --target-harmful; multi: "
+                   "the harm / total-loss Pareto front (default constrained)")
+    t.add_argument("--tune-fraction", type=float, default=0.5, metavar="F",
+                   help="share of the episodes tuned on; the rest is held out (default 0.5)")
+    t.add_argument("--study-name", default="amv-calib-tune",
+                   help="Optuna study name in the storage (default amv-calib-tune)")
     t.add_argument("--workers", type=int, default=1,
                    help="parallel worker processes sharing the storage (not reproducible)")
     _harm_price_option(t, "pin the harm price at X instead of searching it (0: tune the "
@@ -500,11 +509,15 @@ def _parsers_replay(subparsers: Any) -> None:
     x = _command(
         subparsers, "transfer", _run_transfer,
         help="tune on some families, report on families never seen in tuning",
+        description="Tune the gate on the episodes of --tune-families only, then replay the "
+                    "tuned gate on the other families: how the thresholds transfer to "
+                    "perturbations never seen in tuning.",
     )
     _episodes_argument(x)
     x.add_argument("--tune-families", required=True, help="comma-separated families to tune on")
     _tune_options(x)
-    x.add_argument("--study-name", default=None)
+    x.add_argument("--study-name", default=None,
+                   help="Optuna study name (default: one named after the tune families)")
 
     c = _command(
         subparsers, "certify", _run_certify,
@@ -571,10 +584,13 @@ def _tune_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trials", type=int, required=True, help="target number of completed trials")
     p.add_argument("--storage", default=None,
                    help="journal file path (default .optuna/journal.log) or RDB URL")
-    p.add_argument("--target-harmful", type=float, default=0.02)
-    p.add_argument("--planner", choices=("lookahead", "myopic"), default="lookahead")
-    _seed_option(p, None)
-    _n_boot_option(p, 500, None)
+    p.add_argument("--target-harmful", type=float, default=0.02, metavar="RATE",
+                   help="Gate Harmful the tuning may not exceed on the tuning split "
+                   "(default 0.02)")
+    p.add_argument("--planner", choices=("lookahead", "myopic"), default="lookahead",
+                   help="verification planner of the tuned gate (default lookahead)")
+    _seed_option(p, f"seed of the sampler, split and answer stream (default {DEFAULT_SEED})")
+    _n_boot_option(p, 500, "bootstrap resamples of the held-out intervals (default 500)")
     p.add_argument("--out", default=None, help="output DIR (thresholds.json, trials.csv, ...)")
     _json_option(p, "print the result as JSON")
 
@@ -771,7 +787,7 @@ def _parsers_artifacts(subparsers: Any) -> None:
         subparsers, "rollback", _run_rollback,
         help="move an alias back to its previous version",
         description="Point ALIAS back at the version it named before the current one.")
-    p.add_argument("name", metavar="NAME")
+    p.add_argument("name", metavar="NAME", help="artifact name (the folder under models/)")
     _alias_option(p)
     _models_dir_option(p)
     _registry_options(p)
@@ -987,6 +1003,9 @@ def _parsers_mlflow(subparsers: Any) -> None:
     u = _command(
         subparsers, "ui-command", _run_ui_command,
         help="print the command that opens MLflow's UI on the tracked runs",
+        description="Print the `mlflow ui` command for the tracking store (a local SQLite "
+                    "store as an absolute path, so the command works from any folder), or "
+                    "the address of a tracking server.",
     )
     _tracking_uri_option(u)
     u.add_argument("--port", type=int, default=5000, help="port for the UI (default: 5000)")
@@ -1048,13 +1067,20 @@ def _parsers_gate(subparsers: Any) -> None:
                    help='{"action": {...}, "verifiers": [...]}; "-" reads stdin')
     src = p.add_mutually_exclusive_group()
     src.add_argument("--artifact", metavar="DIR",
-                     help="artifact version folder or MODEL_DIR@ALIAS (calibrator + thresholds)")
+                     help="artifact version folder or MODEL_DIR@ALIAS (calibrator + "
+                     "thresholds); default models/amv-guard@production when it exists")
     src.add_argument("--calibrator", metavar="FILE",
                      help="a portable calibrator.json to compute p from claims")
+    src.add_argument("--no-artifact", action="store_true",
+                     help="load no artifact: the built-in thresholds, and only the "
+                     "probabilities the action file carries (other premises ABSTAIN)")
     p.add_argument("--strict", action="store_true",
                    help="error out on a refused artifact instead of failing closed (ABSTAIN)")
-    p.add_argument("--mode", choices=("amv", "seed"), default=None)
-    p.add_argument("--planner", choices=("lookahead", "myopic"), default=None)
+    p.add_argument("--mode", choices=("amv", "seed"), default=None,
+                   help="amv: the calibrated gate; seed: the seed's uncalibrated rule "
+                   "(default: the artifact's)")
+    p.add_argument("--planner", choices=("lookahead", "myopic"), default=None,
+                   help="verification planner (default: the artifact's)")
     p.add_argument("--lambda", dest="lambda_cost_scale", type=float, default=None,
                    metavar="X", help="lambda_cost_scale")
     p.add_argument("--delta", dest="delta_loss_threshold", type=float, default=None,
@@ -1064,7 +1090,7 @@ def _parsers_gate(subparsers: Any) -> None:
     _harm_price_option(p, "harm_price: the price of harm, added to theta when planning "
                           "(default: the artifact's, else 0)")
     p.add_argument("--max-verifications", dest="max_verifications", type=int, default=None,
-                   metavar="N")
+                   metavar="N", help="verification budget (default: the artifact's)")
     p.add_argument("--decision-log", dest="decision_log", metavar="PATH", default=None,
                    help="append the decision record to this JSON-lines file")
     _trusted_key_option(p)
@@ -1086,6 +1112,18 @@ def _read_json(where: str, flag: str = "--action") -> Any:
         raise ConfigError(f"{flag} {where}: not JSON ({exc})") from None
     except RecursionError:
         raise ConfigError(f"{flag} {where}: JSON nested too deeply") from None
+
+
+def _default_artifact() -> str:
+    """``models/amv-guard@production`` when it exists, else exit 2 naming the flags."""
+    from amv_calib.settings import champion_reference
+
+    ref = champion_reference()
+    folder = Path(ref.rpartition("@")[0])
+    if not (folder / "aliases.json").is_file():
+        raise ConfigError(f"no --artifact given and no {ref} to default to; pass --artifact "
+                          f"DIR (or MODEL_DIR@ALIAS), --calibrator FILE or --no-artifact")
+    return ref
 
 
 def _run_gate(args: argparse.Namespace) -> int:
@@ -1116,6 +1154,9 @@ def _run_gate(args: argparse.Namespace) -> int:
         if getattr(args, k) is not None
     }
     try:
+        if (args.artifact is None and args.calibrator is None and not args.no_artifact
+                and args.mode != "seed"):
+            args.artifact = _default_artifact()
         if args.artifact is not None:
             gate = Gate.from_artifact(args.artifact, strict=args.strict,
                                       trusted_keys=args.trusted_keys, **overrides)

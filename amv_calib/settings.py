@@ -94,6 +94,11 @@ def ui_command(uri: str | None = None, *, port: int = 5000) -> str:
     uri = uri or tracking_uri()
     if uri.startswith(("http://", "https://")):
         return f"open {uri} in a browser (the tracking server serves the UI)"
+    path = uri.removeprefix("sqlite:///")
+    if uri.startswith("sqlite:///") and not path.startswith("/") and path != ":memory:":
+        # A relative SQLite path names a file in the cwd; printed absolute, the command
+        # opens the same store from any folder.
+        uri = f"sqlite:///{(Path.cwd() / path).resolve().as_posix()}"
     return f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port {port}"
 
 

@@ -50,7 +50,9 @@ def test_every_command_runs_its_own_function() -> None:
     ("alias", ["promote", "rollback"],
      {"option_strings": ["--alias"], "default": DEFAULT_ALIAS,
       "help": f"default: {DEFAULT_ALIAS}"}),
-    ("version", ["promote", "bundle"], {"option_strings": [], "metavar": "VERSION", "help": "vN"}),
+    ("version", ["promote", "bundle"],
+     {"option_strings": [], "metavar": "VERSION",
+      "help": "vN, or an alias naming one (challenger, production)"}),
 ])
 def test_shared_options_are_alike(dest: str, commands: list[str], want: dict[str, Any]) -> None:
     parsers = _commands()
@@ -73,7 +75,28 @@ def test_seed_help_is_each_commands_own() -> None:
     assert {c: _option(parsers[c], "seed").help for c in
             ("synth", "compare", "replay", "tune", "transfer")} == {
         "synth": f"random seed (default: {DEFAULT_SEED})", "compare": "bootstrap seed",
-        "replay": "answer stream and bootstrap", "tune": None, "transfer": None}
+        "replay": "answer stream and bootstrap",
+        "tune": f"seed of the sampler, split and answer stream (default {DEFAULT_SEED})",
+        "transfer": f"seed of the sampler, split and answer stream (default {DEFAULT_SEED})"}
+
+
+def test_every_command_has_a_description_and_every_argument_help() -> None:
+    missing = []
+    for name, p in _commands().items():
+        if not p.description:
+            missing.append(f"{name}: description")
+        missing += [f"{name}: {a.option_strings or a.dest}" for a in p._actions
+                    if not isinstance(a, argparse._HelpAction) and not a.help]
+    assert missing == []
+
+
+@pytest.mark.parametrize("command", sorted(_commands()), ids=str)
+def test_help_prints_without_format_escapes(command: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    out = capsys.readouterr().out
+    assert "%%" not in out and "``" not in out and ":func:" not in out
 
 
 def test_unknown_table_ending_is_refused_before_reading(tmp_path: Any,

@@ -32,6 +32,14 @@ def write(tmp_path: Path, premise_p: float | None, *, name: str = "action.json")
     return path
 
 
+@pytest.fixture(autouse=True)
+def _empty_models_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No shipped champion to default to, unless a test exports one."""
+    models = tmp_path / "models"
+    monkeypatch.setenv("AMV_CALIB_MODELS_DIR", str(models))
+    return models
+
+
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any], str]:
     code = main(["gate", *argv])
     out, err = capsys.readouterr()
@@ -39,12 +47,12 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[s
 
 
 def test_prints_the_decision(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "--action", str(write(tmp_path, 0.001)))
+    code, out, _ = run_cli(capsys, "--action", str(write(tmp_path, 0.001)), "--no-artifact")
     assert code == 0
     assert out["action_id"] == "tx-1" and out["regime"] == "PROCEED"
     assert out["probabilities"] == [0.001] and out["gate"]["planner"] == "lookahead"
     code, out, _ = run_cli(capsys, "--action", str(write(tmp_path, 0.3)), "--planner", "myopic",
-                           "--epsilon", "0.05")
+                           "--epsilon", "0.05", "--no-artifact")
     assert out["regime"] == "VERIFY" and out["verifier"] == "bank-api"
     assert out["gate"]["epsilon_harm_bound"] == 0.05
 
@@ -52,7 +60,7 @@ def test_prints_the_decision(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 def test_without_a_calibrator_it_abstains_never_proceeds(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, None)
-    code, out, _ = run_cli(capsys, "--action", str(path))
+    code, out, _ = run_cli(capsys, "--action", str(path), "--no-artifact")
     assert code == 0 and out["regime"] == "ABSTAIN"
     assert "failing closed" in out["reason"] and "no calibrator" in out["reason"]
     # with the seed prior (seed mode) or a calibrator file the claim gets a probability
@@ -102,10 +110,11 @@ def test_bad_action_files(tmp_path: Path, capsys: pytest.CaptureFixture[str], co
 
 def test_harm_price_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, 0.001)
-    code, out, _ = run_cli(capsys, "--action", str(path))
+    code, out, _ = run_cli(capsys, "--action", str(path), "--no-artifact")
     assert out["regime"] == "PROCEED" and out["gate"]["harm_price"] == 0.0
     # priced at 5000, R = 5050 * 0.001 = 5.05 > min(delta, kappa) = 4: no longer admissible
-    code, out, _ = run_cli(capsys, "--action", str(path), "--harm-price", "5000")
+    code, out, _ = run_cli(capsys, "--action", str(path), "--harm-price", "5000",
+                           "--no-artifact")
     assert code == 0 and out["gate"]["harm_price"] == 5000.0
     assert out["regime"] != "PROCEED" and out["r_expected"] == pytest.approx(5.05, rel=1e-12)
     for bad in ("-1", "nan", "inf", "x"):
@@ -113,3 +122,41 @@ def test_harm_price_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
             main(["gate", "--action", str(path), "--harm-price", bad])
         assert exc.value.code == 2
         assert "--harm-price" in capsys.readouterr().err
+
+
+def test_defaults_to_the_production_artifact(tmp_path: Path, _empty_models_dir: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from amv_calib.artifacts import export_artifact, promote
+
+    path = write(tmp_path, None)
+    code, out, err = run_cli(capsys, "--action", str(path))
+    assert code == 2 and not out
+    assert f"no {_empty_models_dir / 'amv-guard'}@production" in err
+    assert "--artifact" in err and "--no-artifact" in err
+    res = export_artifact(calibrator=seed_prior_calibrator(), name="amv-guard",
+                          models_dir=_empty_models_dir)
+    promote("amv-guard", res.version, alias="production", models_dir=_empty_models_dir)
+    code, out, _ = run_cli(capsys, "--action", str(path))
+    assert code == 0 and out["probabilities"] and out["regime"] != "ABSTAIN"
+    assert out["gate"]["artifact"]["version"] == res.version
+    # the same decision as naming the artifact explicitly
+    code, named, _ = run_cli(capsys, "--action", str(path), "--artifact", str(res.path))
+    assert named == out
+
+
+def test_the_readme_gate_examples_run_as_written(repo_root: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+    import sys
+
+    readme = (repo_root / "README.md").read_text(encoding="utf-8")
+    snippet = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S)
+                   if "gate.run(" in b)
+    done = subprocess.run([sys.executable, "-c", snippet], cwd=repo_root, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["VERIFY", "['bank-api'] PROCEED"]
+    # the shell form, on the example action file, gives the same first decision
+    code, out, _ = run_cli(capsys, "--action", str(repo_root / "data/examples/action.json"),
+                           "--artifact", str(repo_root / "models/amv-guard@production"))
+    assert code == 0 and (out["regime"], out["verifier"]) == ("VERIFY", "bank-api")

@@ -233,16 +233,19 @@ def test_proceed_region_shrinks_as_the_harm_price_grows(case: tuple[float, ...],
 # -- artifact thresholds -------------------------------------------------------------------------
 
 
-def test_thresholds_without_a_harm_price_mean_zero(repo_root: Any) -> None:
+def test_thresholds_without_a_harm_price_mean_zero(repo_root: Any, tmp_path: Any) -> None:
+    from amv_calib.artifacts import export_artifact
     from amv_calib.contract import check_thresholds, load_artifact
 
-    # the shipped champion predates the harm price: it loads, and prices no harm
-    v1 = repo_root / "models" / "amv-guard" / "v1"
-    art = load_artifact(v1)
-    assert "harm_price" not in art.manifest["gate"]
-    assert "harm_price" not in check_thresholds(art.manifest["gate"])  # re-exports the same
-    assert Gate.from_artifact(v1, strict=True).harm_price == 0.0
-    assert Gate.from_artifact(v1, strict=True, harm_price=4.0).harm_price == 4.0
+    # thresholds written before the harm price existed: they load, and price no harm
+    shipped = load_artifact(repo_root / "models" / "amv-guard" / "v1")
+    old = {k: v for k, v in shipped.manifest["gate"].items() if k != "harm_price"}
+    assert "harm_price" not in check_thresholds(old)  # re-exports the same
+    res = export_artifact(calibrator=shipped.calibrator, name="old", thresholds=old,
+                          models_dir=tmp_path)
+    assert "harm_price" not in load_artifact(res.path).manifest["gate"]
+    assert Gate.from_artifact(res.path, strict=True).harm_price == 0.0
+    assert Gate.from_artifact(res.path, strict=True, harm_price=4.0).harm_price == 4.0
 
 
 @pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf, True, "0"])

@@ -401,13 +401,24 @@ def test_metrics_are_finite_numbers(logged: dict[str, Any]) -> None:
 
 # -- CLI ------------------------------------------------------------------------------------
 def test_ui_command_prints_the_sqlite_line(capsys: pytest.CaptureFixture[str],
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+                                           monkeypatch: pytest.MonkeyPatch,
+                                           tmp_path: Path) -> None:
     from amv_calib.cli import main
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
     assert main(["ui-command"]) == 0
+    store = (tmp_path / "mlflow.db").resolve().as_posix()
     assert capsys.readouterr().out.strip() == \
-        "mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port 5000"
+        f"mlflow ui --backend-store-uri sqlite:///{store} --host 127.0.0.1 --port 5000"
+
+
+def test_ui_command_keeps_absolute_and_server_uris() -> None:
+    from amv_calib.settings import ui_command
+
+    assert ui_command("sqlite:////srv/mlflow.db", port=5001) == \
+        "mlflow ui --backend-store-uri sqlite:////srv/mlflow.db --host 127.0.0.1 --port 5001"
+    assert ui_command("http://127.0.0.1:5000").startswith("open http://127.0.0.1:5000")
 
 
 def test_gate_and_cli_do_not_import_mlflow() -> None:
