@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from amv_calib.pipeline._spec import PipelineResult
-from amv_calib.settings import tracking_uri
+from amv_calib.settings import tracking_uri, ui_command
 
 
 def _read(path: object) -> str | None:
@@ -64,8 +64,7 @@ def pipeline_report(result: PipelineResult) -> str:
                       f"{s.outputs.get('model_version')} {' '.join(held)}".rstrip(), ""]
     if result.tracking:
         uri = result.tracking_uri or tracking_uri()
-        lines += ["## inspect in MLflow", "",
-                  f"    .venv/bin/mlflow ui --backend-store-uri {uri} --port 5000",
+        lines += ["## inspect in MLflow", "", f"    {ui_command(uri)}",
                   "then open http://127.0.0.1:5000 (experiment "
                   f"{result.spec.experiment!r}"
                   + (f", run {result.run_id})" if result.run_id else ")"), ""]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -54,6 +55,9 @@ def test_an_alias_whose_version_is_not_registered_is_removed(tmp_path: Path, sto
     models = tmp_path / "models"
     shutil.copytree(repo_root / "models" / "amv-guard", models / "amv-guard")
     mdir = models / "amv-guard"
+    aliases = json.loads((mdir / "aliases.json").read_text(encoding="utf-8"))
+    aliases["aliases"].pop("challenger", None)  # the file names production only
+    (mdir / "aliases.json").write_text(json.dumps(aliases), encoding="utf-8")
     name = "gate-model"
     r1 = register_champion(mdir / "v1", registered_name=name, alias="challenger",
                            tracking_uri=store)
