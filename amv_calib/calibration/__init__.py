@@ -28,6 +28,8 @@ from amv_calib.calibration._compare import (
     write_comparison,
 )
 from amv_calib.calibration._figures import (
+    comparison_figure,
+    prediction_histogram,
     reliability_figure,
     write_figure_png,
 )
@@ -76,6 +78,8 @@ __all__ = [
     "newest_split",
     "mce",
     "reliability_curve",
+    "comparison_figure",
+    "prediction_histogram",
     "reliability_figure",
     "score_features",
     "score_map",

@@ -789,39 +789,26 @@ def _debiased_lines(result: ComparisonResult) -> list[str]:
     return lines
 
 
-def _reliability_figure(result: ComparisonResult) -> Any:
+def _reliability_figure(result: ComparisonResult, histogram: Any) -> Any:
     """The comparison's reliability diagram: every calibrator's out-of-fold curve on
-    equal-mass bins, the legend with equal-mass ECE and log loss and their intervals."""
-    from amv_calib.calibration._figures import reliability_figure
+    equal-mass bins, the panel titles with equal-mass ECE and log loss and their intervals."""
+    from amv_calib.calibration._figures import comparison_figure
 
-    table = {r["name"]: r for r in result.table.to_dict(orient="records")}
-    labels = {}
-    for name in result.oof:
-        t = table[name]
-        star = " (champion)" if name == result.champion else ""
-        labels[name] = (
-            f"{name}{star}\nlog loss {t['log_loss']:.4f} [{t['log_loss_low']:.4f}, "
-            f"{t['log_loss_high']:.4f}]; ece_mass {t['ece_mass']:.4f} "
-            f"[{t['ece_mass_low']:.4f}, {t['ece_mass_high']:.4f}]"
-        )
-    cfg = result.config
-    title = (f"Reliability, out of fold: {cfg['folds']} {cfg['split']} folds, "
-             f"n = {cfg['n_rows']} claims, equal-mass (quantile) bins; metric names as in "
-             f"comparison.md")
-    return reliability_figure(result.reliability, strategy="quantile", predictions=result.oof,
-                              labels=labels, title=title)
+    return comparison_figure(result.reliability, result.table, histogram=histogram,
+                             config=result.config, champion=result.champion)
 
 
 def write_comparison(result: ComparisonResult, out_dir: str | Path) -> dict[str, Path]:
     """Write the compare directory layout; returns ``{file name: path}``.
 
     Files: ``comparison.csv``, ``comparison.md``, ``comparison.json``, ``reliability.png``,
-    ``reliability_bins.csv``, ``champion.json`` (portable form of the refitted champion),
+    ``reliability_bins.csv``, ``prediction_histogram.csv`` (the figure's histogram),
+    ``champion.json`` (portable form of the refitted champion),
     ``champion.joblib``, and ``calibrators/<name>.json`` / ``.joblib`` for every calibrator.
     """
     import joblib
 
-    from amv_calib.calibration._figures import write_figure_png
+    from amv_calib.calibration._figures import prediction_histogram, write_figure_png
 
     out = Path(out_dir)
     (out / "calibrators").mkdir(parents=True, exist_ok=True)
@@ -836,7 +823,9 @@ def write_comparison(result: ComparisonResult, out_dir: str | Path) -> dict[str,
     put("comparison.md", comparison_markdown(result))
     put("comparison.json", json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n")
     put("reliability_bins.csv", result.reliability.to_csv(index=False, lineterminator="\n"))
-    paths["reliability.png"] = write_figure_png(_reliability_figure(result),
+    histogram = prediction_histogram(result.oof)
+    put("prediction_histogram.csv", histogram.to_csv(index=False, lineterminator="\n"))
+    paths["reliability.png"] = write_figure_png(_reliability_figure(result, histogram),
                                                 out / "reliability.png")
     if result.estimators:
         for name, est in result.estimators.items():

@@ -59,6 +59,7 @@ def reliability_figure(
     *,
     strategy: str = "quantile",
     predictions: Mapping[str, ArrayLike] | None = None,
+    histogram: Any = None,
     labels: Mapping[str, str] | None = None,
     title: str | None = None,
 ) -> Any:
@@ -75,7 +76,10 @@ def reliability_figure(
         ``"uniform"``: equal width); the first one present when it lacks this one.
     predictions : mapping name -> array, optional
         Each calibrator's predictions, for the histogram (50 equal-width bins, log counts).
-        Without them the histogram shows the rows per reliability bin.
+    histogram : pandas.DataFrame, optional
+        The same histogram already counted (:func:`prediction_histogram`, as written to
+        ``prediction_histogram.csv``), when the predictions are not at hand. Without either,
+        the histogram shows the rows per reliability bin.
     labels : mapping name -> str, optional
         Panel title per calibrator (default: its name); name the metrics as the tables do.
     title : str, optional
@@ -96,9 +100,10 @@ def reliability_figure(
         kinds = list(dict.fromkeys(bins["strategy"].astype(str)))
         strategy = strategy if strategy in kinds else kinds[0]
         bins = bins[bins["strategy"].astype(str) == strategy]
+    if predictions is not None:
+        histogram = prediction_histogram(predictions)
     if "calibrator" in bins.columns:
-        names = list(predictions) if predictions is not None else list(
-            dict.fromkeys(bins["calibrator"].astype(str)))
+        names = list(dict.fromkeys(bins["calibrator"].astype(str)))
         curves = [(n, bins[bins["calibrator"].astype(str) == n]) for n in names]
     else:
         curves = [("", bins)]
@@ -113,18 +118,19 @@ def reliability_figure(
         inner = outer[i // cols, i % cols].subgridspec(2, 1, height_ratios=(3, 1), hspace=0.05)
         ax = fig.add_subplot(inner[0])
         hist = fig.add_subplot(inner[1], sharex=ax)
-        _panel(ax, hist, r, _COLOURS[i % len(_COLOURS)], (labels or {}).get(name, name),
-               None if predictions is None else predictions.get(name))
+        counts = None
+        if histogram is not None:
+            counts = histogram[histogram["calibrator"].astype(str) == name] if name else histogram
+        _panel(ax, hist, r, _COLOURS[i % len(_COLOURS)], (labels or {}).get(name, name), counts)
     kind = _STRATEGY_LABELS.get(strategy, strategy)
     fig.suptitle(title if title is not None else f"Reliability, out of fold ({kind} bins)",
                  fontsize=10)
     return fig
 
 
-def _panel(ax: Any, hist: Any, r: Any, colour: str, label: str,
-           predictions: ArrayLike | None) -> None:
+def _panel(ax: Any, hist: Any, r: Any, colour: str, label: str, counts: Any) -> None:
     """One calibrator: its curve with intervals over the diagonal, and below the log-scale
-    histogram of its predictions (or of the rows per bin, without predictions)."""
+    histogram of its predictions (or of the rows per bin, without a histogram)."""
     ax.plot([0, 1], [0, 1], linestyle="--", color="#555555", linewidth=1, label="perfect")
     x = r["mean_pred"].to_numpy(dtype=float)
     yv = r["observed_rate"].to_numpy(dtype=float)
@@ -136,10 +142,12 @@ def _panel(ax: Any, hist: Any, r: Any, colour: str, label: str,
     else:
         ax.plot(x, yv, marker="o", markersize=3, linewidth=1.2, color=colour,
                 label="observed")
-    if predictions is not None:
-        edges = np.linspace(0.0, 1.0, 51)
-        counts, _ = np.histogram(np.asarray(predictions, dtype=float), bins=edges)
-        hist.stairs(np.maximum(counts, 0.5), edges, color=colour, linewidth=1.2)
+    if counts is not None and len(counts):
+        edges = np.append(counts["bin_lower"].to_numpy(dtype=float),
+                          counts["bin_upper"].to_numpy(dtype=float)[-1])
+        # Empty bins drawn at 0.5 so that the log scale keeps them visible as gaps.
+        hist.stairs(np.maximum(counts["count"].to_numpy(dtype=float), 0.5), edges,
+                    color=colour, linewidth=1.2)
     elif "count" in r.columns and {"bin_lower", "bin_upper"} <= set(r.columns) and len(r):
         lo = r["bin_lower"].to_numpy(dtype=float)
         hi = r["bin_upper"].to_numpy(dtype=float)
@@ -154,6 +162,72 @@ def _panel(ax: Any, hist: Any, r: Any, colour: str, label: str,
     hist.set_yscale("log")
     hist.set_xlabel("predicted P(violated)")
     hist.set_ylabel("rows")
+
+
+def prediction_histogram(predictions: Mapping[str, ArrayLike], n_bins: int = 50) -> Any:
+    """Counts of each calibrator's predictions in ``n_bins`` equal-width bins on [0, 1].
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``calibrator``, ``bin_lower``, ``bin_upper``, ``count``: what the figure's
+        histogram draws, small enough to write beside the reliability bins.
+    """
+    import pandas as pd
+
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    frames = []
+    for name, p in predictions.items():
+        counts, _ = np.histogram(np.asarray(p, dtype=float), bins=edges)
+        frames.append(pd.DataFrame({"calibrator": str(name), "bin_lower": edges[:-1],
+                                    "bin_upper": edges[1:], "count": counts.astype(np.int64)}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["calibrator", "bin_lower", "bin_upper", "count"])
+
+
+def comparison_figure(bins: Any, table: Any, *, histogram: Any = None,
+                      config: Mapping[str, Any] | None = None,
+                      champion: str | None = None) -> Any:
+    """The comparison's reliability figure, from the tables ``compare`` writes.
+
+    Drawn the same way for ``reliability.png`` and for the MLflow run, so that the panel
+    titles carry the metrics under the names of ``comparison.md`` (log loss and the
+    equal-mass ``ece_mass``, with their intervals).
+
+    Parameters
+    ----------
+    bins : pandas.DataFrame
+        ``reliability_bins.csv``.
+    table : pandas.DataFrame
+        ``comparison.csv``: one row per calibrator with ``name``, ``log_loss`` and
+        ``ece_mass`` and their ``_low``/``_high`` bounds.
+    histogram : pandas.DataFrame, optional
+        ``prediction_histogram.csv``.
+    config : mapping, optional
+        The comparison's config (``folds``, ``split``, ``n_rows``) for the title.
+    champion : str, optional
+        Marked "(champion)" in its panel title.
+    """
+    labels = {}
+    for row in table.to_dict(orient="records"):
+        name = str(row.get("name", ""))
+        star = " (champion)" if name == champion else ""
+        try:
+            labels[name] = (
+                f"{name}{star}\nlog loss {row['log_loss']:.4f} [{row['log_loss_low']:.4f}, "
+                f"{row['log_loss_high']:.4f}]; ece_mass {row['ece_mass']:.4f} "
+                f"[{row['ece_mass_low']:.4f}, {row['ece_mass_high']:.4f}]")
+        except (KeyError, TypeError, ValueError):
+            labels[name] = f"{name}{star}"
+    cfg = config or {}
+    folds = f"{cfg['folds']} {cfg.get('split', '')} folds, ".replace("  ", " ") \
+        if "folds" in cfg else ""
+    n = cfg.get("n_rows")
+    title = (f"Reliability, out of fold: {folds}"
+             f"{'' if n is None else f'n = {n} claims, '}equal-mass (quantile) bins; metric "
+             f"names as in comparison.md")
+    return reliability_figure(bins, strategy="quantile", histogram=histogram, labels=labels,
+                              title=title)
 
 
 def write_figure_png(fig: Any, path: str | Path) -> Path:

@@ -48,7 +48,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 
 from amv_calib import __version__
-from amv_calib.calibration import reliability_figure
+from amv_calib.calibration import comparison_figure, reliability_figure
 from amv_calib.exceptions import ArtifactError, ConfigError
 from amv_calib.locks import exclusive
 from amv_calib.settings import DEFAULT_REGISTERED_MODEL, project_root
@@ -630,6 +630,8 @@ class PipelineTracker:
         if bins_path.is_file():
             bins = _read_table(bins_path)
         name_col = "calibrator" if bins is not None and "calibrator" in bins.columns else None
+        hist_path = cdir / "prediction_histogram.csv"
+        histogram = _read_table(hist_path) if hist_path.is_file() else None
 
         # parent: configuration, champion, table, per-fold sizes, overlay, oracle
         config_params = {f"compare.{k}": v for k, v in _flat_params(config).items()}
@@ -663,9 +665,8 @@ class PipelineTracker:
         _log_batch(client, parent, metrics=parent_metrics)
         if bins is not None:
             client.log_table(parent, _table_for_mlflow(bins), "reliability_bins.json")
-            fig = reliability_figure(
-                bins, title=f"Reliability, out of fold: all calibrators, n = "
-                            f"{_bins_rows(bins)} claims, equal-mass bins")
+            fig = comparison_figure(bins, table, histogram=histogram, config=config,
+                                    champion=None if champion is None else str(champion))
             client.log_figure(parent, fig, "reliability_overlay.png")
         if dataset is not None:
             mlflow.log_input(dataset, context="training")
@@ -695,8 +696,10 @@ class PipelineTracker:
                     if len(own):
                         client.log_table(rid, _table_for_mlflow(own), "reliability_bins.json")
                         fig = reliability_figure(
-                            own, title=f"Reliability, out of fold: {name}, n = "
-                                       f"{_bins_rows(own)} claims, equal-mass bins")
+                            own, histogram=None if histogram is None else
+                            histogram[histogram["calibrator"].astype(str) == name],
+                            title=f"Reliability, out of fold: {name}, n = "
+                                  f"{_bins_rows(own)} claims, equal-mass bins")
                         client.log_figure(rid, fig, "reliability.png")
                         client.log_figure(parent, fig, f"reliability/{name}.png")
                 if dataset is not None:

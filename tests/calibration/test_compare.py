@@ -252,7 +252,8 @@ def test_write_comparison_layout_and_bytes(tmp_path: Path, claims: pd.DataFrame,
     again = compare_calibrators(claims, folds=4, n_boot=30, seed=3)
     b = write_comparison(again, tmp_path / "b")
     expected = {"comparison.csv", "comparison.md", "comparison.json", "reliability.png",
-                "reliability_bins.csv", "champion.json", "champion.joblib"}
+                "reliability_bins.csv", "prediction_histogram.csv", "champion.json",
+                "champion.joblib"}
     for name in ("platt", "beta", "isotonic", "seed_prior"):
         expected |= {f"calibrators/{name}.json", f"calibrators/{name}.joblib"}
     assert set(a) == expected
@@ -271,6 +272,11 @@ def test_write_comparison_layout_and_bytes(tmp_path: Path, claims: pd.DataFrame,
     assert csv["name"].tolist() == ["platt", "beta", "isotonic", "seed_prior", "oracle"]
     md = a["comparison.md"].read_text()
     assert f"Champion: **{result.champion}**" in md and "oracle (p_true)" in md
+    hist = pd.read_csv(a["prediction_histogram.csv"])
+    for name, p in result.oof.items():
+        counts = hist.loc[hist["calibrator"] == name, "count"].to_numpy()
+        assert counts.sum() == len(p)
+        np.testing.assert_array_equal(counts, np.histogram(p, bins=50, range=(0, 1))[0])
 
 
 # -- the claims table: validated by the ingest's reader ---------------------------------------

@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from _mlflow_stages import (
@@ -221,6 +222,28 @@ def test_reliability_figures_are_pngs(logged: dict[str, Any], tmp_path: Path) ->
         files = _artifact_paths(client, rid)
         assert {"reliability.png", "reliability_bins.json", f"{name}.json"} <= files
         assert _download(client, rid, "reliability.png", tmp_path / name).startswith(PNG_MAGIC)
+
+
+def test_mlflow_overlay_is_the_comparisons_figure(stages: dict[str, Any],
+                                                  tmp_path: Path) -> None:
+    """One figure everywhere: the overlay logged to MLflow for a real comparison shows the
+    same pixels as the comparison's own reliability.png (panel titles with the table's
+    metric names, the prediction histogram)."""
+    from matplotlib.image import imread
+
+    from amv_calib.calibration import compare_calibrators, write_comparison
+
+    cdir = tmp_path / "compare"
+    write_comparison(compare_calibrators(stages["claims"], folds=3, n_boot=20, seed=1), cdir)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with tracking.pipeline_run("overlay", tracking_uri=uri) as tracker:
+        tracker.log_comparison(cdir, claims=stages["claims"])
+    _download(MlflowClient(tracking_uri=uri), str(tracker.run_id), "reliability_overlay.png",
+              tmp_path / "dl")
+    logged_png = imread(tmp_path / "dl" / "reliability_overlay.png")
+    own_png = imread(cdir / "reliability.png")
+    assert logged_png.shape == own_png.shape
+    np.testing.assert_array_equal(logged_png, own_png)
 
 
 def test_reliability_bins_table_matches_csv(logged: dict[str, Any], stages: dict[str, Any],
