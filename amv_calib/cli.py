@@ -276,15 +276,23 @@ def _parsers_label(subparsers: Any) -> None:
         "an outcome as posterior soft labels (label_weight). Every decision line, use and "
         "outcome record is accounted for in the printed report.",
     )
-    p.add_argument("--decisions", nargs="+", required=True, metavar="LOG",
-                   help="decision log files (JSON lines), in time order")
-    p.add_argument("--outcomes", nargs="+", default=[], metavar="FILE",
-                   help="outcome records (.jsonl, .csv or .parquet)")
+    _log_options(p, "outcome records (.jsonl, .csv or .parquet)")
     p.add_argument("--out", required=True, metavar="CLAIMS",
                    help="claims table to write (.parquet, .csv or .jsonl)")
     p.add_argument("--soft-labels", choices=("posterior", "off"), default="posterior",
                    help="label uses without an outcome by their verifier signals "
                    "(default: posterior)")
+    _skip_corrupt_option(p)
+
+
+def _log_options(p: argparse.ArgumentParser, outcomes_help: str) -> None:
+    """``--decisions LOG...`` and ``--outcomes FILE...`` (label and monitor)."""
+    p.add_argument("--decisions", nargs="+", required=True, metavar="LOG",
+                   help="decision log files (JSON lines), in time order")
+    p.add_argument("--outcomes", nargs="+", default=[], metavar="FILE", help=outcomes_help)
+
+
+def _skip_corrupt_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip-corrupt", action="store_true",
                    help="skip (and count) corrupt decision-log lines instead of failing")
 
@@ -1254,11 +1262,8 @@ def _parsers_monitor(sub: Any) -> None:
         f"Exit {MONITOR_ALERT_EXIT} when the latest window is ALERT, 0 otherwise.")
     p.add_argument("--artifact", default=None, metavar="REF",
                    help="the artifact the gate runs (default: models/amv-guard@production)")
-    p.add_argument("--decisions", nargs="+", required=True, metavar="LOG",
-                   help="decision log files (JSON lines), in time order")
-    p.add_argument("--outcomes", nargs="+", default=[], metavar="FILE",
-                   help="outcome records (.jsonl, .csv or .parquet); without them only drift "
-                   "is monitored")
+    _log_options(p, "outcome records (.jsonl, .csv or .parquet); without them only drift "
+                 "is monitored")
     p.add_argument("--window", default="7d", metavar="WIDTH",
                    help="window width: a number and m, h, d or w (default 7d)")
     p.add_argument("--since", default=None, metavar="TIME",
@@ -1277,8 +1282,7 @@ def _parsers_monitor(sub: Any) -> None:
     p.add_argument("--on-alert-set", dest="on_alert_overrides", action="append", default=[],
                    metavar="STEP.KEY=VALUE",
                    help="override a parameter of the --on-alert pipeline (repeatable)")
-    p.add_argument("--skip-corrupt", action="store_true",
-                   help="skip (and count) corrupt decision-log lines instead of failing")
+    _skip_corrupt_option(p)
     _trusted_key_option(p)
     p.add_argument("--no-tracking", action="store_true",
                    help="log nothing to MLflow (default: the windows as stepped metrics)")
@@ -1288,21 +1292,13 @@ def _parsers_monitor(sub: Any) -> None:
 def _log_overrides(pipeline: str, decisions: Sequence[str], outcomes: Sequence[str]
                    ) -> list[str]:
     """``--set`` overrides giving the logs to every monitor and label step of a pipeline."""
-    import tomllib
+    from amv_calib.pipeline import load_pipeline
 
-    path = Path(pipeline)
-    if not path.is_file():
-        raise ConfigError(f"--on-alert {pipeline}: file not found")
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"--on-alert {path.name}: not valid TOML: {exc}") from exc
     out: list[str] = []
-    for step in doc.get("steps", []):
-        if step.get("kind") in ("monitor", "label"):
-            name = step.get("name") or step["kind"]
+    for step in load_pipeline(pipeline).steps:
+        if step.kind in ("monitor", "label"):
             for key, files in (("decisions", decisions), ("outcomes", outcomes)):
-                out.append(f"{name}.{key}="
+                out.append(f"{step.name}.{key}="
                            + json.dumps([str(Path(f).resolve()) for f in files]))
     return out
 

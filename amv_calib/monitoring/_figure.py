@@ -100,28 +100,23 @@ def timeline_figure(report: Mapping[str, Any], path: str | os.PathLike[str]) -> 
     ax.set_title("Gate Harmful (labelled actions)")
     ax.legend(fontsize=8)
 
-    ax = axes[6]
-    for i, f in enumerate(CLAIM_FEATURES):
-        ax.plot(x, _series(windows, _drift(f, "psi")), "o-",
-                color=f"C{i}", label=f)
-    ax.axhline(cfg["psi_warn"], color="C1", ls="--", lw=1, label="warn")
-    ax.axhline(cfg["psi_alert"], color="C3", ls="--", lw=1, label="alert")
-    ax.set_title("population stability index per feature")
-    ax.legend(fontsize=8)
-
-    ax = axes[7]
-    for i, f in enumerate(CLAIM_FEATURES):
-        ax.plot(x, _series(windows, _drift(f, "ks")), "o-",
-                color=f"C{i}", label=f)
-    ax.axhline(cfg["ks_alert"], color="C3", ls="--", lw=1, label="alert (if significant)")
-    ax.set_title("two-sample KS statistic per feature")
-    ax.legend(fontsize=8)
+    drift_panels = (("psi", "population stability index per feature",
+                     [("psi_warn", "C1", "warn"), ("psi_alert", "C3", "alert")]),
+                    ("ks", "two-sample KS statistic per feature",
+                     [("ks_alert", "C3", "alert (if significant)")]))
+    for ax, (stat, title, lines) in zip(axes[6:], drift_panels, strict=True):
+        for i, f in enumerate(CLAIM_FEATURES):
+            ax.plot(x, _series(windows, _drift(f, stat)), "o-", color=f"C{i}", label=f)
+        for key, colour, label in lines:
+            ax.axhline(cfg[key], color=colour, ls="--", lw=1, label=label)
+        ax.set_title(title)
+        ax.legend(fontsize=8)
 
     for ax in axes:
         for i, w in enumerate(windows):
-            colour = _STATUS_COLOURS.get(w["status"])
-            if colour:
-                ax.axvspan(i - 0.5, i + 0.5, color=colour, alpha=0.35, linewidth=0)
+            shade = _STATUS_COLOURS.get(w["status"])
+            if shade:
+                ax.axvspan(i - 0.5, i + 0.5, color=shade, alpha=0.35, linewidth=0)
         ax.grid(alpha=0.3)
     for ax in axes[-2:]:
         ax.set_xticks(x)

@@ -13,8 +13,8 @@ Windows
 ``window`` wide (``"7d"``, ``"12h"``, ``"2w"``). With ``since``, windows start there and
 follow each other up to the newest use (the last one may be partial); without it, the last
 window ends at the whole second after the newest use, so the latest window is always a full
-one, and the first one covers the oldest use. Uses before ``since`` and uses without a valid time are
-left out (and counted).
+one, and the first one covers the oldest use. Uses before ``since`` and uses without a valid
+time are left out (and counted).
 """
 
 from __future__ import annotations
@@ -298,7 +298,7 @@ def monitor(
         first = np.zeros(len(uniq), dtype=np.int64)
         first[inv[::-1]] = np.arange(len(inv))[::-1]
         complete = counts == rec_n[uniq]
-        proceed = claims["regime"].astype(str).to_numpy()[first] == "PROCEED"
+        proceed = (claims["regime"] == "PROCEED").to_numpy(dtype=bool)[first]
         a_win = w_lab[first][complete]
         a_harm = (proceed & any_v)[complete]
     else:

@@ -5,15 +5,17 @@ and the two-sample Kolmogorov-Smirnov statistic against the training sample (bot
 artifact's ``profile.json``), and the shift of the mean predicted probability.
 
 With the labels that have arrived: log loss and Brier of the gate's own probabilities
-against the training (out-of-fold) level, with bootstrap intervals; ECE and smooth ECE;
-calibration-in-the-large (mean p minus the observed rate) with an interval; and Gate
-Harmful (PROCEED while a premise was violated) with its Clopper-Pearson bounds against the
-certificate's alpha.
+beside the training (out-of-fold) level, and the paired log-loss excess over what a
+calibrated ``p`` would score on the same rows, with intervals (normal, with the exact
+bootstrap standard error of a mean); ECE and smooth ECE; calibration-in-the-large (mean p
+minus the observed rate) with an interval; and Gate Harmful (PROCEED while a premise was
+violated) with its Clopper-Pearson bounds against the certificate's alpha.
 
 Status (thresholds in :class:`MonitorConfig`): ALERT needs evidence (the harm's lower
-bound above alpha, calibration worse than training beyond its interval at the alert
-confidence, or drift past the alert threshold); WARN is for a bound that merely crosses
-(or drift past the warn threshold); a window too small to decide says "insufficient data".
+bound above alpha, the log-loss excess or calibration-in-the-large beyond its interval at
+the alert confidence, or drift past the alert threshold); WARN is for a bound that merely
+crosses (or drift past the warn threshold, or log loss above the training level); a window
+too small to decide says "insufficient data".
 """
 
 from __future__ import annotations

@@ -313,3 +313,68 @@ def test_mlflow_gets_every_window_as_a_step(small_world: tuple[Path, Path], mode
     history = client.get_metric_history(run.info.run_id, "monitor.uses")
     assert [m.step for m in sorted(history, key=lambda m: m.step)] == [0, 1, 2, 3]
     assert run.data.tags["monitor.latest_status"] == "OK"
+
+
+def _scheduled_toml(folder: Path, models: Path, decisions: Path, outcomes: Path) -> Path:
+    toml = folder / "scheduled.toml"
+    toml.write_text(f"""
+[pipeline]
+name = "scheduled"
+workdir = "{folder / 'work'}"
+models_dir = "{models}"
+tracking = false
+
+[[steps]]
+name = "monitor"
+kind = "monitor"
+decisions = ["{decisions}"]
+outcomes = ["{outcomes}"]
+window = "3d"
+
+[steps.config]
+min_uses = 100
+
+[[steps]]
+name = "ingest"
+kind = "ingest"
+input = "@monitor.claims"
+""", encoding="utf-8")
+    return toml
+
+
+def test_scheduled_pipeline_stops_after_monitor_unless_alert(
+        small_world: tuple[Path, Path], models: Path, tmp_path: Path) -> None:
+    from amv_calib.pipeline import load_pipeline, pipeline_report, run_pipeline
+
+    decisions, outcomes = (Path(shutil.copy(f, tmp_path)) for f in small_world)
+    toml = _scheduled_toml(tmp_path, models, decisions, outcomes)
+    result = run_pipeline(load_pipeline(toml))
+    assert [s.name for s in result.steps] == ["monitor"]
+    out = result.steps[0].outputs
+    assert out["stop_pipeline"] is True and out["alert"] is False
+    assert out["status"] in ("OK", "WARN", "INSUFFICIENT DATA")
+    assert "## monitor: latest window" in pipeline_report(result)
+    # the same logs again: skipped; a grown log: monitored again
+    again = run_pipeline(load_pipeline(toml))
+    assert again.steps[0].status == "skipped" and len(again.steps) == 1
+    with decisions.open("ab") as fh:  # the action decided again: its last record counts
+        fh.write(decisions.read_bytes().splitlines(keepends=True)[-1])
+    grown = run_pipeline(load_pipeline(toml))
+    assert grown.steps[0].status == "ran"
+    # stop_unless_alert = false: the retrain runs whatever the status
+    forced = run_pipeline(load_pipeline(toml, ["monitor.stop_unless_alert=false"]))
+    assert [s.name for s in forced.steps] == ["monitor", "ingest"]
+
+
+def test_monitor_step_refuses_missing_logs(models: Path, tmp_path: Path) -> None:
+    from amv_calib.pipeline import load_pipeline
+
+    toml = _scheduled_toml(tmp_path, models, tmp_path / "none.jsonl", tmp_path / "o.jsonl")
+    with pytest.raises(ConfigError, match=r"decisions: \[.*none.jsonl'\] not found"):
+        load_pipeline(toml)
+
+
+def test_bench_quick_runs(run_bench: Any) -> None:
+    res = run_bench("bench_monitor", timeout=240)
+    assert res["monitor"]["uses"] == res["label"]["uses"] > 0
+    assert res["ratios"]["time_monitor_over_label"] > 0
