@@ -378,3 +378,31 @@ def test_bench_quick_runs(run_bench: Any) -> None:
     res = run_bench("bench_monitor", timeout=240)
     assert res["monitor"]["uses"] == res["label"]["uses"] > 0
     assert res["ratios"]["time_monitor_over_label"] > 0
+
+
+def test_without_outcomes_only_drift_is_judged(small_world: tuple[Path, Path], models: Path
+                                               ) -> None:
+    report, claims = monitor(f"{models}/amv-guard@production", small_world[0], window="30d")
+    (w,) = report.windows
+    assert len(claims) == 0 and w.labelled == 0 and not w.calibration
+    assert w.status == "OK" and set(w.drift) == {"recency_hours", "source_trust_score",
+                                                 "model_confidence", "contradiction_flag"}
+    assert any("calibration: 0 labelled uses" in r for r in w.reasons)
+
+
+def test_older_claims_alert_as_feature_drift(small_world: tuple[Path, Path], models: Path,
+                                             tmp_path: Path) -> None:
+    lines = []
+    for line in small_world[0].read_text().splitlines():
+        rec = json.loads(line)
+        for p in rec["premises"]:
+            p["recency_hours"] *= 5.0  # the agent now acts on much older memories
+        lines.append(json.dumps(rec))
+    aged = tmp_path / "aged.jsonl"
+    aged.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report, _ = monitor(f"{models}/amv-guard@production", aged, window="30d")
+    (w,) = report.windows
+    assert w.status == "ALERT"
+    assert w.reasons[0].startswith("drift: recency_hours PSI")
+    assert w.drift["recency_hours"]["psi"] > 0.25
+    assert w.drift["model_confidence"]["psi"] < 0.1
