@@ -276,15 +276,23 @@ def _parsers_label(subparsers: Any) -> None:
         "an outcome as posterior soft labels (label_weight). Every decision line, use and "
         "outcome record is accounted for in the printed report.",
     )
-    p.add_argument("--decisions", nargs="+", required=True, metavar="LOG",
-                   help="decision log files (JSON lines), in time order")
-    p.add_argument("--outcomes", nargs="+", default=[], metavar="FILE",
-                   help="outcome records (.jsonl, .csv or .parquet)")
+    _log_options(p, "outcome records (.jsonl, .csv or .parquet)")
     p.add_argument("--out", required=True, metavar="CLAIMS",
                    help="claims table to write (.parquet, .csv or .jsonl)")
     p.add_argument("--soft-labels", choices=("posterior", "off"), default="posterior",
                    help="label uses without an outcome by their verifier signals "
                    "(default: posterior)")
+    _skip_corrupt_option(p)
+
+
+def _log_options(p: argparse.ArgumentParser, outcomes_help: str) -> None:
+    """``--decisions LOG...`` and ``--outcomes FILE...`` (label and monitor)."""
+    p.add_argument("--decisions", nargs="+", required=True, metavar="LOG",
+                   help="decision log files (JSON lines), in time order")
+    p.add_argument("--outcomes", nargs="+", default=[], metavar="FILE", help=outcomes_help)
+
+
+def _skip_corrupt_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip-corrupt", action="store_true",
                    help="skip (and count) corrupt decision-log lines instead of failing")
 
@@ -1233,6 +1241,114 @@ def _run_run(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- monitor ---------------------------------------------------------------------------------
+
+#: Exit code of ``monitor`` when the latest window is ALERT (1 and 2 are errors).
+MONITOR_ALERT_EXIT = 3
+
+
+def _parsers_monitor(sub: Any) -> None:
+    """Add the ``monitor`` sub-command."""
+    p = _command(
+        sub, "monitor", _run_monitor,
+        help="watch drift, calibration and harm of the gate's logged decisions",
+        description="Cut the decision logs into time windows and compute, per window, the "
+        "drift of each claim feature against the artifact's profile (PSI, two-sample KS), "
+        "the shift of the mean predicted p, and, on the uses labelled by the outcomes so "
+        "far, log loss and Brier against the training level and against what a calibrated "
+        "p scores, ECE, smooth ECE, calibration in the large and Gate Harmful with its "
+        "Clopper-Pearson bounds against the certificate's alpha. Each window is OK, WARN, "
+        "ALERT or INSUFFICIENT DATA, with its reasons (thresholds: README, Monitoring). "
+        f"Exit {MONITOR_ALERT_EXIT} when the latest window is ALERT, 0 otherwise.")
+    p.add_argument("--artifact", default=None, metavar="REF",
+                   help="the artifact the gate runs (default: models/amv-guard@production)")
+    _log_options(p, "outcome records (.jsonl, .csv or .parquet); without them only drift "
+                 "is monitored")
+    p.add_argument("--window", default="7d", metavar="WIDTH",
+                   help="window width: a number and m, h, d or w (default 7d)")
+    p.add_argument("--since", default=None, metavar="TIME",
+                   help="start of the first window (ISO-8601, UTC); default: windows end at "
+                   "the newest decision")
+    p.add_argument("--config", default=None, metavar="TOML",
+                   help="a TOML file whose [monitor] table sets the thresholds")
+    _json_option(p, "print the windows as JSON instead of the table")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="write monitor.json, monitor.txt, timeline.png and claims.parquet "
+                   "(the labelled claims) here")
+    p.add_argument("--on-alert", default=None, metavar="PIPELINE",
+                   help="when the latest window is ALERT, run this pipeline file with the "
+                   "monitored logs as the decisions and outcomes of its monitor and label "
+                   "steps (e.g. pipelines/retrain-from-logs.toml)")
+    p.add_argument("--on-alert-set", dest="on_alert_overrides", action="append", default=[],
+                   metavar="STEP.KEY=VALUE",
+                   help="override a parameter of the --on-alert pipeline (repeatable)")
+    _skip_corrupt_option(p)
+    _trusted_key_option(p)
+    p.add_argument("--no-tracking", action="store_true",
+                   help="log nothing to MLflow (default: the windows as stepped metrics)")
+    _tracking_uri_option(p)
+
+
+def _log_overrides(pipeline: str, decisions: Sequence[str], outcomes: Sequence[str]
+                   ) -> list[str]:
+    """``--set`` overrides giving the logs to every monitor and label step of a pipeline."""
+    from amv_calib.pipeline import load_pipeline
+
+    out: list[str] = []
+    for step in load_pipeline(pipeline).steps:
+        if step.kind in ("monitor", "label"):
+            for key, files in (("decisions", decisions), ("outcomes", outcomes)):
+                out.append(f"{step.name}.{key}="
+                           + json.dumps([str(Path(f).resolve()) for f in files]))
+    return out
+
+
+def _run_monitor(args: argparse.Namespace) -> int:
+    """Monitor, print, write, log; run the --on-alert pipeline when the latest is ALERT."""
+    import tempfile
+
+    from amv_calib.monitoring import load_monitor_config, monitor, write_monitor_outputs
+
+    for path in (*args.decisions, *args.outcomes):
+        if not Path(path).is_file():
+            raise DataContractError(f"input file {path} does not exist")
+    config = load_monitor_config(args.config)
+    report, claims = monitor(args.artifact or _default_artifact(), args.decisions,
+                             args.outcomes or None, window=args.window, since=args.since,
+                             config=config,
+                             on_corrupt="skip" if args.skip_corrupt else "raise",
+                             trusted_keys=args.trusted_keys or None)
+    with tempfile.TemporaryDirectory(prefix="amv-monitor-") as tmp:
+        out = Path(args.out) if args.out else Path(tmp)
+        write_monitor_outputs(report, claims, out)
+        if not args.no_tracking:
+            from amv_calib.tracking import PipelineTracker
+
+            with PipelineTracker(run_name="monitor", tracking_uri=args.tracking_uri,
+                                 tags={"amv_calib.stage": "monitor"}) as tracker:
+                tracker.log_monitoring(out)
+        on_alert: dict[str, Any] | None = None
+        if args.on_alert and report.alert:
+            from amv_calib.pipeline import load_pipeline, pipeline_report, run_pipeline
+
+            logging.getLogger("amv_calib").info(
+                "latest window ALERT: running %s", args.on_alert)
+            spec = load_pipeline(args.on_alert, [
+                *_log_overrides(args.on_alert, args.decisions, args.outcomes),
+                *args.on_alert_overrides])
+            result = run_pipeline(spec, tracking=False if args.no_tracking else None,
+                                  tracking_uri=args.tracking_uri)
+            on_alert = result.to_json()
+    if args.json:
+        json.dump({**report.to_dict(), "on_alert": on_alert}, sys.stdout, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(report.table())
+        if on_alert is not None:
+            sys.stdout.write("\n" + pipeline_report(result))
+    return MONITOR_ALERT_EXIT if report.alert else 0
+
+
 # -- the entry point ------------------------------------------------------------------------
 
 _PARSERS = (
@@ -1245,6 +1361,7 @@ _PARSERS = (
     _parsers_replay,
     _parsers_compare,
     _parsers_run,
+    _parsers_monitor,
 )
 
 

@@ -1149,6 +1149,7 @@ def label_claims(
     soft_labels: SoftLabels = "posterior",
     on_corrupt: Literal["raise", "skip"] = "raise",
     columnar: bool = True,
+    log: LogEntries | None = None,
 ) -> tuple[pd.DataFrame, JoinReport]:
     """Join decision logs with outcome records into claim outcomes (module docs: the rules).
 
@@ -1166,6 +1167,9 @@ def label_claims(
         counted.
     columnar : bool, default True
         Parse decision logs with pyarrow where possible (same result, faster).
+    log : LogEntries, optional
+        ``decisions`` as already read by :func:`read_uses` (monitoring reads the logs once
+        for its drift statistics and its labels); ``decisions`` then only names the files.
 
     Returns
     -------
@@ -1182,7 +1186,8 @@ def label_claims(
     if soft_labels not in ("posterior", "off"):
         raise ValueError(f"soft_labels={soft_labels!r} must be 'posterior' or 'off'")
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
-    log = read_uses(plist, on_corrupt=on_corrupt, columnar=columnar)
+    if log is None:
+        log = read_uses(plist, on_corrupt=on_corrupt, columnar=columnar)
     out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
     return _join(plist, log, out_df, out_invalid, soft_labels)
 

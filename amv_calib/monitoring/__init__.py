@@ -3,6 +3,14 @@ artifact's reference profile and certificate, window by window, and the retrain 
 
 from __future__ import annotations
 
+from amv_calib.monitoring._monitor import (
+    MonitorReport,
+    load_monitor_config,
+    monitor,
+    parse_since,
+    parse_window,
+    write_monitor_outputs,
+)
 from amv_calib.monitoring._stats import (
     MonitorConfig,
     WindowStats,
@@ -17,6 +25,7 @@ from amv_calib.monitoring._stats import (
 
 __all__ = [
     "MonitorConfig",
+    "MonitorReport",
     "WindowStats",
     "calibration_stats",
     "clopper_pearson",
@@ -24,5 +33,10 @@ __all__ = [
     "drift_stats",
     "harm_stats",
     "ks",
+    "load_monitor_config",
+    "monitor",
+    "parse_since",
+    "parse_window",
+    "write_monitor_outputs",
     "psi",
 ]

@@ -5,15 +5,17 @@ and the two-sample Kolmogorov-Smirnov statistic against the training sample (bot
 artifact's ``profile.json``), and the shift of the mean predicted probability.
 
 With the labels that have arrived: log loss and Brier of the gate's own probabilities
-against the training (out-of-fold) level, with bootstrap intervals; ECE and smooth ECE;
-calibration-in-the-large (mean p minus the observed rate) with an interval; and Gate
-Harmful (PROCEED while a premise was violated) with its Clopper-Pearson bounds against the
-certificate's alpha.
+beside the training (out-of-fold) level, and the paired log-loss excess over what a
+calibrated ``p`` would score on the same rows, with intervals (normal, with the exact
+bootstrap standard error of a mean); ECE and smooth ECE; calibration-in-the-large (mean p
+minus the observed rate) with an interval; and Gate Harmful (PROCEED while a premise was
+violated) with its Clopper-Pearson bounds against the certificate's alpha.
 
 Status (thresholds in :class:`MonitorConfig`): ALERT needs evidence (the harm's lower
-bound above alpha, calibration worse than training beyond its interval at the alert
-confidence, or drift past the alert threshold); WARN is for a bound that merely crosses
-(or drift past the warn threshold); a window too small to decide says "insufficient data".
+bound above alpha, the log-loss excess or calibration-in-the-large beyond its interval at
+the alert confidence, or drift past the alert threshold); WARN is for a bound that merely
+crosses (or drift past the warn threshold, or log loss above the training level); a window
+too small to decide says "insufficient data".
 """
 
 from __future__ import annotations
@@ -45,17 +47,17 @@ class MonitorConfig:
         Two-sample KS statistic of a feature that alerts when also significant at
         ``alert_confidence``.
     min_uses : int
-        Uses a window needs for the drift statistics.
+        Uses a window needs for any status; fewer is "INSUFFICIENT DATA".
     min_labels : int
-        Labelled uses a window needs for the calibration statistics, and labelled actions
-        for the harm bound.
+        Labelled uses a window needs for the calibration statistics.
+    min_actions : int
+        Labelled actions (every premise labelled) a window needs for the harm bound.
     warn_confidence, alert_confidence : float
         Two-sided confidence of the intervals that WARN and ALERT (the latter strict, so
         that many windows and statistics do not alarm on noise).
-    n_boot : int
-        Bootstrap resamples of the calibration intervals (seeded).
     loss_margin : float
-        Log loss above the training level tolerated before calibration counts as worse.
+        Log loss (nats) above the calibrated expectation, or above the training level,
+        tolerated before calibration counts as worse.
     """
 
     psi_warn: float = 0.1
@@ -63,14 +65,33 @@ class MonitorConfig:
     ks_alert: float = 0.1
     min_uses: int = 200
     min_labels: int = 200
+    min_actions: int = 200
     warn_confidence: float = 0.95
     alert_confidence: float = 0.999
-    n_boot: int = 400
     loss_margin: float = 0.0
+
+    def __post_init__(self) -> None:
+        from amv_calib.exceptions import ConfigError
+
+        for name, f in self.__dataclass_fields__.items():
+            value = getattr(self, name)
+            want = int if f.type in ("int", int) else float
+            ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+                  and (want is float or isinstance(value, int)) and math.isfinite(value))
+            if not ok or value < 0:
+                raise ConfigError(f"monitor config: {name}={value!r} must be a "
+                                  f"{'whole' if want is int else 'finite'} number >= 0")
+        for name in ("warn_confidence", "alert_confidence"):
+            if not 0.5 < getattr(self, name) < 1.0:
+                raise ConfigError(f"monitor config: {name}={getattr(self, name)!r} must be "
+                                  f"in (0.5, 1)")
+        if self.psi_warn > self.psi_alert:
+            raise ConfigError(f"monitor config: psi_warn={self.psi_warn!r} is above "
+                              f"psi_alert={self.psi_alert!r}")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> MonitorConfig:
-        """From a config section; unknown keys are refused, naming them."""
+        """From a config section; unknown keys and wrong types are refused, naming them."""
         from amv_calib.exceptions import ConfigError
 
         known = set(cls.__dataclass_fields__)
@@ -124,15 +145,27 @@ def clopper_pearson(k: int, n: int, confidence: float) -> tuple[float, float]:
     return lo, hi
 
 
-def _bootstrap(values: FloatArray, confidence: float, n_boot: int, seed: int
-               ) -> tuple[float, float]:
-    """Percentile bootstrap interval of a mean (seeded)."""
-    rng = np.random.default_rng(seed)
+def _z(confidence: float) -> float:
+    """The two-sided normal quantile of ``confidence``."""
+    from scipy.stats import norm
+
+    return float(norm.ppf(0.5 + confidence / 2.0))
+
+
+def _mean_interval(values: FloatArray, confidence: float) -> tuple[float, float]:
+    """Normal interval of a mean with its bootstrap standard error.
+
+    The ideal (infinitely resampled) nonparametric bootstrap variance of a sample mean is
+    the plug-in variance over ``n``, so it is computed exactly instead of by resampling:
+    no seed, no Monte Carlo error in the far tails the ALERT level looks at, and no
+    ``n_boot x n`` resample matrix on windows of a million labels. A per-row difference
+    (``values``) makes it the paired bootstrap.
+    """
     n = len(values)
-    means = values[rng.integers(0, n, size=(n_boot, n))].mean(axis=1)
-    a = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(means, [a, 1.0 - a])
-    return float(lo), float(hi)
+    m = float(values.mean())
+    se = float(values.std()) / math.sqrt(n)
+    h = _z(confidence) * se
+    return m - h, m + h
 
 
 @dataclass(kw_only=True)
@@ -173,23 +206,43 @@ def drift_stats(window: Any, profile: Mapping[str, Any]) -> dict[str, dict[str, 
 
 
 def calibration_stats(y: FloatArray, p: FloatArray, training: Mapping[str, Any],
-                      config: MonitorConfig, seed: int) -> dict[str, Any]:
-    """Log loss, Brier, ECE, smooth ECE and calibration-in-the-large of logged ``p``."""
+                      config: MonitorConfig) -> dict[str, Any]:
+    """Log loss, Brier, ECE, smooth ECE and calibration-in-the-large of logged ``p``.
+
+    Log loss is compared twice. Against ``training["log_loss"]`` (the out-of-fold level of
+    the profile): informative, but a window whose claims are easier or harder than the
+    training ones moves it although the calibrator is right. And, paired row by row,
+    against the binary entropy ``H(p_i)``, which is what the row scores on average *if*
+    ``p_i`` is its true probability: the excess ``mean(loss_i - H(p_i))`` is zero for a
+    calibrated ``p`` on any mix of claims, so its interval is the evidence of
+    miscalibration. Brier likewise against ``p_i (1 - p_i)``.
+    """
     from amv_calib.calibration import brier_score, ece, log_loss, smooth_ece
 
     pc = np.clip(p, 1e-15, 1 - 1e-15)
     row_ll = -(y * np.log(pc) + (1 - y) * np.log1p(-pc))
-    n_boot = config.n_boot
+    row_h = -(pc * np.log(pc) + (1 - pc) * np.log1p(-pc))
+    excess = row_ll - row_h
+    brier_excess = (p - y) ** 2 - p * (1 - p)
+    level = training.get("log_loss")
     out: dict[str, Any] = {
+        "n": len(y),
         "log_loss": log_loss(y, p), "brier": brier_score(y, p),
         "ece": ece(y, p, strategy="quantile"), "smooth_ece": smooth_ece(y, p),
-        "training_log_loss": training.get("log_loss"),
-        "log_loss_warn_ci": _bootstrap(row_ll, config.warn_confidence, n_boot, seed),
-        "log_loss_alert_ci": _bootstrap(row_ll, config.alert_confidence, n_boot, seed),
+        "training_log_loss": safe_float(level),
+        "training_brier": safe_float(training.get("brier")),
+        "log_loss_warn_ci": _mean_interval(row_ll, config.warn_confidence),
+        "log_loss_alert_ci": _mean_interval(row_ll, config.alert_confidence),
+        "expected_log_loss": float(row_h.mean()),
+        "log_loss_excess": float(excess.mean()),
+        "log_loss_excess_warn_ci": _mean_interval(excess, config.warn_confidence),
+        "log_loss_excess_alert_ci": _mean_interval(excess, config.alert_confidence),
+        "brier_excess": float(brier_excess.mean()),
+        "brier_excess_warn_ci": _mean_interval(brier_excess, config.warn_confidence),
         "mean_p": float(p.mean()), "observed_rate": float(y.mean()),
         "in_the_large": float(p.mean() - y.mean()),
-        "in_the_large_alert_ci": _bootstrap(p - y, config.alert_confidence, n_boot, seed + 1),
-        "in_the_large_warn_ci": _bootstrap(p - y, config.warn_confidence, n_boot, seed + 1),
+        "in_the_large_warn_ci": _mean_interval(p - y, config.warn_confidence),
+        "in_the_large_alert_ci": _mean_interval(p - y, config.alert_confidence),
     }
     return out
 
@@ -204,47 +257,98 @@ def harm_stats(harmful: NDArray[np.bool_], alpha: float | None,
             "warn_ci": list(warn), "alert_ci": list(alert)}
 
 
-def decide(w: WindowStats, config: MonitorConfig) -> None:
-    """Set ``w.status`` and ``w.reasons`` from its statistics (module docstring)."""
+def _drift_reasons(w: WindowStats, config: MonitorConfig
+                   ) -> tuple[list[str], list[str]]:
     alerts: list[str] = []
     warns: list[str] = []
-    if w.uses < config.min_uses:
-        w.status, w.reasons = "INSUFFICIENT DATA", [
-            f"{w.uses} uses (fewer than {config.min_uses}): too few to decide"]
-        return
     for name, s in w.drift.items():
         strong = s["ks"] > config.ks_alert and s["ks_pvalue"] < 1 - config.alert_confidence
         if s["psi"] > config.psi_alert or strong:
             alerts.append(f"drift: {name} PSI {s['psi']:.3f}, KS {s['ks']:.3f}")
         elif s["psi"] > config.psi_warn:
             warns.append(f"drift: {name} PSI {s['psi']:.3f}")
-    c = w.calibration
+    return alerts, warns
+
+
+def _calibration_reasons(c: Mapping[str, Any], config: MonitorConfig
+                         ) -> tuple[list[str], list[str]]:
+    alerts: list[str] = []
+    warns: list[str] = []
+    margin = config.loss_margin
+    ll = c["log_loss"]
+    if c["log_loss_excess_alert_ci"][0] > margin:
+        alerts.append(f"calibration: log loss {ll:.4f} above the {c['expected_log_loss']:.4f} "
+                      f"a calibrated p scores on these uses, beyond its interval")
+    elif c["log_loss_excess_warn_ci"][0] > margin:
+        warns.append(f"calibration: log loss {ll:.4f} above the {c['expected_log_loss']:.4f} "
+                     f"a calibrated p scores on these uses")
     level = c.get("training_log_loss")
-    if c and isinstance(level, (int, float)):
-        worse = level + config.loss_margin
-        if c["log_loss_alert_ci"][0] > worse:
-            alerts.append(f"calibration: log loss {c['log_loss']:.4f} worse than training "
-                          f"{level:.4f} beyond its interval")
-        elif c["log_loss_warn_ci"][0] > worse:
-            warns.append(f"calibration: log loss {c['log_loss']:.4f} above training "
-                         f"{level:.4f}")
-    if c and (c["in_the_large_alert_ci"][0] > 0 or c["in_the_large_alert_ci"][1] < 0):
-        alerts.append(f"calibration: mean p {c['mean_p']:.4f} against observed rate "
-                      f"{c['observed_rate']:.4f} beyond its interval")
+    if level is not None and c["log_loss_warn_ci"][0] > level + margin:
+        warns.append(f"calibration: log loss {ll:.4f} above the training level {level:.4f}")
+    lo, hi = c["in_the_large_alert_ci"]
+    wlo, whi = c["in_the_large_warn_ci"]
+    text = (f"calibration: mean p {c['mean_p']:.4f} against observed rate "
+            f"{c['observed_rate']:.4f}")
+    if lo > 0 or hi < 0:
+        alerts.append(f"{text}, beyond its interval")
+    elif wlo > 0 or whi < 0:
+        warns.append(text)
+    return alerts, warns
+
+
+def _harm_reasons(h: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    alpha = h.get("alpha")
+    if alpha is None:
+        return [], []
+    if h["alert_ci"][0] > alpha:
+        return [f"harm: Gate Harmful {h['rate']:.4f}, its lower bound {h['alert_ci'][0]:.4f} "
+                f"above the certified alpha {alpha:g}"], []
+    if h["warn_ci"][1] > alpha:
+        return [], [f"harm: Gate Harmful {h['rate']:.4f}, its upper bound "
+                     f"{h['warn_ci'][1]:.4f} above the certified alpha {alpha:g}"]
+    return [], []
+
+
+def decide(w: WindowStats, config: MonitorConfig) -> None:
+    """Set ``w.status`` and ``w.reasons`` from its statistics (module docstring).
+
+    Calibration and harm count only when the window holds ``min_labels`` labelled uses and
+    ``min_actions`` labelled actions; the harm bound also needs enough actions that zero
+    harm could show Gate Harmful below alpha (else every small window would WARN).
+    """
+    if w.uses < config.min_uses:
+        w.status, w.reasons = "INSUFFICIENT DATA", [
+            f"{w.uses} uses (fewer than {config.min_uses}): too few to decide"]
+        return
+    alerts, warns = _drift_reasons(w, config)
+    notes: list[str] = []
+    if w.calibration and w.labelled >= config.min_labels:
+        a, b = _calibration_reasons(w.calibration, config)
+        alerts += a
+        warns += b
+    else:
+        notes.append(f"calibration: {w.labelled} labelled uses (fewer than "
+                     f"{config.min_labels}): insufficient data")
     h = w.harm
     alpha = h.get("alpha") if h else None
-    if h and alpha is not None:
-        if h["alert_ci"][0] > alpha:
-            alerts.append(f"harm: Gate Harmful {h['rate']:.4f}, its lower bound "
-                          f"{h['alert_ci'][0]:.4f} above the certified alpha {alpha:g}")
-        elif h["warn_ci"][1] > alpha:
-            warns.append(f"harm: Gate Harmful upper bound {h['warn_ci'][1]:.4f} above alpha "
-                         f"{alpha:g}")
-    notes = []
-    if w.labelled < config.min_labels:
-        notes.append(f"{w.labelled} labelled uses: calibration insufficient data")
-    if w.actions_labelled < config.min_labels:
-        notes.append(f"{w.actions_labelled} labelled actions: harm insufficient data")
+    if not h or w.actions_labelled < config.min_actions:
+        notes.append(f"harm: {w.actions_labelled} labelled actions (fewer than "
+                     f"{config.min_actions}): insufficient data")
+    elif alpha is None:
+        notes.append("harm: the artifact has no certificate, no alpha to compare with")
+    elif clopper_pearson(0, h["n"], config.warn_confidence)[1] > alpha:
+        notes.append(f"harm: {h['n']} labelled actions cannot show Gate Harmful below alpha "
+                     f"{alpha:g}: insufficient data")
+    else:
+        a, b = _harm_reasons(h)
+        if not (a or b) and any(r.startswith("calibration:") for r in alerts):
+            # The certificate was earned with calibrated probabilities: say how close the
+            # harm is to its bound when this window shows them wrong.
+            notes.append(f"harm: Gate Harmful {h['rate']:.4f}, its upper bound "
+                         f"{h['warn_ci'][1]:.4f} still within the certified alpha {alpha:g}, "
+                         f"but the certificate assumed the calibration this window refutes")
+        alerts += a
+        warns += b
     w.status = "ALERT" if alerts else "WARN" if warns else "OK"
     w.reasons = alerts + warns + notes
 

@@ -52,6 +52,10 @@ def pipeline_report(result: PipelineResult) -> str:
                 "stays challenger"
             lines += [f"## promotion: {s.outputs.get('version')} {verdict}", "",
                       *[f"- {r}" for r in s.outputs.get("reasons", [])], ""]
+        elif s.kind == "monitor":
+            lines += [f"## monitor: latest window {s.outputs.get('status')}", "",
+                      _read(str(Path(str(s.outputs.get("report"))).with_name("monitor.txt")))
+                      or "", ""]
         elif s.kind == "replay":
             lines += ["## replay", "", _read(s.outputs.get("replay_table")) or "", ""]
         elif s.kind == "export":

@@ -176,6 +176,17 @@ def _validate_params(*, where: str, kind: StepKind, raw: dict[str, Any], base: P
                                   f"@<step>.<output>; earlier steps: {sorted(earlier)}")
             out[key] = value
             continue
+        if p.path and p.kind is list:
+            # a list of files (decision logs): each relative to the pipeline file
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                raise ConfigError(f"{where}: {key}={value!r} must be a list of paths")
+            paths = [(base / v).resolve() for v in value]
+            absent = [v for v, f in zip(value, paths, strict=True) if not f.exists()]
+            if absent:
+                raise ConfigError(f"{where}: {key}: {absent} not found (relative to the "
+                                  f"pipeline file)")
+            out[key] = paths
+            continue
         if p.path:
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"{where}: {key}={value!r} must be a path")
@@ -226,6 +237,8 @@ def _step_key(spec: PipelineSpec, step: StepSpec, upstream_keys: dict[str, str])
             material[key] = ["ref", value, upstream_keys[value[1:].split(".", 1)[0]]]
         elif isinstance(value, Path):
             material[key] = ["file", content_hash(value)]
+        elif isinstance(value, list) and value and all(isinstance(v, Path) for v in value):
+            material[key] = ["files", [content_hash(v) for v in value]]
         elif isinstance(value, str) and os.path.isabs(value) and "@" in value:
             material[key] = ["alias", value.rsplit("@", 1)[1],
                              content_hash(Path(value.rsplit("@", 1)[0]))]
@@ -313,6 +326,11 @@ def _run_locked(spec: PipelineSpec, *, force: bool, tracking: bool | None,
             result.steps.append(StepResult(name=step.name, kind=step.kind, status=status,
                                            seconds=time.perf_counter() - t0,
                                            outputs=outputs, key=key))
+            if outputs.get("stop_pipeline"):
+                # a monitor step that found nothing to act on: the retrain after it waits
+                log.info("[%s] %s: the remaining steps do not run", step.name,
+                         outputs.get("stop_reason", "stop"))
+                break
         result.run_id = tracker.run_id
         if tracker.run_id is not None:
             name, description = _run_description(spec, result.steps)

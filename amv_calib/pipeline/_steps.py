@@ -384,6 +384,29 @@ def _replay(ctx: StepContext) -> dict[str, Any]:
     return {"dir": str(ctx.out_dir), "replay_table": str(ctx.out_dir / "replay.md")}
 
 
+# -- monitor (production drift and harm; stops the pipeline unless ALERT) --------------------
+def _monitor(ctx: StepContext) -> dict[str, Any]:
+    from amv_calib.monitoring import MonitorConfig, monitor, write_monitor_outputs
+
+    p = ctx.params
+    ref = p["artifact"] or f"{ctx.spec.models_dir / p['model']}@{p['alias']}"
+    report, claims = monitor(str(ref), p["decisions"], p["outcomes"] or None,
+                             window=p["window"], since=p["since"] or None,
+                             config=MonitorConfig.from_mapping(p["config"]))
+    files = write_monitor_outputs(report, claims, ctx.out_dir)
+    status = None if report.latest is None else report.latest.status
+    for line in report.table().splitlines():
+        log.info("[%s] %s", ctx.step.name, line)
+    tracker = _tracker(ctx)
+    if tracker is not None:
+        tracker.log_monitoring(ctx.out_dir)
+    stop = bool(p["stop_unless_alert"]) and not report.alert
+    return {"status": status, "alert": report.alert, "report": str(files["report"]),
+            "timeline": str(files["timeline"]), "claims": str(files["claims"]),
+            "labelled": len(claims), "stop_pipeline": stop,
+            "stop_reason": f"latest window {status}, not ALERT"}
+
+
 STEP_KINDS: dict[str, StepKind] = {
     "ingest": StepKind(run=_ingest, params={
         "input": Param(kind=str, required=True, path=True),
@@ -436,6 +459,18 @@ STEP_KINDS: dict[str, StepKind] = {
     "register": StepKind(run=_register, params={
         "artifact": Param(kind=str, required=True, path=True),
         "registered_name": Param(kind=str, default="amv-guard-calibrator"),
+    }),
+    "monitor": StepKind(run=_monitor, params={
+        "decisions": Param(kind=list, required=True, path=True),
+        "outcomes": Param(kind=list, default=[], path=True),
+        "artifact": Param(kind=str, default=None, path=True),  # default: model@alias
+        "model": Param(kind=str, default="amv-guard"),
+        "alias": Param(kind=str, default="production"),
+        "window": Param(kind=str, default="7d"),
+        "since": Param(kind=str, default=""),
+        "config": Param(kind=dict, default={}),  # MonitorConfig keys (README "Monitoring")
+        # a scheduled monitor-then-retrain job: the later steps run only on ALERT
+        "stop_unless_alert": Param(kind=bool, default=True),
     }),
     "replay": StepKind(run=_replay, params={
         "artifact": Param(kind=str, required=True, path=True),

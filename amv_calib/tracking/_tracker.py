@@ -845,6 +845,39 @@ class PipelineTracker:
             self.log_replay(cdir / "replay.json")
 
     @_when_enabled
+    def log_monitoring(self, monitor_dir: str | os.PathLike[str]) -> None:
+        """Log a monitor output folder on the parent run: every window's numeric statistics
+        as metrics stepped by window (``monitor.<name>``, step = window index, timestamp =
+        window end), the latest status as tags, the timeline and the report."""
+        mdir = Path(monitor_dir)
+        report = _read_json(mdir / "monitor.json")
+        codes = {"INSUFFICIENT DATA": -1, "OK": 0, "WARN": 1, "ALERT": 2}
+        metrics: list[Metric] = []
+        for step, w in enumerate(report.get("windows", [])):
+            when = int(np.datetime64(str(w["end"]).rstrip("Z"), "ms").astype(np.int64))
+            flat: dict[str, Any] = {"status": codes.get(w.get("status"), -1)}
+            for key in ("uses", "labelled", "actions_labelled", "mean_p", "mean_p_shift"):
+                flat[key] = w.get(key)
+            for feature, stats in (w.get("drift") or {}).items():
+                for name, v in stats.items():
+                    flat[f"drift.{feature}.{name}"] = v
+            for section in ("calibration", "harm"):
+                for name, v in (w.get(section) or {}).items():
+                    if isinstance(v, list) and len(v) == 2:
+                        flat[f"{section}.{name}.low"], flat[f"{section}.{name}.high"] = v
+                    else:
+                        flat[f"{section}.{name}"] = v
+            metrics += [Metric(f"monitor.{k}", float(v), when, step) for k, v in flat.items()
+                        if _is_number(v)]
+        parent = str(self.run_id)
+        _log_batch(self.client, parent, metrics=metrics, tags={
+            "monitor.latest_status": str(report.get("latest_status")),
+            "monitor.artifact": str(report.get("artifact"))})
+        for name in ("monitor.json", "monitor.txt", "timeline.png"):
+            if (mdir / name).is_file():
+                self.client.log_artifact(parent, str(mdir / name), "monitor")
+
+    @_when_enabled
     def log_promotion(self, decision: str | os.PathLike[str]) -> None:
         """Log a promote step's ``promotion.json`` on the parent run: whether the challenger
         went to production, and why (tags ``promotion.promoted`` / ``promotion.reasons``)."""

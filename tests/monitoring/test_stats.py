@@ -11,6 +11,7 @@ from scipy.stats import ks_2samp, kstwobign
 from amv_calib.monitoring._stats import (
     MonitorConfig,
     WindowStats,
+    calibration_stats,
     clopper_pearson,
     decide,
     ks,
@@ -81,3 +82,74 @@ def test_status_rules() -> None:
     w = _window(harm={**harm, "alert_ci": [0.005, 0.05]})
     decide(w, cfg)
     assert w.status == "WARN"
+
+
+def test_small_window_harm_is_insufficient_not_warn() -> None:
+    # 0 harmful of 200: the 95% upper bound (0.018) is above alpha only because the window
+    # is small; that is "insufficient data", not a WARN
+    harm = {"n": 200, "harmful": 0, "rate": 0.0, "alpha": 0.01,
+            "warn_ci": list(clopper_pearson(0, 200, 0.95)),
+            "alert_ci": list(clopper_pearson(0, 200, 0.999))}
+    w = _window(harm=harm, actions_labelled=200)
+    decide(w, MonitorConfig())
+    assert w.status == "OK"
+    assert any("cannot show Gate Harmful below alpha" in r for r in w.reasons)
+
+
+def test_mean_interval_is_the_bootstrap_interval() -> None:
+    from amv_calib.monitoring._stats import _mean_interval
+
+    rng = np.random.default_rng(5)
+    values = rng.exponential(size=400)
+    lo, hi = _mean_interval(values, 0.95)
+    boot = values[rng.integers(0, 400, size=(20000, 400))].mean(axis=1)
+    # the closed form is the bootstrap's standard error (Monte Carlo error ~1%)
+    assert (hi - lo) / 2 / 1.959964 == pytest.approx(boot.std(), rel=0.03)
+    assert (lo + hi) / 2 == pytest.approx(values.mean(), rel=1e-12)
+
+
+@pytest.fixture
+def calibrated() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(9)
+    p = rng.beta(1.0, 6.0, size=20000)
+    y = (rng.random(20000) < p).astype(float)
+    return y, p
+
+
+def test_calibrated_probabilities_raise_nothing(calibrated: tuple[np.ndarray, np.ndarray]
+                                               ) -> None:
+    y, p = calibrated
+    c = calibration_stats(y, p, {"log_loss": 0.3}, MonitorConfig())
+    assert c["log_loss_excess_alert_ci"][0] < 0 < c["log_loss_excess_alert_ci"][1]
+    assert c["in_the_large_alert_ci"][0] < 0 < c["in_the_large_alert_ci"][1]
+    # the expected log loss of a calibrated p is the mean binary entropy (by hand)
+    h = -(p * np.log(p) + (1 - p) * np.log1p(-p))
+    assert c["expected_log_loss"] == pytest.approx(h.mean(), rel=1e-12)
+
+
+@pytest.mark.parametrize("factor", [0.5, 2.0], ids=["underestimates", "overestimates"])
+def test_miscalibrated_probabilities_alert(calibrated: tuple[np.ndarray, np.ndarray],
+                                           factor: float) -> None:
+    y, p = calibrated
+    q = np.clip(p * factor, 1e-6, 1 - 1e-6)
+    w = _window(uses=20000, labelled=20000, actions_labelled=0,
+                calibration=calibration_stats(y, q, {"log_loss": 0.3}, MonitorConfig()))
+    decide(w, MonitorConfig())
+    assert w.status == "ALERT"
+    assert any("a calibrated p scores on these uses, beyond" in r for r in w.reasons)
+    assert any("observed rate" in r and "beyond its interval" in r for r in w.reasons)
+
+
+@pytest.mark.parametrize(("data", "match"), [
+    ({"psi_warn": "0.1"}, "psi_warn='0.1' must be a finite number"),
+    ({"min_uses": 1.5}, "min_uses=1.5 must be a whole number"),
+    ({"min_labels": True}, "min_labels=True"),
+    ({"alert_confidence": 1.0}, r"alert_confidence=1.0 must be in \(0.5, 1\)"),
+    ({"psi_warn": 0.3}, "psi_warn=0.3 is above psi_alert=0.25"),
+    ({"n_boot": 400}, r"unknown keys \['n_boot'\]"),
+], ids=["string", "fraction-count", "bool", "confidence-1", "warn-above-alert", "unknown"])
+def test_config_refuses(data: dict[str, object], match: str) -> None:
+    from amv_calib import ConfigError
+
+    with pytest.raises(ConfigError, match=match):
+        MonitorConfig.from_mapping(data)

@@ -1,0 +1,127 @@
+"""The monitoring timeline: every statistic window by window, with its interval and the
+thresholds, the windows shaded by status (explicit Agg canvas, no pyplot state)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+from amv_calib.contract import CLAIM_FEATURES
+
+_STATUS_COLOURS: Final = {"OK": None, "WARN": "#f5d76e", "ALERT": "#e8837c",
+                          "INSUFFICIENT DATA": "#d0d0d0"}
+
+
+def _drift(feature: str, stat: str) -> Callable[[Mapping[str, Any]], Any]:
+    return lambda w: w["drift"][feature][stat]
+
+
+def _series(windows: Sequence[Mapping[str, Any]], get: Callable[[Mapping[str, Any]], Any]
+            ) -> list[float]:
+    out: list[float] = []
+    for w in windows:
+        try:
+            v = get(w)
+        except (KeyError, TypeError, IndexError):
+            v = None
+        out.append(float("nan") if v is None else float(v))
+    return out
+
+
+def timeline_figure(report: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
+    """Draw ``report`` (:meth:`MonitorReport.to_dict`) into the PNG ``path``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    windows = report["windows"]
+    cfg = report["config"]
+    x = list(range(len(windows)))
+    labels = [str(w["end"])[:10] for w in windows]
+    fig = Figure(figsize=(13, 15))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(4, 2, sharex=True).ravel()
+
+    def band(ax: Any, lo: str, hi: str, section: str, key: str, colour: str) -> None:
+        ax.fill_between(x, _series(windows, lambda w: w[section][f"{key}_{lo}"][0]),
+                        _series(windows, lambda w: w[section][f"{key}_{hi}"][1]),
+                        color=colour, alpha=0.25, linewidth=0)
+
+    def cal(key: str) -> Callable[[Mapping[str, Any]], Any]:
+        return lambda w: w["calibration"][key]
+
+    ax = axes[0]
+    ax.plot(x, _series(windows, lambda w: w["mean_p"]), "o-", label="mean p (all uses)")
+    ax.plot(x, _series(windows, cal("observed_rate")), "s-", label="observed rate (labelled)")
+    ax.plot(x, _series(windows, cal("mean_p")), "^--", label="mean p (labelled)")
+    ax.set_title("mean predicted p and observed violation rate")
+    ax.legend(fontsize=8)
+
+    ax = axes[1]
+    ax.plot(x, _series(windows, cal("in_the_large")), "o-", label="mean p - rate")
+    band(ax, "warn_ci", "warn_ci", "calibration", "in_the_large", "C0")
+    band(ax, "alert_ci", "alert_ci", "calibration", "in_the_large", "C3")
+    ax.axhline(0.0, color="k", lw=0.8)
+    ax.set_title("calibration in the large (95% and 99.9% intervals)")
+
+    ax = axes[2]
+    ax.plot(x, _series(windows, cal("log_loss_excess")), "o-",
+            label="log loss - expected if calibrated")
+    band(ax, "warn_ci", "warn_ci", "calibration", "log_loss_excess", "C0")
+    band(ax, "alert_ci", "alert_ci", "calibration", "log_loss_excess", "C3")
+    ax.axhline(cfg["loss_margin"], color="C3", ls="--", lw=1, label="loss margin")
+    ax.set_title("log-loss excess (paired; ALERT when the 99.9% interval is above)")
+    ax.legend(fontsize=8)
+
+    ax = axes[3]
+    ax.plot(x, _series(windows, cal("log_loss")), "o-", label="log loss")
+    band(ax, "warn_ci", "warn_ci", "calibration", "log_loss", "C0")
+    ax.plot(x, _series(windows, cal("training_log_loss")), "k--", label="training (OOF)")
+    ax.plot(x, _series(windows, cal("brier")), "s-", label="Brier")
+    ax.plot(x, _series(windows, cal("training_brier")), "k:", label="training Brier")
+    ax.set_title("log loss and Brier against the training level")
+    ax.legend(fontsize=8)
+
+    ax = axes[4]
+    ax.plot(x, _series(windows, cal("ece")), "o-", label="ECE (equal mass)")
+    ax.plot(x, _series(windows, cal("smooth_ece")), "s-", label="smooth ECE")
+    ax.set_title("ECE and smooth ECE")
+    ax.legend(fontsize=8)
+
+    ax = axes[5]
+    ax.plot(x, _series(windows, lambda w: w["harm"]["rate"]), "o-", label="Gate Harmful")
+    ax.fill_between(x, _series(windows, lambda w: w["harm"]["warn_ci"][0]),
+                    _series(windows, lambda w: w["harm"]["warn_ci"][1]),
+                    color="C0", alpha=0.25, linewidth=0, label="95% Clopper-Pearson")
+    ax.plot(x, _series(windows, lambda w: w["harm"]["alert_ci"][0]), "C3:",
+            label="99.9% lower bound")
+    if report.get("alpha") is not None:
+        ax.axhline(report["alpha"], color="C3", ls="--", lw=1, label="certified alpha")
+    ax.set_title("Gate Harmful (labelled actions)")
+    ax.legend(fontsize=8)
+
+    drift_panels = (("psi", "population stability index per feature",
+                     [("psi_warn", "C1", "warn"), ("psi_alert", "C3", "alert")]),
+                    ("ks", "two-sample KS statistic per feature",
+                     [("ks_alert", "C3", "alert (if significant)")]))
+    for ax, (stat, title, lines) in zip(axes[6:], drift_panels, strict=True):
+        for i, f in enumerate(CLAIM_FEATURES):
+            ax.plot(x, _series(windows, _drift(f, stat)), "o-", color=f"C{i}", label=f)
+        for key, colour, label in lines:
+            ax.axhline(cfg[key], color=colour, ls="--", lw=1, label=label)
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+
+    for ax in axes:
+        for i, w in enumerate(windows):
+            shade = _STATUS_COLOURS.get(w["status"])
+            if shade:
+                ax.axvspan(i - 0.5, i + 0.5, color=shade, alpha=0.35, linewidth=0)
+        ax.grid(alpha=0.3)
+    for ax in axes[-2:]:
+        ax.set_xticks(x)
+        ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=8)
+        ax.set_xlabel("window end (shaded: yellow WARN, red ALERT, grey insufficient data)")
+    fig.suptitle(f"monitoring {report['artifact']}: windows of {report['window']}")
+    fig.tight_layout()
+    fig.savefig(os.fspath(path), dpi=90, metadata={"Software": None})

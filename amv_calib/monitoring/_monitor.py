@@ -1,0 +1,384 @@
+"""Monitoring a production gate: decision logs and outcomes, window by window.
+
+The decision logs are read once (:func:`amv_calib.claims.read_uses`), and the same entries
+go through the label join (:func:`amv_calib.claims.label_claims` with ``log=``) with
+outcome labels only: a verifier's soft label is derived from the gate's own probability,
+so it cannot show that probability wrong. Every use falls in a window by its time; per
+window :mod:`._stats` computes the drift of the features (every use), calibration (the
+labelled uses) and Gate Harmful (the actions whose premises are all labelled), and
+:func:`~._stats.decide` gives the status.
+
+Windows
+-------
+``window`` wide (``"7d"``, ``"12h"``, ``"2w"``). With ``since``, windows start there and
+follow each other up to the newest use (the last one may be partial); without it, the last
+window ends at the whole second after the newest use, so the latest window is always a full
+one, and the first one covers the oldest use. Uses before ``since`` and uses without a valid
+time are left out (and counted).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from amv_calib.contract import CLAIM_FEATURES
+from amv_calib.exceptions import ArtifactError, ConfigError
+from amv_calib.monitoring._stats import (
+    MonitorConfig,
+    WindowStats,
+    calibration_stats,
+    decide,
+    drift_stats,
+    harm_stats,
+    safe_float,
+)
+
+PathLike = str | os.PathLike[str]
+IntArray = NDArray[np.int64]
+_UNITS: Final = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_US: Final = 1_000_000
+#: ``MISSING_US`` of the label join: a use whose time is missing or did not parse.
+_NAT: Final = np.iinfo(np.int64).min
+
+
+def parse_window(text: str) -> int:
+    """A window width such as ``"7d"``, ``"12h"``, ``"30m"`` or ``"2w"``, in microseconds.
+
+    Raises
+    ------
+    ConfigError
+        Not a positive number followed by m, h, d or w.
+    """
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*", str(text))
+    if m is None or float(m.group(1)) <= 0:
+        raise ConfigError(f"window={text!r}: expected a positive number and a unit m, h, d "
+                          f"or w, e.g. '7d'")
+    return int(round(float(m.group(1)) * _UNITS[m.group(2)] * _US))
+
+
+def parse_since(text: str) -> int:
+    """``since`` (ISO-8601 or a date; UTC when no offset) in UTC microseconds."""
+    try:
+        ts = pd.Timestamp(text)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"since={text!r} is not an ISO-8601 time or date") from exc
+    if pd.isna(ts):  # type: ignore[unreachable, unused-ignore]
+        raise ConfigError(f"since={text!r} is not an ISO-8601 time or date")
+    ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
+    return int(ts.value // 1000)
+
+
+def _iso(t_us: int) -> str:
+    return pd.Timestamp(t_us * 1000, tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(kw_only=True)
+class MonitorReport:
+    """The windows of one monitoring run, oldest first, and what they were computed from."""
+
+    artifact: str
+    alpha: float | None
+    window: str
+    config: MonitorConfig
+    windows: list[WindowStats]
+    uses_read: int
+    uses_outside: int
+    labelled_read: int
+    join: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def latest(self) -> WindowStats | None:
+        """The newest window (what the exit code and ``--on-alert`` look at)."""
+        return self.windows[-1] if self.windows else None
+
+    @property
+    def alert(self) -> bool:
+        """Whether the latest window is ALERT."""
+        return self.latest is not None and self.latest.status == "ALERT"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (non-finite numbers as null)."""
+        out: dict[str, Any] = _json_ready({
+            "artifact": self.artifact, "alpha": self.alpha, "window": self.window,
+            "config": self.config.to_dict(), "uses_read": self.uses_read,
+            "uses_outside_windows": self.uses_outside, "labelled_uses": self.labelled_read,
+            "latest_status": None if self.latest is None else self.latest.status,
+            "join": self.join, "windows": [w.to_dict() for w in self.windows],
+        })
+        return out
+
+    def table(self) -> str:
+        """One line per window: status, counts, the headline statistics and the reasons."""
+        head = (f"{'window end':<20} {'status':<17} {'uses':>8} {'labels':>7} {'actions':>7} "
+                f"{'max PSI':>7} {'mean p':>7} {'rate':>7} {'LL exc':>7} {'harm':>7} "
+                f"{'harm hi':>7}")
+        lines = [f"monitor {self.artifact} (alpha {self.alpha}), windows of {self.window}",
+                 head, "-" * len(head)]
+
+        def num(x: Any, fmt: str = "7.4f") -> str:
+            return format(x, fmt) if isinstance(x, (int, float)) and math.isfinite(x) \
+                else f"{'-':>7}"
+
+        for w in self.windows:
+            c, h = w.calibration, w.harm
+            psi_max = max((s["psi"] for s in w.drift.values()), default=None)
+            lines.append(
+                f"{w.end:<20} {w.status:<17} {w.uses:>8} {w.labelled:>7} "
+                f"{w.actions_labelled:>7} {num(psi_max, '7.3f')} {num(w.mean_p)} "
+                f"{num(c.get('observed_rate'))} {num(c.get('log_loss_excess'))} "
+                f"{num(h.get('rate'))} {num((h.get('warn_ci') or [None, None])[1])}")
+            lines.extend(f"{'':<20}   {r}" for r in w.reasons)
+        return "\n".join(lines) + "\n"
+
+
+def _json_ready(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_ready(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return safe_float(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def _profile(artifact: Any) -> dict[str, Any]:
+    from amv_calib.artifacts import PROFILE_FILE
+
+    path = Path(artifact.path) / PROFILE_FILE
+    if PROFILE_FILE not in artifact.files or not path.is_file():
+        raise ArtifactError(f"{artifact.path}: no {PROFILE_FILE} (exported before monitoring "
+                            f"existed); re-export the version to monitor it")
+    profile: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    missing = [f for f in CLAIM_FEATURES if f not in profile.get("features", {})]
+    if missing:
+        raise ArtifactError(f"{path}: features {missing} missing from the profile")
+    return profile
+
+
+def _record_index(entries: pd.DataFrame) -> tuple[IntArray, IntArray]:
+    """Per record (entries come in file, line order): its sort key and premise count."""
+    rec = entries["rec"].to_numpy()
+    first = np.flatnonzero(np.diff(rec, prepend=-1) != 0) if len(rec) else \
+        np.zeros(0, np.int64)
+    key = (entries["file"].to_numpy(dtype=np.int64)[first] << 40) \
+        | entries["line"].to_numpy(dtype=np.int64)[first]
+    return key, entries["n_premises"].to_numpy(dtype=np.int64)[first]
+
+
+def _last_use_entries(entries: pd.DataFrame) -> IntArray:
+    """Positions of the entries that are uses: the last record of each action (the label
+    join's rule), or every entry when no action was logged twice (the common case)."""
+    rec = entries["rec"].to_numpy()
+    n = len(rec)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    codes = entries["action_id"].cat.codes.to_numpy()
+    first = np.flatnonzero(np.diff(rec, prepend=-1) != 0)
+    rc = codes[first]
+    rc = rc[rc >= 0]  # a record without action id is an action of its own
+    if not len(rc) or np.bincount(rc).max() <= 1:
+        return np.arange(n, dtype=np.int64)
+    pid = entries["premise_id"].cat.codes.to_numpy().astype(np.int64)
+    key = pd.Series(codes.astype(np.int64) * (int(pid.max()) + 2) + pid + 1)
+    keep = ~key.duplicated(keep="last").to_numpy() | (codes < 0)
+    return np.flatnonzero(keep)
+
+
+def monitor(
+    artifact: str | os.PathLike[str],
+    decisions: PathLike | Sequence[PathLike],
+    outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None = None,
+    *,
+    window: str = "7d",
+    since: str | None = None,
+    config: MonitorConfig | None = None,
+    on_corrupt: str = "raise",
+    trusted_keys: Sequence[PathLike] | None = None,
+) -> tuple[MonitorReport, pd.DataFrame]:
+    """Drift, calibration and harm of the gate's logged decisions, window by window.
+
+    Parameters
+    ----------
+    artifact : str or path
+        The artifact the gate runs (``models/amv-guard@production``): its ``profile.json``
+        is the reference, its certificate's alpha the harm bound.
+    decisions : path or sequence of paths
+        Decision logs, in time order.
+    outcomes : path, DataFrame, sequence of them, or None
+        Outcome records, as for ``amv-calib label``. None: drift only.
+    window : str, default "7d"
+        Window width (:func:`parse_window`).
+    since : str, optional
+        Start of the first window (module docstring).
+    config : MonitorConfig, optional
+        Thresholds; the defaults when None.
+    on_corrupt : {"raise", "skip"}
+        A corrupt decision-log line raises, or is skipped and counted.
+    trusted_keys : sequence of paths, optional
+        Public keys the artifact must be signed with.
+
+    Returns
+    -------
+    report : MonitorReport
+    claims : DataFrame
+        The outcome-labelled claims of the join (what ``--on-alert`` retrains on).
+    """
+    from amv_calib.claims import label_claims, read_uses
+    from amv_calib.contract import load_artifact
+
+    cfg = config or MonitorConfig()
+    width = parse_window(window)
+    art = load_artifact(str(artifact), trusted_keys=trusted_keys)
+    profile = _profile(art)
+    cert = art.manifest.get("certificate") or {}
+    alpha = safe_float(cert.get("alpha")) if cert else None
+    plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
+    if on_corrupt not in ("raise", "skip"):
+        raise ConfigError(f"on_corrupt={on_corrupt!r} must be 'raise' or 'skip'")
+    log = read_uses(plist, on_corrupt="raise" if on_corrupt == "raise" else "skip")
+    claims, report = label_claims(plist, outcomes, soft_labels="off", log=log)
+    entries = log.entries
+
+    # -- uses and their windows -------------------------------------------------------
+    use_pos = _last_use_entries(entries)
+    t_use = entries["t_us"].to_numpy()[use_pos]
+    valid_t = t_use != _NAT
+    if not valid_t.any():
+        return MonitorReport(artifact=str(art.path), alpha=alpha, window=window, config=cfg,
+                             windows=[], uses_read=len(use_pos), uses_outside=len(use_pos),
+                             labelled_read=len(claims), join=_join_summary(report)), claims
+    t_min, t_max = int(t_use[valid_t].min()), int(t_use[valid_t].max())
+    if since is not None:
+        start = parse_since(since)
+        n_win = max(1, -(-(t_max + 1 - start) // width))
+    else:
+        end = (t_max // _US + 1) * _US  # the whole second after the newest use
+        n_win = max(1, -(-(end - t_min) // width))
+        start = end - n_win * width
+
+    def window_of(t: Any) -> Any:
+        w = np.full(len(t), -1, dtype=np.int64)
+        ok = (t != _NAT) & (t >= start)
+        w[ok] = (t[ok] - start) // width
+        w[w >= n_win] = -1
+        return w
+
+    w_use = window_of(t_use)
+    X = {f: entries[f].to_numpy()[use_pos] for f in CLAIM_FEATURES}
+    p_use = entries["p"].to_numpy()[use_pos]
+
+    # -- labelled uses and actions -------------------------------------------------------
+    # the join writes datetime64[us, UTC] (NaT as the int64 minimum, like the log's times)
+    t_lab = np.asarray(pd.DatetimeIndex(claims["timestamp"]).tz_convert("UTC")
+                       .tz_localize(None).as_unit("us").asi8, dtype=np.int64)
+    w_lab = window_of(t_lab)
+    y_lab = claims["violated"].to_numpy(dtype=np.float64)
+    p_lab = claims["p_logged"].to_numpy(dtype=np.float64)
+    rec_key, rec_n = _record_index(entries)
+    file_code = claims["decision_file"].cat.codes.to_numpy()
+    lab_key = (file_code.astype(np.int64) << 40) | claims["decision_line"].to_numpy(np.int64)
+    lab_rec = np.searchsorted(rec_key, lab_key)
+    if len(claims):
+        uniq, inv, counts = np.unique(lab_rec, return_inverse=True, return_counts=True)
+        any_v = np.zeros(len(uniq), dtype=bool)
+        np.logical_or.at(any_v, inv, y_lab > 0.5)
+        first = np.zeros(len(uniq), dtype=np.int64)
+        first[inv[::-1]] = np.arange(len(inv))[::-1]
+        complete = counts == rec_n[uniq]
+        proceed = (claims["regime"] == "PROCEED").to_numpy(dtype=bool)[first]
+        a_win = w_lab[first][complete]
+        a_harm = (proceed & any_v)[complete]
+    else:
+        a_win = np.zeros(0, np.int64)
+        a_harm = np.zeros(0, bool)
+
+    training = {k: profile.get("oof_metrics", {}).get(k) for k in ("log_loss", "brier")}
+    ref_mean_p = safe_float(profile.get("mean_p"))
+    windows: list[WindowStats] = []
+    for k in range(n_win):
+        lo, hi = start + k * width, start + (k + 1) * width
+        sel = w_use == k
+        frame = pd.DataFrame({f: X[f][sel] for f in CLAIM_FEATURES})
+        ps = p_use[sel]
+        ps = ps[np.isfinite(ps)]
+        ws = WindowStats(start=_iso(lo), end=_iso(hi), uses=int(sel.sum()),
+                         labelled=0, actions_labelled=0)
+        if ws.uses:
+            ws.drift = drift_stats(frame, profile)
+        if len(ps):
+            ws.mean_p = float(ps.mean())
+            ws.mean_p_shift = None if ref_mean_p is None else ws.mean_p - ref_mean_p
+        lab = (w_lab == k) & np.isfinite(p_lab)
+        ws.labelled = int(lab.sum())
+        if ws.labelled >= cfg.min_labels:
+            ws.calibration = calibration_stats(y_lab[lab], p_lab[lab], training, cfg)
+        acts = a_win == k
+        ws.actions_labelled = int(acts.sum())
+        if ws.actions_labelled:
+            ws.harm = harm_stats(a_harm[acts], alpha, cfg)
+        decide(ws, cfg)
+        windows.append(ws)
+    outside = int((w_use < 0).sum())
+    return MonitorReport(artifact=str(art.path), alpha=alpha, window=window, config=cfg,
+                         windows=windows, uses_read=len(use_pos), uses_outside=outside,
+                         labelled_read=len(claims), join=_join_summary(report)), claims
+
+
+def _join_summary(report: Any) -> dict[str, Any]:
+    d = report.to_dict()
+    return {k: d[k] for k in ("uses_read", "joined", "unjoined", "outcomes_read", "outcomes")
+            if k in d}
+
+
+def load_monitor_config(path: PathLike | None,
+                        overrides: Mapping[str, Any] | None = None) -> MonitorConfig:
+    """The ``[monitor]`` table of a TOML file (other tables are ignored), then overrides."""
+    import tomllib
+
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"--config {p}: file not found")
+        try:
+            doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{p.name}: not valid TOML: {exc}") from exc
+        section = doc.get("monitor", {})
+        if not isinstance(section, dict):
+            raise ConfigError(f"{p.name}: [monitor] must be a table")
+        data.update(section)
+    data.update(overrides or {})
+    return MonitorConfig.from_mapping(data)
+
+
+def write_monitor_outputs(report: MonitorReport, claims: pd.DataFrame,
+                          out_dir: PathLike) -> dict[str, Path]:
+    """Write ``monitor.json``, ``monitor.txt`` (the table), ``timeline.png`` and
+    ``claims.parquet`` (the outcome-labelled claims, what a retrain starts from)."""
+    from amv_calib.monitoring._figure import timeline_figure
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    data = report.to_dict()
+    files = {"report": out / "monitor.json", "table": out / "monitor.txt",
+             "timeline": out / "timeline.png", "claims": out / "claims.parquet"}
+    files["report"].write_text(json.dumps(data, indent=2, sort_keys=True) + "\n",
+                               encoding="utf-8")
+    files["table"].write_text(report.table(), encoding="utf-8")
+    timeline_figure(data, files["timeline"])
+    claims.to_parquet(files["claims"], index=False)
+    return files
