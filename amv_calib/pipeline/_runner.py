@@ -176,6 +176,9 @@ def _validate_params(*, where: str, kind: StepKind, raw: dict[str, Any], base: P
                                   f"@<step>.<output>; earlier steps: {sorted(earlier)}")
             out[key] = value
             continue
+        if p.path and p.kind is list:
+            out[key] = _path_list(where, key, value, base)
+            continue
         if p.path:
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"{where}: {key}={value!r} must be a path")
@@ -195,6 +198,23 @@ def _validate_params(*, where: str, kind: StepKind, raw: dict[str, Any], base: P
             raise ConfigError(f"{where}: {key}={value!r} must be {expected}")
         out[key] = value
     return out
+
+
+def _path_list(where: str, key: str, value: Any, base: Path) -> list[Path]:
+    """A list of paths (glob patterns allowed), relative to the pipeline file, each found."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{where}: {key}={value!r} must be a list of paths")
+    found: list[Path] = []
+    for v in value:
+        matches = sorted(base.glob(v)) if any(c in v for c in "*?[") else [base / v]
+        matches = [m.resolve() for m in matches if m.exists()]
+        if not matches:
+            raise ConfigError(f"{where}: {key} entry {v!r} not found (relative to the "
+                              f"pipeline file)")
+        found += matches
+    return found
 
 
 # -- hashing ------------------------------------------------------------------------------
@@ -226,6 +246,8 @@ def _step_key(spec: PipelineSpec, step: StepSpec, upstream_keys: dict[str, str])
             material[key] = ["ref", value, upstream_keys[value[1:].split(".", 1)[0]]]
         elif isinstance(value, Path):
             material[key] = ["file", content_hash(value)]
+        elif isinstance(value, list) and value and all(isinstance(v, Path) for v in value):
+            material[key] = ["files", [content_hash(v) for v in value]]
         elif isinstance(value, str) and os.path.isabs(value) and "@" in value:
             material[key] = ["alias", value.rsplit("@", 1)[1],
                              content_hash(Path(value.rsplit("@", 1)[0]))]
