@@ -249,7 +249,7 @@ def label_logs(
     if soft_labels not in ("posterior", "off"):
         raise ValueError(f"soft_labels={soft_labels!r} must be 'posterior' or 'off'")
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
-    log = read_uses(plist, on_corrupt=on_corrupt, columnar=columnar)
+    log = read_uses(plist, on_corrupt=on_corrupt, columnar=columnar, offers=True)
     out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
     state: dict[str, Any] = {}
     claims, report = _join(plist, log, out_df, out_invalid, soft_labels, collect=state)

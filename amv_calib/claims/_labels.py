@@ -175,7 +175,8 @@ class LogEntries:
 class _Acc:
     """Per-block column chunks of records, premise entries and signals."""
 
-    def __init__(self) -> None:
+    def __init__(self, offers: bool = False) -> None:
+        self.want_offers = offers  # read the offered verifiers (for the episodes)
         self.n_records = 0
         self.rec: dict[str, list[Any]] = {k: [] for k in ("file", "line", "t_us", "n",
                                                           *_REC_STR, *_REC_NUM)}
@@ -385,7 +386,7 @@ def _python_records(recs: Sequence[tuple[int, Mapping[str, Any]]], file_idx: int
         raw_times.append(rec.get("time"))
         rec_num["theta"].append(_as_float(rec.get("theta")))
         rec_num["kappa"].append(_as_float(rec.get("kappa")))
-        offered = rec.get("verifiers")
+        offered = rec.get("verifiers") if acc.want_offers else None
         rec_num["has_verifiers"].append(isinstance(offered, list))
         for v in offered if isinstance(offered, list) else ():
             vm = v if isinstance(v, Mapping) else {}
@@ -440,7 +441,7 @@ def _offers_table(cols: Mapping[str, Any]) -> Any:
     })
 
 
-def _arrow_schema() -> Any:
+def _arrow_schema(offers: bool) -> Any:
     import pyarrow as pa
 
     feats = []
@@ -471,7 +472,8 @@ def _arrow_schema() -> Any:
     ]
     fields += [(n, pa.float64()) for n in (*DECISION_ALIASES["theta"],
                                            *DECISION_ALIASES["kappa"])]
-    fields += [(n, pa.list_(offered)) for n in DECISION_ALIASES["verifiers"]]
+    if offers:  # only the episodes need them: the label join alone does not parse them
+        fields += [(n, pa.list_(offered)) for n in DECISION_ALIASES["verifiers"]]
     return pa.schema(fields)
 
 
@@ -502,7 +504,7 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
         table = pj.read_json(
             pa.BufferReader(block),
             read_options=pj.ReadOptions(block_size=max(1 << 20, len(block) + 1)),
-            parse_options=pj.ParseOptions(explicit_schema=_arrow_schema(),
+            parse_options=pj.ParseOptions(explicit_schema=_arrow_schema(acc.want_offers),
                                           unexpected_field_behavior="ignore"),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -548,26 +550,29 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
     for snake, camel in _FEATURE_ALIASES:
         arr = _coalesce(f(snake), f(camel), claim.field(snake), claim.field(camel))
         ent[snake] = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)
-    offers = _coalesce(*(col[n] for n in DECISION_ALIASES["verifiers"]))
     rec_num = {
         "theta": pc.fill_null(_coalesce(*(col[n] for n in DECISION_ALIASES["theta"])),
                               math.nan).to_numpy(zero_copy_only=False),
         "kappa": pc.fill_null(_coalesce(*(col[n] for n in DECISION_ALIASES["kappa"])),
                               math.nan).to_numpy(zero_copy_only=False),
-        "has_verifiers": pc.is_valid(offers).to_numpy(zero_copy_only=False),
+        "has_verifiers": np.zeros(n_lines, dtype=bool),
     }
-    of = pc.list_flatten(offers)
+    offers_table = _offers_table({k: [] for k in _OFFER_COLUMNS})
+    if acc.want_offers:
+        offers = _coalesce(*(col[n] for n in DECISION_ALIASES["verifiers"]))
+        rec_num["has_verifiers"] = pc.is_valid(offers).to_numpy(zero_copy_only=False)
+        of = pc.list_flatten(offers)
 
-    def o(key: str) -> Any:
-        return _coalesce(*(of.field(n) for n in OFFERED_VERIFIER_ALIASES[key]))
+        def o(key: str) -> Any:
+            return _coalesce(*(of.field(n) for n in OFFERED_VERIFIER_ALIASES[key]))
 
-    offers_table = pa.table({
-        "rec": pc.list_parent_indices(offers).cast(pa.int64()),
-        "id": _no_empty(o("id")),
-        "resolves": o("resolves_premise_ids"),
-        "cost": pc.fill_null(o("execution_cost"), math.nan),
-        "reliability": pc.fill_null(o("symmetric_reliability"), math.nan),
-    })
+        offers_table = pa.table({
+            "rec": pc.list_parent_indices(offers).cast(pa.int64()),
+            "id": _no_empty(o("id")),
+            "resolves": o("resolves_premise_ids"),
+            "cost": pc.fill_null(o("execution_cost"), math.nan),
+            "reliability": pc.fill_null(o("symmetric_reliability"), math.nan),
+        })
     base = acc.n_records
     acc.add_block(file_idx, np.arange(first_line, first_line + n_lines, dtype=np.int64),
                   rec_str, time_str, lens, ent, rec_num, offers_table)
@@ -660,6 +665,7 @@ def read_uses(
     *,
     on_corrupt: Literal["raise", "skip"] = "raise",
     columnar: bool = True,
+    offers: bool = False,
 ) -> LogEntries:
     """Read decision logs into one row per premise entry (see :class:`LogEntries`).
 
@@ -674,11 +680,14 @@ def read_uses(
         block whose values do not fit the expected types (numbers as times, camelCase
         objects given as strings, blank lines, a corrupt line) falls back to the line
         parser, which gives the same result.
+    offers : bool, default False
+        Also read each record's offered verifiers (``LogEntries.offers``), which the
+        episodes need; without it ``offers`` is empty and ``has_verifiers`` false.
     """
     if on_corrupt not in ("raise", "skip"):
         raise ValueError(f"on_corrupt={on_corrupt!r} must be 'raise' or 'skip'")
     plist = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    acc = _Acc()
+    acc = _Acc(offers)
     stats = [_read_one_log(p, i, on_corrupt, columnar, acc) for i, p in enumerate(plist)]
     if not acc.rec["file"]:
         _python_records([], 0, acc)

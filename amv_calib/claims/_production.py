@@ -104,7 +104,7 @@ def simulate_production(
         writer.append({**record, "time": _stamp(clock["now"])})
 
     gate = Gate.from_artifact(os.fspath(artifact), strict=True, decision_log=sink)
-    truth_r = {"cache-api": true_reliability, "registry-api": 1.0}
+    truth_r = {"cache-api": true_reliability, "registry-api": 0.99}
     answers = dict.fromkeys(truth_r, 0)
     rows: list[tuple[datetime, str, str, bool]] = []
     last = SIMULATION_START
