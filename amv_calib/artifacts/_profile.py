@@ -41,7 +41,9 @@ def _weighted_rate(claims: Any, y: np.ndarray) -> float:
         return float(y.mean())
     w = claims["label_weight"].to_numpy(dtype=np.float64)
     w = np.where(np.isfinite(w), w, 1.0)
-    return float(np.sum(w * y) / np.sum(w)) if np.sum(w) > 0 else float(y.mean())
+    if np.all(w == 1.0) or not np.sum(w) > 0:
+        return float(y.mean())  # unweighted: the same bits as before weights existed
+    return float(np.sum(w * y) / np.sum(w))
 
 
 def build_profile(claims: Any, calibrator: PortableCalibrator, *,
