@@ -282,6 +282,5 @@ def test_retrain_from_logs_pipeline_runs_on_simulated_production(
         "label", "ingest", "compare", "tune", "certify", "export", "promote", "register"]
     assert steps["label"]["outputs"]["episodes_written"] == \
         production["result"].episode_report.episodes
-    assert steps["label"]["outputs"]["verifiers_flagged"] == ["cache-api", "registry-api"] or \
-        "cache-api" in steps["label"]["outputs"]["verifiers_flagged"]
+    assert "cache-api" in steps["label"]["outputs"]["verifiers_flagged"]
     assert (models / "amv-guard" / steps["export"]["outputs"]["version"]).is_dir()
