@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib
 import json
 import logging
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from amv_calib import __version__
 from amv_calib.exceptions import AmvCalibError, ConfigError, DataContractError
@@ -29,6 +28,7 @@ from amv_calib.settings import (
     DEFAULT_REGISTERED_MODEL,
     DEFAULT_SEED,
     TRUSTED_KEYS_ENV,
+    resolve_adapter,
     trusted_keys,
 )
 
@@ -181,25 +181,7 @@ def _parsers_ingest(subparsers: Any) -> None:
     )
     p.add_argument("--chunksize", type=int, default=None, metavar="ROWS",
                    help="rows validated at a time (default: 250000)")
-
-
-def _resolve_adapter(name: str) -> Any:
-    """The adapter function registered as ``name`` in :data:`amv_calib.settings.ADAPTERS`.
-
-    Raises
-    ------
-    ConfigError
-        If no adapter has that name, or its ``"module:function"`` cannot be imported.
-    """
-    target = ADAPTERS.get(name)
-    if target is None:
-        known = ", ".join(sorted(ADAPTERS)) or "none"
-        raise ConfigError(f"adapter={name!r} is not registered (available: {known})")
-    module, _, func = target.partition(":")
-    try:
-        return getattr(importlib.import_module(module), func)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"adapter {name!r} -> {target!r} cannot be loaded: {exc}") from exc
+    _overwrite_option(p)
 
 
 def _run_ingest(args: argparse.Namespace) -> int:
@@ -210,9 +192,10 @@ def _run_ingest(args: argparse.Namespace) -> int:
     if args.adapter is not None:
         if args.format is not None:
             raise ConfigError("--format does not apply with --adapter (the adapter reads INPUT)")
-        source = _resolve_adapter(args.adapter)(Path(args.input))
+        source = resolve_adapter(args.adapter)(Path(args.input))
     summary = ingest_file(source, args.out, format=args.format,
-                          chunksize=args.chunksize or DEFAULT_CHUNKSIZE)
+                          chunksize=args.chunksize or DEFAULT_CHUNKSIZE,
+                          overwrite=args.overwrite)
     print(summary.to_json(), flush=True)
     return 0
 
@@ -220,7 +203,7 @@ def _run_ingest(args: argparse.Namespace) -> int:
 # -- synth -------------------------------------------------------------------------------------
 
 #: Sizes of the bundled sample files (data/sample/).
-_SYNTH_DEFAULT_N: dict[str, int] = {"claims": 20_000, "episodes": 3_520}
+_SYNTH_DEFAULT_N: dict[str, int] = {"claims": 20_000, "episodes": 3_520, "logs": 2_500}
 
 
 def _parsers_synth(subparsers: Any) -> None:
@@ -230,16 +213,29 @@ def _parsers_synth(subparsers: Any) -> None:
         help="generate synthetic claim outcomes or action episodes with a known truth",
         description=(
             "Generate synthetic data from ten perturbation families (see data/README.md). "
-            "claims: CSV, Parquet or JSONL by the ending of --out; episodes: JSONL. "
+            "claims: CSV, Parquet or JSONL by the ending of --out; episodes: JSONL; logs: "
+            "the folder --out gets decisions.jsonl, written by the gate of --artifact running "
+            "over synthetic actions with a verifier less reliable than declared, and "
+            "outcomes.csv (data/examples/logs/ is made this way). "
             "The same --seed gives the same bytes."
         ),
     )
-    p.add_argument("kind", choices=("claims", "episodes"),
-                   help="claims: labelled claim outcomes; episodes: action episodes")
+    p.add_argument("kind", choices=("claims", "episodes", "logs"),
+                   help="claims: labelled claim outcomes; episodes: action episodes; logs: "
+                   "a simulated production's decision log and outcomes")
     p.add_argument("--n", type=int, default=None, metavar="N",
-                   help="rows / instances (default: 20000 claims, 3520 episodes)")
+                   help="rows / instances / actions (default: 20000 claims, 3520 episodes, "
+                   "2500 actions)")
+    p.add_argument("--artifact", default=None, metavar="REF",
+                   help="logs: the artifact whose gate decides (default: the shipped "
+                   "models/amv-guard/v1)")
+    p.add_argument("--true-reliability", type=float, default=0.85, metavar="R",
+                   help="logs: how often cache-api answers right (default 0.85)")
+    p.add_argument("--declared-reliability", type=float, default=0.95, metavar="R",
+                   help="logs: the reliability cache-api declares (default 0.95)")
     _seed_option(p, f"random seed (default: {DEFAULT_SEED})")
-    p.add_argument("--out", required=True, metavar="PATH", help="output file")
+    p.add_argument("--out", required=True, metavar="PATH",
+                   help="output file (a folder for logs)")
 
 
 def _run_synth(args: argparse.Namespace) -> int:
@@ -248,6 +244,20 @@ def _run_synth(args: argparse.Namespace) -> int:
 
     n = _SYNTH_DEFAULT_N[args.kind] if args.n is None else args.n
     out = Path(args.out)
+    if args.kind == "logs":
+        from amv_calib.claims import simulate_production
+        from amv_calib.settings import DEFAULT_MODEL_NAME, models_dir
+
+        artifact = args.artifact or str(models_dir() / DEFAULT_MODEL_NAME / "v1")
+        sim = simulate_production(artifact, out, n_actions=n, seed=args.seed,
+                                  true_reliability=args.true_reliability,
+                                  declared_reliability=args.declared_reliability)
+        print(json.dumps({"kind": "logs", "n": n, "seed": args.seed, "artifact": artifact,
+                          "answers": sim.answers, "outcome_records": sim.outcome_records,
+                          "sha256": {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+                                     for p in (sim.decisions, sim.outcomes)}},
+                         separators=(",", ":")), flush=True)
+        return 0
     if args.kind == "claims":
         path = write_claims(synth_claims(n, seed=args.seed), out)
     else:
@@ -262,27 +272,34 @@ def _run_synth(args: argparse.Namespace) -> int:
 
 # -- label -------------------------------------------------------------------------------------
 
-_TABLE_SUFFIXES = (".parquet", ".pq", ".csv", ".jsonl", ".ndjson")
-
-
 def _parsers_label(subparsers: Any) -> None:
     """Add the ``label`` sub-command."""
     p = _command(
         subparsers, "label", _run_label,
-        help="join gate decision logs with outcome records into claim outcomes",
+        help="join gate decision logs with outcome records into claims, episodes and "
+        "verifier reliabilities",
         description="Join decision logs (one JSON line per gate decision) with outcome "
         "records that arrived later (claim_id and/or action_id, time, violated) into the "
         "claim-outcome table, one row per (claim, use). Verifier signals label uses without "
-        "an outcome as posterior soft labels (label_weight). Every decision line, use and "
+        "an outcome as posterior soft labels (label_weight). With --out DIR it also writes "
+        "DIR/episodes.jsonl (every action whose premises all have an outcome, replayable by "
+        "tune and certify) and DIR/verifiers.json (each verifier's answers against the "
+        "outcomes and its estimated reliability). Every decision line, use, action and "
         "outcome record is accounted for in the printed report.",
     )
     _log_options(p, "outcome records (.jsonl, .csv or .parquet)")
-    p.add_argument("--out", required=True, metavar="CLAIMS",
-                   help="claims table to write (.parquet, .csv or .jsonl)")
+    p.add_argument("--out", required=True, metavar="DIR|CLAIMS",
+                   help="a folder (claims.parquet, episodes.jsonl, verifiers.json and the "
+                   "reports), or a claims table to write (.parquet, .csv or .jsonl; no "
+                   "episodes)")
     p.add_argument("--soft-labels", choices=("posterior", "off"), default="posterior",
                    help="label uses without an outcome by their verifier signals "
                    "(default: posterior)")
+    p.add_argument("--min-verifier-calls", type=int, default=200, metavar="N",
+                   help="labelled answers a verifier needs before the episodes use its "
+                   "estimated reliability instead of the declared one (default 200)")
     _skip_corrupt_option(p)
+    _overwrite_option(p)
 
 
 def _log_options(p: argparse.ArgumentParser, outcomes_help: str) -> None:
@@ -293,80 +310,57 @@ def _log_options(p: argparse.ArgumentParser, outcomes_help: str) -> None:
 
 
 def _skip_corrupt_option(p: argparse.ArgumentParser) -> None:
+    """``--skip-corrupt`` (label and monitor)."""
     p.add_argument("--skip-corrupt", action="store_true",
                    help="skip (and count) corrupt decision-log lines instead of failing")
 
 
-def _label_report_paths(out: Path) -> tuple[Path, Path]:
-    """``(<stem>.join_report.json, <stem>.unjoined.csv)`` beside the claims file ``out``."""
-    stem = out.name[: -len(out.suffix)] if out.suffix else out.name
-    return out.with_name(f"{stem}.join_report.json"), out.with_name(f"{stem}.unjoined.csv")
-
-
-def _write_claims_table(claims: Any, out: Path) -> None:
-    """Write a claims DataFrame as Parquet, CSV or JSONL, chosen by the file ending."""
-    suffix = out.suffix.lower()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if suffix in (".parquet", ".pq"):
-        claims.to_parquet(out, index=False)
-    elif suffix == ".csv":
-        claims.to_csv(out, index=False, date_format="%Y-%m-%dT%H:%M:%S.%fZ")
-    elif suffix in (".jsonl", ".ndjson"):
-        claims.to_json(out, orient="records", lines=True, date_format="iso", date_unit="us")
-    else:
-        raise _unknown_table_ending(out)
-
-
-def _unknown_table_ending(out: Path) -> DataContractError:
-    """The error for a claims table ``out`` whose ending names no known format."""
-    return DataContractError(
-        f"--out {out}: unknown ending {out.suffix!r}; use one of {', '.join(_TABLE_SUFFIXES)}"
-    )
+def _overwrite_option(p: argparse.ArgumentParser) -> None:
+    """``--overwrite``: replace files another command wrote into the output folder."""
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace files that another command (label or ingest) wrote into the "
+                   "output folder, removing that command's other files there")
 
 
 def _run_label(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from amv_calib.claims import label_claims
+    from amv_calib.claims import (
+        LABEL_FOLDER_FILES,
+        TABLE_SUFFIXES,
+        claim_outputs,
+        label_claims,
+        label_logs,
+        label_report_paths,
+        record_outputs,
+        unknown_table_ending,
+        write_claims_table,
+        write_join_report,
+        write_label_folder,
+    )
 
     out = Path(args.out)
-    if out.suffix.lower() not in _TABLE_SUFFIXES:
-        raise _unknown_table_ending(out)
+    as_table = out.suffix.lower() in TABLE_SUFFIXES
+    if not as_table and out.suffix and not out.is_dir():
+        raise unknown_table_ending(out)
     for path in (*args.decisions, *args.outcomes):
         if not Path(path).is_file():
             raise DataContractError(f"input file {path} does not exist")
-    claims, report = label_claims(
-        args.decisions,
-        args.outcomes or None,
-        soft_labels=args.soft_labels,
-        on_corrupt="skip" if args.skip_corrupt else "raise",
-    )
-    _write_claims_table(claims, out)
-    report_json, unjoined_csv = _label_report_paths(out)
-    summary = report.to_dict()
-    full = {**summary, "outcome_files": list(args.outcomes), "out": str(out)}
-    report_json.write_text(json.dumps(full, indent=2) + "\n", encoding="utf-8")
-    uses = report.unjoined_uses
-    outs = report.outcome_details
-    outcome_names = list(args.outcomes)
-    stamp = "%Y-%m-%dT%H:%M:%S.%fZ"
-    # Written in two parts (uses, then outcome records) so that a log with millions of
-    # unjoined uses is never materialised as one object table.
-    pd.DataFrame({
-        "kind": "use", "file": uses["decision_file"], "line": uses["decision_line"],
-        "action_id": uses["action_id"], "premise_id": uses["premise_id"],
-        "claim_id": uses["claim_id"], "time": uses["time"], "reason": uses["reason"],
-        "detail": uses["detail"],
-    }).to_csv(unjoined_csv, index=False, date_format=stamp)
-    pd.DataFrame({
-        "kind": "outcome",
-        "file": [outcome_names[int(s)] for s in outs["source"]],
-        "line": outs["row"], "action_id": outs["action_id"], "premise_id": None,
-        "claim_id": outs["claim_id"], "time": outs["time"], "reason": outs["status"],
-        "detail": outs["detail"],
-    }).to_csv(unjoined_csv, index=False, date_format=stamp, mode="a", header=False)
-    line = {k: v for k, v in summary.items() if k != "decision_files"}
-    line.update(out=str(out), report=str(report_json), unjoined_csv=str(unjoined_csv))
+    if args.min_verifier_calls < 0:
+        raise ConfigError(f"--min-verifier-calls={args.min_verifier_calls} must be >= 0")
+    on_corrupt: Literal["raise", "skip"] = "skip" if args.skip_corrupt else "raise"
+    if not as_table:
+        claim_outputs(out, "label", LABEL_FOLDER_FILES, overwrite=args.overwrite)
+        result = label_logs(args.decisions, args.outcomes or None,
+                            min_verifier_calls=args.min_verifier_calls,
+                            soft_labels=args.soft_labels, on_corrupt=on_corrupt)
+        print(json.dumps(write_label_folder(result, out, args.outcomes)))
+        return 0
+    names = [out.name, *(p.name for p in label_report_paths(out))]
+    claim_outputs(out.parent, "label", names, overwrite=args.overwrite)
+    claims, report = label_claims(args.decisions, args.outcomes or None,
+                                  soft_labels=args.soft_labels, on_corrupt=on_corrupt)
+    write_claims_table(claims, out)
+    line = write_join_report(report, out, args.outcomes)
+    record_outputs(out.parent, "label", names)
     print(json.dumps(line))
     return 0
 

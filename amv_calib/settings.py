@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "ADAPTERS",
@@ -23,6 +23,7 @@ __all__ = [
     "models_dir",
     "optuna_storage",
     "project_root",
+    "resolve_adapter",
     "tracking_uri",
     "trusted_keys",
     "ui_command",
@@ -111,3 +112,26 @@ def trusted_keys() -> list[Path]:
     """The public keys named by ``$AMV_CALIB_TRUSTED_KEYS`` (none when unset or empty)."""
     raw = os.environ.get(TRUSTED_KEYS_ENV, "")
     return [Path(p) for p in raw.split(os.pathsep) if p.strip()]
+
+
+def resolve_adapter(name: str) -> Any:
+    """The adapter function registered as ``name`` in :data:`ADAPTERS`.
+
+    Raises
+    ------
+    ConfigError
+        If no adapter has that name, or its ``"module:function"`` cannot be imported.
+    """
+    import importlib
+
+    from amv_calib.exceptions import ConfigError
+
+    target = ADAPTERS.get(name)
+    if target is None:
+        known = ", ".join(sorted(ADAPTERS)) or "none"
+        raise ConfigError(f"adapter={name!r} is not registered (available: {known})")
+    module, _, func = target.partition(":")
+    try:
+        return getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"adapter {name!r} -> {target!r} cannot be loaded: {exc}") from exc

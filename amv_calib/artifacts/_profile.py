@@ -36,6 +36,16 @@ def _bins(values: np.ndarray) -> tuple[list[float], list[float]]:
     return edges.tolist(), (counts / max(1, len(values))).tolist()
 
 
+def _weighted_rate(claims: Any, y: np.ndarray) -> float:
+    if "label_weight" not in claims.columns:
+        return float(y.mean())
+    w = claims["label_weight"].to_numpy(dtype=np.float64)
+    w = np.where(np.isfinite(w), w, 1.0)
+    if np.all(w == 1.0) or not np.sum(w) > 0:
+        return float(y.mean())  # unweighted: the same bits as before weights existed
+    return float(np.sum(w * y) / np.sum(w))
+
+
 def build_profile(claims: Any, calibrator: PortableCalibrator, *,
                   reliability_bins: Any = None, oof_metrics: Mapping[str, Any] | None = None,
                   seed: int = 0) -> dict[str, Any]:
@@ -57,7 +67,8 @@ def build_profile(claims: Any, calibrator: PortableCalibrator, *,
     p = calibrator.predict(X) if n else np.zeros(0)
     out: dict[str, Any] = {
         "format": PROFILE_FORMAT, "format_version": PROFILE_FORMAT_VERSION, "n": n,
-        "violation_rate": float(y.mean()) if n else None,
+        # soft labels (two rows weighted q and 1 - q) count with their weights
+        "violation_rate": _weighted_rate(claims, y) if n else None,
         "mean_p": float(p.mean()) if n else None,
         "features": features, "oof_reliability": None, "oof_metrics": dict(oof_metrics or {}),
     }

@@ -73,11 +73,21 @@ def _row_log_loss(y: np.ndarray, p: np.ndarray) -> np.ndarray:
 def paired_log_loss(claims: Any, challenger: LoadedArtifact, production: LoadedArtifact,
                     *, n_boot: int = DEFAULT_N_BOOT, seed: int = 0) -> dict[str, Any]:
     """Mean per-claim log loss of both on ``claims``, their difference and its 95% interval
-    (percentile bootstrap over claims, the same resamples for both: paired)."""
+    (percentile bootstrap over claims, the same resamples for both: paired).
+
+    Rows that carry a ``label_weight`` (the two rows of a verifier soft label from
+    ``amv-calib label``) count with that weight, as in the compare step; unweighted, such a
+    pair would count as one violated and one valid claim.
+    """
     X = claims[list(CLAIM_FEATURES)].to_numpy(dtype=np.float64)
     y = claims["violated"].to_numpy(dtype=np.float64)
     ours = _row_log_loss(y, challenger.calibrator.predict(X))
     theirs = _row_log_loss(y, production.calibrator.predict(X))
+    if "label_weight" in claims.columns and len(claims):
+        w = claims["label_weight"].to_numpy(dtype=np.float64)
+        w = np.where(np.isfinite(w), w, 1.0)
+        if not np.all(w == 1.0):
+            return _weighted_paired(ours, theirs, w, production.version, n_boot, seed)
     d = ours - theirs
     n = len(d)
     out: dict[str, Any] = {"n": n, "n_boot": n_boot, "production_version": production.version,
@@ -91,6 +101,24 @@ def paired_log_loss(claims: Any, challenger: LoadedArtifact, production: LoadedA
                difference=float(d.mean()),
                difference_ci95=[float(q) for q in np.quantile(means, [0.025, 0.975])])
     return out
+
+
+def _weighted_paired(ours: np.ndarray, theirs: np.ndarray, w: np.ndarray, version: str,
+                     n_boot: int, seed: int) -> dict[str, Any]:
+    """:func:`paired_log_loss` with row weights: weighted means, rows resampled."""
+    d = ours - theirs
+    n = len(d)
+    rng = np.random.default_rng(seed)
+    means = []
+    for _ in range(n_boot):
+        idx = rng.integers(0, n, n)
+        means.append(float(np.sum(d[idx] * w[idx]) / max(np.sum(w[idx]), 1e-300)))
+    total = float(w.sum())
+    return {"n": n, "n_boot": n_boot, "production_version": version, "weighted": True,
+            "challenger_log_loss": float(np.sum(ours * w) / total),
+            "production_log_loss": float(np.sum(theirs * w) / total),
+            "difference": float(np.sum(d * w) / total),
+            "difference_ci95": [float(q) for q in np.quantile(means, [0.025, 0.975])]}
 
 
 def decide_promotion(challenger: LoadedArtifact, production: LoadedArtifact | None,

@@ -2,8 +2,9 @@
 
 Ingest of CSV, Parquet and JSONL claim tables (every row accepted or rejected with a reason),
 the one timestamp rule every stage reads times by (``parse_timestamps``), the decision-log x
-outcome join (``label``), memory-store adapters (mem0, Graphiti) and the synthetic worlds used
-by the demo and the tests.
+outcome join (``label``) with the episodes and verifier reliabilities it yields, which
+command wrote which output (``written_by.json``), memory-store adapters (mem0, Graphiti), the
+synthetic worlds used by the demo and the tests, and simulated production logs.
 """
 
 from __future__ import annotations
@@ -19,6 +20,16 @@ from amv_calib.claims._adapters import (
     load_uses_table,
     mem0_adapter,
     mem0_history_to_claims,
+)
+from amv_calib.claims._episodes import (
+    ACTION_REASONS,
+    DEFAULT_MIN_VERIFIER_CALLS,
+    EpisodeReport,
+    LogLabels,
+    beta_interval,
+    label_logs,
+    verifier_reliabilities,
+    write_episodes_jsonl,
 )
 from amv_calib.claims._ingest import (
     CLAIMS_SCHEMA,
@@ -43,6 +54,20 @@ from amv_calib.claims._labels import (
     load_outcomes,
     read_uses,
 )
+from amv_calib.claims._outputs import (
+    LABEL_FOLDER_FILES,
+    TABLE_SUFFIXES,
+    WRITTEN_BY,
+    OutputConflictError,
+    claim_outputs,
+    label_report_paths,
+    record_outputs,
+    unknown_table_ending,
+    write_claims_table,
+    write_join_report,
+    write_label_folder,
+)
+from amv_calib.claims._production import SimulatedLogs, simulate_production
 from amv_calib.claims._synth import (
     CLAIM_COLUMNS,
     EPOCH_START,
@@ -58,25 +83,36 @@ from amv_calib.claims._synth import (
 from amv_calib.claims._times import ParsedTimestamps, parse_timestamps
 
 __all__ = [
+    "ACTION_REASONS",
     "ADAPTER_UNJOINED_REASONS",
     "CLAIMS_SCHEMA",
     "CLAIM_COLUMNS",
     "DEFAULT_CHUNKSIZE",
     "DEFAULT_FEATURES",
+    "DEFAULT_MIN_VERIFIER_CALLS",
     "EPOCH_START",
     "FAMILIES",
     "FORMATS",
+    "LABEL_FOLDER_FILES",
     "OUTCOME_STATUSES",
+    "TABLE_SUFFIXES",
     "UNJOINED_REASONS",
+    "WRITTEN_BY",
     "AdapterReport",
+    "EpisodeReport",
     "Family",
     "Format",
     "IngestSummary",
     "JoinReport",
     "LogEntries",
+    "LogLabels",
     "NoisyLabelFit",
+    "OutputConflictError",
     "ParsedTimestamps",
+    "SimulatedLogs",
     "SoftLabels",
+    "beta_interval",
+    "claim_outputs",
     "detect_format",
     "family_probability",
     "fit_noisy_labels",
@@ -85,6 +121,8 @@ __all__ = [
     "ingest_file",
     "iter_claim_chunks",
     "label_claims",
+    "label_logs",
+    "label_report_paths",
     "load_claims",
     "load_graphiti_edges",
     "load_mem0_history",
@@ -94,9 +132,17 @@ __all__ = [
     "mem0_history_to_claims",
     "parse_timestamps",
     "read_uses",
+    "record_outputs",
+    "simulate_production",
     "synth_claims",
     "synth_episodes",
     "true_probability",
+    "unknown_table_ending",
+    "verifier_reliabilities",
     "write_claims",
+    "write_claims_table",
     "write_episodes",
+    "write_episodes_jsonl",
+    "write_join_report",
+    "write_label_folder",
 ]

@@ -52,6 +52,7 @@ from amv_calib.claims._arrow import (
     _string_view,
     _text_of,
 )
+from amv_calib.claims._outputs import claim_outputs, record_outputs
 from amv_calib.claims._times import PROBLEMS as TIMESTAMP_PROBLEMS
 from amv_calib.claims._times import UTC_US as _UTC_US
 from amv_calib.claims._times import parse_timestamps
@@ -1924,6 +1925,7 @@ def ingest_file(
     *,
     format: str | None = None,
     chunksize: int = DEFAULT_CHUNKSIZE,
+    overwrite: bool = False,
 ) -> IngestSummary:
     """Validate ``source``; write ``claims.parquet``, ``rejects.csv`` and ``rejects.jsonl``.
 
@@ -1938,15 +1940,27 @@ def ingest_file(
     (``line`` is the exact input line where the reader kept it: JSONL, and malformed CSV
     rows; else null).
 
+    The folder's ``written_by.json`` records that ``ingest`` wrote these files; files another
+    command wrote there (``label``'s ``claims.parquet``) are not replaced unless
+    ``overwrite``, and then that command's other files are removed too
+    (:mod:`amv_calib.claims._outputs`).
+
     Returns
     -------
     IngestSummary
         Counts, with ``read == accepted + rejected``.
+
+    Raises
+    ------
+    OutputConflictError
+        ``out_dir`` holds a file of the same name that another command wrote.
     """
-    run = _start(source, format, chunksize)
     out = Path(out_dir)
+    names = ("claims.parquet", "rejects.csv", "rejects.jsonl")
+    claim_outputs(out, "ingest", names, overwrite=overwrite)
+    run = _start(source, format, chunksize)
     out.mkdir(parents=True, exist_ok=True)
-    final = {name: out / name for name in ("claims.parquet", "rejects.csv", "rejects.jsonl")}
+    final = {name: out / name for name in names}
     tmp = {name: out / f".{name}.{os.getpid()}.tmp" for name in final}
     claims_schema = run.claims_schema.remove(0)
     # Dictionary pages only pay off for the low-cardinality text columns; for ids and
@@ -1970,6 +1984,7 @@ def ingest_file(
                 pw.write_table(claims_schema.empty_table())
         for name, path in final.items():
             os.replace(tmp[name], path)
+        record_outputs(out, "ingest", names)
     finally:
         for path in tmp.values():
             path.unlink(missing_ok=True)

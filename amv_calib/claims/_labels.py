@@ -80,6 +80,8 @@ from amv_calib.claims._times import MISSING_US, parse_timestamps
 from amv_calib.contract import CLAIM_FEATURES, sigmoid
 from amv_calib.exceptions import DataContractError, MissingColumnsError
 from amv_calib.gate import (
+    DECISION_ALIASES,
+    OFFERED_VERIFIER_ALIASES,
     LogReadStats,
     normalize_decision,
     parse_decision_line,
@@ -132,6 +134,7 @@ IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 
 _REC_STR: Final = ("action_id", "tool_name", "calibrator", "regime")
+_REC_NUM: Final = ("theta", "kappa", "has_verifiers")
 _FEATURE_ALIASES: Final = (("recency_hours", "recencyHours"),
                            ("source_trust_score", "sourceTrustScore"),
                            ("model_confidence", "modelConfidence"),
@@ -149,15 +152,22 @@ class LogEntries:
     (record index over all files), ``file`` (index into the paths), ``line`` (1-based),
     ``pidx`` (position in the record), ``n_premises``, ``action_id``, ``tool_name``,
     ``calibrator`` (``name@version``) and ``regime`` (categoricals, per record),
+    ``theta`` and ``kappa`` (per record, NaN when missing), ``has_verifiers`` (the record
+    lists its offered verifiers),
     ``premise_id`` (categorical), ``claim_id``, ``t_us`` (use time, int64 UTC microseconds,
     ``_NAT`` if missing or unparseable), the four claim features (float, NaN when missing
     or of the wrong type) and ``p`` (the gate's probability). ``signals`` has one row per
     verifier signal: ``rec``, ``premise_id``, ``verifier``, ``confirmed``, ``reliability``.
+    ``offers`` (a pyarrow table) has one row per verifier offered in a record: ``rec``,
+    ``id``, ``resolves`` (list of premise ids), ``cost`` and ``reliability`` as declared
+    (null / NaN where missing or of the wrong type).
     ``bad_times`` maps a record index to a time value that did not parse.
     """
 
     entries: pd.DataFrame
     signals: pd.DataFrame
+    offers: Any
+    records: dict[str, Any]
     stats: list[LogReadStats]
     bad_times: dict[int, Any]
 
@@ -165,22 +175,28 @@ class LogEntries:
 class _Acc:
     """Per-block column chunks of records, premise entries and signals."""
 
-    def __init__(self) -> None:
+    def __init__(self, offers: bool = False) -> None:
+        self.want_offers = offers  # read the offered verifiers (for the episodes)
         self.n_records = 0
         self.rec: dict[str, list[Any]] = {k: [] for k in ("file", "line", "t_us", "n",
-                                                          *_REC_STR)}
+                                                          *_REC_STR, *_REC_NUM)}
+        self.offers: list[Any] = []  # pyarrow tables, see LogEntries.offers
         self.ent: dict[str, list[Any]] = {k: [] for k in ("rec", "pidx", "premise_id",
                                                           "claim_id", *CLAIM_FEATURES, "p")}
         self.sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
                                                           "confirmed", "reliability")}
         self.bad_times: dict[int, Any] = {}
+        self.rec_num: dict[str, Any] = {}  # per record: numbers and categoricals
 
     def add_block(self, file_idx: int, lines: IntArray, rec_str: Mapping[str, Any],
-                  times: Any, n_prem: IntArray, ent: Mapping[str, Any]) -> None:
-        """Append one block: record columns (``rec_str`` as arrow string arrays), the raw
-        times (an arrow array or a list of Python values), and entry columns whose ``rec``
-        indexes the block's records."""
+                  times: Any, n_prem: IntArray, ent: Mapping[str, Any],
+                  rec_num: Mapping[str, Any], offers: Any) -> None:
+        """Append one block: record columns (``rec_str`` as arrow string arrays, ``rec_num``
+        as numpy arrays), the raw times (an arrow array or a list of Python values), entry
+        columns whose ``rec`` indexes the block's records, and the offered verifiers (a
+        pyarrow table whose ``rec`` does too)."""
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         n = int(lines.size)
         base = self.n_records
@@ -194,6 +210,12 @@ class _Acc:
         r["line"].append(lines.astype(np.int64))
         r["t_us"].append(t_us)
         r["n"].append(n_prem.astype(np.int32))
+        for k in _REC_NUM:
+            r[k].append(np.asarray(rec_num[k], dtype=bool if k == "has_verifiers"
+                                   else np.float64))
+        if offers.num_rows:
+            self.offers.append(offers.set_column(0, "rec", pc.add(offers.column("rec"),
+                                                                   pa.scalar(base, pa.int64()))))
         for k in _REC_STR:
             arr = rec_str[k] if isinstance(rec_str[k], pa.Array) \
                 else pa.array(rec_str[k], type=pa.string())
@@ -248,20 +270,28 @@ class _Acc:
                 else np.zeros(0, dtype)
 
         e_rec = cat_np(e, "rec", np.int64)
+        per_rec = self.rec_num
+        for k in ("file", "line", "n"):
+            per_rec[k] = cat_np(r, k, np.int64)
         data: dict[str, Any] = {
             "rec": e_rec,
-            "file": cat_np(r, "file", np.int32)[e_rec],
-            "line": cat_np(r, "line", np.int64)[e_rec],
+            "file": per_rec["file"].astype(np.int32)[e_rec],
+            "line": per_rec["line"][e_rec],
             "pidx": cat_np(e, "pidx", np.int32),
-            "n_premises": cat_np(r, "n", np.int32)[e_rec],
+            "n_premises": per_rec["n"].astype(np.int32)[e_rec],
         }
         for k in _REC_STR:
-            data[k] = cat(r, k, e_rec)
+            whole = cat(r, k, None)
+            if k in ("action_id", "tool_name"):  # kept per record for the episodes
+                per_rec[k] = whole
+            data[k] = pd.Categorical.from_codes(whole.codes[e_rec], dtype=whole.dtype)
         data["premise_id"] = cat(e, "premise_id", None)
         claim = pa.chunked_array(e.pop("claim_id"), type=pa.string()).combine_chunks()
         data["claim_id"] = pd.array(claim, dtype="str")
         del claim
         data["t_us"] = cat_np(r, "t_us", np.int64)[e_rec]
+        for k in _REC_NUM:  # per record: entries index them by "rec"
+            self.rec_num[k] = cat_np(r, k, bool if k == "has_verifiers" else np.float64)
         for k in (*CLAIM_FEATURES, "p"):
             data[k] = cat_np(e, k, np.float64)
         entries = pd.DataFrame(data, copy=False)  # no consolidation copy of ~80 B per entry
@@ -350,8 +380,24 @@ def _python_records(recs: Sequence[tuple[int, Mapping[str, Any]]], file_idx: int
                                                  *CLAIM_FEATURES, "p")}
     sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
                                                  "confirmed", "reliability")}
+    rec_num: dict[str, list[Any]] = {k: [] for k in _REC_NUM}
+    off: dict[str, list[Any]] = {k: [] for k in _OFFER_COLUMNS}
     for i, (_, rec) in enumerate(recs):
         raw_times.append(rec.get("time"))
+        rec_num["theta"].append(_as_float(rec.get("theta")))
+        rec_num["kappa"].append(_as_float(rec.get("kappa")))
+        offered = rec.get("verifiers") if acc.want_offers else None
+        rec_num["has_verifiers"].append(isinstance(offered, list))
+        for v in offered if isinstance(offered, list) else ():
+            vm = v if isinstance(v, Mapping) else {}
+            res = vm.get("resolves_premise_ids")
+            off["rec"].append(i)
+            off["id"].append(_as_id(vm.get("id")))
+            off["resolves"].append(
+                [str(x) for x in res] if isinstance(res, list)
+                and all(isinstance(x, str) for x in res) else None)
+            off["cost"].append(_as_float(vm.get("execution_cost")))
+            off["reliability"].append(_as_float(vm.get("symmetric_reliability")))
         rec_str["action_id"].append(_as_id(rec.get("action_id")))
         rec_str["tool_name"].append(_as_id(rec.get("tool_name")))
         rec_str["calibrator"].append(_calibrator_label(rec.get("calibrator")))
@@ -372,12 +418,30 @@ def _python_records(recs: Sequence[tuple[int, Mapping[str, Any]]], file_idx: int
             ent["p"].append(_as_float(pm.get("p")))
         _signals_of(rec, i, sig)
     base = acc.n_records
-    acc.add_block(file_idx, lines, rec_str, raw_times, n_prem, ent)
+    acc.add_block(file_idx, lines, rec_str, raw_times, n_prem, ent, rec_num,
+                  _offers_table(off))
     acc.add_signals(sig["rec"], sig["premise_id"], sig["verifier"], sig["confirmed"],
                     sig["reliability"], base)
 
 
-def _arrow_schema() -> Any:
+_OFFER_COLUMNS: Final = ("rec", "id", "resolves", "cost", "reliability")
+
+
+def _offers_table(cols: Mapping[str, Any]) -> Any:
+    """The offered verifiers of a block as a pyarrow table (columns :data:`_OFFER_COLUMNS`)."""
+    import pyarrow as pa
+
+    return pa.table({
+        "rec": pa.array(cols["rec"], type=pa.int64()),
+        "id": pa.array(cols["id"], type=pa.string()),
+        "resolves": pa.array(cols["resolves"], type=pa.list_(pa.string())),
+        "cost": pa.array(np.asarray(cols["cost"], dtype=np.float64), type=pa.float64()),
+        "reliability": pa.array(np.asarray(cols["reliability"], dtype=np.float64),
+                                type=pa.float64()),
+    })
+
+
+def _arrow_schema(offers: bool) -> Any:
     import pyarrow as pa
 
     feats = []
@@ -393,6 +457,11 @@ def _arrow_schema() -> Any:
         ("calibrated_violation_probability", pa.float64()), ("claim", claim),
     ])
     call = pa.struct([("reliability", pa.float64())])
+    offered = pa.struct(
+        [(n, pa.string()) for n in OFFERED_VERIFIER_ALIASES["id"]]
+        + [(n, pa.list_(pa.string())) for n in OFFERED_VERIFIER_ALIASES["resolves_premise_ids"]]
+        + [(n, pa.float64()) for n in (*OFFERED_VERIFIER_ALIASES["execution_cost"],
+                                       *OFFERED_VERIFIER_ALIASES["symmetric_reliability"])])
     fields = [(n, pa.string()) for n in ("time", "timestamp", "ts", "decidedAt", "decided_at",
                                          "action_id", "actionId", "tool_name", "toolName",
                                          "regime")]
@@ -401,6 +470,10 @@ def _arrow_schema() -> Any:
         ("premises", pa.list_(premise)),
         ("verifier_calls", pa.list_(call)), ("verifierCalls", pa.list_(call)),
     ]
+    fields += [(n, pa.float64()) for n in (*DECISION_ALIASES["theta"],
+                                           *DECISION_ALIASES["kappa"])]
+    if offers:  # only the episodes need them: the label join alone does not parse them
+        fields += [(n, pa.list_(offered)) for n in DECISION_ALIASES["verifiers"]]
     return pa.schema(fields)
 
 
@@ -431,7 +504,7 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
         table = pj.read_json(
             pa.BufferReader(block),
             read_options=pj.ReadOptions(block_size=max(1 << 20, len(block) + 1)),
-            parse_options=pj.ParseOptions(explicit_schema=_arrow_schema(),
+            parse_options=pj.ParseOptions(explicit_schema=_arrow_schema(acc.want_offers),
                                           unexpected_field_behavior="ignore"),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -477,9 +550,32 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
     for snake, camel in _FEATURE_ALIASES:
         arr = _coalesce(f(snake), f(camel), claim.field(snake), claim.field(camel))
         ent[snake] = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)
+    rec_num = {
+        "theta": pc.fill_null(_coalesce(*(col[n] for n in DECISION_ALIASES["theta"])),
+                              math.nan).to_numpy(zero_copy_only=False),
+        "kappa": pc.fill_null(_coalesce(*(col[n] for n in DECISION_ALIASES["kappa"])),
+                              math.nan).to_numpy(zero_copy_only=False),
+        "has_verifiers": np.zeros(n_lines, dtype=bool),
+    }
+    offers_table = _offers_table({k: [] for k in _OFFER_COLUMNS})
+    if acc.want_offers:
+        offers = _coalesce(*(col[n] for n in DECISION_ALIASES["verifiers"]))
+        rec_num["has_verifiers"] = pc.is_valid(offers).to_numpy(zero_copy_only=False)
+        of = pc.list_flatten(offers)
+
+        def o(key: str) -> Any:
+            return _coalesce(*(of.field(n) for n in OFFERED_VERIFIER_ALIASES[key]))
+
+        offers_table = pa.table({
+            "rec": pc.list_parent_indices(offers).cast(pa.int64()),
+            "id": _no_empty(o("id")),
+            "resolves": o("resolves_premise_ids"),
+            "cost": pc.fill_null(o("execution_cost"), math.nan),
+            "reliability": pc.fill_null(o("symmetric_reliability"), math.nan),
+        })
     base = acc.n_records
     acc.add_block(file_idx, np.arange(first_line, first_line + n_lines, dtype=np.int64),
-                  rec_str, time_str, lens, ent)
+                  rec_str, time_str, lens, ent, rec_num, offers_table)
     # Signals sit in objects with free-form keys (premise ids): read those lines in Python.
     calls = pc.add(pc.fill_null(pc.list_value_length(col["verifier_calls"]), 0),
                    pc.fill_null(pc.list_value_length(col["verifierCalls"]), 0))
@@ -569,6 +665,7 @@ def read_uses(
     *,
     on_corrupt: Literal["raise", "skip"] = "raise",
     columnar: bool = True,
+    offers: bool = False,
 ) -> LogEntries:
     """Read decision logs into one row per premise entry (see :class:`LogEntries`).
 
@@ -583,16 +680,24 @@ def read_uses(
         block whose values do not fit the expected types (numbers as times, camelCase
         objects given as strings, blank lines, a corrupt line) falls back to the line
         parser, which gives the same result.
+    offers : bool, default False
+        Also read each record's offered verifiers (``LogEntries.offers``), which the
+        episodes need; without it ``offers`` is empty and ``has_verifiers`` false.
     """
     if on_corrupt not in ("raise", "skip"):
         raise ValueError(f"on_corrupt={on_corrupt!r} must be 'raise' or 'skip'")
     plist = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    acc = _Acc()
+    acc = _Acc(offers)
     stats = [_read_one_log(p, i, on_corrupt, columnar, acc) for i, p in enumerate(plist)]
     if not acc.rec["file"]:
         _python_records([], 0, acc)
     entries, signals = acc.finish()
-    return LogEntries(entries=entries, signals=signals, stats=stats, bad_times=acc.bad_times)
+    import pyarrow as pa
+
+    offers = (pa.concat_tables(acc.offers) if acc.offers
+              else _offers_table({k: [] for k in _OFFER_COLUMNS}))
+    return LogEntries(entries=entries, signals=signals, offers=offers, records=acc.rec_num,
+                      stats=stats, bad_times=acc.bad_times)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1193,13 +1298,18 @@ def label_claims(
 
 
 def _signal_llr(log: LogEntries, uses: _Uses, n_uses: int
-                ) -> tuple[FloatArray, BoolArray, int]:
-    """Per use: the summed log-likelihood ratio of its signals (NaN if +inf and -inf)."""
+                ) -> tuple[FloatArray, BoolArray, int, pd.DataFrame]:
+    """Per use: the summed log-likelihood ratio of its signals (NaN if +inf and -inf); the
+    number of signals ignored; and the answers counted, one row per (use, verifier, answer,
+    declared reliability) with its multiplicity ``n``."""
     sig = log.signals
     llr = np.zeros(n_uses)
     has_sig = np.zeros(n_uses, dtype=bool)
+    answers = pd.DataFrame({"u": np.zeros(0, np.int64), "verifier": pd.array([], dtype="str"),
+                            "confirmed": np.zeros(0, bool), "reliability": np.zeros(0),
+                            "n": np.zeros(0, np.int64)})
     if not len(sig):
-        return llr, has_sig, 0
+        return llr, has_sig, 0, answers
     r = sig["reliability"].to_numpy()
     good = np.isfinite(r) & (r > 0.5) & (r <= 1.0)
     ignored = int((~good).sum())
@@ -1219,7 +1329,7 @@ def _signal_llr(log: LogEntries, uses: _Uses, n_uses: int
     hit[inb] = key_sorted[pos[inb]] == key_s[inb]
     ignored += int((~hit).sum())
     if not hit.any():
-        return llr, has_sig, ignored
+        return llr, has_sig, ignored, answers
     use = uses.entry_use[order[pos[hit]]]
     rel = s["reliability"].to_numpy()[hit]
     with np.errstate(divide="ignore"):
@@ -1246,17 +1356,21 @@ def _signal_llr(log: LogEntries, uses: _Uses, n_uses: int
     llr[neg_inf] = -np.inf
     llr[pos_inf & neg_inf] = np.nan
     has_sig[uu] = True
-    return llr, has_sig, ignored
+    answers = mult["n"].reset_index()
+    return llr, has_sig, ignored, answers
 
 
 def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
-          out_invalid: pd.DataFrame, soft_labels: str) -> tuple[pd.DataFrame, JoinReport]:
+          out_invalid: pd.DataFrame, soft_labels: str,
+          collect: dict[str, Any] | None = None) -> tuple[pd.DataFrame, JoinReport]:
+    """The join (module docs). ``collect``, when given, receives the per-use state the
+    episodes are built from (:mod:`amv_calib.claims._episodes`)."""
     n_out = len(out_df)
     uses, o_action = _collect_uses(log, out_df["action_id"])
     u, u_action, t_us, invalid = uses.u, uses.action, uses.t_us, uses.invalid
     n_uses = len(u)
     n_in_action = np.bincount(u_action)[u_action] if n_uses else np.zeros(0, np.int64)
-    llr, has_sig, ignored_signals = _signal_llr(log, uses, n_uses)
+    llr, has_sig, ignored_signals, answers = _signal_llr(log, uses, n_uses)
 
     # -- outcomes -------------------------------------------------------------------------------
     o_claim, u_claim = _factorize(out_df["claim_id"], u["claim_id"])
@@ -1482,6 +1596,9 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         outcome_details=outcome_details,
     )
     report.check()
+    if collect is not None:
+        collect.update(uses=uses, hard=hard, soft=soft, label=label, reason=reason,
+                       answers=answers)
     return claims, report
 
 

@@ -21,6 +21,7 @@ from amv_calib.gate._batch import (
 )
 from amv_calib.gate._decision_log import (
     DECISION_ALIASES,
+    OFFERED_VERIFIER_ALIASES,
     PREMISE_ALIASES,
     VERIFIER_CALL_ALIASES,
     DecisionLogWarning,
@@ -78,7 +79,8 @@ __all__ = [
     "update_posteriors",
     "ABSTAIN", "PROCEED", "REGIME_NAMES", "VERIFY", "BatchDecision", "evaluate_batch",
     "posterior_batch", "stopping_value_batch", "update_batch",
-    "DECISION_ALIASES", "PREMISE_ALIASES", "VERIFIER_CALL_ALIASES", "DecisionLogWarning",
+    "DECISION_ALIASES", "OFFERED_VERIFIER_ALIASES", "PREMISE_ALIASES",
+    "VERIFIER_CALL_ALIASES", "DecisionLogWarning",
     "DecisionLogWriter", "LogReadStats", "encode_record", "normalize_decision",
     "read_decision_log", "utc_now_iso", "parse_decision_line",
     "LoadedArtifact", "gate_from_artifact", "load_artifact",

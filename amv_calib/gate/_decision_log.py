@@ -14,12 +14,18 @@ One JSON object per line, UTF-8, ``\\n``-terminated, in the order the decisions 
                    "contradiction_flag": false, "p": 0.041}],
      "calibrator": {"name": "amv-guard", "version": "3"}, "regime": "VERIFY",
      "verifier": "bank-api", "voi": 0.8, "reason": "...", "planner": "lookahead", "mode": "amv",
+     "verifiers": [{"id": "bank-api", "resolves_premise_ids": ["p1"],
+                    "execution_cost": 0.2, "symmetric_reliability": 0.95}],
      "verifier_calls": [{"verifier": "bank-api", "signals": {"p1": true},
                          "cost": 0.2, "reliability": 0.95}]}
 
-``signals`` maps a premise id to ``true`` when the verifier confirmed the premise valid and
-``false`` when it reported it violated. Non-finite numbers (a VOI of ``-inf`` when there is
-no verifier) are written as ``null``, because JSON has no infinity.
+``verifiers`` lists every verifier offered to the gate for the action, as declared (cost,
+symmetric reliability, resolved premises); logs written before it was added lack the field
+and stay readable (``amv-calib label`` then makes no episode of the action, reason
+``verifiers_not_logged``). ``signals`` maps a premise id to ``true`` when the verifier
+confirmed the premise valid and ``false`` when it reported it violated. Non-finite numbers
+(a VOI of ``-inf`` when there is no verifier) are written as ``null``, because JSON has no
+infinity.
 
 Durability and latency
 ----------------------
@@ -76,6 +82,7 @@ __all__ = [
     "PREMISE_ALIASES",
     "VERIFIER_CALL_ALIASES",
     "DecisionLogWarning",
+    "OFFERED_VERIFIER_ALIASES",
     "DecisionLogWriter",
     "LogReadStats",
     "encode_record",
@@ -101,6 +108,7 @@ DECISION_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "planner": ("planner",),
     "mode": ("mode",),
     "verifier_calls": ("verifier_calls", "verifierCalls"),
+    "verifiers": ("verifiers", "offeredVerifiers", "offered_verifiers"),
 }
 
 #: Canonical premise field -> accepted spellings. A premise may also carry the whole claim
@@ -121,6 +129,14 @@ VERIFIER_CALL_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "signals": ("signals",),
     "cost": ("cost", "execution_cost", "executionCost"),
     "reliability": ("reliability", "symmetric_reliability", "symmetricReliability"),
+}
+
+#: Canonical field of an offered verifier -> accepted spellings (the seed's ``Verifier``).
+OFFERED_VERIFIER_ALIASES: Final[dict[str, tuple[str, ...]]] = {
+    "id": ("id", "verifier_id", "verifierId"),
+    "resolves_premise_ids": ("resolves_premise_ids", "resolvesPremiseIds"),
+    "execution_cost": ("execution_cost", "executionCost", "cost"),
+    "symmetric_reliability": ("symmetric_reliability", "symmetricReliability", "reliability"),
 }
 
 _CLAIM_FEATURE_KEYS: Final = ("recency_hours", "source_trust_score", "model_confidence",
@@ -332,7 +348,8 @@ def _names(aliases: Mapping[str, tuple[str, ...]]) -> tuple[frozenset[str], froz
 _CLAIM_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     **PREMISE_ALIASES, "claim_id": ("claim_id", "claimId", "id")}
 _NAMES: Final = {id(a): _names(a) for a in (DECISION_ALIASES, PREMISE_ALIASES,
-                                           VERIFIER_CALL_ALIASES, _CLAIM_ALIASES)}
+                                           VERIFIER_CALL_ALIASES, _CLAIM_ALIASES,
+                                           OFFERED_VERIFIER_ALIASES)}
 
 
 def _normalize_fields(data: Mapping[str, Any],
@@ -390,6 +407,12 @@ def normalize_decision(record: Mapping[str, Any]) -> dict[str, Any]:
         out["verifier_calls"] = [
             _normalize_fields(c, VERIFIER_CALL_ALIASES) if isinstance(c, Mapping) else c
             for c in calls
+        ]
+    offered = out.get("verifiers")
+    if isinstance(offered, list):
+        out["verifiers"] = [
+            _normalize_fields(v, OFFERED_VERIFIER_ALIASES) if isinstance(v, Mapping) else v
+            for v in offered
         ]
     return out
 

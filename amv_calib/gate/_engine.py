@@ -813,7 +813,7 @@ class Gate:
                 else:
                     d = self._decide(action, probs, verifiers, self._max, None)
         if self._sink is not None:
-            self._emit(self._record(action, d, None))
+            self._emit(self._record(action, d, None, verifiers))
         return d
 
     def _closed(self, action: CandidateAction, reason: str) -> Decision:
@@ -1171,7 +1171,7 @@ class Gate:
         trace = RunTrace(steps=tuple(steps), final=final, total_cost=spent, prior=prior,
                          posteriors=tuple(probs))
         if self._sink is not None:
-            rec = self._record(action, final, prior)
+            rec = self._record(action, final, prior, verifiers)
             rec["verifier_calls"] = calls
             rec["posteriors"] = list(probs)
             self._emit(rec)
@@ -1206,7 +1206,8 @@ class Gate:
 
     # -- decision log -----------------------------------------------------------------------------
     def _record(self, action: CandidateAction, d: Decision,
-                prior: tuple[float, ...] | None) -> dict[str, Any]:
+                prior: tuple[float, ...] | None,
+                verifiers: Sequence[Verifier]) -> dict[str, Any]:
         probs = d.probabilities if prior is None else prior
         premises = []
         for i, pm in enumerate(action.premises):
@@ -1234,6 +1235,13 @@ class Gate:
             "reason": d.reason,
             "planner": self._planner,
             "mode": self._mode,
+            # what was offered, with declared cost and reliability: with the calls' answers
+            # and the outcomes learnt later, `amv-calib label` rebuilds the action as a
+            # replayable episode and measures each verifier's reliability
+            "verifiers": [{"id": v.id, "resolves_premise_ids": list(v.resolves_premise_ids),
+                           "execution_cost": v.execution_cost,
+                           "symmetric_reliability": v.symmetric_reliability}
+                          for v in verifiers],
         }
 
     def _emit(self, record: dict[str, Any]) -> None:

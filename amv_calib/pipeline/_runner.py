@@ -177,15 +177,7 @@ def _validate_params(*, where: str, kind: StepKind, raw: dict[str, Any], base: P
             out[key] = value
             continue
         if p.path and p.kind is list:
-            # a list of files (decision logs): each relative to the pipeline file
-            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-                raise ConfigError(f"{where}: {key}={value!r} must be a list of paths")
-            paths = [(base / v).resolve() for v in value]
-            absent = [v for v, f in zip(value, paths, strict=True) if not f.exists()]
-            if absent:
-                raise ConfigError(f"{where}: {key}: {absent} not found (relative to the "
-                                  f"pipeline file)")
-            out[key] = paths
+            out[key] = _path_list(where, key, value, base)
             continue
         if p.path:
             if not isinstance(value, str) or not value:
@@ -206,6 +198,23 @@ def _validate_params(*, where: str, kind: StepKind, raw: dict[str, Any], base: P
             raise ConfigError(f"{where}: {key}={value!r} must be {expected}")
         out[key] = value
     return out
+
+
+def _path_list(where: str, key: str, value: Any, base: Path) -> list[Path]:
+    """A list of paths (glob patterns allowed), relative to the pipeline file, each found."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{where}: {key}={value!r} must be a list of paths")
+    found: list[Path] = []
+    for v in value:
+        matches = sorted(base.glob(v)) if any(c in v for c in "*?[") else [base / v]
+        matches = [m.resolve() for m in matches if m.exists()]
+        if not matches:
+            raise ConfigError(f"{where}: {key} entry {v!r} not found (relative to the "
+                              f"pipeline file)")
+        found += matches
+    return found
 
 
 # -- hashing ------------------------------------------------------------------------------

@@ -25,9 +25,19 @@ def _tracker(ctx: StepContext) -> Any:
 
 # -- ingest -------------------------------------------------------------------------------
 def _ingest(ctx: StepContext) -> dict[str, Any]:
-    from amv_calib.claims import ingest_file
+    from amv_calib.claims import DEFAULT_CHUNKSIZE, ingest_file
 
-    summary = ingest_file(ctx.params["input"], ctx.out_dir, format=ctx.params["format"])
+    source: Any = ctx.params["input"]
+    if ctx.params["adapter"]:
+        from amv_calib.settings import resolve_adapter
+
+        if ctx.params["format"]:
+            raise ConfigError(f"step {ctx.step.name!r}: format does not apply with adapter "
+                              f"(the adapter reads input)")
+        source = resolve_adapter(ctx.params["adapter"])(Path(ctx.params["input"]))
+    summary = ingest_file(source, ctx.out_dir, format=ctx.params["format"],
+                          chunksize=ctx.params["chunksize"] or DEFAULT_CHUNKSIZE,
+                          overwrite=ctx.params["overwrite"])
     if summary.accepted == 0:
         raise InsufficientDataError(f"no row of {Path(ctx.params['input']).name} was accepted; "
                          f"see rejects.csv")
@@ -39,6 +49,42 @@ def _ingest(ctx: StepContext) -> dict[str, Any]:
         "read": summary.read,
         "accepted": summary.accepted,
         "rejected": summary.rejected,
+    }
+
+
+# -- label --------------------------------------------------------------------------------
+def _label(ctx: StepContext) -> dict[str, Any]:
+    from amv_calib.claims import LABEL_FOLDER_FILES, claim_outputs, label_logs, write_label_folder
+
+    if ctx.params["min_verifier_calls"] < 0:
+        raise ConfigError(f"step {ctx.step.name!r}: min_verifier_calls="
+                          f"{ctx.params['min_verifier_calls']} must be >= 0")
+    outcomes = [str(p) for p in ctx.params["outcomes"]]
+    claim_outputs(ctx.out_dir, "label", LABEL_FOLDER_FILES, overwrite=ctx.params["overwrite"])
+    result = label_logs([str(p) for p in ctx.params["decisions"]], outcomes or None,
+                        min_verifier_calls=ctx.params["min_verifier_calls"],
+                        soft_labels=ctx.params["soft_labels"],
+                        on_corrupt="skip" if ctx.params["skip_corrupt"] else "raise")
+    line = write_label_folder(result, ctx.out_dir, outcomes)
+    ep = result.episode_report
+    if result.report.joined == 0 or ep.episodes == 0:
+        raise InsufficientDataError(
+            f"step {ctx.step.name!r}: {result.report.joined} uses labelled and {ep.episodes} "
+            f"episodes from {ep.actions_read} actions; unlabelled by reason: "
+            f"{ {k: v for k, v in ep.unlabelled.items() if v} }")
+    log.info("[%s] %d uses labelled of %d; %d episodes of %d actions; flagged verifiers: %s",
+             ctx.step.name, result.report.joined, result.report.uses_read, ep.episodes,
+             ep.actions_read, ", ".join(line["verifiers_flagged"]) or "none")
+    return {
+        "dir": str(ctx.out_dir),
+        "claims": str(ctx.out_dir / "claims.parquet"),
+        "episodes": str(ctx.out_dir / "episodes.jsonl"),
+        "verifiers": str(ctx.out_dir / "verifiers.json"),
+        "report": str(ctx.out_dir / "claims.join_report.json"),
+        "joined": result.report.joined,
+        "episodes_written": ep.episodes,
+        "actions_read": ep.actions_read,
+        "verifiers_flagged": line["verifiers_flagged"],
     }
 
 
@@ -67,12 +113,15 @@ def _compare(ctx: StepContext) -> dict[str, Any]:
         claims[weight] = claims[weight].fillna(1.0)
     result = compare_calibrators(
         claims,
+        calibrators=ctx.params["calibrators"],
         sample_weight=None if weight == "none" else weight,
         folds=ctx.params["folds"],
         split=ctx.params["split"],
         scoring=ctx.params["scoring"],
+        n_bins=ctx.params["n_bins"],
         n_boot=ctx.params["n_boot"],
         seed=ctx.spec.seed,
+        allow_constant_features=ctx.params["allow_constant_features"],
     )
     write_comparison(result, ctx.out_dir)
     tracker = _tracker(ctx)
@@ -106,6 +155,12 @@ def _tune(ctx: StepContext) -> dict[str, Any]:
     # The study lives outside the step's partial folder, keyed by the step's inputs, so an
     # interrupted run resumes the same study instead of starting over.
     storage = ctx.params["storage"] or str(ctx.spec.workdir / f"{ctx.step.name}.optuna.log")
+    space = None
+    if ctx.params["harm_price"] is not None:
+        from amv_calib.tuning import SEARCH_SPACE
+
+        mu = float(ctx.params["harm_price"])
+        space = {**SEARCH_SPACE, "harm_price": (mu, mu, False)}
     result = tune_thresholds(
         episodes,
         calibrator=calibrator,
@@ -116,6 +171,10 @@ def _tune(ctx: StepContext) -> dict[str, Any]:
         mode=ctx.params["mode"],
         target_harmful=ctx.params["target_harmful"],
         tune_fraction=ctx.params["tune_fraction"],
+        planner=ctx.params["planner"],
+        n_workers=ctx.params["workers"],
+        n_boot=ctx.params["n_boot"],
+        space=space,
         out_dir=ctx.out_dir,
         progress=log.isEnabledFor(logging.INFO),  # --quiet silences the per-trial lines
     )
@@ -411,6 +470,17 @@ STEP_KINDS: dict[str, StepKind] = {
     "ingest": StepKind(run=_ingest, params={
         "input": Param(kind=str, required=True, path=True),
         "format": Param(kind=str, default=None),
+        "adapter": Param(kind=str, default=None),  # a memory-store export (mem0, graphiti)
+        "chunksize": Param(kind=int, default=None),
+        "overwrite": Param(kind=bool, default=False),
+    }),
+    "label": StepKind(run=_label, params={
+        "decisions": Param(kind=list, required=True, path=True),  # paths or glob patterns
+        "outcomes": Param(kind=list, default=[], path=True),
+        "min_verifier_calls": Param(kind=int, default=200),
+        "soft_labels": Param(kind=str, default="posterior"),
+        "skip_corrupt": Param(kind=bool, default=False),
+        "overwrite": Param(kind=bool, default=False),
     }),
     "compare": StepKind(run=_compare, params={
         "claims": Param(kind=str, required=True, path=True),
@@ -420,6 +490,9 @@ STEP_KINDS: dict[str, StepKind] = {
         "n_boot": Param(kind=int, default=200),
         "weights": Param(kind=str, default="auto"),  # "auto": label_weight when present
         "holdout_newest": Param(kind=float, default=0.0),  # newest share kept for promotion
+        "calibrators": Param(kind=list, default=None),  # None: the default four
+        "n_bins": Param(kind=int, default=15),
+        "allow_constant_features": Param(kind=bool, default=False),
     }),
     "tune": StepKind(run=_tune, params={
         "calibrator": Param(kind=str, default=None, path=True),
@@ -430,6 +503,10 @@ STEP_KINDS: dict[str, StepKind] = {
         "target_harmful": Param(kind=float, default=0.02),
         "tune_fraction": Param(kind=float, default=0.5),
         "storage": Param(kind=str, default=""),
+        "planner": Param(kind=str, default="lookahead"),
+        "n_boot": Param(kind=int, default=500),
+        "workers": Param(kind=int, default=1),  # parallel workers: not reproducible
+        "harm_price": Param(kind=float, default=None),  # pin it instead of searching it
     }),
     "export": StepKind(run=_export, params={
         "calibrator": Param(kind=str, required=True, path=True),

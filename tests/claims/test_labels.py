@@ -719,6 +719,10 @@ def test_bench_quick_runs(run_bench: Callable[..., dict[str, Any]]) -> None:
     assert res["join"]["uses_read"] == res["join"]["joined"] + sum(
         res["join"]["unjoined"].values())
     assert res["baseline"]["seconds"] > 0 and res["ours"]["seconds"] > 0
+    # label with episodes on the same data, in the same run
+    eps = res["episodes"]["episodes"]
+    assert eps["episodes"] + sum(eps["unlabelled"].values()) == eps["actions_read"]
+    assert res["ratios"]["time_episodes_over_label"] > 0
 
 
 @pytest.mark.parametrize("ending", [".csv", ".jsonl"], ids=["csv", "jsonl"])

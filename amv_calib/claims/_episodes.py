@@ -1,0 +1,487 @@
+"""Episodes and verifier reliabilities from decision logs: closing the loop from production.
+
+:func:`label_logs` runs the label join of :mod:`amv_calib.claims._labels` (the same code,
+not a copy) and adds what the tune and certify steps need, from the same read of the logs:
+
+Episodes
+--------
+Each logged *action* (records sharing an ``action_id``; a record without one is an action
+of its own) becomes one replayable episode in the episode format of
+:mod:`amv_calib.tuning` when **every premise of its last record has a hard label** (an
+outcome record decided it). The episode holds ``theta`` and ``kappa`` as logged, the
+premises with their four features and ``violated`` from the outcome, and every verifier
+that was offered (the record's ``verifiers`` field) with its cost and the reliability to
+use (below). ``instance_id`` is the action id, ``family`` the tool name.
+
+Soft labels are not enough for an episode: a verifier's posterior is not ground truth, and
+replaying the gate against answers drawn from labels that the same verifiers produced would
+be circular. An action whose premises are labelled only by verifier signals is therefore
+counted as ``verifier_label_only`` (its premises still become soft-labelled claim rows).
+
+Every action read is an episode or is counted under one reason, the first that applies:
+``no_premises``; ``invalid_action`` (theta or kappa missing, not finite or not > 0, or a
+premise id twice); ``verifiers_not_logged`` (a log written before the gate recorded the
+offered verifiers); ``invalid_verifier`` (an offered verifier without id, with a cost < 0,
+a declared reliability outside (0.5, 1], a premise it resolves that the action lacks, or
+its id twice); then the first unlabelled premise's reason in the order ``invalid_use``,
+``conflicting_outcomes``, ``conflicting_signals``, ``ambiguous_action_outcome``,
+``outcome_before_use``, ``no_outcome_yet``, ``verifier_label_only``. So
+``episodes + sum(unlabelled) == actions_read``, always.
+
+Verifier reliabilities
+----------------------
+An *answer* is one signal of one verifier call about one premise (a call that resolves two
+premises gives two answers; calls repeated in later records of an action count once, as in
+the join). An answer is *labelled* when its premise's use received a hard label. It
+*agrees* when it confirmed a valid premise or refuted a violated one. With a uniform prior,
+the symmetric reliability has the posterior ``Beta(1 + agree, 1 + disagree)``; the estimate
+is its mean and the interval the equal-tailed 95% one. Sensitivity ``P(refute | violated)``
+and specificity ``P(confirm | valid)`` are reported the same way (the gate keeps the
+symmetric model). The declared value is the reliability logged with the verifier's calls
+(the most frequent one), and it is flagged when it lies outside the interval.
+
+Episodes use the estimate for a verifier with at least ``min_verifier_calls`` labelled
+answers, and the declared value (as offered in each action) otherwise. An estimate at or
+below 0.5 (no better than chance) is used as ``0.5 + 1e-6``: the episode format needs a
+reliability in (0.5, 1], and that value makes the verifier uninformative.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, cast
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from amv_calib.claims._labels import (
+    UNJOINED_REASONS,
+    JoinReport,
+    PathLike,
+    SoftLabels,
+    _join,
+    load_outcomes,
+    read_uses,
+)
+
+#: Why an action did not become an episode, in the order they are tried.
+ACTION_REASONS: Final = (
+    "no_premises",
+    "invalid_action",
+    "verifiers_not_logged",
+    "invalid_verifier",
+    "invalid_use",
+    "conflicting_outcomes",
+    "conflicting_signals",
+    "ambiguous_action_outcome",
+    "outcome_before_use",
+    "no_outcome_yet",
+    "verifier_label_only",
+)
+_NO_PREMISES, _BAD_ACTION, _NO_VERIFIERS, _BAD_VERIFIER = range(4)
+#: Action-reason code of each premise reason of :data:`UNJOINED_REASONS`.
+_PREMISE_CODE: Final = np.array([ACTION_REASONS.index(r) for r in UNJOINED_REASONS],
+                                dtype=np.int64)
+_SOFT_ONLY: Final = ACTION_REASONS.index("verifier_label_only")
+_LABELLED: Final = len(ACTION_REASONS)
+
+#: Default least number of labelled answers before episodes use a verifier's estimate.
+DEFAULT_MIN_VERIFIER_CALLS: Final = 200
+#: The reliability an estimate at or below chance is replaced by (module docs).
+_UNINFORMATIVE_R: Final = 0.5 + 1e-6
+_LEVEL: Final = 0.95
+
+
+def beta_interval(successes: float, failures: float, level: float = _LEVEL
+                  ) -> tuple[float, float, float]:
+    """Mean and equal-tailed ``level`` interval of ``Beta(1 + successes, 1 + failures)``."""
+    from scipy.stats import beta
+
+    a, b = 1.0 + successes, 1.0 + failures
+    tail = (1.0 - level) / 2.0
+    return a / (a + b), float(beta.ppf(tail, a, b)), float(beta.ppf(1.0 - tail, a, b))
+
+
+def _interval(successes: float, n: float) -> dict[str, float]:
+    mean, lo, hi = beta_interval(successes, n - successes)
+    return {"estimate": mean, "lower": lo, "upper": hi, "n": int(n)}
+
+
+def verifier_reliabilities(answers: pd.DataFrame, hard: NDArray[np.bool_],
+                           violated: NDArray[np.bool_], *,
+                           min_verifier_calls: int = DEFAULT_MIN_VERIFIER_CALLS,
+                           declared_offers: Mapping[str, Mapping[float, int]] | None = None,
+                           ) -> dict[str, dict[str, Any]]:
+    """Each verifier's answers against the outcomes, and its estimated reliability.
+
+    Parameters
+    ----------
+    answers : DataFrame
+        One row per (use ``u``, ``verifier``, ``confirmed``, declared ``reliability``) with
+        its multiplicity ``n``, as the join counts them.
+    hard, violated : bool arrays over uses
+        Whether a use has an outcome label, and that label.
+    min_verifier_calls : int
+        Labelled answers needed before episodes use the estimate.
+    declared_offers : mapping, optional
+        Declared reliabilities (value -> times offered) of verifiers, used when a verifier
+        was offered but never answered.
+
+    Returns
+    -------
+    dict
+        Verifier id -> the report described in the module docs.
+    """
+    u = answers["u"].to_numpy(dtype=np.int64)
+    n = answers["n"].to_numpy(dtype=np.int64)
+    lab = hard[u]
+    bad = violated[u] & lab
+    conf = answers["confirmed"].to_numpy(dtype=bool)
+    frame = pd.DataFrame({
+        "verifier": answers["verifier"].astype("str").to_numpy(dtype=object),
+        "answers": n,
+        "labelled": n * lab,
+        "confirm_valid": n * (lab & conf & ~bad),
+        "confirm_violated": n * (conf & bad),
+        "refute_valid": n * (lab & ~conf & ~bad),
+        "refute_violated": n * (~conf & bad),
+    })
+    sums = frame.groupby("verifier", sort=True).sum()
+    declared = (pd.DataFrame({"verifier": frame["verifier"],
+                              "r": answers["reliability"].to_numpy(dtype=np.float64), "n": n})
+                .groupby(["verifier", "r"], sort=True)["n"].sum())
+    out: dict[str, dict[str, Any]] = {}
+    names = sorted(set(sums.index) | set(declared_offers or {}))
+    for vid in names:
+        c = {str(k): int(sums.loc[vid, k]) if vid in sums.index else 0  # type: ignore[arg-type]
+             for k in sums.columns}
+        if vid in sums.index:
+            values = {float(r): int(k) for r, k in declared.loc[vid].items()}
+        else:
+            values = {float(r): int(k) for r, k in (declared_offers or {})[vid].items()}
+        agree = c["confirm_valid"] + c["refute_violated"]
+        disagree = c["confirm_violated"] + c["refute_valid"]
+        mean, lo, hi = beta_interval(agree, disagree)
+        # the most frequent declared value; ties go to the smaller (sorted, first max)
+        top = max(sorted(values), key=lambda r: values[r]) if values else None
+        use_estimate = c["labelled"] >= min_verifier_calls
+        out[vid] = {
+            **c,
+            "agree": agree,
+            "disagree": disagree,
+            "reliability": {"estimate": mean, "lower": lo, "upper": hi},
+            "sensitivity": _interval(c["refute_violated"],
+                                     c["refute_violated"] + c["confirm_violated"]),
+            "specificity": _interval(c["confirm_valid"], c["confirm_valid"] + c["refute_valid"]),
+            "declared": top,
+            "declared_values": {repr(r): k for r, k in sorted(values.items())},
+            "declared_outside_interval": top is not None and not lo <= top <= hi,
+            "used_in_episodes": "estimate" if use_estimate else "declared",
+            "reliability_used": (max(mean, _UNINFORMATIVE_R) if use_estimate else top),
+        }
+    return out
+
+
+@dataclass(kw_only=True)
+class EpisodeReport:
+    """Where every logged action went: ``episodes + sum(unlabelled) == actions_read``."""
+
+    actions_read: int
+    episodes: int
+    unlabelled: dict[str, int]
+    min_verifier_calls: int
+
+    def check(self) -> None:
+        """Raise ``AssertionError`` if the accounting does not hold."""
+        if self.episodes + sum(self.unlabelled.values()) != self.actions_read:
+            raise AssertionError(f"episodes {self.episodes} + unlabelled {self.unlabelled} "
+                                 f"!= actions {self.actions_read}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, as printed and written into the join report."""
+        return {"actions_read": self.actions_read, "episodes": self.episodes,
+                "unlabelled": dict(self.unlabelled),
+                "min_verifier_calls": self.min_verifier_calls}
+
+
+@dataclass(kw_only=True)
+class LogLabels:
+    """What :func:`label_logs` returns."""
+
+    claims: pd.DataFrame
+    report: JoinReport
+    episodes: Any  # pyarrow string array: one JSON object (an episode) per element
+    episode_report: EpisodeReport
+    verifiers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: per episode, the action id (None for a record without one), for tests and reports
+    episode_actions: list[str | None] = field(default_factory=list, repr=False)
+
+
+def label_logs(
+    decisions: PathLike | Sequence[PathLike],
+    outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None = None,
+    *,
+    min_verifier_calls: int = DEFAULT_MIN_VERIFIER_CALLS,
+    soft_labels: SoftLabels = "posterior",
+    on_corrupt: Literal["raise", "skip"] = "raise",
+    columnar: bool = True,
+) -> LogLabels:
+    """Claims, episodes and verifier reliabilities from decision logs and outcomes.
+
+    The claims and the report are exactly :func:`~amv_calib.claims.label_claims`'s; the
+    episodes and the verifier reliabilities follow the rules of the module docs.
+
+    Parameters
+    ----------
+    decisions, outcomes, soft_labels, on_corrupt, columnar
+        As in :func:`~amv_calib.claims.label_claims`.
+    min_verifier_calls : int, default 200
+        Labelled answers a verifier needs before episodes use its estimated reliability
+        instead of the declared one.
+    """
+    if isinstance(min_verifier_calls, bool) or not isinstance(min_verifier_calls, int) \
+            or min_verifier_calls < 0:
+        raise ValueError(f"min_verifier_calls={min_verifier_calls!r} must be an int >= 0")
+    if soft_labels not in ("posterior", "off"):
+        raise ValueError(f"soft_labels={soft_labels!r} must be 'posterior' or 'off'")
+    plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
+    log = read_uses(plist, on_corrupt=on_corrupt, columnar=columnar, offers=True)
+    out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
+    state: dict[str, Any] = {}
+    claims, report = _join(plist, log, out_df, out_invalid, soft_labels, collect=state)
+    episodes, ep_report, verifiers, actions = _episodes(
+        [os.fspath(p) for p in plist], log, state, min_verifier_calls)
+    return LogLabels(claims=claims, report=report, episodes=episodes,
+                     episode_report=ep_report, verifiers=verifiers, episode_actions=actions)
+
+
+# ---------------------------------------------------------------------------------------------
+# building the episodes, column by column
+# ---------------------------------------------------------------------------------------------
+def _quoted(values: Any) -> Any:
+    """JSON string literals of a string array (nulls as ``null``); each distinct value is
+    encoded once."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = pa.chunked_array([values]) if isinstance(values, pa.Array) else \
+        pa.chunked_array([pa.array(values, type=pa.string())])
+    enc = arr.combine_chunks().dictionary_encode() if arr.num_chunks else \
+        pa.array([], type=pa.string()).dictionary_encode()
+    words = pa.array([json.dumps(w, ensure_ascii=False) for w in enc.dictionary.to_pylist()],
+                     type=pa.string())
+    return pc.fill_null(pc.take(words, enc.indices), "null")
+
+
+def _numbers(x: NDArray[Any]) -> Any:
+    """JSON numbers (shortest round-trip text) of a finite float array."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.cast(pa.array(np.asarray(x, dtype=np.float64)), pa.string())
+
+
+def _bools(x: NDArray[np.bool_]) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.cast(pa.array(np.asarray(x, dtype=bool)), pa.string())
+
+
+def _concat(*parts: Any) -> Any:
+    """Element-wise concatenation of string arrays and literal strings."""
+    import pyarrow.compute as pc
+
+    return pc.binary_join_element_wise(*parts, "")
+
+
+def _grouped(items: Any, counts: NDArray[np.int64], sep: str = ",") -> Any:
+    """``items`` (in group order) joined by ``sep`` within consecutive groups of ``counts``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    lists = pa.LargeListArray.from_arrays(pa.array(offsets, type=pa.int64()),
+                                          items.cast(pa.large_string()))
+    return pc.binary_join(lists, pa.scalar(sep, pa.large_string())).cast(pa.string())
+
+
+def _episodes(files: list[str], log: Any, state: Mapping[str, Any], min_verifier_calls: int
+              ) -> tuple[Any, EpisodeReport, dict[str, dict[str, Any]], list[str | None]]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    uses = state["uses"]
+    hard, soft, label, reason = state["hard"], state["soft"], state["label"], state["reason"]
+    recs = log.records
+    n_rec = int(recs["n"].size)
+    rec_idx = np.arange(n_rec, dtype=np.int64)
+
+    # -- the actions and the last record of each ------------------------------------------------
+    acodes = np.asarray(recs["action_id"].codes, dtype=np.int64)
+    named = acodes >= 0
+    last = np.full(len(recs["action_id"].categories), -1, dtype=np.int64)
+    np.maximum.at(last, acodes[named], rec_idx[named])
+    chosen = np.sort(np.concatenate([last[last >= 0], rec_idx[~named]]))
+    n_act = int(chosen.size)
+    pos = np.full(n_rec, -1, dtype=np.int64)
+    pos[chosen] = np.arange(n_act)
+    why = np.full(n_act, _LABELLED, dtype=np.int64)
+
+    def mark(mask: NDArray[np.bool_], code: int) -> None:
+        why[mask & (why == _LABELLED)] = code
+
+    n_prem = recs["n"][chosen]
+    theta, kappa = recs["theta"][chosen], recs["kappa"][chosen]
+    mark(n_prem == 0, _NO_PREMISES)
+    with np.errstate(invalid="ignore"):
+        mark(~(np.isfinite(theta) & (theta > 0) & np.isfinite(kappa) & (kappa > 0)),
+             _BAD_ACTION)
+
+    # -- their premise entries -------------------------------------------------------------------
+    entries = log.entries
+    e_rec = entries["rec"].to_numpy()
+    ent = np.flatnonzero(pos[e_rec] >= 0)
+    e_act = pos[e_rec[ent]]
+    n_pk = uses.n_pkey_codes + 1
+    pkey = uses.entry_pkey[ent]
+    twice = pd.Series(e_act * n_pk + pkey).duplicated(keep=False).to_numpy()
+    dup_act = np.zeros(n_act, dtype=bool)
+    dup_act[e_act[twice]] = True
+    mark(dup_act, _BAD_ACTION)
+    mark(~recs["has_verifiers"][chosen], _NO_VERIFIERS)
+
+    # -- offered verifiers -----------------------------------------------------------------------
+    offers = log.offers
+    o_rec = offers.column("rec").to_numpy()
+    orows = np.flatnonzero(pos[o_rec] >= 0) if o_rec.size else np.zeros(0, np.int64)
+    off = offers.take(pa.array(orows, type=pa.int64()))
+    o_act = pos[o_rec[orows]]
+    o_id = off.column("id").combine_chunks() if off.num_rows else pa.array([], pa.string())
+    o_cost = off.column("cost").to_numpy()
+    o_rel = off.column("reliability").to_numpy()
+    resolves = off.column("resolves").combine_chunks() if off.num_rows \
+        else pa.array([], pa.list_(pa.string()))
+    with np.errstate(invalid="ignore"):
+        o_bad = (pc.is_null(o_id).to_numpy(zero_copy_only=False)
+                 | pc.is_null(resolves).to_numpy(zero_copy_only=False)
+                 | ~(np.isfinite(o_cost) & (o_cost >= 0))
+                 | ~(np.isfinite(o_rel) & (o_rel > 0.5) & (o_rel <= 1.0)))
+    id_codes = pd.factorize(pd.Series(o_id.to_pandas(), dtype="str"))[0].astype(np.int64)
+    o_bad |= pd.Series(o_act * (int(id_codes.max(initial=-1)) + 2) + id_codes
+                       ).duplicated(keep=False).to_numpy()
+    # every premise a verifier resolves must be one of the action's premise ids
+    flat = pc.list_flatten(resolves)
+    parent = pc.list_parent_indices(resolves).to_numpy(zero_copy_only=False).astype(np.int64)
+    pid_cats = entries["premise_id"].cat.categories
+    r_code = pd.Index(pid_cats).get_indexer(pd.Index(flat.to_pandas(), dtype="str")) \
+        if len(flat) else np.zeros(0, np.int64)
+    e_pid = entries["premise_id"].cat.codes.to_numpy()[ent].astype(np.int64)
+    known = np.isin(o_act[parent] * (len(pid_cats) + 1) + r_code,
+                    e_act * (len(pid_cats) + 1) + e_pid) & (r_code >= 0)
+    o_bad[parent[~known]] = True
+    bad_act = np.zeros(n_act, dtype=bool)
+    bad_act[o_act[o_bad]] = True
+    mark(bad_act, _BAD_VERIFIER)
+
+    # -- labels of the premises ------------------------------------------------------------------
+    e_use = uses.entry_use[ent]
+    prem_why = np.where(hard[e_use], _LABELLED,
+                        np.where(soft[e_use], _SOFT_ONLY,
+                                 _PREMISE_CODE[np.clip(reason[e_use], 0, None)]))
+    worst = np.full(n_act, _LABELLED, dtype=np.int64)
+    np.minimum.at(worst, e_act, prem_why)
+    why = np.where(why == _LABELLED, worst, why)
+    ok = why == _LABELLED
+    report = EpisodeReport(
+        actions_read=n_act, episodes=int(ok.sum()),
+        unlabelled={r: int((why == i).sum()) for i, r in enumerate(ACTION_REASONS)},
+        min_verifier_calls=min_verifier_calls)
+    report.check()
+
+    # -- verifier reliabilities ------------------------------------------------------------------
+    declared_offers: dict[str, dict[float, int]] = {}
+    if off.num_rows:
+        counts = (pd.DataFrame({"v": o_id.to_pandas(), "r": o_rel})
+                  .dropna().groupby(["v", "r"], sort=True).size())
+        for key, k in counts.items():
+            vid, r = cast(tuple[Any, Any], key)
+            declared_offers.setdefault(str(vid), {})[float(r)] = int(k)
+    verifiers = verifier_reliabilities(state["answers"], hard, label,
+                                       min_verifier_calls=min_verifier_calls,
+                                       declared_offers=declared_offers)
+
+    # -- the episode lines -----------------------------------------------------------------------
+    e_ok = ok[e_act]
+    pe = ent[e_ok]
+    pu = e_use[e_ok]
+    feat = {c: entries[c].to_numpy()[pe] for c in ("recency_hours", "source_trust_score",
+                                                   "model_confidence")}
+    premise_json = _concat(
+        '{"id":', _quoted(pa.array(uses.premise_ids(pu), type=pa.string())),
+        ',"claim_id":', _quoted(pa.array(entries["claim_id"].array[pe], type=pa.string())),
+        ',"recency_hours":', _numbers(feat["recency_hours"]),
+        ',"source_trust_score":', _numbers(feat["source_trust_score"]),
+        ',"model_confidence":', _numbers(feat["model_confidence"]),
+        ',"contradiction_flag":', _bools(entries["contradiction_flag"].to_numpy()[pe] > 0.5),
+        ',"violated":', _bools(label[pu]), "}")
+    okpos = np.cumsum(ok) - 1
+    n_ok = int(ok.sum())
+    premises = _grouped(premise_json, np.bincount(okpos[e_act[e_ok]], minlength=n_ok))
+    v_ok = ok[o_act]
+    vrows = np.flatnonzero(v_ok)
+    vres = resolves.take(pa.array(vrows, type=pa.int64()))
+    res_json = _grouped(_quoted(pc.list_flatten(vres)),
+                        pc.list_value_length(vres).to_numpy(zero_copy_only=False)
+                        .astype(np.int64))
+    vids = o_id.take(pa.array(vrows, type=pa.int64()))
+    rel = o_rel[vrows].copy()
+    for vid, rep in verifiers.items():
+        if rep["used_in_episodes"] == "estimate":
+            rel[pc.equal(vids, vid).to_numpy(zero_copy_only=False)] = rep["reliability_used"]
+    verifier_json = _concat('{"id":', _quoted(vids), ',"resolves_premise_ids":[', res_json,
+                            '],"execution_cost":', _numbers(o_cost[vrows]),
+                            ',"symmetric_reliability":', _numbers(rel), "}")
+    verifiers_list = _grouped(verifier_json, np.bincount(okpos[o_act[vrows]], minlength=n_ok))
+    crec = chosen[ok]
+    action = recs["action_id"][crec]
+    tool = recs["tool_name"][crec]
+    files_q = [json.dumps(f, ensure_ascii=False) for f in files]
+    line = recs["line"][crec]
+    file_idx = recs["file"][crec]
+    instance = np.asarray(action.astype(object), dtype=object)
+    unnamed = pd.isna(instance)
+    instance[unnamed] = [f"{files[int(f)]}:{int(n)}" for f, n in
+                         zip(file_idx[unnamed], line[unnamed], strict=True)]
+    family = np.asarray(tool.astype(object), dtype=object)
+    family[pd.isna(family)] = "logged"
+    lines = _concat(
+        '{"instance_id":', _quoted(pa.array(instance.tolist(), type=pa.string())),
+        ',"family":', _quoted(pa.array(family.tolist(), type=pa.string())),
+        ',"tool_name":', _quoted(pa.array(family.tolist(), type=pa.string())),
+        ',"impact_cost_theta":', _numbers(theta[ok]),
+        ',"abstention_cost_kappa":', _numbers(kappa[ok]),
+        ',"premises":[', premises, '],"verifiers":[', verifiers_list,
+        '],"decision_file":', pc.take(pa.array(files_q, type=pa.string()),
+                                      pa.array(file_idx, type=pa.int64())),
+        ',"decision_line":', _numbers(line.astype(np.float64)), "}")
+    names: list[str | None] = [None if u else str(a) for a, u in
+                               zip(instance.tolist(), unnamed.tolist(), strict=True)]
+    return lines, report, verifiers, names
+
+
+def write_episodes_jsonl(lines: Any, path: PathLike) -> None:
+    """Write episode lines (a pyarrow string array) as JSONL, one per line."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    with open(path, "wb") as fh:
+        if len(lines):
+            whole = pc.binary_join(pa.LargeListArray.from_arrays(
+                pa.array([0, len(lines)], type=pa.int64()), lines.cast(pa.large_string())),
+                pa.scalar("\n", pa.large_string()))[0].as_py()
+            fh.write(whole.encode("utf-8") + b"\n")
