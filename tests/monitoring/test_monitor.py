@@ -370,7 +370,7 @@ def test_monitor_step_refuses_missing_logs(models: Path, tmp_path: Path) -> None
     from amv_calib.pipeline import load_pipeline
 
     toml = _scheduled_toml(tmp_path, models, tmp_path / "none.jsonl", tmp_path / "o.jsonl")
-    with pytest.raises(ConfigError, match=r"decisions: \[.*none.jsonl'\] not found"):
+    with pytest.raises(ConfigError, match=r"decisions entry '.*none.jsonl' not found"):
         load_pipeline(toml)
 
 
