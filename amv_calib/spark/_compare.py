@@ -76,6 +76,10 @@ SOLVER: str = "irls"
 #: Convergence of the IRLS fits (relative change of the coefficients).
 IRLS_TOL: Final = 1e-7
 _MAX_OUTER: Final = 20
+#: The IRLS weight sum S has settled when a refit moves it by less than this (relative): the
+#: penalty is then right to that precision, which moves the coefficients by about as much
+#: times their penalty effect (< 1e-5 on the rich map's terms).
+_S_RTOL: Final = 1e-5
 _ALL: Final = -1  # the fit index of the refit on all rows
 
 
@@ -337,7 +341,7 @@ def _logistic(df: DataFrame, vec: str, C: float | None, weight_sum: float,
             mu = F.col("_mu")
             s_new = float(model.transform(df).agg(
                 F.sum(F.col("w") * mu * (1.0 - mu))).collect()[0][0])
-            settled = abs(s_new - s) <= 1e-8 * s
+            settled = abs(s_new - s) <= _S_RTOL * s
             _log.debug("IRLS fit: %d iterations, S %.10g -> %.10g",
                        model.summary.numIterations, s, s_new)
             s = s_new

@@ -73,9 +73,14 @@ def test_out_of_fold_predictions_and_metrics_agree(both: tuple[Any, Any]) -> Non
     local, on_spark = both
     for name in CALIBRATORS:
         np.testing.assert_allclose(on_spark.oof[name], local.oof[name], rtol=0, atol=1e-5)
-    cols = ["log_loss", "brier", "auc", "ece", "ece_mass"]
-    np.testing.assert_allclose(on_spark.table[cols].to_numpy(dtype=float),
-                               local.table[cols].to_numpy(dtype=float), rtol=0, atol=1e-6)
+    # Proper scores and AUC are smooth in the predictions; the binned calibration errors
+    # jump when a prediction that moved by 1e-6 crosses an equal-mass bin edge.
+    smooth = ["log_loss", "brier", "auc"]
+    np.testing.assert_allclose(on_spark.table[smooth].to_numpy(dtype=float),
+                               local.table[smooth].to_numpy(dtype=float), rtol=0, atol=1e-6)
+    binned = ["ece", "ece_mass", "mce"]
+    np.testing.assert_allclose(on_spark.table[binned].to_numpy(dtype=float),
+                               local.table[binned].to_numpy(dtype=float), rtol=0, atol=2e-4)
 
 
 def test_the_champion_json_loads_and_predicts_as_the_local_one(
