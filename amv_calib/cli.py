@@ -406,16 +406,29 @@ def _parsers_compare(subparsers: Any) -> None:
     p.add_argument("--allow-constant-features", action="store_true",
                    help="compare even if a claim feature is constant over all rows")
     _json_option(p, "print one JSON object with the champion and each calibrator's metrics")
+    _engine_options(p, "where the folds are fitted: local (this process, default) or spark "
+                    "(MLlib logistic and isotonic fits on --spark-master, the same folds, "
+                    "metrics and portable calibrators; docs/scale.md)")
+
+
+def _engine_options(p: argparse.ArgumentParser, help: str) -> None:
+    """``--engine local|spark`` and ``--spark-master URL``."""
+    p.add_argument("--engine", choices=("local", "spark"), default="local", help=help)
+    p.add_argument("--spark-master", default="local[*]", metavar="URL",
+                   help="Spark master URL with --engine spark (default local[*]; any URL: "
+                   "spark://host:7077, yarn, k8s://...; under spark-submit its --master wins)")
 
 
 def _run_compare(args: argparse.Namespace) -> int:
     """Compare the calibrators on ``args.claims`` and write ``args.out``."""
-    from amv_calib.calibration import compare_calibrators, write_comparison
+    from amv_calib.calibration import compare_calibrators
     from amv_calib.claims import load_claims
 
     names = [n.strip() for n in str(args.calibrators).split(",") if n.strip()]
     if args.n_boot < 0:
         raise ConfigError(f"--n-boot={args.n_boot} must be >= 0")
+    if args.engine == "spark":
+        return _run_compare_spark(args, names)
     claims, rejects = load_claims(args.claims)
     if len(rejects):
         _log.warning(
@@ -442,6 +455,34 @@ def _run_compare(args: argparse.Namespace) -> int:
         if isinstance(exc, AmvCalibError):
             raise
         raise ConfigError(str(exc)) from exc
+    _report_comparison(args, result)
+    return 0
+
+
+def _run_compare_spark(args: argparse.Namespace, names: list[str]) -> int:
+    """``compare --engine spark``: the claims are read, validated and fitted on Spark."""
+    from amv_calib.spark import compare_calibrators_spark, spark_session, spark_unavailable
+
+    why = spark_unavailable()
+    if why is not None:
+        raise ConfigError(f"--engine spark: {why}")
+    if not Path(args.claims).exists():
+        raise DataContractError(f"input {args.claims} does not exist")
+    result = compare_calibrators_spark(
+        args.claims, spark=spark_session(args.spark_master), calibrators=names,
+        folds=args.folds, split=args.split, scoring=args.scoring,
+        tie_break="brier" if args.scoring == "log_loss" else "log_loss",
+        n_bins=args.n_bins, n_boot=args.n_boot, seed=args.seed,
+        sample_weight=args.weight_column,
+        allow_constant_features=args.allow_constant_features)
+    _report_comparison(args, result)
+    return 0
+
+
+def _report_comparison(args: argparse.Namespace, result: Any) -> None:
+    """Write the comparison's folder and print its summary."""
+    from amv_calib.calibration import write_comparison
+
     write_comparison(result, args.out)
     if args.json:
         print(json.dumps(result.summary(), allow_nan=False), flush=True)
@@ -452,7 +493,6 @@ def _run_compare(args: argparse.Namespace) -> int:
             f"{row['brier']:.4f}, equal-mass ECE {row['ece_mass']:.4f}); wrote {args.out}",
             flush=True,
         )
-    return 0
 
 
 # -- replay ------------------------------------------------------------------------------------

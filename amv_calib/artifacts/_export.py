@@ -324,6 +324,7 @@ class _Source:
     joblib_path: Path | None = None
     metrics: dict[str, Any] | None = None
     report_files: dict[str, Path] | None = None
+    engine: str | None = None  # the compare engine when not the single-machine one
 
 
 def _portable_from_json(path: Path) -> PortableCalibrator:
@@ -387,6 +388,17 @@ def _compare_metrics(path: Path) -> dict[str, Any] | None:
     return out or None
 
 
+def _compare_engine(path: Path) -> str | None:
+    """The engine a compare DIR was fitted on (``config.engine``, e.g. ``"spark"``); None for
+    the single-machine engine, which writes no such key."""
+    if not path.is_file():
+        return None
+    data = _read_json_file(path, "comparison")
+    config = data.get("config") if isinstance(data, Mapping) else None
+    engine = config.get("engine") if isinstance(config, Mapping) else None
+    return engine if isinstance(engine, str) else None
+
+
 def _resolve_source(calibrator: Any, clamp: tuple[float, float] | None) -> _Source:
     if isinstance(calibrator, PortableCalibrator):
         return _Source(portable=calibrator)
@@ -402,6 +414,7 @@ def _resolve_source(calibrator: Any, clamp: tuple[float, float] | None) -> _Sour
                 joblib_path=joblib_path if joblib_path.is_file() else None,
                 metrics=_compare_metrics(path / "comparison.json"),
                 report_files={f: path / f for f in COMPARE_REPORT_FILES if (path / f).is_file()},
+                engine=_compare_engine(path / "comparison.json"),
             )
         if path.suffix == ".json":
             sibling = path.with_suffix(".joblib")
@@ -568,6 +581,8 @@ def export_artifact(
                           else claims_fingerprint(table)),
         "metrics": _json_safe(merged_metrics, "metrics"),
     }
+    if src.engine is not None:
+        manifest_base["engine"] = src.engine  # where the calibrator was fitted (spark)
     if certificate is not None:
         manifest_base["certificate"] = _certificate_from(certificate, gate)
     root = (Path(models_dir) if models_dir is not None else default_models_dir()) / name

@@ -645,6 +645,12 @@ class BetaCalibrator(_LogisticCalibrator, _LinearCalibrator):
             terms.extend(BETA_EXTRA_MAP.terms if self.extra_map is None else extras)
         return FeatureMap(tuple(terms)), constrained
 
+    def design(self) -> tuple[FeatureMap, list[tuple[int, int, float]]]:
+        """The full feature map and, per constrained score, ``(first-checked term, other
+        term, sign)``: what another fitter (the Spark engine) needs to apply the same
+        drop-and-refit rule."""
+        return self._feature_map()
+
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> BetaCalibrator:
         """Fit with the ``abm`` drop-and-refit rule; returns ``self``."""
         Xv, y01, w, _ = self._check_fit_input(X, y, sample_weight)

@@ -305,23 +305,30 @@ def make_folds(
     ts = _epoch_seconds(claims["timestamp"])
     first = np.full(n_claims, np.inf)
     np.minimum.at(first, codes, ts)
-    order = np.lexsort((np.asarray(uniques, dtype=str), first))
+    return time_folds_of_claims(first, sizes, np.asarray(uniques, dtype=str), folds)[codes]
+
+
+def time_folds_of_claims(first: FloatArray, sizes: NDArray[Any], claim_ids: NDArray[Any],
+                         folds: int) -> NDArray[np.intp]:
+    """The time split's test fold of each claim, from per-claim aggregates: its first use
+    (epoch seconds), its row count and its id (as text); see the module docstring."""
+    n = int(sizes.sum())
+    order = np.lexsort((np.asarray(claim_ids, dtype=str), first))
     mid = np.cumsum(sizes[order]) - 0.5 * sizes[order]
-    claim_fold = np.empty(n_claims, dtype=np.intp)
+    claim_fold = np.empty(first.size, dtype=np.intp)
     claim_fold[order] = np.minimum(folds - 1, np.floor(folds * mid / n)).astype(np.intp)
-    out = claim_fold[codes]
-    counts = np.bincount(out, minlength=folds)
+    counts = np.bincount(claim_fold, weights=sizes, minlength=folds)
     if np.any(counts == 0):
         k = int(np.argmax(counts == 0))
         big = int(np.argmax(sizes))
         raise InsufficientDataError(
-            f"time fold {k} of {folds} is empty: claim {uniques[big]!r} alone holds "
+            f"time fold {k} of {folds} is empty: claim {claim_ids[big]!r} alone holds "
             f"{int(sizes[big])} of {n} rows; use fewer folds or split='group'"
         )
-    return out
+    return claim_fold
 
 
-def _check_fold_labels(y: FloatArray, fold: NDArray[np.intp], folds: int, split: str) -> None:
+def check_fold_labels(y: FloatArray, fold: NDArray[np.intp], folds: int, split: str) -> None:
     for k in range(folds):
         for side, mask in (("test", fold == k), ("training", fold != k)):
             rate = y[mask].mean()
@@ -335,7 +342,9 @@ def _check_fold_labels(y: FloatArray, fold: NDArray[np.intp], folds: int, split:
 
 
 # -- the comparison ---------------------------------------------------------------------------
-def _resolve_calibrators(calibrators: Any) -> dict[str, Any]:
+def resolve_calibrators(calibrators: Any = None) -> dict[str, Any]:
+    """``{name: unfitted estimator}`` of a ``calibrators`` argument of
+    :func:`compare_calibrators` (None: the defaults)."""
     from sklearn.base import clone
 
     factories = _factories()
@@ -438,7 +447,6 @@ def compare_calibrators(
     InsufficientDataError
         Too few rows, claims or outcomes for the folds, or a constant feature.
     """
-    import pandas as pd
 
     if scoring not in ("log_loss", "brier") or tie_break not in ("log_loss", "brier"):
         raise ValueError(
@@ -446,35 +454,82 @@ def compare_calibrators(
             "'log_loss' or 'brier' (ECE is never used to choose)"
         )
     table, w = _claims_table(claims, split, sample_weight)
-    cals = _resolve_calibrators(calibrators)
+    cals = resolve_calibrators(calibrators)
     y = table["violated"].to_numpy(dtype=np.float64)
     X = _features(table)
-    _check_enough_data(y, X, folds, allow_constant_features)
+    check_enough_data(y, X, folds, allow_constant_features)
     fold = make_folds(table, folds=folds, split=split)
-    _check_fold_labels(y, fold, folds, split)
-    cv = _cross_validate(cals, X, y, w, fold, folds,
-                         _epoch_seconds(table["timestamp"]) if split == "time" else None)
+    check_fold_labels(y, fold, folds, split)
+    cv = _cross_validate(cals, X, y, w, fold, folds)
+    estimators = _refit(cals, X, y, w, cv.fit_seconds) if refit else {}
+    return comparison_result(
+        oof=cv.oof, y=y, w=w, fold=fold, folds=folds,
+        claim_codes=X["claim_id"].to_numpy(),
+        ts=_epoch_seconds(table["timestamp"]) if split == "time" else None,
+        p_true=_oracle(table), estimators=estimators,
+        descriptions={name: describe_calibrator(est) for name, est in cals.items()},
+        fit_seconds=cv.fit_seconds, split=split, scoring=scoring, tie_break=tie_break,
+        n_bins=n_bins, n_boot=n_boot, alpha=alpha, seed=seed, sample_weight=sample_weight,
+        allow_constant_features=allow_constant_features)
 
+
+def comparison_result(
+    *,
+    oof: Mapping[str, FloatArray],
+    y: FloatArray,
+    w: FloatArray,
+    fold: NDArray[np.intp],
+    folds: int,
+    claim_codes: NDArray[Any],
+    ts: FloatArray | None,
+    p_true: FloatArray | None,
+    estimators: Mapping[str, Any],
+    descriptions: Mapping[str, str],
+    fit_seconds: Mapping[str, float],
+    split: str,
+    scoring: str,
+    tie_break: str,
+    n_bins: int,
+    n_boot: int,
+    alpha: float,
+    seed: int,
+    sample_weight: str | None,
+    allow_constant_features: bool,
+    engine: str | None = None,
+) -> ComparisonResult:
+    """The comparison of out-of-fold predictions made elsewhere (the scoring half of
+    :func:`compare_calibrators`, shared with the Spark engine, whose predictions are
+    collected here): per-fold and pooled metrics with bootstrap intervals, the champion,
+    the reliability bins.
+
+    ``oof`` maps each calibrator to its out-of-fold ``P(violated)`` in row order; ``y``,
+    ``w``, ``fold``, ``claim_codes`` (integer claim codes) and ``ts`` (epoch seconds, for a
+    time split) are per row in the same order; ``p_true`` adds the oracle rows;
+    ``estimators`` are the calibrators refitted on all rows and ``descriptions`` their
+    settings for ``config``; ``engine`` (when given) is recorded in ``config``.
+    """
+    import pandas as pd
+
+    oof = {name: np.asarray(p, dtype=np.float64) for name, p in oof.items()}
+    per_fold, fold_rows = _fold_tables(oof, y, w, fold, folds, claim_codes, ts)
     # Pooled out-of-fold metrics with intervals from shared resamples.
     t = time.perf_counter()
-    preds: dict[str, FloatArray] = dict(cv.oof)
-    oracle_p = _oracle(table)
-    if oracle_p is not None:
-        preds["oracle"] = oracle_p
+    preds: dict[str, FloatArray] = dict(oof)
+    if p_true is not None:
+        preds["oracle"] = p_true
     sorted_rows = {name: _sorted_by_p(y, p, w) for name, p in preds.items()}
     rows = [_interval_row(name, *sorted_rows[name], n_boot=n_boot, seed=seed, alpha=alpha)
             for name in preds]
-    if oracle_p is not None:
+    if p_true is not None:
         _add_excess_log_loss(rows, preds, y, w, n_boot=n_boot, seed=seed, alpha=alpha)
     boot_seconds = time.perf_counter() - t
 
-    champion = _choose(rows[: len(cals)], scoring, tie_break)
+    champion = _choose(rows[: len(oof)], scoring, tie_break)
     for row in rows:
         row["champion"] = row["name"] == champion
-    estimators = _refit(cals, X, y, w, cv.fit_seconds) if refit else {}
-    config = {
+    config: dict[str, Any] = {
         "n_rows": int(y.size),
-        "n_claims": int(X["claim_id"].nunique()),
+        "n_claims": int(np.unique(claim_codes).size),
         "violation_rate": float(np.average(y, weights=w)),
         "folds": int(folds),
         "split": split,
@@ -486,26 +541,28 @@ def compare_calibrators(
         "seed": int(seed),
         "sample_weight": sample_weight,
         "allow_constant_features": bool(allow_constant_features),
-        "calibrators": {name: _describe(est) for name, est in cals.items()},
-        "oracle": oracle_p is not None,
+        "calibrators": dict(descriptions),
+        "oracle": p_true is not None,
     }
+    if engine is not None:
+        config["engine"] = engine
     return ComparisonResult(
         champion=champion,
         table=pd.DataFrame(rows),
-        per_fold=pd.DataFrame(cv.per_fold),
-        folds=pd.DataFrame(cv.fold_rows),
-        reliability=_reliability_bins(cals, sorted_rows, n_bins=n_bins, alpha=alpha),
-        oof=cv.oof,
+        per_fold=pd.DataFrame(per_fold),
+        folds=pd.DataFrame(fold_rows),
+        reliability=_reliability_bins(oof, sorted_rows, n_bins=n_bins, alpha=alpha),
+        oof=oof,
         y=y,
-        estimators=estimators,
+        estimators=dict(estimators),
         config=config,
-        timings={**{f"fit_{k}": v for k, v in cv.fit_seconds.items()},
+        timings={**{f"fit_{k}": v for k, v in fit_seconds.items()},
                  "bootstrap": boot_seconds},
     )
 
 
-def _check_enough_data(y: FloatArray, X: pd.DataFrame, folds: int,
-                       allow_constant_features: bool) -> None:
+def check_enough_data(y: FloatArray, X: pd.DataFrame, folds: int,
+                      allow_constant_features: bool) -> None:
     """Rows for the folds, both outcomes, and no constant feature (unless allowed)."""
     n = y.size
     if isinstance(folds, (int, np.integer)) and not isinstance(folds, bool) and n < folds:
@@ -528,22 +585,16 @@ def _check_enough_data(y: FloatArray, X: pd.DataFrame, folds: int,
 @dataclass(kw_only=True)
 class _CrossValidation:
     oof: dict[str, FloatArray]  # out-of-fold P(violated) per calibrator, input row order
-    per_fold: list[dict[str, Any]]
-    fold_rows: list[dict[str, Any]]
     fit_seconds: dict[str, float]
 
 
 def _cross_validate(cals: Mapping[str, Any], X: pd.DataFrame, y: FloatArray, w: FloatArray,
-                    fold: NDArray[np.intp], folds: int, ts: FloatArray | None
-                    ) -> _CrossValidation:
-    """Fit every calibrator on each fold's training rows and predict its test rows.
-
-    ``ts``: epoch seconds of the rows, for a time split's first and last test time.
-    """
+                    fold: NDArray[np.intp], folds: int) -> _CrossValidation:
+    """Fit every calibrator on each fold's training rows and predict its test rows."""
     from sklearn.base import clone
 
     cv = _CrossValidation(oof={name: np.full(y.size, np.nan) for name in cals},
-                          per_fold=[], fold_rows=[], fit_seconds=dict.fromkeys(cals, 0.0))
+                          fit_seconds=dict.fromkeys(cals, 0.0))
     for k in range(folds):
         test = fold == k
         train = ~test
@@ -554,23 +605,36 @@ def _cross_validate(cals: Mapping[str, Any], X: pd.DataFrame, y: FloatArray, w: 
             fitted = clone(est).fit(Xtr, y[train], sample_weight=w[train])
             cv.fit_seconds[name] += time.perf_counter() - t
             cv.oof[name][test] = fitted.predict_proba(Xte)[:, 1]
-            cv.per_fold.append({"calibrator": name, "fold": k,
-                                **_metric_values(y[test], cv.oof[name][test], w[test])})
+        _log.info(
+            "fold %d/%d: %d training rows, %d test rows, %.1f s",
+            k + 1, folds, int(train.sum()), int(test.sum()), time.perf_counter() - t0,
+        )
+    return cv
+
+
+def _fold_tables(oof: Mapping[str, FloatArray], y: FloatArray, w: FloatArray,
+                 fold: NDArray[np.intp], folds: int, claim_codes: NDArray[Any],
+                 ts: FloatArray | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per-fold metrics of each calibrator's test predictions, and each fold's sizes (with
+    the first and last test time, epoch seconds, when ``ts`` is given)."""
+    per_fold: list[dict[str, Any]] = []
+    fold_rows: list[dict[str, Any]] = []
+    for k in range(folds):
+        test = fold == k
+        for name, p in oof.items():
+            per_fold.append({"calibrator": name, "fold": k,
+                             **_metric_values(y[test], p[test], w[test])})
         info: dict[str, Any] = {
             "fold": k,
-            "n_train": int(train.sum()),
+            "n_train": int((~test).sum()),
             "n_test": int(test.sum()),
-            "n_test_claims": int(X.loc[test, "claim_id"].nunique()),
+            "n_test_claims": int(np.unique(claim_codes[test]).size),
         }
         if ts is not None:
             info["test_first_timestamp"] = float(ts[test].min())
             info["test_last_timestamp"] = float(ts[test].max())
-        cv.fold_rows.append(info)
-        _log.info(
-            "fold %d/%d: %d training rows, %d test rows, %.1f s",
-            k + 1, folds, info["n_train"], info["n_test"], time.perf_counter() - t0,
-        )
-    return cv
+        fold_rows.append(info)
+    return per_fold, fold_rows
 
 
 def _sorted_by_p(y: FloatArray, p: FloatArray, w: FloatArray
@@ -649,7 +713,8 @@ def _refit(cals: Mapping[str, Any], X: pd.DataFrame, y: FloatArray, w: FloatArra
     return estimators
 
 
-def _describe(est: Any) -> str:
+def describe_calibrator(est: Any) -> str:
+    """``Class(param=value, ...)``: how ``comparison.json`` names a calibrator's settings."""
     return f"{type(est).__name__}({_params(est)})"
 
 

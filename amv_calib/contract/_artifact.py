@@ -63,7 +63,9 @@ GATE_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType({"harm_price": 0.0})
 _MANIFEST_KEYS: Final = frozenset(
     {"format", "format_version", "name", "version", "created_utc", "package_version",
      "git_commit", "calibrator_kind", "calibrator_source", "feature_map", "gate",
-     "training_data", "metrics", "files", "certificate"}
+     "training_data", "metrics", "files", "certificate",
+     # where the calibrator was fitted, when not on one machine ("spark"; docs/scale.md)
+     "engine"}
 )
 _REQUIRED_MANIFEST_KEYS: Final = ("name", "version", "calibrator_kind", "feature_map", "gate",
                                   "files")

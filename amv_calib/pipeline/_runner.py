@@ -42,7 +42,7 @@ log = logging.getLogger("amv_calib.pipeline._runner")
 _STATE = "state.json"
 _LOCK = ".lock"
 _PIPELINE_KEYS = {"name", "workdir", "seed", "tracking", "tracking_uri", "models_dir",
-                  "experiment", "description"}
+                  "experiment", "description", "engine", "spark_master"}
 
 
 def _kinds() -> dict[str, StepKind]:
@@ -128,7 +128,12 @@ def load_pipeline(path: str | os.PathLike[str],
         seen.add(sname)
         steps.append(StepSpec(name=sname, kind=kind, params=params))
     uri = _head(path, head, "tracking_uri", str, "") or None
+    engine = _head(path, head, "engine", str, "local")
+    if engine not in ("local", "spark"):
+        raise ConfigError(f"{path.name}: [pipeline] engine={engine!r} must be 'local' or 'spark'")
     return PipelineSpec(
+        engine=engine,
+        spark_master=_head(path, head, "spark_master", str, "local[*]"),
         path=path,
         name=name,
         workdir=(base / _head(path, head, "workdir", str, f".amv-cache/{name}")).resolve(),
@@ -241,6 +246,8 @@ def _file_digest(path: Path) -> str:
 
 def _step_key(spec: PipelineSpec, step: StepSpec, upstream_keys: dict[str, str]) -> str:
     material: dict[str, Any] = {"kind": step.kind, "seed": spec.seed, "package": __version__}
+    if spec.engine != "local" and step.kind == "compare":
+        material["engine"] = spec.engine
     for key, value in sorted(step.params.items()):
         if isinstance(value, str) and value.startswith("@"):
             material[key] = ["ref", value, upstream_keys[value[1:].split(".", 1)[0]]]

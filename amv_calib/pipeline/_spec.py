@@ -44,6 +44,10 @@ class PipelineSpec:
     models_dir: Path
     experiment: str
     steps: tuple[StepSpec, ...]
+    #: Where the data stages run: "local" (this process) or "spark" (docs/scale.md).
+    engine: str = "local"
+    #: The Spark master URL when ``engine = "spark"``.
+    spark_master: str = "local[*]"
 
 
 @dataclass(kw_only=True)

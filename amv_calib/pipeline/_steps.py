@@ -111,18 +111,28 @@ def _compare(ctx: StepContext) -> dict[str, Any]:
         if weight not in claims.columns:
             raise ConfigError(f"step {ctx.step.name!r}: weights={weight!r} is not a column")
         claims[weight] = claims[weight].fillna(1.0)
-    result = compare_calibrators(
-        claims,
-        calibrators=ctx.params["calibrators"],
-        sample_weight=None if weight == "none" else weight,
-        folds=ctx.params["folds"],
-        split=ctx.params["split"],
-        scoring=ctx.params["scoring"],
-        n_bins=ctx.params["n_bins"],
-        n_boot=ctx.params["n_boot"],
-        seed=ctx.spec.seed,
-        allow_constant_features=ctx.params["allow_constant_features"],
-    )
+    options: dict[str, Any] = {
+        "calibrators": ctx.params["calibrators"],
+        "sample_weight": None if weight == "none" else weight,
+        "folds": ctx.params["folds"],
+        "split": ctx.params["split"],
+        "scoring": ctx.params["scoring"],
+        "n_bins": ctx.params["n_bins"],
+        "n_boot": ctx.params["n_boot"],
+        "seed": ctx.spec.seed,
+        "allow_constant_features": ctx.params["allow_constant_features"],
+    }
+    if ctx.spec.engine == "spark":
+        from amv_calib.spark import compare_calibrators_spark, spark_session
+
+        log.info("[%s] fitting on Spark (%s)", ctx.step.name, ctx.spec.spark_master)
+        claims.to_parquet(ctx.out_dir / "training_weighted.parquet")
+        result = compare_calibrators_spark(ctx.out_dir / "training_weighted.parquet",
+                                           spark=spark_session(ctx.spec.spark_master),
+                                           **options)
+        (ctx.out_dir / "training_weighted.parquet").unlink()
+    else:
+        result = compare_calibrators(claims, **options)
     write_comparison(result, ctx.out_dir)
     tracker = _tracker(ctx)
     if tracker is not None:
@@ -341,7 +351,7 @@ def _export(ctx: StepContext) -> dict[str, Any]:
             "reused": same is not None}
 
 
-_CONTENT_KEYS = ("calibrator_kind", "feature_map", "gate", "training_data", "metrics",
+_CONTENT_KEYS = ("calibrator_kind", "feature_map", "gate", "training_data", "metrics", "engine",
                  "certificate")
 
 

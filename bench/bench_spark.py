@@ -1,0 +1,193 @@
+"""Benchmark: the single-machine data stages beside the Spark engine on local[2] (issue 19).
+
+For each size (decision lines; default 1 M and 10 M) the same generated decision log and
+outcomes (``bench_labels.make_data``: 1-4 premises a line, one outcome per ten lines) go
+through:
+
+- **label, single machine**: ``label_claims`` (the Spark engine of ``label`` is not built
+  yet: the row says so);
+- **compare, single machine**: ``compare_calibrators`` on the labelled claims;
+- **compare, Spark local[2]**: ``compare_calibrators_spark`` on the same claims (Parquet read
+  by Spark), session start-up included.
+
+Both compares use the same settings (``--calibrators``, ``--folds``, ``--n-boot``). Each side
+runs in its own subprocess: peak memory is that process's ``ru_maxrss`` (for Spark, the Python
+driver) and, for Spark, the JVM's peak resident set (``VmHWM``; in local mode the JVM holds
+the driver and the executors). The report gives each time, the scaling from the smallest to
+the largest size (time ratio over size ratio), and where the Spark line would cross the
+single-machine one if both grew linearly between the measured sizes.
+
+Run: ``.venv/bin/python bench/bench_spark.py [--quick] [--lines 1000000 10000000]``.
+Numbers go to ``bench/results/spark.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def _peaks() -> dict[str, float]:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+    return {"peak_mib": round(own, 1), "peak_children_mib": round(kids, 1)}
+
+
+def child(side: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One measured side, in this (fresh) process."""
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {"side": side}
+    if side == "label":
+        from amv_calib.claims import label_claims
+
+        claims, report = label_claims(args.log, args.outcomes_file)
+        out["seconds"] = time.perf_counter() - t0
+        # The generator reuses a claim within one action at one time: both compares refuse
+        # such duplicates (the data contract), so the measured table keeps the first.
+        before = len(claims)
+        claims = claims.drop_duplicates(["claim_id", "timestamp", "violated"])
+        out["duplicates_dropped"] = before - len(claims)
+        claims.to_parquet(args.claims, index=False)
+        out.update(rows=len(claims), uses=report.uses_read, joined=report.joined)
+    elif side == "compare_local":
+        import pandas as pd
+
+        from amv_calib.calibration import compare_calibrators
+
+        result = compare_calibrators(pd.read_parquet(args.claims), **_compare_kw(args))
+        out["seconds"] = time.perf_counter() - t0
+        out.update(champion=result.champion, rows=int(result.y.size),
+                   log_loss=float(result.table.set_index("name").loc[result.champion,
+                                                                    "log_loss"]))
+    else:
+        from amv_calib.spark import compare_calibrators_spark, spark_session
+
+        spark = spark_session("local[2]", driver_memory=args.driver_memory)
+        t1 = time.perf_counter()
+        result = compare_calibrators_spark(args.claims, spark=spark, **_compare_kw(args))
+        out["seconds"] = time.perf_counter() - t0
+        out["startup_seconds"] = t1 - t0
+        out.update(champion=result.champion, rows=int(result.y.size),
+                   log_loss=float(result.table.set_index("name").loc[result.champion,
+                                                                    "log_loss"]))
+        out["jvm_peak_mib"] = _jvm_peak_mib(spark)
+        spark.stop()
+    out.update(_peaks())
+    return out
+
+
+def _jvm_peak_mib(spark: Any) -> float | None:
+    """Peak resident memory of the Spark JVM (in local mode: the driver and the executors)."""
+    try:
+        pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024.0, 1)
+    except Exception:  # noqa: BLE001 - not Linux, or no JVM handle: no figure
+        return None
+    return None
+
+
+def _compare_kw(args: argparse.Namespace) -> dict[str, Any]:
+    return {"calibrators": args.calibrators.split(","), "folds": args.folds,
+            "n_boot": args.n_boot, "sample_weight": "label_weight"}
+
+
+def _run_child(side: str, data: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--child", side, "--log", data["log"],
+           "--outcomes-file", data["outcomes"], "--claims", data["claims"],
+           "--calibrators", args.calibrators, "--folds", str(args.folds),
+           "--n-boot", str(args.n_boot), "--driver-memory", args.driver_memory]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return {"side": side, "error": proc.stderr[-2000:],
+                "wall_seconds": time.perf_counter() - t0}
+    res: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    res["wall_seconds"] = time.perf_counter() - t0
+    return res
+
+
+def _crossing(sizes: list[int], local: list[float], spark: list[float]) -> float | None:
+    """Lines at which linear fits through the two measured points of each side cross."""
+    if len(sizes) < 2:
+        return None
+    (n0, n1), (a0, a1), (b0, b1) = sizes[:2], local[:2], spark[:2]
+    sa, sb = (a1 - a0) / (n1 - n0), (b1 - b0) / (n1 - n0)
+    if sa == sb:
+        return None
+    n = n0 + (b0 - a0) / (sa - sb)
+    return n if n > 0 else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
+    ap.add_argument("--lines", type=int, nargs="+", default=None,
+                    help="decision-line counts (default 1000000 10000000)")
+    ap.add_argument("--calibrators", default="platt,isotonic,seed_prior")
+    ap.add_argument("--folds", type=int, default=3)
+    ap.add_argument("--n-boot", type=int, default=0)
+    ap.add_argument("--driver-memory", default="6g")
+    ap.add_argument("--seed", type=int, default=20261202)
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "spark.json"))
+    ap.add_argument("--child", choices=("label", "compare_local", "compare_spark"),
+                    help=argparse.SUPPRESS)
+    ap.add_argument("--log", help=argparse.SUPPRESS)
+    ap.add_argument("--outcomes-file", help=argparse.SUPPRESS)
+    ap.add_argument("--claims", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child, args)))
+        return 0
+    from bench_labels import make_data
+
+    sizes = args.lines or ([20_000, 60_000] if args.quick else [1_000_000, 10_000_000])
+    base = Path(args.data_dir or tempfile.mkdtemp(prefix="amv-bench-spark-"))
+    runs: list[dict[str, Any]] = []
+    for n in sizes:
+        folder = base / f"n{n}"
+        folder.mkdir(parents=True, exist_ok=True)
+        data = make_data(folder, n, max(10, n // 10), args.seed)
+        data = {"log": str(data["log"]), "outcomes": str(data["outcomes"]),
+                "claims": str(folder / "claims.parquet")}
+        row: dict[str, Any] = {"lines": n}
+        for side in ("label", "compare_local", "compare_spark"):
+            row[side] = _run_child(side, data, args)
+            print(json.dumps({"lines": n, **row[side]}), file=sys.stderr, flush=True)
+        row["label_spark"] = "not built: the Spark engine of label is issue 19's open part"
+        runs.append(row)
+        shutil.rmtree(folder, ignore_errors=True)
+    ok = all("error" not in r[s] for r in runs for s in ("compare_local", "compare_spark"))
+    summary: dict[str, Any] = {"runs": runs, "settings": {
+        "calibrators": args.calibrators, "folds": args.folds, "n_boot": args.n_boot,
+        "master": "local[2]", "driver_memory": args.driver_memory}}
+    if ok and len(runs) >= 2:
+        ratio = sizes[-1] / sizes[0]
+        for side in ("label", "compare_local", "compare_spark"):
+            summary[f"scaling_{side}"] = runs[-1][side]["seconds"] / runs[0][side]["seconds"] \
+                / ratio
+        summary["compare_crossing_lines"] = _crossing(
+            sizes, [r["compare_local"]["seconds"] for r in runs],
+            [r["compare_spark"]["seconds"] for r in runs])
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""One local[2] Spark session for every Spark test (start-up takes seconds), stopped at the
+end; every test here skips, with the reason, where Java or pyspark is missing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from amv_calib.spark import spark_session, spark_unavailable
+
+_WHY = spark_unavailable()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/spark/" in str(item.fspath).replace("\\", "/"):
+            item.add_marker(pytest.mark.spark)
+            item.add_marker(pytest.mark.slow)
+            if _WHY is not None:
+                item.add_marker(pytest.mark.skip(reason=f"Spark engine unavailable: {_WHY}"))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """A ``local[2]`` session: UI off, bound to 127.0.0.1, two shuffle partitions."""
+    session = spark_session("local[2]", app_name="amv-calib-tests", driver_memory="2g",
+                            shuffle_partitions=2)
+    yield session
+    session.stop()
