@@ -21,6 +21,8 @@ NOT_KEYS = {
     "json": "the command's output format; a pipeline prints its report (run --json)",
     "seed": "the pipeline's [pipeline] seed, shared by every step",
     "study_name": "the step names its study after its inputs, so a killed run resumes it",
+    "engine": "the pipeline's [pipeline] engine, shared by every step that has two engines",
+    "spark_master": "the pipeline's [pipeline] spark_master",
 }
 #: step keys with no CLI option of the same command, and why.
 PIPELINE_ONLY = {
