@@ -82,7 +82,7 @@ def simulate_production(
     step_minutes, outcome_delay_days, action_outcome_share : float
         Time between actions, mean delay of an outcome, share of action-level outcomes.
     """
-    from amv_calib.gate import CandidateAction, DecisionLogWriter, Gate, MemoryClaim, Premise
+    from amv_calib.gate import CandidateAction, DecisionLogWriter, Gate, Premise
     from amv_calib.gate import Verifier as GateVerifier
 
     for name, r in (("true_reliability", true_reliability),
@@ -113,12 +113,7 @@ def simulate_production(
             now = SIMULATION_START + timedelta(minutes=step_minutes * i)
             clock["now"] = last = now
             action_id = f"act-{i + 1:05d}"
-            premises = tuple(
-                Premise(id=p["id"], claim=MemoryClaim(
-                    id=p["claim_id"], source_trust_score=p["source_trust_score"],
-                    model_confidence=p["model_confidence"], recency_hours=p["recency_hours"],
-                    contradiction_flag=p["contradiction_flag"]))
-                for p in ep["premises"])
+            premises = tuple(Premise.from_dict(p) for p in ep["premises"])
             violated = {p["id"]: bool(p["violated"]) for p in ep["premises"]}
             action = CandidateAction(
                 action_id=action_id, tool_name=ep["tool_name"],

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from amv_calib.claims import synth_episodes
-from amv_calib.gate import CandidateAction, Gate, MemoryClaim, Premise, Verifier, encode_record
+from amv_calib.gate import CandidateAction, Gate, Premise, Verifier, encode_record
 
 DAY_S = 86400
 START = np.datetime64("2027-01-04T00:00:00", "s")  # a Monday
@@ -43,16 +43,8 @@ def make_pool(n: int = 4000, seed: int = 7) -> Pool:
     norm = float(np.mean(1.0 + np.sqrt(hours / 720.0)))
     actions, p_true, weight = [], [], []
     for e in episodes:
-        prem = tuple(
-            Premise(id=p["id"], claim=MemoryClaim(
-                id=p["claim_id"], source_trust_score=p["source_trust_score"],
-                model_confidence=p["model_confidence"], recency_hours=p["recency_hours"],
-                contradiction_flag=p["contradiction_flag"]))
-            for p in e["premises"])
-        vs = [Verifier(id=v["id"], resolves_premise_ids=tuple(v["resolves_premise_ids"]),
-                       execution_cost=v["execution_cost"],
-                       symmetric_reliability=v["symmetric_reliability"])
-              for v in e["verifiers"]]
+        prem = tuple(Premise.from_dict(p) for p in e["premises"])
+        vs = [Verifier.from_dict(v) for v in e["verifiers"]]
         actions.append((e, prem, vs))
         p_true.append(np.array([p["p_true"] for p in e["premises"]]))
         h = np.array([p["recency_hours"] for p in e["premises"]])
