@@ -53,6 +53,7 @@ from amv_calib.claims._labels import (
     label_claims,
     load_outcomes,
     read_uses,
+    use_entries,
 )
 from amv_calib.claims._outputs import (
     LABEL_FOLDER_FILES,
@@ -132,6 +133,7 @@ __all__ = [
     "mem0_history_to_claims",
     "parse_timestamps",
     "read_uses",
+    "use_entries",
     "record_outputs",
     "simulate_production",
     "synth_claims",

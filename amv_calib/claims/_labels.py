@@ -1143,11 +1143,12 @@ class _Uses:
         return pd.array(out.to_numpy(dtype=object), dtype="str")
 
 
-def _collect_uses(log: LogEntries, other_action_ids: Any = None) -> tuple[_Uses, IntArray]:
-    """One use per (action, premise); the action codes of ``other_action_ids`` (outcome
+def _use_codes(log: LogEntries, other_action_ids: Any = None
+               ) -> tuple[IntArray, IntArray, IntArray, int, IntArray]:
+    """Per entry its use code (action x premise key), action code and premise-key code; the
+    number of premise-key codes; and the action codes of ``other_action_ids`` (outcome
     records) in the same code space (an unknown action gets a code of its own)."""
     entries = log.entries
-    n = len(entries)
     cats = entries["action_id"].cat.categories
     other = pd.Series(pd.array([], dtype="str")) if other_action_ids is None else \
         pd.Series(other_action_ids, copy=False)
@@ -1172,8 +1173,29 @@ def _collect_uses(log: LogEntries, other_action_ids: Any = None) -> tuple[_Uses,
         pk = pk.copy()
         pk[na] = fill
     n_pk = int(pk.max(initial=-1)) + 1
-    use_code = e_action * (n_pk + 1) + pk
-    dup = pd.Series(use_code).duplicated(keep="last").to_numpy() if n else np.zeros(0, bool)
+    return e_action * (n_pk + 1) + pk, e_action, pk, n_pk, o_action
+
+
+def _superseded(use_code: IntArray) -> BoolArray:
+    """Which entries a later record of the same (action, premise) supersedes."""
+    if not len(use_code):
+        return np.zeros(0, bool)
+    return np.asarray(pd.Series(use_code).duplicated(keep="last").to_numpy(), dtype=bool)
+
+
+def use_entries(log: LogEntries) -> IntArray:
+    """Positions in ``log.entries`` of the uses: one per (action, premise), the action's
+    last record (the label join's rule)."""
+    return np.flatnonzero(~_superseded(_use_codes(log)[0]))
+
+
+def _collect_uses(log: LogEntries, other_action_ids: Any = None) -> tuple[_Uses, IntArray]:
+    """One use per (action, premise); the action codes of ``other_action_ids`` (outcome
+    records) in the same code space (an unknown action gets a code of its own)."""
+    entries = log.entries
+    n = len(entries)
+    use_code, e_action, pk, n_pk, o_action = _use_codes(log, other_action_ids)
+    dup = _superseded(use_code)
     if dup.any():
         idx = np.flatnonzero(~dup)
         u = entries.iloc[idx].reset_index(drop=True)

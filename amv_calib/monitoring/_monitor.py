@@ -178,25 +178,6 @@ def _record_index(entries: pd.DataFrame) -> tuple[IntArray, IntArray]:
     return key, entries["n_premises"].to_numpy(dtype=np.int64)[first]
 
 
-def _last_use_entries(entries: pd.DataFrame) -> IntArray:
-    """Positions of the entries that are uses: the last record of each action (the label
-    join's rule), or every entry when no action was logged twice (the common case)."""
-    rec = entries["rec"].to_numpy()
-    n = len(rec)
-    if n == 0:
-        return np.zeros(0, np.int64)
-    codes = entries["action_id"].cat.codes.to_numpy()
-    first = np.flatnonzero(np.diff(rec, prepend=-1) != 0)
-    rc = codes[first]
-    rc = rc[rc >= 0]  # a record without action id is an action of its own
-    if not len(rc) or np.bincount(rc).max() <= 1:
-        return np.arange(n, dtype=np.int64)
-    pid = entries["premise_id"].cat.codes.to_numpy().astype(np.int64)
-    key = pd.Series(codes.astype(np.int64) * (int(pid.max()) + 2) + pid + 1)
-    keep = ~key.duplicated(keep="last").to_numpy() | (codes < 0)
-    return np.flatnonzero(keep)
-
-
 def monitor(
     artifact: str | os.PathLike[str],
     decisions: PathLike | Sequence[PathLike],
@@ -236,7 +217,7 @@ def monitor(
     claims : DataFrame
         The outcome-labelled claims of the join (what ``--on-alert`` retrains on).
     """
-    from amv_calib.claims import label_claims, read_uses
+    from amv_calib.claims import label_claims, read_uses, use_entries
     from amv_calib.contract import load_artifact
 
     cfg = config or MonitorConfig()
@@ -253,7 +234,7 @@ def monitor(
     entries = log.entries
 
     # -- uses and their windows -------------------------------------------------------
-    use_pos = _last_use_entries(entries)
+    use_pos = use_entries(log)
     t_use = entries["t_us"].to_numpy()[use_pos]
     valid_t = t_use != _NAT
     if not valid_t.any():
