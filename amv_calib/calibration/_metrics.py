@@ -498,16 +498,28 @@ def _binomial_interval(
         centre = (rate + z * z / (2.0 * n)) / denom
         half = z * np.sqrt(rate * (1.0 - rate) / n + z * z / (4.0 * n * n)) / denom
         return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+    return _clopper_pearson(rate * n, n, alpha / 2.0)
+
+
+def _clopper_pearson(k: FloatArray, n: FloatArray, tail: float) -> tuple[FloatArray, FloatArray]:
+    """Clopper-Pearson bounds of ``k`` events in ``n`` trials, ``tail`` outside each bound;
+    0 and 1 at the ends where ``k`` is 0 or ``n``."""
     from scipy.stats import beta
 
-    k = rate * n
     # beta.ppf is only evaluated where its shape parameters are positive.
-    lo = np.zeros_like(rate)
-    hi = np.ones_like(rate)
+    lo = np.zeros_like(k)
+    hi = np.ones_like(k)
     pos, below = k > 0, k < n
-    lo[pos] = beta.ppf(alpha / 2.0, k[pos], n[pos] - k[pos] + 1.0)
-    hi[below] = beta.ppf(1.0 - alpha / 2.0, k[below] + 1.0, n[below] - k[below])
+    lo[pos] = beta.ppf(tail, k[pos], n[pos] - k[pos] + 1.0)
+    hi[below] = beta.ppf(1.0 - tail, k[below] + 1.0, n[below] - k[below])
     return lo, hi
+
+
+def clopper_pearson(k: int, n: int, confidence: float) -> tuple[float, float]:
+    """Two-sided Clopper-Pearson (exact) interval of ``k`` events in ``n`` trials."""
+    lo, hi = _clopper_pearson(np.array([k], dtype=np.float64), np.array([n], dtype=np.float64),
+                              (1.0 - confidence) / 2.0)
+    return float(lo[0]), float(hi[0])
 
 
 def smooth_ece(

@@ -135,16 +135,6 @@ def ks(sample: Sequence[float], values: FloatArray) -> tuple[float, float]:
     return d, float(kolmogorov(math.sqrt(n * m / (n + m)) * d))
 
 
-def clopper_pearson(k: int, n: int, confidence: float) -> tuple[float, float]:
-    """Two-sided Clopper-Pearson interval of a binomial rate."""
-    from scipy.stats import beta
-
-    a = (1.0 - confidence) / 2.0
-    lo = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
-    hi = 1.0 if k == n else float(beta.ppf(1.0 - a, k + 1, n - k))
-    return lo, hi
-
-
 def _z(confidence: float) -> float:
     """The two-sided normal quantile of ``confidence``."""
     from scipy.stats import norm
@@ -250,6 +240,8 @@ def calibration_stats(y: FloatArray, p: FloatArray, training: Mapping[str, Any],
 def harm_stats(harmful: NDArray[np.bool_], alpha: float | None,
                config: MonitorConfig) -> dict[str, Any]:
     """Gate Harmful of the labelled actions with its Clopper-Pearson bounds."""
+    from amv_calib.calibration import clopper_pearson
+
     n, k = len(harmful), int(np.count_nonzero(harmful))
     warn = clopper_pearson(k, n, config.warn_confidence)
     alert = clopper_pearson(k, n, config.alert_confidence)
@@ -329,6 +321,8 @@ def decide(w: WindowStats, config: MonitorConfig) -> None:
     else:
         notes.append(f"calibration: {w.labelled} labelled uses (fewer than "
                      f"{config.min_labels}): insufficient data")
+    from amv_calib.calibration import clopper_pearson
+
     h = w.harm
     alpha = h.get("alpha") if h else None
     if not h or w.actions_labelled < config.min_actions:

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from scipy.stats import ks_2samp, kstwobign
 
+from amv_calib.calibration import clopper_pearson
 from amv_calib.monitoring._stats import (
     MonitorConfig,
     WindowStats,
     calibration_stats,
-    clopper_pearson,
     decide,
     ks,
     psi,
