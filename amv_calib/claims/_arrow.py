@@ -22,22 +22,22 @@ Column: TypeAlias = "pa.Array | pa.ChunkedArray"
 
 # A generous pre-filter: a superset of what pyarrow's float parser accepts, so it only saves
 # work and never changes which values are accepted (tests check the superset property).
-_NUMBER_LIKE: Final = r"(?i)^[+-]?(nan|inf(inity)?|[0-9.]+([eE][+-]?[0-9]*)?)$"
+NUMBER_LIKE: Final = r"(?i)^[+-]?(nan|inf(inity)?|[0-9.]+([eE][+-]?[0-9]*)?)$"
 
 
-def _np_mask(arr: Column) -> BoolArray:
+def np_mask(arr: Column) -> BoolArray:
     """A boolean Arrow column as a numpy mask (nulls must be filled first)."""
     return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _null_mask(arr: Column) -> BoolArray:
+def null_mask(arr: Column) -> BoolArray:
     """Where ``arr`` is null."""
     if arr.null_count == 0:
         return np.zeros(len(arr), dtype=bool)
-    return _np_mask(arr.is_null())
+    return np_mask(arr.is_null())
 
 
-def _cast_each(arr: pa.Array, typ: pa.DataType) -> tuple[pa.Array, BoolArray]:
+def cast_each(arr: pa.Array, typ: pa.DataType) -> tuple[pa.Array, BoolArray]:
     """Cast elementwise; values pyarrow cannot cast become null and are flagged.
 
     Splits the array in halves on failure, so the cost grows with the number of bad values,
@@ -51,12 +51,12 @@ def _cast_each(arr: pa.Array, typ: pa.DataType) -> tuple[pa.Array, BoolArray]:
     if n == 1:
         return pa.nulls(1, typ), np.ones(1, dtype=bool)
     mid = n // 2
-    a, fa = _cast_each(arr.slice(0, mid), typ)
-    b, fb = _cast_each(arr.slice(mid), typ)
+    a, fa = cast_each(arr.slice(0, mid), typ)
+    b, fb = cast_each(arr.slice(mid), typ)
     return pa.concat_arrays([a, b]), np.concatenate([fa, fb])
 
 
-def _cast_subset(
+def cast_subset(
     arr: pa.Array, take: BoolArray, typ: pa.DataType
 ) -> tuple[pa.Array, BoolArray]:
     """Cast ``arr[take]`` elementwise; returns full-length values (null elsewhere) and the
@@ -65,12 +65,12 @@ def _cast_subset(
     failed = np.zeros(n, dtype=bool)
     idx = np.flatnonzero(take)
     if len(idx) == n:
-        values, bad = _cast_each(arr, typ)
+        values, bad = cast_each(arr, typ)
         return values, bad
     out = pa.nulls(n, typ)
     if len(idx) == 0:
         return out, failed
-    values, bad = _cast_each(arr.take(pa.array(idx)), typ)
+    values, bad = cast_each(arr.take(pa.array(idx)), typ)
     failed[idx[bad]] = True
     # Scatter back: build with numpy where possible.
     full_idx = np.full(n, -1, dtype=np.int64)
@@ -79,7 +79,7 @@ def _cast_subset(
     return out, failed
 
 
-def _string_view(arr: pa.Array) -> pa.Array:
+def string_view(arr: pa.Array) -> pa.Array:
     """``arr`` as a string array (lists joined by commas, nulls kept)."""
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
@@ -90,13 +90,13 @@ def _string_view(arr: pa.Array) -> pa.Array:
     if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
         return pc.binary_join(pc.cast(arr, pa.list_(pa.string())), ",")
     if pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type):
-        return _cast_subset(arr, np.ones(len(arr), dtype=bool), pa.string())[0]
+        return cast_subset(arr, np.ones(len(arr), dtype=bool), pa.string())[0]
     if pa.types.is_null(arr.type):
         return pa.nulls(len(arr), pa.string())
     return pc.cast(arr, pa.string())
 
 
-def _is_stringish(arr: Column) -> bool:
+def is_stringish(arr: Column) -> bool:
     """Whether ``arr`` holds text (strings, binary, or a dictionary of them)."""
     t = arr.type
     return bool(pa.types.is_string(t) or pa.types.is_large_string(t)
@@ -104,27 +104,27 @@ def _is_stringish(arr: Column) -> bool:
                 or pa.types.is_binary(t) or pa.types.is_large_binary(t))
 
 
-def _is_number_type(t: pa.DataType) -> bool:
+def is_number_type(t: pa.DataType) -> bool:
     """Whether ``t`` is an integer, floating-point or decimal type."""
     return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t))
 
 
-def _text_of(arr: pa.Array, idx: IntArray) -> pa.Array:
+def text_of(arr: pa.Array, idx: IntArray) -> pa.Array:
     """The fields ``arr[idx]`` as text (a string array)."""
     sub = arr.take(pa.array(idx, type=pa.int64()))
     try:
-        return pc.cast(_string_view(sub), pa.string())
+        return pc.cast(string_view(sub), pa.string())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return pa.array([None if v is None else str(v) for v in sub.to_pylist()],
                         type=pa.string())
 
 
-def _is_na(v: Any) -> bool:
+def is_na(v: Any) -> bool:
     """Whether a Python value stands for a missing one (None, NaN, ``pd.NA``)."""
     return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA
 
 
-def _zoned_datetimes(s: pd.Series) -> pa.Array:
+def zoned_datetimes(s: pd.Series) -> pa.Array:
     """A zoned datetime Series as Arrow timestamps in its zone, as pyarrow converts it.
 
     pyarrow's own conversion reads ``Series.values``, which pandas 3.1 deprecates for zoned
@@ -137,7 +137,7 @@ def _zoned_datetimes(s: pd.Series) -> pa.Array:
         pa.timestamp(unit, tz=zone))
 
 
-def _arrow_column(values: Any) -> Column:
+def arrow_column(values: Any) -> Column:
     """``values`` (an Arrow array, a pandas Series, a numpy array or a sequence) as Arrow.
 
     A column Arrow cannot type as one (text mixed with numbers, say) becomes text, each
@@ -146,8 +146,8 @@ def _arrow_column(values: Any) -> Column:
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         return values
     if isinstance(values, pd.Series) and isinstance(values.dtype, pd.DatetimeTZDtype):
-        return _zoned_datetimes(values)
+        return zoned_datetimes(values)
     try:
         return pa.array(values, from_pandas=True)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-        return pa.array([None if _is_na(v) else str(v) for v in values], type=pa.string())
+        return pa.array([None if is_na(v) else str(v) for v in values], type=pa.string())

@@ -40,17 +40,17 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from amv_calib.claims._arrow import (
-    _NUMBER_LIKE,
+    NUMBER_LIKE,
     BoolArray,
     IntArray,
-    _arrow_column,
-    _cast_subset,
-    _is_number_type,
-    _is_stringish,
-    _np_mask,
-    _null_mask,
-    _string_view,
-    _text_of,
+    arrow_column,
+    cast_subset,
+    is_number_type,
+    is_stringish,
+    np_mask,
+    null_mask,
+    string_view,
+    text_of,
 )
 from amv_calib.claims._outputs import claim_outputs, record_outputs
 from amv_calib.claims._times import PROBLEMS as TIMESTAMP_PROBLEMS
@@ -982,11 +982,11 @@ def _open_jsonl(path: Path, chunksize: int) -> _Reader:
 def _frame_table(frame: pd.DataFrame) -> pa.Table:
     def by_column() -> pa.Table:
         return pa.Table.from_arrays(
-            [_arrow_column(frame.iloc[:, i]) for i in range(frame.shape[1])],
+            [arrow_column(frame.iloc[:, i]) for i in range(frame.shape[1])],
             names=[str(c) for c in frame.columns])
 
     if any(isinstance(t, pd.DatetimeTZDtype) for t in frame.dtypes):
-        return by_column()  # zoned datetimes: see _zoned_datetimes
+        return by_column()  # zoned datetimes: see _arrow.zoned_datetimes
     try:
         return pa.Table.from_pandas(frame, preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
@@ -1164,10 +1164,10 @@ def _empty_mask(s: pa.Array, nulls: BoolArray) -> BoolArray:
             idx = np.flatnonzero(maybe)
             sub = s.take(pa.array(idx, type=pa.int64()))
             empty = np.zeros(n, dtype=bool)
-            empty[idx] = _np_mask(pc.fill_null(pc.equal(pc.utf8_trim_whitespace(sub), ""),
+            empty[idx] = np_mask(pc.fill_null(pc.equal(pc.utf8_trim_whitespace(sub), ""),
                                                False))
             return empty & ~nulls
-    empty = _np_mask(pc.fill_null(pc.equal(pc.utf8_trim_whitespace(s), ""), False))
+    empty = np_mask(pc.fill_null(pc.equal(pc.utf8_trim_whitespace(s), ""), False))
     return empty & ~nulls
 
 
@@ -1186,23 +1186,23 @@ def _text_to_float(s: pa.Array) -> tuple[pa.Array, BoolArray]:
     except pa.ArrowInvalid:
         pass
     trimmed = pc.utf8_trim_whitespace(s)
-    nonempty = _np_mask(pc.fill_null(pc.not_equal(trimmed, ""), False))
-    looks = _np_mask(pc.fill_null(pc.match_substring_regex(trimmed, _NUMBER_LIKE), False))
-    values, failed = _cast_subset(trimmed, looks, pa.float64())
+    nonempty = np_mask(pc.fill_null(pc.not_equal(trimmed, ""), False))
+    looks = np_mask(pc.fill_null(pc.match_substring_regex(trimmed, NUMBER_LIKE), False))
+    values, failed = cast_subset(trimmed, looks, pa.float64())
     return values, failed | (nonempty & ~looks)
 
 
 def _parse_float(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
-    nulls = _null_mask(arr)
+    nulls = null_mask(arr)
     n = len(arr)
     empty = np.zeros(n, dtype=bool)
-    if _is_stringish(arr):
-        s = _string_view(arr)
+    if is_stringish(arr):
+        s = string_view(arr)
         values, invalid = _text_to_float(s)
         if invalid.any() or values.null_count > int(nulls.sum()):
             empty = _empty_mask(s, nulls)
             invalid &= ~empty
-    elif _is_number_type(arr.type):
+    elif is_number_type(arr.type):
         values, invalid = pc.cast(arr, pa.float64()), np.zeros(n, dtype=bool)
     elif pa.types.is_null(arr.type):
         values, invalid = pa.nulls(n, pa.float64()), np.zeros(n, dtype=bool)
@@ -1247,20 +1247,20 @@ _BOOL_FAST: Final = pa.concat_arrays([_TRUE_FAST, _FALSE_FAST])
 
 
 def _parse_bool(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
-    nulls = _null_mask(arr)
+    nulls = null_mask(arr)
     n = len(arr)
     empty = np.zeros(n, dtype=bool)
     if pa.types.is_boolean(arr.type):
         values = arr
         invalid = np.zeros(n, dtype=bool)
-    elif _is_number_type(arr.type):
+    elif is_number_type(arr.type):
         x = np.asarray(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False))
         with np.errstate(invalid="ignore"):
             is_true, is_false = x == 1.0, x == 0.0
         invalid = ~(is_true | is_false | nulls)
         values = pa.array(is_true, mask=~(is_true | is_false))
-    elif _is_stringish(arr):
-        s = _string_view(arr)
+    elif is_stringish(arr):
+        s = string_view(arr)
         try:
             # Arrow's cast takes true/false in any case and 1/0 (a subset of the spellings
             # accepted here, mapped alike) and fails on anything else; nulls stay null.
@@ -1277,10 +1277,10 @@ def _parse_bool(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
         ok = code >= 0
         if not (ok | nulls).all():
             s = pc.utf8_lower(pc.utf8_trim_whitespace(s))
-            is_true = _np_mask(pc.fill_null(pc.is_in(s, value_set=_TRUE_SET), False))
-            is_false = _np_mask(pc.fill_null(pc.is_in(s, value_set=_FALSE_SET), False))
+            is_true = np_mask(pc.fill_null(pc.is_in(s, value_set=_TRUE_SET), False))
+            is_false = np_mask(pc.fill_null(pc.is_in(s, value_set=_FALSE_SET), False))
             ok = is_true | is_false
-            empty = _np_mask(pc.fill_null(pc.equal(s, ""), False)) & ~nulls
+            empty = np_mask(pc.fill_null(pc.equal(s, ""), False)) & ~nulls
         invalid = ~(ok | nulls | empty)
         values = pa.array(is_true, mask=~ok)
     else:
@@ -1314,8 +1314,8 @@ def _reason(message: str, col: str) -> Callable[[str | None], str]:
 
 
 def _parse_id(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
-    s = _string_view(arr)
-    nulls = _null_mask(s)
+    s = string_view(arr)
+    nulls = null_mask(s)
     empty = _empty_mask(s, nulls)
     return _Parsed(values=pc.cast(s, pa.large_string()),
                    problems=_missing_problems(col, nulls, empty))
@@ -1323,7 +1323,7 @@ def _parse_id(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
 
 def _parse_str(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
     # An empty optional field is missing (null), as in every other format.
-    s = pc.cast(_string_view(arr), pa.large_string())
+    s = pc.cast(string_view(arr), pa.large_string())
     empty = pc.equal(s, "")
     if pc.any(empty).as_py():
         s = pc.if_else(empty, pa.scalar(None, pa.large_string()), s)
@@ -1585,7 +1585,7 @@ def _parse_chunk(chunk: _Chunk, mapping: Mapping[str, str], out_columns: Sequenc
         for prob in p.problems:
             bad |= prob.mask
     ids, ts = parsed["claim_id"], parsed["timestamp"]
-    key_ok = ~(_null_mask(ids.values) | _null_mask(ts.values))
+    key_ok = ~(null_mask(ids.values) | null_mask(ts.values))
     for prob in ids.problems:
         key_ok &= ~prob.mask
     keys = _pair_hash(ids.values, ts.values)
@@ -1594,8 +1594,8 @@ def _parse_chunk(chunk: _Chunk, mapping: Mapping[str, str], out_columns: Sequenc
         # A soft label (amv-calib label) is one use written as two weighted rows, violated
         # true and false: the label joins the key of weighted rows, so the pair is not a
         # duplicate, while a weighted row repeating the same label still is.
-        weighted = ~_null_mask(weights.values)
-        label = _np_mask(pc.fill_null(parsed["violated"].values, False)).astype(np.uint64)
+        weighted = ~null_mask(weights.values)
+        label = np_mask(pc.fill_null(parsed["violated"].values, False)).astype(np.uint64)
         keys = np.where(weighted, _mix64(keys ^ ((label + np.uint64(1)) * _GOLDEN)), keys)
     return _ParsedChunk(chunk=chunk, parsed=parsed, sources=sources, filled=filled, bad=bad,
                         key_ok=key_ok, keys=keys)
@@ -1606,11 +1606,11 @@ def _merged_column(columns: Mapping[str, pa.Array], names: Sequence[str]
     """Several spellings of one column as one, as text: per row the first non-null in
     ``names`` order (the canonical spelling wins); and the spellings after the first that
     filled a row."""
-    texts = [_text_of(columns[name], np.arange(len(columns[name]))) for name in names]
+    texts = [text_of(columns[name], np.arange(len(columns[name]))) for name in names]
     merged = texts[0]
     used: set[str] = set()
     for name, text in zip(names[1:], texts[1:], strict=True):
-        if (_null_mask(merged) & ~_null_mask(text)).any():
+        if (null_mask(merged) & ~null_mask(text)).any():
             used.add(name)
         merged = pc.coalesce(merged, text)
     return merged, used
@@ -1654,7 +1654,7 @@ def _validate(
                 if len(where) == 0:
                     continue
                 counts[prob.key] += len(where)
-                texts = _text_of(pchunk.sources[c], where).to_pylist()
+                texts = text_of(pchunk.sources[c], where).to_pylist()
                 for i, text in zip(slot[where].tolist(), texts, strict=True):
                     reasons[i].append(prob.message(text))
         where = np.flatnonzero(is_dup)
@@ -1682,7 +1682,7 @@ def _validate(
         col = chunk.columns.get(name)
         rej_cols[_reject_name(name)] = (
             pa.nulls(len(bad_idx), pa.string()) if col is None
-            else _text_of(col, bad_idx)
+            else text_of(col, bad_idx)
         )
     rejects = pa.table(rej_cols)
     lines: list[str | None] = (

@@ -941,13 +941,19 @@ class JoinReport:
     == uses_read + repeated_entries``; ``sum(outcomes.values()) == outcomes_read``.
     """
 
+    #: Per decision file: its name and how its lines went (lines, records, blank, torn,
+    #: corrupt).
     decision_files: list[dict[str, Any]]
+    #: Premise entries in the records, and those a later record of the same action and
+    #: premise replaced (the last record wins).
     premise_entries: int
     repeated_entries: int
+    #: The uses left, and where they went: joined (by label source) or not (by reason).
     uses_read: int
     joined: int
     joined_by_source: dict[str, int]
     unjoined: dict[str, int]
+    #: Outcome records read, and what became of each (:data:`OUTCOME_STATUSES`).
     outcomes_read: int
     outcomes: dict[str, int]
     rows: int

@@ -72,11 +72,13 @@ class Family:
     name: str
     description: str
     weight: float
+    # where its claims live in feature space (the class docstring)
     recency_median: float
     recency_sigma: float
     trust_beta: tuple[float, float]
     conf_beta: tuple[float, float]
     contradiction_rate: float
+    # how they fail: the staleness law (the module docstring)
     pi: float
     scale: float
     shape: float

@@ -24,21 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from amv_calib.claims._arrow import (
-    _NUMBER_LIKE,
-    BoolArray,
-    Column,
-    FloatArray,
-    IntArray,
-    _arrow_column,
-    _cast_subset,
-    _is_number_type,
-    _is_stringish,
-    _np_mask,
-    _null_mask,
-    _string_view,
-    _text_of,
-)
+from amv_calib.claims import _arrow
+from amv_calib.claims._arrow import BoolArray, Column, FloatArray, IntArray
 
 UTC_US: Final = pa.timestamp("us", tz="UTC")
 
@@ -116,7 +103,7 @@ class ParsedTimestamps:
             if getattr(self, attr)[i]:
                 src = self.source
                 arr = src.combine_chunks() if isinstance(src, pa.ChunkedArray) else src
-                text = _text_of(arr, np.array([i], dtype=np.int64))[0].as_py()
+                text = _arrow.text_of(arr, np.array([i], dtype=np.int64))[0].as_py()
                 return message.format(field=field, text=text)
         return None
 
@@ -136,9 +123,9 @@ def parse_timestamps(values: Any) -> ParsedTimestamps:
         The instants as ``timestamp[us, tz=UTC]`` (:meth:`ParsedTimestamps.us` gives int64
         microseconds) and, per value, why it did not parse.
     """
-    arr = _arrow_column(values)
+    arr = _arrow.arrow_column(values)
     source = arr
-    nulls = _null_mask(arr)
+    nulls = _arrow.null_mask(arr)
     n = len(arr)
     empty, nonfinite, out_of_range, invalid = (np.zeros(n, dtype=bool) for _ in range(4))
     if pa.types.is_dictionary(arr.type):
@@ -147,7 +134,7 @@ def parse_timestamps(values: Any) -> ParsedTimestamps:
     t = arr.type
     if pa.types.is_timestamp(t) or pa.types.is_date(t):
         values_, out_of_range = _typed_to_us(arr)
-    elif _is_number_type(t):
+    elif _arrow.is_number_type(t):
         x = np.asarray(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False))
         with np.errstate(invalid="ignore"):
             nonfinite = ~nulls & ~np.isfinite(x)
@@ -155,8 +142,8 @@ def parse_timestamps(values: Any) -> ParsedTimestamps:
         out_of_range = rng & ~nulls & ~nonfinite
         values_ = pc.cast(pa.array(us, type=pa.int64(), mask=nulls | nonfinite | out_of_range),
                           UTC_US)
-    elif _is_stringish(arr):
-        s = _string_view(arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr)
+    elif _arrow.is_stringish(arr):
+        s = _arrow.string_view(arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr)
         values_, empty, nonfinite, out_of_range, invalid = _text_to_timestamp(s, nulls)
     else:  # booleans, nested values: not a time
         values_ = pa.nulls(n, UTC_US)
@@ -194,7 +181,7 @@ def _outside_span(ints: Column, per_us: int) -> BoolArray:
     if lo <= mm["min"].as_py() and mm["max"].as_py() <= hi:  # the common case: one pass
         return np.zeros(n, dtype=bool)
     raw = np.asarray(pc.fill_null(ints, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
-    return ((raw < lo) | (raw > hi)) & ~_null_mask(ints)
+    return ((raw < lo) | (raw > hi)) & ~_arrow.null_mask(ints)
 
 
 def _typed_to_us(arr: Column) -> tuple[Column, BoolArray]:
@@ -243,16 +230,16 @@ def _text_to_timestamp(
     # Per value: epoch number, else ISO-8601 with offset, else without (read as UTC);
     # microsecond precision first, nanosecond strings after.
     trimmed = pc.utf8_trim_whitespace(s)
-    empty = _np_mask(pc.fill_null(pc.equal(trimmed, ""), False)) & ~nulls
+    empty = _arrow.np_mask(pc.fill_null(pc.equal(trimmed, ""), False)) & ~nulls
     todo = ~(nulls | empty)
     out = np.zeros(n, dtype=np.int64)
     done = np.zeros(n, dtype=bool)
-    numberish = todo & _np_mask(pc.fill_null(pc.match_substring_regex(trimmed, _NUMBER_LIKE),
-                                             False))
+    numberish = todo & _arrow.np_mask(
+        pc.fill_null(pc.match_substring_regex(trimmed, _arrow.NUMBER_LIKE), False))
     nonfinite = np.zeros(n, dtype=bool)
     out_of_range = np.zeros(n, dtype=bool)
     if numberish.any():
-        fvals, ffail = _cast_subset(trimmed, numberish, pa.float64())
+        fvals, ffail = _arrow.cast_subset(trimmed, numberish, pa.float64())
         x = np.asarray(fvals.to_numpy(zero_copy_only=False), dtype=np.float64)
         ok = numberish & ~ffail
         with np.errstate(invalid="ignore"):
@@ -262,8 +249,8 @@ def _text_to_timestamp(
         good = ok & ~nonfinite & ~out_of_range
         out[good] = us[good]
         done |= ok
-    offset = _np_mask(pc.fill_null(pc.match_substring_regex(trimmed, _HAS_OFFSET), False))
-    datelike = _np_mask(pc.fill_null(pc.match_substring_regex(trimmed, _DATE_LIKE), False))
+    offset = _arrow.np_mask(pc.fill_null(pc.match_substring_regex(trimmed, _HAS_OFFSET), False))
+    datelike = _arrow.np_mask(pc.fill_null(pc.match_substring_regex(trimmed, _DATE_LIKE), False))
     # The offset test only saves failed casts: a value it misjudges ('2026-01-01' ends like
     # an offset) falls through to the next stage, so acceptance does not depend on it.
     everything = np.ones(n, dtype=bool)
@@ -276,7 +263,7 @@ def _text_to_timestamp(
         take = todo & ~done & datelike & which
         if not take.any():
             continue
-        vals, fail = _cast_subset(trimmed, take, typ)
+        vals, fail = _arrow.cast_subset(trimmed, take, typ)
         good = take & ~fail
         if good.any():
             as_us = pc.cast(pc.cast(vals, pa.timestamp(typ.unit, tz="UTC")), UTC_US, safe=False)
@@ -289,7 +276,7 @@ def _text_to_timestamp(
     out_of_range |= parsed_text & ((out < US_MIN) | (out > US_MAX))
     invalid = todo & ~done
     if invalid.any():
-        far = invalid & _np_mask(pc.fill_null(pc.match_substring_regex(trimmed, _FAR_YEAR),
+        far = invalid & _arrow.np_mask(pc.fill_null(pc.match_substring_regex(trimmed, _FAR_YEAR),
                                               False))
         out_of_range |= far
         invalid &= ~far

@@ -50,7 +50,14 @@ from amv_calib.gate._engine import (
     seed_calibrate,
     update_posteriors,
 )
-from amv_calib.gate._model import CandidateAction, DependencyType, MemoryClaim, Premise, Verifier
+from amv_calib.gate._model import (
+    CandidateAction,
+    DependencyType,
+    GateSettings,
+    MemoryClaim,
+    Premise,
+    Verifier,
+)
 from amv_calib.gate._planner import MAX_EXACT_VERIFIERS, MAX_OUTCOMES, MAX_WORK
 
 __all__ = [
@@ -63,6 +70,7 @@ __all__ = [
     "Decision",
     "DependencyType",
     "Gate",
+    "GateSettings",
     "MemoryClaim",
     "Mode",
     "Planner",

@@ -17,6 +17,8 @@ from typing import Any, Final, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from amv_calib.gate._model import GateSettings
+
 __all__ = [
     "ABSTAIN",
     "PROCEED",
@@ -44,28 +46,7 @@ class _GateLike(Protocol):
     """What the batch gate reads from a :class:`~amv_calib.gate.Gate`."""
 
     @property
-    def lambda_cost_scale(self) -> float: ...
-
-    @property
-    def delta_loss_threshold(self) -> float: ...
-
-    @property
-    def epsilon_harm_bound(self) -> float: ...
-
-    @property
-    def harm_price(self) -> float: ...
-
-    @property
-    def planner(self) -> str: ...
-
-    @property
-    def mode(self) -> str: ...
-
-    @property
-    def max_verifications(self) -> int: ...
-
-    @property
-    def reuse_verifiers(self) -> bool: ...
+    def settings(self) -> GateSettings: ...
 
     @property
     def refusal(self) -> str | None: ...
@@ -187,14 +168,14 @@ def update_batch(
         Reliability of the called verifier.
     """
     target = np.asarray(resolves, dtype=bool) & np.asarray(premise_mask, dtype=bool)
-    if gate.mode == "seed":
+    if gate.settings.mode == "seed":
         rows = np.arange(target.shape[0])
         first = np.argmax(target, axis=1)
         has = target[rows, first]
         target = np.zeros_like(target)
         target[rows[has], first[has]] = True
     r = np.broadcast_to(np.asarray(reliability, dtype=np.float64)[:, None], p.shape)
-    post = posterior_batch(p, r, np.asarray(confirm, dtype=bool), mode=gate.mode)
+    post = posterior_batch(p, r, np.asarray(confirm, dtype=bool), mode=gate.settings.mode)
     return np.where(target, post, p)
 
 
@@ -330,10 +311,11 @@ def evaluate_batch(
     rel = _as("reliability", reliability, np.float64, (n, n_ver))
     avail = (np.ones((n, n_ver), dtype=bool) if available is None
              else _as("available", available, bool, (n, n_ver)))
-    left = (np.full(n, max(int(gate.max_verifications), 0), dtype=np.int64) if budget is None
+    st = gate.settings
+    left = (np.full(n, st.max_verifications, dtype=np.int64) if budget is None
             else _as("budget", budget, np.int64, (n,)))
-    seed = gate.mode == "seed"
-    mu = 0.0 if seed else float(gate.harm_price)  # the seed engine knows no harm price
+    seed = st.mode == "seed"
+    mu = 0.0 if seed else st.harm_price  # the seed engine knows no harm price
     if gate.refusal is not None:
         # fail closed as the scalar gate does: P_any = 1, V_stop = kappa
         _check_inputs(pa, mask, th, ka, co, rel, avail)
@@ -357,9 +339,9 @@ def evaluate_batch(
     adm = block[(8 * f8 + 1) * n:].view(np.bool_)
     c = np.ascontiguousarray
     bad = _compiled.decide_rows(
-        seed=seed, look=gate.planner == "lookahead" and not seed,
-        reuse=bool(gate.reuse_verifiers), lam=float(gate.lambda_cost_scale),
-        delta=float(gate.delta_loss_threshold), eps=float(gate.epsilon_harm_bound), mu=mu,
+        seed=seed, look=st.planner == "lookahead", reuse=st.reuse_verifiers,
+        lam=st.lambda_cost_scale, delta=st.delta_loss_threshold, eps=st.epsilon_harm_bound,
+        mu=mu,
         p=c(pa), mask=c(mask), theta=c(th), kappa=c(ka), res=c(res), cost=c(co), rel=c(rel),
         avail=c(avail), left=c(left), out_f=out_f, out_i=out_i, verifier=verifier,
         regime=regime, adm=adm, n_jobs=n_jobs)

@@ -70,11 +70,12 @@ updated, ``P(refute) = 1 - P(confirm)``, strict ``VOI > 0``, and its calibration
 from __future__ import annotations
 
 import math
+import operator
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, Generic, Literal, NamedTuple, TypeVar, cast, overload
 
 import numpy as np
 
@@ -85,8 +86,12 @@ from amv_calib.gate._model import (
     REGIME_CODES,
     VOI_TOLERANCE,
     CandidateAction,
+    GateSettings,
+    Mode,
+    Planner,
     Premise,
     Verifier,
+    gate_number,
 )
 from amv_calib.gate._planner import MAX_OUTCOMES, Spec, enumerable, plan
 
@@ -109,8 +114,6 @@ __all__ = [
 ]
 
 Regime = Literal["PROCEED", "VERIFY", "ABSTAIN"]
-Planner = Literal["lookahead", "myopic"]
-Mode = Literal["amv", "seed"]
 
 
 _NEG_INF: Final = float("-inf")
@@ -489,6 +492,36 @@ def _expect(probs: Sequence[float], q: float, idx: Sequence[int], r: float, thet
     return e
 
 
+_T = TypeVar("_T")
+
+
+class _ReadOnly(Generic[_T]):
+    """A read-only attribute of :class:`Gate`: the value at ``path`` (a dotted attribute
+    path from the gate, as :func:`operator.attrgetter` reads it), documented by ``doc``."""
+
+    def __init__(self, path: str, doc: str) -> None:
+        self.__doc__ = doc
+        self._get = operator.attrgetter(path)
+        self._name = path
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _ReadOnly[_T]: ...
+
+    @overload
+    def __get__(self, obj: Gate, owner: type | None = None) -> _T: ...
+
+    def __get__(self, obj: Gate | None, owner: type | None = None) -> _T | _ReadOnly[_T]:
+        if obj is None:
+            return self
+        return cast(_T, self._get(obj))
+
+    def __set__(self, obj: Gate, value: Any) -> None:
+        raise AttributeError(f"Gate.{self._name} is read-only; make a new Gate")
+
+
 class Gate:
     """The AMV runtime gate: PROCEED, VERIFY or ABSTAIN for one candidate action.
 
@@ -546,41 +579,26 @@ class Gate:
         artifact_version: str | None = None,
         decision_log: str | os.PathLike[str] | Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
-        lam = _gate_number(lambda_cost_scale, "lambda_cost_scale")
-        if not (lam >= 0.0 and math.isfinite(lam)):
-            raise ValueError(f"lambda_cost_scale={lambda_cost_scale!r} must be finite and >= 0")
-        delta = _gate_number(delta_loss_threshold, "delta_loss_threshold")
-        if not delta >= 0.0:
-            raise ValueError(f"delta_loss_threshold={delta_loss_threshold!r} must be >= 0")
-        eps = _gate_number(epsilon_harm_bound, "epsilon_harm_bound")
-        if not 0.0 <= eps <= 1.0:
-            raise ValueError(f"epsilon_harm_bound={epsilon_harm_bound!r} must lie in [0, 1]")
-        mu = _gate_number(harm_price, "harm_price")
-        if not (mu >= 0.0 and math.isfinite(mu)):
-            raise ValueError(f"harm_price={harm_price!r} must be finite and >= 0")
-        if planner not in ("lookahead", "myopic"):
-            raise ValueError(f"planner={planner!r} must be 'lookahead' or 'myopic'")
-        if mode not in ("amv", "seed"):
-            raise ValueError(f"mode={mode!r} must be 'amv' or 'seed'")
-        if (isinstance(max_verifications, bool) or not isinstance(max_verifications, int)
-                or max_verifications < 0):
-            raise ValueError(f"max_verifications={max_verifications!r} must be an int >= 0")
+        st = GateSettings(
+            lambda_cost_scale=lambda_cost_scale, delta_loss_threshold=delta_loss_threshold,
+            epsilon_harm_bound=epsilon_harm_bound, harm_price=harm_price, planner=planner,
+            mode=mode, max_verifications=max_verifications, reuse_verifiers=reuse_verifiers)
         if calibrator is not None and not isinstance(calibrator, PortableCalibrator):
             raise ValueError(f"calibrator={calibrator!r} must be a PortableCalibrator")
         if refusal is not None and not isinstance(refusal, str):
             raise ValueError(f"refusal={refusal!r} must be a string")
-        self._lam = lam
-        self._delta = delta
-        self._eps = eps
-        self._mu = mu + 0.0  # + 0.0: -0.0 is kept (and shown) as 0.0
-        self._mode: Mode = mode
-        self._seed = mode == "seed"
+        self._settings = st
+        # the hot path reads plain attributes (module docstring)
+        self._lam = st.lambda_cost_scale
+        self._delta = st.delta_loss_threshold
+        self._eps = st.epsilon_harm_bound
+        self._mu = st.harm_price
+        self._seed = st.mode == "seed"
         # what the decisions add to theta: the seed engine knows no harm price
         self._price = 0.0 if self._seed else self._mu
-        self._planner: Planner = "myopic" if self._seed else planner
-        self._lookahead = self._planner == "lookahead"
-        self._max = max_verifications
-        self._reuse = bool(reuse_verifiers)
+        self._lookahead = st.planner == "lookahead"
+        self._max = st.max_verifications
+        self._reuse = st.reuse_verifiers
         self._calibrator = calibrator
         self._refusal = refusal
         self._artifact_name = artifact_name
@@ -601,72 +619,34 @@ class Gate:
             )
 
     # -- configuration (read-only) --------------------------------------------------------
-    @property
-    def lambda_cost_scale(self) -> float:
-        """``lambda``."""
-        return self._lam
-
-    @property
-    def delta_loss_threshold(self) -> float:
-        """``delta``."""
-        return self._delta
-
-    @property
-    def epsilon_harm_bound(self) -> float:
-        """``epsilon``."""
-        return self._eps
-
-    @property
-    def harm_price(self) -> float:
-        """``mu``, the price of harm (ignored in ``mode="seed"``)."""
-        return self._mu
-
-    @property
-    def planner(self) -> Planner:
-        """The planner in effect (``"myopic"`` whenever ``mode="seed"``)."""
-        return self._planner
-
-    @property
-    def mode(self) -> Mode:
-        """``"amv"`` or ``"seed"``."""
-        return self._mode
-
-    @property
-    def max_verifications(self) -> int:
-        """Verifier calls allowed per action."""
-        return self._max
-
-    @property
-    def reuse_verifiers(self) -> bool:
-        """Whether a run may call a verifier again."""
-        return self._reuse
-
-    @property
-    def calibrator(self) -> PortableCalibrator | None:
-        """The calibrator for claim-only premises, if any."""
-        return self._calibrator
-
-    @property
-    def refusal(self) -> str | None:
-        """Why this gate abstains on everything, or None."""
-        return self._refusal
-
-    @property
-    def artifact_name(self) -> str | None:
-        """Name of the artifact the calibrator came from."""
-        return self._artifact_name
-
-    @property
-    def artifact_version(self) -> str | None:
-        """Version of the artifact the calibrator came from."""
-        return self._artifact_version
+    settings = _ReadOnly[GateSettings](
+        "_settings", "The thresholds and planner, checked (the constructor's parameters).")
+    lambda_cost_scale = _ReadOnly[float]("_settings.lambda_cost_scale", "``lambda``.")
+    delta_loss_threshold = _ReadOnly[float]("_settings.delta_loss_threshold", "``delta``.")
+    epsilon_harm_bound = _ReadOnly[float]("_settings.epsilon_harm_bound", "``epsilon``.")
+    harm_price = _ReadOnly[float](
+        "_settings.harm_price", "``mu``, the price of harm (ignored in ``mode=\"seed\"``).")
+    planner = _ReadOnly[Planner](
+        "_settings.planner", "The planner in effect (``\"myopic\"`` whenever ``mode=\"seed\"``).")
+    mode = _ReadOnly[Mode]("_settings.mode", "``\"amv\"`` or ``\"seed\"``.")
+    max_verifications = _ReadOnly[int](
+        "_settings.max_verifications", "Verifier calls allowed per action.")
+    reuse_verifiers = _ReadOnly[bool](
+        "_settings.reuse_verifiers", "Whether a run may call a verifier again.")
+    calibrator = _ReadOnly[PortableCalibrator | None](
+        "_calibrator", "The calibrator for claim-only premises, if any.")
+    refusal = _ReadOnly[str | None]("_refusal", "Why this gate abstains on everything, or None.")
+    artifact_name = _ReadOnly[str | None](
+        "_artifact_name", "Name of the artifact the calibrator came from.")
+    artifact_version = _ReadOnly[str | None](
+        "_artifact_version", "Version of the artifact the calibrator came from.")
 
     def __repr__(self) -> str:
         return (
             f"Gate(lambda_cost_scale={self._lam!r}, delta_loss_threshold={self._delta!r}, "
             f"epsilon_harm_bound={self._eps!r}, harm_price={self._mu!r}, "
-            f"planner={self._planner!r}, "
-            f"mode={self._mode!r}, max_verifications={self._max!r}, "
+            f"planner={self.planner!r}, "
+            f"mode={self.mode!r}, max_verifications={self._max!r}, "
             f"calibrator={'yes' if self._calibrator is not None else None}, "
             f"refusal={self._refusal!r})"
         )
@@ -1126,7 +1106,7 @@ class Gate:
         RunTrace
         """
         if budget is not None:
-            budget = _gate_number(budget, "budget")
+            budget = gate_number(budget, "budget")
             if budget < 0.0:
                 raise ValueError(f"budget={budget!r} must be >= 0")
         for v in verifiers:
@@ -1233,8 +1213,8 @@ class Gate:
             "verifier": None if d.verifier is None else d.verifier.id,
             "voi": d.voi,
             "reason": d.reason,
-            "planner": self._planner,
-            "mode": self._mode,
+            "planner": self._settings.planner,
+            "mode": self._settings.mode,
             # what was offered, with declared cost and reliability: with the calls' answers
             # and the outcomes learnt later, `amv-calib label` rebuilds the action as a
             # replayable episode and measures each verifier's reliability
@@ -1278,12 +1258,3 @@ def _bound_note(verifiers: Sequence[Verifier], idxs: Sequence[tuple[int, ...]],
                 f"(up to {ub:.6g}): they could be worth calling")
     return note + ("; upper bound of their one-step VOI, V_stop - lambda c - P_any * "
                    "min(theta, kappa), not positive: they cannot change the decision")
-
-
-def _gate_number(value: Any, what: str) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-        raise ValueError(f"{what}={value!r} is not a number")
-    f = float(value)
-    if math.isnan(f):
-        raise ValueError(f"{what}={value!r} is not a number")
-    return f

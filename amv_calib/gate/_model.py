@@ -20,12 +20,15 @@ __all__ = [
     "VOI_TOLERANCE",
     "CandidateAction",
     "DependencyType",
+    "GateSettings",
     "MemoryClaim",
     "Premise",
     "Verifier",
 ]
 
 DependencyType = Literal["direct", "transitive", "joint"]
+Planner = Literal["lookahead", "myopic"]
+Mode = Literal["amv", "seed"]
 _DEPENDENCY_TYPES: Final = get_args(DependencyType)
 
 #: Ground-truth fields of an episode premise (see the episodes format); a gate input may
@@ -383,3 +386,66 @@ class Verifier:
                 raise ValueError(f"verifier {dict(data)!r} lacks {name!r}")
         kw["id"] = str(kw["id"])
         return cls(**kw)
+
+
+def gate_number(value: Any, what: str) -> float:
+    """``value`` as a float; ``ValueError`` naming ``what`` for a bool, a non-number or NaN."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        raise ValueError(f"{what}={value!r} is not a number")
+    f = float(value)
+    if math.isnan(f):
+        raise ValueError(f"{what}={value!r} is not a number")
+    return f
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateSettings:
+    """A gate's thresholds and planner, checked: the parameters of
+    :class:`~amv_calib.gate.Gate` of the same names (see there for their meaning).
+
+    ``planner`` is the planner in effect: ``"myopic"`` whenever ``mode="seed"``. A
+    ``harm_price`` of ``-0.0`` is kept as ``0.0``.
+
+    Raises
+    ------
+    ValueError
+        A value out of its range, naming the parameter and the value.
+    """
+
+    lambda_cost_scale: float = 1.0
+    delta_loss_threshold: float = 10.0
+    epsilon_harm_bound: float = 0.05
+    harm_price: float = 0.0
+    planner: Planner = "lookahead"
+    mode: Mode = "amv"
+    max_verifications: int = 8
+    reuse_verifiers: bool = False
+
+    def __post_init__(self) -> None:
+        lam = gate_number(self.lambda_cost_scale, "lambda_cost_scale")
+        if not (lam >= 0.0 and math.isfinite(lam)):
+            raise ValueError(f"lambda_cost_scale={self.lambda_cost_scale!r} must be finite "
+                             "and >= 0")
+        delta = gate_number(self.delta_loss_threshold, "delta_loss_threshold")
+        if not delta >= 0.0:
+            raise ValueError(f"delta_loss_threshold={self.delta_loss_threshold!r} must be >= 0")
+        eps = gate_number(self.epsilon_harm_bound, "epsilon_harm_bound")
+        if not 0.0 <= eps <= 1.0:
+            raise ValueError(f"epsilon_harm_bound={self.epsilon_harm_bound!r} must lie in "
+                             "[0, 1]")
+        mu = gate_number(self.harm_price, "harm_price")
+        if not (mu >= 0.0 and math.isfinite(mu)):
+            raise ValueError(f"harm_price={self.harm_price!r} must be finite and >= 0")
+        if self.planner not in ("lookahead", "myopic"):
+            raise ValueError(f"planner={self.planner!r} must be 'lookahead' or 'myopic'")
+        if self.mode not in ("amv", "seed"):
+            raise ValueError(f"mode={self.mode!r} must be 'amv' or 'seed'")
+        m = self.max_verifications
+        if isinstance(m, bool) or not isinstance(m, int) or m < 0:
+            raise ValueError(f"max_verifications={m!r} must be an int >= 0")
+        for name, value in (("lambda_cost_scale", lam), ("delta_loss_threshold", delta),
+                            ("epsilon_harm_bound", eps), ("harm_price", mu + 0.0),
+                            ("reuse_verifiers", bool(self.reuse_verifiers))):
+            object.__setattr__(self, name, value)
+        if self.mode == "seed":
+            object.__setattr__(self, "planner", "myopic")

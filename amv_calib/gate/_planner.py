@@ -259,30 +259,23 @@ def _exact(probs: Sequence[float], q: float, task: _Task) -> tuple[float, int | 
         d1 = d - 1
         b1 = b - sp.cost
         idx = sp.idx
-        if len(idx) == 1:  # the common case, unrolled: confirm, then refute
+        if len(idx) == 1:  # the common case, without outcomes()' lists: confirm, then refute
             i = idx[0]
             p = probs[i]
             r = sp.r
             s = 1.0 - r
             a = 1.0 - p
-            pc = a * r + p * s
-            pr = p * r + a * s
-            if pc > 0.0:
-                ck = key + step
-                got = memo.get(ck)
-                if got is None:
-                    post = probs.copy()
-                    post[i] = p * s / pc
-                    got = value(post, q * (r / pc), ck, rj, d1, b1)
-                acc += pc * got
-            if pr > 0.0 and acc < cut:
-                ck = key + 2 * step
-                got = memo.get(ck)
-                if got is None:
-                    post = probs.copy()
-                    post[i] = p * r / pr
-                    got = value(post, q * (s / pr), ck, rj, d1, b1)
-                acc += pr * got
+            for code, w, like_p, like_q in ((1, a * r + p * s, s, r), (2, p * r + a * s, r, s)):
+                if w > 0.0:
+                    ck = key + code * step
+                    got = memo.get(ck)
+                    if got is None:
+                        post = probs.copy()
+                        post[i] = p * like_p / w
+                        got = value(post, q * (like_q / w), ck, rj, d1, b1)
+                    acc += w * got
+                    if acc >= cut:
+                        break
             return acc
         for code, w, qo, post in outcomes(probs, q, idx, sp.r):
             ck = key + step * (code + 1)

@@ -50,12 +50,17 @@ def timeline_figure(report: Mapping[str, Any], path: str | os.PathLike[str]) -> 
     def cal(key: str) -> Callable[[Mapping[str, Any]], Any]:
         return lambda w: w["calibration"][key]
 
-    ax = axes[0]
-    ax.plot(x, _series(windows, lambda w: w["mean_p"]), "o-", label="mean p (all uses)")
-    ax.plot(x, _series(windows, cal("observed_rate")), "s-", label="observed rate (labelled)")
-    ax.plot(x, _series(windows, cal("mean_p")), "^--", label="mean p (labelled)")
-    ax.set_title("mean predicted p and observed violation rate")
-    ax.legend(fontsize=8)
+    def curves(ax: Any, title: str,
+               specs: Sequence[tuple[Callable[[Mapping[str, Any]], Any], str, str]]) -> None:
+        for get, style, label in specs:
+            ax.plot(x, _series(windows, get), style, label=label)
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+
+    curves(axes[0], "mean predicted p and observed violation rate", [
+        (lambda w: w["mean_p"], "o-", "mean p (all uses)"),
+        (cal("observed_rate"), "s-", "observed rate (labelled)"),
+        (cal("mean_p"), "^--", "mean p (labelled)")])
 
     ax = axes[1]
     ax.plot(x, _series(windows, cal("in_the_large")), "o-", label="mean p - rate")
@@ -65,28 +70,22 @@ def timeline_figure(report: Mapping[str, Any], path: str | os.PathLike[str]) -> 
     ax.set_title("calibration in the large (95% and 99.9% intervals)")
 
     ax = axes[2]
-    ax.plot(x, _series(windows, cal("log_loss_excess")), "o-",
-            label="log loss - expected if calibrated")
+    ax.axhline(cfg["loss_margin"], color="C3", ls="--", lw=1, label="loss margin")
     band(ax, "warn_ci", "warn_ci", "calibration", "log_loss_excess", "C0")
     band(ax, "alert_ci", "alert_ci", "calibration", "log_loss_excess", "C3")
-    ax.axhline(cfg["loss_margin"], color="C3", ls="--", lw=1, label="loss margin")
-    ax.set_title("log-loss excess (paired; ALERT when the 99.9% interval is above)")
-    ax.legend(fontsize=8)
+    curves(ax, "log-loss excess (paired; ALERT when the 99.9% interval is above)", [
+        (cal("log_loss_excess"), "o-", "log loss - expected if calibrated")])
 
-    ax = axes[3]
-    ax.plot(x, _series(windows, cal("log_loss")), "o-", label="log loss")
-    band(ax, "warn_ci", "warn_ci", "calibration", "log_loss", "C0")
-    ax.plot(x, _series(windows, cal("training_log_loss")), "k--", label="training (OOF)")
-    ax.plot(x, _series(windows, cal("brier")), "s-", label="Brier")
-    ax.plot(x, _series(windows, cal("training_brier")), "k:", label="training Brier")
-    ax.set_title("log loss and Brier against the training level")
-    ax.legend(fontsize=8)
+    band(axes[3], "warn_ci", "warn_ci", "calibration", "log_loss", "C0")
+    curves(axes[3], "log loss and Brier against the training level", [
+        (cal("log_loss"), "o-", "log loss"),
+        (cal("training_log_loss"), "k--", "training (OOF)"),
+        (cal("brier"), "s-", "Brier"),
+        (cal("training_brier"), "k:", "training Brier")])
 
-    ax = axes[4]
-    ax.plot(x, _series(windows, cal("ece")), "o-", label="ECE (equal mass)")
-    ax.plot(x, _series(windows, cal("smooth_ece")), "s-", label="smooth ECE")
-    ax.set_title("ECE and smooth ECE")
-    ax.legend(fontsize=8)
+    curves(axes[4], "ECE and smooth ECE", [
+        (cal("ece"), "o-", "ECE (equal mass)"),
+        (cal("smooth_ece"), "s-", "smooth ECE")])
 
     ax = axes[5]
     ax.plot(x, _series(windows, lambda w: w["harm"]["rate"]), "o-", label="Gate Harmful")

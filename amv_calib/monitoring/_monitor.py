@@ -34,15 +34,9 @@ from numpy.typing import NDArray
 
 from amv_calib.contract import CLAIM_FEATURES
 from amv_calib.exceptions import ArtifactError, ConfigError
-from amv_calib.monitoring._stats import (
-    MonitorConfig,
-    WindowStats,
-    calibration_stats,
-    decide,
-    drift_stats,
-    harm_stats,
-    safe_float,
-)
+from amv_calib.monitoring import _stats
+from amv_calib.monitoring._stats import MonitorConfig, WindowStats, safe_float
+from amv_calib.settings import read_toml
 
 PathLike = str | os.PathLike[str]
 IntArray = NDArray[np.int64]
@@ -298,19 +292,19 @@ def monitor(
         ws = WindowStats(start=_iso(lo), end=_iso(hi), uses=int(sel.sum()),
                          labelled=0, actions_labelled=0)
         if ws.uses:
-            ws.drift = drift_stats(frame, profile)
+            ws.drift = _stats.drift_stats(frame, profile)
         if len(ps):
             ws.mean_p = float(ps.mean())
             ws.mean_p_shift = None if ref_mean_p is None else ws.mean_p - ref_mean_p
         lab = (w_lab == k) & np.isfinite(p_lab)
         ws.labelled = int(lab.sum())
         if ws.labelled >= cfg.min_labels:
-            ws.calibration = calibration_stats(y_lab[lab], p_lab[lab], training, cfg)
+            ws.calibration = _stats.calibration_stats(y_lab[lab], p_lab[lab], training, cfg)
         acts = a_win == k
         ws.actions_labelled = int(acts.sum())
         if ws.actions_labelled:
-            ws.harm = harm_stats(a_harm[acts], alpha, cfg)
-        decide(ws, cfg)
+            ws.harm = _stats.harm_stats(a_harm[acts], alpha, cfg)
+        _stats.decide(ws, cfg)
         windows.append(ws)
     outside = int((w_use < 0).sum())
     return MonitorReport(artifact=str(art.path), alpha=alpha, window=window, config=cfg,
@@ -327,17 +321,10 @@ def _join_summary(report: Any) -> dict[str, Any]:
 def load_monitor_config(path: PathLike | None,
                         overrides: Mapping[str, Any] | None = None) -> MonitorConfig:
     """The ``[monitor]`` table of a TOML file (other tables are ignored), then overrides."""
-    import tomllib
-
     data: dict[str, Any] = {}
     if path is not None:
         p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"--config {p}: file not found")
-        try:
-            doc = tomllib.loads(p.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{p.name}: not valid TOML: {exc}") from exc
+        doc = read_toml(p, "--config file")
         section = doc.get("monitor", {})
         if not isinstance(section, dict):
             raise ConfigError(f"{p.name}: [monitor] must be a table")

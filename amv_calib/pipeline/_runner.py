@@ -36,6 +36,7 @@ from amv_calib.pipeline._spec import (
     StepSpec,
 )
 from amv_calib.pipeline._steps import STEP_KINDS
+from amv_calib.settings import read_toml
 
 log = logging.getLogger("amv_calib.pipeline._runner")
 
@@ -82,12 +83,7 @@ def load_pipeline(path: str | os.PathLike[str],
         required parameters, missing input files, references to unknown steps.
     """
     path = Path(path).resolve()
-    if not path.is_file():
-        raise ConfigError(f"pipeline file {path.name!r} not found")
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path.name}: not valid TOML: {exc}") from exc
+    doc = read_toml(path, "pipeline file")
     unknown_top = set(doc) - {"pipeline", "steps"}
     if unknown_top:
         raise ConfigError(f"{path.name}: unknown top-level keys {sorted(unknown_top)}")

@@ -263,10 +263,12 @@ class TuneResult:
     mode: str
     planner: str
     target_harmful: float
+    # the chosen trial and its metrics
     thresholds: dict[str, Any] | None
     best_trial: int | None
     tune_metrics: dict[str, float]
     holdout_metrics: dict[str, Any]
+    # trials and episodes
     n_trials: int
     n_new: int
     n_tune: int

@@ -497,7 +497,7 @@ def test_number_prefilter_is_a_superset_of_pyarrow(text: str) -> None:
         pc.cast(pa.array([trimmed]), pa.float64())
     except pa.ArrowInvalid:
         return
-    assert pc.match_substring_regex(pa.array([trimmed]), impl._NUMBER_LIKE)[0].as_py()
+    assert pc.match_substring_regex(pa.array([trimmed]), impl.NUMBER_LIKE)[0].as_py()
 
 
 @settings(max_examples=150, deadline=None)

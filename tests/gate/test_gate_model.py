@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from amv_calib.gate import CandidateAction, Gate, MemoryClaim, Premise, Verifier
+from amv_calib.gate import CandidateAction, Gate, GateSettings, MemoryClaim, Premise, Verifier
 
 
 def _claim(**kw: Any) -> MemoryClaim:
@@ -76,6 +76,19 @@ def _verifier(**kw: Any) -> Verifier:
 def test_invalid_input_names_field_and_value(build: Any, pattern: str) -> None:
     with pytest.raises(ValueError, match=pattern):
         build()
+
+
+def test_gate_settings_are_read_only_and_checked_once() -> None:
+    gate = Gate(lambda_cost_scale=2, harm_price=-0.0, planner="lookahead", mode="seed")
+    assert gate.settings == GateSettings(lambda_cost_scale=2.0, mode="seed", planner="myopic")
+    assert (gate.lambda_cost_scale, gate.harm_price, gate.planner) == (2.0, 0.0, "myopic")
+    assert type(gate.lambda_cost_scale) is float and math.copysign(1.0, gate.harm_price) == 1.0
+    with pytest.raises(AttributeError, match="read-only"):
+        gate.epsilon_harm_bound = 0.5
+    assert gate.epsilon_harm_bound == 0.05
+    assert Gate.mode.__doc__ == '``"amv"`` or ``"seed"``.'
+    with pytest.raises(ValueError, match=r"max_verifications=True must be an int >= 0"):
+        GateSettings(max_verifications=True)
 
 
 def test_verifier_naming_unknown_premise_is_refused_by_the_gate() -> None:
