@@ -67,7 +67,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, cast
@@ -369,6 +369,20 @@ def _signals_of(rec: Mapping[str, Any], i: int, out: dict[str, list[Any]]) -> No
                 out["reliability"].append(r)
 
 
+#: How the plain-Python reader takes a record's string columns: (column, reader).
+_REC_STR_READERS: Final[tuple[tuple[str, Callable[[Any], Any]], ...]] = (
+    ("action_id", _as_id), ("tool_name", _as_id), ("calibrator", _calibrator_label),
+    ("regime", _as_id))
+#: ... and a premise entry's columns: (column, key in the premise, reader).
+_PREMISE_READERS: Final[tuple[tuple[str, str, Callable[[Any], Any]], ...]] = (
+    ("premise_id", "id", _as_id), ("claim_id", "claim_id", _as_id),
+    ("recency_hours", "recency_hours", _as_float),
+    ("source_trust_score", "source_trust_score", _as_float),
+    ("model_confidence", "model_confidence", _as_float),
+    ("contradiction_flag", "contradiction_flag", _as_flag), ("p", "p", _as_float),
+)
+
+
 def _python_records(recs: Sequence[tuple[int, Mapping[str, Any]]], file_idx: int,
                     acc: _Acc) -> None:
     """Add normalised records ``(line, record)`` through plain Python."""
@@ -398,10 +412,8 @@ def _python_records(recs: Sequence[tuple[int, Mapping[str, Any]]], file_idx: int
                 and all(isinstance(x, str) for x in res) else None)
             off["cost"].append(_as_float(vm.get("execution_cost")))
             off["reliability"].append(_as_float(vm.get("symmetric_reliability")))
-        rec_str["action_id"].append(_as_id(rec.get("action_id")))
-        rec_str["tool_name"].append(_as_id(rec.get("tool_name")))
-        rec_str["calibrator"].append(_calibrator_label(rec.get("calibrator")))
-        rec_str["regime"].append(_as_id(rec.get("regime")))
+        for col, read in _REC_STR_READERS:
+            rec_str[col].append(read(rec.get(col)))
         premises = rec.get("premises")
         plist = premises if isinstance(premises, list) else []
         n_prem[i] = len(plist)
@@ -409,13 +421,8 @@ def _python_records(recs: Sequence[tuple[int, Mapping[str, Any]]], file_idx: int
             pm = prem if isinstance(prem, Mapping) else {}
             ent["rec"].append(i)
             ent["pidx"].append(idx)
-            ent["premise_id"].append(_as_id(pm.get("id")))
-            ent["claim_id"].append(_as_id(pm.get("claim_id")))
-            ent["recency_hours"].append(_as_float(pm.get("recency_hours")))
-            ent["source_trust_score"].append(_as_float(pm.get("source_trust_score")))
-            ent["model_confidence"].append(_as_float(pm.get("model_confidence")))
-            ent["contradiction_flag"].append(_as_flag(pm.get("contradiction_flag")))
-            ent["p"].append(_as_float(pm.get("p")))
+            for col, key, read in _PREMISE_READERS:
+                ent[col].append(read(pm.get(key)))
         _signals_of(rec, i, sig)
     base = acc.n_records
     acc.add_block(file_idx, lines, rec_str, raw_times, n_prem, ent, rec_num,
