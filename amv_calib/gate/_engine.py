@@ -495,6 +495,20 @@ def _expect(probs: Sequence[float], q: float, idx: Sequence[int], r: float, thet
 _T = TypeVar("_T")
 
 
+class _Screen(NamedTuple):
+    """What :meth:`Gate._decide` hands :meth:`Gate._decide_bounded`: the priced ``theta``,
+    ``kappa``, ``min(delta, kappa)`` and the screen of the action's beliefs."""
+
+    theta: float
+    kappa: float
+    lim: float
+    q: float
+    h: float
+    rx: float
+    adm: bool
+    v_stop: float
+
+
 class _ReadOnly(Generic[_T]):
     """A read-only attribute of :class:`Gate`: the value at ``path`` (a dotted attribute
     path from the gate, as :func:`operator.attrgetter` reads it), documented by ``doc``."""
@@ -802,7 +816,10 @@ class Gate:
                          action.impact_cost_theta + self._price, 1.0, (), reason, None, ())
 
     def _decide(self, action: CandidateAction, probs: Sequence[float],
-                verifiers: Sequence[Verifier], left: int, budget: float | None) -> Decision:
+                verifiers: Sequence[Verifier], left: int, budget: float | None,
+                limit: int = MAX_OUTCOMES) -> Decision:
+        """The decision; past ``limit`` joint outcomes, :meth:`_decide_bounded`'s (a
+        ``limit`` below 2 sends every action with a verifier there: the tests' way in)."""
         # The hot path: plain floats and locals, no dataclass copies (module docstring).
         kappa = action.abstention_cost_kappa
         probs_t = probs if type(probs) is tuple else tuple(probs)
@@ -843,8 +860,10 @@ class Gate:
                     if i is None:
                         raise _unknown_premise(v, ids[0], action)
                     spent += 2
-                    if spent > MAX_OUTCOMES:
-                        return self._decide_bounded(action, probs_t, verifiers, left, budget)
+                    if spent > limit:
+                        return self._decide_bounded(
+                            action, probs_t, verifiers, left, budget,
+                            _Screen(theta, kappa, lim, q, h, rx, adm, v_stop))
                     # one premise, unrolled (module docstring for the arithmetic)
                     p = probs_t[i]
                     s = 1.0 - r
@@ -865,8 +884,10 @@ class Gate:
                 else:
                     idx = self._indices(action, v)
                     spent += 1 << len(idx)
-                    if spent > MAX_OUTCOMES:
-                        return self._decide_bounded(action, probs_t, verifiers, left, budget)
+                    if spent > limit:
+                        return self._decide_bounded(
+                            action, probs_t, verifiers, left, budget,
+                            _Screen(theta, kappa, lim, q, h, rx, adm, v_stop))
                     e = _expect(probs_t, q, idx, r, theta, kappa, lim, eps)
                 cost = v.execution_cost
                 voi = v_stop - e - lam * cost
@@ -919,8 +940,8 @@ class Gate:
         return d
 
     def _decide_bounded(self, action: CandidateAction, probs: tuple[float, ...],
-                        verifiers: Sequence[Verifier], left: int,
-                        budget: float | None) -> Decision:
+                        verifiers: Sequence[Verifier], left: int, budget: float | None,
+                        screen: _Screen) -> Decision:
         """:meth:`_decide` past the work bound (module docstring, "Work bound").
 
         Only the verifiers :func:`~._planner.enumerable` keeps are enumerated and planned;
@@ -930,18 +951,8 @@ class Gate:
         the same operations (one premise through :func:`_expect` gives the unrolled
         branch's bits), and the compiled engine repeats it.
         """
-        theta = action.impact_cost_theta + self._price
-        kappa = action.abstention_cost_kappa
-        delta = self._delta
-        lim = delta if delta < kappa else kappa
+        theta, kappa, lim, q, h, rx, adm, v_stop = screen
         eps, lam, look = self._eps, self._lam, self._lookahead
-        q = 1.0
-        for p in probs:
-            q *= 1.0 - p
-        h = 1.0 - q
-        rx = theta * h
-        adm = rx <= lim and h <= eps
-        v_stop = rx if adm else kappa
         tol = VOI_TOLERANCE * (theta + kappa)
         # no policy loses less than the clairvoyant: P_any * min(theta, kappa)
         lb = h * (theta if theta < kappa else kappa)

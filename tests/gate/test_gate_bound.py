@@ -189,7 +189,7 @@ def test_bounded_routine_within_the_bound_is_the_fast_path() -> None:
                   for j in range(int(rng.integers(1, 6)))]
             act = action(ps, theta=float(rng.uniform(1, 200)), kappa=float(rng.uniform(1, 10)))
             fast = gate.evaluate(act, vs)
-            slow = gate._decide_bounded(act, tuple(ps), vs, gate.max_verifications, None)
+            slow = gate._decide(act, tuple(ps), vs, gate.max_verifications, None, limit=-1)
             assert fast.to_dict() == slow.to_dict()
             assert [x.hex() for x in fast.vois] == [x.hex() for x in slow.vois]
 
