@@ -831,9 +831,12 @@ def _gather(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any
 
 
 @_inline
-def _verifier_ok(c: float, r: float) -> bool:
-    """The batch's checks of an available verifier: cost >= 0 and finite, r in (0.5, 1]."""
-    return (c >= 0.0) & (c < _INF) & (r > 0.5) & (r <= 1.0)
+def _verifier(i: int, v: int, cost: Any, rel: Any) -> Any:
+    """``(cost, reliability, in range)`` of verifier ``v`` of row ``i``: the batch's checks
+    of an available verifier are cost >= 0 and finite, r in (0.5, 1]."""
+    c = cost[i, v]
+    r = rel[i, v]
+    return c, r, (c >= 0.0) & (c < _INF) & (r > 0.5) & (r <= 1.0)
 
 
 @_inline
@@ -864,9 +867,8 @@ def _amv(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any, d
     for v in range(cost.shape[1]):
         if not avail[i, v]:
             continue
-        c = cost[i, v]
-        r = rel[i, v]
-        good &= _verifier_ok(c, r)
+        c, r, in_range = _verifier(i, v, cost, rel)
+        good &= in_range
         if depth <= 0 or over:
             continue  # every available verifier's inputs are still checked
         k = _resolved(i, v, mask, res, idx)
@@ -996,6 +998,7 @@ def _seed(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any, 
     """``Gate._decide_seed``: the same tuple as :func:`_amv` (the seed mode enumerates no
     joint outcomes and plans nothing: its counters are 0)."""
     good, h = _p_any_seed(i, p, mask, pre)
+    row = p[i]
     lim = kappa if kappa < delta else delta  # min(delta, kappa)
     rx = h * theta
     adm = rx <= lim and h <= eps
@@ -1003,13 +1006,11 @@ def _seed(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avail: Any, 
     stop = _PROCEED if adm else _ABSTAIN
     best = _NEG_INF
     bj = -1
-    row = p[i]
     for v in range(cost.shape[1]):
         if not avail[i, v]:
             continue
-        c = cost[i, v]
-        r = rel[i, v]
-        good &= _verifier_ok(c, r)
+        c, r, in_range = _verifier(i, v, cost, rel)
+        good &= in_range
         if depth <= 0:
             continue
         if _resolved(i, v, mask, res, idx) == 0:
