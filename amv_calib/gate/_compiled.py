@@ -967,6 +967,18 @@ def _bounded_vois(i: int, p: Any, mask: Any, res: Any, cost: Any, rel: Any, avai
 
 
 @_inline
+def _seed_screen(row: Any, mask: Any, i: int, t: int, base: float, post: float,
+                 theta: float, kappa: float, lim: float, eps: float) -> float:
+    """``V_stop`` after real slot ``t`` moved to ``post``: ``P_any`` from ``base = 1 -
+    pre[t]`` re-accumulated over the real slots after ``t``, in the seed's order."""
+    acc = 1.0 - base * (1.0 - post)
+    for j in range(t + 1, row.shape[0]):
+        if mask[i, j]:
+            acc = 1.0 - (1.0 - acc) * (1.0 - row[j])
+    return _screen(acc, theta, kappa, lim, eps)
+
+
+@_inline
 def _seed_expect(row: Any, mask: Any, i: int, pre: Any, t: int, r: float, theta: float,
                  kappa: float, lim: float, eps: float) -> float:
     """``E[V_stop]`` of the seed engine: real slot ``t`` updated, ``P_any`` re-accumulated
@@ -974,20 +986,13 @@ def _seed_expect(row: Any, mask: Any, i: int, pre: Any, t: int, r: float, theta:
     p = row[t]
     pc = (1.0 - p) * r + p * (1.0 - r)
     pr = 1.0 - pc
-    e = 0.0
     base = 1.0 - pre[t]
+    e = 0.0
     if pc != 0.0:
-        acc = 1.0 - base * (1.0 - (p * (1.0 - r)) / pc)
-        for j in range(t + 1, row.shape[0]):
-            if mask[i, j]:
-                acc = 1.0 - (1.0 - acc) * (1.0 - row[j])
-        e = pc * _screen(acc, theta, kappa, lim, eps)
+        e = pc * _seed_screen(row, mask, i, t, base, (p * (1.0 - r)) / pc, theta, kappa, lim,
+                              eps)
     if pr != 0.0:
-        acc = 1.0 - base * (1.0 - (p * r) / pr)
-        for j in range(t + 1, row.shape[0]):
-            if mask[i, j]:
-                acc = 1.0 - (1.0 - acc) * (1.0 - row[j])
-        e = e + pr * _screen(acc, theta, kappa, lim, eps)
+        e = e + pr * _seed_screen(row, mask, i, t, base, (p * r) / pr, theta, kappa, lim, eps)
     return e
 
 
