@@ -35,7 +35,9 @@ so ``signal_llr`` and ``label_weight`` are equal bit for bit.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import time
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -66,10 +68,15 @@ from amv_calib.exceptions import DataContractError
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+_log = logging.getLogger("amv_calib.spark")
+
 #: Bytes of a decision log per Spark task (a Parquet log is split by row groups).
 DEFAULT_SPLIT_BYTES: Final = 64 << 20
 _READ_BYTES: Final = 16 << 20
 _PARQUET: Final = (".parquet", ".pq")
+#: An entry's id: its task in the high bits, its position in the task below (so ids follow
+#: the log order); the join keys its uses by it.
+_EID_SHIFT: Final = 40
 _INVALID, _NO_OUTCOME, _BEFORE, _CONFLICT, _AMBIGUOUS, _BAD_SIGNALS = range(6)
 
 _FEATS: Final = tuple(CLAIM_FEATURES)
@@ -199,7 +206,7 @@ _PARSED_SCHEMA: Final = (
     "kind byte, task int, file int, line long, t_us long, action_id string, "
     "tool_name string, calibrator string, regime string, theta double, kappa double, "
     "n_premises int, has_verifiers boolean, "
-    "premises array<struct<pidx:int, premise_id:string, claim_id:string, "
+    "premises array<struct<pidx:int, eid:long, premise_id:string, claim_id:string, "
     "recency_hours:double, source_trust_score:double, model_confidence:double, "
     "contradiction_flag:double, p:double, detail:string>>, "
     "signals array<struct<premise_id:string, verifier:string, confirmed:boolean, "
@@ -273,6 +280,8 @@ def _parse_task(task: tuple[int, str, int, int], task_idx: int, first_line: int,
     detail = pa.compute.if_else(pa.array(invalid), detail, pa.scalar(None, pa.string()))
     rec_cols["premises"] = _nested(np.bincount(e_rec, minlength=n_rec), {
         "pidx": pa.array(entries["pidx"].to_numpy(np.int32)),
+        "eid": pa.array((np.int64(task_idx) << _EID_SHIFT)
+                        + np.arange(len(entries), dtype=np.int64)),
         "premise_id": pa.array(entries["premise_id"]).cast(pa.string())
         if len(entries) else pa.array([], pa.string()),
         "claim_id": pa.array(entries["claim_id"].array, type=pa.string()),
@@ -416,15 +425,16 @@ def _key_columns() -> dict[str, Column]:
 
 
 def _uses(entries: DataFrame) -> DataFrame:
-    """The use of each (action, premise): the entry of the action's last record."""
-    from pyspark.sql import Window
+    """The use of each (action, premise): the entry of the action's last record. Narrow
+    (keys, claim, time, validity): the join runs on these; the wide columns of the entries
+    are joined back once, to the results (by ``eid``)."""
     from pyspark.sql import functions as F
 
-    last = Window.partitionBy(*_UKEY).orderBy(F.desc("file"), F.desc("line"), F.desc("pidx"))
-    uses = entries.withColumn("_r", F.row_number().over(last)).filter("_r = 1").drop("_r")
-    per_action = Window.partitionBy(*_AKEY)
-    return uses.withColumns({"n_in_action": F.count(F.lit(1)).over(per_action),
-                             "valid": F.col("detail").isNull()})
+    last = entries.groupBy(*_UKEY).agg(F.max(F.struct(
+        "eid", "action_id", "claim_id", "t_us", F.col("detail").isNull().alias("valid")))
+        .alias("u")).select(*_UKEY, "u.*")
+    per_action = last.groupBy(*_AKEY).agg(F.count(F.lit(1)).alias("n_in_action"))
+    return last.join(per_action, list(_AKEY))
 
 
 def _signal_llr(parsed: DataFrame, entries: DataFrame, spark: SparkSession
@@ -483,7 +493,7 @@ def _stage_counts(pairs: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     after = F.col("after")
-    return pairs.groupBy(*_UKEY).agg(
+    return pairs.groupBy("eid").agg(
         F.sum(after.cast("long")).alias("n_after"),
         F.sum((after & F.col("v")).cast("long")).alias("n_true"),
         F.count(F.lit(1)).alias("n_any"))
@@ -498,7 +508,7 @@ def _decide(counts: DataFrame, single_premise_only: bool, tag: str) -> DataFrame
     conflict = decided & (nt > 0) & (nt < na)
     lab = decided & ~conflict & (nt == na)
     amb = lab & (F.col("n_in_action") > 1) if single_premise_only else F.lit(False)
-    return counts.select(*_UKEY, (F.col("n_any") > na).alias(f"hb{tag}"),
+    return counts.select("eid", (F.col("n_any") > na).alias(f"hb{tag}"),
                          conflict.alias(f"conflict{tag}"), lab.alias(f"lab{tag}"),
                          amb.alias(f"amb{tag}"),
                          (decided & ~conflict & ~amb).alias(f"ok{tag}"))
@@ -512,7 +522,7 @@ def _outcome_flags(pairs: DataFrame, decided: DataFrame | None, tag: str) -> Dat
     if decided is None:
         return pairs.groupBy("oid").agg(F.lit(True).alias("keymatch"),
                                         F.max("after").alias("earlier"))
-    j = pairs.join(decided, list(_UKEY))
+    j = pairs.join(decided, "eid")
     a = F.col("after")
     return j.groupBy("oid").agg(
         F.max(a & F.col(f"ok{tag}")).alias("used"),
@@ -526,7 +536,7 @@ def _join_stages(uses: DataFrame, outcomes: DataFrame) -> tuple[DataFrame, DataF
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    uv = uses.filter("valid").select(*_UKEY, "action_id", "claim_id", "t_us", "n_in_action")
+    uv = uses.filter("valid").select("eid", "action_id", "claim_id", "t_us", "n_in_action")
     o = outcomes
     o1 = o.filter(F.col("action_id").isNotNull() & F.col("claim_id").isNotNull())
     o2 = o.filter(F.col("action_id").isNotNull() & F.col("claim_id").isNull())
@@ -542,13 +552,13 @@ def _join_stages(uses: DataFrame, outcomes: DataFrame) -> tuple[DataFrame, DataF
     p2 = uv.join(o2.select("oid", "action_id", "o_t", "v"), "action_id") \
         .withColumn("after", F.col("o_t") >= F.col("t_us"))
     p2 = p2.persist()
-    closed = d1.filter(F.col("ok1") | F.col("conflict1")).select(*_UKEY)
-    live = p2.join(closed, list(_UKEY), "left_anti")
-    counts2 = _stage_counts(live).join(uv.select(*_UKEY, "n_in_action"), list(_UKEY))
+    closed = d1.filter(F.col("ok1") | F.col("conflict1")).select("eid")
+    live = p2.join(closed, "eid", "left_anti")
+    counts2 = _stage_counts(live).join(uv.select("eid", "n_in_action"), "eid")
     d2 = _decide(counts2, True, "2").persist()
     f2 = _outcome_flags(p2, None, "2").join(_outcome_flags(live, d2, "2"), "oid", "left")
 
-    state = uses.join(d1, list(_UKEY), "left").join(d2, list(_UKEY), "left")
+    state = uses.join(d1, "eid", "left").join(d2, "eid", "left")
     state = state.na.fill(False, [f"{k}{t}" for k in ("hb", "conflict", "lab", "amb", "ok")
                                   for t in ("1", "2")])
     state = state.withColumns({
@@ -561,10 +571,10 @@ def _join_stages(uses: DataFrame, outcomes: DataFrame) -> tuple[DataFrame, DataF
     groups = o3.groupBy("claim_id", "o_t").agg(F.count(F.lit(1)).alias("g_n"),
                                                F.sum(F.col("v").cast("long")).alias("g_true"))
     active = state.filter(F.col("valid") & ~F.col("final12"))
-    both = active.select(*_UKEY, "claim_id", F.col("t_us").alias("t"), F.lit(1).alias("kind"),
+    both = active.select("eid", "claim_id", F.col("t_us").alias("t"), F.lit(1).alias("kind"),
                          F.lit(None).cast("long").alias("g_n"),
                          F.lit(None).cast("long").alias("g_true")).unionByName(
-        groups.select(*(F.lit(None).cast(uses.schema[k].dataType).alias(k) for k in _UKEY),
+        groups.select(F.lit(None).cast("long").alias("eid"),
                       "claim_id", F.col("o_t").alias("t"), F.lit(0).alias("kind"),
                       "g_n", "g_true"))
     g = F.when(F.col("kind") == 0, F.struct("t", "g_n", "g_true"))
@@ -578,7 +588,7 @@ def _join_stages(uses: DataFrame, outcomes: DataFrame) -> tuple[DataFrame, DataF
     hit = F.col("nxt").isNotNull()
     gn, gt = F.col("nxt.g_n"), F.col("nxt.g_true")
     conflict3 = hit & (gt > 0) & (gt < gn)
-    s3 = s3.select(*_UKEY, "claim_id", "hb3", hit.alias("hit3"), conflict3.alias("conflict3"),
+    s3 = s3.select("eid", "claim_id", "hb3", hit.alias("hit3"), conflict3.alias("conflict3"),
                    (hit & ~conflict3 & (gt == gn)).alias("lab3"),
                    F.col("nxt.t").alias("g_t")).persist()
     g_flags = s3.filter("hit3").groupBy("claim_id", "g_t").agg(
@@ -593,7 +603,7 @@ def _join_stages(uses: DataFrame, outcomes: DataFrame) -> tuple[DataFrame, DataF
     flags = f1.withColumn("ambiguous", F.lit(False)).select(*cols) \
         .unionByName(f2.select(*cols)).unionByName(f3.select(*cols)).na.fill(False)
 
-    final = state.join(s3.drop("claim_id", "g_t"), list(_UKEY), "left") \
+    final = state.join(s3.drop("claim_id", "g_t"), "eid", "left") \
         .na.fill(False, ["hb3", "hit3", "conflict3", "lab3"])
     final = final.withColumns({
         "final": F.col("final12") | F.col("hit3"),
@@ -665,7 +675,6 @@ def label_claims_spark(
         list only the values present (the single-machine ones list every value of the
         log), so the driver never holds every action id.
     """
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     if soft_labels not in ("posterior", "off"):
@@ -678,11 +687,15 @@ def label_claims_spark(
     names = [os.fspath(p) for p in plist]
     out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
     offers = state is not None
+    t0 = time.perf_counter()
     parsed, stats, _ = _read_logs(spark, names, on_corrupt, columnar, offers, split_bytes)
+    _log.info("label on Spark: logs read in %.1f s", time.perf_counter() - t0)
     entries = _entries(parsed).persist()
     n_entries = entries.count()
     uses = _uses(entries).persist()
     n_uses = uses.count()
+    _log.info("label on Spark: %d entries, %d uses at %.1f s", n_entries, n_uses,
+              time.perf_counter() - t0)
     o_pdf = pd.DataFrame({
         "oid": out_df["oid"].to_numpy(np.int64),
         "claim_id": out_df["claim_id"].astype(object).where(out_df["claim_id"].notna(), None),
@@ -705,32 +718,30 @@ def label_claims_spark(
               .when(F.col("had_before"), _BEFORE).otherwise(_NO_OUTCOME))
     final = final.withColumns({"reason": reason,
                                "hard": F.col("final") & ~F.col("conflict") & F.col("valid")})
-    # the use's position among all uses: offsets per task, rank within the task
-    per_task = {int(r[0]): int(r[1]) for r in uses.groupBy("task").count().collect()}
-    offsets, run = {}, 0
-    for t in sorted(per_task):
-        offsets[t] = run
-        run += per_task[t]
-    off_df = spark.createDataFrame(pd.DataFrame({"task": list(offsets),
-                                                 "base": list(offsets.values())}),
-                                   "task int, base long")
-    rank = Window.partitionBy("task").orderBy("file", "line", "pidx")
-    final = final.withColumn("use_id", F.row_number().over(rank) - 1) \
-        .join(F.broadcast(off_df), "task").withColumn("use_id", F.col("use_id") + F.col("base"))
-    final = final.persist()
-    joined = final.filter(F.col("reason") == -1).select(
-        "use_id", "claim_id", "t_us", *_FEATS, "label", "hard", "llr", "has_sig", "p",
+    final = final.select("eid", *_UKEY, "reason", "hard", "label", "llr", "has_sig").persist()
+    final.count()
+    _log.info("label on Spark: joined at %.1f s", time.perf_counter() - t0)
+    # the wide columns of the entries, joined back to the results once
+    wide = entries.select("eid", "claim_id", "t_us", *_FEATS, "p", "action_id", "tool_name",
+                          "pk_str", "calibrator", "regime", "file", "line", "detail")
+    joined = wide.join(final.filter(F.col("reason") == -1), "eid").select(
+        "eid", "claim_id", "t_us", *_FEATS, "label", "hard", "llr", "has_sig", "p",
         "action_id", "tool_name", "pk_str", "calibrator", "regime", "file", "line") \
-        .orderBy("use_id").toPandas()
-    unjoined = final.filter(F.col("reason") >= 0).select(
-        "use_id", "file", "line", "action_id", "pk_str", "claim_id", "t_us", "reason",
-        "detail").orderBy("use_id").toPandas()
+        .toPandas().sort_values("eid", ignore_index=True)
+    unjoined = wide.join(final.filter(F.col("reason") >= 0), "eid").select(
+        "eid", "file", "line", "action_id", "pk_str", "claim_id", "t_us", "reason",
+        "detail").toPandas().sort_values("eid", ignore_index=True)
+    # the use's position among all uses (joined or not), in log order
+    j_eid = joined["eid"].to_numpy(np.int64)
+    joined["use_id"] = np.searchsorted(
+        np.sort(np.concatenate([j_eid, unjoined["eid"].to_numpy(np.int64)])), j_eid)
     flag_rows = flags.filter(F.col("used") | F.col("conflict") | F.col("ambiguous")
                              | F.col("keymatch")).toPandas()
+    _log.info("label on Spark: results collected at %.1f s", time.perf_counter() - t0)
     cal_cats = _first_seen(parsed, "calibrator")
     reg_cats = _first_seen(parsed, "regime")
     if state is not None:
-        state.update(parsed=parsed, entries=entries, final=final, answers=answers,
+        state.update(parsed=parsed, entries=entries, final=final, answers=answers, uses=uses,
                      names=names)
 
     # -- the claim rows (the single-machine _posterior and _label_rows) -------------------------
@@ -797,3 +808,212 @@ def label_claims_spark(
         for frame in (final, uses, entries, parsed):
             frame.unpersist()
     return claims, report
+
+
+# ---------------------------------------------------------------------------------------------
+# Episodes and verifier reliabilities
+# ---------------------------------------------------------------------------------------------
+class _BatchUses:
+    """What ``_episodes`` reads of the uses, for the entries of one batch of last records
+    (each entry stands for its use: the last record of an action holds the last entry of
+    each of its premise keys)."""
+
+    def __init__(self, pk_codes: Any, pk_str: Any) -> None:
+        self.entry_pkey = pk_codes
+        self.entry_use = np.arange(pk_codes.size, dtype=np.int64)
+        self.n_pkey_codes = int(pk_codes.max(initial=-1)) + 1
+        self._pk = pk_str
+
+    def premise_ids(self, which: Any) -> Any:
+        return _str(self._pk[which])
+
+
+def _episode_batch(batch: Any, files: list[str], min_calls: int,
+                   verifiers: dict[str, dict[str, Any]], schema: Any) -> Any:
+    """The episodes of one batch of last records (``_episodes``, the single-machine code)."""
+    from types import SimpleNamespace
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from amv_calib.claims._episodes import ACTION_REASONS, _episodes
+
+    def col(k: str) -> Any:
+        return batch.column(batch.schema.get_field_index(k))
+
+    def floats(a: Any) -> Any:
+        return pc.fill_null(a, float("nan")).to_numpy(zero_copy_only=False).astype(np.float64)
+
+    recs = {
+        "n": col("n_premises").to_numpy(zero_copy_only=False).astype(np.int64),
+        "action_id": pd.Categorical(col("action_id").to_pandas()),
+        "tool_name": pd.Categorical(col("tool_name").to_pandas()),
+        "theta": floats(col("theta")), "kappa": floats(col("kappa")),
+        "has_verifiers": col("has_verifiers").to_numpy(zero_copy_only=False).astype(bool),
+        "line": col("line").to_numpy(zero_copy_only=False).astype(np.int64),
+        "file": col("file").to_numpy(zero_copy_only=False).astype(np.int64),
+    }
+    prem = col("premises")
+    flat = pc.list_flatten(prem)
+    entries = pd.DataFrame({
+        "rec": pc.list_parent_indices(prem).to_numpy(zero_copy_only=False).astype(np.int64),
+        "premise_id": pd.Categorical(flat.field("premise_id").to_pandas()),
+        "claim_id": _str(flat.field("claim_id").to_pandas()),
+        **{k: floats(flat.field(k)) for k in (*_FEATS, "p")},
+    })
+    st = pc.list_flatten(col("st"))
+    pk = pd.factorize(pd.Series(st.field("pk_kind").to_numpy(zero_copy_only=False)).astype(str)
+                      + ":" + st.field("pk_val").to_pandas().astype(str))[0]
+    uses = _BatchUses(np.asarray(pk, dtype=np.int64),
+                      st.field("pk_str").to_numpy(zero_copy_only=False))
+    state: dict[str, Any] = {
+        "uses": uses,
+        **{k: st.field(k).to_numpy(zero_copy_only=False).astype(bool)
+           for k in ("hard", "soft", "label")},
+        "reason": st.field("reason").to_numpy(zero_copy_only=False).astype(np.int64),
+    }
+    offers = col("offers")
+    of = pc.list_flatten(offers)
+    o_table = pa.table({
+        "rec": pc.list_parent_indices(offers).cast(pa.int64()),
+        "id": of.field("id"), "resolves": of.field("resolves"),
+        "cost": pc.fill_null(of.field("cost"), float("nan")),
+        "reliability": pc.fill_null(of.field("reliability"), float("nan")),
+    })
+    log = SimpleNamespace(records=recs, entries=entries, offers=o_table)
+    lines, report, _, names = _episodes(files, log, state, min_calls, verifiers=verifiers)
+    crec = state["records"]
+    n = len(lines)
+    eps = _batch(schema, n, {
+        "kind": pa.array(np.zeros(n, np.int8)),
+        "file": pa.array(recs["file"][crec].astype(np.int32)),
+        "line": pa.array(recs["line"][crec]),
+        "episode": lines.cast(pa.string()),
+        "action": pa.array(names, type=pa.string()),
+    })
+    counts = _batch(schema, 1, {
+        "kind": [1], "actions": [report.actions_read],
+        "counts": [[int(report.unlabelled[r]) for r in ACTION_REASONS]],
+    })
+    return [eps, counts]
+
+
+_EPISODE_SCHEMA: Final = ("kind byte, file int, line long, episode string, action string, "
+                          "actions long, counts array<long>")
+
+
+def _episode_fn(files: list[str], min_calls: int, verifiers: dict[str, dict[str, Any]]
+                ) -> Any:
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    spark_schema = _parse_datatype_string(_EPISODE_SCHEMA)
+    assert isinstance(spark_schema, StructType)
+    schema = to_arrow_schema(spark_schema)
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
+            if batch.num_rows:
+                yield from _episode_batch(batch, files, min_calls, verifiers, schema)
+
+    return run
+
+
+def label_logs_spark(
+    decisions: PathLike | Sequence[PathLike],
+    outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None = None,
+    *,
+    spark: SparkSession,
+    min_verifier_calls: int = 200,
+    soft_labels: SoftLabels = "posterior",
+    on_corrupt: Literal["raise", "skip"] = "raise",
+    columnar: bool = True,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+) -> Any:
+    """:func:`amv_calib.claims.label_logs` on Spark: the same claims, report, episodes and
+    verifier reliabilities (a :class:`~amv_calib.claims.LogLabels`).
+
+    Parameters
+    ----------
+    decisions, outcomes, spark, soft_labels, on_corrupt, columnar, split_bytes
+        As in :func:`label_claims_spark`.
+    min_verifier_calls : int, default 200
+        As in :func:`~amv_calib.claims.label_logs`.
+    """
+    import pyarrow as pa
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from amv_calib.claims._episodes import (
+        ACTION_REASONS,
+        EpisodeReport,
+        LogLabels,
+        verifier_reliabilities,
+    )
+
+    if isinstance(min_verifier_calls, bool) or not isinstance(min_verifier_calls, int) \
+            or min_verifier_calls < 0:
+        raise ValueError(f"min_verifier_calls={min_verifier_calls!r} must be an int >= 0")
+    state: dict[str, Any] = {}
+    claims, report = label_claims_spark(
+        decisions, outcomes, spark=spark, soft_labels=soft_labels, on_corrupt=on_corrupt,
+        columnar=columnar, split_bytes=split_bytes, state=state)
+    parsed, entries, final, answers = (state["parsed"], state["entries"], state["final"],
+                                       state["answers"])
+    names: list[str] = state["names"]
+    final = final.withColumn("soft", (F.col("reason") == -1) & ~F.col("hard"))
+
+    # -- verifier reliabilities: answer counts by verifier and label (Spark), the rest here --
+    counted = answers.join(final.select(*_UKEY, "hard", "label"), list(_UKEY)) \
+        .groupBy("verifier", "confirmed", "reliability", "hard", "label") \
+        .agg(F.sum("n").alias("n")).toPandas()
+    code = np.where(counted["hard"].to_numpy(bool),
+                    1 + counted["label"].to_numpy(bool).astype(np.int64), 0)
+    synthetic = pd.DataFrame({"u": code, "verifier": _str(counted["verifier"].to_numpy(object)),
+                              "confirmed": counted["confirmed"].to_numpy(bool),
+                              "reliability": counted["reliability"].to_numpy(np.float64),
+                              "n": counted["n"].to_numpy(np.int64)})
+    records = parsed.filter("kind = 0").withColumns(_key_columns())
+    last = Window.partitionBy(*_AKEY).orderBy(F.desc("file"), F.desc("line"))
+    chosen = records.withColumn("_r", F.row_number().over(last)).filter("_r = 1").drop("_r")
+    chosen = chosen.persist()
+    declared_rows = chosen.select(F.explode("offers").alias("o")).select("o.id", "o.reliability") \
+        .filter(F.col("id").isNotNull() & ~F.isnan("reliability")) \
+        .groupBy("id", "reliability").count().collect()
+    declared: dict[str, dict[float, int]] = {}
+    for row in declared_rows:
+        declared.setdefault(str(row[0]), {})[float(row[1])] = int(row[2])
+    verifiers = verifier_reliabilities(
+        synthetic, np.array([False, True, True]), np.array([False, False, True]),
+        min_verifier_calls=min_verifier_calls, declared_offers=declared)
+
+    # -- episodes: each batch of last records through the single-machine rule ----------------
+    st = entries.join(chosen.select("file", "line"), ["file", "line"], "left_semi") \
+        .join(final.select(*_UKEY, "hard", "soft", "label", "reason"), list(_UKEY)) \
+        .groupBy("file", "line").agg(F.array_sort(F.collect_list(F.struct(
+            "pidx", "hard", "soft", "label", "reason", "pk_kind", "pk_val", "pk_str")))
+            .alias("st"))
+    eps = chosen.select("file", "line", "action_id", "tool_name", "theta", "kappa",
+                        "n_premises", "has_verifiers", "premises", "offers") \
+        .join(st, ["file", "line"], "left") \
+        .mapInArrow(_episode_fn(names, min_verifier_calls, verifiers), _EPISODE_SCHEMA)
+    got = eps.toArrow()
+    kind = got.column("kind").to_numpy()
+    rows = got.filter(pa.array(kind == 0)).sort_by([("file", "ascending"),
+                                                    ("line", "ascending")])
+    tallies = got.filter(pa.array(kind == 1))
+    unlabelled = np.zeros(len(ACTION_REASONS), dtype=np.int64)
+    for c in tallies.column("counts").to_pylist():
+        unlabelled += np.asarray(c, dtype=np.int64)
+    ep_report = EpisodeReport(
+        actions_read=int(np.sum(tallies.column("actions").to_numpy())),
+        episodes=rows.num_rows,
+        unlabelled={r: int(unlabelled[i]) for i, r in enumerate(ACTION_REASONS)},
+        min_verifier_calls=min_verifier_calls)
+    ep_report.check()
+    for frame in (chosen, final, state["uses"], entries, parsed):
+        frame.unpersist()
+    return LogLabels(claims=claims, report=report,
+                     episodes=rows.column("episode").combine_chunks(),
+                     episode_report=ep_report, verifiers=verifiers,
+                     episode_actions=rows.column("action").to_pylist())
