@@ -175,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibrators", default="platt,isotonic,seed_prior")
     ap.add_argument("--folds", type=int, default=3)
     ap.add_argument("--n-boot", type=int, default=0)
+    ap.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES),
+                    help="which sides to measure, in this order ('label' first: it writes "
+                    "the claims the compares read)")
     ap.add_argument("--driver-memory", default="6g")
     ap.add_argument("--shuffle-partitions", type=int, default=4, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=20261202)
@@ -202,31 +205,31 @@ def main(argv: list[str] | None = None) -> int:
                 "claims": str(folder / "claims.parquet"), "lines": n}
         row: dict[str, Any] = {"lines": n}
         runs.append(row)
-        for side in SIDES:
+        for side in args.sides:
             row[side] = _run_child(side, data, args)
             print(json.dumps({"lines": n, **row[side]}), file=sys.stderr, flush=True)
             out_path = Path(args.out)  # partial results, in case a run is cut short
             out_path.parent.mkdir(parents=True, exist_ok=True)
             out_path.write_text(json.dumps({"runs": runs, "partial": True}, indent=2) + "\n")
-        if "error" not in row["label"] and "error" not in row["label_spark"]:
+        if all(s in row and "error" not in row[s] for s in ("label", "label_spark")):
             row["label_equal"] = (row["label"]["claims_hash"] == row["label_spark"]["claims_hash"]
                                   and row["label"]["report"] == row["label_spark"]["report"])
         shutil.rmtree(folder, ignore_errors=True)
-    ok = all("error" not in r[s] for r in runs for s in SIDES)
+    ok = all("error" not in r[s] for r in runs for s in args.sides)
     summary: dict[str, Any] = {"runs": runs, "settings": {
         "calibrators": args.calibrators, "folds": args.folds, "n_boot": args.n_boot,
         "master": "local[2]", "driver_memory": args.driver_memory}}
     if ok and len(runs) >= 2:
         ratio = sizes[-1] / sizes[0]
-        for side in SIDES:
+        for side in args.sides:
             summary[f"scaling_{side}"] = runs[-1][side]["seconds"] / runs[0][side]["seconds"] \
                 / ratio
-        summary["compare_crossing_lines"] = _crossing(
-            sizes, [r["compare_local"]["seconds"] for r in runs],
-            [r["compare_spark"]["seconds"] for r in runs])
-        summary["label_crossing_lines"] = _crossing(
-            sizes, [r["label"]["seconds"] for r in runs],
-            [r["label_spark"]["seconds"] for r in runs])
+        for stage, local, spark in (("compare", "compare_local", "compare_spark"),
+                                    ("label", "label", "label_spark")):
+            if local in args.sides and spark in args.sides:
+                summary[f"{stage}_crossing_lines"] = _crossing(
+                    sizes, [r[local]["seconds"] for r in runs],
+                    [r[spark]["seconds"] for r in runs])
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2) + "\n")

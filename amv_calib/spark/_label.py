@@ -101,6 +101,30 @@ def _is_parquet(path: str) -> bool:
     return path.lower().endswith(_PARQUET)
 
 
+_LOG_SUFFIXES: Final = (".jsonl", ".ndjson", ".json", *_PARQUET)
+
+
+def _expand(paths: Sequence[str]) -> list[str]:
+    """The decision logs: a folder (or an object-store prefix) stands for its log files
+    (``.jsonl``, ``.ndjson``, ``.json``, ``.parquet``, ``.pq``), in name order."""
+    import pyarrow.fs as pafs
+
+    out: list[str] = []
+    for path in paths:
+        fs, inner = _filesystem(path)
+        if fs.get_file_info(inner).type != pafs.FileType.Directory:
+            out.append(path)
+            continue
+        found = sorted(i.path for i in fs.get_file_info(pafs.FileSelector(inner))
+                       if i.type == pafs.FileType.File and i.path.lower().endswith(_LOG_SUFFIXES))
+        if not found:
+            raise DataContractError(f"decision-log folder {path} holds no log files "
+                                    f"({', '.join(_LOG_SUFFIXES)})")
+        base = path.rstrip("/")
+        out += [f"{base}/{f.rsplit('/', 1)[-1]}" for f in found]
+    return out
+
+
 def _splits(paths: Sequence[str], split_bytes: int) -> list[tuple[int, str, int, int]]:
     """``(file index, path, start, end)`` of each task: byte ranges of a JSONL log, row
     groups ``[start, end)`` of a Parquet one."""
@@ -659,7 +683,9 @@ def label_claims_spark(
     decisions, outcomes, soft_labels, on_corrupt, columnar
         As in :func:`~amv_calib.claims.label_claims`; a decision log may also be Parquet
         (``.parquet``/``.pq``, one record per row, the JSON fields as columns) and any path
-        may be a URI that pyarrow opens (``s3://``, ``gs://``, ``hdfs://``).
+        may be a URI that pyarrow opens (``s3://``, ``gs://``, ``hdfs://``) or a folder /
+        prefix, which stands for its log files in name order (the executors open them; the
+        outcome records are read by the driver, from its file system).
     spark : SparkSession
         Where the join runs (:func:`amv_calib.spark.spark_session`).
     split_bytes : int, default 64 MiB
@@ -684,7 +710,7 @@ def label_claims_spark(
     if isinstance(split_bytes, bool) or not isinstance(split_bytes, int) or split_bytes < 1:
         raise ValueError(f"split_bytes={split_bytes!r} must be an int >= 1")
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
-    names = [os.fspath(p) for p in plist]
+    names = _expand([os.fspath(p) for p in plist])
     out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
     offers = state is not None
     t0 = time.perf_counter()

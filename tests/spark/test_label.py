@@ -125,3 +125,18 @@ def test_cli_label_engine_spark_writes_the_same_files(
     rb = json.loads((tmp_path / "spark" / "claims.join_report.json").read_text())
     assert {k: v for k, v in rb.items() if k != "out"} == \
         {k: v for k, v in ra.items() if k != "out"}
+
+
+def test_a_folder_stands_for_its_logs(tmp_path: Path, spark: Any) -> None:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    logs, _ = write_messy(folder, 800, seed=9, files=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = label_logs(sorted(logs), on_corrupt="skip").claims
+    b, rb = label_claims_spark(folder, spark=spark, on_corrupt="skip")
+    assert [f["path"].rsplit("/", 1)[-1] for f in rb.decision_files] == \
+        sorted(p.name for p in logs)
+    assert len(b) == len(a)
+    pd.testing.assert_frame_equal(b.drop(columns="decision_file"),
+                                  a.drop(columns="decision_file"))
