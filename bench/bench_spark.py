@@ -178,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES),
                     help="which sides to measure, in this order ('label' first: it writes "
                     "the claims the compares read)")
+    ap.add_argument("--reuse-data", action="store_true",
+                    help="with --data-dir: use the data (and claims) a cut-short run left")
     ap.add_argument("--driver-memory", default="6g")
     ap.add_argument("--shuffle-partitions", type=int, default=4, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=20261202)
@@ -200,7 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     for n in sizes:
         folder = base / f"n{n}"
         folder.mkdir(parents=True, exist_ok=True)
-        data = make_data(folder, n, max(10, n // 10), args.seed)
+        if args.reuse_data and (folder / "decisions.jsonl").is_file():
+            data = {"log": folder / "decisions.jsonl", "outcomes": folder / "outcomes.csv"}
+        else:
+            data = make_data(folder, n, max(10, n // 10), args.seed)
         data = {"log": str(data["log"]), "outcomes": str(data["outcomes"]),
                 "claims": str(folder / "claims.parquet"), "lines": n}
         row: dict[str, Any] = {"lines": n}

@@ -3,9 +3,9 @@
 What runs where (docs/scale.md):
 
 - **Spark executors**: reading the decision logs, by byte ranges (``split_bytes``) of each
-  file, with the single-machine parser (:func:`amv_calib.claims._labels._read_chunks`: the
+  file, with the single-machine parser (:func:`amv_calib.claims.engine.read_chunks`: the
   same aliases, types, blank / torn / corrupt lines, line numbers) and the single-machine
-  data-contract check of each premise entry (``_invalid_detail``); Parquet decision logs
+  data-contract check of each premise entry (``invalid_detail``); Parquet decision logs
   (``.parquet``/``.pq``) are read by row groups, each row a record (line = row number).
   Every executor needs amv-calib installed.
 - **Spark SQL**: exploding the premises, one use per (action, premise) from the action's
@@ -16,10 +16,10 @@ What runs where (docs/scale.md):
   the outcome records (read and validated by :func:`amv_calib.claims.load_outcomes`; they are
   one per several decision lines, and their file formats stay the single-machine ones), the
   weight ``log(r / (1 - r))`` of each distinct declared reliability, and the results: the
-  joined uses (turned into claim rows by the single-machine ``_posterior`` and
-  ``_label_rows``), the unjoined uses, the status of each outcome record, the counts.
-  Episodes: the per-action rule runs on the executors (``_episodes`` of
-  :mod:`amv_calib.claims._episodes` on each group of actions, the same code); the verifier
+  joined uses (turned into claim rows by the single-machine ``posterior`` and
+  ``label_rows``), the unjoined uses, the status of each outcome record, the counts.
+  Episodes: the per-action rule runs on the executors (``build_episodes`` of
+  :mod:`amv_calib.claims.engine` on each group of actions, the same code); the verifier
   reliabilities are computed by the driver from per-verifier answer counts that Spark
   aggregates (:func:`~amv_calib.claims.verifier_reliabilities`, the same code).
 
@@ -45,22 +45,22 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import numpy as np
 import pandas as pd
 
-from amv_calib.claims._labels import (
+from amv_calib.claims.engine import (
     UNJOINED_REASONS,
+    EntryAccumulator,
     JoinReport,
     PathLike,
     SoftLabels,
-    _Acc,
-    _categorical,
-    _invalid_detail,
-    _join_report,
-    _label_rows,
-    _outcome_report,
-    _outcome_status,
-    _posterior,
-    _read_chunks,
-    _us_to_datetime,
+    categorical,
+    invalid_detail,
+    join_report,
+    label_rows,
     load_outcomes,
+    outcome_report,
+    outcome_status,
+    posterior,
+    read_chunks,
+    us_to_datetime,
 )
 from amv_calib.contract import CLAIM_FEATURES
 from amv_calib.exceptions import DataContractError
@@ -267,13 +267,13 @@ def _parse_task(task: tuple[int, str, int, int], task_idx: int, first_line: int,
     import pyarrow as pa
 
     file_idx, path, start, end = task
-    acc = _Acc(offers)
+    acc = EntryAccumulator(offers)
     chunks = _parquet_chunks(path, start) if _is_parquet(path) \
         else _range_chunks(path, start, end)
     try:
         with warnings.catch_warnings():  # skipped lines are counted in the report
             warnings.simplefilter("ignore")
-            st = _read_chunks(chunks, path, file_idx, first_line, on_corrupt, columnar, acc)
+            st = read_chunks(chunks, path, file_idx, first_line, on_corrupt, columnar, acc)
     except DataContractError as exc:
         return [_batch(schema, 1, {"kind": [2], "task": [task_idx], "file": [file_idx],
                                    "error": [str(exc)]})]
@@ -299,7 +299,7 @@ def _parse_task(task: tuple[int, str, int, int], task_idx: int, first_line: int,
     entries, signals = acc.finish()
     e_rec = entries["rec"].to_numpy()
     check = entries[["rec", "claim_id", "t_us", *_FEATS]]
-    invalid, codes, messages = _invalid_detail(check, bad_times)
+    invalid, codes, messages = invalid_detail(check, bad_times)
     detail = pa.array(np.asarray(messages, dtype=object)[codes], type=pa.string())
     detail = pa.compute.if_else(pa.array(invalid), detail, pa.scalar(None, pa.string()))
     rec_cols["premises"] = _nested(np.bincount(e_rec, minlength=n_rec), {
@@ -770,17 +770,17 @@ def label_claims_spark(
         state.update(parsed=parsed, entries=entries, final=final, answers=answers, uses=uses,
                      names=names)
 
-    # -- the claim rows (the single-machine _posterior and _label_rows) -------------------------
+    # -- the claim rows (the single-machine posterior and label_rows) -------------------------
     hard = joined["hard"].to_numpy(bool)
     llr_v = joined["llr"].to_numpy(np.float64)
     has_sig = joined["has_sig"].to_numpy(bool)
     p_logged = joined["p"].to_numpy(np.float64)
-    q = _posterior(p_logged, llr_v)
-    idx, viol, weight, from_verifier = _label_rows(hard, ~hard, joined["label"].to_numpy(bool),
+    q = posterior(p_logged, llr_v)
+    idx, viol, weight, from_verifier = label_rows(hard, ~hard, joined["label"].to_numpy(bool),
                                                    q)
     claims = pd.DataFrame({
         "claim_id": _str(joined["claim_id"].to_numpy(object)[idx]),
-        "timestamp": _us_to_datetime(joined["t_us"].to_numpy(np.int64)[idx]),
+        "timestamp": us_to_datetime(joined["t_us"].to_numpy(np.int64)[idx]),
         **{c: joined[c].to_numpy(np.float64)[idx] for c in _FEATS if c != "contradiction_flag"},
         "contradiction_flag": joined["contradiction_flag"].to_numpy(np.float64)[idx] > 0.5,
         "violated": viol,
@@ -789,26 +789,26 @@ def label_claims_spark(
         "tool_name": _str(joined["tool_name"].to_numpy(object)[idx]),
         "premise_id": _str(joined["pk_str"].to_numpy(object)[idx]),
         "use_id": joined["use_id"].to_numpy(np.int64)[idx],
-        "label_source": _categorical(from_verifier, ["outcome", "verifier"]),
+        "label_source": categorical(from_verifier, ["outcome", "verifier"]),
         "signal_llr": np.where(has_sig[idx], llr_v[idx], 0.0),
         "p_logged": p_logged[idx],
         "calibrator": _cat(joined["calibrator"].to_numpy(object)[idx], cal_cats),
         "regime": _cat(joined["regime"].to_numpy(object)[idx], reg_cats),
-        "decision_file": _categorical(joined["file"].to_numpy(np.int64)[idx], names),
+        "decision_file": categorical(joined["file"].to_numpy(np.int64)[idx], names),
         "decision_line": joined["line"].to_numpy(np.int64)[idx],
     })
     reasons = unjoined["reason"].to_numpy(np.int64)
     detail = unjoined["detail"].to_numpy(object)
     unjoined_uses = pd.DataFrame({
-        "decision_file": _categorical(unjoined["file"].to_numpy(np.int64), names),
+        "decision_file": categorical(unjoined["file"].to_numpy(np.int64), names),
         "decision_line": unjoined["line"].to_numpy(np.int64),
         "action_id": _order_cat(unjoined["action_id"].to_numpy(object)),
         "premise_id": _order_cat(unjoined["pk_str"].to_numpy(object))
         if unjoined["pk_str"].notna().all() and not unjoined["pk_str"].str.startswith("#").any()
         else _str(unjoined["pk_str"].to_numpy(object)),
         "claim_id": _str(unjoined["claim_id"].to_numpy(object)),
-        "time": _us_to_datetime(unjoined["t_us"].to_numpy(np.int64)),
-        "reason": _categorical(reasons, UNJOINED_REASONS),
+        "time": us_to_datetime(unjoined["t_us"].to_numpy(np.int64)),
+        "reason": categorical(reasons, UNJOINED_REASONS),
         "detail": _order_cat(np.where(pd.isna(detail), "", detail)),
     })
 
@@ -821,11 +821,11 @@ def label_claims_spark(
         a = np.zeros(n_out, dtype=bool)
         a[pos] = flag_rows[k].to_numpy(bool)
         arrays[k] = a
-    status = _outcome_status(arrays["used"], arrays["conflict"], arrays["ambiguous"],
+    status = outcome_status(arrays["used"], arrays["conflict"], arrays["ambiguous"],
                              arrays["keymatch"], arrays["earlier"])
-    counts, outcome_details = _outcome_report(out_df, out_invalid, status)
+    counts, outcome_details = outcome_report(out_df, out_invalid, status)
     n_hard = int(hard.sum())
-    report = _join_report(
+    report = join_report(
         names, stats, n_entries=n_entries, n_uses=n_uses, n_hard=n_hard,
         n_soft=len(joined) - n_hard, reasons=reasons, n_outcomes=n_out + len(out_invalid),
         counts=counts, rows=len(claims), soft_labels=soft_labels, ignored_signals=ignored,
@@ -862,7 +862,7 @@ def _episode_batch(batch: Any, files: list[str], min_calls: int,
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from amv_calib.claims._episodes import ACTION_REASONS, _episodes
+    from amv_calib.claims.engine import ACTION_REASONS, build_episodes
 
     def col(k: str) -> Any:
         return batch.column(batch.schema.get_field_index(k))
@@ -907,7 +907,8 @@ def _episode_batch(batch: Any, files: list[str], min_calls: int,
         "reliability": pc.fill_null(of.field("reliability"), float("nan")),
     })
     log = SimpleNamespace(records=recs, entries=entries, offers=o_table)
-    lines, report, _, names = _episodes(files, log, state, min_calls, verifiers=verifiers)
+    lines, report, _, names = build_episodes(files, log, state, min_calls,
+                                               verifiers=verifiers)
     crec = state["records"]
     n = len(lines)
     eps = _batch(schema, n, {
@@ -970,7 +971,7 @@ def label_logs_spark(
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from amv_calib.claims._episodes import (
+    from amv_calib.claims.engine import (
         ACTION_REASONS,
         EpisodeReport,
         LogLabels,
