@@ -9,6 +9,7 @@ Results go to stdout (JSON where a script reads them), progress and logs to stde
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import logging
@@ -300,6 +301,8 @@ def _parsers_label(subparsers: Any) -> None:
                    "estimated reliability instead of the declared one (default 200)")
     _skip_corrupt_option(p)
     _overwrite_option(p)
+    _engine_options(p, "where the join runs: local (this process, default) or spark (the "
+                    "same rows, report and episodes, on --spark-master; docs/scale.md)")
 
 
 def _log_options(p: argparse.ArgumentParser, outcomes_help: str) -> None:
@@ -342,11 +345,19 @@ def _run_label(args: argparse.Namespace) -> int:
     if not as_table and out.suffix and not out.is_dir():
         raise unknown_table_ending(out)
     for path in (*args.decisions, *args.outcomes):
-        if not Path(path).is_file():
+        # on Spark a decision log may be a URI the executors open (docs/scale.md)
+        remote = args.engine == "spark" and "://" in path and path in args.decisions
+        if not remote and not Path(path).is_file():
             raise DataContractError(f"input file {path} does not exist")
     if args.min_verifier_calls < 0:
         raise ConfigError(f"--min-verifier-calls={args.min_verifier_calls} must be >= 0")
     on_corrupt: Literal["raise", "skip"] = "skip" if args.skip_corrupt else "raise"
+    if args.engine == "spark":
+        from amv_calib.spark import label_claims_spark, label_logs_spark
+
+        spark = _spark(args)
+        label_logs = functools.partial(label_logs_spark, spark=spark)
+        label_claims = functools.partial(label_claims_spark, spark=spark)
     if not as_table:
         claim_outputs(out, "label", LABEL_FOLDER_FILES, overwrite=args.overwrite)
         result = label_logs(args.decisions, args.outcomes or None,
@@ -419,6 +430,16 @@ def _engine_options(p: argparse.ArgumentParser, help: str) -> None:
                    "spark://host:7077, yarn, k8s://...; under spark-submit its --master wins)")
 
 
+def _spark(args: argparse.Namespace) -> Any:
+    """The Spark session of ``--engine spark`` on ``--spark-master``."""
+    from amv_calib.spark import spark_session, spark_unavailable
+
+    why = spark_unavailable()
+    if why is not None:
+        raise ConfigError(f"--engine spark: {why}")
+    return spark_session(args.spark_master)
+
+
 def _run_compare(args: argparse.Namespace) -> int:
     """Compare the calibrators on ``args.claims`` and write ``args.out``."""
     from amv_calib.calibration import compare_calibrators
@@ -461,15 +482,12 @@ def _run_compare(args: argparse.Namespace) -> int:
 
 def _run_compare_spark(args: argparse.Namespace, names: list[str]) -> int:
     """``compare --engine spark``: the claims are read, validated and fitted on Spark."""
-    from amv_calib.spark import compare_calibrators_spark, spark_session, spark_unavailable
+    from amv_calib.spark import compare_calibrators_spark
 
-    why = spark_unavailable()
-    if why is not None:
-        raise ConfigError(f"--engine spark: {why}")
     if not Path(args.claims).exists():
         raise DataContractError(f"input {args.claims} does not exist")
     result = compare_calibrators_spark(
-        args.claims, spark=spark_session(args.spark_master), calibrators=names,
+        args.claims, spark=_spark(args), calibrators=names,
         folds=args.folds, split=args.split, scoring=args.scoring,
         tie_break="brier" if args.scoring == "log_loss" else "log_loss",
         n_bins=args.n_bins, n_boot=args.n_boot, seed=args.seed,

@@ -4,8 +4,10 @@ For each size (decision lines; default 1 M and 10 M) the same generated decision
 outcomes (``bench_labels.make_data``: 1-4 premises a line, one outcome per ten lines) go
 through:
 
-- **label, single machine**: ``label_claims`` (the Spark engine of ``label`` is not built
-  yet: the row says so);
+- **label, single machine**: ``label_claims``;
+- **label, Spark local[2]**: ``label_claims_spark`` on the same files, session start-up
+  included; its claim rows are checked equal to the single-machine ones (a hash of the
+  table) and its report counts too;
 - **compare, single machine**: ``compare_calibrators`` on the labelled claims;
 - **compare, Spark local[2]**: ``compare_calibrators_spark`` on the same claims (Parquet read
   by Spark), session start-up included.
@@ -35,6 +37,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The measured sides, each in its own process, in this order (the slowest last, so that a
+#: run cut short still has the others).
+SIDES = ("label", "compare_local", "compare_spark", "label_spark")
 sys.path.insert(0, str(ROOT / "bench"))
 
 
@@ -59,7 +64,24 @@ def child(side: str, args: argparse.Namespace) -> dict[str, Any]:
         claims = claims.drop_duplicates(["claim_id", "timestamp", "violated"])
         out["duplicates_dropped"] = before - len(claims)
         claims.to_parquet(args.claims, index=False)
-        out.update(rows=len(claims), uses=report.uses_read, joined=report.joined)
+        out.update(rows=len(claims), uses=report.uses_read, joined=report.joined,
+                   claims_hash=_hash(claims), report=_counts(report))
+    elif side == "label_spark":
+        from amv_calib.spark import label_claims_spark, spark_session
+
+        spark = spark_session("local[2]", driver_memory=args.driver_memory,
+                              shuffle_partitions=args.shuffle_partitions)
+        t1 = time.perf_counter()
+        claims, report = label_claims_spark(args.log, args.outcomes_file, spark=spark)
+        out["seconds"] = time.perf_counter() - t0
+        out["startup_seconds"] = t1 - t0
+        before = len(claims)
+        claims = claims.drop_duplicates(["claim_id", "timestamp", "violated"])
+        out["duplicates_dropped"] = before - len(claims)
+        out.update(rows=len(claims), uses=report.uses_read, joined=report.joined,
+                   claims_hash=_hash(claims), report=_counts(report))
+        out["jvm_peak_mib"] = _jvm_peak_mib(spark)
+        spark.stop()
     elif side == "compare_local":
         import pandas as pd
 
@@ -87,6 +109,19 @@ def child(side: str, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _hash(claims: Any) -> str:
+    """A digest of the claim rows (values and order), to check two engines agree."""
+    import pandas as pd
+
+    return f"{int(pd.util.hash_pandas_object(claims, index=False).sum()) & (2**64 - 1):016x}"
+
+
+def _counts(report: Any) -> dict[str, Any]:
+    d = dict(report.to_dict())
+    d.pop("decision_files", None)
+    return d
+
+
 def _jvm_peak_mib(spark: Any) -> float | None:
     """Peak resident memory of the Spark JVM (in local mode: the driver and the executors)."""
     try:
@@ -108,7 +143,8 @@ def _run_child(side: str, data: dict[str, Any], args: argparse.Namespace) -> dic
     cmd = [sys.executable, __file__, "--child", side, "--log", data["log"],
            "--outcomes-file", data["outcomes"], "--claims", data["claims"],
            "--calibrators", args.calibrators, "--folds", str(args.folds),
-           "--n-boot", str(args.n_boot), "--driver-memory", args.driver_memory]
+           "--n-boot", str(args.n_boot), "--driver-memory", args.driver_memory,
+           "--shuffle-partitions", str(max(4, int(data["lines"]) // 250_000))]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -139,11 +175,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibrators", default="platt,isotonic,seed_prior")
     ap.add_argument("--folds", type=int, default=3)
     ap.add_argument("--n-boot", type=int, default=0)
+    ap.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES),
+                    help="which sides to measure, in this order ('label' first: it writes "
+                    "the claims the compares read)")
+    ap.add_argument("--reuse-data", action="store_true",
+                    help="with --data-dir: use the data (and claims) a cut-short run left")
     ap.add_argument("--driver-memory", default="6g")
+    ap.add_argument("--shuffle-partitions", type=int, default=4, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "spark.json"))
-    ap.add_argument("--child", choices=("label", "compare_local", "compare_spark"),
+    ap.add_argument("--child", choices=SIDES,
                     help=argparse.SUPPRESS)
     ap.add_argument("--log", help=argparse.SUPPRESS)
     ap.add_argument("--outcomes-file", help=argparse.SUPPRESS)
@@ -160,28 +202,39 @@ def main(argv: list[str] | None = None) -> int:
     for n in sizes:
         folder = base / f"n{n}"
         folder.mkdir(parents=True, exist_ok=True)
-        data = make_data(folder, n, max(10, n // 10), args.seed)
+        if args.reuse_data and (folder / "decisions.jsonl").is_file():
+            data = {"log": folder / "decisions.jsonl", "outcomes": folder / "outcomes.csv"}
+        else:
+            data = make_data(folder, n, max(10, n // 10), args.seed)
         data = {"log": str(data["log"]), "outcomes": str(data["outcomes"]),
-                "claims": str(folder / "claims.parquet")}
+                "claims": str(folder / "claims.parquet"), "lines": n}
         row: dict[str, Any] = {"lines": n}
-        for side in ("label", "compare_local", "compare_spark"):
+        runs.append(row)
+        for side in args.sides:
             row[side] = _run_child(side, data, args)
             print(json.dumps({"lines": n, **row[side]}), file=sys.stderr, flush=True)
-        row["label_spark"] = "not built: the Spark engine of label is issue 19's open part"
-        runs.append(row)
+            out_path = Path(args.out)  # partial results, in case a run is cut short
+            out_path.parent.mkdir(parents=True, exist_ok=True)
+            out_path.write_text(json.dumps({"runs": runs, "partial": True}, indent=2) + "\n")
+        if all(s in row and "error" not in row[s] for s in ("label", "label_spark")):
+            row["label_equal"] = (row["label"]["claims_hash"] == row["label_spark"]["claims_hash"]
+                                  and row["label"]["report"] == row["label_spark"]["report"])
         shutil.rmtree(folder, ignore_errors=True)
-    ok = all("error" not in r[s] for r in runs for s in ("compare_local", "compare_spark"))
+    ok = all("error" not in r[s] for r in runs for s in args.sides)
     summary: dict[str, Any] = {"runs": runs, "settings": {
         "calibrators": args.calibrators, "folds": args.folds, "n_boot": args.n_boot,
         "master": "local[2]", "driver_memory": args.driver_memory}}
     if ok and len(runs) >= 2:
         ratio = sizes[-1] / sizes[0]
-        for side in ("label", "compare_local", "compare_spark"):
+        for side in args.sides:
             summary[f"scaling_{side}"] = runs[-1][side]["seconds"] / runs[0][side]["seconds"] \
                 / ratio
-        summary["compare_crossing_lines"] = _crossing(
-            sizes, [r["compare_local"]["seconds"] for r in runs],
-            [r["compare_spark"]["seconds"] for r in runs])
+        for stage, local, spark in (("compare", "compare_local", "compare_spark"),
+                                    ("label", "label", "label_spark")):
+            if local in args.sides and spark in args.sides:
+                summary[f"{stage}_crossing_lines"] = _crossing(
+                    sizes, [r[local]["seconds"] for r in runs],
+                    [r[spark]["seconds"] for r in runs])
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2) + "\n")

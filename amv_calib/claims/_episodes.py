@@ -310,8 +310,13 @@ def _grouped(items: Any, counts: NDArray[np.int64], sep: str = ",") -> Any:
     return pc.binary_join(lists, pa.scalar(sep, pa.large_string())).cast(pa.string())
 
 
-def _episodes(files: list[str], log: Any, state: Mapping[str, Any], min_verifier_calls: int
+def _episodes(files: list[str], log: Any, state: Mapping[str, Any], min_verifier_calls: int,
+              verifiers: dict[str, dict[str, Any]] | None = None,
               ) -> tuple[Any, EpisodeReport, dict[str, dict[str, Any]], list[str | None]]:
+    """The episode lines (in record order; ``state["records"]`` receives the record index of
+    each, when ``state`` is a dict), the report, the verifier reliabilities (``verifiers``
+    when given: the Spark engine computes them over all actions and builds the episodes of
+    each group of actions with this function) and the action of each episode."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -411,9 +416,10 @@ def _episodes(files: list[str], log: Any, state: Mapping[str, Any], min_verifier
         for key, k in counts.items():
             vid, r = cast(tuple[Any, Any], key)
             declared_offers.setdefault(str(vid), {})[float(r)] = int(k)
-    verifiers = verifier_reliabilities(state["answers"], hard, label,
-                                       min_verifier_calls=min_verifier_calls,
-                                       declared_offers=declared_offers)
+    if verifiers is None:
+        verifiers = verifier_reliabilities(state["answers"], hard, label,
+                                           min_verifier_calls=min_verifier_calls,
+                                           declared_offers=declared_offers)
 
     # -- the episode lines -----------------------------------------------------------------------
     e_ok = ok[e_act]
@@ -448,6 +454,8 @@ def _episodes(files: list[str], log: Any, state: Mapping[str, Any], min_verifier
                             ',"symmetric_reliability":', _numbers(rel), "}")
     verifiers_list = _grouped(verifier_json, np.bincount(okpos[o_act[vrows]], minlength=n_ok))
     crec = chosen[ok]
+    if isinstance(state, dict):
+        state["records"] = crec
     action = recs["action_id"][crec]
     tool = recs["tool_name"][crec]
     files_q = [json.dumps(f, ensure_ascii=False) for f in files]

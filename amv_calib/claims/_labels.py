@@ -636,28 +636,34 @@ def _parse_lines(data: bytes, first_line: int, st: LogReadStats, name: str,
 def _read_one_log(path: PathLike, file_idx: int, on_corrupt: str, columnar: bool,
                   acc: _Acc) -> LogReadStats:
     name = os.fspath(path)
+    with open(name, "rb") as fh:
+        return _read_chunks(iter(lambda: fh.read(_BLOCK_BYTES), b""), name, file_idx, 1,
+                            on_corrupt, columnar, acc)
+
+
+def _read_chunks(chunks: Iterable[bytes], name: str, file_idx: int, first_line: int,
+                 on_corrupt: str, columnar: bool, acc: _Acc) -> LogReadStats:
+    """Read the lines of ``chunks`` (consecutive bytes of the log ``name``, starting at the
+    start of line ``first_line``) into ``acc``; the Spark engine reads a file's byte ranges
+    with it (:mod:`amv_calib.spark._label`)."""
     st = LogReadStats()
     records_before = acc.n_records
-    next_line = 1
+    next_line = first_line
     carry = b""
-    with open(name, "rb") as fh:
-        while True:
-            data = fh.read(_BLOCK_BYTES)
-            if not data:
-                break
-            buf = carry + data if carry else data
-            cut = buf.rfind(b"\n") + 1
-            carry = buf[cut:]
-            if cut == 0:
-                continue
-            block = buf[:cut]
-            n = block.count(b"\n")
-            if not (columnar and _columnar_block(block, n, file_idx, next_line, acc)):
-                recs = _parse_lines(block, next_line, st, name, on_corrupt)
-                if recs:
-                    _python_records(recs, file_idx, acc)
-            next_line += n
-            st.lines += n
+    for data in chunks:
+        buf = carry + data if carry else data
+        cut = buf.rfind(b"\n") + 1
+        carry = buf[cut:]
+        if cut == 0:
+            continue
+        block = buf[:cut]
+        n = block.count(b"\n")
+        if not (columnar and _columnar_block(block, n, file_idx, next_line, acc)):
+            recs = _parse_lines(block, next_line, st, name, on_corrupt)
+            if recs:
+                _python_records(recs, file_idx, acc)
+        next_line += n
+        st.lines += n
     if carry:  # the last line, without its newline
         st.lines += 1
         recs = _parse_lines(carry, next_line, st, name, on_corrupt)
@@ -1530,22 +1536,8 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     joined = hard | soft
 
     p_logged = u["p"].to_numpy()
-    prior = np.where(np.isfinite(p_logged), np.clip(p_logged, 1e-6, 1 - 1e-6), 0.5)
-    q = sigmoid(np.log(prior) - np.log1p(-prior) + np.where(np.isnan(llr), 0.0, llr))
-
-    # -- rows: one per outcome-labelled use, two (weights q, 1 - q) per verifier-labelled use --
-    hi = np.flatnonzero(hard)
-    si = np.flatnonzero(soft)
-    pos_rows = si[q[si] > 0]
-    neg_rows = si[q[si] < 1]
-    idx = np.concatenate([hi, pos_rows, neg_rows])
-    viol = np.concatenate([label[hi], np.ones(pos_rows.size, bool),
-                           np.zeros(neg_rows.size, bool)])
-    weight = np.concatenate([np.ones(hi.size), q[pos_rows], 1.0 - q[neg_rows]])
-    from_verifier = np.concatenate([np.zeros(hi.size, np.int64),
-                                    np.ones(pos_rows.size + neg_rows.size, np.int64)])
-    order = np.lexsort((~viol, idx))
-    idx, viol, weight, from_verifier = idx[order], viol[order], weight[order], from_verifier[order]
+    q = _posterior(p_logged, llr)
+    idx, viol, weight, from_verifier = _label_rows(hard, soft, label, q)
     file_names = [os.fspath(p) for p in plist]
     file_of = u["file"].to_numpy()
     claims = pd.DataFrame({
@@ -1583,14 +1575,94 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         "reason": _categorical(reasons, UNJOINED_REASONS),
         "detail": _categorical(uses.detail_codes[unj], uses.detail_categories),
     }, copy=False)
-    status = np.full(n_out, -1, dtype=np.int64)
-    status[o_used] = 0
-    status[~o_used & o_conflict] = 1
-    status[~o_used & ~o_conflict & o_ambiguous] = 2
+    status = _outcome_status(o_used, o_conflict, o_ambiguous, o_keymatch, o_has_earlier_use)
+    counts, outcome_details = _outcome_report(out_df, out_invalid, status)
+    report = _join_report(
+        plist, log.stats, n_entries=uses.n_entries, n_uses=n_uses, n_hard=int(hard.sum()),
+        n_soft=int(soft.sum()), reasons=reasons, n_outcomes=n_out + len(out_invalid),
+        counts=counts, rows=len(claims), soft_labels=soft_labels,
+        ignored_signals=ignored_signals, unjoined_uses=unjoined_uses,
+        outcome_details=outcome_details)
+    if collect is not None:
+        collect.update(uses=uses, hard=hard, soft=soft, label=label, reason=reason,
+                       answers=answers)
+    return claims, report
+
+
+def _join_report(files: Sequence[PathLike], stats: Sequence[LogReadStats], *, n_entries: int,
+                 n_uses: int, n_hard: int, n_soft: int, reasons: NDArray[Any],
+                 n_outcomes: int, counts: dict[str, int], rows: int, soft_labels: str,
+                 ignored_signals: int, unjoined_uses: pd.DataFrame,
+                 outcome_details: pd.DataFrame) -> JoinReport:
+    """The checked :class:`JoinReport`; ``reasons`` holds the reason code of each unjoined
+    use."""
+    report = JoinReport(
+        decision_files=[{"path": os.fspath(p), **s.to_dict()}
+                        for p, s in zip(files, stats, strict=True)],
+        premise_entries=n_entries,
+        repeated_entries=n_entries - n_uses,
+        uses_read=n_uses,
+        joined=n_hard + n_soft,
+        joined_by_source={"outcome": n_hard, "verifier": n_soft},
+        unjoined={r: int((reasons == i).sum()) for i, r in enumerate(UNJOINED_REASONS)},
+        outcomes_read=n_outcomes,
+        outcomes=counts,
+        rows=rows,
+        soft_labels=soft_labels,
+        ignored_signals=ignored_signals,
+        unjoined_uses=unjoined_uses,
+        outcome_details=outcome_details,
+    )
+    report.check()
+    return report
+
+
+def _posterior(p_logged: FloatArray, llr: FloatArray) -> FloatArray:
+    """A verifier label's ``q = sigmoid(logit(prior) + LLR)``; the prior is the gate's ``p``
+    clipped to [1e-6, 1 - 1e-6] (0.5 when missing), a NaN LLR counts as 0."""
+    prior = np.where(np.isfinite(p_logged), np.clip(p_logged, 1e-6, 1 - 1e-6), 0.5)
+    return np.asarray(sigmoid(np.log(prior) - np.log1p(-prior)
+                              + np.where(np.isnan(llr), 0.0, llr)), dtype=np.float64)
+
+
+def _label_rows(hard: BoolArray, soft: BoolArray, label: BoolArray, q: FloatArray
+                ) -> tuple[IntArray, BoolArray, FloatArray, IntArray]:
+    """The claim rows of some uses, in use order (violated first): one per outcome-labelled
+    (``hard``) use, two (weights ``q``, ``1 - q``; weight 0 dropped) per verifier-labelled
+    (``soft``) one. Returns the use position, ``violated``, the weight and whether the row
+    comes from a verifier (0/1) of each row."""
+    hi = np.flatnonzero(hard)
+    si = np.flatnonzero(soft)
+    pos_rows = si[q[si] > 0]
+    neg_rows = si[q[si] < 1]
+    idx = np.concatenate([hi, pos_rows, neg_rows])
+    viol = np.concatenate([label[hi], np.ones(pos_rows.size, bool),
+                           np.zeros(neg_rows.size, bool)])
+    weight = np.concatenate([np.ones(hi.size), q[pos_rows], 1.0 - q[neg_rows]])
+    from_verifier = np.concatenate([np.zeros(hi.size, np.int64),
+                                    np.ones(pos_rows.size + neg_rows.size, np.int64)])
+    order = np.lexsort((~viol, idx))
+    return idx[order], viol[order], weight[order], from_verifier[order]
+
+
+def _outcome_status(used: BoolArray, conflict: BoolArray, ambiguous: BoolArray,
+                    keymatch: BoolArray, has_earlier_use: BoolArray) -> IntArray:
+    """Each outcome record's status (a code into :data:`OUTCOME_STATUSES`, "invalid" aside)
+    from what the join stages did with it."""
+    status = np.full(used.size, -1, dtype=np.int64)
+    status[used] = 0
+    status[~used & conflict] = 1
+    status[~used & ~conflict & ambiguous] = 2
     rest = status < 0
-    status[rest & o_keymatch & o_has_earlier_use] = 3
-    status[rest & o_keymatch & ~o_has_earlier_use] = 4
-    status[rest & ~o_keymatch] = 5
+    status[rest & keymatch & has_earlier_use] = 3
+    status[rest & keymatch & ~has_earlier_use] = 4
+    status[rest & ~keymatch] = 5
+    return status
+
+
+def _outcome_report(out_df: pd.DataFrame, out_invalid: pd.DataFrame, status: IntArray
+                    ) -> tuple[dict[str, int], pd.DataFrame]:
+    """The outcome counts by status and the details of every record not used."""
     counts = {s: int((status == i).sum()) for i, s in enumerate(OUTCOME_STATUSES)}
     counts["invalid"] = len(out_invalid)
     not_used = np.flatnonzero(status != 0)
@@ -1613,28 +1685,7 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
                               OUTCOME_STATUSES),
         "detail": pd.array([""] * len(od) + out_invalid["reason"].tolist(), dtype="str"),
     }).sort_values(["source", "row"], kind="stable", ignore_index=True)
-    report = JoinReport(
-        decision_files=[{"path": os.fspath(p), **s.to_dict()}
-                        for p, s in zip(plist, log.stats, strict=True)],
-        premise_entries=uses.n_entries,
-        repeated_entries=uses.n_entries - n_uses,
-        uses_read=n_uses,
-        joined=int(joined.sum()),
-        joined_by_source={"outcome": int(hard.sum()), "verifier": int(soft.sum())},
-        unjoined={r: int((reasons == i).sum()) for i, r in enumerate(UNJOINED_REASONS)},
-        outcomes_read=n_out + n_inv,
-        outcomes=counts,
-        rows=len(claims),
-        soft_labels=soft_labels,
-        ignored_signals=ignored_signals,
-        unjoined_uses=unjoined_uses,
-        outcome_details=outcome_details,
-    )
-    report.check()
-    if collect is not None:
-        collect.update(uses=uses, hard=hard, soft=soft, label=label, reason=reason,
-                       answers=answers)
-    return claims, report
+    return counts, outcome_details
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ are rewritten to the final folder after the step succeeds).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Sequence
@@ -61,10 +62,16 @@ def _label(ctx: StepContext) -> dict[str, Any]:
                           f"{ctx.params['min_verifier_calls']} must be >= 0")
     outcomes = [str(p) for p in ctx.params["outcomes"]]
     claim_outputs(ctx.out_dir, "label", LABEL_FOLDER_FILES, overwrite=ctx.params["overwrite"])
-    result = label_logs([str(p) for p in ctx.params["decisions"]], outcomes or None,
-                        min_verifier_calls=ctx.params["min_verifier_calls"],
-                        soft_labels=ctx.params["soft_labels"],
-                        on_corrupt="skip" if ctx.params["skip_corrupt"] else "raise")
+    run: Any = label_logs
+    if ctx.spec.engine == "spark":  # the same files, to the byte (docs/scale.md)
+        from amv_calib.spark import label_logs_spark, spark_session
+
+        log.info("[%s] joining on Spark (%s)", ctx.step.name, ctx.spec.spark_master)
+        run = functools.partial(label_logs_spark, spark=spark_session(ctx.spec.spark_master))
+    result = run([str(p) for p in ctx.params["decisions"]], outcomes or None,
+                 min_verifier_calls=ctx.params["min_verifier_calls"],
+                 soft_labels=ctx.params["soft_labels"],
+                 on_corrupt="skip" if ctx.params["skip_corrupt"] else "raise")
     line = write_label_folder(result, ctx.out_dir, outcomes)
     ep = result.episode_report
     if result.report.joined == 0 or ep.episodes == 0:

@@ -16,6 +16,8 @@ from amv_calib.contract import load_artifact
 from amv_calib.exceptions import ConfigError
 from amv_calib.pipeline import load_pipeline, run_pipeline
 
+REPO = Path(__file__).resolve().parents[2]
+
 _PIPELINE = """
 [pipeline]
 name = "spark-retrain"
@@ -87,3 +89,35 @@ def test_cli_compare_engine_spark(spark: Any, tmp_path: Path,
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["champion"] == "platt"
     assert (tmp_path / "cmp" / "champion.json").is_file()
+
+
+_LABEL_PIPELINE = """
+[pipeline]
+name = "label-on-{engine}"
+workdir = "work-{engine}"
+models_dir = "models"
+tracking = false
+engine = "{engine}"
+spark_master = "local[2]"
+
+[[steps]]
+name = "label"
+kind = "label"
+decisions = ["{log}"]
+outcomes = ["{outcomes}"]
+min_verifier_calls = 5
+"""
+
+
+def test_pipeline_label_step_on_spark_writes_the_same_files(spark: Any, tmp_path: Path) -> None:
+    logs = sorted((REPO / "data" / "examples" / "logs").glob("decisions*.jsonl"))
+    outcomes = REPO / "data" / "examples" / "logs" / "outcomes.csv"
+    for engine in ("local", "spark"):
+        path = tmp_path / f"{engine}.toml"
+        path.write_text(_LABEL_PIPELINE.format(engine=engine, log=logs[0], outcomes=outcomes))
+        spec = load_pipeline(path)
+        assert spec.engine == engine
+        run_pipeline(spec)
+    for name in ("claims.parquet", "claims.unjoined.csv", "episodes.jsonl", "verifiers.json"):
+        assert (tmp_path / "work-spark" / "label" / name).read_bytes() == \
+            (tmp_path / "work-local" / "label" / name).read_bytes(), name

@@ -1,0 +1,1046 @@
+"""The label join on Spark: the same claim rows, report counts, episodes and verifiers.
+
+What runs where (docs/scale.md):
+
+- **Spark executors**: reading the decision logs, by byte ranges (``split_bytes``) of each
+  file, with the single-machine parser (:func:`amv_calib.claims.engine.read_chunks`: the
+  same aliases, types, blank / torn / corrupt lines, line numbers) and the single-machine
+  data-contract check of each premise entry (``invalid_detail``); Parquet decision logs
+  (``.parquet``/``.pq``) are read by row groups, each row a record (line = row number).
+  Every executor needs amv-calib installed.
+- **Spark SQL**: exploding the premises, one use per (action, premise) from the action's
+  last record, the verifier signals and their log-likelihood ratios (the multiset rule), the
+  three time-aware join stages against the outcome records, the status of each outcome
+  record, and the counts.
+- **The driver**: the list of byte ranges and their line offsets (a few numbers per range),
+  the outcome records (read and validated by :func:`amv_calib.claims.load_outcomes`; they are
+  one per several decision lines, and their file formats stay the single-machine ones), the
+  weight ``log(r / (1 - r))`` of each distinct declared reliability, and the results: the
+  joined uses (turned into claim rows by the single-machine ``posterior`` and
+  ``label_rows``), the unjoined uses, the status of each outcome record, the counts.
+  Episodes: the per-action rule runs on the executors (``build_episodes`` of
+  :mod:`amv_calib.claims.engine` on each group of actions, the same code); the verifier
+  reliabilities are computed by the driver from per-verifier answer counts that Spark
+  aggregates (:func:`~amv_calib.claims.verifier_reliabilities`, the same code).
+
+The driver never holds the parsed log (records, premise entries, signals); it holds the
+results, which grow with the joined and unjoined uses (the unjoined table lists every
+unjoined use, as the single-machine report does).
+
+Floating point: the LLR of a use is summed in the single-machine order (signals in log
+order, each distinct answer at its first appearance), with the weights computed by numpy,
+so ``signal_llr`` and ``label_weight`` are equal bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import numpy as np
+import pandas as pd
+
+from amv_calib.claims.engine import (
+    UNJOINED_REASONS,
+    EntryAccumulator,
+    JoinReport,
+    PathLike,
+    SoftLabels,
+    categorical,
+    invalid_detail,
+    join_report,
+    label_rows,
+    load_outcomes,
+    outcome_report,
+    outcome_status,
+    posterior,
+    read_chunks,
+    us_to_datetime,
+)
+from amv_calib.contract import CLAIM_FEATURES
+from amv_calib.exceptions import DataContractError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+_log = logging.getLogger("amv_calib.spark")
+
+#: Bytes of a decision log per Spark task (a Parquet log is split by row groups).
+DEFAULT_SPLIT_BYTES: Final = 64 << 20
+_READ_BYTES: Final = 16 << 20
+_PARQUET: Final = (".parquet", ".pq")
+#: An entry's id: its task in the high bits, its position in the task below (so ids follow
+#: the log order); the join keys its uses by it.
+_EID_SHIFT: Final = 40
+_INVALID, _NO_OUTCOME, _BEFORE, _CONFLICT, _AMBIGUOUS, _BAD_SIGNALS = range(6)
+
+_FEATS: Final = tuple(CLAIM_FEATURES)
+_STATS: Final = ("lines", "records", "blank", "torn", "corrupt")
+
+
+# ---------------------------------------------------------------------------------------------
+# Files and their splits
+# ---------------------------------------------------------------------------------------------
+def _filesystem(path: str) -> tuple[Any, str]:
+    """A pyarrow filesystem and the path in it: a URI (``s3://``, ``gs://``, ``hdfs://``,
+    ``file://``) or a local path."""
+    import pyarrow.fs as pafs
+
+    if "://" in path:
+        fs, inner = pafs.FileSystem.from_uri(path)
+        return fs, inner
+    return pafs.LocalFileSystem(), os.path.abspath(path)
+
+
+def _is_parquet(path: str) -> bool:
+    return path.lower().endswith(_PARQUET)
+
+
+_LOG_SUFFIXES: Final = (".jsonl", ".ndjson", ".json", *_PARQUET)
+
+
+def _expand(paths: Sequence[str]) -> list[str]:
+    """The decision logs: a folder (or an object-store prefix) stands for its log files
+    (``.jsonl``, ``.ndjson``, ``.json``, ``.parquet``, ``.pq``), in name order."""
+    import pyarrow.fs as pafs
+
+    out: list[str] = []
+    for path in paths:
+        fs, inner = _filesystem(path)
+        if fs.get_file_info(inner).type != pafs.FileType.Directory:
+            out.append(path)
+            continue
+        found = sorted(i.path for i in fs.get_file_info(pafs.FileSelector(inner))
+                       if i.type == pafs.FileType.File and i.path.lower().endswith(_LOG_SUFFIXES))
+        if not found:
+            raise DataContractError(f"decision-log folder {path} holds no log files "
+                                    f"({', '.join(_LOG_SUFFIXES)})")
+        base = path.rstrip("/")
+        out += [f"{base}/{f.rsplit('/', 1)[-1]}" for f in found]
+    return out
+
+
+def _splits(paths: Sequence[str], split_bytes: int) -> list[tuple[int, str, int, int]]:
+    """``(file index, path, start, end)`` of each task: byte ranges of a JSONL log, row
+    groups ``[start, end)`` of a Parquet one."""
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    out: list[tuple[int, str, int, int]] = []
+    for i, path in enumerate(paths):
+        fs, inner = _filesystem(path)
+        info = fs.get_file_info(inner)
+        if info.type != pafs.FileType.File:
+            raise DataContractError(f"decision log {path} does not exist or is not a file")
+        if _is_parquet(path):
+            with fs.open_input_file(inner) as fh:
+                groups = pq.ParquetFile(fh).metadata.num_row_groups
+            out += [(i, path, g, g + 1) for g in range(groups)]
+            continue
+        size = int(info.size)
+        out += [(i, path, s, min(size, s + split_bytes)) for s in range(0, size, split_bytes)]
+    return out
+
+
+def _count_newlines(task: tuple[int, str, int, int]) -> tuple[int, bool]:
+    """Newlines in a byte range, and whether the byte before it is one (or it starts the
+    file); rows of a Parquet row group."""
+    _, path, start, end = task
+    fs, inner = _filesystem(path)
+    if _is_parquet(path):
+        import pyarrow.parquet as pq
+
+        with fs.open_input_file(inner) as fh:
+            return int(pq.ParquetFile(fh).metadata.row_group(start).num_rows), True
+    with fs.open_input_file(inner) as fh:
+        fh.seek(max(0, start - 1))
+        at_start = start == 0 or fh.read(1) == b"\n"
+        n = 0
+        pos = start
+        while pos < end:
+            data = fh.read(min(_READ_BYTES, end - pos))
+            if not data:
+                break
+            n += data.count(b"\n")
+            pos += len(data)
+    return n, at_start
+
+
+def _to_newline(fh: Any) -> tuple[bytes, bool]:
+    """Read up to and including the next newline; whether there was one."""
+    parts: list[bytes] = []
+    while True:
+        data = fh.read(1 << 16)
+        if not data:
+            return b"".join(parts), False
+        cut = data.find(b"\n")
+        if cut >= 0:
+            parts.append(data[:cut + 1])
+            return b"".join(parts), True
+        parts.append(data)
+
+
+def _range_chunks(path: str, start: int, end: int) -> Iterator[bytes]:
+    """The lines that start in ``[start, end)`` of a file, in chunks."""
+    fs, inner = _filesystem(path)
+    with fs.open_input_file(inner) as fh:
+        pos = start
+        if start > 0:
+            fh.seek(start - 1)
+            if fh.read(1) != b"\n":  # the line under way belongs to the previous range
+                skipped, found = _to_newline(fh)
+                if not found:
+                    return
+                pos += len(skipped)
+        fh.seek(pos)
+        while pos < end:
+            data = fh.read(min(_READ_BYTES, end - pos))
+            if not data:
+                return
+            pos += len(data)
+            if pos >= end and not data.endswith(b"\n"):
+                # finish the last line that starts in the range
+                yield data + _to_newline(fh)[0]
+                return
+            yield data
+
+
+def _parquet_chunks(path: str, group: int) -> Iterator[bytes]:
+    """The rows of a Parquet row group as JSON lines (one record per row)."""
+    import pyarrow.parquet as pq
+
+    fs, inner = _filesystem(path)
+    with fs.open_input_file(inner) as fh:
+        table = pq.ParquetFile(fh).read_row_group(group)
+    for batch in table.to_batches(max_chunksize=50_000):
+        rows = batch.to_pylist()
+        yield "".join(json.dumps({k: v for k, v in r.items() if v is not None},
+                                 default=str) + "\n" for r in rows).encode("utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing on the executors
+# ---------------------------------------------------------------------------------------------
+_PARSED_SCHEMA: Final = (
+    "kind byte, task int, file int, line long, t_us long, action_id string, "
+    "tool_name string, calibrator string, regime string, theta double, kappa double, "
+    "n_premises int, has_verifiers boolean, "
+    "premises array<struct<pidx:int, eid:long, premise_id:string, claim_id:string, "
+    "recency_hours:double, source_trust_score:double, model_confidence:double, "
+    "contradiction_flag:double, p:double, detail:string>>, "
+    "signals array<struct<premise_id:string, verifier:string, confirmed:boolean, "
+    "reliability:double>>, "
+    "offers array<struct<id:string, resolves:array<string>, cost:double, reliability:double>>, "
+    "lines long, records long, blank long, torn long, corrupt long, corrupt_lines array<long>, "
+    "error string"
+)
+
+
+def _strings(chunks: list[Any]) -> Any:
+    """Per-block string (or dictionary) arrays as one plain string array."""
+    import pyarrow as pa
+
+    if not chunks:
+        return pa.array([], type=pa.string())
+    parts = [c.cast(pa.string()) if pa.types.is_dictionary(c.type) else c for c in chunks]
+    return pa.concat_arrays([p.cast(pa.string()) for p in parts])
+
+
+def _nested(counts: Any, fields: dict[str, Any]) -> Any:
+    """A list<struct> array with ``counts`` items per row."""
+    import pyarrow as pa
+
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    struct = pa.StructArray.from_arrays(list(fields.values()), names=list(fields))
+    return pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), struct)
+
+
+def _parse_task(task: tuple[int, str, int, int], task_idx: int, first_line: int,
+                on_corrupt: str, columnar: bool, offers: bool, schema: Any) -> list[Any]:
+    """One task's records (a RecordBatch of :data:`_PARSED_SCHEMA`, kind 0) and its stats
+    (kind 1); a corrupt line with ``on_corrupt="raise"`` becomes one error row (kind 2)."""
+    import pyarrow as pa
+
+    file_idx, path, start, end = task
+    acc = EntryAccumulator(offers)
+    chunks = _parquet_chunks(path, start) if _is_parquet(path) \
+        else _range_chunks(path, start, end)
+    try:
+        with warnings.catch_warnings():  # skipped lines are counted in the report
+            warnings.simplefilter("ignore")
+            st = read_chunks(chunks, path, file_idx, first_line, on_corrupt, columnar, acc)
+    except DataContractError as exc:
+        return [_batch(schema, 1, {"kind": [2], "task": [task_idx], "file": [file_idx],
+                                   "error": [str(exc)]})]
+    r = acc.rec
+    n_rec = acc.n_records
+
+    def nums(k: str, dtype: Any) -> Any:
+        return np.concatenate(r[k]).astype(dtype) if r[k] else np.zeros(0, dtype)
+
+    rec_cols: dict[str, Any] = {
+        "kind": pa.array(np.zeros(n_rec, np.int8)),
+        "task": pa.array(np.full(n_rec, task_idx, np.int32)),
+        "file": pa.array(nums("file", np.int32)),
+        "line": pa.array(nums("line", np.int64)),
+        "t_us": pa.array(nums("t_us", np.int64)),
+        **{k: _strings(r[k]) for k in ("action_id", "tool_name", "calibrator", "regime")},
+        "theta": pa.array(nums("theta", np.float64)),
+        "kappa": pa.array(nums("kappa", np.float64)),
+        "n_premises": pa.array(nums("n", np.int32)),
+        "has_verifiers": pa.array(nums("has_verifiers", bool)),
+    }
+    bad_times = dict(acc.bad_times)
+    entries, signals = acc.finish()
+    e_rec = entries["rec"].to_numpy()
+    check = entries[["rec", "claim_id", "t_us", *_FEATS]]
+    invalid, codes, messages = invalid_detail(check, bad_times)
+    detail = pa.array(np.asarray(messages, dtype=object)[codes], type=pa.string())
+    detail = pa.compute.if_else(pa.array(invalid), detail, pa.scalar(None, pa.string()))
+    rec_cols["premises"] = _nested(np.bincount(e_rec, minlength=n_rec), {
+        "pidx": pa.array(entries["pidx"].to_numpy(np.int32)),
+        "eid": pa.array((np.int64(task_idx) << _EID_SHIFT)
+                        + np.arange(len(entries), dtype=np.int64)),
+        "premise_id": pa.array(entries["premise_id"]).cast(pa.string())
+        if len(entries) else pa.array([], pa.string()),
+        "claim_id": pa.array(entries["claim_id"].array, type=pa.string()),
+        **{k: pa.array(entries[k].to_numpy(np.float64)) for k in (*_FEATS, "p")},
+        "detail": detail,
+    })
+    rec_cols["signals"] = _nested(np.bincount(signals["rec"].to_numpy(), minlength=n_rec), {
+        "premise_id": pa.array(signals["premise_id"].array, type=pa.string()),
+        "verifier": pa.array(signals["verifier"].array, type=pa.string()),
+        "confirmed": pa.array(signals["confirmed"].to_numpy(bool)),
+        "reliability": pa.array(signals["reliability"].to_numpy(np.float64)),
+    })
+    off = pa.concat_tables(acc.offers) if acc.offers else None
+    o_rec = off.column("rec").to_numpy() if off is not None else np.zeros(0, np.int64)
+    rec_cols["offers"] = _nested(np.bincount(o_rec, minlength=n_rec), {
+        "id": off.column("id").combine_chunks() if off is not None else pa.array([], pa.string()),
+        "resolves": off.column("resolves").combine_chunks() if off is not None
+        else pa.array([], pa.list_(pa.string())),
+        "cost": off.column("cost").combine_chunks() if off is not None
+        else pa.array([], pa.float64()),
+        "reliability": off.column("reliability").combine_chunks() if off is not None
+        else pa.array([], pa.float64()),
+    })
+    stats = _batch(schema, 1, {
+        "kind": [1], "task": [task_idx], "file": [file_idx], "lines": [st.lines],
+        "records": [st.records], "blank": [st.blank], "torn": [st.torn],
+        "corrupt": [st.corrupt], "corrupt_lines": [list(st.corrupt_lines)],
+    })
+    return [_batch(schema, n_rec, rec_cols), stats]
+
+
+def _batch(schema: Any, n: int, cols: dict[str, Any]) -> Any:
+    """A RecordBatch of ``schema`` from some of its columns (the others null)."""
+    import pyarrow as pa
+
+    arrays = [cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in schema]
+    arrays = [a if isinstance(a, pa.Array) else pa.array(a, type=f.type)
+              for a, f in zip(arrays, schema, strict=True)]
+    arrays = [a.cast(f.type) if a.type != f.type else a for a, f in zip(arrays, schema,
+                                                                       strict=True)]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _parse_fn(tasks: list[tuple[int, str, int, int]], first_lines: list[int],
+              on_corrupt: str, columnar: bool, offers: bool) -> Any:
+    """The mapInArrow function: each input row is a task index (``spark.range``)."""
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    spark_schema = _parse_datatype_string(_PARSED_SCHEMA)
+    assert isinstance(spark_schema, StructType)
+    schema = to_arrow_schema(spark_schema)
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
+            for t in batch.column(0).to_pylist():
+                yield from _parse_task(tasks[t], t, first_lines[t], on_corrupt, columnar,
+                                       offers, schema)
+
+    return run
+
+
+def _read_logs(spark: SparkSession, paths: list[str], on_corrupt: str, columnar: bool,
+               offers: bool, split_bytes: int) -> tuple[DataFrame, list[Any], list[int]]:
+    """Parse the logs on the executors: the records frame (persisted), the stats of each
+    file, and the first line of each task (the driver's only look at the files is their
+    sizes and the newline count of each range)."""
+    from pyspark import StorageLevel
+
+    tasks = _splits(paths, split_bytes)
+    n = len(tasks)
+    first_lines: list[int] = []
+    if n:
+        counts = spark.sparkContext.parallelize(list(range(n)), n) \
+            .map(lambda t: _count_newlines(tasks[t])).collect()
+        before = 0
+        prev_file = -1
+        for t, (nl, at_start) in zip(tasks, counts, strict=True):
+            if t[0] != prev_file:
+                before, prev_file = 0, t[0]
+            first_lines.append(1 + before + (0 if at_start else 1))
+            before += nl
+    parsed = spark.range(n, numPartitions=max(n, 1)).mapInArrow(
+        _parse_fn(tasks, first_lines, on_corrupt, columnar, offers), _PARSED_SCHEMA)
+    parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
+    meta = parsed.filter("kind <> 0").select(
+        "kind", "task", "file", *_STATS, "corrupt_lines", "error").toPandas()
+    errors = meta[meta["kind"] == 2].sort_values("task")
+    if len(errors):
+        parsed.unpersist()
+        raise DataContractError(str(errors["error"].iloc[0]))
+    from amv_calib.gate import LogReadStats
+
+    stats = [LogReadStats() for _ in paths]
+    for row in meta[meta["kind"] == 1].sort_values("task").to_dict("records"):
+        st = stats[int(row["file"])]
+        for k in _STATS:
+            setattr(st, k, getattr(st, k) + int(row[k]))
+        lines = row["corrupt_lines"]
+        st.corrupt_lines.extend(int(x) for x in (lines if lines is not None else []))
+    return parsed, stats, first_lines
+
+
+# ---------------------------------------------------------------------------------------------
+# The join on Spark SQL
+# ---------------------------------------------------------------------------------------------
+#: The action key: a record without ``action_id`` is an action of its own, keyed by its
+#: (file, line); ``ak`` is the action id or "" (never an id: an empty id reads as missing), so
+#: that the keys join without nulls.
+_AKEY: Final = ("ak", "ak_f", "ak_l")
+_UKEY: Final = (*_AKEY, "pk_kind", "pk_val")
+
+
+def _entries(parsed: DataFrame) -> DataFrame:
+    """One row per premise entry, with its action and premise keys."""
+    from pyspark.sql import functions as F
+
+    rec = parsed.filter("kind = 0")
+    e = rec.select("task", "file", "line", "t_us", "action_id", "tool_name", "calibrator",
+                   "regime", F.explode("premises").alias("e")).select(
+        "task", "file", "line", "t_us", "action_id", "tool_name", "calibrator", "regime",
+        "e.*")
+    return e.withColumns(_key_columns()).withColumns({
+        "pk_kind": F.when(F.col("premise_id").isNotNull(), 0)
+        .when(F.col("claim_id").isNotNull(), 1).otherwise(2),
+        "pk_val": F.coalesce("premise_id", "claim_id", F.col("pidx").cast("string")),
+        "pk_str": F.coalesce("premise_id", "claim_id",
+                             F.concat(F.lit("#"), F.col("pidx").cast("string"))),
+    })
+
+
+def _key_columns() -> dict[str, Column]:
+    """The action key columns (:data:`_AKEY`)."""
+    from pyspark.sql import functions as F
+
+    named = F.col("action_id").isNotNull()
+    return {"ak": F.coalesce(F.col("action_id"), F.lit("")),
+            "ak_f": F.when(named, -1).otherwise(F.col("file")),
+            "ak_l": F.when(named, F.lit(-1).cast("long")).otherwise(F.col("line"))}
+
+
+def _uses(entries: DataFrame) -> DataFrame:
+    """The use of each (action, premise): the entry of the action's last record. Narrow
+    (keys, claim, time, validity): the join runs on these; the wide columns of the entries
+    are joined back once, to the results (by ``eid``)."""
+    from pyspark.sql import functions as F
+
+    last = entries.groupBy(*_UKEY).agg(F.max(F.struct(
+        "eid", "action_id", "claim_id", "t_us", F.col("detail").isNull().alias("valid")))
+        .alias("u")).select(*_UKEY, "u.*")
+    per_action = last.groupBy(*_AKEY).agg(F.count(F.lit(1)).alias("n_in_action"))
+    return last.join(per_action, list(_AKEY))
+
+
+def _signal_llr(parsed: DataFrame, entries: DataFrame, spark: SparkSession
+                ) -> tuple[DataFrame, DataFrame, int]:
+    """Per use (``_UKEY``) its summed LLR and ``has_sig``; the answers (use, verifier,
+    confirmed, reliability, n); the number of signals ignored."""
+    from pyspark.sql import functions as F
+
+    rec = parsed.filter("kind = 0").withColumns(_key_columns())
+    sig = rec.select("file", "line", *_AKEY, F.posexplode("signals").alias("seq", "s")) \
+        .select("file", "line", *_AKEY, "seq", "s.*")
+    r = F.col("reliability")
+    good = r.isNotNull() & ~F.isnan(r) & (r > 0.5) & (r <= 1.0)
+    sig = sig.withColumn("good", good).persist()
+    n_all = sig.count()
+    ok = sig.filter("good").join(
+        entries.filter(F.col("premise_id").isNotNull())
+        .select("file", "line", "premise_id").distinct(),
+        ["file", "line", "premise_id"], "left_semi")
+    ok = ok.persist()
+    n_ok = ok.count()
+    rels = np.array(sorted(x[0] for x in ok.select("reliability").distinct().collect()),
+                    dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        w = np.log(rels) - np.log1p(-rels)
+    weights = spark.createDataFrame(pd.DataFrame({"reliability": rels, "w": w}),
+                                    "reliability double, w double")
+    ok = ok.join(F.broadcast(weights), "reliability").withColumn(
+        "sw", F.when(F.col("confirmed"), -F.col("w")).otherwise(F.col("w")))
+    answer = [*_AKEY, "premise_id", "verifier", "confirmed", "reliability"]
+    per_rec = ok.groupBy(*answer, "file", "line").agg(
+        F.count(F.lit(1)).alias("n"), F.first("sw").alias("sw"),
+        F.min(F.struct("file", "line", "seq")).alias("first"))
+    mult = per_rec.groupBy(*answer).agg(F.max("n").alias("n"), F.first("sw").alias("sw"),
+                                        F.min("first").alias("first"))
+    mult = mult.withColumns({"pk_kind": F.lit(0), "pk_val": F.col("premise_id"),
+                             "contrib": F.col("n") * F.col("sw")}).persist()
+    inf = float("inf")
+    c = F.col("c")
+    llr = mult.groupBy(*_UKEY).agg(
+        F.array_sort(F.collect_list(F.struct("first", F.col("contrib").alias("x"))))
+        .alias("c"))
+    total = F.aggregate(c, F.lit(0.0), lambda acc, x: acc + F.when(
+        F.abs(x["x"]) == inf, F.lit(0.0)).otherwise(x["x"]))
+    pos = F.exists(c, lambda x: x["x"] == inf)
+    neg = F.exists(c, lambda x: x["x"] == -inf)
+    llr = llr.select(*_UKEY, F.lit(True).alias("has_sig"), F.when(pos & neg, F.lit(float("nan")))
+                     .when(pos, F.lit(inf)).when(neg, F.lit(-inf)).otherwise(total).alias("llr"))
+    answers = mult.select(*_UKEY, "verifier", "confirmed", "reliability", "n")
+    sig.unpersist()
+    ok.unpersist()
+    return llr, answers, (n_all - n_ok)
+
+
+def _stage_counts(pairs: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    after = F.col("after")
+    return pairs.groupBy("eid").agg(
+        F.sum(after.cast("long")).alias("n_after"),
+        F.sum((after & F.col("v")).cast("long")).alias("n_true"),
+        F.count(F.lit(1)).alias("n_any"))
+
+
+def _decide(counts: DataFrame, single_premise_only: bool, tag: str) -> DataFrame:
+    """Per use of an action stage: had-before, conflict, label, ambiguous, ok."""
+    from pyspark.sql import functions as F
+
+    na, nt = F.col("n_after"), F.col("n_true")
+    decided = na > 0
+    conflict = decided & (nt > 0) & (nt < na)
+    lab = decided & ~conflict & (nt == na)
+    amb = lab & (F.col("n_in_action") > 1) if single_premise_only else F.lit(False)
+    return counts.select("eid", (F.col("n_any") > na).alias(f"hb{tag}"),
+                         conflict.alias(f"conflict{tag}"), lab.alias(f"lab{tag}"),
+                         amb.alias(f"amb{tag}"),
+                         (decided & ~conflict & ~amb).alias(f"ok{tag}"))
+
+
+def _outcome_flags(pairs: DataFrame, decided: DataFrame | None, tag: str) -> DataFrame:
+    """Per outcome record of an action stage: used, conflict, ambiguous (from the pairs of
+    still-open uses, ``decided``) or keymatch / has an earlier use (all pairs)."""
+    from pyspark.sql import functions as F
+
+    if decided is None:
+        return pairs.groupBy("oid").agg(F.lit(True).alias("keymatch"),
+                                        F.max("after").alias("earlier"))
+    j = pairs.join(decided, "eid")
+    a = F.col("after")
+    return j.groupBy("oid").agg(
+        F.max(a & F.col(f"ok{tag}")).alias("used"),
+        F.max(a & F.col(f"conflict{tag}")).alias("conflict"),
+        F.max(a & F.col(f"amb{tag}")).alias("ambiguous"))
+
+
+def _join_stages(uses: DataFrame, outcomes: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The three stages (module docs of :mod:`amv_calib.claims._labels`): per use its final
+    state; per outcome record its flags."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    uv = uses.filter("valid").select("eid", "action_id", "claim_id", "t_us", "n_in_action")
+    o = outcomes
+    o1 = o.filter(F.col("action_id").isNotNull() & F.col("claim_id").isNotNull())
+    o2 = o.filter(F.col("action_id").isNotNull() & F.col("claim_id").isNull())
+    o3 = o.filter(F.col("action_id").isNull() & F.col("claim_id").isNotNull())
+
+    # 1. action + claim
+    p1 = uv.join(o1.select("oid", "action_id", "claim_id", "o_t", "v"),
+                 ["action_id", "claim_id"]).withColumn("after", F.col("o_t") >= F.col("t_us"))
+    p1 = p1.persist()
+    d1 = _decide(_stage_counts(p1), False, "1").persist()
+    f1 = _outcome_flags(p1, None, "1").join(_outcome_flags(p1, d1, "1"), "oid", "outer")
+    # 2. action only, for the uses stage 1 left open
+    p2 = uv.join(o2.select("oid", "action_id", "o_t", "v"), "action_id") \
+        .withColumn("after", F.col("o_t") >= F.col("t_us"))
+    p2 = p2.persist()
+    closed = d1.filter(F.col("ok1") | F.col("conflict1")).select("eid")
+    live = p2.join(closed, "eid", "left_anti")
+    counts2 = _stage_counts(live).join(uv.select("eid", "n_in_action"), "eid")
+    d2 = _decide(counts2, True, "2").persist()
+    f2 = _outcome_flags(p2, None, "2").join(_outcome_flags(live, d2, "2"), "oid", "left")
+
+    state = uses.join(d1, "eid", "left").join(d2, "eid", "left")
+    state = state.na.fill(False, [f"{k}{t}" for k in ("hb", "conflict", "lab", "amb", "ok")
+                                  for t in ("1", "2")])
+    state = state.withColumns({
+        "final12": F.col("ok1") | F.col("conflict1") | F.col("ok2") | F.col("conflict2"),
+        "label12": F.when(F.col("ok1"), F.col("lab1")).when(F.col("ok2"), F.col("lab2"))
+        .otherwise(False),
+    }).persist()
+
+    # 3. claim only: the earliest outcome at or after the use decides
+    groups = o3.groupBy("claim_id", "o_t").agg(F.count(F.lit(1)).alias("g_n"),
+                                               F.sum(F.col("v").cast("long")).alias("g_true"))
+    active = state.filter(F.col("valid") & ~F.col("final12"))
+    both = active.select("eid", "claim_id", F.col("t_us").alias("t"), F.lit(1).alias("kind"),
+                         F.lit(None).cast("long").alias("g_n"),
+                         F.lit(None).cast("long").alias("g_true")).unionByName(
+        groups.select(F.lit(None).cast("long").alias("eid"),
+                      "claim_id", F.col("o_t").alias("t"), F.lit(0).alias("kind"),
+                      "g_n", "g_true"))
+    g = F.when(F.col("kind") == 0, F.struct("t", "g_n", "g_true"))
+    down = Window.partitionBy("claim_id").orderBy(F.desc("t"), F.asc("kind")) \
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    up = Window.partitionBy("claim_id").orderBy(F.asc("t"), F.desc("kind")) \
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    s3 = both.withColumns({"nxt": F.last(g, ignorenulls=True).over(down),
+                           "hb3": F.max((F.col("kind") == 0).cast("int")).over(up) > 0}) \
+        .filter("kind = 1")
+    hit = F.col("nxt").isNotNull()
+    gn, gt = F.col("nxt.g_n"), F.col("nxt.g_true")
+    conflict3 = hit & (gt > 0) & (gt < gn)
+    s3 = s3.select("eid", "claim_id", "hb3", hit.alias("hit3"), conflict3.alias("conflict3"),
+                   (hit & ~conflict3 & (gt == gn)).alias("lab3"),
+                   F.col("nxt.t").alias("g_t")).persist()
+    g_flags = s3.filter("hit3").groupBy("claim_id", "g_t").agg(
+        F.max(~F.col("conflict3")).alias("used"), F.max("conflict3").alias("conflict"))
+    first_use = uv.groupBy("claim_id").agg(F.min("t_us").alias("min_t"))
+    f3 = o3.join(g_flags.withColumnRenamed("g_t", "o_t"), ["claim_id", "o_t"], "left") \
+        .join(first_use, "claim_id", "left").select(
+            "oid", "used", "conflict", F.lit(False).alias("ambiguous"),
+            F.col("min_t").isNotNull().alias("keymatch"),
+            (F.col("min_t") <= F.col("o_t")).alias("earlier"))
+    cols = ["oid", "used", "conflict", "ambiguous", "keymatch", "earlier"]
+    flags = f1.withColumn("ambiguous", F.lit(False)).select(*cols) \
+        .unionByName(f2.select(*cols)).unionByName(f3.select(*cols)).na.fill(False)
+
+    final = state.join(s3.drop("claim_id", "g_t"), "eid", "left") \
+        .na.fill(False, ["hb3", "hit3", "conflict3", "lab3"])
+    final = final.withColumns({
+        "final": F.col("final12") | F.col("hit3"),
+        "label": F.when(F.col("final12"), F.col("label12")).otherwise(F.col("lab3")),
+        "conflict": F.col("conflict1") | F.col("conflict2") | F.col("conflict3"),
+        "had_before": F.col("hb1") | F.col("hb2") | F.col("hb3"),
+    })
+    return final, flags
+
+
+def _first_seen(parsed: DataFrame, column: str) -> list[str]:
+    """The distinct values of a record column in order of first appearance in the logs (the
+    categories the single-machine reader gives it)."""
+    from pyspark.sql import functions as F
+
+    rows = parsed.filter(F.col("kind") == 0).filter(F.col(column).isNotNull()) \
+        .groupBy(column).agg(F.min(F.struct("file", "line")).alias("at")) \
+        .orderBy("at").select(column).collect()
+    return [str(r[0]) for r in rows]
+
+
+def _str(values: Any) -> Any:
+    return pd.array(values, dtype="str")
+
+
+def _cat(values: Any, categories: Sequence[str]) -> pd.Categorical:
+    dtype = pd.CategoricalDtype(pd.Index(list(categories), dtype="str"))
+    return pd.Categorical(pd.array(values, dtype="str"), dtype=dtype)
+
+
+def _order_cat(values: Any) -> pd.Categorical:
+    """A categorical of the values present, in order of first appearance."""
+    arr = pd.array(values, dtype="str")
+    codes, uniques = pd.factorize(arr)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype="str"))
+
+
+def label_claims_spark(
+    decisions: PathLike | Sequence[PathLike],
+    outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None = None,
+    *,
+    spark: SparkSession,
+    soft_labels: SoftLabels = "posterior",
+    on_corrupt: Literal["raise", "skip"] = "raise",
+    columnar: bool = True,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    state: dict[str, Any] | None = None,
+) -> tuple[pd.DataFrame, JoinReport]:
+    """:func:`amv_calib.claims.label_claims` on Spark: the same claim rows and report.
+
+    Parameters
+    ----------
+    decisions, outcomes, soft_labels, on_corrupt, columnar
+        As in :func:`~amv_calib.claims.label_claims`; a decision log may also be Parquet
+        (``.parquet``/``.pq``, one record per row, the JSON fields as columns) and any path
+        may be a URI that pyarrow opens (``s3://``, ``gs://``, ``hdfs://``) or a folder /
+        prefix, which stands for its log files in name order (the executors open them; the
+        outcome records are read by the driver, from its file system).
+    spark : SparkSession
+        Where the join runs (:func:`amv_calib.spark.spark_session`).
+    split_bytes : int, default 64 MiB
+        Bytes of a JSONL log per Spark task.
+    state : dict, optional
+        Receives the Spark frames the episodes are built from (:func:`label_logs_spark`).
+
+    Returns
+    -------
+    claims, report
+        As :func:`~amv_calib.claims.label_claims` returns them. Difference: the categorical
+        columns ``action_id``, ``premise_id`` and ``detail`` of ``report.unjoined_uses``
+        list only the values present (the single-machine ones list every value of the
+        log), so the driver never holds every action id.
+    """
+    from pyspark.sql import functions as F
+
+    if soft_labels not in ("posterior", "off"):
+        raise ValueError(f"soft_labels={soft_labels!r} must be 'posterior' or 'off'")
+    if on_corrupt not in ("raise", "skip"):
+        raise ValueError(f"on_corrupt={on_corrupt!r} must be 'raise' or 'skip'")
+    if isinstance(split_bytes, bool) or not isinstance(split_bytes, int) or split_bytes < 1:
+        raise ValueError(f"split_bytes={split_bytes!r} must be an int >= 1")
+    plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
+    names = _expand([os.fspath(p) for p in plist])
+    out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
+    offers = state is not None
+    t0 = time.perf_counter()
+    parsed, stats, _ = _read_logs(spark, names, on_corrupt, columnar, offers, split_bytes)
+    _log.info("label on Spark: logs read in %.1f s", time.perf_counter() - t0)
+    entries = _entries(parsed).persist()
+    n_entries = entries.count()
+    uses = _uses(entries).persist()
+    n_uses = uses.count()
+    _log.info("label on Spark: %d entries, %d uses at %.1f s", n_entries, n_uses,
+              time.perf_counter() - t0)
+    o_pdf = pd.DataFrame({
+        "oid": out_df["oid"].to_numpy(np.int64),
+        "claim_id": out_df["claim_id"].astype(object).where(out_df["claim_id"].notna(), None),
+        "action_id": out_df["action_id"].astype(object).where(out_df["action_id"].notna(),
+                                                              None),
+        "o_t": out_df["t_us"].to_numpy(np.int64),
+        "v": out_df["violated"].to_numpy(bool)})
+    o_sdf = spark.createDataFrame(o_pdf, "oid long, claim_id string, action_id string, "
+                                  "o_t long, v boolean")
+    llr, answers, ignored = _signal_llr(parsed, entries, spark)
+    final, flags = _join_stages(uses, o_sdf)
+    final = final.join(llr, list(_UKEY), "left").withColumns({
+        "has_sig": F.coalesce(F.col("has_sig"), F.lit(False)),
+        "llr": F.coalesce(F.col("llr"), F.lit(0.0))})
+    open_ = F.col("valid") & ~F.col("final")
+    maybe_soft = open_ & F.col("has_sig") & F.lit(soft_labels == "posterior")
+    reason = (F.when(~F.col("valid"), _INVALID).when(F.col("conflict"), _CONFLICT)
+              .when(F.col("final"), -1).when(maybe_soft & F.isnan("llr"), _BAD_SIGNALS)
+              .when(maybe_soft, -1).when(F.col("amb2"), _AMBIGUOUS)
+              .when(F.col("had_before"), _BEFORE).otherwise(_NO_OUTCOME))
+    final = final.withColumns({"reason": reason,
+                               "hard": F.col("final") & ~F.col("conflict") & F.col("valid")})
+    final = final.select("eid", *_UKEY, "reason", "hard", "label", "llr", "has_sig").persist()
+    final.count()
+    _log.info("label on Spark: joined at %.1f s", time.perf_counter() - t0)
+    # the wide columns of the entries, joined back to the results once
+    wide = entries.select("eid", "claim_id", "t_us", *_FEATS, "p", "action_id", "tool_name",
+                          "pk_str", "calibrator", "regime", "file", "line", "detail")
+    joined = wide.join(final.filter(F.col("reason") == -1), "eid").select(
+        "eid", "claim_id", "t_us", *_FEATS, "label", "hard", "llr", "has_sig", "p",
+        "action_id", "tool_name", "pk_str", "calibrator", "regime", "file", "line") \
+        .toPandas().sort_values("eid", ignore_index=True)
+    unjoined = wide.join(final.filter(F.col("reason") >= 0), "eid").select(
+        "eid", "file", "line", "action_id", "pk_str", "claim_id", "t_us", "reason",
+        "detail").toPandas().sort_values("eid", ignore_index=True)
+    # the use's position among all uses (joined or not), in log order
+    j_eid = joined["eid"].to_numpy(np.int64)
+    joined["use_id"] = np.searchsorted(
+        np.sort(np.concatenate([j_eid, unjoined["eid"].to_numpy(np.int64)])), j_eid)
+    flag_rows = flags.filter(F.col("used") | F.col("conflict") | F.col("ambiguous")
+                             | F.col("keymatch")).toPandas()
+    _log.info("label on Spark: results collected at %.1f s", time.perf_counter() - t0)
+    cal_cats = _first_seen(parsed, "calibrator")
+    reg_cats = _first_seen(parsed, "regime")
+    if state is not None:
+        state.update(parsed=parsed, entries=entries, final=final, answers=answers, uses=uses,
+                     names=names)
+
+    # -- the claim rows (the single-machine posterior and label_rows) -------------------------
+    hard = joined["hard"].to_numpy(bool)
+    llr_v = joined["llr"].to_numpy(np.float64)
+    has_sig = joined["has_sig"].to_numpy(bool)
+    p_logged = joined["p"].to_numpy(np.float64)
+    q = posterior(p_logged, llr_v)
+    idx, viol, weight, from_verifier = label_rows(hard, ~hard, joined["label"].to_numpy(bool),
+                                                   q)
+    claims = pd.DataFrame({
+        "claim_id": _str(joined["claim_id"].to_numpy(object)[idx]),
+        "timestamp": us_to_datetime(joined["t_us"].to_numpy(np.int64)[idx]),
+        **{c: joined[c].to_numpy(np.float64)[idx] for c in _FEATS if c != "contradiction_flag"},
+        "contradiction_flag": joined["contradiction_flag"].to_numpy(np.float64)[idx] > 0.5,
+        "violated": viol,
+        "label_weight": weight,
+        "action_id": _str(joined["action_id"].to_numpy(object)[idx]),
+        "tool_name": _str(joined["tool_name"].to_numpy(object)[idx]),
+        "premise_id": _str(joined["pk_str"].to_numpy(object)[idx]),
+        "use_id": joined["use_id"].to_numpy(np.int64)[idx],
+        "label_source": categorical(from_verifier, ["outcome", "verifier"]),
+        "signal_llr": np.where(has_sig[idx], llr_v[idx], 0.0),
+        "p_logged": p_logged[idx],
+        "calibrator": _cat(joined["calibrator"].to_numpy(object)[idx], cal_cats),
+        "regime": _cat(joined["regime"].to_numpy(object)[idx], reg_cats),
+        "decision_file": categorical(joined["file"].to_numpy(np.int64)[idx], names),
+        "decision_line": joined["line"].to_numpy(np.int64)[idx],
+    })
+    reasons = unjoined["reason"].to_numpy(np.int64)
+    detail = unjoined["detail"].to_numpy(object)
+    unjoined_uses = pd.DataFrame({
+        "decision_file": categorical(unjoined["file"].to_numpy(np.int64), names),
+        "decision_line": unjoined["line"].to_numpy(np.int64),
+        "action_id": _order_cat(unjoined["action_id"].to_numpy(object)),
+        "premise_id": _order_cat(unjoined["pk_str"].to_numpy(object))
+        if unjoined["pk_str"].notna().all() and not unjoined["pk_str"].str.startswith("#").any()
+        else _str(unjoined["pk_str"].to_numpy(object)),
+        "claim_id": _str(unjoined["claim_id"].to_numpy(object)),
+        "time": us_to_datetime(unjoined["t_us"].to_numpy(np.int64)),
+        "reason": categorical(reasons, UNJOINED_REASONS),
+        "detail": _order_cat(np.where(pd.isna(detail), "", detail)),
+    })
+
+    # -- the outcome records ----------------------------------------------------------------
+    n_out = len(out_df)
+    pos = pd.Index(out_df["oid"].to_numpy(np.int64)).get_indexer(
+        flag_rows["oid"].to_numpy(np.int64))
+    arrays = {}
+    for k in ("used", "conflict", "ambiguous", "keymatch", "earlier"):
+        a = np.zeros(n_out, dtype=bool)
+        a[pos] = flag_rows[k].to_numpy(bool)
+        arrays[k] = a
+    status = outcome_status(arrays["used"], arrays["conflict"], arrays["ambiguous"],
+                             arrays["keymatch"], arrays["earlier"])
+    counts, outcome_details = outcome_report(out_df, out_invalid, status)
+    n_hard = int(hard.sum())
+    report = join_report(
+        names, stats, n_entries=n_entries, n_uses=n_uses, n_hard=n_hard,
+        n_soft=len(joined) - n_hard, reasons=reasons, n_outcomes=n_out + len(out_invalid),
+        counts=counts, rows=len(claims), soft_labels=soft_labels, ignored_signals=ignored,
+        unjoined_uses=unjoined_uses, outcome_details=outcome_details)
+    if state is None:
+        for frame in (final, uses, entries, parsed):
+            frame.unpersist()
+    return claims, report
+
+
+# ---------------------------------------------------------------------------------------------
+# Episodes and verifier reliabilities
+# ---------------------------------------------------------------------------------------------
+class _BatchUses:
+    """What ``_episodes`` reads of the uses, for the entries of one batch of last records
+    (each entry stands for its use: the last record of an action holds the last entry of
+    each of its premise keys)."""
+
+    def __init__(self, pk_codes: Any, pk_str: Any) -> None:
+        self.entry_pkey = pk_codes
+        self.entry_use = np.arange(pk_codes.size, dtype=np.int64)
+        self.n_pkey_codes = int(pk_codes.max(initial=-1)) + 1
+        self._pk = pk_str
+
+    def premise_ids(self, which: Any) -> Any:
+        return _str(self._pk[which])
+
+
+def _episode_batch(batch: Any, files: list[str], min_calls: int,
+                   verifiers: dict[str, dict[str, Any]], schema: Any) -> Any:
+    """The episodes of one batch of last records (``_episodes``, the single-machine code)."""
+    from types import SimpleNamespace
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from amv_calib.claims.engine import ACTION_REASONS, build_episodes
+
+    def col(k: str) -> Any:
+        return batch.column(batch.schema.get_field_index(k))
+
+    def floats(a: Any) -> Any:
+        return pc.fill_null(a, float("nan")).to_numpy(zero_copy_only=False).astype(np.float64)
+
+    recs = {
+        "n": col("n_premises").to_numpy(zero_copy_only=False).astype(np.int64),
+        "action_id": pd.Categorical(col("action_id").to_pandas()),
+        "tool_name": pd.Categorical(col("tool_name").to_pandas()),
+        "theta": floats(col("theta")), "kappa": floats(col("kappa")),
+        "has_verifiers": col("has_verifiers").to_numpy(zero_copy_only=False).astype(bool),
+        "line": col("line").to_numpy(zero_copy_only=False).astype(np.int64),
+        "file": col("file").to_numpy(zero_copy_only=False).astype(np.int64),
+    }
+    prem = col("premises")
+    flat = pc.list_flatten(prem)
+    entries = pd.DataFrame({
+        "rec": pc.list_parent_indices(prem).to_numpy(zero_copy_only=False).astype(np.int64),
+        "premise_id": pd.Categorical(flat.field("premise_id").to_pandas()),
+        "claim_id": _str(flat.field("claim_id").to_pandas()),
+        **{k: floats(flat.field(k)) for k in (*_FEATS, "p")},
+    })
+    st = pc.list_flatten(col("st"))
+    pk = pd.factorize(pd.Series(st.field("pk_kind").to_numpy(zero_copy_only=False)).astype(str)
+                      + ":" + st.field("pk_val").to_pandas().astype(str))[0]
+    uses = _BatchUses(np.asarray(pk, dtype=np.int64),
+                      st.field("pk_str").to_numpy(zero_copy_only=False))
+    state: dict[str, Any] = {
+        "uses": uses,
+        **{k: st.field(k).to_numpy(zero_copy_only=False).astype(bool)
+           for k in ("hard", "soft", "label")},
+        "reason": st.field("reason").to_numpy(zero_copy_only=False).astype(np.int64),
+    }
+    offers = col("offers")
+    of = pc.list_flatten(offers)
+    o_table = pa.table({
+        "rec": pc.list_parent_indices(offers).cast(pa.int64()),
+        "id": of.field("id"), "resolves": of.field("resolves"),
+        "cost": pc.fill_null(of.field("cost"), float("nan")),
+        "reliability": pc.fill_null(of.field("reliability"), float("nan")),
+    })
+    log = SimpleNamespace(records=recs, entries=entries, offers=o_table)
+    lines, report, _, names = build_episodes(files, log, state, min_calls,
+                                               verifiers=verifiers)
+    crec = state["records"]
+    n = len(lines)
+    eps = _batch(schema, n, {
+        "kind": pa.array(np.zeros(n, np.int8)),
+        "file": pa.array(recs["file"][crec].astype(np.int32)),
+        "line": pa.array(recs["line"][crec]),
+        "episode": lines.cast(pa.string()),
+        "action": pa.array(names, type=pa.string()),
+    })
+    counts = _batch(schema, 1, {
+        "kind": [1], "actions": [report.actions_read],
+        "counts": [[int(report.unlabelled[r]) for r in ACTION_REASONS]],
+    })
+    return [eps, counts]
+
+
+_EPISODE_SCHEMA: Final = ("kind byte, file int, line long, episode string, action string, "
+                          "actions long, counts array<long>")
+
+
+def _episode_fn(files: list[str], min_calls: int, verifiers: dict[str, dict[str, Any]]
+                ) -> Any:
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    spark_schema = _parse_datatype_string(_EPISODE_SCHEMA)
+    assert isinstance(spark_schema, StructType)
+    schema = to_arrow_schema(spark_schema)
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
+            if batch.num_rows:
+                yield from _episode_batch(batch, files, min_calls, verifiers, schema)
+
+    return run
+
+
+def label_logs_spark(
+    decisions: PathLike | Sequence[PathLike],
+    outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None = None,
+    *,
+    spark: SparkSession,
+    min_verifier_calls: int = 200,
+    soft_labels: SoftLabels = "posterior",
+    on_corrupt: Literal["raise", "skip"] = "raise",
+    columnar: bool = True,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+) -> Any:
+    """:func:`amv_calib.claims.label_logs` on Spark: the same claims, report, episodes and
+    verifier reliabilities (a :class:`~amv_calib.claims.LogLabels`).
+
+    Parameters
+    ----------
+    decisions, outcomes, spark, soft_labels, on_corrupt, columnar, split_bytes
+        As in :func:`label_claims_spark`.
+    min_verifier_calls : int, default 200
+        As in :func:`~amv_calib.claims.label_logs`.
+    """
+    import pyarrow as pa
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from amv_calib.claims.engine import (
+        ACTION_REASONS,
+        EpisodeReport,
+        LogLabels,
+        verifier_reliabilities,
+    )
+
+    if isinstance(min_verifier_calls, bool) or not isinstance(min_verifier_calls, int) \
+            or min_verifier_calls < 0:
+        raise ValueError(f"min_verifier_calls={min_verifier_calls!r} must be an int >= 0")
+    state: dict[str, Any] = {}
+    claims, report = label_claims_spark(
+        decisions, outcomes, spark=spark, soft_labels=soft_labels, on_corrupt=on_corrupt,
+        columnar=columnar, split_bytes=split_bytes, state=state)
+    parsed, entries, final, answers = (state["parsed"], state["entries"], state["final"],
+                                       state["answers"])
+    names: list[str] = state["names"]
+    final = final.withColumn("soft", (F.col("reason") == -1) & ~F.col("hard"))
+
+    # -- verifier reliabilities: answer counts by verifier and label (Spark), the rest here --
+    counted = answers.join(final.select(*_UKEY, "hard", "label"), list(_UKEY)) \
+        .groupBy("verifier", "confirmed", "reliability", "hard", "label") \
+        .agg(F.sum("n").alias("n")).toPandas()
+    code = np.where(counted["hard"].to_numpy(bool),
+                    1 + counted["label"].to_numpy(bool).astype(np.int64), 0)
+    synthetic = pd.DataFrame({"u": code, "verifier": _str(counted["verifier"].to_numpy(object)),
+                              "confirmed": counted["confirmed"].to_numpy(bool),
+                              "reliability": counted["reliability"].to_numpy(np.float64),
+                              "n": counted["n"].to_numpy(np.int64)})
+    records = parsed.filter("kind = 0").withColumns(_key_columns())
+    last = Window.partitionBy(*_AKEY).orderBy(F.desc("file"), F.desc("line"))
+    chosen = records.withColumn("_r", F.row_number().over(last)).filter("_r = 1").drop("_r")
+    chosen = chosen.persist()
+    declared_rows = chosen.select(F.explode("offers").alias("o")).select("o.id", "o.reliability") \
+        .filter(F.col("id").isNotNull() & ~F.isnan("reliability")) \
+        .groupBy("id", "reliability").count().collect()
+    declared: dict[str, dict[float, int]] = {}
+    for row in declared_rows:
+        declared.setdefault(str(row[0]), {})[float(row[1])] = int(row[2])
+    verifiers = verifier_reliabilities(
+        synthetic, np.array([False, True, True]), np.array([False, False, True]),
+        min_verifier_calls=min_verifier_calls, declared_offers=declared)
+
+    # -- episodes: each batch of last records through the single-machine rule ----------------
+    st = entries.join(chosen.select("file", "line"), ["file", "line"], "left_semi") \
+        .join(final.select(*_UKEY, "hard", "soft", "label", "reason"), list(_UKEY)) \
+        .groupBy("file", "line").agg(F.array_sort(F.collect_list(F.struct(
+            "pidx", "hard", "soft", "label", "reason", "pk_kind", "pk_val", "pk_str")))
+            .alias("st"))
+    eps = chosen.select("file", "line", "action_id", "tool_name", "theta", "kappa",
+                        "n_premises", "has_verifiers", "premises", "offers") \
+        .join(st, ["file", "line"], "left") \
+        .mapInArrow(_episode_fn(names, min_verifier_calls, verifiers), _EPISODE_SCHEMA)
+    got = eps.toArrow()
+    kind = got.column("kind").to_numpy()
+    rows = got.filter(pa.array(kind == 0)).sort_by([("file", "ascending"),
+                                                    ("line", "ascending")])
+    tallies = got.filter(pa.array(kind == 1))
+    unlabelled = np.zeros(len(ACTION_REASONS), dtype=np.int64)
+    for c in tallies.column("counts").to_pylist():
+        unlabelled += np.asarray(c, dtype=np.int64)
+    ep_report = EpisodeReport(
+        actions_read=int(np.sum(tallies.column("actions").to_numpy())),
+        episodes=rows.num_rows,
+        unlabelled={r: int(unlabelled[i]) for i, r in enumerate(ACTION_REASONS)},
+        min_verifier_calls=min_verifier_calls)
+    ep_report.check()
+    for frame in (chosen, final, state["uses"], entries, parsed):
+        frame.unpersist()
+    return LogLabels(claims=claims, report=report,
+                     episodes=rows.column("episode").combine_chunks(),
+                     episode_report=ep_report, verifiers=verifiers,
+                     episode_actions=rows.column("action").to_pylist())

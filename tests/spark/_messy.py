@@ -1,0 +1,121 @@
+"""Generated decision logs and outcomes with every case of the label join: actions logged
+several times, records without ``action_id``, premises without an id or a claim id, entries
+that break the data contract, unparseable times, blank, corrupt and torn lines, verifier
+signals (repeated in later records, perfect, contradicting, with bad reliabilities) and all
+three kinds of outcome record, including conflicts and invalid ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+_T0 = np.datetime64("2026-12-01T00:00:00", "s")
+
+
+def _iso(second: int) -> str:
+    return str(_T0 + np.timedelta64(int(second), "s")) + "Z"
+
+
+def write_messy(folder: Path, n_lines: int, *, seed: int = 5, files: int = 2
+                ) -> tuple[list[Path], Path]:
+    """``files`` decision logs of about ``n_lines`` lines in all, and one outcome CSV."""
+    rng = np.random.default_rng(seed)
+    n_claims = max(20, n_lines // 6)
+    n_actions = max(10, int(n_lines * 0.8))
+    paths: list[Path] = []
+    per_file = n_lines // files
+    outcome_rows: list[dict[str, Any]] = []
+    line_no = 0
+    for f in range(files):
+        lines: list[str] = []
+        for _ in range(per_file):
+            line_no += 1
+            u = rng.random()
+            if u < 0.002:
+                lines.append("")
+                continue
+            if u < 0.004:
+                lines.append('{"time": "2026-12-01T00:00:00Z", "premises": [')
+                continue
+            t = line_no * 10 + int(rng.integers(0, 5))
+            action = f"a{int(rng.integers(0, n_actions))}" if rng.random() < 0.97 else None
+            prems = []
+            for j in range(int(rng.integers(0, 4))):
+                pm: dict[str, Any] = {
+                    "id": f"p{j}", "claim_id": f"c{int(rng.integers(0, n_claims))}",
+                    "recency_hours": round(float(rng.gamma(1.5, 100.0)), 3),
+                    "source_trust_score": round(float(rng.random()), 4),
+                    "model_confidence": round(float(rng.random()), 4),
+                    "contradiction_flag": bool(rng.random() < 0.1),
+                    "p": round(float(rng.random() * 0.4), 5)}
+                w = rng.random()
+                if w < 0.01:
+                    del pm["id"]
+                elif w < 0.015:
+                    del pm["id"]
+                    del pm["claim_id"]
+                elif w < 0.03:
+                    pm["source_trust_score"] = 1.5
+                elif w < 0.035:
+                    pm["recency_hours"] = -1.0
+                elif w < 0.04:
+                    pm["p"] = None
+                prems.append(pm)
+            rec: dict[str, Any] = {"time": _iso(t), "action_id": action, "tool_name": "tool",
+                                   "premises": prems, "regime": "PROCEED" if rng.random() < 0.9
+                                   else "ABSTAIN",
+                                   "calibrator": {"name": "g", "version": str(int(
+                                       rng.integers(1, 3)))},
+                                   "theta": 100.0, "kappa": 3.0,
+                                   "verifiers": [{"id": "v", "resolves_premise_ids": ["p0"],
+                                                  "execution_cost": 0.2,
+                                                  "symmetric_reliability": 0.9}]}
+            if rng.random() < 0.003:
+                rec["time"] = "not a time"
+            if prems and rng.random() < 0.3:
+                calls = []
+                for _ in range(int(rng.integers(1, 3))):
+                    r = float(rng.choice([0.9, 0.8, 0.95, 1.0, 0.4]))
+                    calls.append({"verifier": str(rng.choice(["v", "w"])),
+                                  "signals": {f"p{int(rng.integers(0, 4))}": bool(
+                                      rng.random() < 0.6)},
+                                  "cost": 0.1, "reliability": r})
+                rec["verifier_calls"] = calls
+            lines.append(json.dumps(rec))
+            # outcomes
+            for pm in prems:
+                if "claim_id" not in pm or rng.random() > 0.25:
+                    continue
+                k = rng.random()
+                ot = _iso(t + int(rng.integers(-30, 600)))
+                v = bool(rng.random() < 0.2)
+                if k < 0.4:
+                    outcome_rows.append({"claim_id": pm["claim_id"], "action_id": "",
+                                         "time": ot, "violated": v})
+                elif k < 0.7 and action:
+                    outcome_rows.append({"claim_id": pm["claim_id"], "action_id": action,
+                                         "time": ot, "violated": v})
+                elif action:
+                    outcome_rows.append({"claim_id": "", "action_id": action, "time": ot,
+                                         "violated": v})
+        text = "\n".join(lines) + "\n"
+        if f == files - 1:
+            text += '{"time": "2026-12-01T00:00:00Z", "premi'  # torn last line
+        path = folder / f"decisions-{f}.jsonl"
+        path.write_text(text, encoding="utf-8")
+        paths.append(path)
+    # duplicates with other values (conflicts), and a few invalid rows
+    extra = [dict(r, violated=not r["violated"]) for r in outcome_rows[: len(outcome_rows)
+                                                                        // 50]]
+    extra += [{"claim_id": "c1", "action_id": "", "time": "soon", "violated": True},
+              {"claim_id": "", "action_id": "", "time": _iso(5), "violated": False},
+              {"claim_id": "c2", "action_id": "", "time": _iso(5), "violated": "maybe"}]
+    frame = pd.DataFrame(outcome_rows + extra)
+    frame = frame.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+    out = folder / "outcomes.csv"
+    frame.to_csv(out, index=False)
+    return paths, out

@@ -1,0 +1,142 @@
+"""``label --engine spark`` against the single-machine label join on generated logs with
+every case (tests/spark/_messy.py): the same claim rows (columns, dtypes, order), the same
+report counts and unjoined rows, the same outcome statuses, episodes and verifiers; corrupt
+lines raise the same error; Parquet decision logs; the CLI and the pipeline step."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from amv_calib.claims import label_logs
+from amv_calib.cli import main
+from amv_calib.exceptions import DataContractError
+from amv_calib.spark import label_claims_spark, label_logs_spark
+
+from ._messy import write_messy
+
+LINES = 200_000
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], Path]:
+    return write_messy(tmp_path_factory.mktemp("messy"), LINES, seed=5)
+
+
+@pytest.fixture(scope="module")
+def both(data: tuple[list[Path], Path], spark: Any) -> tuple[Any, Any]:
+    logs, outcomes = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the skipped lines
+        local = label_logs(logs, outcomes, on_corrupt="skip", min_verifier_calls=50)
+    # small byte ranges: many tasks, lines cut at range ends
+    on_spark = label_logs_spark(logs, outcomes, spark=spark, on_corrupt="skip",
+                                min_verifier_calls=50, split_bytes=3 << 20)
+    return local, on_spark
+
+
+def test_the_data_has_every_case(both: tuple[Any, Any]) -> None:
+    rep = both[0].report.to_dict()
+    assert rep["decision_lines"] >= LINES
+    assert all(rep["skipped_lines"][k] > 0 for k in ("blank", "torn_last_line", "corrupt"))
+    assert rep["repeated_entries"] > 0 and rep["ignored_signals"] > 0
+    assert all(v > 0 for v in rep["unjoined"].values()), rep["unjoined"]
+    assert all(v > 0 for v in rep["outcomes"].values()), rep["outcomes"]
+    assert all(v > 0 for v in rep["joined_by_source"].values())
+    assert both[0].episode_report.episodes > 0
+
+
+def test_same_claim_rows(both: tuple[Any, Any]) -> None:
+    local, on_spark = both
+    pd.testing.assert_frame_equal(on_spark.claims, local.claims)  # values, dtypes, order
+
+
+def test_same_report_and_unjoined_rows(both: tuple[Any, Any]) -> None:
+    a, b = both[0].report, both[1].report
+    assert b.to_dict() == a.to_dict()
+    # the Spark engine's categoricals list only the values present (module docs)
+    ua, ub = a.unjoined_uses.copy(), b.unjoined_uses.copy()
+    for c in ("action_id", "premise_id", "detail"):
+        ua[c], ub[c] = ua[c].astype("str"), ub[c].astype("str")
+    pd.testing.assert_frame_equal(ub, ua)
+    pd.testing.assert_frame_equal(b.outcome_details, a.outcome_details)
+
+
+def test_same_episodes_and_verifiers(both: tuple[Any, Any]) -> None:
+    local, on_spark = both
+    assert on_spark.episode_report == local.episode_report
+    assert on_spark.episodes.equals(local.episodes)
+    assert on_spark.episode_actions == local.episode_actions
+    assert on_spark.verifiers == local.verifiers
+
+
+def _small_log(tmp_path: Path) -> Path:
+    logs, _ = write_messy(tmp_path, 600, seed=3, files=1)
+    return logs[0]
+
+
+def test_a_corrupt_line_raises_the_same_error(tmp_path: Path, spark: Any) -> None:
+    log = _small_log(tmp_path)
+    with pytest.raises(DataContractError) as local:
+        label_logs(log)
+    with pytest.raises(DataContractError) as on_spark:
+        label_claims_spark(log, spark=spark, split_bytes=20_000)
+    assert str(on_spark.value) == str(local.value)
+
+
+def test_parquet_decision_logs(tmp_path: Path, spark: Any) -> None:
+    # a clean log (no blank or corrupt lines), so that row numbers are line numbers
+    raw = _small_log(tmp_path).read_text().splitlines()
+    lines = [ln for ln in raw[:-1] if ln.strip() and not ln.endswith("[")]
+    jsonl = tmp_path / "clean.jsonl"
+    jsonl.write_text("\n".join(lines) + "\n")
+    pq = tmp_path / "clean.parquet"
+    pd.read_json(jsonl, lines=True, dtype=False).to_parquet(pq, index=False)
+    a, ra = label_logs(jsonl).claims, label_logs(jsonl).report
+    b, rb = label_claims_spark(pq, spark=spark)
+    assert rb.to_dict()["uses_read"] == ra.to_dict()["uses_read"]
+    cols = ["claim_id", "timestamp", "violated", "label_weight", "use_id", "decision_line"]
+    pd.testing.assert_frame_equal(b[cols], a[cols])
+
+
+def test_cli_label_engine_spark_writes_the_same_files(
+        data: tuple[list[Path], Path], spark: Any, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    logs, outcomes = data
+    small = tmp_path / "d.jsonl"
+    small.write_text("".join(logs[0].read_text().splitlines(keepends=True)[:5000]))
+    args = ["label", "--decisions", str(small), "--outcomes", str(outcomes),
+            "--skip-corrupt", "--min-verifier-calls", "20"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main([*args, "--out", str(tmp_path / "local")]) == 0
+        assert main([*args, "--out", str(tmp_path / "spark"), "--engine", "spark",
+                     "--spark-master", "local[2]"]) == 0
+    capsys.readouterr()
+    for name in ("claims.parquet", "claims.unjoined.csv", "episodes.jsonl", "verifiers.json"):
+        assert (tmp_path / "spark" / name).read_bytes() == (tmp_path / "local" / name) \
+            .read_bytes(), name
+    ra = json.loads((tmp_path / "local" / "claims.join_report.json").read_text())
+    rb = json.loads((tmp_path / "spark" / "claims.join_report.json").read_text())
+    assert {k: v for k, v in rb.items() if k != "out"} == \
+        {k: v for k, v in ra.items() if k != "out"}
+
+
+def test_a_folder_stands_for_its_logs(tmp_path: Path, spark: Any) -> None:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    logs, _ = write_messy(folder, 800, seed=9, files=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = label_logs(sorted(logs), on_corrupt="skip").claims
+    b, rb = label_claims_spark(folder, spark=spark, on_corrupt="skip")
+    assert [f["path"].rsplit("/", 1)[-1] for f in rb.decision_files] == \
+        sorted(p.name for p in logs)
+    assert len(b) == len(a)
+    pd.testing.assert_frame_equal(b.drop(columns="decision_file"),
+                                  a.drop(columns="decision_file"))
