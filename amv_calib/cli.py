@@ -326,24 +326,12 @@ def _overwrite_option(p: argparse.ArgumentParser) -> None:
 
 
 def _run_label(args: argparse.Namespace) -> int:
-    from amv_calib.claims import (
-        LABEL_FOLDER_FILES,
-        TABLE_SUFFIXES,
-        claim_outputs,
-        label_claims,
-        label_logs,
-        label_report_paths,
-        record_outputs,
-        unknown_table_ending,
-        write_claims_table,
-        write_join_report,
-        write_label_folder,
-    )
+    from amv_calib import claims as cl
 
     out = Path(args.out)
-    as_table = out.suffix.lower() in TABLE_SUFFIXES
+    as_table = out.suffix.lower() in cl.TABLE_SUFFIXES
     if not as_table and out.suffix and not out.is_dir():
-        raise unknown_table_ending(out)
+        raise cl.unknown_table_ending(out)
     for path in (*args.decisions, *args.outcomes):
         # on Spark a decision log may be a URI the executors open (docs/scale.md)
         remote = args.engine == "spark" and "://" in path and path in args.decisions
@@ -352,6 +340,8 @@ def _run_label(args: argparse.Namespace) -> int:
     if args.min_verifier_calls < 0:
         raise ConfigError(f"--min-verifier-calls={args.min_verifier_calls} must be >= 0")
     on_corrupt: Literal["raise", "skip"] = "skip" if args.skip_corrupt else "raise"
+    label_logs: Callable[..., Any] = cl.label_logs
+    label_claims: Callable[..., Any] = cl.label_claims
     if args.engine == "spark":
         from amv_calib.spark import label_claims_spark, label_logs_spark
 
@@ -359,19 +349,19 @@ def _run_label(args: argparse.Namespace) -> int:
         label_logs = functools.partial(label_logs_spark, spark=spark)
         label_claims = functools.partial(label_claims_spark, spark=spark)
     if not as_table:
-        claim_outputs(out, "label", LABEL_FOLDER_FILES, overwrite=args.overwrite)
+        cl.claim_outputs(out, "label", cl.LABEL_FOLDER_FILES, overwrite=args.overwrite)
         result = label_logs(args.decisions, args.outcomes or None,
                             min_verifier_calls=args.min_verifier_calls,
                             soft_labels=args.soft_labels, on_corrupt=on_corrupt)
-        print(json.dumps(write_label_folder(result, out, args.outcomes)))
+        print(json.dumps(cl.write_label_folder(result, out, args.outcomes)))
         return 0
-    names = [out.name, *(p.name for p in label_report_paths(out))]
-    claim_outputs(out.parent, "label", names, overwrite=args.overwrite)
+    names = [out.name, *(p.name for p in cl.label_report_paths(out))]
+    cl.claim_outputs(out.parent, "label", names, overwrite=args.overwrite)
     claims, report = label_claims(args.decisions, args.outcomes or None,
                                   soft_labels=args.soft_labels, on_corrupt=on_corrupt)
-    write_claims_table(claims, out)
-    line = write_join_report(report, out, args.outcomes)
-    record_outputs(out.parent, "label", names)
+    cl.write_claims_table(claims, out)
+    line = cl.write_join_report(report, out, args.outcomes)
+    cl.record_outputs(out.parent, "label", names)
     print(json.dumps(line))
     return 0
 
