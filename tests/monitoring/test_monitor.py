@@ -57,16 +57,11 @@ def drift_world(pool: Pool, models: Path, tmp_path_factory: pytest.TempPathFacto
                     drift_day=30)
 
 
-def _retrain_on_alert_toml(folder: Path, models: Path) -> Path:
-    """The scheduled job: monitor, and only on ALERT retrain on the labelled claims and
-    export a challenger (the decisions and outcomes are set by --on-alert)."""
-    thresholds = folder / "thresholds.json"
-    manifest = json.loads((models / "amv-guard" / "v1" / "manifest.json").read_text())
-    thresholds.write_text(json.dumps(manifest["gate"]), encoding="utf-8")
-    toml = folder / "retrain-on-alert.toml"
-    toml.write_text(f"""
+def _monitor_job_head(name: str, folder: Path, models: Path) -> str:
+    """A pipeline file's head and its first step, ``monitor``, up to the step's keys."""
+    return f"""
 [pipeline]
-name = "retrain-on-alert"
+name = "{name}"
 workdir = "{folder / 'work'}"
 models_dir = "{models}"
 tracking = false
@@ -74,7 +69,17 @@ tracking = false
 [[steps]]
 name = "monitor"
 kind = "monitor"
-decisions = []
+"""
+
+
+def _retrain_on_alert_toml(folder: Path, models: Path) -> Path:
+    """The scheduled job: monitor, and only on ALERT retrain on the labelled claims and
+    export a challenger (the decisions and outcomes are set by --on-alert)."""
+    thresholds = folder / "thresholds.json"
+    manifest = json.loads((models / "amv-guard" / "v1" / "manifest.json").read_text())
+    thresholds.write_text(json.dumps(manifest["gate"]), encoding="utf-8")
+    toml = folder / "retrain-on-alert.toml"
+    toml.write_text(_monitor_job_head("retrain-on-alert", folder, models) + f"""decisions = []
 window = "7d"
 since = "{SINCE}"
 
@@ -317,17 +322,7 @@ def test_mlflow_gets_every_window_as_a_step(small_world: tuple[Path, Path], mode
 
 def _scheduled_toml(folder: Path, models: Path, decisions: Path, outcomes: Path) -> Path:
     toml = folder / "scheduled.toml"
-    toml.write_text(f"""
-[pipeline]
-name = "scheduled"
-workdir = "{folder / 'work'}"
-models_dir = "{models}"
-tracking = false
-
-[[steps]]
-name = "monitor"
-kind = "monitor"
-decisions = ["{decisions}"]
+    toml.write_text(_monitor_job_head("scheduled", folder, models) + f"""decisions = ["{decisions}"]
 outcomes = ["{outcomes}"]
 window = "3d"
 
