@@ -7,6 +7,8 @@ can catch the whole family at once. Subclasses that signal bad input also derive
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "AmvCalibError",
     "ArtifactError",
@@ -18,6 +20,7 @@ __all__ = [
     "PipelineError",
     "PortableFormatError",
     "UncalibratedPremiseError",
+    "check_choice",
 ]
 
 
@@ -78,3 +81,15 @@ class UncalibratedPremiseError(AmvCalibError, ValueError):
     """A premise has no probability and none can be computed; the gate fails closed."""
 
     exit_code = 2
+
+
+def check_choice(name: str, value: object, choices: Sequence[str],
+                 error: type[Exception] = ValueError) -> None:
+    """Raise ``error("name='x' must be 'a', 'b' or 'c'")`` unless ``value`` is a choice.
+
+    The one wording of the package's "pick one of these strings" checks.
+    """
+    if value not in choices:
+        allowed = repr(choices[-1]) if len(choices) == 1 else (
+            ", ".join(map(repr, choices[:-1])) + " or " + repr(choices[-1]))
+        raise error(f"{name}={value!r} must be {allowed}")

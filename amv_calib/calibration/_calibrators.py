@@ -50,7 +50,7 @@ from amv_calib.contract import (
     Term,
     seed_prior_calibrator,
 )
-from amv_calib.exceptions import InsufficientDataError
+from amv_calib.exceptions import InsufficientDataError, check_choice
 
 FloatArray = NDArray[np.float64]
 Direction = Literal["increasing", "decreasing"]
@@ -413,11 +413,12 @@ class _LinearCalibrator(_ClaimCalibrator):
 class _LogisticCalibrator(_ClaimCalibrator):
     """A calibrator that fits logistic regressions: their settings and the fit itself."""
 
-    def __init__(self, *, C: float | None = 1.0, max_iter: int = 100, tol: float = 1e-8
-                 ) -> None:
+    def __init__(self, *, C: float | None = 1.0, max_iter: int = 100, tol: float = 1e-8,
+                 plain_score: Direction | None = None) -> None:
         self.C = C
         self.max_iter = max_iter
         self.tol = tol
+        self.plain_score = plain_score
 
     def _logistic_fit(self, F: FloatArray, y01: FloatArray, w: FloatArray,
                       names: Sequence[str]) -> tuple[float, FloatArray, int]:
@@ -479,18 +480,11 @@ class PlattCalibrator(_LogisticCalibrator, _LinearCalibrator):
     portable_ : PortableCalibrator
     """
 
-    def __init__(
-        self,
-        *,
-        feature_map: FeatureMap | None = None,
-        C: float | None = 1.0,
-        max_iter: int = 100,
-        tol: float = 1e-8,
-        plain_score: Direction | None = None,
-    ) -> None:
-        super().__init__(C=C, max_iter=max_iter, tol=tol)
+    def __init__(self, *, feature_map: FeatureMap | None = None, C: float | None = 1.0,
+                 max_iter: int = 100, tol: float = 1e-8,
+                 plain_score: Direction | None = None) -> None:
+        super().__init__(C=C, max_iter=max_iter, tol=tol, plain_score=plain_score)
         self.feature_map = feature_map
-        self.plain_score = plain_score
 
     def _map(self) -> FeatureMap:
         if self.feature_map is not None:
@@ -599,22 +593,14 @@ class BetaCalibrator(_LogisticCalibrator, _LinearCalibrator):
         Logistic fits made (1 when no constraint was active).
     """
 
-    def __init__(
-        self,
-        *,
-        scores: Sequence[tuple[str, str]] | None = None,
-        extra_map: FeatureMap | Sequence[Term] | None = None,
-        eps: float = SCORE_EPS,
-        C: float | None = 1.0,
-        max_iter: int = 100,
-        tol: float = 1e-8,
-        plain_score: Direction | None = None,
-    ) -> None:
-        super().__init__(C=C, max_iter=max_iter, tol=tol)
+    def __init__(self, *, scores: Sequence[tuple[str, str]] | None = None,
+                 extra_map: FeatureMap | Sequence[Term] | None = None, eps: float = SCORE_EPS,
+                 C: float | None = 1.0, max_iter: int = 100, tol: float = 1e-8,
+                 plain_score: Direction | None = None) -> None:
+        super().__init__(C=C, max_iter=max_iter, tol=tol, plain_score=plain_score)
         self.scores = scores
         self.extra_map = extra_map
         self.eps = eps
-        self.plain_score = plain_score
 
     def _unit_score(self) -> bool:
         return True
@@ -778,7 +764,7 @@ class IsotonicCalibrator(_LogisticCalibrator):
         random_state: int = 0,
         plain_score: Direction | None = None,
     ) -> None:
-        super().__init__(C=C, max_iter=max_iter, tol=tol)
+        super().__init__(C=C, max_iter=max_iter, tol=tol, plain_score=plain_score)
         self.index = index
         self.cv = cv
         self.feature_map = feature_map
@@ -786,7 +772,6 @@ class IsotonicCalibrator(_LogisticCalibrator):
         self.strict = strict
         self.out_of_bounds = out_of_bounds
         self.random_state = random_state
-        self.plain_score = plain_score
 
     def _score_index_map(self) -> FeatureMap:
         """The one-term map whose value is a plain score's index."""
@@ -805,8 +790,7 @@ class IsotonicCalibrator(_LogisticCalibrator):
         """Cross-fit the index, fit the isotonic table; returns ``self``."""
         if self.out_of_bounds != "clip":
             raise ValueError(f"out_of_bounds={self.out_of_bounds!r}; only 'clip' is supported")
-        if self.index not in ("platt", "seed"):
-            raise ValueError(f"index={self.index!r} must be 'platt' or 'seed'")
+        check_choice("index", self.index, ("platt", "seed"))
         plain = self._plain()
         if plain is not None and not self.increasing:
             raise ValueError("IsotonicCalibrator: with plain_score set, give the direction "

@@ -41,7 +41,12 @@ from numpy.typing import NDArray
 
 from amv_calib.calibration import _calibrators as calibrators
 from amv_calib.contract import CLAIM_FEATURES, canonical_name
-from amv_calib.exceptions import DataContractError, InsufficientDataError, MissingColumnsError
+from amv_calib.exceptions import (
+    DataContractError,
+    InsufficientDataError,
+    MissingColumnsError,
+    check_choice,
+)
 from amv_calib.settings import CALIBRATOR_NAMES, DEFAULT_CALIBRATORS, DEFAULT_SEED
 
 if TYPE_CHECKING:
@@ -281,8 +286,7 @@ def make_folds(
 
     if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
         raise ValueError(f"folds={folds!r} must be an integer >= 2")
-    if split not in ("time", "group"):
-        raise ValueError(f"split={split!r} must be 'time' or 'group'")
+    check_choice("split", split, ("time", "group"))
     n = len(claims)
     if n < folds:
         raise InsufficientDataError(f"{n} rows are fewer than folds={folds}")

@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from amv_calib.exceptions import check_choice
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -368,8 +370,7 @@ class _SmoothEce:
 def _check_bins(n_bins: int, strategy: str) -> None:
     if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
         raise ValueError(f"n_bins={n_bins!r} must be a positive integer")
-    if strategy not in ("uniform", "quantile"):
-        raise ValueError(f"strategy={strategy!r} must be 'uniform' or 'quantile'")
+    check_choice("strategy", strategy, ("uniform", "quantile"))
 
 
 def _prepare(
@@ -413,42 +414,24 @@ def roc_auc(y: Any, p: Any, sample_weight: Any = None) -> float:
     return prep.auc(w)
 
 
-def ece(
-    y: Any,
-    p: Any,
-    sample_weight: Any = None,
-    *,
-    n_bins: int = 15,
-    strategy: Strategy = "uniform",
-) -> float:
+def ece(y: Any, p: Any, sample_weight: Any = None, *, n_bins: int = 15,
+        strategy: Strategy = "uniform") -> float:
     """Expected calibration error over ``n_bins`` bins (equal-width or equal-mass)."""
     prep, w = _prepare_binned(y, p, sample_weight, n_bins, strategy)
     return prep.ece(w, n_bins, strategy)
 
 
-def mce(
-    y: Any,
-    p: Any,
-    sample_weight: Any = None,
-    *,
-    n_bins: int = 15,
-    strategy: Strategy = "uniform",
-) -> float:
+def mce(y: Any, p: Any, sample_weight: Any = None, *, n_bins: int = 15,
+        strategy: Strategy = "uniform") -> float:
     """Maximum calibration error: the largest ``|observed - predicted|`` of a non-empty bin."""
     prep, w = _prepare_binned(y, p, sample_weight, n_bins, strategy)
     return prep.mce(w, n_bins, strategy)
 
 
-def reliability_curve(
-    y: Any,
-    p: Any,
-    sample_weight: Any = None,
-    *,
-    n_bins: int = 15,
-    strategy: Strategy = "uniform",
-    alpha: float = 0.05,
-    interval: Literal["wilson", "clopper-pearson"] = "wilson",
-) -> pd.DataFrame:
+def reliability_curve(y: Any, p: Any, sample_weight: Any = None, *, n_bins: int = 15,
+                      strategy: Strategy = "uniform", alpha: float = 0.05,
+                      interval: Literal["wilson", "clopper-pearson"] = "wilson"
+                      ) -> pd.DataFrame:
     """Reliability-diagram data, one row per non-empty bin.
 
     Columns: ``bin``, ``bin_lower`` and ``bin_upper`` (the bin's range: its edges for
@@ -461,8 +444,7 @@ def reliability_curve(
 
     if not (0.0 < alpha < 1.0):
         raise ValueError(f"alpha={alpha!r} must lie in (0, 1)")
-    if interval not in ("wilson", "clopper-pearson"):
-        raise ValueError(f"interval={interval!r} must be 'wilson' or 'clopper-pearson'")
+    check_choice("interval", interval, ("wilson", "clopper-pearson"))
     prep, w = _prepare_binned(y, p, sample_weight, n_bins, strategy)
     wb, yb, pb, nb, bd = prep.bins(w, n_bins, strategy)
     live = np.flatnonzero(wb > 0)
@@ -655,17 +637,10 @@ def _method_of(metric: Callable[..., float], method: str) -> str:
     return method
 
 
-def bootstrap_metrics(
-    metrics: Mapping[str, Callable[..., float]],
-    y: Any,
-    p: Any,
-    sample_weight: Any = None,
-    *,
-    n_boot: int = 200,
-    seed: int = 0,
-    alpha: float = 0.05,
-    method: IntervalMethod = "auto",
-) -> dict[str, BootstrapInterval]:
+def bootstrap_metrics(metrics: Mapping[str, Callable[..., float]], y: Any, p: Any,
+                      sample_weight: Any = None, *, n_boot: int = 200, seed: int = 0,
+                      alpha: float = 0.05, method: IntervalMethod = "auto"
+                      ) -> dict[str, BootstrapInterval]:
     """Bootstrap intervals of several metrics over the same resamples.
 
     Parameters
@@ -703,8 +678,7 @@ def bootstrap_metrics(
         raise ValueError(f"alpha={alpha!r} must lie in (0, 1)")
     if n_boot < 0:
         raise ValueError(f"n_boot={n_boot!r} must be >= 0")
-    if method not in ("auto", "percentile", "centred"):
-        raise ValueError(f"method={method!r} must be 'auto', 'percentile' or 'centred'")
+    check_choice("method", method, ("auto", "percentile", "centred"))
     prep, w = _prepare(y, p, sample_weight)
     fast = {name: _FAST.get(m) for name, m in metrics.items()}
     estimates: dict[str, float] = {}
@@ -733,17 +707,9 @@ def bootstrap_metrics(
     }
 
 
-def bootstrap_ci(
-    metric: Callable[..., float] | str,
-    y: Any,
-    p: Any,
-    sample_weight: Any = None,
-    *,
-    n_boot: int = 200,
-    seed: int = 0,
-    alpha: float = 0.05,
-    method: IntervalMethod = "auto",
-) -> BootstrapInterval:
+def bootstrap_ci(metric: Callable[..., float] | str, y: Any, p: Any,
+                 sample_weight: Any = None, *, n_boot: int = 200, seed: int = 0,
+                 alpha: float = 0.05, method: IntervalMethod = "auto") -> BootstrapInterval:
     """Bootstrap interval of one metric (a callable or a :data:`METRICS` name).
 
     The callable is called as ``metric(y, p, weights)``, ``weights`` being the row

@@ -67,6 +67,7 @@ from amv_calib.claims._labels import (
     load_outcomes,
     read_uses,
 )
+from amv_calib.exceptions import check_choice
 
 #: Why an action did not become an episode, in the order they are tried.
 ACTION_REASONS: Final = (
@@ -246,8 +247,7 @@ def label_logs(
     if isinstance(min_verifier_calls, bool) or not isinstance(min_verifier_calls, int) \
             or min_verifier_calls < 0:
         raise ValueError(f"min_verifier_calls={min_verifier_calls!r} must be an int >= 0")
-    if soft_labels not in ("posterior", "off"):
-        raise ValueError(f"soft_labels={soft_labels!r} must be 'posterior' or 'off'")
+    check_choice("soft_labels", soft_labels, ("posterior", "off"))
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
     log = read_uses(plist, on_corrupt=on_corrupt, columnar=columnar, offers=True)
     out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)

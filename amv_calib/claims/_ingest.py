@@ -57,7 +57,7 @@ from amv_calib.claims._times import PROBLEMS as TIMESTAMP_PROBLEMS
 from amv_calib.claims._times import UTC_US as _UTC_US
 from amv_calib.claims._times import parse_timestamps
 from amv_calib.contract import ALIASES, OPTIONAL_COLUMNS, REQUIRED_COLUMNS, canonical_name
-from amv_calib.exceptions import AmvCalibError, DataContractError, MissingColumnsError
+from amv_calib.exceptions import AmvCalibError, DataContractError, MissingColumnsError, check_choice
 
 _log = logging.getLogger("amv_calib.claims._ingest")
 
@@ -1885,8 +1885,7 @@ def load_claims(
         If the file cannot be read at all, or the format is unknown; with
         ``on_reject="raise"``, if a row breaks the contract.
     """
-    if on_reject not in ("return", "raise"):
-        raise ValueError(f"on_reject={on_reject!r} must be 'return' or 'raise'")
+    check_choice("on_reject", on_reject, ("return", "raise"))
     run = _start(source, format, chunksize)
     claims_parts: list[pa.Table] = []
     reject_parts: list[pa.Table] = []

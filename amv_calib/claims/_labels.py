@@ -78,7 +78,7 @@ from numpy.typing import NDArray
 
 from amv_calib.claims._times import MISSING_US, parse_timestamps
 from amv_calib.contract import CLAIM_FEATURES, sigmoid
-from amv_calib.exceptions import DataContractError, MissingColumnsError
+from amv_calib.exceptions import DataContractError, MissingColumnsError, check_choice
 from amv_calib.gate import (
     DECISION_ALIASES,
     OFFERED_VERIFIER_ALIASES,
@@ -697,8 +697,7 @@ def read_uses(
         Also read each record's offered verifiers (``LogEntries.offers``), which the
         episodes need; without it ``offers`` is empty and ``has_verifiers`` false.
     """
-    if on_corrupt not in ("raise", "skip"):
-        raise ValueError(f"on_corrupt={on_corrupt!r} must be 'raise' or 'skip'")
+    check_choice("on_corrupt", on_corrupt, ("raise", "skip"))
     plist = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     acc = _Acc(offers)
     stats = [_read_one_log(p, i, on_corrupt, columnar, acc) for i, p in enumerate(plist)]
@@ -1329,8 +1328,7 @@ def label_claims(
     report : JoinReport
         Counts by reason and status, with per-record details.
     """
-    if soft_labels not in ("posterior", "off"):
-        raise ValueError(f"soft_labels={soft_labels!r} must be 'posterior' or 'off'")
+    check_choice("soft_labels", soft_labels, ("posterior", "off"))
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
     if log is None:
         log = read_uses(plist, on_corrupt=on_corrupt, columnar=columnar)

@@ -35,7 +35,7 @@ from typing import Any, Final, TypeVar
 
 from amv_calib.contract._features import FeatureMap, PortableCalibrator, _check_format
 from amv_calib.contract._signature import SIGNATURE_FILE, verify_signature
-from amv_calib.exceptions import ArtifactError, PortableFormatError
+from amv_calib.exceptions import ArtifactError, PortableFormatError, check_choice
 from amv_calib.settings import champion_reference, models_dir, trusted_keys
 
 ARTIFACT_FORMAT: Final = "amv-calib/artifact"
@@ -169,8 +169,7 @@ def check_thresholds(data: Any) -> dict[str, Any]:
     if "harm_price" in data:
         out["harm_price"] = _number(data["harm_price"], "harm_price", lo=0.0)
     planner = data["planner"]
-    if planner not in ("lookahead", "myopic"):
-        raise ValueError(f"planner={planner!r} must be 'lookahead' or 'myopic'")
+    check_choice("planner", planner, ("lookahead", "myopic"))
     out["planner"] = planner
     mv = data["max_verifications"]
     if isinstance(mv, float) and mv.is_integer():

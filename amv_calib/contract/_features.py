@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from amv_calib.contract._schema import CLAIM_FEATURES
-from amv_calib.exceptions import PortableFormatError
+from amv_calib.exceptions import PortableFormatError, check_choice
 
 Transform = Literal["identity", "logit", "log", "log1m", "ramp", "log1p", "indicator"]
 TRANSFORMS: Final[tuple[str, ...]] = get_args(Transform)
@@ -318,8 +318,7 @@ class PortableCalibrator:
     _w: FloatArray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.kind not in ("linear", "isotonic"):
-            raise PortableFormatError(f"kind={self.kind!r} must be 'linear' or 'isotonic'")
+        check_choice("kind", self.kind, ("linear", "isotonic"), PortableFormatError)
         if len(self.coef) != len(self.feature_map.terms):
             raise PortableFormatError(
                 f"coef has {len(self.coef)} entries for {len(self.feature_map.terms)} terms"
@@ -432,8 +431,7 @@ class PortableCalibrator:
                 raise PortableFormatError(f"clamp must be [lo, hi], got {clamp_raw!r}")
             clamp = (c[0], c[1])
         kind = data["kind"]
-        if kind not in ("linear", "isotonic"):
-            raise PortableFormatError(f"kind={kind!r} must be 'linear' or 'isotonic'")
+        check_choice("kind", kind, ("linear", "isotonic"), PortableFormatError)
         return cls(
             kind=kind,
             feature_map=FeatureMap.from_list(data["feature_map"]),

@@ -75,7 +75,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
-from amv_calib.exceptions import DataContractError
+from amv_calib.exceptions import DataContractError, check_choice
 
 __all__ = [
     "DECISION_ALIASES",
@@ -475,8 +475,7 @@ def read_decision_log(
     stats : LogReadStats, optional
         Filled in while reading (counts of records, blank, torn and corrupt lines).
     """
-    if on_corrupt not in ("raise", "skip"):
-        raise ValueError(f"on_corrupt={on_corrupt!r} must be 'raise' or 'skip'")
+    check_choice("on_corrupt", on_corrupt, ("raise", "skip"))
     st = stats if stats is not None else LogReadStats()
     name = os.fspath(path)
     with open(name, "rb") as fh:

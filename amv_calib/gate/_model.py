@@ -15,6 +15,8 @@ from typing import Any, Final, Literal, cast, get_args
 
 import numpy as np
 
+from amv_calib.exceptions import check_choice
+
 __all__ = [
     "REGIME_CODES",
     "VOI_TOLERANCE",
@@ -436,10 +438,8 @@ class GateSettings:
         mu = gate_number(self.harm_price, "harm_price")
         if not (mu >= 0.0 and math.isfinite(mu)):
             raise ValueError(f"harm_price={self.harm_price!r} must be finite and >= 0")
-        if self.planner not in ("lookahead", "myopic"):
-            raise ValueError(f"planner={self.planner!r} must be 'lookahead' or 'myopic'")
-        if self.mode not in ("amv", "seed"):
-            raise ValueError(f"mode={self.mode!r} must be 'amv' or 'seed'")
+        check_choice("planner", self.planner, ("lookahead", "myopic"))
+        check_choice("mode", self.mode, ("amv", "seed"))
         m = self.max_verifications
         if isinstance(m, bool) or not isinstance(m, int) or m < 0:
             raise ValueError(f"max_verifications={m!r} must be an int >= 0")

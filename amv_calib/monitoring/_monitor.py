@@ -33,7 +33,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from amv_calib.contract import CLAIM_FEATURES
-from amv_calib.exceptions import ArtifactError, ConfigError
+from amv_calib.exceptions import ArtifactError, ConfigError, check_choice
 from amv_calib.monitoring import _stats
 from amv_calib.monitoring._stats import MonitorConfig, WindowStats, safe_float
 from amv_calib.settings import read_toml
@@ -221,8 +221,7 @@ def monitor(
     cert = art.manifest.get("certificate") or {}
     alpha = safe_float(cert.get("alpha")) if cert else None
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
-    if on_corrupt not in ("raise", "skip"):
-        raise ConfigError(f"on_corrupt={on_corrupt!r} must be 'raise' or 'skip'")
+    check_choice("on_corrupt", on_corrupt, ("raise", "skip"), ConfigError)
     log = read_uses(plist, on_corrupt="raise" if on_corrupt == "raise" else "skip")
     claims, report = label_claims(plist, outcomes, soft_labels="off", log=log)
     entries = log.entries

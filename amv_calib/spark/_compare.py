@@ -53,7 +53,7 @@ from amv_calib.contract import (
     PortableCalibrator,
     seed_prior_calibrator,
 )
-from amv_calib.exceptions import DataContractError, InsufficientDataError
+from amv_calib.exceptions import DataContractError, InsufficientDataError, check_choice
 from amv_calib.settings import DEFAULT_SEED
 from amv_calib.spark._session import DEFAULT_MASTER
 
@@ -530,8 +530,7 @@ def compare_calibrators_spark(
                          "'log_loss' or 'brier'")
     if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
         raise ValueError(f"folds={folds!r} must be an integer >= 2")
-    if split not in ("time", "group"):
-        raise ValueError(f"split={split!r} must be 'time' or 'group'")
+    check_choice("split", split, ("time", "group"))
     session = spark if spark is not None else spark_session(master)
     cals = resolve_calibrators(calibrators)
     plans = {name: _plan(name, est) for name, est in cals.items()}

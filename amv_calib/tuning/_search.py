@@ -45,7 +45,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from amv_calib.contract import PortableCalibrator, seed_prior_calibrator
-from amv_calib.exceptions import ArtifactError, ConfigError, PortableFormatError
+from amv_calib.exceptions import ArtifactError, ConfigError, PortableFormatError, check_choice
 from amv_calib.tuning._replay import (
     LAMBDA_EVAL,
     METRICS,
@@ -633,10 +633,8 @@ def tune_thresholds(
     ConfigError
         Bad options, or a stored study with other directions or another set-up.
     """
-    if mode not in ("constrained", "multi"):
-        raise ConfigError(f"mode={mode!r} must be 'constrained' or 'multi'")
-    if planner not in ("lookahead", "myopic"):
-        raise ConfigError(f"planner={planner!r} must be 'lookahead' or 'myopic'")
+    check_choice("mode", mode, ("constrained", "multi"), ConfigError)
+    check_choice("planner", planner, ("lookahead", "myopic"), ConfigError)
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ConfigError(f"trials={trials!r} must be an integer >= 1")
     if not (isinstance(n_workers, int) and n_workers >= 1):
