@@ -9,7 +9,6 @@ Results go to stdout (JSON where a script reads them), progress and logs to stde
 from __future__ import annotations
 
 import argparse
-import functools
 import hashlib
 import json
 import logging
@@ -303,6 +302,11 @@ def _parsers_label(subparsers: Any) -> None:
     _overwrite_option(p)
     _engine_options(p, "where the join runs: local (this process, default) or spark (the "
                     "same rows, report and episodes, on --spark-master; docs/scale.md)")
+    p.add_argument("--spark-scratch", default=None, metavar="DIR|URI",
+                   help="with --engine spark: where the executors write the claim rows and "
+                   "unjoined uses as part files for this process to stream into the outputs "
+                   "(removed afterwards); a location both reach (default: a temporary "
+                   "folder of this machine, for local masters)")
 
 
 def _log_options(p: argparse.ArgumentParser, outcomes_help: str) -> None:
@@ -340,28 +344,30 @@ def _run_label(args: argparse.Namespace) -> int:
     if args.min_verifier_calls < 0:
         raise ConfigError(f"--min-verifier-calls={args.min_verifier_calls} must be >= 0")
     on_corrupt: Literal["raise", "skip"] = "skip" if args.skip_corrupt else "raise"
-    label_logs: Callable[..., Any] = cl.label_logs
-    label_claims: Callable[..., Any] = cl.label_claims
-    if args.engine == "spark":
-        from amv_calib.spark import label_claims_spark, label_logs_spark
-
-        spark = _spark(args)
-        label_logs = functools.partial(label_logs_spark, spark=spark)
-        label_claims = functools.partial(label_claims_spark, spark=spark)
-    if not as_table:
-        cl.claim_outputs(out, "label", cl.LABEL_FOLDER_FILES, overwrite=args.overwrite)
-        result = label_logs(args.decisions, args.outcomes or None,
-                            min_verifier_calls=args.min_verifier_calls,
-                            soft_labels=args.soft_labels, on_corrupt=on_corrupt)
-        print(json.dumps(cl.write_label_folder(result, out, args.outcomes)))
-        return 0
     names = [out.name, *(p.name for p in cl.label_report_paths(out))]
-    cl.claim_outputs(out.parent, "label", names, overwrite=args.overwrite)
-    claims, report = label_claims(args.decisions, args.outcomes or None,
-                                  soft_labels=args.soft_labels, on_corrupt=on_corrupt)
-    cl.write_claims_table(claims, out)
-    line = cl.write_join_report(report, out, args.outcomes)
-    cl.record_outputs(out.parent, "label", names)
+    if as_table:
+        cl.claim_outputs(out.parent, "label", names, overwrite=args.overwrite)
+    else:
+        cl.claim_outputs(out, "label", cl.LABEL_FOLDER_FILES, overwrite=args.overwrite)
+    if args.engine == "spark":  # the rows stream from the executors' part files to the files
+        from amv_calib.spark import write_label_spark
+
+        line = write_label_spark(args.decisions, args.outcomes, spark=_spark(args), out=out,
+                                 min_verifier_calls=args.min_verifier_calls,
+                                 soft_labels=args.soft_labels, on_corrupt=on_corrupt,
+                                 scratch=args.spark_scratch)[0]
+    elif not as_table:
+        result = cl.label_logs(args.decisions, args.outcomes or None,
+                               min_verifier_calls=args.min_verifier_calls,
+                               soft_labels=args.soft_labels, on_corrupt=on_corrupt)
+        line = cl.write_label_folder(result, out, args.outcomes)
+    else:
+        claims, report = cl.label_claims(args.decisions, args.outcomes or None,
+                                         soft_labels=args.soft_labels, on_corrupt=on_corrupt)
+        cl.write_claims_table(claims, out)
+        line = cl.write_join_report(report, out, args.outcomes)
+    if as_table:
+        cl.record_outputs(out.parent, "label", names)
     print(json.dumps(line))
     return 0
 

@@ -4,17 +4,21 @@ For each size (decision lines; default 1 M and 10 M) the same generated decision
 outcomes (``bench_labels.make_data``: 1-4 premises a line, one outcome per ten lines) go
 through:
 
-- **label, single machine**: ``label_claims``;
-- **label, Spark local[2]**: ``label_claims_spark`` on the same files, session start-up
-  included; its claim rows are checked equal to the single-machine ones (a hash of the
-  table) and its report counts too;
+- **label, single machine**: ``label_claims`` (``seconds``), then the files ``label --out
+  claims.parquet`` writes (``seconds_with_files``: claims, join report, unjoined CSV);
+- **label, Spark local[2]**: ``write_label_spark`` on the same files, writing the same
+  three files (the rows stream from the executors' part files; session start-up included;
+  Spark's default cap on collected results); its files are checked equal to the
+  single-machine ones (SHA-256), its claim rows too (a hash of the table read back) and its
+  report counts;
 - **compare, single machine**: ``compare_calibrators`` on the labelled claims;
 - **compare, Spark local[2]**: ``compare_calibrators_spark`` on the same claims (Parquet read
   by Spark), session start-up included.
 
 Both compares use the same settings (``--calibrators``, ``--folds``, ``--n-boot``). Each side
 runs in its own subprocess: peak memory is that process's ``ru_maxrss`` (for Spark, the Python
-driver) and, for Spark, the JVM's peak resident set (``VmHWM``; in local mode the JVM holds
+driver; ``label_peak_mib``: taken when the label's files are written, before the checks read
+them back) and, for Spark, the JVM's peak resident set (``VmHWM``; in local mode the JVM holds
 the driver and the executors). The report gives each time, the scaling from the smallest to
 the largest size (time ratio over size ratio), and where the Spark line would cross the
 single-machine one if both grew linearly between the measured sizes.
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import resource
 import shutil
 import subprocess
@@ -54,10 +59,17 @@ def child(side: str, args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     out: dict[str, Any] = {"side": side}
     if side == "label":
-        from amv_calib.claims import label_claims
+        from amv_calib.claims import label_claims, write_claims_table, write_join_report
 
         claims, report = label_claims(args.log, args.outcomes_file)
         out["seconds"] = time.perf_counter() - t0
+        out["label_peak_mib"] = _peaks()["peak_mib"]
+        # the files `label --out claims.parquet` writes, to compare with the Spark side's
+        files = Path(args.claims).parent / "local-out" / "claims.parquet"
+        write_claims_table(claims, files)
+        write_join_report(report, files, [args.outcomes_file])
+        out["seconds_with_files"] = time.perf_counter() - t0
+        out["files_sha256"] = _sha256(files)
         # The generator reuses a claim within one action at one time: both compares refuse
         # such duplicates (the data contract), so the measured table keeps the first.
         before = len(claims)
@@ -67,21 +79,34 @@ def child(side: str, args: argparse.Namespace) -> dict[str, Any]:
         out.update(rows=len(claims), uses=report.uses_read, joined=report.joined,
                    claims_hash=_hash(claims), report=_counts(report))
     elif side == "label_spark":
-        from amv_calib.spark import label_claims_spark, spark_session
+        import pandas as pd
 
+        from amv_calib.spark import spark_session, write_label_spark
+
+        # Spark's own cap on what the driver collects (1g): the label collects no per-use rows
         spark = spark_session("local[2]", driver_memory=args.driver_memory,
                               shuffle_partitions=args.shuffle_partitions)
+        out["max_result_size"] = spark.sparkContext.getConf().get(
+            "spark.driver.maxResultSize", "unset (1g)")
         t1 = time.perf_counter()
-        claims, report = label_claims_spark(args.log, args.outcomes_file, spark=spark)
+        stages = _StageLog(t0)  # the engine's progress lines, in seconds from the start
+        logging.getLogger("amv_calib.spark").addHandler(stages)
+        logging.getLogger("amv_calib.spark").setLevel(logging.INFO)
+        files = Path(args.claims).parent / "spark-out" / "claims.parquet"
+        _, report, _ = write_label_spark(args.log, [args.outcomes_file], spark=spark, out=files)
+        out["stages"] = stages.lines
         out["seconds"] = time.perf_counter() - t0
         out["startup_seconds"] = t1 - t0
+        out["label_peak_mib"] = _peaks()["peak_mib"]
+        out["jvm_peak_mib"] = _jvm_peak_mib(spark)
+        spark.stop()
+        out["files_sha256"] = _sha256(files)
+        claims = pd.read_parquet(files)  # the checks below, after the peaks are taken
         before = len(claims)
         claims = claims.drop_duplicates(["claim_id", "timestamp", "violated"])
         out["duplicates_dropped"] = before - len(claims)
         out.update(rows=len(claims), uses=report.uses_read, joined=report.joined,
                    claims_hash=_hash(claims), report=_counts(report))
-        out["jvm_peak_mib"] = _jvm_peak_mib(spark)
-        spark.stop()
     elif side == "compare_local":
         import pandas as pd
 
@@ -95,7 +120,9 @@ def child(side: str, args: argparse.Namespace) -> dict[str, Any]:
     else:
         from amv_calib.spark import compare_calibrators_spark, spark_session
 
-        spark = spark_session("local[2]", driver_memory=args.driver_memory)
+        # the compare collects a few numbers per claim row (docs/scale.md): uncapped, as before
+        spark = spark_session("local[2]", driver_memory=args.driver_memory,
+                              conf={"spark.driver.maxResultSize": "0"})
         t1 = time.perf_counter()
         result = compare_calibrators_spark(args.claims, spark=spark, **_compare_kw(args))
         out["seconds"] = time.perf_counter() - t0
@@ -106,6 +133,32 @@ def child(side: str, args: argparse.Namespace) -> dict[str, Any]:
         out["jvm_peak_mib"] = _jvm_peak_mib(spark)
         spark.stop()
     out.update(_peaks())
+    return out
+
+
+class _StageLog(logging.Handler):
+    """Keeps each log line with its time since ``t0``."""
+
+    def __init__(self, t0: float) -> None:
+        super().__init__()
+        self.t0 = t0
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{time.perf_counter() - self.t0:.1f} s: {record.getMessage()}")
+
+
+def _sha256(claims_file: Path) -> dict[str, str]:
+    """Digests of the claims file and the unjoined CSV ``label`` writes beside it."""
+    import hashlib
+
+    out = {}
+    for f in (claims_file, claims_file.with_name("claims.unjoined.csv")):
+        h = hashlib.sha256()
+        with open(f, "rb") as fh:
+            for block in iter(lambda fh=fh: fh.read(1 << 24), b""):
+                h.update(block)
+        out[f.name] = h.hexdigest()
     return out
 
 
@@ -219,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
         if all(s in row and "error" not in row[s] for s in ("label", "label_spark")):
             row["label_equal"] = (row["label"]["claims_hash"] == row["label_spark"]["claims_hash"]
                                   and row["label"]["report"] == row["label_spark"]["report"])
+            row["label_files_equal"] = (row["label"]["files_sha256"]
+                                        == row["label_spark"]["files_sha256"])
         shutil.rmtree(folder, ignore_errors=True)
     ok = all("error" not in r[s] for r in runs for s in args.sides)
     summary: dict[str, Any] = {"runs": runs, "settings": {

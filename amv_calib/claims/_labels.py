@@ -973,6 +973,9 @@ class JoinReport:
     ignored_signals: int = 0
     unjoined_uses: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
     outcome_details: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    #: Set when the engine streamed the unjoined uses into this CSV instead of holding them
+    #: (the Spark engine writing ``label``'s files); ``unjoined_uses`` is then empty.
+    unjoined_uses_file: str | None = None
 
     @property
     def lines_read(self) -> int:
@@ -1588,12 +1591,18 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
 
 
 def _join_report(files: Sequence[PathLike], stats: Sequence[LogReadStats], *, n_entries: int,
-                 n_uses: int, n_hard: int, n_soft: int, reasons: NDArray[Any],
+                 n_uses: int, n_hard: int, n_soft: int, reasons: NDArray[Any] | None,
                  n_outcomes: int, counts: dict[str, int], rows: int, soft_labels: str,
                  ignored_signals: int, unjoined_uses: pd.DataFrame,
-                 outcome_details: pd.DataFrame) -> JoinReport:
+                 outcome_details: pd.DataFrame,
+                 unjoined_counts: Sequence[int] | None = None) -> JoinReport:
     """The checked :class:`JoinReport`; ``reasons`` holds the reason code of each unjoined
-    use."""
+    use, or ``unjoined_counts`` the number of unjoined uses of each reason (in the order of
+    :data:`UNJOINED_REASONS`; an engine that does not hold the unjoined uses)."""
+    if unjoined_counts is None:
+        if reasons is None:
+            raise ValueError("give the unjoined uses' reasons or their counts")
+        unjoined_counts = [int((reasons == i).sum()) for i in range(len(UNJOINED_REASONS))]
     report = JoinReport(
         decision_files=[{"path": os.fspath(p), **s.to_dict()}
                         for p, s in zip(files, stats, strict=True)],
@@ -1602,7 +1611,7 @@ def _join_report(files: Sequence[PathLike], stats: Sequence[LogReadStats], *, n_
         uses_read=n_uses,
         joined=n_hard + n_soft,
         joined_by_source={"outcome": n_hard, "verifier": n_soft},
-        unjoined={r: int((reasons == i).sum()) for i, r in enumerate(UNJOINED_REASONS)},
+        unjoined={r: int(unjoined_counts[i]) for i, r in enumerate(UNJOINED_REASONS)},
         outcomes_read=n_outcomes,
         outcomes=counts,
         rows=rows,

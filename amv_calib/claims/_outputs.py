@@ -97,18 +97,85 @@ def record_outputs(folder: str | os.PathLike[str], command: str, files: Iterable
 # ---------------------------------------------------------------------------------------------
 # label's files
 # ---------------------------------------------------------------------------------------------
-def write_claims_table(claims: pd.DataFrame, out: Path) -> None:
-    """Write a claims DataFrame as Parquet, CSV or JSONL, chosen by the file ending."""
+#: Rows of a Parquet row group: pyarrow's default, which ``DataFrame.to_parquet`` uses.
+PARQUET_ROW_GROUP: Final = 1024 * 1024
+
+
+def write_claims_table(claims: pd.DataFrame | Iterable[pd.DataFrame], out: Path) -> None:
+    """Write a claims table as Parquet, CSV or JSONL, chosen by the file ending.
+
+    Parameters
+    ----------
+    claims : DataFrame or iterable of DataFrame
+        The table, or its consecutive parts (the same columns and dtypes, at least one part,
+        possibly empty), which are written one at a time to the same bytes as their
+        concatenation (Parquet: row groups of :data:`PARQUET_ROW_GROUP` rows, as
+        ``DataFrame.to_parquet`` writes them).
+    out : Path
+        The file; its ending chooses the format.
+    """
     suffix = out.suffix.lower()
+    if suffix not in TABLE_SUFFIXES:
+        raise unknown_table_ending(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    if suffix in (".parquet", ".pq"):
+    if not isinstance(claims, pd.DataFrame):
+        _write_claim_parts(claims, out, suffix)
+    elif suffix in (".parquet", ".pq"):
         claims.to_parquet(out, index=False)
     elif suffix == ".csv":
-        claims.to_csv(out, index=False, date_format="%Y-%m-%dT%H:%M:%S.%fZ")
-    elif suffix in (".jsonl", ".ndjson"):
-        claims.to_json(out, orient="records", lines=True, date_format="iso", date_unit="us")
+        claims.to_csv(out, index=False, date_format=_STAMP)
     else:
-        raise unknown_table_ending(out)
+        claims.to_json(out, orient="records", lines=True, date_format="iso", date_unit="us")
+
+
+_STAMP: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def _write_claim_parts(parts: Iterable[pd.DataFrame], out: Path, suffix: str) -> None:
+    """:func:`write_claims_table` of consecutive parts, holding one row group at a time."""
+    if suffix not in (".parquet", ".pq"):
+        def jsonl(part: pd.DataFrame) -> str:
+            return str(part.to_json(orient="records", lines=True, date_format="iso",
+                                    date_unit="us"))
+
+        rows, last = 0, None
+        with open(out, "w", encoding="utf-8", newline="") as fh:
+            for i, part in enumerate(parts):
+                if suffix == ".csv":
+                    part.to_csv(fh, index=False, header=i == 0, date_format=_STAMP)
+                elif len(part):
+                    fh.write(jsonl(part))
+                rows, last = rows + len(part), part
+            if suffix != ".csv" and not rows and last is not None:
+                fh.write(jsonl(last))  # what an empty table writes
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    writer: Any = None
+    pending: list[Any] = []
+    n_pending = 0
+    groups = 0
+    try:
+        for part in parts:
+            table = pa.Table.from_pandas(part, preserve_index=False)
+            if writer is None:
+                writer = pq.ParquetWriter(out, table.schema, compression="snappy")
+            pending.append(table)
+            n_pending += table.num_rows
+            while n_pending >= PARQUET_ROW_GROUP:
+                whole = pa.concat_tables(pending)
+                writer.write_table(whole.slice(0, PARQUET_ROW_GROUP).combine_chunks())
+                groups += 1
+                pending = [whole.slice(PARQUET_ROW_GROUP)]
+                n_pending -= PARQUET_ROW_GROUP
+        if writer is None:
+            raise ValueError(f"{out}: no parts to write (give at least one, possibly empty)")
+        if n_pending or not groups:  # an empty table is one empty row group, as pandas writes
+            writer.write_table(pa.concat_tables(pending).combine_chunks())
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 def unknown_table_ending(out: Path) -> DataContractError:
@@ -126,25 +193,45 @@ def label_report_paths(out: Path) -> tuple[Path, Path]:
 
 
 def write_join_report(report: Any, out: Path, outcome_files: Sequence[str],
-                      extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                      extra: Mapping[str, Any] | None = None,
+                      use_parts: Iterable[pd.DataFrame] | None = None) -> dict[str, Any]:
     """Write the join report and the unjoined-records CSV beside the claims file ``out``;
-    return the summary line (without the per-file details)."""
+    return the summary line (without the per-file details).
+
+    Parameters
+    ----------
+    report : JoinReport
+        The report; its ``unjoined_uses`` are the CSV's use rows unless ``use_parts``.
+    out : Path
+        The claims file the report describes.
+    outcome_files : sequence of str
+        The outcome files, in the order of the report's ``source`` codes.
+    extra : mapping, optional
+        More keys for the report and the summary line.
+    use_parts : iterable of DataFrame, optional
+        The unjoined uses in consecutive parts (the columns of ``report.unjoined_uses``),
+        written one at a time to the same bytes (an engine that does not hold them); the
+        report then records the CSV in ``unjoined_uses_file``.
+    """
     report_json, unjoined_csv = label_report_paths(out)
     summary = report.to_dict()
     full = {**summary, **(extra or {}), "outcome_files": list(outcome_files), "out": str(out)}
     report_json.write_text(json.dumps(full, indent=2) + "\n", encoding="utf-8")
-    uses = report.unjoined_uses
     outs = report.outcome_details
     names = list(outcome_files)
-    stamp = "%Y-%m-%dT%H:%M:%S.%fZ"
-    # Written in two parts (uses, then outcome records) so that a log with millions of
+    stamp = _STAMP
+    # Written in parts (uses, then outcome records) so that a log with millions of
     # unjoined uses is never materialised as one object table.
-    pd.DataFrame({
-        "kind": "use", "file": uses["decision_file"], "line": uses["decision_line"],
-        "action_id": uses["action_id"], "premise_id": uses["premise_id"],
-        "claim_id": uses["claim_id"], "time": uses["time"], "reason": uses["reason"],
-        "detail": uses["detail"],
-    }).to_csv(unjoined_csv, index=False, date_format=stamp)
+    with open(unjoined_csv, "w", encoding="utf-8", newline="") as fh:
+        for i, uses in enumerate([report.unjoined_uses] if use_parts is None else use_parts):
+            pd.DataFrame({
+                "kind": "use", "file": uses["decision_file"], "line": uses["decision_line"],
+                "action_id": uses["action_id"], "premise_id": uses["premise_id"],
+                "claim_id": uses["claim_id"], "time": uses["time"], "reason": uses["reason"],
+                "detail": uses["detail"],
+            }).to_csv(fh, index=False, header=i == 0, date_format=stamp)
+    if use_parts is not None:
+        report.unjoined_uses_file = str(unjoined_csv)
     pd.DataFrame({
         "kind": "outcome",
         "file": [names[int(s)] for s in outs["source"]],
@@ -159,16 +246,32 @@ def write_join_report(report: Any, out: Path, outcome_files: Sequence[str],
 
 
 def write_label_folder(result: Any, folder: str | os.PathLike[str],
-                       outcome_files: Sequence[str]) -> dict[str, Any]:
+                       outcome_files: Sequence[str], *,
+                       claim_parts: Iterable[pd.DataFrame] | None = None,
+                       use_parts: Iterable[pd.DataFrame] | None = None) -> dict[str, Any]:
     """Write what ``label --out DIR`` writes (:data:`LABEL_FOLDER_FILES`) from a
     :class:`~amv_calib.claims.LogLabels`; return the summary line. The caller claims the
-    folder first (:func:`claim_outputs`)."""
+    folder first (:func:`claim_outputs`).
+
+    Parameters
+    ----------
+    result : LogLabels
+        The labels, report, episodes and verifiers.
+    folder : path
+        The output folder.
+    outcome_files : sequence of str
+        The outcome files (named in the report and the unjoined CSV).
+    claim_parts, use_parts : iterable of DataFrame, optional
+        The claim rows and the unjoined uses in consecutive parts, instead of
+        ``result.claims`` and ``result.report.unjoined_uses`` (an engine that does not hold
+        them: :func:`write_claims_table`, :func:`write_join_report`); the same bytes.
+    """
     from amv_calib.claims._episodes import write_episodes_jsonl
 
     where = Path(folder)
     where.mkdir(parents=True, exist_ok=True)
     claims = where / "claims.parquet"
-    write_claims_table(result.claims, claims)
+    write_claims_table(result.claims if claim_parts is None else claim_parts, claims)
     write_episodes_jsonl(result.episodes, where / "episodes.jsonl")
     ep = result.episode_report.to_dict()
     flagged = sorted(v for v, r in result.verifiers.items() if r["declared_outside_interval"])
@@ -177,7 +280,7 @@ def write_label_folder(result: Any, folder: str | os.PathLike[str],
         "prior": "Beta(1, 1)", "interval": "equal-tailed 95%",
         "verifiers": result.verifiers}, indent=2) + "\n", encoding="utf-8")
     line = write_join_report(result.report, claims, outcome_files, extra={
-        "episodes": ep, "verifiers_flagged": flagged})
+        "episodes": ep, "verifiers_flagged": flagged}, use_parts=use_parts)
     line.update(episodes_file=str(where / "episodes.jsonl"),
                 verifiers_file=str(where / "verifiers.json"))
     record_outputs(where, "label", LABEL_FOLDER_FILES)

@@ -7,7 +7,6 @@ are rewritten to the final folder after the step succeeds).
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 from collections.abc import Sequence
@@ -62,25 +61,29 @@ def _label(ctx: StepContext) -> dict[str, Any]:
                           f"{ctx.params['min_verifier_calls']} must be >= 0")
     outcomes = [str(p) for p in ctx.params["outcomes"]]
     claim_outputs(ctx.out_dir, "label", LABEL_FOLDER_FILES, overwrite=ctx.params["overwrite"])
-    run: Any = label_logs
+    decisions = [str(p) for p in ctx.params["decisions"]]
+    options: dict[str, Any] = {
+        "min_verifier_calls": ctx.params["min_verifier_calls"],
+        "soft_labels": ctx.params["soft_labels"],
+        "on_corrupt": "skip" if ctx.params["skip_corrupt"] else "raise"}
     if ctx.spec.engine == "spark":  # the same files, to the byte (docs/scale.md)
-        from amv_calib.spark import label_logs_spark, spark_session
+        from amv_calib.spark import spark_session, write_label_spark
 
         log.info("[%s] joining on Spark (%s)", ctx.step.name, ctx.spec.spark_master)
-        run = functools.partial(label_logs_spark, spark=spark_session(ctx.spec.spark_master))
-    result = run([str(p) for p in ctx.params["decisions"]], outcomes or None,
-                 min_verifier_calls=ctx.params["min_verifier_calls"],
-                 soft_labels=ctx.params["soft_labels"],
-                 on_corrupt="skip" if ctx.params["skip_corrupt"] else "raise")
-    line = write_label_folder(result, ctx.out_dir, outcomes)
-    ep = result.episode_report
-    if result.report.joined == 0 or ep.episodes == 0:
+        line, report, ep = write_label_spark(
+            decisions, outcomes, spark=spark_session(ctx.spec.spark_master), out=ctx.out_dir,
+            **options)
+    else:
+        result = label_logs(decisions, outcomes or None, **options)
+        line = write_label_folder(result, ctx.out_dir, outcomes)
+        report, ep = result.report, result.episode_report
+    if report.joined == 0 or ep.episodes == 0:
         raise InsufficientDataError(
-            f"step {ctx.step.name!r}: {result.report.joined} uses labelled and {ep.episodes} "
+            f"step {ctx.step.name!r}: {report.joined} uses labelled and {ep.episodes} "
             f"episodes from {ep.actions_read} actions; unlabelled by reason: "
             f"{ {k: v for k, v in ep.unlabelled.items() if v} }")
     log.info("[%s] %d uses labelled of %d; %d episodes of %d actions; flagged verifiers: %s",
-             ctx.step.name, result.report.joined, result.report.uses_read, ep.episodes,
+             ctx.step.name, report.joined, report.uses_read, ep.episodes,
              ep.actions_read, ", ".join(line["verifiers_flagged"]) or "none")
     return {
         "dir": str(ctx.out_dir),
@@ -88,7 +91,7 @@ def _label(ctx: StepContext) -> dict[str, Any]:
         "episodes": str(ctx.out_dir / "episodes.jsonl"),
         "verifiers": str(ctx.out_dir / "verifiers.json"),
         "report": str(ctx.out_dir / "claims.join_report.json"),
-        "joined": result.report.joined,
+        "joined": report.joined,
         "episodes_written": ep.episodes,
         "actions_read": ep.actions_read,
         "verifiers_flagged": line["verifiers_flagged"],

@@ -13,7 +13,12 @@ from amv_calib.spark._compare import (
     SparkCalibrator,
     compare_calibrators_spark,
 )
-from amv_calib.spark._label import DEFAULT_SPLIT_BYTES, label_claims_spark, label_logs_spark
+from amv_calib.spark._label import (
+    DEFAULT_SPLIT_BYTES,
+    label_claims_spark,
+    label_logs_spark,
+    write_label_spark,
+)
 from amv_calib.spark._session import DEFAULT_MASTER, spark_session, spark_unavailable
 
 __all__ = [
@@ -27,4 +32,5 @@ __all__ = [
     "label_logs_spark",
     "spark_session",
     "spark_unavailable",
+    "write_label_spark",
 ]

@@ -12,20 +12,27 @@ What runs where (docs/scale.md):
   last record, the verifier signals and their log-likelihood ratios (the multiset rule), the
   three time-aware join stages against the outcome records, the status of each outcome
   record, and the counts.
+- **The executors, for the results**: every use with its wide columns, range-partitioned
+  and sorted by entry id (log order); each task turns its joined uses into claim rows with
+  the single-machine ``posterior`` and ``label_rows`` and writes them, with its unjoined
+  uses, as Parquet part files into a scratch folder (``scratch``: a location the driver
+  reads too), and reports one line of counts.
 - **The driver**: the list of byte ranges and their line offsets (a few numbers per range),
   the outcome records (read and validated by :func:`amv_calib.claims.load_outcomes`; they are
-  one per several decision lines, and their file formats stay the single-machine ones), the
-  weight ``log(r / (1 - r))`` of each distinct declared reliability, and the results: the
-  joined uses (turned into claim rows by the single-machine ``posterior`` and
-  ``label_rows``), the unjoined uses, the status of each outcome record, the counts.
+  one per several decision lines, and their file formats stay the single-machine ones) and
+  their flags, the weight ``log(r / (1 - r))`` of each distinct declared reliability, the
+  categories (calibrators, regimes), the counts of each task (``use_id`` = the task's first
+  use + the position in the task), and the report. :func:`write_label_spark` streams the
+  part files, one batch at a time, into ``label``'s files (the same bytes);
+  :func:`label_claims_spark` and :func:`label_logs_spark` read them back into memory.
   Episodes: the per-action rule runs on the executors (``build_episodes`` of
-  :mod:`amv_calib.claims.engine` on each group of actions, the same code); the verifier
-  reliabilities are computed by the driver from per-verifier answer counts that Spark
-  aggregates (:func:`~amv_calib.claims.verifier_reliabilities`, the same code).
+  :mod:`amv_calib.claims.engine` on each group of actions, the same code) and the driver
+  collects the episode lines; the verifier reliabilities are computed by the driver from
+  per-verifier answer counts that Spark aggregates
+  (:func:`~amv_calib.claims.verifier_reliabilities`, the same code).
 
-The driver never holds the parsed log (records, premise entries, signals); it holds the
-results, which grow with the joined and unjoined uses (the unjoined table lists every
-unjoined use, as the single-machine report does).
+The driver never holds the parsed log (records, premise entries, signals) nor, writing the
+files, the claim rows or the unjoined uses.
 
 Floating point: the LLR of a use is summed in the single-machine order (signals in log
 order, each distinct answer at its first appearance), with the weights computed by numpy,
@@ -40,6 +47,7 @@ import os
 import time
 import warnings
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import numpy as np
@@ -665,54 +673,300 @@ def _order_cat(values: Any) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype="str"))
 
 
-def label_claims_spark(
-    decisions: PathLike | Sequence[PathLike],
-    outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None = None,
-    *,
-    spark: SparkSession,
-    soft_labels: SoftLabels = "posterior",
-    on_corrupt: Literal["raise", "skip"] = "raise",
-    columnar: bool = True,
-    split_bytes: int = DEFAULT_SPLIT_BYTES,
-    state: dict[str, Any] | None = None,
-) -> tuple[pd.DataFrame, JoinReport]:
-    """:func:`amv_calib.claims.label_claims` on Spark: the same claim rows and report.
+# ---------------------------------------------------------------------------------------------
+# The claim rows and the unjoined uses: computed and written by the executors
+# ---------------------------------------------------------------------------------------------
+#: What each task of the row stage reports: its partition (in ``eid`` order) and attempt (which
+#: names its part files, so that a retried or speculative attempt never writes into another's
+#: files), its uses, its claim rows, its outcome- and verifier-labelled uses, and its unjoined
+#: uses by reason.
+_PART_SUMMARY: Final = ("part int, attempt int, uses long, rows long, hard long, soft long, "
+                        "reasons array<long>")
+#: Rows of a part file the driver reads at a time.
+_READ_ROWS: Final = 1 << 16
 
-    Parameters
-    ----------
-    decisions, outcomes, soft_labels, on_corrupt, columnar
-        As in :func:`~amv_calib.claims.label_claims`; a decision log may also be Parquet
-        (``.parquet``/``.pq``, one record per row, the JSON fields as columns) and any path
-        may be a URI that pyarrow opens (``s3://``, ``gs://``, ``hdfs://``) or a folder /
-        prefix, which stands for its log files in name order (the executors open them; the
-        outcome records are read by the driver, from its file system).
-    spark : SparkSession
-        Where the join runs (:func:`amv_calib.spark.spark_session`).
-    split_bytes : int, default 64 MiB
-        Bytes of a JSONL log per Spark task.
-    state : dict, optional
-        Receives the Spark frames the episodes are built from (:func:`label_logs_spark`).
 
-    Returns
-    -------
-    claims, report
-        As :func:`~amv_calib.claims.label_claims` returns them. Difference: the categorical
-        columns ``action_id``, ``premise_id`` and ``detail`` of ``report.unjoined_uses``
-        list only the values present (the single-machine ones list every value of the
-        log), so the driver never holds every action id.
-    """
-    from pyspark.sql import functions as F
+def _part_schemas() -> tuple[Any, Any]:
+    """The Arrow schemas of the claim-row and unjoined-use part files."""
+    import pyarrow as pa
 
+    s, f, i64 = pa.string(), pa.float64(), pa.int64()
+    claims = pa.schema([
+        ("use", i64), ("claim_id", s), ("t_us", i64), *((c, f) for c in _FEATS),
+        ("violated", pa.bool_()), ("label_weight", f), ("action_id", s), ("tool_name", s),
+        ("pk_str", s), ("from_verifier", pa.int8()), ("signal_llr", f), ("p_logged", f),
+        ("calibrator", s), ("regime", s), ("file", pa.int32()), ("line", i64)])
+    uses = pa.schema([("file", pa.int32()), ("line", i64), ("action_id", s), ("pk_str", s),
+                      ("claim_id", s), ("t_us", i64), ("reason", pa.int8()), ("detail", s)])
+    return claims, uses
+
+
+class _PartWriter:
+    """One task of the row stage: the uses of one range of ``eid`` in ``eid`` order (log
+    order), turned into claim rows by the single-machine ``posterior`` and ``label_rows``
+    and written, with the unjoined uses, as two Parquet part files of the scratch folder."""
+
+    def __init__(self, folder: str, part: int, attempt: int) -> None:
+        self.fs, inner = _filesystem(folder)
+        self.paths = {k: f"{inner}/{_part_name(k, part, attempt)}" for k in ("claims", "uses")}
+        self.attempt = attempt
+        self.schemas = dict(zip(("claims", "uses"), _part_schemas(), strict=True))
+        self.writers: dict[str, Any] = {}
+        self.part = part
+        self.uses = self.rows = self.hard = self.soft = 0
+        self.reasons = np.zeros(len(UNJOINED_REASONS), dtype=np.int64)
+
+    def _write(self, kind: str, cols: dict[str, Any]) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if kind not in self.writers:
+            self.writers[kind] = pq.ParquetWriter(self.paths[kind], self.schemas[kind],
+                                                  filesystem=self.fs)
+        schema = self.schemas[kind]
+        self.writers[kind].write_table(pa.table(
+            [pa.array(cols[f.name], type=f.type) if not isinstance(cols[f.name], pa.Array)
+             else cols[f.name].cast(f.type) for f in schema], schema=schema))
+
+    def add(self, batch: Any) -> None:
+        """The claim rows and unjoined uses of the next batch of uses."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        def col(k: str) -> Any:
+            return batch.column(batch.schema.get_field_index(k))
+
+        def arr(k: str, fill: Any, dtype: Any) -> Any:
+            return pc.fill_null(col(k), fill).to_numpy(zero_copy_only=False).astype(dtype)
+
+        nan = float("nan")
+        reason = arr("reason", -1, np.int64)
+        joined = np.flatnonzero(reason == -1)
+        hard = arr("hard", False, bool)[joined]
+        llr, p = arr("llr", nan, np.float64), arr("p", nan, np.float64)
+        q = posterior(p[joined], llr[joined])
+        idx, viol, weight, from_verifier = label_rows(
+            hard, ~hard, arr("label", False, bool)[joined], q)
+        rows = joined[idx]
+        take = pa.array(rows, type=pa.int64())
+        has_sig = arr("has_sig", False, bool)
+        self._write("claims", {
+            "use": self.uses + rows, "violated": viol, "label_weight": weight,
+            "from_verifier": from_verifier.astype(np.int8),
+            "signal_llr": np.where(has_sig[rows], llr[rows], 0.0), "p_logged": p[rows],
+            **{c: arr(c, nan, np.float64)[rows] for c in _FEATS},
+            **{k: pc.take(col(k), take) for k in ("claim_id", "t_us", "action_id",
+                                                   "tool_name", "pk_str", "calibrator",
+                                                   "regime", "file", "line")}})
+        out = np.flatnonzero(reason != -1)
+        self._write("uses", {
+            "reason": reason[out].astype(np.int8),
+            **{k: pc.take(col(k), pa.array(out, type=pa.int64()))
+               for k in ("file", "line", "action_id", "pk_str", "claim_id", "t_us",
+                         "detail")}})
+        self.uses += batch.num_rows
+        self.rows += rows.size
+        self.hard += int(hard.sum())
+        self.soft += int((~hard).sum())
+        self.reasons += np.bincount(reason[out], minlength=len(UNJOINED_REASONS))
+
+    def close(self) -> dict[str, Any]:
+        """Close the part files; this task's counts (:data:`_PART_SUMMARY`)."""
+        for w in self.writers.values():
+            w.close()
+        return {"part": [self.part], "attempt": [self.attempt], "uses": [self.uses],
+                "rows": [self.rows],
+                "hard": [self.hard], "soft": [self.soft], "reasons": [self.reasons.tolist()]}
+
+
+def _part_name(kind: str, part: int, attempt: int) -> str:
+    return f"{kind}-{part:05d}-{attempt}.parquet"
+
+
+def _parts_fn(folder: str) -> Any:
+    """The mapInArrow function of the row stage (one :class:`_PartWriter` per task)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    spark_schema = _parse_datatype_string(_PART_SUMMARY)
+    assert isinstance(spark_schema, StructType)
+    schema = to_arrow_schema(spark_schema)
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        writer = _PartWriter(folder, ctx.partitionId() if ctx is not None else 0,
+                             ctx.attemptNumber() if ctx is not None else 0)
+        for batch in batches:
+            if batch.num_rows:
+                writer.add(batch)
+        yield pa.RecordBatch.from_pydict(writer.close(), schema=schema)
+
+    return run
+
+
+def _claim_frame(batch: Any, first_use: int, names: list[str], cal_cats: list[str],
+                 reg_cats: list[str]) -> pd.DataFrame:
+    """Claim rows of a part file as the single-machine ``label_claims`` builds them."""
+    def a(k: str) -> Any:
+        return batch.column(batch.schema.get_field_index(k)).to_numpy(zero_copy_only=False)
+
+    return pd.DataFrame({
+        "claim_id": _str(a("claim_id")),
+        "timestamp": us_to_datetime(a("t_us").astype(np.int64)),
+        **{c: a(c) for c in _FEATS if c != "contradiction_flag"},
+        "contradiction_flag": a("contradiction_flag") > 0.5,
+        "violated": a("violated").astype(bool),
+        "label_weight": a("label_weight"),
+        "action_id": _str(a("action_id")),
+        "tool_name": _str(a("tool_name")),
+        "premise_id": _str(a("pk_str")),
+        "use_id": first_use + a("use").astype(np.int64),
+        "label_source": categorical(a("from_verifier").astype(np.int64),
+                                    ["outcome", "verifier"]),
+        "signal_llr": a("signal_llr"),
+        "p_logged": a("p_logged"),
+        "calibrator": _cat(a("calibrator"), cal_cats),
+        "regime": _cat(a("regime"), reg_cats),
+        "decision_file": categorical(a("file").astype(np.int64), names),
+        "decision_line": a("line").astype(np.int64),
+    })
+
+
+def _use_frame(batch: Any, names: list[str]) -> pd.DataFrame:
+    """Unjoined uses of a part file: the columns of ``JoinReport.unjoined_uses`` (strings
+    where the single-machine report has categoricals; the same values)."""
+    def a(k: str) -> Any:
+        return batch.column(batch.schema.get_field_index(k)).to_numpy(zero_copy_only=False)
+
+    detail = a("detail")
+    return pd.DataFrame({
+        "decision_file": categorical(a("file").astype(np.int64), names),
+        "decision_line": a("line").astype(np.int64),
+        "action_id": _str(a("action_id")),
+        "premise_id": _str(a("pk_str")),
+        "claim_id": _str(a("claim_id")),
+        "time": us_to_datetime(a("t_us").astype(np.int64)),
+        "reason": categorical(a("reason").astype(np.int64), UNJOINED_REASONS),
+        "detail": _str(np.where(pd.isna(detail), "", detail)),
+    })
+
+
+class _Labelled:
+    """A label join on Spark whose claim rows and unjoined uses are part files of a scratch
+    folder (one pair per task, in log order): the report, and the parts read back one
+    batch at a time."""
+
+    def __init__(self, folder: str, summary: pd.DataFrame, report: JoinReport,
+                 names: list[str], cal_cats: list[str], reg_cats: list[str],
+                 frames: dict[str, Any]) -> None:
+        self.folder = folder
+        self.summary = summary
+        self.report = report
+        self.names = names
+        self.cats = (cal_cats, reg_cats)
+        self.frames = frames
+
+    def _batches(self, kind: str) -> Iterator[tuple[int, Any]]:
+        """(first use of the part, batch) of every part file of ``kind``, in log order; one
+        empty batch when there are none."""
+        import pyarrow.parquet as pq
+
+        fs, inner = _filesystem(self.folder)
+        first = 0
+        for part, attempt, n_uses in zip(self.summary["part"], self.summary["attempt"],
+                                         self.summary["uses"], strict=True):
+            if n_uses:
+                name = _part_name(kind, int(part), int(attempt))
+                with fs.open_input_file(f"{inner}/{name}") as fh:
+                    for batch in pq.ParquetFile(fh).iter_batches(batch_size=_READ_ROWS):
+                        yield first, batch
+            first += int(n_uses)
+        yield first, _empty_batch(_part_schemas()[0 if kind == "claims" else 1])
+
+    def claim_parts(self) -> Iterator[pd.DataFrame]:
+        """The claim rows, in order, one part at a time (the last one empty)."""
+        for first, batch in self._batches("claims"):
+            yield _claim_frame(batch, first, self.names, *self.cats)
+
+    def use_parts(self) -> Iterator[pd.DataFrame]:
+        """The unjoined uses, in log order, one part at a time (the last one empty)."""
+        for _, batch in self._batches("uses"):
+            yield _use_frame(batch, self.names)
+
+    def held(self) -> tuple[pd.DataFrame, JoinReport]:
+        """The claim rows and the report with its unjoined uses, in memory (the API of
+        :func:`label_claims_spark`)."""
+        claims = pd.concat(list(self.claim_parts()), ignore_index=True)
+        u = pd.concat(list(self.use_parts()), ignore_index=True)
+        pk = u["premise_id"]
+        u["action_id"] = _order_cat(u["action_id"])
+        u["premise_id"] = _order_cat(pk) if pk.notna().all() and \
+            not pk.str.startswith("#").any() else pk
+        u["detail"] = _order_cat(u["detail"])
+        self.report.unjoined_uses = u
+        return claims, self.report
+
+    def close(self) -> None:
+        """Remove the part files and release the cached Spark frames."""
+        fs, inner = _filesystem(self.folder)
+        fs.delete_dir(inner)
+        for frame in self.frames.values():
+            if hasattr(frame, "unpersist"):
+                frame.unpersist()
+
+
+def _empty_batch(schema: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema],
+                                      schema=schema)
+
+
+def _scratch_folder(scratch: PathLike | None) -> str:
+    """A new folder for the part files: under ``scratch`` (a path or URI the executors and
+    the driver both reach), else a temporary folder of this machine (local mode)."""
+    import tempfile
+    import uuid
+
+    if scratch is None:
+        return tempfile.mkdtemp(prefix="amv-label-parts-")
+    folder = f"{os.fspath(scratch).rstrip('/')}/label-parts-{uuid.uuid4().hex}"
+    fs, inner = _filesystem(folder)
+    fs.create_dir(inner, recursive=True)
+    return folder
+
+
+def _check_options(soft_labels: str, on_corrupt: str, split_bytes: int) -> None:
     if soft_labels not in ("posterior", "off"):
         raise ValueError(f"soft_labels={soft_labels!r} must be 'posterior' or 'off'")
     if on_corrupt not in ("raise", "skip"):
         raise ValueError(f"on_corrupt={on_corrupt!r} must be 'raise' or 'skip'")
     if isinstance(split_bytes, bool) or not isinstance(split_bytes, int) or split_bytes < 1:
         raise ValueError(f"split_bytes={split_bytes!r} must be an int >= 1")
+
+
+def _label(
+    decisions: PathLike | Sequence[PathLike],
+    outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None,
+    *,
+    spark: SparkSession,
+    offers: bool,
+    scratch: PathLike | None,
+    soft_labels: SoftLabels = "posterior",
+    on_corrupt: Literal["raise", "skip"] = "raise",
+    columnar: bool = True,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+) -> _Labelled:
+    """The label join on Spark, its rows written as part files (:class:`_Labelled`)."""
+    from pyspark.sql import functions as F
+
+    _check_options(soft_labels, on_corrupt, split_bytes)
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
     names = _expand([os.fspath(p) for p in plist])
     out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
-    offers = state is not None
     t0 = time.perf_counter()
     parsed, stats, _ = _read_logs(spark, names, on_corrupt, columnar, offers, split_bytes)
     _log.info("label on Spark: logs read in %.1f s", time.perf_counter() - t0)
@@ -747,70 +1001,24 @@ def label_claims_spark(
     final = final.select("eid", *_UKEY, "reason", "hard", "label", "llr", "has_sig").persist()
     final.count()
     _log.info("label on Spark: joined at %.1f s", time.perf_counter() - t0)
-    # the wide columns of the entries, joined back to the results once
-    wide = entries.select("eid", "claim_id", "t_us", *_FEATS, "p", "action_id", "tool_name",
-                          "pk_str", "calibrator", "regime", "file", "line", "detail")
-    joined = wide.join(final.filter(F.col("reason") == -1), "eid").select(
-        "eid", "claim_id", "t_us", *_FEATS, "label", "hard", "llr", "has_sig", "p",
-        "action_id", "tool_name", "pk_str", "calibrator", "regime", "file", "line") \
-        .toPandas().sort_values("eid", ignore_index=True)
-    unjoined = wide.join(final.filter(F.col("reason") >= 0), "eid").select(
-        "eid", "file", "line", "action_id", "pk_str", "claim_id", "t_us", "reason",
-        "detail").toPandas().sort_values("eid", ignore_index=True)
-    # the use's position among all uses (joined or not), in log order
-    j_eid = joined["eid"].to_numpy(np.int64)
-    joined["use_id"] = np.searchsorted(
-        np.sort(np.concatenate([j_eid, unjoined["eid"].to_numpy(np.int64)])), j_eid)
+
+    # -- the rows: every use with its wide columns, in eid (log) order by ranges of eid; each
+    # task writes its claim rows and unjoined uses; the driver gets one summary per task ----
+    folder = _scratch_folder(scratch)
+    rows = entries.select("eid", "claim_id", "t_us", *_FEATS, "p", "action_id", "tool_name",
+                          "pk_str", "calibrator", "regime", "file", "line", "detail") \
+        .join(final.select("eid", "reason", "hard", "label", "llr", "has_sig"), "eid")
+    summary = rows.repartitionByRange("eid").sortWithinPartitions("eid") \
+        .mapInArrow(_parts_fn(folder), _PART_SUMMARY).toPandas() \
+        .sort_values("part", ignore_index=True)
+    if int(summary["uses"].sum()) != n_uses:
+        raise AssertionError(f"the row stage wrote {int(summary['uses'].sum())} uses of "
+                             f"{n_uses}")
+    _log.info("label on Spark: rows written at %.1f s", time.perf_counter() - t0)
     flag_rows = flags.filter(F.col("used") | F.col("conflict") | F.col("ambiguous")
                              | F.col("keymatch")).toPandas()
-    _log.info("label on Spark: results collected at %.1f s", time.perf_counter() - t0)
     cal_cats = _first_seen(parsed, "calibrator")
     reg_cats = _first_seen(parsed, "regime")
-    if state is not None:
-        state.update(parsed=parsed, entries=entries, final=final, answers=answers, uses=uses,
-                     names=names)
-
-    # -- the claim rows (the single-machine posterior and label_rows) -------------------------
-    hard = joined["hard"].to_numpy(bool)
-    llr_v = joined["llr"].to_numpy(np.float64)
-    has_sig = joined["has_sig"].to_numpy(bool)
-    p_logged = joined["p"].to_numpy(np.float64)
-    q = posterior(p_logged, llr_v)
-    idx, viol, weight, from_verifier = label_rows(hard, ~hard, joined["label"].to_numpy(bool),
-                                                   q)
-    claims = pd.DataFrame({
-        "claim_id": _str(joined["claim_id"].to_numpy(object)[idx]),
-        "timestamp": us_to_datetime(joined["t_us"].to_numpy(np.int64)[idx]),
-        **{c: joined[c].to_numpy(np.float64)[idx] for c in _FEATS if c != "contradiction_flag"},
-        "contradiction_flag": joined["contradiction_flag"].to_numpy(np.float64)[idx] > 0.5,
-        "violated": viol,
-        "label_weight": weight,
-        "action_id": _str(joined["action_id"].to_numpy(object)[idx]),
-        "tool_name": _str(joined["tool_name"].to_numpy(object)[idx]),
-        "premise_id": _str(joined["pk_str"].to_numpy(object)[idx]),
-        "use_id": joined["use_id"].to_numpy(np.int64)[idx],
-        "label_source": categorical(from_verifier, ["outcome", "verifier"]),
-        "signal_llr": np.where(has_sig[idx], llr_v[idx], 0.0),
-        "p_logged": p_logged[idx],
-        "calibrator": _cat(joined["calibrator"].to_numpy(object)[idx], cal_cats),
-        "regime": _cat(joined["regime"].to_numpy(object)[idx], reg_cats),
-        "decision_file": categorical(joined["file"].to_numpy(np.int64)[idx], names),
-        "decision_line": joined["line"].to_numpy(np.int64)[idx],
-    })
-    reasons = unjoined["reason"].to_numpy(np.int64)
-    detail = unjoined["detail"].to_numpy(object)
-    unjoined_uses = pd.DataFrame({
-        "decision_file": categorical(unjoined["file"].to_numpy(np.int64), names),
-        "decision_line": unjoined["line"].to_numpy(np.int64),
-        "action_id": _order_cat(unjoined["action_id"].to_numpy(object)),
-        "premise_id": _order_cat(unjoined["pk_str"].to_numpy(object))
-        if unjoined["pk_str"].notna().all() and not unjoined["pk_str"].str.startswith("#").any()
-        else _str(unjoined["pk_str"].to_numpy(object)),
-        "claim_id": _str(unjoined["claim_id"].to_numpy(object)),
-        "time": us_to_datetime(unjoined["t_us"].to_numpy(np.int64)),
-        "reason": categorical(reasons, UNJOINED_REASONS),
-        "detail": _order_cat(np.where(pd.isna(detail), "", detail)),
-    })
 
     # -- the outcome records ----------------------------------------------------------------
     n_out = len(out_df)
@@ -824,16 +1032,67 @@ def label_claims_spark(
     status = outcome_status(arrays["used"], arrays["conflict"], arrays["ambiguous"],
                              arrays["keymatch"], arrays["earlier"])
     counts, outcome_details = outcome_report(out_df, out_invalid, status)
-    n_hard = int(hard.sum())
+    reasons = np.sum(np.stack(summary["reasons"].map(np.asarray).to_list()), axis=0) \
+        if len(summary) else np.zeros(len(UNJOINED_REASONS), dtype=np.int64)
     report = join_report(
-        names, stats, n_entries=n_entries, n_uses=n_uses, n_hard=n_hard,
-        n_soft=len(joined) - n_hard, reasons=reasons, n_outcomes=n_out + len(out_invalid),
-        counts=counts, rows=len(claims), soft_labels=soft_labels, ignored_signals=ignored,
-        unjoined_uses=unjoined_uses, outcome_details=outcome_details)
-    if state is None:
-        for frame in (final, uses, entries, parsed):
-            frame.unpersist()
-    return claims, report
+        names, stats, n_entries=n_entries, n_uses=n_uses, n_hard=int(summary["hard"].sum()),
+        n_soft=int(summary["soft"].sum()), reasons=None, n_outcomes=n_out + len(out_invalid),
+        counts=counts, rows=int(summary["rows"].sum()), soft_labels=soft_labels,
+        ignored_signals=ignored, unjoined_uses=_use_frame(_empty_batch(_part_schemas()[1]),
+                                                          names),
+        outcome_details=outcome_details, unjoined_counts=[int(r) for r in reasons])
+    return _Labelled(folder, summary, report, names, cal_cats, reg_cats, {
+        "parsed": parsed, "entries": entries, "final": final, "answers": answers,
+        "uses": uses})
+
+
+def label_claims_spark(
+    decisions: PathLike | Sequence[PathLike],
+    outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None = None,
+    *,
+    spark: SparkSession,
+    soft_labels: SoftLabels = "posterior",
+    on_corrupt: Literal["raise", "skip"] = "raise",
+    columnar: bool = True,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    scratch: PathLike | None = None,
+) -> tuple[pd.DataFrame, JoinReport]:
+    """:func:`amv_calib.claims.label_claims` on Spark: the same claim rows and report, held
+    in memory (for tests and small logs; :func:`write_label_spark` writes ``label``'s files
+    without holding the rows).
+
+    Parameters
+    ----------
+    decisions, outcomes, soft_labels, on_corrupt, columnar
+        As in :func:`~amv_calib.claims.label_claims`; a decision log may also be Parquet
+        (``.parquet``/``.pq``, one record per row, the JSON fields as columns) and any path
+        may be a URI that pyarrow opens (``s3://``, ``gs://``, ``hdfs://``) or a folder /
+        prefix, which stands for its log files in name order (the executors open them; the
+        outcome records are read by the driver, from its file system).
+    spark : SparkSession
+        Where the join runs (:func:`amv_calib.spark.spark_session`).
+    split_bytes : int, default 64 MiB
+        Bytes of a JSONL log per Spark task.
+    scratch : path or URI, optional
+        Where the executors write the claim rows and unjoined uses as part files for the
+        driver to read back (removed afterwards): a location both reach. Default: a
+        temporary folder of this machine (local mode).
+
+    Returns
+    -------
+    claims, report
+        As :func:`~amv_calib.claims.label_claims` returns them. Difference: the categorical
+        columns ``action_id``, ``premise_id`` and ``detail`` of ``report.unjoined_uses``
+        list only the values present (the single-machine ones list every value of the
+        log), so the driver never holds every action id.
+    """
+    done = _label(decisions, outcomes, spark=spark, soft_labels=soft_labels,
+                  on_corrupt=on_corrupt, columnar=columnar, split_bytes=split_bytes,
+                  offers=False, scratch=scratch)
+    try:
+        return done.held()
+    finally:
+        done.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -946,48 +1205,19 @@ def _episode_fn(files: list[str], min_calls: int, verifiers: dict[str, dict[str,
     return run
 
 
-def label_logs_spark(
-    decisions: PathLike | Sequence[PathLike],
-    outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None = None,
-    *,
-    spark: SparkSession,
-    min_verifier_calls: int = 200,
-    soft_labels: SoftLabels = "posterior",
-    on_corrupt: Literal["raise", "skip"] = "raise",
-    columnar: bool = True,
-    split_bytes: int = DEFAULT_SPLIT_BYTES,
-) -> Any:
-    """:func:`amv_calib.claims.label_logs` on Spark: the same claims, report, episodes and
-    verifier reliabilities (a :class:`~amv_calib.claims.LogLabels`).
-
-    Parameters
-    ----------
-    decisions, outcomes, spark, soft_labels, on_corrupt, columnar, split_bytes
-        As in :func:`label_claims_spark`.
-    min_verifier_calls : int, default 200
-        As in :func:`~amv_calib.claims.label_logs`.
-    """
+def _episodes_and_verifiers(done: _Labelled, min_verifier_calls: int
+                            ) -> tuple[Any, Any, dict[str, dict[str, Any]], list[str | None]]:
+    """The episodes (a string array, one JSON line each, in log order), their report, the
+    verifier reliabilities and each episode's action, from a join run with the offers."""
     import pyarrow as pa
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from amv_calib.claims.engine import (
-        ACTION_REASONS,
-        EpisodeReport,
-        LogLabels,
-        verifier_reliabilities,
-    )
+    from amv_calib.claims.engine import ACTION_REASONS, EpisodeReport, verifier_reliabilities
 
-    if isinstance(min_verifier_calls, bool) or not isinstance(min_verifier_calls, int) \
-            or min_verifier_calls < 0:
-        raise ValueError(f"min_verifier_calls={min_verifier_calls!r} must be an int >= 0")
-    state: dict[str, Any] = {}
-    claims, report = label_claims_spark(
-        decisions, outcomes, spark=spark, soft_labels=soft_labels, on_corrupt=on_corrupt,
-        columnar=columnar, split_bytes=split_bytes, state=state)
-    parsed, entries, final, answers = (state["parsed"], state["entries"], state["final"],
-                                       state["answers"])
-    names: list[str] = state["names"]
+    parsed, entries, final, answers = (done.frames[k] for k in ("parsed", "entries", "final",
+                                                               "answers"))
+    names = done.names
     final = final.withColumn("soft", (F.col("reason") == -1) & ~F.col("hard"))
 
     # -- verifier reliabilities: answer counts by verifier and label (Spark), the rest here --
@@ -1004,6 +1234,7 @@ def label_logs_spark(
     last = Window.partitionBy(*_AKEY).orderBy(F.desc("file"), F.desc("line"))
     chosen = records.withColumn("_r", F.row_number().over(last)).filter("_r = 1").drop("_r")
     chosen = chosen.persist()
+    done.frames["chosen"] = chosen
     declared_rows = chosen.select(F.explode("offers").alias("o")).select("o.id", "o.reliability") \
         .filter(F.col("id").isNotNull() & ~F.isnan("reliability")) \
         .groupBy("id", "reliability").count().collect()
@@ -1038,9 +1269,131 @@ def label_logs_spark(
         unlabelled={r: int(unlabelled[i]) for i, r in enumerate(ACTION_REASONS)},
         min_verifier_calls=min_verifier_calls)
     ep_report.check()
-    for frame in (chosen, final, state["uses"], entries, parsed):
-        frame.unpersist()
-    return LogLabels(claims=claims, report=report,
-                     episodes=rows.column("episode").combine_chunks(),
-                     episode_report=ep_report, verifiers=verifiers,
-                     episode_actions=rows.column("action").to_pylist())
+    return (rows.column("episode").combine_chunks(), ep_report, verifiers,
+            rows.column("action").to_pylist())
+
+
+def _check_min_calls(min_verifier_calls: int) -> None:
+    if isinstance(min_verifier_calls, bool) or not isinstance(min_verifier_calls, int) \
+            or min_verifier_calls < 0:
+        raise ValueError(f"min_verifier_calls={min_verifier_calls!r} must be an int >= 0")
+
+
+def label_logs_spark(
+    decisions: PathLike | Sequence[PathLike],
+    outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None = None,
+    *,
+    spark: SparkSession,
+    min_verifier_calls: int = 200,
+    soft_labels: SoftLabels = "posterior",
+    on_corrupt: Literal["raise", "skip"] = "raise",
+    columnar: bool = True,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    scratch: PathLike | None = None,
+) -> Any:
+    """:func:`amv_calib.claims.label_logs` on Spark: the same claims, report, episodes and
+    verifier reliabilities (a :class:`~amv_calib.claims.LogLabels`), held in memory (for
+    tests and small logs; :func:`write_label_spark` writes the files without holding the
+    rows).
+
+    Parameters
+    ----------
+    decisions, outcomes, spark, soft_labels, on_corrupt, columnar, split_bytes, scratch
+        As in :func:`label_claims_spark`.
+    min_verifier_calls : int, default 200
+        As in :func:`~amv_calib.claims.label_logs`.
+    """
+    from amv_calib.claims.engine import LogLabels
+
+    _check_min_calls(min_verifier_calls)
+    done = _label(decisions, outcomes, spark=spark, soft_labels=soft_labels,
+                  on_corrupt=on_corrupt, columnar=columnar, split_bytes=split_bytes,
+                  offers=True, scratch=scratch)
+    try:
+        claims, report = done.held()
+        episodes, ep_report, verifiers, actions = _episodes_and_verifiers(
+            done, min_verifier_calls)
+    finally:
+        done.close()
+    return LogLabels(claims=claims, report=report, episodes=episodes,
+                     episode_report=ep_report, verifiers=verifiers, episode_actions=actions)
+
+
+def write_label_spark(
+    decisions: PathLike | Sequence[PathLike],
+    outcomes: Sequence[PathLike] = (),
+    *,
+    spark: SparkSession,
+    out: PathLike,
+    min_verifier_calls: int = 200,
+    scratch: PathLike | None = None,
+    **options: Any,
+) -> tuple[dict[str, Any], JoinReport, Any]:
+    """Write what ``amv-calib label --out OUT`` writes, the join run on Spark, without the
+    driver holding the claim rows or the unjoined uses: the same files, to the byte.
+
+    The executors compute the claim rows (the single-machine ``posterior`` and
+    ``label_rows``) and write them, with the unjoined uses, as Parquet part files in log
+    order; the driver streams the parts into the outputs one batch at a time (a Parquet row
+    group at most). The caller claims the output folder first
+    (:func:`~amv_calib.claims.claim_outputs`); a folder is recorded in its
+    ``written_by.json``, a table is not.
+
+    Parameters
+    ----------
+    decisions : path or sequence of paths
+        As in :func:`label_claims_spark`.
+    outcomes : sequence of paths
+        The outcome files (named in the report and the unjoined CSV).
+    spark : SparkSession
+        Where the join runs.
+    out : path
+        A folder (``claims.parquet``, ``claims.join_report.json``, ``claims.unjoined.csv``,
+        ``episodes.jsonl``, ``verifiers.json``) or a claims table (``.parquet``, ``.csv``,
+        ``.jsonl``; with its join report and unjoined CSV beside it; no episodes).
+    min_verifier_calls, scratch
+        As in :func:`label_logs_spark`.
+    **options
+        ``soft_labels``, ``on_corrupt``, ``columnar``, ``split_bytes``: as in
+        :func:`label_logs_spark`.
+
+    Returns
+    -------
+    line : dict
+        The summary line ``label`` prints.
+    report : JoinReport
+        The counts; its ``unjoined_uses`` is empty and ``unjoined_uses_file`` names the CSV.
+    episode_report : EpisodeReport or None
+        The episodes' counts (None for a table).
+    """
+    from amv_calib.claims import (
+        TABLE_SUFFIXES,
+        write_claims_table,
+        write_join_report,
+        write_label_folder,
+    )
+    from amv_calib.claims.engine import LogLabels
+
+    _check_min_calls(min_verifier_calls)
+    target = Path(out)
+    table = target.suffix.lower() in TABLE_SUFFIXES
+    files = [os.fspath(o) for o in outcomes]
+    done = _label(decisions, files or None, spark=spark, offers=not table, scratch=scratch,
+                  **options)
+    t0 = time.perf_counter()
+    try:
+        if table:
+            write_claims_table(done.claim_parts(), target)
+            line = write_join_report(done.report, target, files, use_parts=done.use_parts())
+            ep_report = None
+        else:
+            episodes, ep_report, verifiers, _ = _episodes_and_verifiers(done,
+                                                                        min_verifier_calls)
+            result = LogLabels(claims=pd.DataFrame(), report=done.report, episodes=episodes,
+                               episode_report=ep_report, verifiers=verifiers)
+            line = write_label_folder(result, target, files, claim_parts=done.claim_parts(),
+                                      use_parts=done.use_parts())
+    finally:
+        done.close()
+    _log.info("label on Spark: files written in %.1f s", time.perf_counter() - t0)
+    return line, done.report, ep_report

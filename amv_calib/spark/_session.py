@@ -34,8 +34,8 @@ def spark_session(master: str = DEFAULT_MASTER, *, app_name: str = "amv-calib",
 
     An existing session is reused (``getOrCreate``); under ``spark-submit`` the options given
     there win. In local mode the driver binds to 127.0.0.1, the UI is off, Python workers run
-    this interpreter, ``driver_memory`` defaults to 4g and the results the driver collects are
-    not capped (``spark.driver.maxResultSize=0``); the session time zone is UTC (the
+    this interpreter and ``driver_memory`` defaults to 4g (the results the driver collects
+    keep Spark's cap, ``spark.driver.maxResultSize``, 1g); the session time zone is UTC (the
     data contract's times are UTC). ``shuffle_partitions`` defaults to twice the local cores
     (Spark's 200 is for clusters). ``conf`` adds or overrides settings.
     """
@@ -72,8 +72,6 @@ def spark_session(master: str = DEFAULT_MASTER, *, app_name: str = "amv-calib",
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.driver.memory": driver_memory or "4g",
-            # the label join collects its results (every use, joined or not) on the driver
-            "spark.driver.maxResultSize": "0",
             "spark.sql.shuffle.partitions": str(shuffle_partitions or 2 * cores),
         })
     else:

@@ -1,11 +1,16 @@
 """``label --engine spark`` against the single-machine label join on generated logs with
 every case (tests/spark/_messy.py): the same claim rows (columns, dtypes, order), the same
 report counts and unjoined rows, the same outcome statuses, episodes and verifiers; corrupt
-lines raise the same error; Parquet decision logs; the CLI and the pipeline step."""
+lines raise the same error; Parquet decision logs; the CLI and the pipeline step; the files
+streamed from the executors' part files (``write_label_spark``) are the single-machine
+files, to the byte, and the driver collects no per-use rows (a session whose result cap is
+smaller than them labels the log)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -13,14 +18,15 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from amv_calib.claims import label_logs
+from amv_calib.claims import label_logs, write_label_folder
 from amv_calib.cli import main
 from amv_calib.exceptions import DataContractError
-from amv_calib.spark import label_claims_spark, label_logs_spark
+from amv_calib.spark import label_claims_spark, label_logs_spark, write_label_spark
 
 from ._messy import write_messy
 
 LINES = 200_000
+FOLDER_FILES = ("claims.parquet", "claims.unjoined.csv", "episodes.jsonl", "verifiers.json")
 
 
 @pytest.fixture(scope="module")
@@ -140,3 +146,99 @@ def test_a_folder_stands_for_its_logs(tmp_path: Path, spark: Any) -> None:
     assert len(b) == len(a)
     pd.testing.assert_frame_equal(b.drop(columns="decision_file"),
                                   a.drop(columns="decision_file"))
+
+
+def _same_report_file(a: Path, b: Path) -> None:
+    ra, rb = json.loads(a.read_text()), json.loads(b.read_text())
+    assert {k: v for k, v in rb.items() if k != "out"} == \
+        {k: v for k, v in ra.items() if k != "out"}
+
+
+def test_streamed_files_are_the_single_machine_files(
+        both: tuple[Any, Any], data: tuple[list[Path], Path], spark: Any,
+        tmp_path: Path) -> None:
+    logs, outcomes = data
+    local = both[0]
+    write_label_folder(local, tmp_path / "local", [str(outcomes)])
+    line, report, episodes = write_label_spark(
+        logs, [outcomes], spark=spark, out=tmp_path / "spark", min_verifier_calls=50,
+        on_corrupt="skip", split_bytes=3 << 20)
+    for name in FOLDER_FILES:
+        assert (tmp_path / "spark" / name).read_bytes() == \
+            (tmp_path / "local" / name).read_bytes(), name
+    _same_report_file(tmp_path / "local" / "claims.join_report.json",
+                      tmp_path / "spark" / "claims.join_report.json")
+    assert report.to_dict() == local.report.to_dict()
+    assert episodes == local.episode_report
+    assert line["joined"] == local.report.joined and line["rows"] == len(local.claims)
+    # the unjoined uses went to the CSV, not into the report
+    assert report.unjoined_uses.empty
+    assert report.unjoined_uses_file == str(tmp_path / "spark" / "claims.unjoined.csv")
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])
+def test_streamed_table_is_the_single_machine_table(
+        data: tuple[list[Path], Path], spark: Any, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], suffix: str) -> None:
+    logs, outcomes = data
+    small = tmp_path / "d.jsonl"
+    small.write_text("".join(logs[1].read_text().splitlines(keepends=True)[:4000]))
+    args = ["label", "--decisions", str(small), "--outcomes", str(outcomes), "--skip-corrupt"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main([*args, "--out", str(tmp_path / "local" / f"c{suffix}")]) == 0
+        assert main([*args, "--out", str(tmp_path / "spark" / f"c{suffix}"), "--engine",
+                     "spark", "--spark-master", "local[2]",
+                     "--spark-scratch", str(tmp_path / "scratch")]) == 0
+    capsys.readouterr()
+    for name in (f"c{suffix}", "c.unjoined.csv"):
+        assert (tmp_path / "spark" / name).read_bytes() == \
+            (tmp_path / "local" / name).read_bytes(), name
+    _same_report_file(tmp_path / "local" / "c.join_report.json",
+                      tmp_path / "spark" / "c.join_report.json")
+    assert list((tmp_path / "scratch").iterdir()) == []  # the part files are removed
+
+
+_CAPPED = """
+import sys, warnings
+from amv_calib.spark import spark_session, write_label_spark
+log, outcomes, out = sys.argv[1:]
+spark = spark_session("local[2]", app_name="amv-calib-capped", driver_memory="1g",
+                      shuffle_partitions=4, conf={"spark.driver.maxResultSize": "1m"})
+try:
+    spark.range(1_000_000).toPandas()
+    print("COLLECTED")
+except Exception as exc:
+    print("CAPPED" if "maxResultSize" in str(exc) else f"OTHER {exc}")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    write_label_spark([log], [outcomes], spark=spark, out=out, on_corrupt="skip")
+spark.stop()
+print("LABELLED")
+"""
+
+
+def test_the_driver_collects_no_per_use_rows(
+        data: tuple[list[Path], Path], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # A session of its own (the result cap is fixed when a session starts) whose driver may
+    # collect 1 MiB per job: collecting 1 M longs fails there, and the label of a log whose
+    # claim rows and unjoined uses are many times that succeeds, writing the same files.
+    logs, outcomes = data
+    small = tmp_path / "d.jsonl"
+    small.write_text("".join(logs[0].read_text().splitlines(keepends=True)[:40_000]))
+    out = tmp_path / "spark" / "claims.parquet"
+    proc = subprocess.run([sys.executable, "-c", _CAPPED, str(small), str(outcomes), str(out)],
+                          capture_output=True, text=True, check=False, timeout=600)
+    assert proc.stdout.split() == ["CAPPED", "LABELLED"], proc.stderr[-3000:]
+    args = ["label", "--decisions", str(small), "--outcomes", str(outcomes), "--skip-corrupt",
+            "--out", str(tmp_path / "local" / "claims.parquet")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(args) == 0
+    capsys.readouterr()
+    rows = tmp_path / "spark" / "claims.unjoined.csv"
+    assert out.stat().st_size + rows.stat().st_size > 4 << 20  # what would have been collected
+    for name in ("claims.parquet", "claims.unjoined.csv"):
+        assert (tmp_path / "spark" / name).read_bytes() == \
+            (tmp_path / "local" / name).read_bytes(), name

@@ -1,0 +1,66 @@
+"""A claims table written from consecutive parts (the Spark engine streams its rows so) is
+the same file, to the byte, as the table written whole: Parquet past one row group, CSV
+and JSONL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from amv_calib.claims import write_claims_table
+from amv_calib.claims._outputs import PARQUET_ROW_GROUP
+
+
+def _claims(n: int) -> pd.DataFrame:
+    rng = np.random.default_rng(7)
+    t = np.datetime64("2026-12-01T00:00:00", "us") + rng.integers(0, 10**12, n) \
+        .astype("timedelta64[us]")
+    ids = np.array([f"c{i}" for i in range(5000)], dtype=object)
+    claim = ids[rng.integers(0, ids.size, n)]
+    claim[rng.random(n) < 0.01] = None
+    return pd.DataFrame({
+        "claim_id": pd.array(claim, dtype="str"),
+        "timestamp": pd.DatetimeIndex(t).tz_localize("UTC"),
+        "recency_hours": rng.random(n) * 100,
+        "contradiction_flag": rng.random(n) < 0.1,
+        "label_weight": rng.random(n),
+        "use_id": np.arange(n, dtype=np.int64),
+        "label_source": pd.Categorical.from_codes(rng.integers(0, 2, n),
+                                                  categories=["outcome", "verifier"]),
+        "calibrator": pd.Categorical.from_codes(
+            rng.integers(0, 3, n), categories=pd.Index(["a", "b", "c", "unused"], dtype="str")),
+    })
+
+
+def _parts(df: pd.DataFrame, sizes: list[int]) -> list[pd.DataFrame]:
+    edges = np.cumsum([0, *sizes])
+    parts = [df.iloc[a:b].reset_index(drop=True) for a, b in zip(edges, edges[1:], strict=False)
+             if a < len(df)]
+    return [*parts, df.iloc[:0]]
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
+def test_parts_write_the_same_bytes(tmp_path: Path, suffix: str) -> None:
+    n = PARQUET_ROW_GROUP + 250_001 if suffix == ".parquet" else 30_011
+    df = _claims(n)
+    whole, parted = tmp_path / f"whole{suffix}", tmp_path / f"parts{suffix}"
+    write_claims_table(df, whole)
+    # uneven parts, one of them empty, so that row groups straddle them
+    write_claims_table(iter(_parts(df, [65_536, 0, 1, 400_000, 7_777] + [300_000] * 5)), parted)
+    assert parted.read_bytes() == whole.read_bytes()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        assert pq.ParquetFile(parted).metadata.num_row_groups == 2
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
+def test_an_empty_table_in_parts(tmp_path: Path, suffix: str) -> None:
+    df = _claims(10).iloc[:0]
+    write_claims_table(df, tmp_path / f"whole{suffix}")
+    write_claims_table(iter([df]), tmp_path / f"parts{suffix}")
+    assert (tmp_path / f"parts{suffix}").read_bytes() == \
+        (tmp_path / f"whole{suffix}").read_bytes()
