@@ -43,7 +43,8 @@ log = logging.getLogger("amv_calib.pipeline._runner")
 _STATE = "state.json"
 _LOCK = ".lock"
 _PIPELINE_KEYS = {"name", "workdir", "seed", "tracking", "tracking_uri", "models_dir",
-                  "experiment", "description", "engine", "spark_master"}
+                  "experiment", "description", "engine", "spark_master",
+                  "spark_scratch"}
 
 
 def _kinds() -> dict[str, StepKind]:
@@ -130,6 +131,7 @@ def load_pipeline(path: str | os.PathLike[str],
     return PipelineSpec(
         engine=engine,
         spark_master=_head(path, head, "spark_master", str, "local[*]"),
+        spark_scratch=_location(base, _head(path, head, "spark_scratch", str, "") or None),
         path=path,
         name=name,
         workdir=(base / _head(path, head, "workdir", str, f".amv-cache/{name}")).resolve(),
@@ -154,6 +156,13 @@ def _head(path: Path, head: Mapping[str, Any], key: str, kind: type[_T], default
         raise ConfigError(f"{path.name}: [pipeline] {key}={value!r} must be "
                           f"{_TYPE_NAMES[kind]}")
     return value
+
+
+def _location(base: Path, value: str | None) -> str | None:
+    """A folder relative to the pipeline file's folder, or a URI (``s3://...``) as given."""
+    if value is None or "://" in value:
+        return value
+    return str((base / value).resolve())
 
 
 def _validate_params(*, where: str, kind: StepKind, raw: dict[str, Any], base: Path,

@@ -48,6 +48,9 @@ class PipelineSpec:
     engine: str = "local"
     #: The Spark master URL when ``engine = "spark"``.
     spark_master: str = "local[*]"
+    #: Where the Spark label's executors write their part files for the driver to stream
+    #: (a URI, or a folder both reach); None: a temporary folder (local masters only).
+    spark_scratch: str | None = None
 
 
 @dataclass(kw_only=True)

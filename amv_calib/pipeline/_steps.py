@@ -72,7 +72,7 @@ def _label(ctx: StepContext) -> dict[str, Any]:
         log.info("[%s] joining on Spark (%s)", ctx.step.name, ctx.spec.spark_master)
         line, report, ep = write_label_spark(
             decisions, outcomes, spark=spark_session(ctx.spec.spark_master), out=ctx.out_dir,
-            **options)
+            scratch=ctx.spec.spark_scratch, **options)
     else:
         result = label_logs(decisions, outcomes or None, **options)
         line = write_label_folder(result, ctx.out_dir, outcomes)

@@ -71,7 +71,7 @@ from amv_calib.claims.engine import (
     us_to_datetime,
 )
 from amv_calib.contract import CLAIM_FEATURES
-from amv_calib.exceptions import DataContractError
+from amv_calib.exceptions import ConfigError, DataContractError, check_choice
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -911,11 +911,15 @@ class _Labelled:
 
     def close(self) -> None:
         """Remove the part files and release the cached Spark frames."""
-        fs, inner = _filesystem(self.folder)
-        fs.delete_dir(inner)
+        _remove_folder(self.folder)
         for frame in self.frames.values():
             if hasattr(frame, "unpersist"):
                 frame.unpersist()
+
+
+def _remove_folder(folder: str) -> None:
+    fs, inner = _filesystem(folder)
+    fs.delete_dir(inner)
 
 
 def _empty_batch(schema: Any) -> Any:
@@ -923,6 +927,16 @@ def _empty_batch(schema: Any) -> Any:
 
     return pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema],
                                       schema=schema)
+
+
+def _check_scratch(scratch: PathLike | None, master: str) -> None:
+    """Without ``scratch`` the part files go to a temporary folder of this machine, which
+    only a local ``master`` shares with its executors: refuse any other master."""
+    if scratch is None and not master.startswith("local"):
+        raise ConfigError(
+            f"the Spark label on master {master!r} needs a scratch location that the "
+            "executors and this process both reach (an object-store prefix or a shared "
+            "folder): give --spark-scratch URI, or [pipeline] spark_scratch")
 
 
 def _scratch_folder(scratch: PathLike | None) -> str:
@@ -940,10 +954,8 @@ def _scratch_folder(scratch: PathLike | None) -> str:
 
 
 def _check_options(soft_labels: str, on_corrupt: str, split_bytes: int) -> None:
-    if soft_labels not in ("posterior", "off"):
-        raise ValueError(f"soft_labels={soft_labels!r} must be 'posterior' or 'off'")
-    if on_corrupt not in ("raise", "skip"):
-        raise ValueError(f"on_corrupt={on_corrupt!r} must be 'raise' or 'skip'")
+    check_choice("soft_labels", soft_labels, ("posterior", "off"))
+    check_choice("on_corrupt", on_corrupt, ("raise", "skip"))
     if isinstance(split_bytes, bool) or not isinstance(split_bytes, int) or split_bytes < 1:
         raise ValueError(f"split_bytes={split_bytes!r} must be an int >= 1")
 
@@ -964,6 +976,7 @@ def _label(
     from pyspark.sql import functions as F
 
     _check_options(soft_labels, on_corrupt, split_bytes)
+    _check_scratch(scratch, spark.sparkContext.master or "")
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
     names = _expand([os.fspath(p) for p in plist])
     out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
@@ -1008,9 +1021,13 @@ def _label(
     rows = entries.select("eid", "claim_id", "t_us", *_FEATS, "p", "action_id", "tool_name",
                           "pk_str", "calibrator", "regime", "file", "line", "detail") \
         .join(final.select("eid", "reason", "hard", "label", "llr", "has_sig"), "eid")
-    summary = rows.repartitionByRange("eid").sortWithinPartitions("eid") \
-        .mapInArrow(_parts_fn(folder), _PART_SUMMARY).toPandas() \
-        .sort_values("part", ignore_index=True)
+    try:
+        summary = rows.repartitionByRange("eid").sortWithinPartitions("eid") \
+            .mapInArrow(_parts_fn(folder), _PART_SUMMARY).toPandas() \
+            .sort_values("part", ignore_index=True)
+    except BaseException:
+        _remove_folder(folder)  # a failed stage leaves no part files behind
+        raise
     if int(summary["uses"].sum()) != n_uses:
         raise AssertionError(f"the row stage wrote {int(summary['uses'].sum())} uses of "
                              f"{n_uses}")

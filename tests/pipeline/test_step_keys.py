@@ -23,6 +23,7 @@ NOT_KEYS = {
     "study_name": "the step names its study after its inputs, so a killed run resumes it",
     "engine": "the pipeline's [pipeline] engine, shared by every step that has two engines",
     "spark_master": "the pipeline's [pipeline] spark_master",
+    "spark_scratch": "the pipeline's [pipeline] spark_scratch",
 }
 #: step keys with no CLI option of the same command, and why.
 PIPELINE_ONLY = {

@@ -242,3 +242,20 @@ def test_the_driver_collects_no_per_use_rows(
     for name in ("claims.parquet", "claims.unjoined.csv"):
         assert (tmp_path / "spark" / name).read_bytes() == \
             (tmp_path / "local" / name).read_bytes(), name
+
+
+@pytest.mark.parametrize(("scratch", "master", "refused"), [
+    (None, "local[2]", False), (None, "spark://head:7077", True), (None, "yarn", True),
+    ("s3://bucket/scratch", "yarn", False)], ids=["local", "standalone", "yarn", "given"])
+def test_a_cluster_label_needs_a_scratch_location(scratch: str | None, master: str,
+                                                   refused: bool) -> None:
+    # Without one the executors would write part files the driver cannot read: refused
+    # before any Spark work, naming the option to give.
+    from amv_calib.exceptions import ConfigError
+    from amv_calib.spark._label import _check_scratch
+
+    if refused:
+        with pytest.raises(ConfigError, match=f"master '{master}'.*--spark-scratch"):
+            _check_scratch(scratch, master)
+    else:
+        _check_scratch(scratch, master)

@@ -71,6 +71,21 @@ def test_pipeline_on_spark_records_the_engine(spark: Any, tmp_path: Path,
         "contradiction_flag": 0.0}) < 1.0
 
 
+@pytest.mark.parametrize(("given", "expected"), [
+    (None, None), ("scratch", "{tmp}/scratch"), ("s3://bucket/amv", "s3://bucket/amv")],
+    ids=["absent", "relative-folder", "uri"])
+def test_spark_scratch_is_a_folder_beside_the_pipeline_file_or_a_uri(
+        tmp_path: Path, given: str | None, expected: str | None) -> None:
+    head = _PIPELINE if given is None else _PIPELINE.replace(
+        'spark_master = "local[2]"', f'spark_master = "local[2]"\nspark_scratch = "{given}"')
+    (tmp_path / "claims.csv").write_text("")  # the inputs must exist; not read here
+    (tmp_path / "thresholds.json").write_text("{}")
+    (tmp_path / "retrain.toml").write_text(head)
+    spec = load_pipeline(tmp_path / "retrain.toml")
+    want = None if expected is None else expected.format(tmp=tmp_path.resolve())
+    assert spec.spark_scratch == want
+
+
 def test_unknown_engine_is_refused(tmp_path: Path) -> None:
     synth_claims(100, seed=2).to_csv(tmp_path / "claims.csv", index=False)
     (tmp_path / "thresholds.json").write_text(json.dumps(DEFAULT_THRESHOLDS))
