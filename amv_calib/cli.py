@@ -337,8 +337,9 @@ def _run_label(args: argparse.Namespace) -> int:
     if not as_table and out.suffix and not out.is_dir():
         raise cl.unknown_table_ending(out)
     for path in (*args.decisions, *args.outcomes):
-        # on Spark a decision log may be a URI the executors open (docs/scale.md)
-        remote = args.engine == "spark" and "://" in path and path in args.decisions
+        # an outcome file may be a URI (read whole through pyarrow), and on Spark a decision
+        # log too (the executors open it; docs/scale.md)
+        remote = "://" in path and (args.engine == "spark" or path in args.outcomes)
         if not remote and not Path(path).is_file():
             raise DataContractError(f"input file {path} does not exist")
     if args.min_verifier_calls < 0:

@@ -64,6 +64,7 @@ counts per file.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -742,31 +743,43 @@ def _us_to_datetime(t_us: IntArray) -> pd.DatetimeIndex:
 # Outcomes
 # ---------------------------------------------------------------------------------------------
 def _read_table(path: PathLike) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
-    """A raw table and (row, reason) for lines that could not even be parsed (JSONL)."""
-    p = Path(path)
-    suffix = p.suffix.lower()
+    """A raw table and (row, reason) for lines that could not even be parsed (JSONL).
+
+    ``path`` may be a URI that pyarrow opens (``s3://``, ``gs://``, ``hdfs://``): the file
+    is read whole, as a local one is.
+    """
+    name = os.fspath(path)
+    suffix = os.path.splitext(name)[1].lower()
+    if suffix not in (".parquet", ".pq", ".csv", ".tsv", ".jsonl", ".ndjson", ".json"):
+        raise DataContractError(
+            f"{name}: unknown outcome file type {suffix!r}; use .jsonl, .csv or .parquet"
+        )
+    if "://" in name:
+        import pyarrow.fs as pafs
+
+        fs, inner = pafs.FileSystem.from_uri(name)
+        with fs.open_input_stream(inner) as fh:
+            source: Any = io.BytesIO(fh.read())
+    else:
+        source = Path(name)
     if suffix in (".parquet", ".pq"):
-        return pd.read_parquet(p), []
+        return pd.read_parquet(source), []
     if suffix in (".csv", ".tsv"):
-        return pd.read_csv(p, sep="\t" if suffix == ".tsv" else ",", dtype=str,
+        return pd.read_csv(source, sep="\t" if suffix == ".tsv" else ",", dtype=str,
                            keep_default_na=False), []
-    if suffix in (".jsonl", ".ndjson", ".json"):
-        return _read_jsonl_table(p)
-    raise DataContractError(
-        f"{p}: unknown outcome file type {suffix!r}; use .jsonl, .csv or .parquet"
-    )
+    raw = source.getvalue() if isinstance(source, io.BytesIO) else source.read_bytes()
+    return _read_jsonl_table(raw, name)
 
 
-def _read_jsonl_table(p: Path) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
+def _read_jsonl_table(raw: bytes, name: str) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
     import pyarrow as pa
     import pyarrow.json as pj
 
-    raw = p.read_bytes()
     if raw.lstrip().startswith(b"["):
         try:
             rows = json.loads(raw)
         except ValueError as exc:
-            raise DataContractError(f"{p}: not valid JSON ({exc})") from exc
+            raise DataContractError(f"{name}: not valid JSON ({exc})") from exc
         return pd.DataFrame.from_records([r if isinstance(r, dict) else {} for r in rows]), []
     if raw.endswith(b"\n") and b"\n\n" not in raw and not raw.startswith(b"\n"):
         try:

@@ -1085,7 +1085,7 @@ def label_claims_spark(
         (``.parquet``/``.pq``, one record per row, the JSON fields as columns) and any path
         may be a URI that pyarrow opens (``s3://``, ``gs://``, ``hdfs://``) or a folder /
         prefix, which stands for its log files in name order (the executors open them; the
-        outcome records are read by the driver, from its file system).
+        driver reads the outcome files, local paths or URIs, whole).
     spark : SparkSession
         Where the join runs (:func:`amv_calib.spark.spark_session`).
     split_bytes : int, default 64 MiB

@@ -396,6 +396,10 @@ def test_outcome_formats_agree(tmp_path: Path, fmt: str) -> None:
     assert out["violated"].tolist() == [True, False, True]
     # 10:00+01:00 == 09:00Z; epoch seconds 1796119200 == 2026-12-01T10:00:00Z
     assert out["t_us"].tolist() == [1796115600_000000, 1796115600_000000, 1796119200_000000]
+    # the same file by URI (what object storage gives: s3://, gs://), read through pyarrow
+    by_uri, bad_uri = load_outcomes(path.resolve().as_uri())
+    pd.testing.assert_frame_equal(by_uri, out)
+    pd.testing.assert_frame_equal(bad_uri, bad)
 
 
 def test_outcome_rows_that_break_the_contract(tmp_path: Path) -> None:
