@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -222,13 +222,15 @@ def write_join_report(report: Any, out: Path, outcome_files: Sequence[str],
     stamp = _STAMP
     # Written in parts (uses, then outcome records) so that a log with millions of
     # unjoined uses is never materialised as one object table.
+    parts = _row_slices(report.unjoined_uses) if use_parts is None else use_parts
     with open(unjoined_csv, "w", encoding="utf-8", newline="") as fh:
-        for i, uses in enumerate([report.unjoined_uses] if use_parts is None else use_parts):
+        for i, uses in enumerate(parts):
             pd.DataFrame({
-                "kind": "use", "file": uses["decision_file"], "line": uses["decision_line"],
-                "action_id": uses["action_id"], "premise_id": uses["premise_id"],
-                "claim_id": uses["claim_id"], "time": uses["time"], "reason": uses["reason"],
-                "detail": uses["detail"],
+                "kind": "use", "file": _plain(uses["decision_file"]),
+                "line": uses["decision_line"], "action_id": _plain(uses["action_id"]),
+                "premise_id": _plain(uses["premise_id"]), "claim_id": _plain(uses["claim_id"]),
+                "time": uses["time"], "reason": _plain(uses["reason"]),
+                "detail": _plain(uses["detail"]),
             }).to_csv(fh, index=False, header=i == 0, date_format=stamp)
     if use_parts is not None:
         report.unjoined_uses_file = str(unjoined_csv)
@@ -243,6 +245,23 @@ def write_join_report(report: Any, out: Path, outcome_files: Sequence[str],
     line.update(extra or {})
     line.update(out=str(out), report=str(report_json), unjoined_csv=str(unjoined_csv))
     return line
+
+
+#: Rows of the unjoined uses written at a time.
+_CSV_ROWS: Final = 1 << 18
+
+
+def _row_slices(frame: pd.DataFrame) -> Iterator[pd.DataFrame]:
+    """``frame`` in consecutive slices of :data:`_CSV_ROWS` rows (one, empty, if it is)."""
+    for lo in range(0, max(len(frame), 1), _CSV_ROWS):
+        yield frame.iloc[lo:lo + _CSV_ROWS]
+
+
+def _plain(col: pd.Series[Any]) -> Any:
+    """A categorical column's values (the same text in a CSV): pandas formats a categorical
+    per chunk of ~10k rows at a cost that grows with its categories, and the unjoined
+    uses' action ids have one category per action of the log (quadratic on large logs)."""
+    return col.to_numpy() if isinstance(col.dtype, pd.CategoricalDtype) else col
 
 
 def write_label_folder(result: Any, folder: str | os.PathLike[str],

@@ -5,6 +5,7 @@ and JSONL."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -64,3 +65,52 @@ def test_an_empty_table_in_parts(tmp_path: Path, suffix: str) -> None:
     write_claims_table(iter([df]), tmp_path / f"parts{suffix}")
     assert (tmp_path / f"parts{suffix}").read_bytes() == \
         (tmp_path / f"whole{suffix}").read_bytes()
+
+
+def _unjoined_report(n: int) -> Any:
+    from amv_calib.claims import JoinReport
+    from amv_calib.claims._labels import UNJOINED_REASONS
+
+    rng = np.random.default_rng(3)
+    actions = pd.Index([f"a{i}" for i in range(n)], dtype="str")  # one category per action
+    uses = pd.DataFrame({
+        "decision_file": pd.Categorical.from_codes(np.zeros(n, dtype=np.int64), ["d.jsonl"]),
+        "decision_line": np.arange(1, n + 1, dtype=np.int64),
+        "action_id": pd.Categorical.from_codes(rng.integers(-1, n, n), categories=actions),
+        "premise_id": pd.Categorical.from_codes(rng.integers(0, 3, n), ["p1", "p2", "p3"]),
+        "claim_id": pd.array([f"c{i}" if i % 7 else None for i in range(n)], dtype="str"),
+        "time": pd.DatetimeIndex(np.datetime64("2026-12-01T00:00:00", "us")
+                                 + np.arange(n).astype("timedelta64[s]")).tz_localize("UTC"),
+        "reason": pd.Categorical.from_codes(rng.integers(0, len(UNJOINED_REASONS), n),
+                                            UNJOINED_REASONS),
+        "detail": pd.Categorical.from_codes(rng.integers(0, 2, n), ["", "why"]),
+    })
+    details = pd.DataFrame({"source": [0], "row": [1], "action_id": ["a1"], "claim_id": [None],
+                            "time": ["2026-12-01T00:00:00Z"], "status": ["used"],
+                            "detail": [""]})
+    return JoinReport(decision_files=[], premise_entries=n, repeated_entries=0, uses_read=n,
+                      joined=0, joined_by_source={}, unjoined={}, outcomes_read=1,
+                      outcomes={"used": 1}, rows=0, soft_labels="posterior",
+                      unjoined_uses=uses, outcome_details=details)
+
+
+def test_unjoined_uses_csv_in_slices_is_the_whole_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The unjoined uses are written in slices, categoricals as their values (pandas formats a
+    # categorical at a cost growing with its categories, per chunk): the same text as one
+    # to_csv of the whole table, computed here independently.
+    import amv_calib.claims._outputs as outputs
+    from amv_calib.claims import write_join_report
+
+    monkeypatch.setattr(outputs, "_CSV_ROWS", 7)
+    report = _unjoined_report(50)
+    write_join_report(report, tmp_path / "c.parquet", ["o.csv"])
+    u = report.unjoined_uses
+    expected = pd.DataFrame({
+        "kind": "use", "file": u["decision_file"], "line": u["decision_line"],
+        "action_id": u["action_id"], "premise_id": u["premise_id"], "claim_id": u["claim_id"],
+        "time": u["time"], "reason": u["reason"], "detail": u["detail"],
+    }).to_csv(index=False, date_format="%Y-%m-%dT%H:%M:%S.%fZ")
+    text = (tmp_path / "c.unjoined.csv").read_text(encoding="utf-8")
+    assert text.startswith(expected)
+    assert text[len(expected):] == "outcome,o.csv,1,a1,,,2026-12-01T00:00:00Z,used,\n"
