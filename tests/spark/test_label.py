@@ -13,6 +13,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
@@ -35,15 +36,23 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], Path]:
 
 
 @pytest.fixture(scope="module")
-def both(data: tuple[list[Path], Path], spark: Any) -> tuple[Any, Any]:
+def both(data: tuple[list[Path], Path], spark: Any,
+         tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
+    """The single-machine labels and files, and the Spark engine's files as ``label
+    --engine spark --out DIR`` writes them (streamed from the executors' part files), with
+    its summary line, report and episode report: one Spark label of the 200k-line log for
+    the module (each takes tens of seconds; the in-memory API is checked on small logs)."""
     logs, outcomes = data
+    folder = tmp_path_factory.mktemp("label")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the skipped lines
         local = label_logs(logs, outcomes, on_corrupt="skip", min_verifier_calls=50)
-    # small byte ranges: many tasks, lines cut at range ends
-    on_spark = label_logs_spark(logs, outcomes, spark=spark, on_corrupt="skip",
-                                min_verifier_calls=50, split_bytes=3 << 20)
-    return local, on_spark
+    write_label_folder(local, folder / "local", [str(outcomes)])
+    # small byte ranges: many tasks, lines cut at range ends, many part files
+    line, report, episodes = write_label_spark(
+        logs, [outcomes], spark=spark, out=folder / "spark", min_verifier_calls=50,
+        on_corrupt="skip", split_bytes=3 << 20)
+    return local, SimpleNamespace(folder=folder, line=line, report=report, episodes=episodes)
 
 
 def test_the_data_has_every_case(both: tuple[Any, Any]) -> None:
@@ -59,26 +68,25 @@ def test_the_data_has_every_case(both: tuple[Any, Any]) -> None:
 
 def test_same_claim_rows(both: tuple[Any, Any]) -> None:
     local, on_spark = both
-    pd.testing.assert_frame_equal(on_spark.claims, local.claims)  # values, dtypes, order
+    claims = pd.read_parquet(on_spark.folder / "spark" / "claims.parquet")
+    pd.testing.assert_frame_equal(claims, local.claims)  # values, dtypes, order
 
 
-def test_same_report_and_unjoined_rows(both: tuple[Any, Any]) -> None:
-    a, b = both[0].report, both[1].report
-    assert b.to_dict() == a.to_dict()
-    # the Spark engine's categoricals list only the values present (module docs)
-    ua, ub = a.unjoined_uses.copy(), b.unjoined_uses.copy()
-    for c in ("action_id", "premise_id", "detail"):
-        ua[c], ub[c] = ua[c].astype("str"), ub[c].astype("str")
-    pd.testing.assert_frame_equal(ub, ua)
-    pd.testing.assert_frame_equal(b.outcome_details, a.outcome_details)
-
-
-def test_same_episodes_and_verifiers(both: tuple[Any, Any]) -> None:
+def test_same_files_report_and_unjoined_rows(both: tuple[Any, Any]) -> None:
     local, on_spark = both
-    assert on_spark.episode_report == local.episode_report
-    assert on_spark.episodes.equals(local.episodes)
-    assert on_spark.episode_actions == local.episode_actions
-    assert on_spark.verifiers == local.verifiers
+    for name in FOLDER_FILES:  # the unjoined rows, outcome statuses, episodes, verifiers
+        assert (on_spark.folder / "spark" / name).read_bytes() == \
+            (on_spark.folder / "local" / name).read_bytes(), name
+    _same_report_file(on_spark.folder / "local" / "claims.join_report.json",
+                      on_spark.folder / "spark" / "claims.join_report.json")
+    assert on_spark.report.to_dict() == local.report.to_dict()
+    assert on_spark.episodes == local.episode_report
+    assert on_spark.line["joined"] == local.report.joined
+    assert on_spark.line["rows"] == len(local.claims)
+    # the unjoined uses went to the CSV, not into the report
+    assert on_spark.report.unjoined_uses.empty
+    assert on_spark.report.unjoined_uses_file == \
+        str(on_spark.folder / "spark" / "claims.unjoined.csv")
 
 
 def _small_log(tmp_path: Path) -> Path:
@@ -139,41 +147,35 @@ def test_a_folder_stands_for_its_logs(tmp_path: Path, spark: Any) -> None:
     logs, _ = write_messy(folder, 800, seed=9, files=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        a = label_logs(sorted(logs), on_corrupt="skip").claims
-    b, rb = label_claims_spark(folder, spark=spark, on_corrupt="skip")
+        local = label_logs(sorted(logs), on_corrupt="skip", min_verifier_calls=5)
+    # the in-memory API (label_logs_spark reads the executors' part files back)
+    held = label_logs_spark(folder, spark=spark, on_corrupt="skip", min_verifier_calls=5)
+    a, b, rb = local.claims, held.claims, held.report
     assert [f["path"].rsplit("/", 1)[-1] for f in rb.decision_files] == \
         sorted(p.name for p in logs)
     assert len(b) == len(a)
     pd.testing.assert_frame_equal(b.drop(columns="decision_file"),
                                   a.drop(columns="decision_file"))
+    ra, rb_ = local.report.to_dict(), rb.to_dict()
+    assert {k: v for k, v in rb_.items() if k != "decision_files"} == \
+        {k: v for k, v in ra.items() if k != "decision_files"}
+    # the Spark engine's categoricals list only the values present (module docs)
+    ua, ub = local.report.unjoined_uses.copy(), rb.unjoined_uses.copy()
+    for c in ("decision_file", "action_id", "premise_id", "detail"):
+        ua[c], ub[c] = ua[c].astype("str").str.rsplit("/", n=1).str[-1], \
+            ub[c].astype("str").str.rsplit("/", n=1).str[-1]
+    pd.testing.assert_frame_equal(ub, ua)
+    pd.testing.assert_frame_equal(rb.outcome_details, local.report.outcome_details)
+    assert held.episode_report == local.episode_report
+    assert held.episodes.equals(local.episodes)
+    assert held.episode_actions == local.episode_actions
+    assert held.verifiers == local.verifiers
 
 
 def _same_report_file(a: Path, b: Path) -> None:
     ra, rb = json.loads(a.read_text()), json.loads(b.read_text())
     assert {k: v for k, v in rb.items() if k != "out"} == \
         {k: v for k, v in ra.items() if k != "out"}
-
-
-def test_streamed_files_are_the_single_machine_files(
-        both: tuple[Any, Any], data: tuple[list[Path], Path], spark: Any,
-        tmp_path: Path) -> None:
-    logs, outcomes = data
-    local = both[0]
-    write_label_folder(local, tmp_path / "local", [str(outcomes)])
-    line, report, episodes = write_label_spark(
-        logs, [outcomes], spark=spark, out=tmp_path / "spark", min_verifier_calls=50,
-        on_corrupt="skip", split_bytes=3 << 20)
-    for name in FOLDER_FILES:
-        assert (tmp_path / "spark" / name).read_bytes() == \
-            (tmp_path / "local" / name).read_bytes(), name
-    _same_report_file(tmp_path / "local" / "claims.join_report.json",
-                      tmp_path / "spark" / "claims.join_report.json")
-    assert report.to_dict() == local.report.to_dict()
-    assert episodes == local.episode_report
-    assert line["joined"] == local.report.joined and line["rows"] == len(local.claims)
-    # the unjoined uses went to the CSV, not into the report
-    assert report.unjoined_uses.empty
-    assert report.unjoined_uses_file == str(tmp_path / "spark" / "claims.unjoined.csv")
 
 
 @pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])
