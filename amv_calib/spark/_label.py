@@ -733,11 +733,8 @@ class _PartWriter:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        def col(k: str) -> Any:
-            return batch.column(batch.schema.get_field_index(k))
-
         def arr(k: str, fill: Any, dtype: Any) -> Any:
-            return pc.fill_null(col(k), fill).to_numpy(zero_copy_only=False).astype(dtype)
+            return pc.fill_null(batch.column(k), fill).to_numpy(zero_copy_only=False).astype(dtype)
 
         nan = float("nan")
         reason = arr("reason", -1, np.int64)
@@ -755,13 +752,13 @@ class _PartWriter:
             "from_verifier": from_verifier.astype(np.int8),
             "signal_llr": np.where(has_sig[rows], llr[rows], 0.0), "p_logged": p[rows],
             **{c: arr(c, nan, np.float64)[rows] for c in _FEATS},
-            **{k: pc.take(col(k), take) for k in ("claim_id", "t_us", "action_id",
+            **{k: pc.take(batch.column(k), take) for k in ("claim_id", "t_us", "action_id",
                                                    "tool_name", "pk_str", "calibrator",
                                                    "regime", "file", "line")}})
         out = np.flatnonzero(reason != -1)
         self._write("uses", {
             "reason": reason[out].astype(np.int8),
-            **{k: pc.take(col(k), pa.array(out, type=pa.int64()))
+            **{k: pc.take(batch.column(k), pa.array(out, type=pa.int64()))
                for k in ("file", "line", "action_id", "pk_str", "claim_id", "t_us",
                          "detail")}})
         self.uses += batch.num_rows
@@ -811,7 +808,7 @@ def _claim_frame(batch: Any, first_use: int, names: list[str], cal_cats: list[st
                  reg_cats: list[str]) -> pd.DataFrame:
     """Claim rows of a part file as the single-machine ``label_claims`` builds them."""
     def a(k: str) -> Any:
-        return batch.column(batch.schema.get_field_index(k)).to_numpy(zero_copy_only=False)
+        return batch.column(k).to_numpy(zero_copy_only=False)
 
     return pd.DataFrame({
         "claim_id": _str(a("claim_id")),
@@ -839,7 +836,7 @@ def _use_frame(batch: Any, names: list[str]) -> pd.DataFrame:
     """Unjoined uses of a part file: the columns of ``JoinReport.unjoined_uses`` (strings
     where the single-machine report has categoricals; the same values)."""
     def a(k: str) -> Any:
-        return batch.column(batch.schema.get_field_index(k)).to_numpy(zero_copy_only=False)
+        return batch.column(k).to_numpy(zero_copy_only=False)
 
     detail = a("detail")
     return pd.DataFrame({
@@ -1021,46 +1018,46 @@ def _label(
     rows = entries.select("eid", "claim_id", "t_us", *_FEATS, "p", "action_id", "tool_name",
                           "pk_str", "calibrator", "regime", "file", "line", "detail") \
         .join(final.select("eid", "reason", "hard", "label", "llr", "has_sig"), "eid")
-    try:
+    try:  # a failed label leaves no part files behind
         summary = rows.repartitionByRange("eid").sortWithinPartitions("eid") \
             .mapInArrow(_parts_fn(folder), _PART_SUMMARY).toPandas() \
             .sort_values("part", ignore_index=True)
-    except BaseException:
-        _remove_folder(folder)  # a failed stage leaves no part files behind
-        raise
-    if int(summary["uses"].sum()) != n_uses:
-        raise AssertionError(f"the row stage wrote {int(summary['uses'].sum())} uses of "
-                             f"{n_uses}")
-    _log.info("label on Spark: rows written at %.1f s", time.perf_counter() - t0)
-    flag_rows = flags.filter(F.col("used") | F.col("conflict") | F.col("ambiguous")
-                             | F.col("keymatch")).toPandas()
-    cal_cats = _first_seen(parsed, "calibrator")
-    reg_cats = _first_seen(parsed, "regime")
+        if int(summary["uses"].sum()) != n_uses:
+            raise AssertionError(f"the row stage wrote {int(summary['uses'].sum())} uses of "
+                                 f"{n_uses}")
+        _log.info("label on Spark: rows written at %.1f s", time.perf_counter() - t0)
+        flag_rows = flags.filter(F.col("used") | F.col("conflict") | F.col("ambiguous")
+                                 | F.col("keymatch")).toPandas()
+        cal_cats = _first_seen(parsed, "calibrator")
+        reg_cats = _first_seen(parsed, "regime")
 
-    # -- the outcome records ----------------------------------------------------------------
-    n_out = len(out_df)
-    pos = pd.Index(out_df["oid"].to_numpy(np.int64)).get_indexer(
-        flag_rows["oid"].to_numpy(np.int64))
-    arrays = {}
-    for k in ("used", "conflict", "ambiguous", "keymatch", "earlier"):
-        a = np.zeros(n_out, dtype=bool)
-        a[pos] = flag_rows[k].to_numpy(bool)
-        arrays[k] = a
-    status = outcome_status(arrays["used"], arrays["conflict"], arrays["ambiguous"],
-                             arrays["keymatch"], arrays["earlier"])
-    counts, outcome_details = outcome_report(out_df, out_invalid, status)
-    reasons = np.sum(np.stack(summary["reasons"].map(np.asarray).to_list()), axis=0) \
-        if len(summary) else np.zeros(len(UNJOINED_REASONS), dtype=np.int64)
-    report = join_report(
-        names, stats, n_entries=n_entries, n_uses=n_uses, n_hard=int(summary["hard"].sum()),
-        n_soft=int(summary["soft"].sum()), reasons=None, n_outcomes=n_out + len(out_invalid),
-        counts=counts, rows=int(summary["rows"].sum()), soft_labels=soft_labels,
-        ignored_signals=ignored, unjoined_uses=_use_frame(_empty_batch(_part_schemas()[1]),
-                                                          names),
-        outcome_details=outcome_details, unjoined_counts=[int(r) for r in reasons])
-    return _Labelled(folder, summary, report, names, cal_cats, reg_cats, {
-        "parsed": parsed, "entries": entries, "final": final, "answers": answers,
-        "uses": uses})
+        # -- the outcome records ----------------------------------------------------------------
+        n_out = len(out_df)
+        pos = pd.Index(out_df["oid"].to_numpy(np.int64)).get_indexer(
+            flag_rows["oid"].to_numpy(np.int64))
+        arrays = {}
+        for k in ("used", "conflict", "ambiguous", "keymatch", "earlier"):
+            a = np.zeros(n_out, dtype=bool)
+            a[pos] = flag_rows[k].to_numpy(bool)
+            arrays[k] = a
+        status = outcome_status(arrays["used"], arrays["conflict"], arrays["ambiguous"],
+                                 arrays["keymatch"], arrays["earlier"])
+        counts, outcome_details = outcome_report(out_df, out_invalid, status)
+        reasons = np.sum(np.stack(summary["reasons"].map(np.asarray).to_list()), axis=0) \
+            if len(summary) else np.zeros(len(UNJOINED_REASONS), dtype=np.int64)
+        report = join_report(
+            names, stats, n_entries=n_entries, n_uses=n_uses, n_hard=int(summary["hard"].sum()),
+            n_soft=int(summary["soft"].sum()), reasons=None, n_outcomes=n_out + len(out_invalid),
+            counts=counts, rows=int(summary["rows"].sum()), soft_labels=soft_labels,
+            ignored_signals=ignored, unjoined_uses=_use_frame(_empty_batch(_part_schemas()[1]),
+                                                              names),
+            outcome_details=outcome_details, unjoined_counts=[int(r) for r in reasons])
+        return _Labelled(folder, summary, report, names, cal_cats, reg_cats, {
+            "parsed": parsed, "entries": entries, "final": final, "answers": answers,
+            "uses": uses})
+    except BaseException:
+        _remove_folder(folder)
+        raise
 
 
 def label_claims_spark(
@@ -1140,22 +1137,19 @@ def _episode_batch(batch: Any, files: list[str], min_calls: int,
 
     from amv_calib.claims.engine import ACTION_REASONS, build_episodes
 
-    def col(k: str) -> Any:
-        return batch.column(batch.schema.get_field_index(k))
-
     def floats(a: Any) -> Any:
         return pc.fill_null(a, float("nan")).to_numpy(zero_copy_only=False).astype(np.float64)
 
     recs = {
-        "n": col("n_premises").to_numpy(zero_copy_only=False).astype(np.int64),
-        "action_id": pd.Categorical(col("action_id").to_pandas()),
-        "tool_name": pd.Categorical(col("tool_name").to_pandas()),
-        "theta": floats(col("theta")), "kappa": floats(col("kappa")),
-        "has_verifiers": col("has_verifiers").to_numpy(zero_copy_only=False).astype(bool),
-        "line": col("line").to_numpy(zero_copy_only=False).astype(np.int64),
-        "file": col("file").to_numpy(zero_copy_only=False).astype(np.int64),
+        "n": batch.column("n_premises").to_numpy(zero_copy_only=False).astype(np.int64),
+        "action_id": pd.Categorical(batch.column("action_id").to_pandas()),
+        "tool_name": pd.Categorical(batch.column("tool_name").to_pandas()),
+        "theta": floats(batch.column("theta")), "kappa": floats(batch.column("kappa")),
+        "has_verifiers": batch.column("has_verifiers").to_numpy(zero_copy_only=False).astype(bool),
+        "line": batch.column("line").to_numpy(zero_copy_only=False).astype(np.int64),
+        "file": batch.column("file").to_numpy(zero_copy_only=False).astype(np.int64),
     }
-    prem = col("premises")
+    prem = batch.column("premises")
     flat = pc.list_flatten(prem)
     entries = pd.DataFrame({
         "rec": pc.list_parent_indices(prem).to_numpy(zero_copy_only=False).astype(np.int64),
@@ -1163,7 +1157,7 @@ def _episode_batch(batch: Any, files: list[str], min_calls: int,
         "claim_id": _str(flat.field("claim_id").to_pandas()),
         **{k: floats(flat.field(k)) for k in (*_FEATS, "p")},
     })
-    st = pc.list_flatten(col("st"))
+    st = pc.list_flatten(batch.column("st"))
     pk = pd.factorize(pd.Series(st.field("pk_kind").to_numpy(zero_copy_only=False)).astype(str)
                       + ":" + st.field("pk_val").to_pandas().astype(str))[0]
     uses = _BatchUses(np.asarray(pk, dtype=np.int64),
@@ -1174,7 +1168,7 @@ def _episode_batch(batch: Any, files: list[str], min_calls: int,
            for k in ("hard", "soft", "label")},
         "reason": st.field("reason").to_numpy(zero_copy_only=False).astype(np.int64),
     }
-    offers = col("offers")
+    offers = batch.column("offers")
     of = pc.list_flatten(offers)
     o_table = pa.table({
         "rec": pc.list_parent_indices(offers).cast(pa.int64()),

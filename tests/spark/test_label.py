@@ -261,3 +261,20 @@ def test_a_cluster_label_needs_a_scratch_location(scratch: str | None, master: s
             _check_scratch(scratch, master)
     else:
         _check_scratch(scratch, master)
+
+
+def test_a_failed_label_leaves_no_part_files(tmp_path: Path, spark: Any,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # A failure after the executors wrote their part files (here: in the outcome report)
+    # removes them, as the end of a successful label does.
+    import amv_calib.spark._label as spark_label
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("outcome report failed")
+
+    monkeypatch.setattr(spark_label, "outcome_report", broken)
+    scratch = tmp_path / "scratch"
+    with pytest.raises(RuntimeError, match="outcome report failed"):
+        label_claims_spark(_small_log(tmp_path), spark=spark, on_corrupt="skip",
+                           scratch=scratch)
+    assert list(scratch.iterdir()) == []
