@@ -99,6 +99,8 @@ def record_outputs(folder: str | os.PathLike[str], command: str, files: Iterable
 # ---------------------------------------------------------------------------------------------
 #: Rows of a Parquet row group: pyarrow's default, which ``DataFrame.to_parquet`` uses.
 PARQUET_ROW_GROUP: Final = 1024 * 1024
+#: How label's CSV files write times.
+_STAMP: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 def write_claims_table(claims: pd.DataFrame | Iterable[pd.DataFrame], out: Path) -> None:
@@ -126,9 +128,6 @@ def write_claims_table(claims: pd.DataFrame | Iterable[pd.DataFrame], out: Path)
         claims.to_csv(out, index=False, date_format=_STAMP)
     else:
         claims.to_json(out, orient="records", lines=True, date_format="iso", date_unit="us")
-
-
-_STAMP: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 def _write_claim_parts(parts: Iterable[pd.DataFrame], out: Path, suffix: str) -> None:
@@ -219,7 +218,6 @@ def write_join_report(report: Any, out: Path, outcome_files: Sequence[str],
     report_json.write_text(json.dumps(full, indent=2) + "\n", encoding="utf-8")
     outs = report.outcome_details
     names = list(outcome_files)
-    stamp = _STAMP
     # Written in parts (uses, then outcome records) so that a log with millions of
     # unjoined uses is never materialised as one object table.
     parts = _row_slices(report.unjoined_uses) if use_parts is None else use_parts
@@ -231,7 +229,7 @@ def write_join_report(report: Any, out: Path, outcome_files: Sequence[str],
                 "premise_id": _plain(uses["premise_id"]), "claim_id": _plain(uses["claim_id"]),
                 "time": uses["time"], "reason": _plain(uses["reason"]),
                 "detail": _plain(uses["detail"]),
-            }).to_csv(fh, index=False, header=i == 0, date_format=stamp)
+            }).to_csv(fh, index=False, header=i == 0, date_format=_STAMP)
     if use_parts is not None:
         report.unjoined_uses_file = str(unjoined_csv)
     pd.DataFrame({
@@ -240,7 +238,7 @@ def write_join_report(report: Any, out: Path, outcome_files: Sequence[str],
         "line": outs["row"], "action_id": outs["action_id"], "premise_id": None,
         "claim_id": outs["claim_id"], "time": outs["time"], "reason": outs["status"],
         "detail": outs["detail"],
-    }).to_csv(unjoined_csv, index=False, date_format=stamp, mode="a", header=False)
+    }).to_csv(unjoined_csv, index=False, date_format=_STAMP, mode="a", header=False)
     line = {k: v for k, v in summary.items() if k != "decision_files"}
     line.update(extra or {})
     line.update(out=str(out), report=str(report_json), unjoined_csv=str(unjoined_csv))

@@ -74,7 +74,6 @@ import operator
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Final, Generic, Literal, NamedTuple, TypeVar, cast, overload
 
 import numpy as np
@@ -82,6 +81,7 @@ import numpy as np
 from amv_calib.contract import PortableCalibrator
 from amv_calib.exceptions import UncalibratedPremiseError
 from amv_calib.gate._batch import BatchDecision, evaluate_batch
+from amv_calib.gate._decision_log import utc_now_iso
 from amv_calib.gate._model import (
     REGIME_CODES,
     VOI_TOLERANCE,
@@ -1213,7 +1213,7 @@ class Gate:
                 "p": probs[i] if i < len(probs) else None,
             })
         return {
-            "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "time": utc_now_iso(),
             "action_id": action.action_id,
             "tool_name": action.tool_name,
             "theta": action.impact_cost_theta,
