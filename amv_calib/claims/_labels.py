@@ -757,9 +757,12 @@ def _read_table(path: PathLike) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
     if "://" in name:
         import pyarrow.fs as pafs
 
-        fs, inner = pafs.FileSystem.from_uri(name)
-        with fs.open_input_stream(inner) as fh:
-            source: Any = io.BytesIO(fh.read())
+        try:
+            fs, inner = pafs.FileSystem.from_uri(name)
+            with fs.open_input_stream(inner) as fh:
+                source: Any = io.BytesIO(fh.read())
+        except (OSError, ValueError) as exc:  # missing object, bad URI, no credentials
+            raise DataContractError(f"{name}: cannot read the outcome file ({exc})") from exc
     else:
         source = Path(name)
     if suffix in (".parquet", ".pq"):

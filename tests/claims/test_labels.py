@@ -400,6 +400,8 @@ def test_outcome_formats_agree(tmp_path: Path, fmt: str) -> None:
     by_uri, bad_uri = load_outcomes(path.resolve().as_uri())
     pd.testing.assert_frame_equal(by_uri, out)
     pd.testing.assert_frame_equal(bad_uri, bad)
+    with pytest.raises(DataContractError, match="missing.csv: cannot read the outcome file"):
+        load_outcomes((tmp_path / "missing.csv").resolve().as_uri())
 
 
 def test_outcome_rows_that_break_the_contract(tmp_path: Path) -> None:
