@@ -23,8 +23,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy amv_calib
 
+# Two workers, one test file each at a time (module fixtures are built once); tests/conftest.py
+# starts the longest files (Spark) first. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+
 test: $(STAMP) lint typecheck
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Each benchmark compares against a named baseline in the same run and writes bench/results/.
 bench: $(STAMP)

@@ -12,6 +12,15 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+#: Files that take minutes each (a Spark session and jobs of tens of seconds): run first, so
+#: that under ``make test``'s two workers (pytest-xdist, one file per worker at a time) the
+#: longest files start first and both workers finish about together.
+_LONG_FIRST = "tests/spark/"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # a stable sort keeps each file's tests together and in their written order
+    items.sort(key=lambda item: not item.nodeid.startswith(_LONG_FIRST))
 
 
 @pytest.fixture(scope="session")

@@ -119,3 +119,10 @@ def write_messy(folder: Path, n_lines: int, *, seed: int = 5, files: int = 2
     out = folder / "outcomes.csv"
     frame.to_csv(out, index=False)
     return paths, out
+
+
+def same_report_file(a: Path, b: Path) -> None:
+    """The join reports ``a`` and ``b`` say the same, but for the output path they name."""
+    ra, rb = json.loads(a.read_text()), json.loads(b.read_text())
+    assert {k: v for k, v in rb.items() if k != "out"} == \
+        {k: v for k, v in ra.items() if k != "out"}

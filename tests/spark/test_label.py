@@ -1,16 +1,13 @@
 """``label --engine spark`` against the single-machine label join on generated logs with
 every case (tests/spark/_messy.py): the same claim rows (columns, dtypes, order), the same
 report counts and unjoined rows, the same outcome statuses, episodes and verifiers; corrupt
-lines raise the same error; Parquet decision logs; the CLI and the pipeline step; the files
-streamed from the executors' part files (``write_label_spark``) are the single-machine
-files, to the byte, and the driver collects no per-use rows (a session whose result cap is
-smaller than them labels the log)."""
+lines raise the same error; Parquet decision logs; a folder of logs; the files streamed from
+the executors' part files (``write_label_spark``) are the single-machine files, to the byte,
+and a failed label removes its part files. The CLI and the capped driver are in
+tests/spark/test_label_cli.py."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,11 +17,10 @@ import pandas as pd
 import pytest
 
 from amv_calib.claims import label_logs, write_label_folder
-from amv_calib.cli import main
 from amv_calib.exceptions import DataContractError
 from amv_calib.spark import label_claims_spark, label_logs_spark, write_label_spark
 
-from ._messy import write_messy
+from ._messy import same_report_file, write_messy
 
 LINES = 200_000
 FOLDER_FILES = ("claims.parquet", "claims.unjoined.csv", "episodes.jsonl", "verifiers.json")
@@ -77,8 +73,8 @@ def test_same_files_report_and_unjoined_rows(both: tuple[Any, Any]) -> None:
     for name in FOLDER_FILES:  # the unjoined rows, outcome statuses, episodes, verifiers
         assert (on_spark.folder / "spark" / name).read_bytes() == \
             (on_spark.folder / "local" / name).read_bytes(), name
-    _same_report_file(on_spark.folder / "local" / "claims.join_report.json",
-                      on_spark.folder / "spark" / "claims.join_report.json")
+    same_report_file(on_spark.folder / "local" / "claims.join_report.json",
+                     on_spark.folder / "spark" / "claims.join_report.json")
     assert on_spark.report.to_dict() == local.report.to_dict()
     assert on_spark.episodes == local.episode_report
     assert on_spark.line["joined"] == local.report.joined
@@ -118,29 +114,6 @@ def test_parquet_decision_logs(tmp_path: Path, spark: Any) -> None:
     pd.testing.assert_frame_equal(b[cols], a[cols])
 
 
-def test_cli_label_engine_spark_writes_the_same_files(
-        data: tuple[list[Path], Path], spark: Any, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    logs, outcomes = data
-    small = tmp_path / "d.jsonl"
-    small.write_text("".join(logs[0].read_text().splitlines(keepends=True)[:5000]))
-    args = ["label", "--decisions", str(small), "--outcomes", str(outcomes),
-            "--skip-corrupt", "--min-verifier-calls", "20"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        assert main([*args, "--out", str(tmp_path / "local")]) == 0
-        assert main([*args, "--out", str(tmp_path / "spark"), "--engine", "spark",
-                     "--spark-master", "local[2]"]) == 0
-    capsys.readouterr()
-    for name in ("claims.parquet", "claims.unjoined.csv", "episodes.jsonl", "verifiers.json"):
-        assert (tmp_path / "spark" / name).read_bytes() == (tmp_path / "local" / name) \
-            .read_bytes(), name
-    ra = json.loads((tmp_path / "local" / "claims.join_report.json").read_text())
-    rb = json.loads((tmp_path / "spark" / "claims.join_report.json").read_text())
-    assert {k: v for k, v in rb.items() if k != "out"} == \
-        {k: v for k, v in ra.items() if k != "out"}
-
-
 def test_a_folder_stands_for_its_logs(tmp_path: Path, spark: Any) -> None:
     folder = tmp_path / "logs"
     folder.mkdir()
@@ -170,80 +143,6 @@ def test_a_folder_stands_for_its_logs(tmp_path: Path, spark: Any) -> None:
     assert held.episodes.equals(local.episodes)
     assert held.episode_actions == local.episode_actions
     assert held.verifiers == local.verifiers
-
-
-def _same_report_file(a: Path, b: Path) -> None:
-    ra, rb = json.loads(a.read_text()), json.loads(b.read_text())
-    assert {k: v for k, v in rb.items() if k != "out"} == \
-        {k: v for k, v in ra.items() if k != "out"}
-
-
-@pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])
-def test_streamed_table_is_the_single_machine_table(
-        data: tuple[list[Path], Path], spark: Any, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str], suffix: str) -> None:
-    logs, outcomes = data
-    small = tmp_path / "d.jsonl"
-    small.write_text("".join(logs[1].read_text().splitlines(keepends=True)[:4000]))
-    args = ["label", "--decisions", str(small), "--outcomes", str(outcomes), "--skip-corrupt"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        assert main([*args, "--out", str(tmp_path / "local" / f"c{suffix}")]) == 0
-        assert main([*args, "--out", str(tmp_path / "spark" / f"c{suffix}"), "--engine",
-                     "spark", "--spark-master", "local[2]",
-                     "--spark-scratch", str(tmp_path / "scratch")]) == 0
-    capsys.readouterr()
-    for name in (f"c{suffix}", "c.unjoined.csv"):
-        assert (tmp_path / "spark" / name).read_bytes() == \
-            (tmp_path / "local" / name).read_bytes(), name
-    _same_report_file(tmp_path / "local" / "c.join_report.json",
-                      tmp_path / "spark" / "c.join_report.json")
-    assert list((tmp_path / "scratch").iterdir()) == []  # the part files are removed
-
-
-_CAPPED = """
-import sys, warnings
-from amv_calib.spark import spark_session, write_label_spark
-log, outcomes, out = sys.argv[1:]
-spark = spark_session("local[2]", app_name="amv-calib-capped", driver_memory="1g",
-                      shuffle_partitions=4, conf={"spark.driver.maxResultSize": "1m"})
-try:
-    spark.range(1_000_000).toPandas()
-    print("COLLECTED")
-except Exception as exc:
-    print("CAPPED" if "maxResultSize" in str(exc) else f"OTHER {exc}")
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    write_label_spark([log], [outcomes], spark=spark, out=out, on_corrupt="skip")
-spark.stop()
-print("LABELLED")
-"""
-
-
-def test_the_driver_collects_no_per_use_rows(
-        data: tuple[list[Path], Path], tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    # A session of its own (the result cap is fixed when a session starts) whose driver may
-    # collect 1 MiB per job: collecting 1 M longs fails there, and the label of a log whose
-    # claim rows and unjoined uses are many times that succeeds, writing the same files.
-    logs, outcomes = data
-    small = tmp_path / "d.jsonl"
-    small.write_text("".join(logs[0].read_text().splitlines(keepends=True)[:40_000]))
-    out = tmp_path / "spark" / "claims.parquet"
-    proc = subprocess.run([sys.executable, "-c", _CAPPED, str(small), str(outcomes), str(out)],
-                          capture_output=True, text=True, check=False, timeout=600)
-    assert proc.stdout.split() == ["CAPPED", "LABELLED"], proc.stderr[-3000:]
-    args = ["label", "--decisions", str(small), "--outcomes", str(outcomes), "--skip-corrupt",
-            "--out", str(tmp_path / "local" / "claims.parquet")]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        assert main(args) == 0
-    capsys.readouterr()
-    rows = tmp_path / "spark" / "claims.unjoined.csv"
-    assert out.stat().st_size + rows.stat().st_size > 4 << 20  # what would have been collected
-    for name in ("claims.parquet", "claims.unjoined.csv"):
-        assert (tmp_path / "spark" / name).read_bytes() == \
-            (tmp_path / "local" / name).read_bytes(), name
 
 
 @pytest.mark.parametrize(("scratch", "master", "refused"), [
