@@ -152,7 +152,7 @@ class StoppingValue(NamedTuple):
     admissible: bool
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Decision:
     """What the gate decided for one action, and why.
 
@@ -226,24 +226,36 @@ class Decision:
         }
 
 
-_new_object = object.__new__
-_set_attr = object.__setattr__
+class _DecisionFields:
+    """:class:`Decision`'s slots, writable: what :func:`_decision` fills."""
+
+    __slots__ = Decision.__slots__
 
 
 def _decision(regime: Regime, verifier: Verifier | None, voi: float | None, v_stop: float,
               r_expected: float, h_harm: float, probabilities: tuple[float, ...], reason: str,
               planner_value: float | None, vois: tuple[float, ...], outcomes: int = 0,
               left_out: tuple[str, ...] = (), planner_states: int = 0) -> Decision:
-    # The frozen dataclass __init__ costs about 2 us (one object.__setattr__ per field), more
-    # than the whole decision; the gate hands the instance its dict directly instead.
-    d: Decision = _new_object(Decision)
-    _set_attr(d, "__dict__", {
-        "regime": regime, "verifier": verifier, "voi": voi, "v_stop": v_stop,
-        "r_expected": r_expected, "h_harm": h_harm, "probabilities": probabilities,
-        "reason": reason, "planner_value": planner_value, "vois": vois,
-        "outcomes": outcomes, "left_out": left_out, "planner_states": planner_states,
-    })
-    return d
+    # The frozen dataclass's __init__ stores each field through object.__setattr__: about
+    # 2 us, more than the rest of a decision. A writable object of the same slots takes
+    # plain attribute stores, then becomes a Decision (a __class__ change between two
+    # types of one slot layout); what it makes equals Decision(...) (tests/gate).
+    d: Any = _DecisionFields()
+    d.regime = regime
+    d.verifier = verifier
+    d.voi = voi
+    d.v_stop = v_stop
+    d.r_expected = r_expected
+    d.h_harm = h_harm
+    d.probabilities = probabilities
+    d.reason = reason
+    d.planner_value = planner_value
+    d.vois = vois
+    d.outcomes = outcomes
+    d.left_out = left_out
+    d.planner_states = planner_states
+    d.__class__ = Decision
+    return cast(Decision, d)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -575,6 +587,10 @@ class Gate:
         A path gets one JSON line per decision (``amv_calib.gate._decision_log``); a
         callable receives each record as a dict.
     """
+
+    __slots__ = ("_settings", "_lam", "_delta", "_eps", "_mu", "_seed", "_price", "_lookahead",
+                 "_max", "_reuse", "_calibrator", "_refusal", "_artifact_name",
+                 "_artifact_version", "_decision_log", "_sink")
 
     def __init__(
         self,
@@ -929,15 +945,8 @@ class Gate:
             regime = "PROCEED" if adm else "ABSTAIN"
             reason = _R_PROCEED if adm else _abstain_reason(rx, lim, self._price)
             best_v = None
-        # _decision() inlined: this is the path the latency budget is about
-        d: Decision = _new_object(Decision)
-        _set_attr(d, "__dict__", {
-            "regime": regime, "verifier": best_v, "voi": best, "v_stop": v_stop,
-            "r_expected": rx, "h_harm": h, "probabilities": probs_t, "reason": reason,
-            "planner_value": None, "vois": tuple(vois), "outcomes": spent, "left_out": (),
-            "planner_states": 0,
-        })
-        return d
+        return _decision(regime, best_v, best, v_stop, rx, h, probs_t, reason, None,
+                         tuple(vois), spent)
 
     def _decide_bounded(self, action: CandidateAction, probs: tuple[float, ...],
                         verifiers: Sequence[Verifier], left: int, budget: float | None,

@@ -185,7 +185,7 @@ class MemoryClaim:
         return cls(**kw)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Premise:
     """A critical premise of an action: the claim it rests on and its violation probability.
 
@@ -269,7 +269,7 @@ class Premise:
         return cls(**kw)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CandidateAction:
     """An irreversible tool call the agent wants to make, and the premises it rests on.
 
@@ -340,7 +340,7 @@ class CandidateAction:
         return cls(**kw)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Verifier:
     """A check (an API read, a question to the user) that returns one signal per premise.
 

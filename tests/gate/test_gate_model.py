@@ -176,3 +176,58 @@ def test_from_dict_reads_episode_premises_with_flat_claim_features() -> None:
 def test_from_dict_refuses_malformed_objects(data: dict[str, Any], pattern: str) -> None:
     with pytest.raises(ValueError, match=pattern):
         CandidateAction.from_dict(data)
+
+
+def _offered() -> tuple[CandidateAction, list[Verifier]]:
+    act = CandidateAction(action_id="a", tool_name="t", impact_cost_theta=100.0,
+                          abstention_cost_kappa=5.0,
+                          premises=(Premise(id="p0", calibrated_violation_probability=0.02),
+                                    Premise(id="p1", calibrated_violation_probability=0.3)))
+    return act, [Verifier(id="v", resolves_premise_ids=("p1",), execution_cost=0.01,
+                          symmetric_reliability=0.95)]
+
+
+@pytest.mark.parametrize("gate_kw", [
+    {"planner": "myopic"}, {"planner": "lookahead"}, {"mode": "seed"},
+    {"refusal": "artifact refused"}], ids=["myopic", "lookahead", "seed", "refused"])
+@pytest.mark.parametrize("with_verifier", [True, False], ids=["offered", "none"])
+def test_decisions_are_the_frozen_dataclass(gate_kw: dict[str, Any],
+                                            with_verifier: bool) -> None:
+    # The gate builds its decisions without the dataclass __init__ (engine: _decision); what
+    # it hands out must be what Decision(...) builds: equal, same hash and repr, frozen,
+    # pickled and copied whole.
+    import copy
+    import dataclasses
+    import pickle
+
+    from amv_calib.gate import Decision
+
+    act, vs = _offered()
+    d = Gate(**gate_kw).evaluate(act, vs if with_verifier else [])
+    assert type(d) is Decision
+    fields = {f.name: getattr(d, f.name) for f in dataclasses.fields(Decision)}
+    built = Decision(**fields)
+    assert d == built and hash(d) == hash(built) and repr(d) == repr(built)
+    assert pickle.loads(pickle.dumps(d)) == d and copy.deepcopy(d) == d
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        d.regime = "PROCEED"  # type: ignore[misc]
+    assert dataclasses.replace(d, reason="x").reason == "x"
+
+
+def test_model_objects_are_frozen_slotted_and_pickle() -> None:
+    import dataclasses
+    import pickle
+
+    act, vs = _offered()
+    for obj, field in ((act, "action_id"), (act.premises[0], "id"), (vs[0], "id")):
+        assert not hasattr(obj, "__dict__")  # slots: the gate reads them per call
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(obj, field, "other")
+        back = pickle.loads(pickle.dumps(obj))
+        assert back == obj
+    back_act = pickle.loads(pickle.dumps(act))
+    assert back_act._index == {"p0": 0, "p1": 1} and back_act._explicit == (0.02, 0.3)
+    assert Gate().evaluate(back_act, vs).to_dict() == Gate().evaluate(act, vs).to_dict()
+    # replace() re-runs the checks
+    with pytest.raises(ValueError, match="impact_cost_theta"):
+        dataclasses.replace(act, impact_cost_theta=-1.0)
