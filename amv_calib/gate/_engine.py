@@ -869,12 +869,12 @@ class Gate:
             add = vois.append
             one = -1
             for v in verifiers:
-                ids = v.resolves_premise_ids
+                pid = v._single
                 r = v.symmetric_reliability
-                if len(ids) == 1:
-                    i = index.get(ids[0])
+                if pid is not None:
+                    i = index.get(pid)
                     if i is None:
-                        raise _unknown_premise(v, ids[0], action)
+                        raise _unknown_premise(v, pid, action)
                     spent += 2
                     if spent > limit:
                         return self._decide_bounded(

@@ -359,6 +359,8 @@ class Verifier:
     resolves_premise_ids: tuple[str, ...]
     execution_cost: float
     symmetric_reliability: float
+    # Derived once here, for the gate's per-call loop: the premise id when there is one.
+    _single: str | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         where = f"of verifier {self.id!r}"
@@ -370,6 +372,7 @@ class Verifier:
         if len(set(ids)) != len(ids):
             raise ValueError(f"resolves_premise_ids={list(ids)!r} {where} repeats an id")
         object.__setattr__(self, "resolves_premise_ids", ids)
+        object.__setattr__(self, "_single", ids[0] if len(ids) == 1 else None)
         c = _number(self.execution_cost, "execution_cost", where)
         if c < 0.0:
             raise ValueError(f"execution_cost={c!r} {where} must be >= 0")

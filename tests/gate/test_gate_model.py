@@ -225,6 +225,10 @@ def test_model_objects_are_frozen_slotted_and_pickle() -> None:
             setattr(obj, field, "other")
         back = pickle.loads(pickle.dumps(obj))
         assert back == obj
+    assert vs[0]._single == "p1" and pickle.loads(pickle.dumps(vs[0]))._single == "p1"
+    two = dataclasses.replace(vs[0], resolves_premise_ids=("p0", "p1"))
+    assert two._single is None and dataclasses.replace(two, resolves_premise_ids=["p0"])._single \
+        == "p0"
     back_act = pickle.loads(pickle.dumps(act))
     assert back_act._index == {"p0": 0, "p1": 1} and back_act._explicit == (0.02, 0.3)
     assert Gate().evaluate(back_act, vs).to_dict() == Gate().evaluate(act, vs).to_dict()
