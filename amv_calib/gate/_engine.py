@@ -1052,11 +1052,11 @@ class Gate:
         add = vois.append
         m = len(probs)
         for v in verifiers:
-            ids = v.resolves_premise_ids
-            if len(ids) == 1:
-                t = index.get(ids[0])
+            pid = v._single
+            if pid is not None:
+                t = index.get(pid)
                 if t is None:
-                    raise _unknown_premise(v, ids[0], action)
+                    raise _unknown_premise(v, pid, action)
             else:
                 found = self._indices(action, v)
                 t = found[0] if found else None
