@@ -392,10 +392,11 @@ def _batch_round(gate: Any, arrays: dict[str, np.ndarray], calls: int) -> float:
 
 
 def _batch(kinds: dict[str, list[dict[str, Any]]], *, sizes: dict[str, int], rounds: int,
-           node: bool) -> dict[str, Any]:
+           node_calls: int | None) -> dict[str, Any]:
     """``evaluate_batch`` throughput per case kind and batch size, against node's per-call
     throughput on the same cases, node's rounds alternating with the batch rounds (so that
-    both sides of a ratio are measured under the same load).
+    both sides of a ratio are measured under the same load): ``node_calls`` calls per node
+    round, None without node.
 
     A large batch shows the vectorised throughput with the fixed per-call overhead
     amortised; a small one what a caller batching a few hundred actions gets. Every size
@@ -424,9 +425,9 @@ def _batch(kinds: dict[str, list[dict[str, Any]]], *, sizes: dict[str, int], rou
     secs: dict[str, list[float]] = {k: [] for k in runs}
     node_cpu: dict[str, list[float]] = {kind: [] for kind in kinds}
     for _ in range(rounds):
-        if node:
+        if node_calls is not None:
             for kind, cases in kinds.items():
-                res = H.run_node({"mode": "bench", "cases": cases, "calls": 200_000,
+                res = H.run_node({"mode": "bench", "cases": cases, "calls": node_calls,
                                   "rounds": 1})
                 node_cpu[kind].extend(res["cpuNsPerCall"])
         for key, fn in runs.items():
@@ -499,7 +500,7 @@ def _main(argv: list[str] | None) -> int:
     report["batch"] = _batch(
         {"one_premise": single, "mixed": mixed},
         sizes={"large": 2000 if quick else 200_000, "small": 100 if quick else 1000},
-        rounds=2 if quick else 5, node=node)
+        rounds=2 if quick else 5, node_calls=calls if node else None)
     report["work_bound"] = _work_bound(rounds=1 if quick else 5)
     if not quick:
         report["compile"] = _compile_time()
