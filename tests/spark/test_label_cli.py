@@ -28,12 +28,17 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], Path]:
     return write_messy(tmp_path_factory.mktemp("messy"), LINES, seed=5)
 
 
+def _head(log: Path, lines: int, out: Path) -> Path:
+    """The first ``lines`` lines of ``log``, written to ``out``."""
+    out.write_text("".join(log.read_text().splitlines(keepends=True)[:lines]))
+    return out
+
+
 def test_cli_label_engine_spark_writes_the_same_files(
         data: tuple[list[Path], Path], spark: Any, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     logs, outcomes = data
-    small = tmp_path / "d.jsonl"
-    small.write_text("".join(logs[0].read_text().splitlines(keepends=True)[:5000]))
+    small = _head(logs[0], 5000, tmp_path / "d.jsonl")
     args = ["label", "--decisions", str(small), "--outcomes", str(outcomes),
             "--skip-corrupt", "--min-verifier-calls", "20"]
     with warnings.catch_warnings():
@@ -55,8 +60,7 @@ def test_streamed_table_is_the_single_machine_table(
         data: tuple[list[Path], Path], spark: Any, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], suffix: str) -> None:
     logs, outcomes = data
-    small = tmp_path / "d.jsonl"
-    small.write_text("".join(logs[1].read_text().splitlines(keepends=True)[:4000]))
+    small = _head(logs[1], 4000, tmp_path / "d.jsonl")
     args = ["label", "--decisions", str(small), "--outcomes", str(outcomes), "--skip-corrupt"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -99,8 +103,7 @@ def test_the_driver_collects_no_per_use_rows(
     # collect 1 MiB per job: collecting 1 M longs fails there, and the label of a log whose
     # claim rows and unjoined uses are many times that succeeds, writing the same files.
     logs, outcomes = data
-    small = tmp_path / "d.jsonl"
-    small.write_text("".join(logs[0].read_text().splitlines(keepends=True)[:40_000]))
+    small = _head(logs[0], 40_000, tmp_path / "d.jsonl")
     out = tmp_path / "spark" / "claims.parquet"
     proc = subprocess.run([sys.executable, "-c", _CAPPED, str(small), str(outcomes), str(out)],
                           capture_output=True, text=True, check=False, timeout=600)
