@@ -1,8 +1,10 @@
-"""The threat catalogue: each attack of the hardening review, reproduced, and what it meets now.
+"""The threat catalogue: each attack of the hardening reviews, reproduced, and what it meets now.
 
-One section per numbered item of the review (bad input, faults and concurrency). Each test
-replays the attack as it was found and asserts the new outcome: nothing lost, nothing hangs,
-nothing fails open. ``docs/failure-modes.md`` lists the refusals these tests pin down.
+One section per numbered item of the first review (bad input, faults and concurrency), then
+one per item of the second ("round 2": what a trusted key promises, hangs, lost records).
+Each test replays the attack as it was found and asserts the new outcome: nothing lost,
+nothing hangs, nothing fails open. ``docs/failure-modes.md`` lists the refusals these tests
+pin down.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 import textwrap
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -701,3 +704,62 @@ def test_slowest_plan_within_the_work_bound_answers_within_100_ms() -> None:
     gate.run(action, verifiers, lambda v, a: dict.fromkeys(v.resolves_premise_ids, True))
     spent = time.process_time() - t0
     assert spent < 0.1, f"{spent:.3f} s of CPU"
+
+
+# == Round 2 ===================================================================================
+# -- R2-1. the signature checked on other bytes than the gate loads --------------------------
+_SWAPPER = textwrap.dedent("""
+    import ctypes, os, sys
+    a, b, stop = (os.fsencode(p) for p in sys.argv[1:4])
+    libc = ctypes.CDLL(None, use_errno=True)
+    swaps = 0
+    print("ready", flush=True)
+    while not os.path.exists(stop):
+        # AT_FDCWD = -100, RENAME_EXCHANGE = 2: the two folders trade places atomically
+        if libc.renameat2(-100, a, -100, b, 2) != 0:
+            raise OSError(ctypes.get_errno(), "renameat2")
+        swaps += 1
+    print(swaps, flush=True)
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="renameat2 is Linux's")
+def test_folder_swapped_during_loads_never_yields_a_doctored_artifact(
+        signed_v1: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    # Attack: someone who can write models/ but holds no private key swaps a doctored copy
+    # (calibrator neutralised, every sha256 fixed, the genuine model.sig kept) and the
+    # genuine signed folder in and out while the gate loads. The loader hashed the files by
+    # path, then model_signing re-read the folder by path: 53 of 400 gates PROCEEDed on the
+    # doctored calibrator. Now one handle pins one folder and every check reads through it.
+    from amv_calib.gate import Gate
+
+    version, _, public = signed_v1
+    doctored = version.with_name("v1-doctored")
+    shutil.copytree(version, doctored)
+    _neutralise_calibrator(doctored)
+    assert Gate.from_artifact(doctored).evaluate(_claim_action()).regime == "PROCEED"
+    assert Gate.from_artifact(doctored, trusted_keys=[public]).refusal is not None
+    stop = tmp_path / "stop"
+    swapper = subprocess.Popen([sys.executable, "-c", _SWAPPER, str(version), str(doctored),
+                                str(stop)], stdout=subprocess.PIPE, text=True)
+    assert swapper.stdout is not None and swapper.stdout.readline().strip() == "ready"
+    seen: Counter[str] = Counter()
+    try:
+        for _ in range(500):
+            gate = Gate.from_artifact(version, trusted_keys=[public])
+            decision = gate.evaluate(_claim_action())
+            if gate.refusal is None:  # accepted: must be the genuine calibrator
+                seen["accepted"] += 1
+                assert gate.probabilities(_claim_action())[0] > 0.9
+            else:
+                seen["refused"] += 1
+                assert "signature does not verify" in gate.refusal, gate.refusal
+            assert decision.regime == "ABSTAIN", (seen, decision.reason)
+    finally:
+        stop.touch()
+        out = swapper.communicate(timeout=60)[0]
+    assert swapper.returncode == 0
+    assert int(out.split()[-1]) >= 500  # the folders really traded places throughout
+    # both folders were loaded: the race was run, and every doctored load was refused
+    assert seen["accepted"] > 0 and seen["refused"] > 0, seen

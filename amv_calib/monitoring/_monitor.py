@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from amv_calib.contract import CLAIM_FEATURES
+from amv_calib.contract import CLAIM_FEATURES, loads_strict
 from amv_calib.exceptions import ArtifactError, ConfigError, check_choice
 from amv_calib.monitoring import _stats
 from amv_calib.monitoring._stats import MonitorConfig, WindowStats, safe_float
@@ -152,10 +152,15 @@ def _profile(artifact: Any) -> dict[str, Any]:
     from amv_calib.artifacts import PROFILE_FILE
 
     path = Path(artifact.path) / PROFILE_FILE
-    if PROFILE_FILE not in artifact.files or not path.is_file():
+    raw = artifact.contents.get(PROFILE_FILE) if PROFILE_FILE in artifact.files else None
+    if raw is None:
         raise ArtifactError(f"{artifact.path}: no {PROFILE_FILE} (exported before monitoring "
                             f"existed); re-export the version to monitor it")
-    profile: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    # the bytes the loader read and hashed, not the folder again
+    try:
+        profile: dict[str, Any] = loads_strict(raw)
+    except (ValueError, RecursionError) as exc:
+        raise ArtifactError(f"{path}: not valid JSON ({exc})") from None
     missing = [f for f in CLAIM_FEATURES if f not in profile.get("features", {})]
     if missing:
         raise ArtifactError(f"{path}: features {missing} missing from the profile")

@@ -78,14 +78,16 @@ class GateModel(PythonModel):
         from amv_calib.gate import Gate, load_artifact
 
         path = context.artifacts[ARTIFACT_KEY]
-        # The gate's own constructor maps the manifest's thresholds and fails closed on a
-        # refused artifact (every decision ABSTAIN, with the reason).
-        self._gate = Gate.from_artifact(path)
         try:
             art = load_artifact(path)
         except ArtifactError as exc:
             self._refusal = f"artifact refused: {exc}"
+            # fails closed: every decision ABSTAINs with the reason
+            self._gate = Gate(refusal=self._refusal)
             return
+        # The gate's own constructor maps the manifest's thresholds; built from the artifact
+        # just read, so that the probabilities and the decisions come from the same bytes.
+        self._gate = Gate.from_artifact(art)
         self._calibrator = art.calibrator
         self._version = art.version
 
