@@ -994,7 +994,7 @@ def _sync_registry(args: argparse.Namespace) -> None:
 def _run_verify_artifact(args: argparse.Namespace) -> int:
     from amv_calib.artifacts import verify_artifact
 
-    _print_json(verify_artifact(args.path, trusted_keys=args.trusted_keys))
+    _print_json(verify_artifact(args.path, trusted_keys=args.trusted_keys or None))
     return 0
 
 
@@ -1216,7 +1216,7 @@ def _run_gate(args: argparse.Namespace) -> int:
             args.artifact = _default_artifact()
         if args.artifact is not None:
             gate = Gate.from_artifact(args.artifact, strict=args.strict,
-                                      trusted_keys=args.trusted_keys, **overrides)
+                                      trusted_keys=args.trusted_keys or None, **overrides)
         else:
             if args.calibrator is not None:
                 if args.trusted_keys or trusted_keys():

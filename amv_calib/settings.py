@@ -111,9 +111,23 @@ TRUSTED_KEYS_ENV: Final = "AMV_CALIB_TRUSTED_KEYS"
 
 
 def trusted_keys() -> list[Path]:
-    """The public keys named by ``$AMV_CALIB_TRUSTED_KEYS`` (none when unset or empty)."""
-    raw = os.environ.get(TRUSTED_KEYS_ENV, "")
-    return [Path(p) for p in raw.split(os.pathsep) if p.strip()]
+    """The public keys named by ``$AMV_CALIB_TRUSTED_KEYS`` (none when it is unset).
+
+    Raises
+    ------
+    ConfigError
+        The variable is set but names no key (empty, blank, or separators only): whoever
+        set it meant signatures to be checked, so nothing may load unchecked.
+    """
+    raw = os.environ.get(TRUSTED_KEYS_ENV)
+    if raw is None:
+        return []
+    keys = [Path(p.strip()) for p in raw.split(os.pathsep) if p.strip()]
+    if not keys:
+        raise ConfigError(f"${TRUSTED_KEYS_ENV}={raw!r} is set but names no key file; set it "
+                          f"to the public key(s) the artifacts must be signed with "
+                          f"(separated by {os.pathsep!r}), or unset it")
+    return keys
 
 
 def resolve_adapter(name: str) -> Any:

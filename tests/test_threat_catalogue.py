@@ -283,6 +283,16 @@ def test_unsigned_artifact_is_refused_under_a_trusted_key(
     assert d.regime == "ABSTAIN" and "unsigned" in d.reason
 
 
+def _claim_action_dict() -> dict[str, Any]:
+    """:func:`_claim_action` as the JSON of an action file."""
+    return {"action_id": "tx", "tool_name": "t", "impact_cost_theta": 1e6,
+            "abstention_cost_kappa": 4.0,
+            "premises": [{"id": "p", "claim": {"id": "iban", "source_trust_score": 0.05,
+                                                "model_confidence": 0.1,
+                                                "recency_hours": 5000.0,
+                                                "contradiction_flag": True}}]}
+
+
 def test_cli_gate_with_trusted_key_abstains_on_a_tampered_artifact(
         signed_v1: tuple[Path, Path, Path], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -291,12 +301,7 @@ def test_cli_gate_with_trusted_key_abstains_on_a_tampered_artifact(
     version, _, public = signed_v1
     _neutralise_calibrator(version)
     action = tmp_path / "action.json"
-    action.write_text(json.dumps({"action": {
-        "action_id": "tx", "tool_name": "t", "impact_cost_theta": 1e6,
-        "abstention_cost_kappa": 4.0,
-        "premises": [{"id": "p", "claim": {"id": "iban", "source_trust_score": 0.05,
-                                            "model_confidence": 0.1, "recency_hours": 5000.0,
-                                            "contradiction_flag": True}}]}}))
+    action.write_text(json.dumps({"action": _claim_action_dict()}))
     assert main(["gate", "--action", str(action), "--artifact", str(version),
                  "--trusted-key", str(public)]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -763,3 +768,62 @@ def test_folder_swapped_during_loads_never_yields_a_doctored_artifact(
     assert int(out.split()[-1]) >= 500  # the folders really traded places throughout
     # both folders were loaded: the race was run, and every doctored load was refused
     assert seen["accepted"] > 0 and seen["refused"] > 0, seen
+
+
+# -- R2-3. a blank trusted-keys variable switched signing off ---------------------------------
+@pytest.mark.parametrize("blank", [" ", ":", ""], ids=["space", "separator", "empty"])
+def test_blank_trusted_keys_variable_refuses_everything(
+        signed_v1: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch,
+        blank: str) -> None:
+    # Attack: AMV_CALIB_TRUSTED_KEYS=" " (or ":") read as "no keys", so a tampered, rehashed
+    # production PROCEEDed. Now a variable that is set but names no key refuses every load,
+    # even with keys given in code, and the genuine version alike.
+    from amv_calib.gate import Gate
+
+    version, _, public = signed_v1
+    genuine = version.with_name("v2")
+    shutil.copytree(version, genuine)
+    _neutralise_calibrator(version)
+    monkeypatch.setenv("AMV_CALIB_TRUSTED_KEYS", blank)
+    for gate in (Gate.from_artifact(version), Gate.from_artifact(genuine),
+                 Gate.from_artifact(version, trusted_keys=[public])):
+        d = gate.evaluate(_claim_action())
+        assert d.regime == "ABSTAIN"
+        assert f"AMV_CALIB_TRUSTED_KEYS={blank!r} is set but names no key file" in d.reason
+
+
+def test_empty_trusted_keys_list_refuses_and_one_path_is_a_key(
+        signed_v1: tuple[Path, Path, Path]) -> None:
+    # Attack: trusted_keys=[] fell back to "no keys"; a Path raised TypeError and a str was
+    # read character by character. Now [] refuses, and one str or Path is one key.
+    from amv_calib.contract import load_artifact
+    from amv_calib.gate import Gate
+
+    version, _, public = signed_v1
+    for key in (public, str(public)):
+        assert load_artifact(version, trusted_keys=key).signed_by == Path(public)
+    _neutralise_calibrator(version)
+    d = Gate.from_artifact(version, trusted_keys=[]).evaluate(_claim_action())
+    assert d.regime == "ABSTAIN" and "trusted_keys names no key (an empty list)" in d.reason
+    for key in (public, str(public)):
+        d = Gate.from_artifact(version, trusted_keys=key).evaluate(_claim_action())
+        assert d.regime == "ABSTAIN" and "signature does not verify" in d.reason
+
+
+def test_cli_gate_under_a_blank_trusted_keys_variable_abstains(
+        signed_v1: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from amv_calib.cli import main
+
+    version, _, _ = signed_v1
+    _neutralise_calibrator(version)
+    action = tmp_path / "action.json"
+    action.write_text(json.dumps({"action": _claim_action_dict()}))
+    monkeypatch.setenv("AMV_CALIB_TRUSTED_KEYS", ":")
+    assert main(["gate", "--action", str(action), "--artifact", str(version)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["regime"] == "ABSTAIN" and "names no key file" in out["reason"]
+    # a bare calibrator is refused too (exit 2), rather than read unsigned
+    assert main(["gate", "--action", str(action), "--calibrator",
+                 str(version / "calibrator.json")]) == 2
+    assert "names no key file" in capsys.readouterr().err

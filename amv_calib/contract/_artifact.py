@@ -42,7 +42,7 @@ from amv_calib.contract._folder import (
 )
 from amv_calib.contract._json import loads_strict
 from amv_calib.contract._signature import SIGNATURE_FILE, verify_folder
-from amv_calib.exceptions import ArtifactError, PortableFormatError, check_choice
+from amv_calib.exceptions import ArtifactError, ConfigError, PortableFormatError, check_choice
 from amv_calib.settings import champion_reference, models_dir, trusted_keys
 
 ARTIFACT_FORMAT: Final = "amv-calib/artifact"
@@ -84,6 +84,8 @@ _MAX_JSON_DEPTH: Final = 32
 _log = logging.getLogger(__name__)
 
 G = TypeVar("G")
+#: Trusted public keys as an argument: one path, or a sequence of them.
+KeysLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -388,7 +390,7 @@ def _check_rel_path(rel: Any, manifest_path: Path) -> str:
 
 
 def load_artifact(ref: str | os.PathLike[str] | None = None, *,
-                  trusted_keys: Sequence[str | os.PathLike[str]] | None = None,
+                  trusted_keys: KeysLike | None = None,
                   check_signature: bool = True) -> LoadedArtifact:
     """Load and verify one artifact version; never unpickles.
 
@@ -397,11 +399,13 @@ def load_artifact(ref: str | os.PathLike[str] | None = None, *,
     ref : str or path-like, optional
         A version folder or ``MODEL_DIR@ALIAS`` (see the module docstring); ``None`` loads
         :func:`amv_calib.settings.champion_reference`.
-    trusted_keys : sequence of path-like, optional
-        Public keys (PEM) of whoever may sign artifacts. When some are given, or else
-        when ``$AMV_CALIB_TRUSTED_KEYS`` names some
+    trusted_keys : path-like or sequence of path-like, optional
+        Public keys (PEM) of whoever may sign artifacts (one path, or several). When some
+        are given, or else when ``$AMV_CALIB_TRUSTED_KEYS`` names some
         (:func:`amv_calib.settings.trusted_keys`), the version must carry a ``model.sig``
-        that one of them verifies. An empty sequence falls back to the environment's.
+        that one of them verifies. An empty sequence names no key and refuses every
+        artifact, and so does a ``$AMV_CALIB_TRUSTED_KEYS`` that is set but names no key
+        (whatever is given here): signing is never switched off by a blank.
     check_signature : bool, default True
         False skips the signature check (``amv-calib sign`` uses it to check a version's
         structure before signing it); the gate never does.
@@ -414,7 +418,8 @@ def load_artifact(ref: str | os.PathLike[str] | None = None, *,
     ------
     ArtifactError
         Naming the file and the problem, checked in this order: folder missing (or a bare
-        model folder, or an unknown alias); ``manifest.json`` missing, not JSON, or changed
+        model folder, or an unknown alias); trusted keys given or set but naming no key;
+        ``manifest.json`` missing, not JSON, or changed
         since the alias was promoted; unknown ``format`` / ``format_version``; manifest
         fields missing or malformed; a listed file missing; a sha256 mismatch; a file in
         the folder that the manifest does not list; ``calibrator.json`` not JSON or
@@ -428,14 +433,14 @@ def load_artifact(ref: str | os.PathLike[str] | None = None, *,
         refused.
     """
     res = _resolve(ref)
-    keys = _trusted_keys_in_force(trusted_keys)
+    keys = _trusted_keys_in_force(trusted_keys) if check_signature else []
     folder = read_version_folder(res.path, keep=frozenset({SIGNATURE_FILE}))
     manifest_path = res.path / MANIFEST_FILE
     manifest = _read_manifest(res, folder, manifest_path)
     files = _listed_files(manifest["files"], manifest_path)
     _verify_files(folder, files)
     # after the structural checks, on the digests of the same bytes
-    signed_by = verify_folder(folder, keys) if keys and check_signature else None
+    signed_by = verify_folder(folder, keys) if keys else None
     calibrator = _read_calibrator(folder.data[CALIBRATOR_FILE], res.path / CALIBRATOR_FILE,
                                   manifest, manifest_path)
     try:
@@ -457,9 +462,21 @@ def load_artifact(ref: str | os.PathLike[str] | None = None, *,
     )
 
 
-def _trusted_keys_in_force(given: Sequence[str | os.PathLike[str]] | None) -> list[Path]:
-    """The keys given, else those of the environment (so a deployment's keys always hold)."""
-    return [Path(k) for k in given or ()] or trusted_keys()
+def _trusted_keys_in_force(given: KeysLike | None) -> list[Path]:
+    """The keys given, else those of the environment; a blank refuses (a deployment that set
+    keys must not run unchecked)."""
+    try:
+        from_env = trusted_keys()
+    except ConfigError as exc:
+        raise ArtifactError(str(exc)) from None
+    if given is None:
+        return from_env
+    keys = [Path(given)] if isinstance(given, (str, os.PathLike)) else [Path(k) for k in given]
+    if not keys:
+        raise ArtifactError(
+            "trusted_keys names no key (an empty list): nothing can be verified; give the "
+            "public key(s), or None to use $AMV_CALIB_TRUSTED_KEYS")
+    return keys
 
 
 def _listed_bytes(folder: VersionFolder, rel: str, what: str) -> bytes:
@@ -605,7 +622,7 @@ def gate_from_artifact(
     ref: str | os.PathLike[str] | LoadedArtifact | None = None,
     *,
     strict: bool = False,
-    trusted_keys: Sequence[str | os.PathLike[str]] | None = None,
+    trusted_keys: KeysLike | None = None,
     **overrides: Any,
 ) -> G:
     """Build a gate from an artifact; a refused artifact gives a gate that always abstains.
@@ -619,7 +636,7 @@ def gate_from_artifact(
         caller who also needs the artifact reads the folder once).
     strict : bool, default False
         Re-raise :class:`~amv_calib.ArtifactError` instead of failing closed.
-    trusted_keys : sequence of path-like, optional
+    trusted_keys : path-like or sequence of path-like, optional
         See :func:`load_artifact`: with trusted keys, an unsigned or wrongly signed
         artifact is refused like a tampered one.
     **overrides

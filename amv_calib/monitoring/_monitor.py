@@ -186,7 +186,7 @@ def monitor(
     since: str | None = None,
     config: MonitorConfig | None = None,
     on_corrupt: str = "raise",
-    trusted_keys: Sequence[PathLike] | None = None,
+    trusted_keys: PathLike | Sequence[PathLike] | None = None,
 ) -> tuple[MonitorReport, pd.DataFrame]:
     """Drift, calibration and harm of the gate's logged decisions, window by window.
 
@@ -207,8 +207,9 @@ def monitor(
         Thresholds; the defaults when None.
     on_corrupt : {"raise", "skip"}
         A corrupt decision-log line raises, or is skipped and counted.
-    trusted_keys : sequence of paths, optional
-        Public keys the artifact must be signed with.
+    trusted_keys : path or sequence of paths, optional
+        Public keys the artifact must be signed with (see
+        :func:`amv_calib.contract.load_artifact`).
 
     Returns
     -------
