@@ -660,9 +660,8 @@ def _learned(args: argparse.Namespace) -> tuple[Any, Any]:
     t = dict(art.thresholds)
     if args.thresholds:
         try:
-            with open(args.thresholds, encoding="utf-8") as fh:
-                t = check_thresholds(json.load(fh))
-        except (OSError, ValueError) as exc:
+            t = check_thresholds(_read_json(args.thresholds, "--thresholds"))
+        except ValueError as exc:
             raise ConfigError(f"--thresholds {args.thresholds}: {exc}") from None
     gate = Gate(
         lambda_cost_scale=t["lambda_cost_scale"],
@@ -888,10 +887,7 @@ def _run_export(args: argparse.Namespace) -> int:
 
     metrics = None
     if args.metrics:
-        try:
-            metrics = json.loads(Path(args.metrics).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{args.metrics}: cannot read metrics ({exc})") from None
+        metrics = _read_json(args.metrics, "--metrics")
         if not isinstance(metrics, dict):
             raise ConfigError(f"{args.metrics}: metrics must be a JSON object")
     res = export_artifact(
@@ -1154,13 +1150,17 @@ def _parsers_gate(subparsers: Any) -> None:
 
 
 def _read_json(where: str, flag: str = "--action") -> Any:
-    """The JSON object in file ``where`` (``-``: stdin), errors naming ``flag``."""
+    """The JSON document in file ``where`` (``-``: stdin), errors naming ``flag``: a regular
+    file only, UTF-8, every key of an object given once."""
+    from amv_calib.contract import loads_strict, read_regular
+
     try:
-        raw = sys.stdin.buffer.read() if where == "-" else Path(where).read_bytes()
+        raw = sys.stdin.buffer.read() if where == "-" else read_regular(
+            where, what=f"{flag} file", error=ConfigError)
     except OSError as exc:
         raise ConfigError(f"{flag} {where}: cannot read ({exc.strerror})") from None
     try:
-        return json.loads(raw.decode("utf-8"))
+        return loads_strict(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise ConfigError(f"{flag} {where}: line {line}: not UTF-8 text ({exc.reason} at "
@@ -1169,6 +1169,8 @@ def _read_json(where: str, flag: str = "--action") -> Any:
         raise ConfigError(f"{flag} {where}: not JSON ({exc})") from None
     except RecursionError:
         raise ConfigError(f"{flag} {where}: JSON nested too deeply") from None
+    except ValueError as exc:  # a key given twice: which copy counts is ambiguous
+        raise ConfigError(f"{flag} {where}: {exc}") from None
 
 
 def _default_artifact() -> str:

@@ -827,3 +827,122 @@ def test_cli_gate_under_a_blank_trusted_keys_variable_abstains(
     assert main(["gate", "--action", str(action), "--calibrator",
                  str(version / "calibrator.json")]) == 2
     assert "names no key file" in capsys.readouterr().err
+
+
+# -- R2-2. a key given twice read last-wins --------------------------------------------------
+def _transfer(theta: float) -> dict[str, Any]:
+    """An action the gate lets through at a small theta only (p = 0.02, kappa = 1)."""
+    return {"action_id": "tx", "tool_name": "bank_transfer", "impact_cost_theta": theta,
+            "abstention_cost_kappa": 1.0,
+            "premises": [{"id": "p", "calibrated_violation_probability": 0.02}]}
+
+
+def _twice(first: float, last: float) -> str:
+    """The attack's action file: ``impact_cost_theta`` given twice."""
+    body = json.dumps(_transfer(first))
+    return '{"action": ' + body[:-1] + f', "impact_cost_theta": {last}}}' + "}"
+
+
+def test_action_giving_a_key_twice_is_refused_naming_it(
+        tmp_path: Path, repo_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Attack: "impact_cost_theta": 120.0, ..., "impact_cost_theta": 0.001 was read last-wins
+    # and the gate answered PROCEED, where the first value alone gives ABSTAIN.
+    from amv_calib.cli import main
+
+    art = str(repo_root / "models" / "amv-guard" / "v1")
+    regimes = {}
+    for name, theta in (("first", 120.0), ("last", 0.001)):
+        one = tmp_path / f"{name}.json"
+        one.write_text(json.dumps({"action": _transfer(theta)}))
+        assert main(["gate", "--action", str(one), "--artifact", art]) == 0
+        regimes[name] = json.loads(capsys.readouterr().out)["regime"]
+    assert regimes == {"first": "ABSTAIN", "last": "PROCEED"}  # what is at stake
+    action = tmp_path / "twice.json"
+    action.write_text(_twice(120.0, 0.001))
+    assert json.loads(action.read_text())["action"]["impact_cost_theta"] == 0.001  # last-wins
+    assert main(["gate", "--action", str(action), "--artifact", art]) == 2
+    err = capsys.readouterr().err
+    assert str(action) in err and "key 'impact_cost_theta' appears twice" in err, err
+
+
+def test_served_model_answers_a_request_giving_a_key_twice_with_http_400() -> None:
+    from mlflow.exceptions import MlflowException
+
+    from amv_calib.gate import Gate
+    from amv_calib.tracking import GateModel
+
+    model = GateModel()
+    model._gate, model._refusal, model._version = Gate(), None, "v1"
+    with pytest.raises(MlflowException, match="key 'impact_cost_theta' appears twice") as err:
+        model.predict(None, pd.DataFrame({"action": [_twice(120.0, 0.001)]}))  # type: ignore[arg-type]
+    assert err.value.get_http_status_code() == 400
+
+
+def test_jsonl_claim_giving_a_key_twice_is_rejected_with_the_reason(tmp_path: Path) -> None:
+    from amv_calib.claims import ingest_file
+
+    src = tmp_path / "twice.jsonl"
+    good = json.dumps(_BASE)
+    twice = good[:-1] + ', "violated": true}'
+    src.write_text(f"{good}\n{twice}\n")
+    s = ingest_file(src, tmp_path / "out")
+    assert (s.read, s.accepted, s.rejected) == (2, 1, 1)
+    assert s.rejected_by_reason == {"key given twice": 1}
+    reason = pd.read_csv(tmp_path / "out" / "rejects.csv")["reason"].iloc[0]
+    assert "key 'violated' appears twice" in reason
+
+
+def test_decision_log_and_outcome_records_giving_a_key_twice_are_refused(
+        tmp_path: Path) -> None:
+    from amv_calib.claims import load_outcomes, read_uses
+
+    record = {"time": "2026-01-01T00:00:00Z", "action_id": "a", "theta": 5.0, "kappa": 1.0,
+              "premises": [{"id": "p", "claim_id": "c", "recency_hours": 1.0,
+                            "source_trust_score": 0.5, "model_confidence": 0.5,
+                            "contradiction_flag": False, "p": 0.1}], "regime": "PROCEED"}
+    line = json.dumps(record)
+    for twice in (line[:-1] + ', "regime": "ABSTAIN"}',  # a key the join reads
+                  line[:-1] + ', "reason": "x", "reason": "y"}'):  # and one it does not
+        log = tmp_path / "decisions.jsonl"
+        log.write_text(line + "\n" + twice + "\n" + line.replace('"a"', '"b"') + "\n")
+        with pytest.raises(DataContractError, match=r"line 2 is not a JSON object \(key "):
+            list(read_decision_log(log))
+        for columnar in (True, False):  # the fast reader and the line reader agree
+            with pytest.raises(DataContractError, match=r"line 2 is not a JSON object"):
+                read_uses(log, columnar=columnar)
+            with pytest.warns(UserWarning, match="skipped corrupt line 2"):
+                entries = read_uses(log, columnar=columnar, on_corrupt="skip")
+            assert sorted(entries.entries["action_id"].astype(str)) == ["a", "b"]
+    outcomes = tmp_path / "outcomes.jsonl"
+    outcomes.write_text('{"claim_id": "c", "time": "2026-01-02T00:00:00Z", "violated": false}\n'
+                        '{"claim_id": "c", "time": "2026-01-02T00:00:00Z", "violated": false,'
+                        ' "violated": true}\n')
+    valid, invalid = load_outcomes(outcomes)
+    assert len(valid) == 1 and invalid["row"].tolist() == [2]
+    assert "key 'violated' appears twice" in invalid["reason"].iloc[0]
+
+
+def test_episodes_thresholds_and_certificates_giving_a_key_twice_are_refused(
+        tmp_path: Path, sample_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from amv_calib.artifacts import export_artifact
+    from amv_calib.contract import seed_prior_calibrator
+    from amv_calib.exceptions import ConfigError
+    from amv_calib.tuning import load_episodes
+
+    first = (sample_dir / "episodes.jsonl").read_text().splitlines()[0]
+    episodes = tmp_path / "episodes.jsonl"
+    episodes.write_text(first + "\n" + first[:-1] + ', "family": "x"}\n')
+    with pytest.raises(DataContractError, match=r"row 2.*key 'family' appears twice"):
+        load_episodes(episodes)
+    thresholds = tmp_path / "thresholds.json"
+    thresholds.write_text('{"lambda_cost_scale": 1.0, "delta_loss_threshold": 1.0, '
+                          '"epsilon_harm_bound": 0.05, "epsilon_harm_bound": 1.0, '
+                          '"planner": "lookahead", "max_verifications": 2, "clamp": null}')
+    with pytest.raises(ConfigError, match="key 'epsilon_harm_bound' appears twice"):
+        export_artifact(calibrator=seed_prior_calibrator(), thresholds=thresholds, name="m",
+                        models_dir=tmp_path / "models")
+    certificate = tmp_path / "certificate.json"
+    certificate.write_text('{"alpha": 0.05, "delta": 0.1, "n": 500, "alpha": 0.9}')
+    with pytest.raises(ConfigError, match="key 'alpha' appears twice"):
+        export_artifact(calibrator=seed_prior_calibrator(), certificate=certificate,
+                        name="m", models_dir=tmp_path / "models")

@@ -18,7 +18,6 @@ import errno
 import gzip
 import hashlib
 import io
-import json
 import logging
 import math
 import os
@@ -54,6 +53,7 @@ from amv_calib.contract import (
     canonical_name,
     check_thresholds,
     load_artifact,
+    loads_strict,
     read_aliases,
 )
 from amv_calib.exceptions import ArtifactError, ConfigError, DataContractError, PortableFormatError
@@ -163,10 +163,10 @@ def _json_safe(value: Any, where: str) -> Any:
 
 def _read_json_file(path: Path, what: str) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return loads_strict(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: {what} does not exist") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise ConfigError(f"{path}: cannot read {what} ({exc})") from None
 
 

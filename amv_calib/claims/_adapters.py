@@ -78,7 +78,7 @@ from amv_calib.claims._labels import (
     _us_to_datetime,
     read_uses,
 )
-from amv_calib.contract import CLAIM_FEATURES
+from amv_calib.contract import CLAIM_FEATURES, loads_strict
 from amv_calib.exceptions import DataContractError, MissingColumnsError
 
 _log = logging.getLogger("amv_calib.claims._adapters")
@@ -208,8 +208,8 @@ def _records_table(source: _Source, list_keys: tuple[str, ...],
         stripped = text.lstrip()
         if stripped.startswith("{") and "\n{" not in stripped.rstrip():
             try:
-                obj = json.loads(text)
-            except ValueError as exc:
+                obj = loads_strict(text)
+            except (ValueError, RecursionError) as exc:
                 raise DataContractError(f"{p}: not valid JSON ({exc})") from exc
             for key in list_keys:
                 if isinstance(obj, dict) and isinstance(obj.get(key), list):

@@ -24,7 +24,7 @@ import queue
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +56,13 @@ from amv_calib.claims._outputs import claim_outputs, record_outputs
 from amv_calib.claims._times import PROBLEMS as TIMESTAMP_PROBLEMS
 from amv_calib.claims._times import UTC_US as _UTC_US
 from amv_calib.claims._times import parse_timestamps
-from amv_calib.contract import ALIASES, OPTIONAL_COLUMNS, REQUIRED_COLUMNS, canonical_name
+from amv_calib.contract import (
+    ALIASES,
+    OPTIONAL_COLUMNS,
+    REQUIRED_COLUMNS,
+    canonical_name,
+    loads_strict,
+)
 from amv_calib.exceptions import AmvCalibError, DataContractError, MissingColumnsError, check_choice
 
 _log = logging.getLogger("amv_calib.claims._ingest")
@@ -803,19 +809,6 @@ def _open_binary(path: Path) -> io.BufferedIOBase:
     return cast(io.BufferedIOBase, open(path, "rb"))
 
 
-def _open_text(path: Path) -> io.TextIOBase:
-    suffix = path.suffix.lower()
-    if suffix == ".gz":
-        import gzip
-
-        return cast(io.TextIOBase, gzip.open(path, "rt", encoding="utf-8-sig", newline=""))
-    if suffix == ".bz2":
-        import bz2
-
-        return cast(io.TextIOBase, bz2.open(path, "rt", encoding="utf-8-sig", newline=""))
-    return cast(io.TextIOBase, open(path, encoding="utf-8-sig", newline=""))
-
-
 def _csv_raw_reject(t: tuple[int, int, int, str], header: Sequence[str]) -> _RawReject:
     row, expected, actual, text = t
     values = next(csv.reader([text]), [])
@@ -883,19 +876,92 @@ def _open_parquet(path: Path, chunksize: int) -> _Reader:
     return _Reader(format="parquet", columns=columns, chunks=chunks())
 
 
+_NULL, _BOOL, _NUMBER, _TEXT, _NESTED = range(5)
+
+
+def _json_kind(value: Any) -> int:
+    """The JSON type of a parsed value (bool before number: ``True`` is an ``int``)."""
+    if value is None:
+        return _NULL
+    if isinstance(value, bool):
+        return _BOOL
+    if isinstance(value, (int, float)):
+        return _NUMBER
+    return _TEXT if isinstance(value, str) else _NESTED
+
+
 def _json_column(values: list[Any]) -> pa.Array:
+    """One JSONL column of a chunk, each value read by its own JSON type.
+
+    A column of one JSON type becomes an Arrow column of that type. A column mixing types
+    becomes text, each value written as Arrow writes a value of its own type (``true``,
+    ``1`` for 1.0, ``0.5``): the parsers then reach, for every value, the verdict its type
+    alone gives (a number is a 0/1 boolean or a score, ``true`` is no number), whatever the
+    other rows of the chunk hold. Lists and objects become their JSON text.
+    """
+    kinds = [_json_kind(v) for v in values]
+    present = set(kinds) - {_NULL}
+    if len(present) == 1 and _NESTED not in present:
+        try:
+            return pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            pass  # an integer beyond int64: as text below
+    texts: list[str | None] = [None] * len(values)
+    for kind in present:
+        idx = [i for i, k in enumerate(kinds) if k == kind]
+        if kind == _TEXT:
+            for i in idx:
+                texts[i] = values[i]
+            continue
+        if kind in (_BOOL, _NUMBER):
+            try:
+                typed = pa.array([values[i] for i in idx]).cast(pa.string()).to_pylist()
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+                typed = [json.dumps(values[i]) for i in idx]
+            for i, t in zip(idx, typed, strict=True):
+                texts[i] = t
+            continue
+        for i in idx:
+            texts[i] = json.dumps(values[i])
+    return pa.array(texts, type=pa.string())
+
+
+def _jsonl_record(raw: bytes) -> tuple[Any, str, tuple[str, str] | None]:
+    """``(record, text, problem)`` of one JSONL line (without its line end): the parsed
+    object, the line as text, and ``(reject key, reason)`` when it is not an object."""
     try:
-        arr = pa.array(values)
-        if not (pa.types.is_nested(arr.type) or pa.types.is_null(arr.type)
-                or pa.types.is_struct(arr.type)):
-            return arr
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        pass
-    # Mixed or nested types: keep the JSON text of each value, which validation then parses.
-    return pa.array(
-        [v if v is None or isinstance(v, str) else json.dumps(v) for v in values],
-        type=pa.string(),
-    )
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        text = raw.decode("utf-8", "backslashreplace")
+        return None, text, ("not UTF-8", f"line is not valid UTF-8 text ({exc.reason} at byte "
+                                         f"{exc.start}): {text[:80]!r}")
+    try:
+        rec = loads_strict(text)
+    except json.JSONDecodeError as exc:
+        return None, text, ("not a JSON object", f"line is not a JSON object ({exc.msg} at "
+                                                 f"column {exc.colno}): {text[:80]!r}")
+    except RecursionError:
+        return None, text, ("not a JSON object",
+                            f"line is not a JSON object (nested too deeply): {text[:80]!r}")
+    except ValueError as exc:  # a key given twice: which value counts is ambiguous
+        return None, text, ("key given twice", f"line gives {exc}, so which value counts is "
+                                               f"ambiguous: {text[:80]!r}")
+    if not isinstance(rec, dict):
+        return None, text, ("not a JSON object", f"line is not a JSON object (got "
+                                                 f"{type(rec).__name__}): {text[:80]!r}")
+    return rec, text, None
+
+
+def _jsonl_lines(path: Path) -> Generator[tuple[int, bytes], None, None]:
+    """``(line number, line without its end)`` of every non-blank line of a JSONL file,
+    read as bytes (each line is decoded on its own: bad UTF-8 rejects its line only)."""
+    with _open_binary(path) as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if lineno == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark
+            raw = raw.rstrip(b"\r\n")
+            if raw.strip():
+                yield lineno, raw
 
 
 def _jsonl_columns(path: Path) -> list[str]:
@@ -906,50 +972,31 @@ def _jsonl_columns(path: Path) -> list[str]:
     size, instead of being ignored in the rows read before it appeared.
     """
     columns: dict[str, None] = {}
-    with _open_text(path) as fh:
-        for line in fh:
-            if "{" not in line:
-                continue
-            try:
-                rec = json.loads(line)
-            except (json.JSONDecodeError, RecursionError):
-                continue  # rejected, with its reason, by the second pass
-            if isinstance(rec, dict):
+    for _, raw in _jsonl_lines(path):
+        if b"{" in raw:
+            rec = _jsonl_record(raw)[0]  # a line that is not one is rejected in the second pass
+            if rec is not None:
                 columns.update(dict.fromkeys(rec))
     return list(columns)
 
 
 def _open_jsonl(path: Path, chunksize: int) -> _Reader:
-    fh = _open_text(path)
-    lines = enumerate(fh, start=1)
+    lines = _jsonl_lines(path)
 
     def read_block() -> tuple[list[int], list[dict[str, Any]], list[_RawReject], list[str]]:
         rows: list[int] = []
         records: list[dict[str, Any]] = []
         bad: list[_RawReject] = []
         texts: list[str] = []
-        for lineno, line in lines:
-            if not line.strip():
-                continue  # a blank line is not a record
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                rec, err = None, f"{exc.msg} at column {exc.colno}"
-            except RecursionError:
-                rec, err = None, "nested too deeply"
-            else:
-                err = f"got {type(rec).__name__}"
-            text = line.rstrip("\r\n")
-            if isinstance(rec, dict):
+        for lineno, raw in lines:
+            rec, text, problem = _jsonl_record(raw)
+            if problem is None:
                 rows.append(lineno)
                 records.append(rec)
                 texts.append(text)
             else:
-                bad.append(_RawReject(
-                    row=lineno, key="not a JSON object",
-                    message=f"line is not a JSON object ({err}): {text[:80]!r}", fields={},
-                    line=text,
-                ))
+                bad.append(_RawReject(row=lineno, key=problem[0], message=problem[1],
+                                      fields={}, line=text))
             if len(rows) + len(bad) >= chunksize:
                 break
         return rows, records, bad, texts
@@ -958,7 +1005,7 @@ def _open_jsonl(path: Path, chunksize: int) -> _Reader:
         columns = _jsonl_columns(path)
         _resolve_columns(columns)
     except DataContractError:
-        fh.close()
+        lines.close()
         raise
     first = read_block()
     reader = _Reader(format="jsonl", columns=columns, chunks=iter(()))
@@ -973,7 +1020,7 @@ def _open_jsonl(path: Path, chunksize: int) -> _Reader:
                              raw_rejects=bad, lines=texts)
                 block = read_block()
         finally:
-            fh.close()
+            lines.close()
 
     reader.chunks = chunks()
     return reader

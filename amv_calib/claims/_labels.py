@@ -65,7 +65,6 @@ counts per file.
 from __future__ import annotations
 
 import io
-import json
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -78,7 +77,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from amv_calib.claims._times import MISSING_US, parse_timestamps
-from amv_calib.contract import CLAIM_FEATURES, sigmoid
+from amv_calib.contract import CLAIM_FEATURES, loads_strict, sigmoid
 from amv_calib.exceptions import DataContractError, MissingColumnsError, check_choice
 from amv_calib.gate import (
     DECISION_ALIASES,
@@ -581,27 +580,35 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
             "cost": pc.fill_null(o("execution_cost"), math.nan),
             "reliability": pc.fill_null(o("symmetric_reliability"), math.nan),
         })
+    # pyarrow refuses a key given twice only in the fields of the schema: every line is
+    # parsed again, strictly, so that a line giving any key twice goes to the line parser
+    # (as corrupt) whatever block it is in. Signals sit in objects with free-form keys
+    # (premise ids): they are read from the same parse.
+    calls = pc.add(pc.fill_null(pc.list_value_length(col["verifier_calls"]), 0),
+                   pc.fill_null(pc.list_value_length(col["verifierCalls"]), 0))
+    has_calls = calls.to_numpy(zero_copy_only=False) > 0
+    sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
+                                                 "confirmed", "reliability")}
+    try:
+        for row, line in enumerate(block.split(b"\n")[:n_lines]):
+            obj = _json_object(line)
+            if has_calls[row]:
+                _signals_of(normalize_decision(obj), row, sig)
+    except (ValueError, RecursionError):
+        return False
     base = acc.n_records
     acc.add_block(file_idx, np.arange(first_line, first_line + n_lines, dtype=np.int64),
                   rec_str, time_str, lens, ent, rec_num, offers_table)
-    # Signals sit in objects with free-form keys (premise ids): read those lines in Python.
-    calls = pc.add(pc.fill_null(pc.list_value_length(col["verifier_calls"]), 0),
-                   pc.fill_null(pc.list_value_length(col["verifierCalls"]), 0))
-    with_calls = np.flatnonzero(calls.to_numpy(zero_copy_only=False) > 0)
-    if with_calls.size:
-        lines = block.split(b"\n")
-        sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
-                                                     "confirmed", "reliability")}
-        for row in with_calls.tolist():
-            _signals_of(normalize_decision(json.loads(lines[row])), row, sig)
+    if sig["rec"]:
         acc.add_signals(sig["rec"], sig["premise_id"], sig["verifier"], sig["confirmed"],
                         sig["reliability"], base)
     return True
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
-    """``raw`` as a JSON object; ValueError (UnicodeDecodeError) if it is anything else."""
-    obj = json.loads(raw)
+    """``raw`` as a JSON object, each key given once; ValueError (UnicodeDecodeError) if it is
+    anything else."""
+    obj = loads_strict(raw)
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     return obj
@@ -780,8 +787,8 @@ def _read_jsonl_table(raw: bytes, name: str) -> tuple[pd.DataFrame, list[tuple[i
 
     if raw.lstrip().startswith(b"["):
         try:
-            rows = json.loads(raw)
-        except ValueError as exc:
+            rows = loads_strict(raw)
+        except (ValueError, RecursionError) as exc:
             raise DataContractError(f"{name}: not valid JSON ({exc})") from exc
         return pd.DataFrame.from_records([r if isinstance(r, dict) else {} for r in rows]), []
     if raw.endswith(b"\n") and b"\n\n" not in raw and not raw.startswith(b"\n"):

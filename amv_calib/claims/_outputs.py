@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import pandas as pd
 
+from amv_calib.contract import loads_strict
 from amv_calib.exceptions import ConfigError, DataContractError
 
 #: The record of a folder's writers.
@@ -41,8 +42,8 @@ def _record(folder: Path) -> dict[str, str]:
     if not path.is_file():
         return {}
     try:
-        files = json.loads(path.read_text(encoding="utf-8")).get("files", {})
-    except (OSError, ValueError, AttributeError) as exc:
+        files = loads_strict(path.read_text(encoding="utf-8")).get("files", {})
+    except (OSError, ValueError, RecursionError, AttributeError) as exc:
         raise DataContractError(f"{path}: not a written_by record ({exc}); remove it") from exc
     return {str(k): str(v) for k, v in files.items()} if isinstance(files, Mapping) else {}
 

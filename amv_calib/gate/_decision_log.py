@@ -1,7 +1,8 @@
 """The gate's decision log: an append-only JSON-lines file, its writer and a tolerant reader.
 
-Standard library only: the runtime gate imports this module lazily when it is given
-``decision_log=PATH``, and logging must not add imports to the decision path.
+Standard library only (and the gate's own contract): the runtime gate imports this module
+lazily when it is given ``decision_log=PATH``, and logging must not add imports to the
+decision path.
 
 Format
 ------
@@ -75,6 +76,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
+from amv_calib.contract import loads_strict
 from amv_calib.exceptions import DataContractError, check_choice
 
 __all__ = [
@@ -428,7 +430,7 @@ def parse_decision_line(raw: bytes, *, name: str, lineno: int, last: bool,
     with ``on_corrupt="raise"``, else skipped with a warning. Both are counted in ``stats``.
     """
     try:
-        obj = json.loads(raw)
+        obj = loads_strict(raw)
         if not isinstance(obj, dict):
             raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
         return obj

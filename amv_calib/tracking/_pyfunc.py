@@ -48,7 +48,7 @@ from mlflow.pyfunc.model import PythonModel, PythonModelContext
 from mlflow.types import ColSpec, DataType, Schema
 from mlflow.types.schema import Array
 
-from amv_calib.contract import CLAIM_FEATURES
+from amv_calib.contract import CLAIM_FEATURES, loads_strict
 
 #: Key of the portable artifact folder in the logged model's ``artifacts``.
 ARTIFACT_KEY: Final = "amv_artifact"
@@ -205,12 +205,14 @@ def _json_cell(cell: Any, column: str, row: int) -> Any:
     if not isinstance(cell, str):
         raise _bad_request(f"row {row}: {column!r} must hold JSON text, got {cell!r}")
     try:
-        return json.loads(cell)
+        return loads_strict(cell)
     except json.JSONDecodeError as exc:
         raise _bad_request(f"row {row}: {column!r} is not valid JSON ({exc.msg} at "
                            f"column {exc.colno})") from None
     except RecursionError:
         raise _bad_request(f"row {row}: {column!r} holds JSON nested too deeply") from None
+    except ValueError as exc:  # a key given twice
+        raise _bad_request(f"row {row}: {column!r}: {exc}") from None
 
 
 # -- what the logger needs ----------------------------------------------------------------

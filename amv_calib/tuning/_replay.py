@@ -34,6 +34,7 @@ from amv_calib.contract import (
     CLAIM_FEATURES,
     PortableCalibrator,
     canonical_name,
+    loads_strict,
     seed_prior_calibrator,
 )
 from amv_calib.exceptions import ConfigError, DataContractError
@@ -417,9 +418,13 @@ def load_episodes(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = loads_strict(line)
             except json.JSONDecodeError as exc:
                 raise _err(row, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+            except RecursionError:
+                raise _err(row, "JSON nested too deeply") from None
+            except ValueError as exc:  # a key given twice
+                raise _err(row, str(exc)) from None
             if not isinstance(obj, dict):
                 raise _err(row, f"must be a JSON object, got {type(obj).__name__}")
             obj.setdefault("_row", row)
