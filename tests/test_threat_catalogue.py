@@ -481,20 +481,39 @@ def test_parquet_folder_reads_the_union_of_its_files_columns(tmp_path: Path) -> 
     assert sorted(claims.loc[claims["claim_id"] == "soft", "label_weight"]) == [0.3, 0.7]
 
 
-records_st = st.lists(st.sampled_from(_late_column_records(4)), min_size=1, max_size=25)
+#: Round 2, item 5: values of another JSON type than their neighbours', and (as raw JSON
+#: lines, JSONL only) a line giving a key twice.
+_MIXED_ROWS: list[dict[str, Any] | str] = [
+    {**_BASE, "claim_id": "m-v1", "violated": 1.0},
+    {**_BASE, "claim_id": "m-v2", "violated": 2},
+    {**_BASE, "claim_id": "m-vs", "violated": "yes"},
+    {**_BASE, "claim_id": "m-t", "source_trust_score": True},
+    {**_BASE, "claim_id": "m-ts", "source_trust_score": "0.25"},
+    {**_BASE, "claim_id": "m-cf", "contradiction_flag": 0},
+    {**_BASE, "claim_id": "m-big", "recency_hours": 10**30},
+    {**_BASE, "claim_id": "m-list", "statement": ["a", 1]},
+    {**_BASE, "claim_id": 7},
+    json.dumps({**_BASE, "claim_id": "m-dup"})[:-1] + ', "violated": true}',
+]
+
+records_st = st.lists(st.sampled_from([*_late_column_records(4), *_MIXED_ROWS]), min_size=1,
+                      max_size=25)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.function_scoped_fixture])
 @given(records=records_st, fmt=st.sampled_from(["jsonl", "csv"]))
-def test_outputs_do_not_depend_on_the_chunk_size(tmp_path: Path, records: list[dict[str, Any]],
-                                                 fmt: str) -> None:
+def test_outputs_do_not_depend_on_the_chunk_size(
+        tmp_path: Path, records: list[dict[str, Any] | str], fmt: str) -> None:
     # every record set, written once, must give the same two files for any chunk size
+    if fmt == "csv":  # a CSV row cannot give a key twice
+        records = [r for r in records if isinstance(r, dict)] or [_BASE]
     rows = [{**r, "timestamp": f"2026-01-0{1 + i % 9}T00:00:{i % 60:02d}Z"}
-            if i % 3 else r for i, r in enumerate(records)]
+            if i % 3 and isinstance(r, dict) else r for i, r in enumerate(records)]
     src = tmp_path / f"in-{uuid.uuid4().hex}.{fmt}"
     if fmt == "jsonl":
-        src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        src.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n"
+                               for r in rows))
     else:
         pd.DataFrame(rows).to_csv(src, index=False)
     outs = [_ingest_outputs(src, tmp_path / f"o-{uuid.uuid4().hex}", size)
@@ -946,3 +965,24 @@ def test_episodes_thresholds_and_certificates_giving_a_key_twice_are_refused(
     with pytest.raises(ConfigError, match="key 'alpha' appears twice"):
         export_artifact(calibrator=seed_prior_calibrator(), certificate=certificate,
                         name="m", models_dir=tmp_path / "models")
+
+
+# -- R2-5. JSONL values judged by their neighbours' type --------------------------------------
+def test_jsonl_value_is_judged_by_its_own_type_whatever_the_chunk(tmp_path: Path) -> None:
+    # Attack: one row with "violated": 1.0, another with "source_trust_score": true. With
+    # the default chunk the first was rejected and the second accepted as trust 1.0; with
+    # --chunksize 1 the other way round. Now each value by its own JSON type, one rule: a
+    # number is a boolean if it is 0 or 1 (as in a typed Parquet column); true is no score.
+    from amv_calib.claims import load_claims
+
+    src = tmp_path / "mixed.jsonl"
+    rows = [{**_BASE, "claim_id": "v", "violated": 1.0},
+            {**_BASE, "claim_id": "t", "source_trust_score": True},
+            {**_BASE, "claim_id": "plain"}]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for size in (1, 2, 3, 250_000):
+        claims, rejects = load_claims(src, chunksize=size)
+        assert claims["claim_id"].tolist() == ["v", "plain"], size
+        assert claims["violated"].tolist() == [True, False]
+        assert rejects["row"].tolist() == [2]
+        assert rejects["reason"].iloc[0] == "source_trust_score='true' is not a number"

@@ -877,53 +877,57 @@ def _open_parquet(path: Path, chunksize: int) -> _Reader:
 
 
 _NULL, _BOOL, _NUMBER, _TEXT, _NESTED = range(5)
+_INT64: Final = (-(2**63), 2**63)
 
 
-def _json_kind(value: Any) -> int:
-    """The JSON type of a parsed value (bool before number: ``True`` is an ``int``)."""
-    if value is None:
-        return _NULL
-    if isinstance(value, bool):
-        return _BOOL
-    if isinstance(value, (int, float)):
-        return _NUMBER
-    return _TEXT if isinstance(value, str) else _NESTED
+#: The JSON type of each Python type ``json`` parses to (lists and dicts: nested).
+_KINDS: Final[dict[type, int]] = {type(None): _NULL, bool: _BOOL, int: _NUMBER,
+                                  float: _NUMBER, str: _TEXT}
+
+
+def _scalar_texts(values: list[Any]) -> list[str]:
+    """Booleans or numbers as Arrow writes them (``true``, ``1`` for 1.0, ``0.5``); an
+    integer beyond int64 in full."""
+    big = [isinstance(v, int) and not _INT64[0] <= v < _INT64[1] for v in values]
+    rest = [v for v, b in zip(values, big, strict=True) if not b]
+    texts = iter(pa.array(rest).cast(pa.string()).to_pylist() if rest else [])
+    return [str(v) if b else next(texts) for v, b in zip(values, big, strict=True)]
 
 
 def _json_column(values: list[Any]) -> pa.Array:
     """One JSONL column of a chunk, each value read by its own JSON type.
 
-    A column of one JSON type becomes an Arrow column of that type. A column mixing types
-    becomes text, each value written as Arrow writes a value of its own type (``true``,
-    ``1`` for 1.0, ``0.5``): the parsers then reach, for every value, the verdict its type
-    alone gives (a number is a 0/1 boolean or a score, ``true`` is no number), whatever the
-    other rows of the chunk hold. Lists and objects become their JSON text.
+    A column of one JSON type (integers and decimals are one: JSON has one number type)
+    becomes an Arrow column of that type. A column mixing types becomes text, each value
+    written as Arrow writes a value of its own type (``true``, ``1`` for 1.0, ``0.5``): the
+    parsers then reach, for every value, the verdict its type alone gives (a number is a 0/1
+    boolean or a score, ``true`` is no number), whatever the other rows of the chunk hold.
+    Lists and objects become their JSON text.
     """
-    kinds = [_json_kind(v) for v in values]
-    present = set(kinds) - {_NULL}
-    if len(present) == 1 and _NESTED not in present:
+    # (pa.array alone would take [0.5, true] as the numbers [0.5, 1.0])
+    if len({_KINDS.get(t, _NESTED) for t in set(map(type, values))} - {_NULL}) <= 1:
         try:
-            return pa.array(values)
+            arr = pa.array(values)
+            if not (pa.types.is_nested(arr.type) or pa.types.is_null(arr.type)):
+                return arr
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            pass  # an integer beyond int64: as text below
+            pass  # an integer beyond int64
+    kinds = [_KINDS.get(type(v), _NESTED) for v in values]
     texts: list[str | None] = [None] * len(values)
-    for kind in present:
+    for kind in set(kinds) - {_NULL}:
         idx = [i for i, k in enumerate(kinds) if k == kind]
         if kind == _TEXT:
-            for i in idx:
-                texts[i] = values[i]
-            continue
-        if kind in (_BOOL, _NUMBER):
-            try:
-                typed = pa.array([values[i] for i in idx]).cast(pa.string()).to_pylist()
-            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-                typed = [json.dumps(values[i]) for i in idx]
-            for i, t in zip(idx, typed, strict=True):
-                texts[i] = t
-            continue
-        for i in idx:
-            texts[i] = json.dumps(values[i])
+            got = [values[i] for i in idx]
+        elif kind == _NESTED:
+            got = [json.dumps(values[i]) for i in idx]
+        else:
+            got = _scalar_texts([values[i] for i in idx])
+        for i, t in zip(idx, got, strict=True):
+            texts[i] = t
     return pa.array(texts, type=pa.string())
+
+
+_TWICE: Final = "key given twice"
 
 
 def _jsonl_record(raw: bytes) -> tuple[Any, str, tuple[str, str] | None]:
@@ -944,8 +948,8 @@ def _jsonl_record(raw: bytes) -> tuple[Any, str, tuple[str, str] | None]:
         return None, text, ("not a JSON object",
                             f"line is not a JSON object (nested too deeply): {text[:80]!r}")
     except ValueError as exc:  # a key given twice: which value counts is ambiguous
-        return None, text, ("key given twice", f"line gives {exc}, so which value counts is "
-                                               f"ambiguous: {text[:80]!r}")
+        return None, text, (_TWICE, f"line gives {exc}, so which value counts is ambiguous: "
+                                    f"{text[:80]!r}")
     if not isinstance(rec, dict):
         return None, text, ("not a JSON object", f"line is not a JSON object (got "
                                                  f"{type(rec).__name__}): {text[:80]!r}")
@@ -974,8 +978,12 @@ def _jsonl_columns(path: Path) -> list[str]:
     columns: dict[str, None] = {}
     for _, raw in _jsonl_lines(path):
         if b"{" in raw:
-            rec = _jsonl_record(raw)[0]  # a line that is not one is rejected in the second pass
-            if rec is not None:
+            # a line that is not a record is rejected in the second pass; one that gives a
+            # key twice still names its columns
+            rec, text, problem = _jsonl_record(raw)
+            if problem is not None and problem[0] == _TWICE:
+                rec = json.loads(text)
+            if isinstance(rec, dict):
                 columns.update(dict.fromkeys(rec))
     return list(columns)
 
