@@ -986,3 +986,77 @@ def test_jsonl_value_is_judged_by_its_own_type_whatever_the_chunk(tmp_path: Path
         assert claims["violated"].tolist() == [True, False]
         assert rejects["row"].tolist() == [2]
         assert rejects["reason"].iloc[0] == "source_trust_score='true' is not a number"
+
+
+# -- R2-4. one writer's failed append swallows another process's record ------------------------
+_OTHER_WRITER = textwrap.dedent("""
+    import sys
+    from amv_calib.gate import DecisionLogWriter
+
+    w = DecisionLogWriter(sys.argv[1])  # opened before the other writer fails
+    w.append({"action_id": "b-first", "regime": "PROCEED"})
+    print("ready", flush=True)
+    sys.stdin.readline()
+    w.append({"action_id": "b-second", "regime": "ABSTAIN"})
+    w.close()
+""")
+
+
+def test_failed_append_of_one_process_loses_no_record_of_another(tmp_path: Path) -> None:
+    # Attack: writer A's write failed part-way (ulimit -f), leaving a fragment; writer B (its
+    # own process, its file already open) appended next, glued onto the fragment, and the
+    # reader skipped the whole line: B lost a record it was told was written. Now every
+    # record starts on a fresh line, under a lock all writers take.
+    log = tmp_path / "decisions.jsonl"
+    other = subprocess.Popen([sys.executable, "-c", _OTHER_WRITER, str(log)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert other.stdout is not None and other.stdout.readline().strip() == "ready"
+    # writer A fails part-way and writes nothing more (it gave up, or it exited)
+    script = _FULL_DISK.replace('w.append({"action_id": "after", "regime": "ABSTAIN"})', "")
+    failed = subprocess.run([sys.executable, "-c", script, str(log)], capture_output=True,
+                            text=True, timeout=60)
+    assert failed.returncode == 0 and failed.stdout.startswith("failed: 27"), failed.stderr
+    assert not log.read_bytes().endswith(b"\n")  # A's fragment ends the file
+    assert other.communicate("go\n", timeout=60)[1] is None and other.returncode == 0
+    lines = log.read_bytes().split(b"\n")
+    assert len(lines) == 5 and lines[2] and not lines[2].endswith(b"}")  # the fragment alone
+    stats = LogReadStats()
+    with pytest.warns(UserWarning, match="skipped corrupt line 3"):
+        records = list(read_decision_log(log, on_corrupt="skip", stats=stats))
+    assert [r["action_id"] for r in records] == ["b-first", "before", "b-second"]
+    assert (stats.records, stats.corrupt, stats.fragments) == (3, 1, 0)
+
+
+def _glued_log(tmp_path: Path) -> Path:
+    """A log an older writer left: a fragment with the next record glued onto it."""
+    from amv_calib.gate import encode_record
+
+    rec = {"time": "2026-01-01T00:00:00Z", "action_id": "a", "theta": 5.0, "kappa": 1.0,
+           "premises": [{"id": "p", "claim_id": "c", "recency_hours": 1.0,
+                         "source_trust_score": 0.5, "model_confidence": 0.5,
+                         "contradiction_flag": False, "p": 0.1}], "regime": "PROCEED"}
+    fragment = encode_record({**rec, "action_id": "lost"})[:70]
+    log = tmp_path / "glued.jsonl"
+    log.write_bytes(encode_record(rec) + fragment + encode_record({**rec, "action_id": "b"})
+                    + encode_record({**rec, "action_id": "c"}))
+    return log
+
+
+def test_reader_resynchronises_at_the_record_inside_a_corrupt_line(tmp_path: Path) -> None:
+    from amv_calib.claims import read_uses
+
+    log = _glued_log(tmp_path)
+    assert log.read_bytes().count(b"\n") == 3  # the fragment and b share line 2
+    with pytest.raises(DataContractError, match=r"line 2 starts with 70 bytes that are not a "
+                                                r"record .* before a whole record"):
+        list(read_decision_log(log))
+    stats = LogReadStats()
+    with pytest.warns(UserWarning, match="line 2: skipped a 70-byte fragment"):
+        records = list(read_decision_log(log, on_corrupt="skip", stats=stats))
+    assert [r["action_id"] for r in records] == ["a", "b", "c"]
+    assert (stats.lines, stats.records, stats.corrupt, stats.fragments) == (3, 3, 0, 1)
+    for columnar in (True, False):  # label reads it the same way
+        with pytest.warns(UserWarning, match="70-byte fragment"):
+            log_entries = read_uses(log, on_corrupt="skip", columnar=columnar)
+        assert log_entries.entries["action_id"].astype(str).tolist() == ["a", "b", "c"]
+        assert log_entries.stats[0].fragments == 1

@@ -1035,6 +1035,7 @@ class JoinReport:
                 "blank": sum(int(f["blank"]) for f in self.decision_files),
                 "torn_last_line": sum(int(f["torn_last_line"]) for f in self.decision_files),
                 "corrupt": sum(int(f["corrupt"]) for f in self.decision_files),
+                "fragments": sum(int(f["fragments"]) for f in self.decision_files),
             },
             "premise_entries": self.premise_entries,
             "repeated_entries": self.repeated_entries,
