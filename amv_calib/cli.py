@@ -13,8 +13,9 @@ import hashlib
 import json
 import logging
 import math
+import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -329,6 +330,16 @@ def _overwrite_option(p: argparse.ArgumentParser) -> None:
                    "output folder, removing that command's other files there")
 
 
+def _require_inputs(paths: Iterable[str]) -> None:
+    """Exit 2 at once unless each path is a regular file (a FIFO would hang the reader)."""
+    from amv_calib.contract import require_regular
+
+    for path in paths:
+        if not os.path.lexists(path):
+            raise DataContractError(f"input file {path} does not exist")
+        require_regular(path, what="input file")
+
+
 def _run_label(args: argparse.Namespace) -> int:
     from amv_calib import claims as cl
 
@@ -336,12 +347,10 @@ def _run_label(args: argparse.Namespace) -> int:
     as_table = out.suffix.lower() in cl.TABLE_SUFFIXES
     if not as_table and out.suffix and not out.is_dir():
         raise cl.unknown_table_ending(out)
-    for path in (*args.decisions, *args.outcomes):
-        # an outcome file may be a URI (read whole through pyarrow), and on Spark a decision
-        # log too (the executors open it; docs/scale.md)
-        remote = "://" in path and (args.engine == "spark" or path in args.outcomes)
-        if not remote and not Path(path).is_file():
-            raise DataContractError(f"input file {path} does not exist")
+    # an outcome file may be a URI (read whole through pyarrow), and on Spark a decision log
+    # too (the executors open it; docs/scale.md)
+    _require_inputs(p for p in (*args.decisions, *args.outcomes)
+                    if not ("://" in p and (args.engine == "spark" or p in args.outcomes)))
     if args.min_verifier_calls < 0:
         raise ConfigError(f"--min-verifier-calls={args.min_verifier_calls} must be >= 0")
     on_corrupt: Literal["raise", "skip"] = "skip" if args.skip_corrupt else "raise"
@@ -1360,9 +1369,7 @@ def _run_monitor(args: argparse.Namespace) -> int:
 
     from amv_calib.monitoring import load_monitor_config, monitor, write_monitor_outputs
 
-    for path in (*args.decisions, *args.outcomes):
-        if not Path(path).is_file():
-            raise DataContractError(f"input file {path} does not exist")
+    _require_inputs(p for p in (*args.decisions, *args.outcomes) if "://" not in p)
     config = load_monitor_config(args.config)
     report, claims = monitor(args.artifact or _default_artifact(), args.decisions,
                              args.outcomes or None, window=args.window, since=args.since,

@@ -149,22 +149,3 @@ def resolve_adapter(name: str) -> Any:
         return getattr(importlib.import_module(module), func)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"adapter {name!r} -> {target!r} cannot be loaded: {exc}") from exc
-
-
-def read_toml(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
-    """The TOML document at ``path``; ``what`` names the file in errors (``"pipeline file"``).
-
-    Raises
-    ------
-    ConfigError
-        The file is missing or is not valid TOML.
-    """
-    import tomllib
-
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{what} {str(p)!r} not found")
-    try:
-        return tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p.name}: not valid TOML: {exc}") from exc

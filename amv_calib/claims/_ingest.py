@@ -62,6 +62,7 @@ from amv_calib.contract import (
     REQUIRED_COLUMNS,
     canonical_name,
     loads_strict,
+    require_regular,
 )
 from amv_calib.exceptions import AmvCalibError, DataContractError, MissingColumnsError, check_choice
 
@@ -829,6 +830,12 @@ def _parquet_dataset(path: Path) -> pads.Dataset:
     pyarrow takes a dataset's schema from its first file; a column that only later files
     carry would be dropped without a word. Each file's missing columns read as nulls.
     """
+    # pyarrow passes over a FIFO or a link to a device without a word: refuse them instead
+    # (the names it ignores, "_SUCCESS", ".crc", aside)
+    for root, _, names in os.walk(path):
+        for name in names:
+            if not name.startswith(("_", ".")):
+                require_regular(Path(root, name), what="file of the Parquet folder")
     dataset = pads.dataset(path, format="parquet", partitioning="hive")
     schemas = [dataset.schema, *(f.physical_schema for f in dataset.get_fragments())]
     try:
@@ -1173,6 +1180,8 @@ def _open(source: Source, format: str | None, chunksize: int) -> tuple[_Reader, 
     path = Path(source)
     if not path.exists():
         raise DataContractError(f"input {str(path)!r} does not exist")
+    if not path.is_dir():
+        require_regular(path)  # a FIFO or a device: refused at once, never waited on
     fmt = detect_format(path, format)
     if fmt == "csv":
         reader = _open_csv(path, chunksize)

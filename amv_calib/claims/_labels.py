@@ -77,7 +77,13 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from amv_calib.claims._times import MISSING_US, parse_timestamps
-from amv_calib.contract import CLAIM_FEATURES, loads_strict, sigmoid
+from amv_calib.contract import (
+    CLAIM_FEATURES,
+    loads_strict,
+    open_regular,
+    require_regular,
+    sigmoid,
+)
 from amv_calib.exceptions import DataContractError, MissingColumnsError, check_choice
 from amv_calib.gate import (
     DECISION_ALIASES,
@@ -644,7 +650,7 @@ def _parse_lines(data: bytes, first_line: int, st: LogReadStats, name: str,
 def _read_one_log(path: PathLike, file_idx: int, on_corrupt: str, columnar: bool,
                   acc: _Acc) -> LogReadStats:
     name = os.fspath(path)
-    with open(name, "rb") as fh:
+    with open_regular(name, what="decision log") as fh:
         return _read_chunks(iter(lambda: fh.read(_BLOCK_BYTES), b""), name, file_idx, 1,
                             on_corrupt, columnar, acc)
 
@@ -772,6 +778,7 @@ def _read_table(path: PathLike) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
             raise DataContractError(f"{name}: cannot read the outcome file ({exc})") from exc
     else:
         source = Path(name)
+        require_regular(source, what="outcome file")
     if suffix in (".parquet", ".pq"):
         return pd.read_parquet(source), []
     if suffix in (".csv", ".tsv"):

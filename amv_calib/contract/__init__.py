@@ -43,7 +43,13 @@ from amv_calib.contract._features import (
     seed_prior_calibrator,
     sigmoid,
 )
-from amv_calib.contract._files import file_kind, open_regular, read_regular, require_regular
+from amv_calib.contract._files import (
+    file_kind,
+    open_regular,
+    read_regular,
+    read_toml,
+    require_regular,
+)
 from amv_calib.contract._json import DuplicateKeyError, loads_strict
 from amv_calib.contract._schema import (
     ALIASES,
@@ -61,6 +67,7 @@ __all__ = [
     "loads_strict",
     "open_regular",
     "read_regular",
+    "read_toml",
     "require_regular",
     "verify_signature",
     "DEFAULT_EPS",

@@ -14,10 +14,11 @@ import io
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
-from amv_calib.exceptions import AmvCalibError, DataContractError
+from amv_calib.exceptions import AmvCalibError, ConfigError, DataContractError
 
-__all__ = ["file_kind", "open_regular", "read_regular", "require_regular"]
+__all__ = ["file_kind", "open_regular", "read_regular", "read_toml", "require_regular"]
 
 
 def file_kind(mode: int) -> str:
@@ -100,3 +101,28 @@ def read_regular(path: str | os.PathLike[str], *, what: str = "input file",
     """The bytes of the regular file ``path`` (:func:`open_regular`)."""
     with open_regular(Path(path), what=what, error=error) as fh:
         return fh.read()
+
+
+def read_toml(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
+    """The TOML document at ``path``; ``what`` names the file in errors (``"pipeline file"``).
+
+    TOML itself refuses a key given twice.
+
+    Raises
+    ------
+    ConfigError
+        The file is missing, is not a regular file (a FIFO, a device), or is not valid TOML.
+    """
+    import tomllib
+
+    p = Path(path)
+    if not os.path.lexists(p):
+        raise ConfigError(f"{what} {str(p)!r} not found")
+    raw = read_regular(p, what=what, error=ConfigError)
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{p.name}: not UTF-8 text ({exc.reason} at byte {exc.start})") \
+            from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p.name}: not valid TOML: {exc}") from exc

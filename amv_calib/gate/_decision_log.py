@@ -90,7 +90,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
-from amv_calib.contract import loads_strict
+from amv_calib.contract import loads_strict, open_regular
 from amv_calib.exceptions import DataContractError, check_choice
 
 __all__ = [
@@ -528,7 +528,7 @@ def read_decision_log(
     check_choice("on_corrupt", on_corrupt, ("raise", "skip"))
     st = stats if stats is not None else LogReadStats()
     name = os.fspath(path)
-    with open(name, "rb") as fh:
+    with open_regular(name, what="decision log") as fh:
         lineno = 0
         for raw in fh:
             lineno += 1

@@ -32,11 +32,10 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from amv_calib.contract import CLAIM_FEATURES, loads_strict
+from amv_calib.contract import CLAIM_FEATURES, loads_strict, read_toml
 from amv_calib.exceptions import ArtifactError, ConfigError, check_choice
 from amv_calib.monitoring import _stats
 from amv_calib.monitoring._stats import MonitorConfig, WindowStats, safe_float
-from amv_calib.settings import read_toml
 
 PathLike = str | os.PathLike[str]
 IntArray = NDArray[np.int64]

@@ -35,6 +35,7 @@ from amv_calib.contract import (
     PortableCalibrator,
     canonical_name,
     loads_strict,
+    open_regular,
     seed_prior_calibrator,
 )
 from amv_calib.exceptions import ConfigError, DataContractError
@@ -405,18 +406,20 @@ def load_episodes(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     Raises
     ------
     DataContractError
-        A line that is not JSON, with its row number (1-based line number).
+        The path is not a regular file (a FIFO, a device: refused before reading), or a
+        line is not UTF-8 or not a JSON object (or gives a key twice), with its row number
+        (1-based line number).
     """
     out: list[dict[str, Any]] = []
     p = Path(path)
-    try:
-        fh = p.open("r", encoding="utf-8")
-    except OSError as exc:
-        raise DataContractError(f"{p}: cannot read episodes ({exc.strerror})") from None
-    with fh:
-        for row, line in enumerate(fh, start=1):
-            if not line.strip():
+    with open_regular(p, what="episodes file") as fh:
+        for row, raw in enumerate(fh, start=1):
+            if not raw.strip():
                 continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise _err(row, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
             try:
                 obj = loads_strict(line)
             except json.JSONDecodeError as exc:
