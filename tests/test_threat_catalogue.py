@@ -1148,3 +1148,73 @@ input = "/dev/zero"
     assert _answers_within(["run", str(toml)]) == 2
     err = capsys.readouterr().err
     assert "/dev/zero: pipeline input is a device, not a regular file" in err, err
+
+
+# -- R2-8. CSV injection in label's outputs ---------------------------------------------------
+_FORMULAS = ('=HYPERLINK("http://evil","click")', "@SUM(1+1)", "+cmd|' /C calc'!A0",
+             "-2+3")
+
+
+def _formula_log(tmp_path: Path) -> tuple[Path, Path]:
+    """A decision log and outcomes whose ids are spreadsheet formulas."""
+    from amv_calib.gate import encode_record
+
+    lines = []
+    for i, text in enumerate(_FORMULAS):
+        lines.append(encode_record({
+            "time": f"2026-01-0{i + 1}T00:00:00Z", "action_id": f"{text}-a", "theta": 5.0,
+            "kappa": 1.0, "regime": "PROCEED",
+            "premises": [{"id": "p", "claim_id": text, "recency_hours": 1.0,
+                          "source_trust_score": 0.5, "model_confidence": 0.5,
+                          "contradiction_flag": False, "p": 0.1},
+                         {"id": "q", "claim_id": f"{text}-unjoined", "recency_hours": 1.0,
+                          "source_trust_score": 0.5, "model_confidence": 0.5,
+                          "contradiction_flag": False, "p": 0.1}]}))
+    log = tmp_path / "decisions.jsonl"
+    log.write_bytes(b"".join(lines))
+    outcomes = tmp_path / "outcomes.csv"
+    pd.DataFrame({"claim_id": [*_FORMULAS, "=never-used"], "action_id": None,
+                  "time": "2026-02-01T00:00:00Z", "violated": "true"}
+                 ).to_csv(outcomes, index=False)
+    return log, outcomes
+
+
+def _csv_cells(path: Path) -> list[dict[str, str]]:
+    import csv as csv_module
+
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv_module.DictReader(fh))
+
+
+@pytest.mark.parametrize("out", ["claims.csv", "folder"], ids=["label-out-csv", "label-folder"])
+def test_label_csv_files_are_spreadsheet_safe(tmp_path: Path, out: str) -> None:
+    # Attack: a claim_id of =HYPERLINK(...) or @SUM(1+1) appeared raw in claims.unjoined.csv
+    # and in `label --out x.csv`, to run as a formula when opened. Now every CSV the product
+    # writes for people escapes such a cell as rejects.csv does (a leading ').
+    from amv_calib.cli import main
+
+    log, outcomes = _formula_log(tmp_path)
+    target = tmp_path / "out" / out
+    assert main(["label", "--decisions", str(log), "--outcomes", str(outcomes), "--out",
+                 str(target)]) == 0
+    unjoined = target.with_name("claims.unjoined.csv") if out.endswith(".csv") \
+        else target / "claims.unjoined.csv"
+    files = [unjoined, target] if out.endswith(".csv") else [unjoined]
+    for path in files:
+        cells = _csv_cells(path)
+        assert cells
+        numbers = {"line", "recency_hours", "source_trust_score", "model_confidence", "p_true",
+                   "label_weight", "p_logged", "theta", "kappa"}
+        for row in cells:
+            for key, value in row.items():
+                if key not in numbers:
+                    assert not value.startswith(("=", "+", "-", "@", "\t", "\r")), (path, value)
+    ids = {row["claim_id"] for row in _csv_cells(unjoined)}
+    assert "'=never-used" in ids and "'@SUM(1+1)-unjoined" in ids
+    if out.endswith(".csv"):
+        assert {row["claim_id"] for row in _csv_cells(target)} == {"'" + t for t in _FORMULAS}
+        # the lossless table keeps the ids as they are
+        lossless = tmp_path / "out" / "claims.parquet"
+        assert main(["label", "--decisions", str(log), "--outcomes", str(outcomes), "--out",
+                     str(lossless), "--overwrite"]) == 0
+        assert set(pd.read_parquet(lossless)["claim_id"]) == set(_FORMULAS)

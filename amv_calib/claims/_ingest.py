@@ -52,7 +52,7 @@ from amv_calib.claims._arrow import (
     string_view,
     text_of,
 )
-from amv_calib.claims._outputs import claim_outputs, record_outputs
+from amv_calib.claims._outputs import claim_outputs, record_outputs, spreadsheet_safe
 from amv_calib.claims._times import PROBLEMS as TIMESTAMP_PROBLEMS
 from amv_calib.claims._times import UTC_US as _UTC_US
 from amv_calib.claims._times import parse_timestamps
@@ -1770,24 +1770,6 @@ def _validate(
                         reject_lines=lines)
 
 
-#: First characters that make a spreadsheet read a cell as a formula (OWASP, CSV injection).
-_FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _spreadsheet_safe(rejects: pa.Table) -> pa.Table:
-    """The text columns of ``rejects`` with every formula-like cell prefixed by ``'``."""
-    cols = []
-    for name, col in zip(rejects.column_names, rejects.columns, strict=True):
-        if name != "row" and pa.types.is_string(col.type):
-            risky = pc.starts_with(col, _FORMULA_START[0])
-            for start in _FORMULA_START[1:]:
-                risky = pc.or_(risky, pc.starts_with(col, start))
-            col = pc.if_else(pc.fill_null(risky, False),
-                             pc.binary_join_element_wise("'", col, ""), col)
-        cols.append(col)
-    return pa.table(cols, names=rejects.column_names)
-
-
 def _write_reject_lines(fh: Any, res: _ChunkResult) -> None:
     """The rows of ``res.rejects`` as lossless JSON lines (see :func:`ingest_file`)."""
     names = res.rejects.column_names
@@ -2041,7 +2023,7 @@ def ingest_file(
                     # One contiguous array per column: the pages written depend on it.
                     pw.write_table(res.claims.drop_columns(["row"]).combine_chunks())
                 if res.rejects.num_rows:
-                    cw.write_table(_spreadsheet_safe(res.rejects))
+                    cw.write_table(spreadsheet_safe(res.rejects))
                     _write_reject_lines(jw, res)
             if run.accepted == 0:
                 pw.write_table(claims_schema.empty_table())
