@@ -1218,3 +1218,99 @@ def test_label_csv_files_are_spreadsheet_safe(tmp_path: Path, out: str) -> None:
         assert main(["label", "--decisions", str(log), "--outcomes", str(outcomes), "--out",
                      str(lossless), "--overwrite"]) == 0
         assert set(pd.read_parquet(lossless)["claim_id"]) == set(_FORMULAS)
+
+
+# -- R2-9. tracebacks instead of clear errors ------------------------------------------------
+_OUTCOMES_HEAD = b"claim_id,action_id,time,violated\n"
+
+
+def _label(tmp_path: Path, log: Path, *outcomes: Path,
+           extra: tuple[str, ...] = ()) -> tuple[int, Path]:
+    from amv_calib.cli import main
+
+    out = tmp_path / "out" / "claims.parquet"
+    argv = ["label", "--decisions", str(log), "--out", str(out), *extra]
+    if outcomes:
+        argv += ["--outcomes", *map(str, outcomes)]
+    return main(argv), out
+
+
+def _join_report(out: Path) -> dict[str, Any]:
+    report: dict[str, Any] = json.loads(out.with_name("claims.join_report.json").read_text())
+    return report
+
+
+@pytest.mark.parametrize("outcome", ["extra-field", "missing-field", "bad-utf8-csv",
+                                     "bad-utf8-jsonl"])
+def test_malformed_outcome_rows_are_rejected_with_their_line(
+        tmp_path: Path, examples_dir: Path, outcome: str) -> None:
+    # Attack: an outcomes CSV row with an extra field, or bad UTF-8 in the outcomes, gave a
+    # traceback (exit 1); pandas also shifted the columns of a lone row with one field too
+    # many without a word. Now the row is an invalid outcome with its line and reason.
+    good = b"mem-iban-alice,,2026-11-04T00:00:00Z,false\n"
+    bad, reason = {
+        "extra-field": (b"c2,,2026-11-04T00:00:00Z,true,EXTRA\n",
+                        "line 3: the row has 5 fields, the header 4"),
+        "missing-field": (b"c2,,2026-11-04T00:00:00Z\n",
+                          "line 3: the row has 3 fields, the header 4"),
+        "bad-utf8-csv": (b"c\xff2,,2026-11-04T00:00:00Z,true\n", "line 3: not UTF-8 text"),
+        "bad-utf8-jsonl": (b'{"claim_id": "c\xff2", "time": "2026-11-04T00:00:00Z", '
+                           b'"violated": true}\n', "utf-8"),
+    }[outcome]
+    if outcome.endswith("jsonl"):
+        outcomes = tmp_path / "outcomes.jsonl"
+        outcomes.write_bytes(b'{"claim_id": "mem-iban-alice", "time": "2026-11-04T00:00:00Z",'
+                             b' "violated": false}\n' + bad)
+    else:
+        outcomes = tmp_path / "outcomes.csv"
+        outcomes.write_bytes(_OUTCOMES_HEAD + good + bad)
+    code, out = _label(tmp_path, examples_dir / "decisions.jsonl", outcomes)
+    assert code == 0
+    report = _join_report(out)
+    assert report["outcomes_read"] == 2 and report["outcomes"]["invalid"] == 1
+    assert report["outcomes"]["used"] == 1  # the good row was read as it is
+    details = pd.read_csv(out.with_name("claims.unjoined.csv"))
+    invalid = details[(details["kind"] == "outcome") & (details["reason"] == "invalid")]
+    assert invalid["line"].tolist() == [2] and reason in invalid["detail"].iloc[0]
+
+
+def test_empty_inputs_and_bad_utf8_logs_answer_clearly(
+        tmp_path: Path, examples_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Attack: label with an empty decision log, an empty outcomes file, or bad UTF-8 in the
+    # log (even with --skip-corrupt) gave tracebacks. Now: exit 2 naming the file (and the
+    # line) with nothing written, or the input read for what it holds.
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    code, out = _label(tmp_path, empty)
+    assert code == 2 and not out.parent.exists()
+    assert f"no decision record to label in {empty} (0 lines" in capsys.readouterr().err
+    log = examples_dir / "decisions.jsonl"
+    for name in ("none.csv", "none.jsonl"):
+        (tmp_path / name).write_bytes(b"")
+        code, out = _label(tmp_path, log, tmp_path / name, extra=("--overwrite",))
+        assert code == 0 and _join_report(out)["outcomes_read"] == 0
+    capsys.readouterr()
+    lines = log.read_bytes().split(b"\n")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"\n".join([lines[0], b'{"action_id": "x\xff"}', *lines[1:]]))
+    code, out = _label(tmp_path / "b", bad)
+    assert code == 2 and not out.parent.exists()
+    assert f"{bad}: line 2 is not a JSON object ('utf-8' codec" in capsys.readouterr().err
+    code, out = _label(tmp_path / "c", bad, extra=("--skip-corrupt",))
+    assert code == 0 and _join_report(out)["skipped_lines"]["corrupt"] == 1
+
+
+def test_jsonl_claim_of_bad_utf8_is_a_rejected_row(tmp_path: Path) -> None:
+    # Attack: ingest of JSONL with bad UTF-8 gave a traceback. Now the line is rejected.
+    from amv_calib.claims import ingest_file
+
+    src = tmp_path / "claims.jsonl"
+    src.write_bytes(json.dumps(_BASE).encode() + b"\n" + b'{"claim_id": "c\xff"}\n'
+                    + json.dumps({**_BASE, "claim_id": "d"}).encode() + b"\n")
+    s = ingest_file(src, tmp_path / "out")
+    assert (s.read, s.accepted, s.rejected) == (3, 2, 1)
+    assert s.rejected_by_reason == {"not UTF-8": 1}
+    rejects = pd.read_csv(tmp_path / "out" / "rejects.csv")
+    assert rejects["row"].tolist() == [2]
+    assert rejects["reason"].iloc[0].startswith("line is not valid UTF-8 text (invalid start "
+                                                "byte at byte 15)")

@@ -64,6 +64,7 @@ counts per file.
 
 from __future__ import annotations
 
+import csv
 import io
 import math
 import os
@@ -254,7 +255,7 @@ class _Acc:
         r, e = self.rec, self.ent
 
         def cat(d: dict[str, list[Any]], k: str, codes_at: IntArray | None) -> pd.Categorical:
-            chunks = d.pop(k)
+            chunks = [c for c in d.pop(k) if len(c)]  # an empty block adds no chunk
             if not chunks:
                 return pd.Categorical.from_codes(np.zeros(0, np.int64),
                                                  categories=pd.Index([], dtype="str"))
@@ -780,12 +781,83 @@ def _read_table(path: PathLike) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
         source = Path(name)
         require_regular(source, what="outcome file")
     if suffix in (".parquet", ".pq"):
-        return pd.read_parquet(source), []
-    if suffix in (".csv", ".tsv"):
-        return pd.read_csv(source, sep="\t" if suffix == ".tsv" else ",", dtype=str,
-                           keep_default_na=False), []
+        import pyarrow as pa
+
+        try:
+            return pd.read_parquet(source), []
+        except (pa.ArrowException, OSError) as exc:
+            raise DataContractError(f"{name}: cannot read the outcome file as Parquet "
+                                    f"({exc})") from None
     raw = source.getvalue() if isinstance(source, io.BytesIO) else source.read_bytes()
+    if suffix in (".csv", ".tsv"):
+        return _read_csv_table(raw, name, "\t" if suffix == ".tsv" else ",")
     return _read_jsonl_table(raw, name)
+
+
+def _read_csv_table(raw: bytes, name: str, sep: str
+                    ) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
+    """An outcome CSV as text columns, and (row, reason) for rows that cannot be read.
+
+    pyarrow reads a well-formed file; a file it refuses (a row with more or fewer fields
+    than the header, bad UTF-8) is read again row by row, each such row rejected with its
+    line and reason (pandas would shift the columns of a row with one field too many, or
+    cut it, without a word). An empty file holds no record."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    text = raw.decode("utf-8", "surrogateescape").removeprefix("\ufeff")
+    rows = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
+    try:
+        header = next(rows, None)
+        if header is None:
+            return pd.DataFrame(), []
+        if _undecodable(header):
+            raise DataContractError(f"{name}: line 1 (the header) is not UTF-8 text")
+        try:
+            table = pacsv.read_csv(
+                pa.BufferReader(raw), parse_options=pacsv.ParseOptions(delimiter=sep),
+                convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(
+                    header, pa.string())))
+            if table.column_names == header:
+                return table.to_pandas(), []
+        except pa.ArrowInvalid:
+            pass
+        records: list[dict[str, str]] = []
+        bad: list[tuple[int, str]] = []
+        for fields in rows:
+            if not fields:
+                continue  # a blank line is no record
+            where = f"line {rows.line_num}"
+            if _undecodable(fields):
+                bad.append((len(records) + 1, f"{where}: not UTF-8 text"))
+            elif len(fields) != len(header):
+                bad.append((len(records) + 1, f"{where}: the row has {len(fields)} fields, "
+                                              f"the header {len(header)}"))
+            else:
+                records.append(dict(zip(header, fields, strict=True)))
+                continue
+            records.append({})
+    except csv.Error as exc:
+        raise DataContractError(f"{name}: line {rows.line_num}: {exc}") from None
+    return pd.DataFrame(records, columns=header), bad
+
+
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _undecodable(fields: Sequence[str]) -> bool:
+    """Whether text decoded with ``surrogateescape`` held bytes that are not UTF-8."""
+    try:
+        for f in fields:
+            f.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _read_jsonl_table(raw: bytes, name: str) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
@@ -798,7 +870,8 @@ def _read_jsonl_table(raw: bytes, name: str) -> tuple[pd.DataFrame, list[tuple[i
         except (ValueError, RecursionError) as exc:
             raise DataContractError(f"{name}: not valid JSON ({exc})") from exc
         return pd.DataFrame.from_records([r if isinstance(r, dict) else {} for r in rows]), []
-    if raw.endswith(b"\n") and b"\n\n" not in raw and not raw.startswith(b"\n"):
+    if raw.endswith(b"\n") and b"\n\n" not in raw and not raw.startswith(b"\n") \
+            and _is_utf8(raw):  # pyarrow's JSON reader takes bad UTF-8 into its strings
         try:
             return pj.read_json(pa.BufferReader(raw)).to_pandas(), []
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -818,7 +891,7 @@ def _read_jsonl_table(raw: bytes, name: str) -> tuple[pd.DataFrame, list[tuple[i
             records.append({})
             continue
         records.append(obj)
-    return pd.DataFrame.from_records(records), bad
+    return pd.DataFrame(records), bad  # a row of {} each line that did not parse
 
 
 def _resolve(columns: Iterable[str], aliases: Mapping[str, tuple[str, ...]]) -> dict[str, str]:
@@ -914,20 +987,27 @@ def load_outcomes(
         missing = [c for c in ("time", "violated") if c not in found]
         if "claim_id" not in found and "action_id" not in found:
             missing.append("claim_id or action_id")
-        if missing and len(table) > 0:
+        n = len(table)
+        if missing and n > len(unparsed):
             hints = "; ".join(f"{c}: {list(_OUTCOME_ALIASES.get(c, ()))}" for c in missing
                               if c in _OUTCOME_ALIASES)
             raise MissingColumnsError(
                 f"{label}: outcome records lack column(s) {missing}"
                 + (f" (accepted names: {hints})" if hints else "")
             )
-        n = len(table)
         if n == 0:
             continue
         rows = np.arange(1, n + 1, dtype=np.int64)
         reason = np.full(n, "", dtype=object)
         for r, why in unparsed:
             reason[r - 1] = why
+        if missing:  # no row could be read at all: each is invalid, with its reason
+            oid = np.arange(offset, offset + n, dtype=np.int64)
+            invalid_parts.append(pd.DataFrame({
+                "oid": oid, "source": np.full(n, src, dtype=np.int64), "row": rows,
+                "reason": pd.array(reason.tolist(), dtype="str")}))
+            offset += n
+            continue
         none = pd.Series(pd.array([None] * n, dtype="str"))
         claim = _id_series(table[found["claim_id"]]) if "claim_id" in found else none
         action = _id_series(table[found["action_id"]]) if "action_id" in found else none
@@ -1438,6 +1518,11 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
           collect: dict[str, Any] | None = None) -> tuple[pd.DataFrame, JoinReport]:
     """The join (module docs). ``collect``, when given, receives the per-use state the
     episodes are built from (:mod:`amv_calib.claims._episodes`)."""
+    if not sum(st.records for st in log.stats):
+        seen = ", ".join(f"{os.fspath(p)} ({st.lines} lines: {st.blank} blank, {st.torn} "
+                         f"torn, {st.corrupt} corrupt)" for p, st in zip(plist, log.stats,
+                                                                          strict=True))
+        raise DataContractError(f"no decision record to label in {seen or 'no file'}")
     n_out = len(out_df)
     uses, o_action = _collect_uses(log, out_df["action_id"])
     u, u_action, t_us, invalid = uses.u, uses.action, uses.t_us, uses.invalid

@@ -143,8 +143,8 @@ def spreadsheet_safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
                 not isinstance(col.dtype, pd.CategoricalDtype)
                 or pd.api.types.infer_dtype(col.cat.categories, skipna=True) == "string"):
             text = pa.Array.from_pandas(col.astype("string"))
-            out[name] = pd.Series(_safe_text(text).to_pandas(), index=col.index,
-                                  dtype=object)
+            out[name] = pd.Series(_safe_text(text).to_numpy(zero_copy_only=False),
+                                  index=col.index, dtype=object)
     return out
 
 
