@@ -1314,3 +1314,61 @@ def test_jsonl_claim_of_bad_utf8_is_a_rejected_row(tmp_path: Path) -> None:
     assert rejects["row"].tolist() == [2]
     assert rejects["reason"].iloc[0].startswith("line is not valid UTF-8 text (invalid start "
                                                 "byte at byte 15)")
+
+
+# -- R2-6. monitor's work and memory unbounded -----------------------------------------------
+def _log_with(tmp_path: Path, examples_dir: Path, stamp: str | None, lines: int = 400) -> Path:
+    """The first ``lines`` records of the example log, after one record dated ``stamp``."""
+    head = (examples_dir / "logs" / "decisions.jsonl").read_bytes().split(b"\n")[:lines]
+    out = tmp_path / f"decisions-{stamp or 'plain'}.jsonl"
+    first = json.loads(head[0])
+    extra = [json.dumps({**first, "time": stamp, "action_id": "outlier"}).encode()] \
+        if stamp else []
+    out.write_bytes(b"\n".join([*extra, *head]) + b"\n")
+    return out
+
+
+@pytest.mark.parametrize("stamp,window", [("1700-01-01T00:00:00Z", "7d"),
+                                          ("0001-01-01T00:00:00Z", "7d"), (None, "1m")],
+                         ids=["year-1700-7d", "year-1-7d", "26-days-1m"])
+def test_monitor_answers_at_once_whatever_the_span(
+        tmp_path: Path, examples_dir: Path, repo_root: Path, stamp: str | None,
+        window: str) -> None:
+    # Attack: one record dated 1700 made --window 7d run past 120 s at 1.6 GB (17,049
+    # windows, each a pass over every use, and a figure with a patch and a label per
+    # window); --window 1m over 26 days past 180 s; year 1 gave a traceback. Now at most
+    # MAX_WINDOWS windows (the newest), the uses left out reported, every step bounded.
+    from amv_calib.monitoring import monitor, write_monitor_outputs
+    from amv_calib.monitoring._monitor import MAX_WINDOWS
+
+    log = _log_with(tmp_path, examples_dir, stamp)
+    t0 = time.process_time()
+    report, claims = monitor(repo_root / "models" / "amv-guard" / "v1", [log], window=window)
+    write_monitor_outputs(report, claims, tmp_path / "out")
+    spent = time.process_time() - t0
+    assert spent < 30, f"{spent:.1f} s of CPU"
+    assert len(report.windows) == MAX_WINDOWS
+    left = report.outliers
+    assert left["before_windows"] == report.uses_outside > 0
+    if stamp:
+        assert (left["earliest"], left["earliest_at"]) == (stamp, {"file": str(log), "line": 1})
+        outlier = json.loads(log.read_text().splitlines()[0])
+        assert left["before_windows"] == len(outlier["premises"])  # its uses, no more
+    table = (tmp_path / "out" / "monitor.txt").read_text()
+    assert "left out of the windows" in table
+    assert json.loads((tmp_path / "out" / "monitor.json").read_text())["outliers"] == left
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--window", "99999999999d"], "is wider than 36525 days"),
+    (["--since", "10000-01-01"], "out of range (years 1 to 9999)"),
+], ids=["huge-window", "since-year-10000"])
+def test_monitor_refuses_impossible_windows_with_exit_2(
+        tmp_path: Path, examples_dir: Path, repo_root: Path, argv: list[str], message: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from amv_calib.cli import main
+
+    log = _log_with(tmp_path, examples_dir, None, lines=50)
+    assert main(["monitor", "--artifact", str(repo_root / "models" / "amv-guard" / "v1"),
+                 "--decisions", str(log), "--no-tracking", *argv]) == 2
+    assert message in capsys.readouterr().err
