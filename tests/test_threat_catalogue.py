@@ -1372,3 +1372,52 @@ def test_monitor_refuses_impossible_windows_with_exit_2(
     assert main(["monitor", "--artifact", str(repo_root / "models" / "amv-guard" / "v1"),
                  "--decisions", str(log), "--no-tracking", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+# -- R2-10. smaller ones -------------------------------------------------------------------------
+def test_version_folder_linked_out_of_models_is_refused(tmp_path: Path, repo_root: Path) -> None:
+    # Attack: models/amv-guard/v1 a symlink to a folder elsewhere loaded when no key was set
+    # (a link out of the version folder was already refused). Now the version folder is
+    # opened without following links, by path or through an alias.
+    from amv_calib.gate import Gate
+
+    elsewhere = tmp_path / "elsewhere" / "v1"
+    shutil.copytree(repo_root / "models" / "amv-guard" / "v1", elsewhere)
+    model = tmp_path / "models" / "amv-guard"
+    model.mkdir(parents=True)
+    shutil.copy(repo_root / "models" / "amv-guard" / "aliases.json", model)
+    (model / "v1").symlink_to(elsewhere, target_is_directory=True)
+    assert Gate.from_artifact(elsewhere).refusal is None  # the folder itself is sound
+    for ref in (model / "v1", f"{model}@production"):
+        d = Gate.from_artifact(ref).evaluate(_claim_action())
+        assert d.regime == "ABSTAIN"
+        assert "version folder is a link that leaves" in d.reason, d.reason
+
+
+def test_logged_action_repeating_a_premise_id_is_refused_not_merged(tmp_path: Path) -> None:
+    # Attack: a logged action with two premises of id "p" kept only the second premise's
+    # use, silently. Now the record's uses are invalid, with the reason.
+    from amv_calib.claims import label_claims
+    from amv_calib.gate import encode_record
+
+    prem = {"recency_hours": 1.0, "source_trust_score": 0.5, "model_confidence": 0.5,
+            "contradiction_flag": False, "p": 0.1}
+    log = tmp_path / "decisions.jsonl"
+    log.write_bytes(b"".join(encode_record({
+        "time": "2026-01-01T00:00:00Z", "action_id": a, "theta": 5.0, "kappa": 1.0,
+        "regime": "PROCEED",
+        "premises": [{"id": "p", "claim_id": "c1", **prem}, {"id": second, "claim_id": "c2",
+                                                              **prem},
+                     {"id": "r", "claim_id": "c3", **prem}]})
+        for a, second in (("twice", "p"), ("fine", "q"))))
+    outcomes = pd.DataFrame({"claim_id": ["c1", "c2", "c3"], "action_id": None,
+                             "time": "2026-02-01T00:00:00Z", "violated": [True, False, False]})
+    for columnar in (True, False):
+        claims, report = label_claims(log, outcomes, columnar=columnar)
+        assert sorted(claims["action_id"].astype(str)) == ["fine"] * 3
+        assert report.unjoined["invalid_use"] == 2  # p (once, the other merged) and r
+        bad = report.unjoined_uses
+        assert set(bad["action_id"].astype(str)) == {"twice"}
+        assert set(bad["detail"].astype(str)) == {
+            "the record gives premise id 'p' to two premises (which one a label would be for "
+            "is ambiguous)"}

@@ -1342,17 +1342,44 @@ def _collect_uses(log: LogEntries, other_action_ids: Any = None) -> tuple[_Uses,
         action, pkey = e_action, pk
     del use_code, dup
     t_us = u["t_us"].to_numpy()
-    invalid, detail_codes, detail_cats = _invalid_detail(u, log.bad_times)
+    # judged per entry (a record that repeats a premise id is invalid as a whole), as the
+    # Spark engine does, then taken for the uses
+    invalid, detail_codes, detail_cats = _invalid_detail(entries, log.bad_times)
+    invalid, detail_codes = invalid[idx], detail_codes[idx]
     uses = _Uses(u=u, idx=idx, action=action, pkey=pkey, t_us=t_us, invalid=invalid,
                  detail_codes=detail_codes, detail_categories=detail_cats,
                  entry_use=entry_use, entry_pkey=pk, n_entries=n, n_pkey_codes=n_pk)
     return uses, o_action
 
 
+def _repeated_premises(u: pd.DataFrame) -> tuple[BoolArray, list[str]]:
+    """Which entries belong to a record that gives one premise key (its id, else its claim
+    id) to two premises, and per entry the repeated key (one per record).
+
+    The label join keys a use by (action, premise): the second premise would silently
+    replace the first, so the whole record is refused instead.
+    """
+    rec = u["rec"].to_numpy().astype(np.int64)
+    pid = pd.Series(u["premise_id"], copy=False).astype("str")
+    cid = pd.Series(u["claim_id"], copy=False).astype("str")
+    key = ("premise id\0" + pid).where(pid.notna(), "claim id\0" + cid).to_numpy(dtype=object)
+    has_key = pd.notna(key)
+    codes = pd.factorize(key)[0].astype(np.int64)
+    pair = pd.Series(rec * (int(codes.max(initial=0)) + 2) + codes)
+    dup = pair.duplicated(keep=False).to_numpy() & has_key
+    if not dup.any():
+        return np.zeros(len(rec), dtype=bool), []
+    first = pd.Series(key[dup], index=rec[dup]).groupby(level=0).first()
+    repeated = np.isin(rec, first.index.to_numpy())
+    return repeated, [str(k) for k in first.reindex(rec[repeated]).to_numpy()]
+
+
 def _invalid_detail(u: pd.DataFrame, bad_times: Mapping[int, Any]
                     ) -> tuple[BoolArray, NDArray[np.int32], list[str]]:
-    """Which uses break the data contract, and the first broken field of each (as codes
-    into a list of messages whose entry 0 is the empty string)."""
+    """Which premise entries break the data contract, and the first problem of each (as
+    codes into a list of messages whose entry 0 is the empty string): a record repeating a
+    premise id, then the fields of the entry. ``u`` needs the columns ``rec``,
+    ``premise_id``, ``claim_id``, ``t_us`` and the four features."""
     n = len(u)
     messages: list[str] = [""]
     index: dict[str, int] = {"": 0}
@@ -1380,7 +1407,11 @@ def _invalid_detail(u: pd.DataFrame, bad_times: Mapping[int, Any]
              "model_confidence"),
             (np.isnan(cf), "contradiction_flag missing or not a boolean", None),
         ]
-    bad = np.zeros(n, dtype=bool)
+    bad, keys = _repeated_premises(u)
+    for i, k in zip(np.flatnonzero(bad).tolist(), keys, strict=True):
+        kind, _, value = k.partition("\0")
+        codes[i] = code(f"the record gives {kind} {value!r} to two premises (which one a "
+                        f"label would be for is ambiguous)")
     for mask, msg, col in checks:
         new = np.flatnonzero(mask & ~bad)
         bad |= mask

@@ -307,7 +307,7 @@ def _parse_task(task: tuple[int, str, int, int], task_idx: int, first_line: int,
     bad_times = dict(acc.bad_times)
     entries, signals = acc.finish()
     e_rec = entries["rec"].to_numpy()
-    check = entries[["rec", "claim_id", "t_us", *_FEATS]]
+    check = entries[["rec", "premise_id", "claim_id", "t_us", *_FEATS]]
     invalid, codes, messages = invalid_detail(check, bad_times)
     detail = pa.array(np.asarray(messages, dtype=object)[codes], type=pa.string())
     detail = pa.compute.if_else(pa.array(invalid), detail, pa.scalar(None, pa.string()))
