@@ -1421,3 +1421,63 @@ def test_logged_action_repeating_a_premise_id_is_refused_not_merged(tmp_path: Pa
         assert set(bad["detail"].astype(str)) == {
             "the record gives premise id 'p' to two premises (which one a label would be for "
             "is ambiguous)"}
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_claim_ids_differing_by_surrounding_space_are_one_claim(tmp_path: Path,
+                                                                fmt: str) -> None:
+    # Attack: "c1" and " c1" became two claims. The rule (docs/data.md): every reader strips
+    # a claim id's surrounding white space; the second row is then a duplicate of the first.
+    from amv_calib.claims import load_claims
+
+    rows = [{**_BASE, "claim_id": "c1"}, {**_BASE, "claim_id": " c1"},
+            {**_BASE, "claim_id": "\tc2 "}, {**_BASE, "claim_id": "  "}]
+    src = tmp_path / f"ids.{fmt}"
+    if fmt == "jsonl":
+        src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif fmt == "csv":
+        pd.DataFrame(rows).to_csv(src, index=False)
+    else:
+        pd.DataFrame(rows).to_parquet(src)
+    claims, rejects = load_claims(src)
+    assert claims["claim_id"].tolist() == ["c1", "c2"]
+    assert rejects["row"].tolist() == [2, 4]
+    assert rejects["reason"].tolist() == ["duplicate (claim_id, timestamp) of row 1",
+                                          "claim_id is empty"]
+
+
+def test_label_strips_claim_ids_of_logs_and_outcomes_alike(tmp_path: Path) -> None:
+    from amv_calib.claims import label_claims
+    from amv_calib.gate import encode_record
+
+    log = tmp_path / "decisions.jsonl"
+    log.write_bytes(encode_record({
+        "time": "2026-01-01T00:00:00Z", "action_id": "a", "theta": 5.0, "kappa": 1.0,
+        "regime": "PROCEED", "premises": [{"id": "p", "claim_id": " c1 ", "recency_hours": 1.0,
+                                           "source_trust_score": 0.5, "model_confidence": 0.5,
+                                           "contradiction_flag": False, "p": 0.1}]}))
+    outcomes = pd.DataFrame({"claim_id": ["c1\t"], "action_id": None,
+                             "time": "2026-02-01T00:00:00Z", "violated": [True]})
+    for columnar in (True, False):
+        claims, report = label_claims(log, outcomes, columnar=columnar)
+        assert claims["claim_id"].tolist() == ["c1"] and report.joined == 1
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_claim_id_that_is_a_list_is_rejected(tmp_path: Path, fmt: str) -> None:
+    # Attack: a JSONL claim_id given as a list was accepted as its text.
+    from amv_calib.claims import load_claims
+
+    src = tmp_path / f"list.{fmt}"
+    rows = [{**_BASE, "claim_id": ["a", "b"]}, {**_BASE, "claim_id": ["c"]}]
+    if fmt == "jsonl":  # alone, and beside a string id
+        src.write_text("".join(json.dumps(r) + "\n" for r in rows)
+                       + json.dumps({**_BASE, "claim_id": "ok"}) + "\n")
+    else:
+        pd.DataFrame(rows).to_parquet(src)
+    for size in (1, 250_000):
+        claims, rejects = load_claims(src, chunksize=size)
+        assert rejects["row"].tolist() == [1, 2]
+        assert all("is a list or an object, not a string or number" in r
+                   for r in rejects["reason"])
+        assert claims["claim_id"].tolist() == (["ok"] if fmt == "jsonl" else [])

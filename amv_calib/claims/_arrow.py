@@ -25,6 +25,12 @@ Column: TypeAlias = "pa.Array | pa.ChunkedArray"
 NUMBER_LIKE: Final = r"(?i)^[+-]?(nan|inf(inity)?|[0-9.]+([eE][+-]?[0-9]*)?)$"
 
 
+def strip_ids(arr: Column) -> Column:
+    """Identifiers without surrounding white space (Unicode's), the rule every reader of a
+    ``claim_id`` applies (``docs/data.md``): ``" c1"`` and ``"c1"`` are one claim."""
+    return pc.utf8_trim_whitespace(arr)
+
+
 def np_mask(arr: Column) -> BoolArray:
     """A boolean Arrow column as a numpy mask (nulls must be filled first)."""
     return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)

@@ -50,6 +50,7 @@ from amv_calib.claims._arrow import (
     np_mask,
     null_mask,
     string_view,
+    strip_ids,
     text_of,
 )
 from amv_calib.claims._outputs import claim_outputs, record_outputs, spreadsheet_safe
@@ -291,6 +292,8 @@ class _Chunk:
     future: Future[_Chunk] | None = None
     # The text of each row exactly as read (JSONL), for the lossless rejects.jsonl.
     lines: list[str] | None = None
+    # Per column, the rows whose JSON value is a list or an object (JSONL): text now.
+    nested: dict[str, BoolArray] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
@@ -1030,9 +1033,18 @@ def _open_jsonl(path: Path, chunksize: int) -> _Reader:
         try:
             while block[0] or block[2]:
                 rows, records, bad, texts = block
-                cols = {c: _json_column([rec.get(c) for rec in records]) for c in columns}
+                cols, nested = {}, {}
+                for c in columns:
+                    values = [rec.get(c) for rec in records]
+                    cols[c] = _json_column(values)
+                    if not pa.types.is_string(cols[c].type):
+                        continue  # one scalar JSON type: nothing nested
+                    mask = np.fromiter((isinstance(v, (list, dict)) for v in values),
+                                       dtype=bool, count=len(values))
+                    if mask.any():
+                        nested[c] = mask
                 yield _Chunk(columns=cols, rows=np.asarray(rows, dtype=np.int64),
-                             raw_rejects=bad, lines=texts)
+                             raw_rejects=bad, lines=texts, nested=nested)
                 block = read_block()
         finally:
             lines.close()
@@ -1381,8 +1393,17 @@ def _parse_id(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
     s = string_view(arr)
     nulls = null_mask(s)
     empty = _empty_mask(s, nulls)
-    return _Parsed(values=pc.cast(s, pa.large_string()),
-                   problems=_missing_problems(col, nulls, empty))
+    problems = _missing_problems(col, nulls, empty)
+    if pa.types.is_nested(arr.type):  # a typed list or struct column: no id
+        problems.append(_not_scalar(col, ~nulls))
+    # the one rule of every claim_id reader: surrounding white space is no part of an id
+    return _Parsed(values=pc.cast(strip_ids(s), pa.large_string()), problems=problems)
+
+
+def _not_scalar(col: str, mask: BoolArray) -> _Problem:
+    return _Problem(key=f"{col} not a string or number", mask=mask,
+                    message=lambda t: f"{col}={t} is a list or an object, not a string or "
+                                      f"number")
 
 
 def _parse_str(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
@@ -1644,6 +1665,12 @@ def _parse_chunk(chunk: _Chunk, mapping: Mapping[str, str], out_columns: Sequenc
             sources[c], used = _merged_column(chunk.columns, names)
             filled.update(used)
     parsed = {c: _PARSERS[_SPECS[c].kind](c, sources[c], _SPECS[c]) for c in out_columns}
+    if chunk.nested:  # JSONL: a list or an object where an id belongs (now its JSON text)
+        for c in out_columns:
+            if _SPECS[c].kind == "id":
+                mask = _taken_nested(chunk, spellings.get(c, (mapping[c],)))
+                if mask.any():
+                    parsed[c].problems.append(_not_scalar(c, mask))
     bad = np.zeros(n, dtype=bool)
     for p in parsed.values():
         for prob in p.problems:
@@ -1663,6 +1690,18 @@ def _parse_chunk(chunk: _Chunk, mapping: Mapping[str, str], out_columns: Sequenc
         keys = np.where(weighted, _mix64(keys ^ ((label + np.uint64(1)) * _GOLDEN)), keys)
     return _ParsedChunk(chunk=chunk, parsed=parsed, sources=sources, filled=filled, bad=bad,
                         key_ok=key_ok, keys=keys)
+
+
+def _taken_nested(chunk: _Chunk, names: Sequence[str]) -> BoolArray:
+    """The rows whose value of the column spelt ``names`` (the first non-null spelling, as
+    :func:`_merged_column` takes it) was a JSON list or object."""
+    out = np.zeros(len(chunk.rows), dtype=bool)
+    filled = np.zeros(len(chunk.rows), dtype=bool)
+    for name in names:
+        taken = ~filled & ~null_mask(chunk.columns[name])
+        out |= taken & chunk.nested.get(name, False)
+        filled |= taken
+    return out
 
 
 def _merged_column(columns: Mapping[str, pa.Array], names: Sequence[str]

@@ -77,6 +77,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from amv_calib.claims._arrow import strip_ids
 from amv_calib.claims._times import MISSING_US, parse_timestamps
 from amv_calib.contract import (
     CLAIM_FEATURES,
@@ -294,6 +295,7 @@ class _Acc:
             data[k] = pd.Categorical.from_codes(whole.codes[e_rec], dtype=whole.dtype)
         data["premise_id"] = cat(e, "premise_id", None)
         claim = pa.chunked_array(e.pop("claim_id"), type=pa.string()).combine_chunks()
+        claim = _no_empty(strip_ids(claim))  # docs/data.md: one claim, whatever the spaces
         data["claim_id"] = pd.array(claim, dtype="str")
         del claim
         data["t_us"] = cat_np(r, "t_us", np.int64)[e_rec]
@@ -922,6 +924,16 @@ def _id_series(s: pd.Series) -> pd.Series:
     return out.where(out != "", None)
 
 
+def _claim_ids(s: pd.Series) -> pd.Series:
+    """:func:`_id_series` of outcome claim ids, without surrounding white space (the rule
+    of every claim id reader, :func:`amv_calib.claims._arrow.strip_ids`)."""
+    import pyarrow as pa
+
+    ids = _id_series(s)
+    stripped = pd.Series(pd.array(strip_ids(pa.array(ids, type=pa.string())), dtype="str"))
+    return stripped.where(stripped != "", None)
+
+
 def _missing(v: Any) -> bool:
     if v is None:
         return True
@@ -1009,7 +1021,7 @@ def load_outcomes(
             offset += n
             continue
         none = pd.Series(pd.array([None] * n, dtype="str"))
-        claim = _id_series(table[found["claim_id"]]) if "claim_id" in found else none
+        claim = _claim_ids(table[found["claim_id"]]) if "claim_id" in found else none
         action = _id_series(table[found["action_id"]]) if "action_id" in found else none
         t_us = _time_series(table[found["time"]])
         v, v_ok = _bool_series(table[found["violated"]])
