@@ -1343,6 +1343,10 @@ def _parsers_monitor(sub: Any) -> None:
                    metavar="STEP.KEY=VALUE",
                    help="override a parameter of the --on-alert pipeline (repeatable)")
     _skip_corrupt_option(p)
+    p.add_argument("--other-artifacts", choices=("warn", "refuse"), default="warn",
+                   help="uses the logs say another artifact (name or version) decided: judged "
+                   "against this artifact's profile with a warning (default), or refused "
+                   "(exit 2 naming them)")
     _trusted_key_option(p)
     p.add_argument("--no-tracking", action="store_true",
                    help="log nothing to MLflow (default: the windows as stepped metrics)")
@@ -1375,7 +1379,8 @@ def _run_monitor(args: argparse.Namespace) -> int:
                              args.outcomes or None, window=args.window, since=args.since,
                              config=config,
                              on_corrupt="skip" if args.skip_corrupt else "raise",
-                             trusted_keys=args.trusted_keys or None)
+                             trusted_keys=args.trusted_keys or None,
+                             other_artifacts=args.other_artifacts)
     with tempfile.TemporaryDirectory(prefix="amv-monitor-") as tmp:
         out = Path(args.out) if args.out else Path(tmp)
         write_monitor_outputs(report, claims, out)

@@ -1481,3 +1481,30 @@ def test_claim_id_that_is_a_list_is_rejected(tmp_path: Path, fmt: str) -> None:
         assert all("is a list or an object, not a string or number" in r
                    for r in rejects["reason"])
         assert claims["claim_id"].tolist() == (["ok"] if fmt == "jsonl" else [])
+
+
+def test_monitor_says_when_another_artifact_decided(
+        tmp_path: Path, examples_dir: Path, repo_root: Path,
+        capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    # Attack: monitor judged logs written by another model or version against this
+    # artifact's profile without a word. Now it warns and says so in the report and the
+    # table, or (--other-artifacts refuse) exits 2 naming them.
+    from amv_calib.cli import main
+    from amv_calib.monitoring import monitor
+
+    log = _log_with(tmp_path, examples_dir, None, lines=300)
+    lines = log.read_text().splitlines()
+    other = [line.replace('"version":"v1"', '"version":"v2"') for line in lines[:100]]
+    assert all('"version":"v2"' in line for line in other)
+    log.write_text("\n".join([*other, *lines[100:]]) + "\n")
+    art = repo_root / "models" / "amv-guard" / "v1"
+    report, _ = monitor(art, [log], window="7d")
+    n_other = report.deciders["amv-guard@v2"]
+    assert n_other > 0 and set(report.deciders) == {"amv-guard@v1", "amv-guard@v2"}
+    assert f"amv-guard@v2: {n_other} uses" in report.table()
+    assert f"{n_other} uses decided by other artifacts (amv-guard@v2: {n_other})" in caplog.text
+    assert main(["monitor", "--artifact", str(art), "--decisions", str(log), "--no-tracking",
+                 "--other-artifacts", "refuse"]) == 2
+    err = capsys.readouterr().err
+    assert f"{n_other} uses decided by other artifacts (amv-guard@v2: {n_other}), not " \
+           f"amv-guard@v1" in err

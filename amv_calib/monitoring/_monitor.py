@@ -115,6 +115,10 @@ class MonitorReport:
     #: Uses left out of the windows: ``{"before_windows", "no_valid_time", "earliest",
     #: "earliest_at"}`` (the earliest left-out time and its file and line), or empty.
     outliers: dict[str, Any] = field(default_factory=dict)
+    #: Uses per artifact the logs name as their decider (``"name@version"``, ``"(none)"``).
+    deciders: dict[str, int] = field(default_factory=dict)
+    #: ``"name@version"`` of the artifact monitored.
+    artifact_label: str = ""
 
     @property
     def latest(self) -> WindowStats | None:
@@ -133,7 +137,7 @@ class MonitorReport:
             "config": self.config.to_dict(), "uses_read": self.uses_read,
             "uses_outside_windows": self.uses_outside, "labelled_uses": self.labelled_read,
             "latest_status": None if self.latest is None else self.latest.status,
-            "join": self.join, "outliers": self.outliers,
+            "join": self.join, "outliers": self.outliers, "deciders": self.deciders,
             "windows": [w.to_dict() for w in self.windows],
         })
         return out
@@ -146,6 +150,11 @@ class MonitorReport:
         lines = [f"monitor {self.artifact} (alpha {self.alpha}), windows of {self.window}"]
         if self.outliers:
             lines.append(_outlier_line(self.outliers))
+        mine = self.artifact_label
+        other = {k: v for k, v in self.deciders.items() if k not in (mine, "(none)")}
+        if other:
+            lines.append("decided by other artifacts, judged against this one's profile: "
+                         + ", ".join(f"{k}: {v} uses" for k, v in other.items()))
         lines += [head, "-" * len(head)]
 
         def num(x: Any, fmt: str = "7.4f") -> str:
@@ -215,6 +224,7 @@ def monitor(
     config: MonitorConfig | None = None,
     on_corrupt: str = "raise",
     trusted_keys: PathLike | Sequence[PathLike] | None = None,
+    other_artifacts: str = "warn",
 ) -> tuple[MonitorReport, pd.DataFrame]:
     """Drift, calibration and harm of the gate's logged decisions, window by window.
 
@@ -238,12 +248,23 @@ def monitor(
     trusted_keys : path or sequence of paths, optional
         Public keys the artifact must be signed with (see
         :func:`amv_calib.contract.load_artifact`).
+    other_artifacts : {"warn", "refuse"}, default "warn"
+        What uses the logs say another artifact (name or version) decided do: judged
+        against this artifact's profile all the same, with a warning and a line in the
+        table, or refused (:class:`ConfigError`). Uses whose record names no artifact (a
+        gate without one) are judged; every use is counted by its decider in
+        ``report.deciders``.
 
     Returns
     -------
     report : MonitorReport
     claims : DataFrame
         The outcome-labelled claims of the join (what ``--on-alert`` retrains on).
+
+    Raises
+    ------
+    ConfigError
+        The logs hold uses another artifact decided, and ``other_artifacts="refuse"``.
     """
     from amv_calib.claims import label_claims, read_uses, use_entries
     from amv_calib.contract import load_artifact
@@ -257,6 +278,9 @@ def monitor(
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
     check_choice("on_corrupt", on_corrupt, ("raise", "skip"), ConfigError)
     log = read_uses(plist, on_corrupt="raise" if on_corrupt == "raise" else "skip")
+    check_choice("other_artifacts", other_artifacts, ("warn", "refuse"), ConfigError)
+    mine = f"{art.name}@{art.version}"
+    deciders = _deciders(log, mine, other_artifacts == "refuse")
     claims, report = label_claims(plist, outcomes, soft_labels="off", log=log)
     entries = log.entries
 
@@ -268,8 +292,8 @@ def monitor(
         return MonitorReport(artifact=str(art.path), alpha=alpha, window=window, config=cfg,
                              windows=[], uses_read=len(use_pos), uses_outside=len(use_pos),
                              labelled_read=len(claims), join=_join_summary(report),
-                             outliers={"before_windows": 0,
-                                       "no_valid_time": len(use_pos)}), claims
+                             outliers={"before_windows": 0, "no_valid_time": len(use_pos)},
+                             deciders=deciders, artifact_label=mine), claims
     start, n_win = _windows(t_use[valid_t], width, since, window)
 
     def window_of(t: Any) -> Any:
@@ -345,7 +369,30 @@ def monitor(
     return MonitorReport(artifact=str(art.path), alpha=alpha, window=window, config=cfg,
                          windows=windows, uses_read=len(use_pos), uses_outside=outside,
                          labelled_read=len(claims), join=_join_summary(report),
-                         outliers=outliers), claims
+                         outliers=outliers, deciders=deciders, artifact_label=mine), claims
+
+
+def _deciders(log: Any, expected: str, refuse: bool) -> dict[str, int]:
+    """Uses per artifact the log records name (``"(none)"``: no artifact named); warns of,
+    or refuses, uses another artifact decided (its profile, not this one's, is what their
+    claims are to be compared with)."""
+    from amv_calib.claims import use_entries
+
+    cal = log.entries["calibrator"].to_numpy(dtype=object)[use_entries(log)]
+    named = pd.Series(cal).fillna("(none)").value_counts()
+    counts = {str(k): int(v) for k, v in sorted(named.items())}
+    other = {k: v for k, v in counts.items() if k not in (expected, "(none)")}
+    if other:
+        text = ", ".join(f"{k}: {v}" for k, v in other.items())
+        message = (f"the decision logs hold {sum(other.values())} uses decided by other "
+                   f"artifacts ({text}), not {expected}")
+        if refuse:
+            raise ConfigError(f"{message}: their claims would be judged against {expected}'s "
+                              f"profile; monitor them with their own artifact, or pass "
+                              f"--other-artifacts warn to judge them against this one")
+        _log.warning("monitor: %s; judged against %s's profile all the same", message,
+                     expected)
+    return counts
 
 
 def _windows(t: IntArray, width: int, since: str | None, window: str) -> tuple[int, int]:
