@@ -579,57 +579,68 @@ def _parsers_replay(subparsers: Any) -> None:
     c = _command(
         subparsers, "certify", _run_certify,
         help="certify an artifact's gate: Gate Harmful <= alpha with probability >= 1-delta",
-        description="Learn-then-Test on calibration EPISODES (disjoint from the episodes the "
-                    "thresholds were tuned on): the artifact's thresholds with the harm price "
-                    "raised step by step, safest first, each tested for harm rate > alpha "
-                    "with a Hoeffding-Bentkus p-value, walked by fixed-sequence testing at "
-                    "level delta; the certified configuration of lowest loss is chosen. "
-                    "Prints the certificate; --out writes certificate.json (for `export "
-                    "--certificate`), thresholds.json and frontier.png. Exit 2 when nothing "
-                    "is certified, saying which alpha the episodes support.")
+        description="Learn-then-Test on the EPISODES the version never saw: every episode its "
+                    "tuning record covers (the tuning split, and the calibration set of the "
+                    "certificate that chose its harm price) is excluded, every other one "
+                    "calibrates. The version's thresholds with the harm price raised step "
+                    "by step, safest first, are each tested for harm rate > alpha with an "
+                    "exact binomial p-value and walked by fixed-sequence testing at level "
+                    "delta; the certified configuration of lowest loss is chosen. --out "
+                    "writes what `export` needs: calibrator.json, thresholds.json, "
+                    "certificate.json and tuning.json, and frontier.png. Exit 2 when too few "
+                    "unseen episodes "
+                    "remain or nothing is certified, saying which alpha they support.")
     c.add_argument("artifact", metavar="ARTIFACT", help="models/NAME/vN or models/NAME@ALIAS")
     _episodes_argument(c)
     c.add_argument("--alpha", type=float, default=0.01, help="harm level (default 0.01)")
     c.add_argument("--delta", type=float, default=0.05,
                    help="probability that the bound fails (default 0.05)")
+    c.add_argument("--test-fraction", type=float, default=0.0, metavar="F",
+                   help="share of the unseen episodes kept out of calibration for a held-out "
+                   "table (default 0: all of them calibrate)")
+    c.add_argument("--assume-unseen", action="store_true",
+                   help="certify a version that carries no tuning record (exported before "
+                   "records existed) on EPISODES you vouch never touched its thresholds")
     _seed_option(c, "answer stream of the replays")
     c.add_argument("--out", metavar="DIR", default=None,
-                   help="write certificate.json, thresholds.json and frontier.png here")
+                   help="write calibrator.json, thresholds.json, certificate.json, tuning.json "
+                   "(with tuning-episodes.u64) and frontier.png here")
     _json_option(c, "print the certificate as JSON")
 
 
 def _run_certify(args: argparse.Namespace) -> int:
-    from amv_calib.calibration import write_figure_png
     from amv_calib.contract import load_artifact
     from amv_calib.tuning import (
-        certify_thresholds,
-        frontier_figure,
+        artifact_record,
+        certify_episodes,
+        describe_certificate,
         read_episodes,
         require_certified,
+        write_certification,
     )
 
     art = load_artifact(args.artifact)
-    cert = certify_thresholds(read_episodes(args.episodes), art.calibrator, art.thresholds,
-                              alpha=args.alpha, delta=args.delta, seed=args.seed)
-    data = cert.to_dict()
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "certificate.json").write_text(json.dumps(data, indent=2, sort_keys=True)
-                                              + "\n", encoding="utf-8")
-        write_figure_png(frontier_figure(data), out / "frontier.png")
-        if cert.thresholds is not None:
-            (out / "thresholds.json").write_text(
-                json.dumps(cert.thresholds, indent=2, sort_keys=True) + "\n",
-                encoding="utf-8")
+    seen = artifact_record(art)
+    if seen is None and not args.assume_unseen:
+        raise ConfigError(
+            f"{art.path}: carries no tuning record, so nothing tells which episodes shaped "
+            f"its thresholds; certify only on episodes you know it never saw, and say so with "
+            f"--assume-unseen")
+    result = certify_episodes(read_episodes(args.episodes), art.calibrator, art.thresholds,
+                              seen=seen, alpha=args.alpha, delta=args.delta, seed=args.seed,
+                              test_fraction=args.test_fraction)
+    data = result.certificate.to_dict()
+    files = write_certification(result, args.out) if args.out else {}
     if args.json:
         print(json.dumps(data, indent=2, sort_keys=True))
-    require_certified(cert)
-    if not args.json:
-        print(f"certified on {cert.n} episodes: P(Gate Harmful > {cert.alpha:g}) <= "
-              f"{cert.delta:g} with harm price {data['thresholds'].get('harm_price', 0.0):g}"
-              f"; calibration harm {data['harm_rate']:.4%}, Clopper-Pearson upper bound "
-              f"{cert.upper_bound:.4%}")
+    else:
+        print("\n".join(describe_certificate(data)))
+    require_certified(result.certificate)
+    if files and not args.json:
+        print(f"wrote {', '.join(sorted(Path(f).name for f in files.values()))} to "
+              f"{Path(args.out).resolve()}; export them with\n  amv-calib export --calibrator "
+              f"{files['calibrator']} --thresholds {files['thresholds']} --certificate "
+              f"{files['certificate']} --name {art.name}")
     return 0
 
 
@@ -814,8 +825,13 @@ def _parsers_artifacts(subparsers: Any) -> None:
     p.add_argument("--signing-key", metavar="PRIVATE", default=None,
                    help="sign the new version with this private key (from `amv-calib keygen`)")
     p.add_argument("--certificate", metavar="JSON", default=None,
-                   help="certificate.json of `amv-calib certify`, recorded in the manifest "
-                   "(--thresholds must be its certified thresholds.json)")
+                   help="certificate.json of `amv-calib certify`, recorded in the manifest; "
+                   "refused unless it certified this calibrator and --thresholds (its "
+                   "thresholds.json)")
+    p.add_argument("--tuning", metavar="JSON", default=None,
+                   help="tuning.json of `amv-calib tune` or `certify` (tuning-episodes.u64 "
+                   "beside it): the episodes that shaped the thresholds, which a later "
+                   "certify excludes (default: the tuning.json beside --certificate)")
 
     p = _command(
         subparsers, "promote", _run_promote, help="point an alias at a verified version",
@@ -905,6 +921,7 @@ def _run_export(args: argparse.Namespace) -> int:
         include_joblib=not args.no_joblib,
         signing_key=args.signing_key,
         certificate=args.certificate,
+        tuning=args.tuning,
     )
     out: dict[str, Any] = {"path": str(res.path), "name": res.name, "version": res.version}
     if args.promote:

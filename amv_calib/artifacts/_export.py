@@ -29,7 +29,7 @@ import tarfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -43,23 +43,34 @@ from amv_calib.contract import (
     ARTIFACT_FORMAT_VERSION,
     CALIBRATOR_FILE,
     CLAIM_FEATURES,
-    GATE_KEYS,
     MANIFEST_FILE,
     REQUIRED_COLUMNS,
     SEED_CLAMP,
     SIGNATURE_FILE,
     LoadedArtifact,
     PortableCalibrator,
+    calibrator_sha256,
     canonical_json_bytes,
     canonical_name,
+    check_certificate_binding,
     check_thresholds,
     load_artifact,
     read_aliases,
+    read_json_object,
+    thresholds_sha256,
+    with_gate_clamp,
 )
-from amv_calib.exceptions import ArtifactError, ConfigError, DataContractError, PortableFormatError
+from amv_calib.exceptions import (
+    ArtifactError,
+    CertificateMismatchError,
+    ConfigError,
+    DataContractError,
+    PortableFormatError,
+)
 from amv_calib.locks import exclusive
 from amv_calib.settings import models_dir as default_models_dir
 from amv_calib.settings import project_root
+from amv_calib.tuning import MEMBERS_FILE, RECORD_FILE, read_tuning_record
 
 #: The seed engine's gate settings; what an export uses until tuning provides thresholds.
 DEFAULT_THRESHOLDS: Final[Mapping[str, Any]] = {
@@ -83,7 +94,8 @@ COMPARE_REPORT_FILES: Final = (
     "reliability.png",
     "reliability_bins.csv",
 )
-_RESERVED: Final = frozenset({MANIFEST_FILE, CALIBRATOR_FILE, JOBLIB_FILE, PROFILE_FILE})
+_RESERVED: Final = frozenset({MANIFEST_FILE, CALIBRATOR_FILE, JOBLIB_FILE, PROFILE_FILE,
+                              MEMBERS_FILE})
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _VERSION_RE: Final = re.compile(r"v([1-9][0-9]*)")
 _LOCK_TIMEOUT_S: Final = 10.0
@@ -474,6 +486,7 @@ def export_artifact(
     include_joblib: bool = True,
     signing_key: str | os.PathLike[str] | None = None,
     certificate: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    tuning: str | os.PathLike[str] | None = None,
 ) -> ExportResult:
     """Write a new artifact version ``models_dir/name/vN`` and return where it landed.
 
@@ -509,8 +522,14 @@ def export_artifact(
         before it appears under its final name, so it is never visible unsigned.
     certificate : mapping or path, optional
         A Learn-then-Test certificate (``certificate.json`` of ``amv-calib certify`` or the
-        pipeline's certify step), recorded in the manifest; its chosen thresholds must be
-        the ones exported.
+        pipeline's certify step), recorded in the manifest. It must be bound to what is
+        exported: the sha256 of this calibrator (with the thresholds' clamp) and these
+        thresholds as its chosen configuration.
+    tuning : path, optional
+        ``tuning.json`` of the tune or certify step (with ``tuning-episodes.u64`` beside
+        it): the episodes that shaped the thresholds, which a later certification must
+        exclude. Default: the ``tuning.json`` beside a ``certificate`` file, if any. A
+        certificate that names such a record needs it.
 
     Returns
     -------
@@ -527,12 +546,8 @@ def export_artifact(
     gate = _thresholds_from(thresholds)
     clamp = None if gate["clamp"] is None else (gate["clamp"][0], gate["clamp"][1])
     src = _resolve_source(calibrator, clamp)
-    portable = src.portable
-    if clamp is not None:
-        portable = replace(portable, clamp=clamp)
-    elif portable.clamp is not None:
-        # The manifest's gate clamp is always the clamp the gate applies.
-        gate["clamp"] = [portable.clamp[0], portable.clamp[1]]
+    # The manifest's gate clamp is always the clamp the gate applies.
+    portable, gate = with_gate_clamp(src.portable, gate)
 
     payload: dict[str, bytes | Path] = {CALIBRATOR_FILE: canonical_json_bytes(portable.to_dict())}
     if include_joblib:
@@ -583,8 +598,13 @@ def export_artifact(
     }
     if src.engine is not None:
         manifest_base["engine"] = src.engine  # where the calibrator was fitted (spark)
+    record = _tuning_record(tuning, certificate)
+    if record is not None:
+        manifest_base["tuning"], payload[record[0]] = record[1], record[2]
     if certificate is not None:
-        manifest_base["certificate"] = _certificate_from(certificate, gate)
+        manifest_base["certificate"] = _certificate_from(
+            certificate, gate, calibrator_sha256(portable),
+            None if record is None else record[1])
     root = (Path(models_dir) if models_dir is not None else default_models_dir()) / name
     if signing_key is not None and not Path(signing_key).is_file():
         raise ConfigError(f"{signing_key}: signing key file does not exist")
@@ -614,19 +634,36 @@ def _profile_of(table: Any, portable: PortableCalibrator, src: _Source) -> dict[
 
 
 def _certificate_from(certificate: Mapping[str, Any] | str | os.PathLike[str],
-                      gate: Mapping[str, Any]) -> dict[str, Any]:
-    """The certificate as manifest data; its chosen thresholds must be the exported ones."""
-    cert = (_read_json_file(Path(certificate), "certificate")
+                      gate: Mapping[str, Any], cal_sha256: str,
+                      tuning: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The certificate as manifest data, refused unless it is bound to what is exported."""
+    cert = (read_json_object(Path(certificate), what="certificate")
             if isinstance(certificate, (str, os.PathLike)) else dict(certificate))
-    chosen = cert.get("thresholds") if isinstance(cert, dict) else None
-    if not isinstance(chosen, Mapping):
-        raise ConfigError("the certificate certified no configuration: nothing to export")
-    differ = sorted(k for k in GATE_KEYS if k != "clamp" and chosen.get(k) != gate.get(k))
-    if differ:
-        raise ConfigError(f"the certificate's chosen thresholds differ from the exported ones "
-                          f"in {differ}; export the certified thresholds")
+    try:
+        check_certificate_binding(cert, calibrator_sha256=cal_sha256, gate=gate,
+                                  tuning=tuning)
+    except ValueError as exc:
+        where = certificate if isinstance(certificate, (str, os.PathLike)) else "certificate"
+        raise CertificateMismatchError(
+            f"{where}: {exc}; export what it certified (its thresholds.json, this "
+            f"calibrator) or certify again") from None
     out: dict[str, Any] = _json_safe(cert, "certificate")
     return out
+
+
+def _tuning_record(tuning: str | os.PathLike[str] | None,
+                   certificate: Mapping[str, Any] | str | os.PathLike[str] | None
+                   ) -> tuple[str, dict[str, Any], bytes] | None:
+    """``(members file name, tuning.json object, members bytes)`` of the record to carry:
+    ``tuning``, else the ``tuning.json`` beside a certificate file, else None."""
+    if tuning is None and isinstance(certificate, (str, os.PathLike)):
+        beside = Path(certificate).parent / RECORD_FILE
+        tuning = beside if beside.is_file() else None
+    if tuning is None:
+        return None
+    record = read_tuning_record(tuning)
+    data = record.to_dict()
+    return data["members"], data, record.members_bytes()
 
 
 def _next_number(root: Path) -> int:
@@ -830,6 +867,16 @@ def _summary(art: LoadedArtifact) -> dict[str, Any]:
         "metrics": m.get("metrics"),
         "files": art.files,
         "certificate": m.get("certificate"),
+        # the loader refuses a certificate bound to anything else, so a loaded one matches
+        "certificate_check": None if m.get("certificate") is None else {
+            "matches": True,
+            "calibrator_sha256": m["certificate"]["calibrator_sha256"],
+            "thresholds_sha256": thresholds_sha256(art.thresholds),
+            "tuning_record": (m.get("tuning") or {}).get("fingerprint"),
+            "certified": m["certificate"].get("statement"),
+            "observed_upper_bound": m["certificate"].get("observed_upper_bound"),
+        },
+        "tuning": m.get("tuning"),
         "aliases": _aliases_of(art),
         "signature": {
             "file": SIGNATURE_FILE if (art.path / SIGNATURE_FILE).is_file() else None,

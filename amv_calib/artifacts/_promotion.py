@@ -59,9 +59,10 @@ def _check_certificate(manifest: Mapping[str, Any], alpha: float, delta: float
             and a <= alpha and d <= delta):
         return False, (f"its certificate is at alpha={a}, delta={d}; required alpha <= {alpha}"
                        f", delta <= {delta}")
-    upper = float(cert.get("clopper_pearson_upper") or 1.0)
-    return True, (f"certified: harm rate <= {a} with probability >= {1 - d} "
-                  f"(Clopper-Pearson upper bound {upper:.4%})")
+    upper = float(cert.get("observed_upper_bound") or 1.0)
+    return True, (f"certified: Gate Harmful <= {a} with probability >= {1 - d} on episodes "
+                  f"like its {cert.get('n')} calibration ones (observed calibration harm "
+                  f"bound {upper:.4%}, not certified)")
 
 
 def _row_log_loss(y: np.ndarray, p: np.ndarray) -> np.ndarray:

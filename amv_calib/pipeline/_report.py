@@ -46,7 +46,9 @@ def pipeline_report(result: PipelineResult) -> str:
         elif s.kind == "certify":
             lines += _certificate_lines(s.outputs.get("certificate"))
             lines += ["## replay of the certified gate on held-out episodes", "",
-                      _read(s.outputs.get("replay_table")) or "(no replay table)", ""]
+                      _read(s.outputs.get("replay_table"))
+                      or "(none: every unseen episode calibrated; set the certify step's "
+                         "test_fraction to keep a share for this table)", ""]
         elif s.kind == "promote":
             verdict = "promoted to production" if s.outputs.get("promoted") else \
                 "stays challenger"
@@ -76,15 +78,13 @@ def pipeline_report(result: PipelineResult) -> str:
 
 
 def _certificate_lines(path: object) -> list[str]:
+    from amv_calib.tuning import describe_certificate
+
     text = _read(path)
     if not text:
         return []
     c = json.loads(text)
     if c.get("chosen") is None:
         return ["## certificate: nothing certified", ""]
-    mu = c["path"][c["chosen"]].get("harm_price", 0.0)
     return [f"## certificate (Learn-then-Test, {c['n']} calibration episodes)", "",
-            f"P(Gate Harmful > {c['alpha']:.2%}) <= {c['delta']:g}: harm price {mu:g}, "
-            f"calibration harm {c['harm_rate']:.2%}, Clopper-Pearson upper bound "
-            f"{c['clopper_pearson_upper']:.2%} ({len(c['certified'])} of {len(c['path'])} "
-            f"configurations certified)", ""]
+            *describe_certificate(c), ""]

@@ -439,9 +439,9 @@ def _run_description(spec: PipelineSpec, steps: Sequence[StepResult]) -> tuple[s
     if "compare" in out:
         parts.append(f"champion calibrator: {out['compare'].get('champion_name')}")
     if "certify" in out:
-        parts.append(f"certified: Gate Harmful upper bound "
-                     f"{out['certify'].get('clopper_pearson_upper')} at harm price "
-                     f"{out['certify'].get('harm_price')}")
+        parts.append(f"certified on {out['certify'].get('calibration_episodes')} episodes at "
+                     f"harm price {out['certify'].get('harm_price')} (observed calibration "
+                     f"harm bound {out['certify'].get('observed_upper_bound')})")
     if "promote" in out:
         parts.append("promoted to production" if out["promote"].get("promoted")
                      else "stays challenger: " + "; ".join(out["promote"].get("reasons", [])))

@@ -216,6 +216,7 @@ def _tune(ctx: StepContext) -> dict[str, Any]:
         "thresholds": str(ctx.out_dir / "thresholds.json"),
         "calibrator": str(ctx.out_dir / "calibrator.json"),
         "replay_table": str(ctx.out_dir / "replay.md"),
+        "tuning": result.files["tuning"],
         "trials": result.n_trials,
         "study": result.study_name,
         "storage": storage,
@@ -226,41 +227,46 @@ def _tune(ctx: StepContext) -> dict[str, Any]:
 def _certify(ctx: StepContext) -> dict[str, Any]:
     from amv_calib.contract import PortableCalibrator
     from amv_calib.tuning import (
-        certification_split,
-        certify_thresholds,
+        certify_episodes,
         read_episodes,
+        read_tuning_record,
         require_certified,
+        write_certification,
     )
 
+    p = ctx.params
+    if p["tuning"] is None and not p["assume_unseen"]:
+        raise ConfigError(
+            f"step {ctx.step.name!r}: give tuning (the tune step's record, '@tune.tuning') so "
+            f"that certification excludes the episodes the thresholds were tuned on, or set "
+            f"assume_unseen = true when no episode given touched them")
     calibrator = PortableCalibrator.from_dict(
-        json.loads(Path(ctx.params["calibrator"]).read_text(encoding="utf-8")))
-    thresholds = json.loads(Path(ctx.params["thresholds"]).read_text(encoding="utf-8"))
-    episodes = read_episodes(ctx.params["episodes"])
-    _, calibration, test = certification_split(episodes, ctx.params["tune_fraction"])
-    es_cal = episodes.subset(calibration)
-    log.info("[%s] certifying on %d calibration episodes (alpha=%g, delta=%g); %d held out",
-             ctx.step.name, len(es_cal), ctx.params["alpha"], ctx.params["delta"],
-             int(test.sum()))
-    cert = certify_thresholds(es_cal, calibrator, thresholds, alpha=ctx.params["alpha"],
-                              delta=ctx.params["delta"], seed=ctx.spec.seed)
-    (ctx.out_dir / "certificate.json").write_text(
-        json.dumps(cert.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        json.loads(Path(p["calibrator"]).read_text(encoding="utf-8")))
+    thresholds = json.loads(Path(p["thresholds"]).read_text(encoding="utf-8"))
+    episodes = read_episodes(p["episodes"])
+    seen = None if p["tuning"] is None else read_tuning_record(p["tuning"])
+    result = certify_episodes(episodes, calibrator, thresholds, seen=seen, alpha=p["alpha"],
+                              delta=p["delta"], seed=ctx.spec.seed,
+                              test_fraction=p["test_fraction"])
+    cert = result.certificate
+    log.info("[%s] certified on %d calibration episodes of %d (%d excluded: they shaped the "
+             "thresholds; %d kept for the held-out table); alpha=%g, delta=%g",
+             ctx.step.name, cert.n, len(episodes), int(result.excluded.sum()),
+             int(result.test.sum()), p["alpha"], p["delta"])
+    files = write_certification(result, ctx.out_dir)
     certified = require_certified(cert)  # fails the step, saying what the data support
-    (ctx.out_dir / "thresholds.json").write_text(
-        json.dumps(certified, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    gate = _gate_from(certified, calibrator)
-    _replay_table(episodes.subset(test), gate=gate, calibrator=calibrator,
-                  seed=ctx.spec.seed, out_dir=ctx.out_dir, certificate=cert.to_dict())
-    _frontier_png(cert.to_dict(), ctx.out_dir / "frontier.png")
+    outputs = {"dir": str(ctx.out_dir), **files, "harm_price": certified.get("harm_price", 0.0),
+               "observed_upper_bound": cert.upper_bound, "calibration_episodes": cert.n,
+               "excluded_episodes": int(result.excluded.sum())}
+    if result.test.any():
+        _replay_table(episodes.subset(result.test), gate=_gate_from(certified, calibrator),
+                      calibrator=calibrator, seed=ctx.spec.seed, out_dir=ctx.out_dir,
+                      certificate=cert.to_dict())
+        outputs["replay_table"] = str(ctx.out_dir / "replay.md")
     tracker = _tracker(ctx)
     if tracker is not None:
         tracker.log_certification(ctx.out_dir)
-    return {"dir": str(ctx.out_dir), "certificate": str(ctx.out_dir / "certificate.json"),
-            "thresholds": str(ctx.out_dir / "thresholds.json"),
-            "frontier": str(ctx.out_dir / "frontier.png"),
-            "replay_table": str(ctx.out_dir / "replay.md"),
-            "harm_price": certified.get("harm_price", 0.0),
-            "clopper_pearson_upper": cert.upper_bound}
+    return outputs
 
 
 def _gate_from(t: dict[str, Any], calibrator: Any) -> Any:
@@ -271,13 +277,6 @@ def _gate_from(t: dict[str, Any], calibrator: Any) -> Any:
                 epsilon_harm_bound=t["epsilon_harm_bound"], planner=t["planner"],
                 max_verifications=t["max_verifications"],
                 harm_price=t.get("harm_price", 0.0), calibrator=calibrator)
-
-
-def _frontier_png(cert: dict[str, Any], path: Path) -> None:
-    from amv_calib.calibration import write_figure_png
-    from amv_calib.tuning import frontier_figure
-
-    write_figure_png(frontier_figure(cert), path)
 
 
 def _replay_table(episodes: Any, *, gate: Any, calibrator: Any, seed: int,
@@ -292,7 +291,7 @@ def _replay_table(episodes: Any, *, gate: Any, calibrator: Any, seed: int,
     summary = {n: r.to_dict() for n, r in results.items()}
     (out_dir / "replay.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n",
                                          encoding="utf-8")
-    bound = None if certificate is None else certificate.get("clopper_pearson_upper")
+    bound = None if certificate is None else certificate.get("observed_upper_bound")
     table = format_table({n: r.to_dict()["overall"] for n, r in results.items()},
                          {n: r.n for n, r in results.items()},
                          None if bound is None else {gate.planner: bound})
@@ -328,7 +327,7 @@ def _export(ctx: StepContext) -> dict[str, Any]:
         return export_artifact(calibrator=ctx.params["calibrator"],
                                thresholds=ctx.params["thresholds"], name=name,
                                models_dir=where, claims=claims, signing_key=key,
-                               certificate=certificate,
+                               certificate=certificate, tuning=ctx.params["tuning"],
                                figures=[frontier] if frontier and frontier.is_file() else [])
 
     # Export into the step folder first: when an existing version holds the same content
@@ -362,7 +361,7 @@ def _export(ctx: StepContext) -> dict[str, Any]:
 
 
 _CONTENT_KEYS = ("calibrator_kind", "feature_map", "gate", "training_data", "metrics", "engine",
-                 "certificate")
+                 "certificate", "tuning")
 
 
 def _matching_version(manifest: dict[str, Any], name: str, models_dir: Path,
@@ -537,12 +536,17 @@ STEP_KINDS: dict[str, StepKind] = {
         "alias": Param(kind=str, default="challenger"),
         "signing_key": Param(kind=str, default=None, path=True),
         "certificate": Param(kind=str, default=None, path=True),
+        # the tuning record (default: the one beside the certificate)
+        "tuning": Param(kind=str, default=None, path=True),
     }),
     "certify": StepKind(run=_certify, params={
         "calibrator": Param(kind=str, required=True, path=True),
         "thresholds": Param(kind=str, required=True, path=True),
         "episodes": Param(kind=str, required=True, path=True),
-        "tune_fraction": Param(kind=float, default=0.5),  # as the tune step's: disjoint
+        # the tune step's record: its episodes are excluded, every other one calibrates
+        "tuning": Param(kind=str, default=None, path=True),
+        "assume_unseen": Param(kind=bool, default=False),  # no record: vouch for the data
+        "test_fraction": Param(kind=float, default=0.0),  # unseen share kept for a table
         "alpha": Param(kind=float, default=0.01),
         "delta": Param(kind=float, default=0.05),
     }),

@@ -826,18 +826,23 @@ class PipelineTracker:
     @_when_enabled
     def log_certification(self, certify_dir: str | os.PathLike[str]) -> None:
         """Log a certify step's folder on the parent run: ``certificate.*`` metrics (alpha,
-        delta, n, chosen harm price, harm rate, Clopper-Pearson bound), the certificate,
-        the harm-against-loss frontier and the held-out replay table."""
+        delta, n, chosen harm price, calibration harm rate, its observed Clopper-Pearson
+        bound, loss given up), the certified statement as a tag, the certificate, the
+        harm-against-loss frontier and the held-out replay table."""
         cdir = Path(certify_dir)
         cert = _read_json(cdir / "certificate.json")
         parent = str(self.run_id)
         chosen = cert.get("chosen")
         values = {k: cert.get(k) for k in ("alpha", "delta", "n", "harm_rate",
-                                           "clopper_pearson_upper", "supported_alpha")}
+                                           "observed_upper_bound", "loss_given_up",
+                                           "supported_alpha")}
         if chosen is not None:
             values["harm_price"] = cert["path"][chosen].get("harm_price", 0.0)
+        tags = {"certified": str(chosen is not None).lower()}
+        if chosen is not None:
+            tags["certificate.statement"] = str(cert.get("statement"))
         _log_batch(self.client, parent, metrics=_metrics(values, prefix="certificate."),
-                   tags={"certified": str(chosen is not None).lower()})
+                   tags=tags)
         for name in ("certificate.json", "frontier.png", "replay.md"):
             if (cdir / name).is_file():
                 self.client.log_artifact(parent, str(cdir / name), "certify")
@@ -1203,9 +1208,10 @@ def _version_description(art: Any, manifest_sha: str) -> str:
                      f"{td.get('time_max')}, violation rate {td.get('label_rate')}, sha256 "
                      f"{td.get('sha256')}")
     if cert.get("chosen") is not None:
-        lines.append(f"certificate: P(Gate Harmful > {cert.get('alpha')}) <= "
-                     f"{cert.get('delta')} on {cert.get('n')} episodes, upper bound "
-                     f"{cert.get('clopper_pearson_upper')}")
+        lines.append(f"certified: Gate Harmful <= {cert.get('alpha')} with probability >= "
+                     f"{1 - float(cert.get('delta') or 0)} on episodes like the "
+                     f"{cert.get('n')} calibration ones (observed calibration harm bound "
+                     f"{cert.get('observed_upper_bound')}, not certified)")
     else:
         lines.append("certificate: none")
     return "\n".join(lines)

@@ -15,9 +15,12 @@ from amv_calib.artifacts import decide_promotion, export_artifact, paired_log_lo
 from amv_calib.claims import load_claims
 from amv_calib.contract import (
     LoadedArtifact,
+    PortableCalibrator,
+    calibrator_sha256,
     check_thresholds,
     load_artifact,
     seed_prior_calibrator,
+    with_gate_clamp,
 )
 
 
@@ -31,11 +34,17 @@ def _certificate(thresholds: dict[str, Any], alpha: float = 0.01,
                  delta: float = 0.05) -> dict[str, Any]:
     t = check_thresholds(thresholds)
     return {"alpha": alpha, "delta": delta, "n": 900, "chosen": 0, "thresholds": t,
-            "path": [t], "harms": [1], "clopper_pearson_upper": 0.0052}
+            "path": [t], "harms": [1], "observed_upper_bound": 0.0052}
 
 
 def _export(models: Path, calibrator: Any, thresholds: dict[str, Any],
             certificate: dict[str, Any] | None, claims: Any = None) -> LoadedArtifact:
+    if certificate is not None:  # bound to the calibrator as export writes it
+        cal = calibrator if isinstance(calibrator, PortableCalibrator) else \
+            PortableCalibrator.from_dict(json.loads(Path(calibrator).read_text()))
+        cal, gate = with_gate_clamp(cal, check_thresholds(thresholds))
+        certificate = {**certificate, "calibrator_sha256": calibrator_sha256(cal),
+                       "thresholds": gate, "path": [gate]}
     res = export_artifact(calibrator=calibrator, thresholds=thresholds, name="m",
                           models_dir=models, certificate=certificate, include_joblib=False,
                           claims=claims)

@@ -75,6 +75,8 @@ kind = "certify"
 calibrator = "@tune.calibrator"
 thresholds = "@tune.thresholds"
 episodes = "{data['episodes']}"
+tuning = "@tune.tuning"
+test_fraction = 0.5
 alpha = 0.05
 delta = 0.1
 
