@@ -26,9 +26,12 @@ from typing import Any, Final
 import numpy as np
 
 from amv_calib.contract import CLAIM_FEATURES, LoadedArtifact
+from amv_calib.settings import PromoteOptions
 
+#: The defaults of :func:`decide_promotion` (its command line's and step's too).
+_PROMOTE: Final = PromoteOptions()
 #: Bootstrap resamples of the paired log-loss comparison.
-DEFAULT_N_BOOT: Final = 1000
+DEFAULT_N_BOOT: Final = _PROMOTE.n_boot
 _EPS: Final = 1e-15
 
 
@@ -123,9 +126,11 @@ def _weighted_paired(ours: np.ndarray, theirs: np.ndarray, w: np.ndarray, versio
 
 
 def decide_promotion(challenger: LoadedArtifact, production: LoadedArtifact | None,
-                     holdout_claims: Any, *, alpha: float, delta: float,
-                     n_boot: int = DEFAULT_N_BOOT, seed: int = 0) -> PromotionDecision:
-    """See the module docstring: (a) the certificate, (b) the held-out log loss."""
+                     holdout_claims: Any, *, alpha: float = _PROMOTE.alpha,
+                     delta: float = _PROMOTE.delta, n_boot: int = _PROMOTE.n_boot,
+                     seed: int = 0) -> PromotionDecision:
+    """See the module docstring: (a) the certificate, (b) the held-out log loss, (c) the
+    constant. The defaults are :class:`~amv_calib.settings.PromoteOptions`'."""
     cert_ok, cert_reason = _check_certificate(challenger.manifest, alpha, delta)
     reasons = [("" if cert_ok else "not promoted: ") + cert_reason]
     holdout: dict[str, Any] = {}

@@ -167,11 +167,24 @@ def _location(base: Path, value: str | None) -> str | None:
 
 def _validate_params(*, where: str, kind: StepKind, raw: dict[str, Any], base: Path,
                      earlier: set[str]) -> dict[str, Any]:
-    unknown = set(raw) - set(kind.params)
+    allowed = kind.all_params()
+    unknown = set(raw) - set(allowed)
     if unknown:
         raise ConfigError(f"{where}: unknown keys {sorted(unknown)}; "
-                          f"allowed: {sorted(kind.params)}")
+                          f"allowed: {sorted(allowed)}")
     out: dict[str, Any] = {}
+    if kind.options is not None:
+        # the option keys are checked by the options class, as the command line's are
+        given = {k: raw[k] for k in kind.options.spec() if k in raw}
+        refs = sorted(k for k, v in given.items() if isinstance(v, str) and v.startswith("@"))
+        if refs:
+            raise ConfigError(f"{where}: {refs} take values, not references to other steps")
+        try:
+            out.update(kind.options.from_mapping(given, where=where).to_dict())
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}" if not str(exc).startswith(where)
+                              else str(exc)) from None
+        out = {k: v for k, v in out.items() if k in allowed}
     for key, p in kind.params.items():
         if key not in raw:
             if p.required:
@@ -379,8 +392,10 @@ def _run_step(spec: PipelineSpec, step: StepSpec, kind: StepKind, resolved: dict
     final_dir = spec.workdir / step.name
     partial = spec.workdir / f"{step.name}.partial-{uuid.uuid4().hex[:8]}"
     partial.mkdir(parents=True)
+    options = None if kind.options is None else kind.options.from_mapping(
+        {k: resolved[k] for k in kind.options.spec() if k in resolved}, where=step.name)
     ctx = StepContext(spec=spec, step=step, params=resolved, out_dir=partial, key=key,
-                      tracker=tracker)
+                      tracker=tracker, options=options)
     try:
         outputs = kind.run(ctx)
     except PipelineError:

@@ -15,8 +15,15 @@ from typing import Any
 
 from amv_calib.exceptions import ConfigError, InsufficientDataError
 from amv_calib.pipeline._spec import Param, StepContext, StepKind
+from amv_calib.settings import (
+    CertifyOptions,
+    CompareOptions,
+    LabelOptions,
+    PromoteOptions,
+    TuneOptions,
+)
 
-log = logging.getLogger("amv_calib.pipeline._runner")
+log = logging.getLogger(__name__)
 
 
 def _tracker(ctx: StepContext) -> Any:
@@ -56,16 +63,13 @@ def _ingest(ctx: StepContext) -> dict[str, Any]:
 def _label(ctx: StepContext) -> dict[str, Any]:
     from amv_calib.claims import LABEL_FOLDER_FILES, claim_outputs, label_logs, write_label_folder
 
-    if ctx.params["min_verifier_calls"] < 0:
-        raise ConfigError(f"step {ctx.step.name!r}: min_verifier_calls="
-                          f"{ctx.params['min_verifier_calls']} must be >= 0")
+    opts = ctx.options
     outcomes = [str(p) for p in ctx.params["outcomes"]]
-    claim_outputs(ctx.out_dir, "label", LABEL_FOLDER_FILES, overwrite=ctx.params["overwrite"])
+    claim_outputs(ctx.out_dir, "label", LABEL_FOLDER_FILES, overwrite=opts.overwrite)
     decisions = [str(p) for p in ctx.params["decisions"]]
     options: dict[str, Any] = {
-        "min_verifier_calls": ctx.params["min_verifier_calls"],
-        "soft_labels": ctx.params["soft_labels"],
-        "on_corrupt": "skip" if ctx.params["skip_corrupt"] else "raise"}
+        "min_verifier_calls": opts.min_verifier_calls, "soft_labels": opts.soft_labels,
+        "on_corrupt": "skip" if opts.skip_corrupt else "raise"}
     if ctx.spec.engine == "spark":  # the same files, to the byte (docs/scale.md)
         from amv_calib.spark import spark_session, write_label_spark
 
@@ -104,43 +108,32 @@ def _compare(ctx: StepContext) -> dict[str, Any]:
 
     from amv_calib.calibration import compare_calibrators, newest_split, write_comparison
 
-    claims, holdout = newest_split(pd.read_parquet(ctx.params["claims"]),
-                                   ctx.params["holdout_newest"])
+    opts = ctx.options
+    claims, holdout = newest_split(pd.read_parquet(ctx.params["claims"]), opts.holdout_newest)
     # The newest claims stay out of the fit: promotion compares calibrators on them.
     holdout.to_parquet(ctx.out_dir / "holdout.parquet")
     claims.to_parquet(ctx.out_dir / "training.parquet")  # what the calibrators were fitted on
     if len(holdout):
         log.info("[%s] %d newest claims held out for promotion, %d compared", ctx.step.name,
                  len(holdout), len(claims))
-    weight = ctx.params["weights"]
-    if weight == "auto":
-        # Soft labels from `amv-calib label` carry label_weight; rows without one count once.
-        has = "label_weight" in claims.columns and claims["label_weight"].notna().any()
-        weight = "label_weight" if has else "none"
-    if weight != "none":
-        if weight not in claims.columns:
-            raise ConfigError(f"step {ctx.step.name!r}: weights={weight!r} is not a column")
-        claims[weight] = claims[weight].fillna(1.0)
     options: dict[str, Any] = {
-        "calibrators": ctx.params["calibrators"],
-        "sample_weight": None if weight == "none" else weight,
-        "folds": ctx.params["folds"],
-        "split": ctx.params["split"],
-        "scoring": ctx.params["scoring"],
-        "n_bins": ctx.params["n_bins"],
-        "n_boot": ctx.params["n_boot"],
+        "calibrators": opts.calibrators,
+        "sample_weight": opts.weights,
+        "folds": opts.folds,
+        "split": opts.split,
+        "scoring": opts.scoring,
+        "n_bins": opts.n_bins,
+        "n_boot": opts.n_boot,
         "seed": ctx.spec.seed,
-        "allow_constant_features": ctx.params["allow_constant_features"],
+        "allow_constant_features": opts.allow_constant_features,
     }
     if ctx.spec.engine == "spark":
         from amv_calib.spark import compare_calibrators_spark, spark_session
 
         log.info("[%s] fitting on Spark (%s)", ctx.step.name, ctx.spec.spark_master)
-        claims.to_parquet(ctx.out_dir / "training_weighted.parquet")
-        result = compare_calibrators_spark(ctx.out_dir / "training_weighted.parquet",
+        result = compare_calibrators_spark(ctx.out_dir / "training.parquet",
                                            spark=spark_session(ctx.spec.spark_master),
                                            **options)
-        (ctx.out_dir / "training_weighted.parquet").unlink()
     else:
         result = compare_calibrators(claims, **options)
     write_comparison(result, ctx.out_dir)
@@ -175,35 +168,35 @@ def _tune(ctx: StepContext) -> dict[str, Any]:
     # The study lives outside the step's partial folder, keyed by the step's inputs, so an
     # interrupted run resumes the same study instead of starting over.
     storage = ctx.params["storage"] or str(ctx.spec.workdir / f"{ctx.step.name}.optuna.log")
+    opts = ctx.options
     space = None
-    if ctx.params["harm_price"] is not None:
+    if opts.harm_price is not None:
         from amv_calib.tuning import SEARCH_SPACE
 
-        mu = float(ctx.params["harm_price"])
-        space = {**SEARCH_SPACE, "harm_price": (mu, mu, False)}
+        space = {**SEARCH_SPACE, "harm_price": (opts.harm_price, opts.harm_price, False)}
     result = tune_thresholds(
         episodes,
         calibrator=calibrator,
-        trials=ctx.params["trials"],
+        trials=opts.trials,
         storage=storage,
         study_name=f"{ctx.spec.name}-{ctx.step.name}-{ctx.key[:12]}",
         seed=ctx.spec.seed,
-        mode=ctx.params["mode"],
-        target_harmful=ctx.params["target_harmful"],
-        tune_fraction=ctx.params["tune_fraction"],
-        planner=ctx.params["planner"],
-        n_workers=ctx.params["workers"],
-        n_boot=ctx.params["n_boot"],
+        mode=opts.mode,
+        target_harmful=opts.target_harmful,
+        tune_fraction=opts.tune_fraction,
+        planner=opts.planner,
+        n_workers=opts.workers,
+        n_boot=opts.n_boot,
         space=space,
         out_dir=ctx.out_dir,
         progress=log.isEnabledFor(logging.INFO),  # --quiet silences the per-trial lines
     )
     if result.thresholds is None:
         raise InsufficientDataError(
-            f"no trial met gate_harmful <= {ctx.params['target_harmful']} in "
-            f"{ctx.params['trials']} trials; raise trials or target_harmful")
+            f"no trial met gate_harmful <= {opts.target_harmful} in {opts.trials} trials; "
+            f"raise trials or target_harmful")
     gate = _gate_from(result.thresholds, calibrator)
-    _, holdout = split_episodes(episodes, ctx.params["tune_fraction"])
+    _, holdout = split_episodes(episodes, opts.tune_fraction)
     _replay_table(episodes.subset(holdout), gate=gate, calibrator=calibrator,
                   seed=ctx.spec.seed, out_dir=ctx.out_dir)
     (ctx.out_dir / "calibrator.json").write_text(
@@ -234,8 +227,8 @@ def _certify(ctx: StepContext) -> dict[str, Any]:
         write_certification,
     )
 
-    p = ctx.params
-    if p["tuning"] is None and not p["assume_unseen"]:
+    p, opts = ctx.params, ctx.options
+    if p["tuning"] is None and not opts.assume_unseen:
         raise ConfigError(
             f"step {ctx.step.name!r}: give tuning (the tune step's record, '@tune.tuning') so "
             f"that certification excludes the episodes the thresholds were tuned on, or set "
@@ -245,14 +238,14 @@ def _certify(ctx: StepContext) -> dict[str, Any]:
     thresholds = json.loads(Path(p["thresholds"]).read_text(encoding="utf-8"))
     episodes = read_episodes(p["episodes"])
     seen = None if p["tuning"] is None else read_tuning_record(p["tuning"])
-    result = certify_episodes(episodes, calibrator, thresholds, seen=seen, alpha=p["alpha"],
-                              delta=p["delta"], seed=ctx.spec.seed,
-                              test_fraction=p["test_fraction"])
+    result = certify_episodes(episodes, calibrator, thresholds, seen=seen, alpha=opts.alpha,
+                              delta=opts.delta, seed=ctx.spec.seed,
+                              test_fraction=opts.test_fraction)
     cert = result.certificate
     log.info("[%s] certified on %d calibration episodes of %d (%d excluded: they shaped the "
              "thresholds; %d kept for the held-out table); alpha=%g, delta=%g",
              ctx.step.name, cert.n, len(episodes), int(result.excluded.sum()),
-             int(result.test.sum()), p["alpha"], p["delta"])
+             int(result.test.sum()), opts.alpha, opts.delta)
     files = write_certification(result, ctx.out_dir)
     certified = require_certified(cert)  # fails the step, saying what the data support
     outputs = {"dir": str(ctx.out_dir), **files, "harm_price": certified.get("harm_price", 0.0),
@@ -410,9 +403,9 @@ def _promote(ctx: StepContext) -> dict[str, Any]:
                         ctx.step.name, exc)
     holdout = (pd.read_parquet(ctx.params["holdout"]) if ctx.params["holdout"]
                else pd.DataFrame())
-    decision = decide_promotion(challenger, production, holdout, alpha=ctx.params["alpha"],
-                                delta=ctx.params["delta"], n_boot=ctx.params["n_boot"],
-                                seed=ctx.spec.seed)
+    opts = ctx.options
+    decision = decide_promotion(challenger, production, holdout, alpha=opts.alpha,
+                                delta=opts.delta, n_boot=opts.n_boot, seed=ctx.spec.seed)
     if decision.promote and (production is None or production.path != challenger.path):
         promote(mdir.name, challenger.version, alias="production", models_dir=mdir.parent)
     for reason in decision.reasons:
@@ -493,39 +486,19 @@ STEP_KINDS: dict[str, StepKind] = {
         "chunksize": Param(kind=int, default=None),
         "overwrite": Param(kind=bool, default=False),
     }),
-    "label": StepKind(run=_label, params={
+    "label": StepKind(run=_label, options=LabelOptions, params={
         "decisions": Param(kind=list, required=True, path=True),  # paths or glob patterns
         "outcomes": Param(kind=list, default=[], path=True),
-        "min_verifier_calls": Param(kind=int, default=200),
-        "soft_labels": Param(kind=str, default="posterior"),
-        "skip_corrupt": Param(kind=bool, default=False),
-        "overwrite": Param(kind=bool, default=False),
     }),
-    "compare": StepKind(run=_compare, params={
+    "compare": StepKind(run=_compare, options=CompareOptions, params={
         "claims": Param(kind=str, required=True, path=True),
-        "folds": Param(kind=int, default=5),
-        "split": Param(kind=str, default="time"),
-        "scoring": Param(kind=str, default="log_loss"),
-        "n_boot": Param(kind=int, default=200),
-        "weights": Param(kind=str, default="auto"),  # "auto": label_weight when present
-        "holdout_newest": Param(kind=float, default=0.0),  # newest share kept for promotion
-        "calibrators": Param(kind=list, default=None),  # None: the default four
-        "n_bins": Param(kind=int, default=15),
-        "allow_constant_features": Param(kind=bool, default=False),
     }),
-    "tune": StepKind(run=_tune, params={
+    "tune": StepKind(run=_tune, options=TuneOptions, params={
         "calibrator": Param(kind=str, default=None, path=True),
         "artifact": Param(kind=str, default=None, path=True),
         "episodes": Param(kind=str, required=True, path=True),
-        "trials": Param(kind=int, default=60),
-        "mode": Param(kind=str, default="constrained"),
-        "target_harmful": Param(kind=float, default=0.02),
-        "tune_fraction": Param(kind=float, default=0.5),
+        # the step keeps its study in the work folder, so a killed run resumes it
         "storage": Param(kind=str, default=""),
-        "planner": Param(kind=str, default="lookahead"),
-        "n_boot": Param(kind=int, default=500),
-        "workers": Param(kind=int, default=1),  # parallel workers: not reproducible
-        "harm_price": Param(kind=float, default=None),  # pin it instead of searching it
     }),
     "export": StepKind(run=_export, params={
         "calibrator": Param(kind=str, required=True, path=True),
@@ -539,23 +512,16 @@ STEP_KINDS: dict[str, StepKind] = {
         # the tuning record (default: the one beside the certificate)
         "tuning": Param(kind=str, default=None, path=True),
     }),
-    "certify": StepKind(run=_certify, params={
+    "certify": StepKind(run=_certify, options=CertifyOptions, params={
         "calibrator": Param(kind=str, required=True, path=True),
         "thresholds": Param(kind=str, required=True, path=True),
         "episodes": Param(kind=str, required=True, path=True),
         # the tune step's record: its episodes are excluded, every other one calibrates
         "tuning": Param(kind=str, default=None, path=True),
-        "assume_unseen": Param(kind=bool, default=False),  # no record: vouch for the data
-        "test_fraction": Param(kind=float, default=0.0),  # unseen share kept for a table
-        "alpha": Param(kind=float, default=0.01),
-        "delta": Param(kind=float, default=0.05),
     }),
-    "promote": StepKind(run=_promote, params={
+    "promote": StepKind(run=_promote, options=PromoteOptions, params={
         "artifact": Param(kind=str, required=True, path=True),
         "holdout": Param(kind=str, default=None, path=True),
-        "alpha": Param(kind=float, default=0.01),
-        "delta": Param(kind=float, default=0.05),
-        "n_boot": Param(kind=int, default=1000),
     }),
     "register": StepKind(run=_register, params={
         "artifact": Param(kind=str, required=True, path=True),

@@ -4,6 +4,7 @@ policy, and the Optuna search of the gate's thresholds.
 
 from __future__ import annotations
 
+from amv_calib.settings import CertifyOptions, TuneOptions
 from amv_calib.tuning._certify import (
     HARM_PRICE_STEPS,
     Certificate,
@@ -71,6 +72,8 @@ __all__ = [
     "RECORD_FILE",
     "Certificate",
     "Certification",
+    "CertifyOptions",
+    "TuneOptions",
     "CertificationError",
     "TuningRecord",
     "artifact_record",

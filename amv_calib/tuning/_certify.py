@@ -51,6 +51,7 @@ from amv_calib.contract import (
     with_gate_clamp,
 )
 from amv_calib.exceptions import ConfigError, InsufficientDataError
+from amv_calib.settings import CertifyOptions
 from amv_calib.tuning._record import TuningRecord
 
 if TYPE_CHECKING:
@@ -68,6 +69,8 @@ HARM_PRICE_STEPS: Final = (1e6, 1e5, 3e4, 1e4, 5e3, 3e3, 2e3, 1e3, 700.0, 500.0,
 
 BoolArray = NDArray[np.bool_]
 FloatArray = NDArray[np.float64]
+#: The defaults of :func:`certify_episodes` (its command line's and step's too).
+_CERTIFY: Final = CertifyOptions()
 
 
 class CertificationError(InsufficientDataError):
@@ -398,14 +401,17 @@ def certify_episodes(
     thresholds: Mapping[str, Any],
     *,
     seen: TuningRecord | None,
-    alpha: float,
-    delta: float,
+    alpha: float = _CERTIFY.alpha,
+    delta: float = _CERTIFY.delta,
     seed: int,
-    test_fraction: float = 0.0,
+    test_fraction: float = _CERTIFY.test_fraction,
     lambda_eval: float = 1.0,
     steps: Sequence[float] = HARM_PRICE_STEPS,
 ) -> Certification:
     """Certify on every episode of ``episodes`` that ``seen`` does not cover.
+
+    The defaults are :class:`~amv_calib.tuning.CertifyOptions`' (the command line's and
+    the step's too; its ``assume_unseen`` is the caller's ``seen=None``).
 
     Parameters
     ----------

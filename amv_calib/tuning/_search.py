@@ -46,6 +46,7 @@ from numpy.typing import NDArray
 
 from amv_calib.contract import PortableCalibrator, seed_prior_calibrator
 from amv_calib.exceptions import ArtifactError, ConfigError, PortableFormatError, check_choice
+from amv_calib.settings import TuneOptions
 from amv_calib.tuning._record import TuningRecord, episode_keys, hash_split
 from amv_calib.tuning._replay import (
     LAMBDA_EVAL,
@@ -90,6 +91,8 @@ _STUDY_CONFIG_ATTR: Final = "amv_calib_config"
 _OWNER_ATTR: Final = "amv_calib_worker"
 
 _log = logging.getLogger(__name__)
+#: The defaults of :func:`tune_thresholds` (its command line's and step's too).
+_TUNE: Final = TuneOptions()
 
 BoolArray = NDArray[np.bool_]
 
@@ -549,19 +552,19 @@ def tune_thresholds(
     episodes: Any,
     *,
     calibrator: Any,
-    trials: int,
+    trials: int = _TUNE.trials,
     storage: str | os.PathLike[str] | None = None,
     study_name: str = "amv-calib-tune",
     seed: int = 0,
-    target_harmful: float = 0.02,
-    mode: Mode = "constrained",
-    tune_fraction: float = 0.5,
-    planner: Planner = "lookahead",
+    target_harmful: float = _TUNE.target_harmful,
+    mode: Mode = _TUNE.mode,
+    tune_fraction: float = _TUNE.tune_fraction,
+    planner: Planner = _TUNE.planner,
     lambda_eval: float = LAMBDA_EVAL,
     space: Mapping[str, tuple[float, float, bool]] | None = None,
     out_dir: str | os.PathLike[str] | None = None,
-    n_workers: int = 1,
-    n_boot: int = 500,
+    n_workers: int = _TUNE.workers,
+    n_boot: int = _TUNE.n_boot,
     callbacks: Sequence[Callable[[Any, Any], None]] = (),
     progress: bool = False,
     tune_mask: BoolArray | None = None,
@@ -569,6 +572,9 @@ def tune_thresholds(
     split: Mapping[str, Any] | None = None,
 ) -> TuneResult:
     """Tune the gate thresholds with Optuna on replayed episodes.
+
+    The defaults are :class:`~amv_calib.tuning.TuneOptions`' (``n_workers`` is its
+    ``workers``; ``space`` pins its ``harm_price``).
 
     Parameters
     ----------

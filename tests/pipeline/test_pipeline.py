@@ -120,9 +120,10 @@ artifact = "@export.artifact"
         ("[[steps]]\nkind='ingest'\ninput='in.csv'\n[[steps]]\nkind='ingest'\ninput='in.csv'\n",
          r"duplicate step name 'ingest'"),
         ("[[steps]]\nkind='ingest'\ninput='in.csv'\n[[steps]]\nkind='compare'\n"
-         "claims='@ingest.claims'\nfolds='five'\n", r"folds='five' must be int"),
+         "claims='@ingest.claims'\nfolds='five'\n", r"\(compare\): compare.folds='five' must be an "
+         "integer"),
         ("[[steps]]\nkind='ingest'\ninput='in.csv'\n[[steps]]\nkind='compare'\n"
-         "claims='@ingest.claims'\nfolds=true\n", r"folds=True must be int"),
+         "claims='@ingest.claims'\nfolds=true\n", r"compare.folds=True must be an integer"),
         ("[pipeline\n", r"not valid TOML"),
     ],
     ids=["top-key", "pipeline-key", "kind", "param", "required", "missing-file", "bad-ref",
