@@ -77,11 +77,10 @@ export class DecisionLogWriter {
     const fd = this.fd;
     if (fd === null) throw new Error(`decision log ${JSON.stringify(this.path)} is closed`);
     if (this.torn) data = Buffer.concat([Buffer.from("\n"), data]);
-    const written = writeAll(fd, data);
-    if (written instanceof Error) {
-      const [done, err] = [(written as PartialWrite).written, written];
-      if (done) this.torn = data[done - 1] !== 0x0a;
-      throw new Error(`decision log ${JSON.stringify(this.path)}: record not written (${err.message})`);
+    const failed = writeAll(fd, data);
+    if (failed !== null) {
+      if (failed.written) this.torn = data[failed.written - 1] !== 0x0a;
+      throw new Error(`decision log ${JSON.stringify(this.path)}: record not written (${failed.message})`);
     }
     this.torn = false;
     if (this.fsync) fs.fsyncSync(fd);

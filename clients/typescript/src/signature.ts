@@ -119,8 +119,9 @@ function parseBundle(raw: Buffer): Bundle {
   }
   let hint: string | null = null;
   const vm = field(doc, "verificationMaterial", "the bundle");
-  if (isObject(vm) && has(vm, "publicKey")) {
-    const h = field(vm["publicKey"], "hint", "verificationMaterial.publicKey");
+  const pk = isObject(vm) && has(vm, "publicKey") ? vm["publicKey"] : null;
+  if (isObject(pk) && has(pk, "hint")) {
+    const h = pk["hint"];
     if (h !== null && typeof h !== "string") throw new Error("verificationMaterial.publicKey.hint is not a string");
     hint = h || null;
   }
