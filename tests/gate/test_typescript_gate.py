@@ -65,8 +65,8 @@ from amv_calib.exceptions import ArtifactError
 from amv_calib.gate import CandidateAction, Gate, Verifier, read_decision_log
 
 
-def _module(name: str) -> ModuleType:
-    path = Path(__file__).parent / "ts_gate" / f"{name}.py"
+def _module(folder: str, name: str) -> ModuleType:
+    path = Path(__file__).parent / folder / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
@@ -74,7 +74,7 @@ def _module(name: str) -> ModuleType:
     return mod
 
 
-TS = _module("ts_harness")
+TS = _module("ts_gate", "ts_harness")
 REPO = TS.REPO_ROOT
 SHIPPED = REPO / "models" / "amv-guard" / "v1"
 N_CASES = 10_400
@@ -940,3 +940,14 @@ def test_missing_node_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CI", "")
     with pytest.raises(pytest.skip.Exception):
         TS.require_node()
+
+
+def test_bench_ts_gate_runs(run_bench: Any, dist: Path) -> None:
+    """``bench/bench_ts_gate.py --quick`` runs (so that it does not rot); timings not asserted."""
+    seed = _module("seed_engine", "seed_harness")
+    if seed.unavailable_reason() is not None:
+        pytest.skip(str(seed.unavailable_reason()))
+    report = run_bench("bench_ts_gate")
+    assert report["quick"] is True
+    for side in ("ts_myopic", "ts_myopic_prepared", "ts_seed_mode"):
+        assert report[side]["ratio_vs_seed"] > 0

@@ -70,9 +70,7 @@ export class Decision {
     readonly leftOut: readonly string[],
     /** Beliefs the lookahead planner valued. */
     readonly plannerStates: number,
-  ) {
-    Object.freeze(this);
-  }
+  ) {}
 
   /** 0 = PROCEED, 1 = VERIFY, 2 = ABSTAIN. */
   get regimeCode(): number {

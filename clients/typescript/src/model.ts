@@ -73,7 +73,6 @@ export class CheckedClaim {
     readonly recencyHours: number,
     readonly contradictionFlag: boolean,
   ) {
-    Object.freeze(this);
   }
 
   /** The four calibrator inputs, keyed by canonical feature name. */
@@ -96,7 +95,6 @@ export class CheckedPremise {
     readonly p: number | null,
     readonly claim: CheckedClaim | null,
   ) {
-    Object.freeze(this);
   }
 }
 
@@ -116,19 +114,17 @@ export class CheckedAction {
     /** The object the caller gave (handed back to `run`'s verify callback). */
     readonly source: object,
   ) {
-    const where = `of action ${reprStr(actionId)}`;
     const index = new Map<string, number>();
     const ps: number[] = [];
     let all = true;
     premises.forEach((pm, i) => {
-      if (index.has(pm.id)) throw new RangeError(`premise id ${reprStr(pm.id)} ${where} is repeated`);
+      if (index.has(pm.id)) throw new RangeError(`premise id ${reprStr(pm.id)} ${of("action", actionId)} is repeated`);
       index.set(pm.id, i);
       if (pm.p === null) all = false;
       else ps.push(pm.p);
     });
     this.index = index;
-    this.explicit = all ? Object.freeze(ps) : null;
-    Object.freeze(this);
+    this.explicit = all ? ps : null;
   }
 }
 
@@ -145,26 +141,30 @@ export class CheckedVerifier {
     readonly source: object,
   ) {
     this.single = ids.length === 1 ? (ids[0] as string) : null;
-    Object.freeze(this);
   }
 }
 
 // -- checks -------------------------------------------------------------------------------
 
-function number(value: unknown, name: string, where: string): number {
-  if (typeof value !== "number") throw new TypeError(`${name}=${reprJson(value)} ${where} is not a number`);
-  if (!Number.isFinite(value)) throw new RangeError(`${name}=${reprJson(value)} ${where} is not finite`);
+/** "of claim 'c1'" (or "of a claim" before its id is known): built only for a message. */
+function of(kind: string, id: string | null): string {
+  return id === null ? `of a ${kind}` : `of ${kind} ${reprStr(id)}`;
+}
+
+function number(value: unknown, name: string, kind: string, id: string | null): number {
+  if (typeof value !== "number") throw new TypeError(`${name}=${reprJson(value)} ${of(kind, id)} is not a number`);
+  if (!Number.isFinite(value)) throw new RangeError(`${name}=${reprJson(value)} ${of(kind, id)} is not finite`);
   return value;
 }
 
-function flag(value: unknown, name: string, where: string): boolean {
+function flag(value: unknown, name: string, kind: string, id: string): boolean {
   if (typeof value === "boolean") return value;
   if (value === 0 || value === 1) return value === 1;
-  throw new TypeError(`${name}=${reprJson(value)} ${where} is not a boolean`);
+  throw new TypeError(`${name}=${reprJson(value)} ${of(kind, id)} is not a boolean`);
 }
 
-function text(value: unknown, name: string, where: string): string {
-  if (typeof value !== "string") throw new TypeError(`${name}=${reprJson(value)} ${where} must be a string`);
+function text(value: unknown, name: string, kind: string, id: string | null): string {
+  if (typeof value !== "string") throw new TypeError(`${name}=${reprJson(value)} ${of(kind, id)} must be a string`);
   return value;
 }
 
@@ -227,25 +227,112 @@ function keys(data: unknown, cls: string, names: Map<string, string>,
   return out;
 }
 
+/** The field spelt `snake` or `camel` (one of them at most; `TWICE` when both are). */
+const TWICE = Symbol("twice");
+function either(a: unknown, b: unknown): unknown {
+  return a === undefined ? b : b === undefined ? a : TWICE;
+}
+
+/**
+ * The hot path of `keys`: each type's fields read by name (a keyed loop over an object's keys
+ * is slow in V8), accepted when they account for every key of the object. Anything else (an
+ * unknown or ignored key, a field spelt twice, an undefined value) returns null, and `keys`
+ * decides and words the error.
+ */
+function count(data: object): number {
+  return Object.keys(data).length;
+}
+
+function readAction(d: Record<string, unknown>): unknown[] | null {
+  const f = [either(d["action_id"], d["actionId"]), either(d["tool_name"], d["toolName"]), d["arguments"],
+    either(d["impact_cost_theta"], d["impactCostTheta"]), either(d["abstention_cost_kappa"], d["abstentionCostKappa"]),
+    d["premises"]];
+  return accept(f, d);
+}
+
+function readPremise(d: Record<string, unknown>): unknown[] | null {
+  const f = [d["id"], either(d["claim_id"], d["claimId"]), either(d["dependency_type"], d["dependencyType"]),
+    either(d["parameter_target"], d["parameterTarget"]),
+    either(d["calibrated_violation_probability"], d["calibratedViolationProbability"]), d["claim"]];
+  return accept(f, d);
+}
+
+function readVerifier(d: Record<string, unknown>): unknown[] | null {
+  const f = [d["id"], either(d["resolves_premise_ids"], d["resolvesPremiseIds"]),
+    either(d["execution_cost"], d["executionCost"]), either(d["symmetric_reliability"], d["symmetricReliability"])];
+  return accept(f, d);
+}
+
+function readClaim(d: Record<string, unknown>): unknown[] | null {
+  const f = [d["id"], d["statement"], d["timestamp"], either(d["source_trust_score"], d["sourceTrustScore"]),
+    either(d["model_confidence"], d["modelConfidence"]), either(d["recency_hours"], d["recencyHours"]),
+    either(d["contradiction_flag"], d["contradictionFlag"])];
+  return accept(f, d);
+}
+
+function accept(f: unknown[], d: object): unknown[] | null {
+  let found = 0;
+  for (let i = 0; i < f.length; i++) {
+    const v = f[i];
+    if (v === TWICE) return null;
+    if (v !== undefined) found++;
+  }
+  return found === count(d) ? f : null;
+}
+
+/** The fields of `data` in `names` order (snake_case names), by the fast path or by `keys`. */
+function fields(data: unknown, cls: string, names: readonly (readonly [string, string])[], table: Map<string, string>,
+  read: (d: Record<string, unknown>) => unknown[] | null, ignored?: Set<string>, skip?: Set<string>): unknown[] {
+  if (isRecord(data)) {
+    const got = read(data);
+    if (got !== null) return got;
+  }
+  const kw = keys(data, cls, table, ignored, skip);
+  return names.map(([snake]) => kw.get(snake));
+}
+
+const CLAIM_FIELDS = [["id", "id"], ["statement", "statement"], ["timestamp", "timestamp"],
+  ["source_trust_score", "sourceTrustScore"], ["model_confidence", "modelConfidence"],
+  ["recency_hours", "recencyHours"], ["contradiction_flag", "contradictionFlag"]] as const;
+const PREMISE_FIELDS = [["id", "id"], ["claim_id", "claimId"], ["dependency_type", "dependencyType"],
+  ["parameter_target", "parameterTarget"], ["calibrated_violation_probability", "calibratedViolationProbability"],
+  ["claim", "claim"]] as const;
+const ACTION_FIELDS = [["action_id", "actionId"], ["tool_name", "toolName"], ["arguments", "arguments"],
+  ["impact_cost_theta", "impactCostTheta"], ["abstention_cost_kappa", "abstentionCostKappa"], ["premises", "premises"]] as const;
+/** Positions of the required fields (id, trust, confidence, recency, contradiction; ...). */
+const CLAIM_REQUIRED = [0, 3, 4, 5, 6];
+const ACTION_REQUIRED = [0, 3, 4, 5];
+const VERIFIER_REQUIRED = [0, 1, 2, 3];
+const VERIFIER_FIELDS = [["id", "id"], ["resolves_premise_ids", "resolvesPremiseIds"],
+  ["execution_cost", "executionCost"], ["symmetric_reliability", "symmetricReliability"]] as const;
+
+/** Refuse an object that lacks a required field (`required`: positions in `names`). */
+function lacks(data: unknown, cls: string, required: readonly number[], names: readonly (readonly [string, string])[],
+  got: readonly unknown[], quote: boolean): void {
+  for (let t = 0; t < required.length; t++) {
+    const i = required[t] as number;
+    if (got[i] === undefined) {
+      const name = reprStr((names[i] as readonly [string, string])[0]);
+      throw new RangeError(quote ? `${cls} ${reprJson(data)} lacks ${name}` : `${cls} lacks ${name}`);
+    }
+  }
+}
+
 /** Check a claim given in camelCase or snake_case. */
 export function checkClaim(data: unknown): CheckedClaim {
-  const kw = keys(data, "claim", CLAIM_KEYS);
-  for (const name of ["id", "source_trust_score", "model_confidence", "recency_hours", "contradiction_flag"]) {
-    if (!kw.has(name)) throw new RangeError(`claim ${reprJson(data)} lacks ${reprStr(name)}`);
-  }
-  const id = text(kw.get("id"), "id", "of a claim");
-  const where = `of claim ${reprStr(id)}`;
-  const trust = number(kw.get("source_trust_score"), "source_trust_score", where);
-  const conf = number(kw.get("model_confidence"), "model_confidence", where);
-  for (const [name, v] of [["source_trust_score", trust], ["model_confidence", conf]] as const) {
-    if (!(v >= 0 && v <= 1)) throw new RangeError(`${name}=${reprJson(v)} ${where} must lie in [0, 1]`);
-  }
-  const hours = number(kw.get("recency_hours"), "recency_hours", where);
-  if (hours < 0) throw new RangeError(`recency_hours=${reprJson(hours)} ${where} must be >= 0`);
-  const ts = kw.has("timestamp") ? number(kw.get("timestamp"), "timestamp", where) : 0;
-  const stmt = kw.has("statement") ? text(kw.get("statement"), "statement", where) : "";
-  return new CheckedClaim(id, stmt, ts, trust, conf, hours,
-    flag(kw.get("contradiction_flag"), "contradiction_flag", where));
+  const f = fields(data, "claim", CLAIM_FIELDS, CLAIM_KEYS, readClaim);
+  lacks(data, "claim", CLAIM_REQUIRED, CLAIM_FIELDS, f, true);
+  const [rid, rstmt, rts, rtrust, rconf, rhours, rflag] = f;
+  const id = text(rid, "id", "claim", null);
+  const trust = number(rtrust, "source_trust_score", "claim", id);
+  const conf = number(rconf, "model_confidence", "claim", id);
+  if (!(trust >= 0 && trust <= 1)) throw new RangeError(`source_trust_score=${reprJson(trust)} ${of("claim", id)} must lie in [0, 1]`);
+  if (!(conf >= 0 && conf <= 1)) throw new RangeError(`model_confidence=${reprJson(conf)} ${of("claim", id)} must lie in [0, 1]`);
+  const hours = number(rhours, "recency_hours", "claim", id);
+  if (hours < 0) throw new RangeError(`recency_hours=${reprJson(hours)} ${of("claim", id)} must be >= 0`);
+  const ts = rts === undefined ? 0 : number(rts, "timestamp", "claim", id);
+  const stmt = rstmt === undefined ? "" : text(rstmt, "statement", "claim", id);
+  return new CheckedClaim(id, stmt, ts, trust, conf, hours, flag(rflag, "contradiction_flag", "claim", id));
 }
 
 /**
@@ -254,31 +341,33 @@ export function checkClaim(data: unknown): CheckedClaim {
  */
 export function checkPremise(data: unknown): CheckedPremise {
   if (!isRecord(data)) throw new TypeError(`premise must be an object, got ${reprJson(data)}`);
+  let f = readPremise(data);
   const flat: Record<string, unknown> = {};
   let anyFlat = false;
-  for (const key of Object.keys(data)) {
-    if (CLAIM_FEATURE_KEYS.has(key) && data[key] !== undefined) {
-      flat[key] = data[key];
-      anyFlat = true;
+  if (f === null) { // claim features beside the premise, ignored keys, or an error to word
+    for (const key of Object.keys(data)) {
+      if (CLAIM_FEATURE_KEYS.has(key) && data[key] !== undefined) {
+        flat[key] = data[key];
+        anyFlat = true;
+      }
     }
+    const kw = keys(data, "premise", PREMISE_KEYS, IGNORED_PREMISE_KEYS, CLAIM_FEATURE_KEYS);
+    f = PREMISE_FIELDS.map(([snake]) => kw.get(snake));
   }
-  const kw = keys(data, "premise", PREMISE_KEYS, IGNORED_PREMISE_KEYS, CLAIM_FEATURE_KEYS);
-  if (!kw.has("id")) throw new RangeError(`premise ${reprJson(data)} lacks 'id'`);
-  const id = text(kw.get("id"), "id", "of a premise");
-  const where = `of premise ${reprStr(id)}`;
-  let claimId = kw.has("claim_id") ? text(kw.get("claim_id"), "claim_id", where) : "";
-  const target = kw.has("parameter_target") ? text(kw.get("parameter_target"), "parameter_target", where) : "";
-  const dep = kw.has("dependency_type") ? kw.get("dependency_type") : "direct";
-  if (typeof dep !== "string" || !DEPENDENCY_TYPES.includes(dep)) {
-    throw new RangeError(`dependency_type=${reprJson(dep)} ${where} must be one of ${reprList(DEPENDENCY_TYPES)}`);
+  if (f[0] === undefined) throw new RangeError(`premise ${reprJson(data)} lacks 'id'`);
+  const [rid, rcid, rdep, rtarget, rawP, rawClaim] = f;
+  const id = text(rid, "id", "premise", null);
+  let claimId = rcid === undefined ? "" : text(rcid, "claim_id", "premise", id);
+  const target = rtarget === undefined ? "" : text(rtarget, "parameter_target", "premise", id);
+  const dep = rdep === undefined ? "direct" : rdep;
+  if (dep !== "direct" && dep !== "transitive" && dep !== "joint") {
+    throw new RangeError(`dependency_type=${reprJson(dep)} of premise ${reprStr(id)} must be one of ${reprList(DEPENDENCY_TYPES)}`);
   }
-  const rawP = kw.get("calibrated_violation_probability");
   let p: number | null = null;
   if (rawP !== null && rawP !== undefined) {
-    p = number(rawP, "calibrated_violation_probability", where);
-    if (!(p >= 0 && p <= 1)) throw new RangeError(`calibrated_violation_probability=${reprJson(p)} ${where} must lie in [0, 1]`);
+    p = number(rawP, "calibrated_violation_probability", "premise", id);
+    if (!(p >= 0 && p <= 1)) throw new RangeError(`calibrated_violation_probability=${reprJson(p)} of premise ${reprStr(id)} must lie in [0, 1]`);
   }
-  const rawClaim = kw.get("claim");
   if (rawClaim !== null && rawClaim !== undefined && anyFlat) {
     throw new RangeError(`premise ${reprStr(id)} gives claim features both in 'claim' and beside it`);
   }
@@ -286,59 +375,55 @@ export function checkPremise(data: unknown): CheckedPremise {
   if (rawClaim instanceof CheckedClaim) claim = rawClaim;
   else if (isRecord(rawClaim)) claim = checkClaim(rawClaim);
   else if (rawClaim !== null && rawClaim !== undefined) {
-    throw new TypeError(`claim ${where} must be an object, got ${reprJson(rawClaim)}`);
+    throw new TypeError(`claim of premise ${reprStr(id)} must be an object, got ${reprJson(rawClaim)}`);
   } else if (anyFlat) claim = checkClaim({ id: claimId || id, ...flat });
   if (claim !== null) {
     if (!claimId) claimId = claim.id;
     else if (claimId !== claim.id) {
-      throw new RangeError(`claim_id=${reprStr(claimId)} ${where} differs from its claim's id=${reprStr(claim.id)}`);
+      throw new RangeError(`claim_id=${reprStr(claimId)} of premise ${reprStr(id)} differs from its claim's id=${reprStr(claim.id)}`);
     }
   }
-  return new CheckedPremise(id, claimId, dep as DependencyType, target, p, claim);
+  return new CheckedPremise(id, claimId, dep, target, p, claim);
 }
 
 /** Check an action given in camelCase or snake_case (premises as objects). */
 export function checkAction(data: ActionInput): CheckedAction {
   if (data instanceof CheckedAction) return data;
-  const kw = keys(data, "action", ACTION_KEYS);
-  for (const name of ["action_id", "impact_cost_theta", "abstention_cost_kappa", "premises"]) {
-    if (!kw.has(name)) throw new RangeError(`action lacks ${reprStr(name)}`);
-  }
-  const id = text(kw.get("action_id"), "action_id", "of an action");
-  const where = `of action ${reprStr(id)}`;
-  const tool = kw.has("tool_name") ? text(kw.get("tool_name"), "tool_name", where) : "";
-  const raw = kw.get("premises");
+  const f = fields(data, "action", ACTION_FIELDS, ACTION_KEYS, readAction);
+  lacks(data, "action", ACTION_REQUIRED, ACTION_FIELDS, f, false);
+  const [rid, rtool, rargs, rtheta, rkappa, raw] = f;
+  const id = text(rid, "action_id", "action", null);
+  const tool = rtool === undefined ? "" : text(rtool, "tool_name", "action", id);
   if (!Array.isArray(raw)) throw new TypeError(`premises of action ${reprStr(id)} must be a list`);
-  const args = kw.has("arguments") ? kw.get("arguments") : {};
+  const args = rargs === undefined ? {} : rargs;
   if (!isRecord(args)) throw new TypeError(`arguments of action ${reprStr(id)} must be an object`);
-  const theta = number(kw.get("impact_cost_theta"), "impact_cost_theta", where);
-  if (!(theta > 0)) throw new RangeError(`impact_cost_theta=${reprJson(theta)} ${where} must be > 0`);
-  const kappa = number(kw.get("abstention_cost_kappa"), "abstention_cost_kappa", where);
-  if (!(kappa > 0)) throw new RangeError(`abstention_cost_kappa=${reprJson(kappa)} ${where} must be > 0`);
-  const premises = raw.map((pm) => (pm instanceof CheckedPremise ? pm : checkPremise(pm)));
-  return new CheckedAction(id, tool, args, theta, kappa, Object.freeze(premises), data);
+  const theta = number(rtheta, "impact_cost_theta", "action", id);
+  if (!(theta > 0)) throw new RangeError(`impact_cost_theta=${reprJson(theta)} of action ${reprStr(id)} must be > 0`);
+  const kappa = number(rkappa, "abstention_cost_kappa", "action", id);
+  if (!(kappa > 0)) throw new RangeError(`abstention_cost_kappa=${reprJson(kappa)} of action ${reprStr(id)} must be > 0`);
+  const premises = new Array<CheckedPremise>(raw.length);
+  for (let i = 0; i < raw.length; i++) premises[i] = raw[i] instanceof CheckedPremise ? raw[i] : checkPremise(raw[i]);
+  return new CheckedAction(id, tool, args, theta, kappa, premises, data as object);
 }
 
 /** Check a verifier given in camelCase or snake_case. */
 export function checkVerifier(data: VerifierInput): CheckedVerifier {
   if (data instanceof CheckedVerifier) return data;
-  const kw = keys(data, "verifier", VERIFIER_KEYS);
-  for (const name of ["id", "resolves_premise_ids", "execution_cost", "symmetric_reliability"]) {
-    if (!kw.has(name)) throw new RangeError(`verifier ${reprJson(data)} lacks ${reprStr(name)}`);
+  const f = fields(data, "verifier", VERIFIER_FIELDS, VERIFIER_KEYS, readVerifier);
+  lacks(data, "verifier", VERIFIER_REQUIRED, VERIFIER_FIELDS, f, true);
+  const [rid, ids, rcost, rr] = f;
+  const id = text(rid, "id", "verifier", null);
+  if (!Array.isArray(ids)) throw new TypeError(`resolves_premise_ids of verifier ${reprStr(id)} must be a list of ids, got ${reprJson(ids)}`);
+  for (let i = 0; i < ids.length; i++) {
+    const pid = ids[i];
+    if (typeof pid !== "string") text(pid, "resolves_premise_ids entry", "verifier", id);
+    for (let j = 0; j < i; j++) {
+      if (ids[j] === pid) throw new RangeError(`resolves_premise_ids=${reprList(ids)} of verifier ${reprStr(id)} repeats an id`);
+    }
   }
-  const id = text(kw.get("id"), "id", "of a verifier");
-  const where = `of verifier ${reprStr(id)}`;
-  const ids = kw.get("resolves_premise_ids");
-  if (!Array.isArray(ids)) throw new TypeError(`resolves_premise_ids ${where} must be a list of ids, got ${reprJson(ids)}`);
-  const seen = new Set<string>();
-  for (const pid of ids) {
-    text(pid, "resolves_premise_ids entry", where);
-    if (seen.has(pid)) throw new RangeError(`resolves_premise_ids=${reprList(ids)} ${where} repeats an id`);
-    seen.add(pid);
-  }
-  const cost = number(kw.get("execution_cost"), "execution_cost", where);
-  if (cost < 0) throw new RangeError(`execution_cost=${reprJson(cost)} ${where} must be >= 0`);
-  const r = number(kw.get("symmetric_reliability"), "symmetric_reliability", where);
-  if (!(r > 0.5 && r <= 1)) throw new RangeError(`symmetric_reliability=${reprJson(r)} ${where} must lie in (0.5, 1]`);
-  return new CheckedVerifier(id, Object.freeze([...ids] as string[]), cost, r, data);
+  const cost = number(rcost, "execution_cost", "verifier", id);
+  if (cost < 0) throw new RangeError(`execution_cost=${reprJson(cost)} of verifier ${reprStr(id)} must be >= 0`);
+  const r = number(rr, "symmetric_reliability", "verifier", id);
+  if (!(r > 0.5 && r <= 1)) throw new RangeError(`symmetric_reliability=${reprJson(r)} of verifier ${reprStr(id)} must lie in (0.5, 1]`);
+  return new CheckedVerifier(id, ids.slice() as string[], cost, r, data as object);
 }
