@@ -43,25 +43,6 @@ SEED = _load(ROOT / "tests" / "gate" / "seed_engine" / "seed_harness.py")
 TS = _load(ROOT / "tests" / "gate" / "ts_gate" / "ts_harness.py")
 
 
-def _calibrated(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Premises get their seed-prior probability up front, for both engines alike."""
-    from amv_calib.gate import seed_calibrate
-
-    out = []
-    for c in cases:
-        prem = []
-        for pm in c["action"]["premises"]:
-            pm = dict(pm)
-            claim = pm.pop("claim", None)
-            if pm.get("calibratedViolationProbability") is None:
-                pm["calibratedViolationProbability"] = seed_calibrate(
-                    claim["recencyHours"], claim["sourceTrustScore"], claim["modelConfidence"],
-                    claim["contradictionFlag"])
-            prem.append(pm)
-        out.append({**c, "action": {**c["action"], "premises": prem}})
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
@@ -74,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_ts_gate: {reason}", file=sys.stderr)
         return 1 if args.check else 0
     TS.built_dist()
-    cases = _calibrated(SEED.random_cases(31, 200 if args.quick else 2000, n_premises=3,
+    cases = SEED.calibrated(SEED.random_cases(31, 200 if args.quick else 2000, n_premises=3,
                                           n_verifiers=3, explicit_p=0.0, one_premise_each=True))
     calls, rounds, warmup = (20_000, 3, 20_000) if args.quick else (200_000, 9, 200_000)
     request = {"seed": str(SEED.seed_file()), "cases": cases, "calls": calls, "rounds": rounds,

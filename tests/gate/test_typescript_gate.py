@@ -56,9 +56,9 @@ from unittest import mock
 import numpy as np
 import pytest
 
+import amv_calib.contract._artifact as _artifact_module
 from amv_calib.artifacts import export_artifact, keygen
 from amv_calib.cli import main as amv_main
-import amv_calib.contract._artifact as _artifact_module
 from amv_calib.contract import load_artifact
 from amv_calib.contract._features import FeatureMap, PortableCalibrator, Term
 from amv_calib.exceptions import ArtifactError
@@ -202,7 +202,8 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, dist: Path) -> dict[str,
 
 
 # -- cases -------------------------------------------------------------------------------------
-def _spell(rng: np.random.Generator, snake: dict[str, Any], camel: dict[str, str]) -> dict[str, Any]:
+def _spell(rng: np.random.Generator, snake: dict[str, Any], camel: dict[str, str]
+           ) -> dict[str, Any]:
     """The object in snake_case or the seed's camelCase, at random."""
     if rng.uniform() < 0.5:
         return snake
@@ -217,7 +218,8 @@ _PREMISE_CAMEL = {"claim_id": "claimId", "calibrated_violation_probability":
 _VERIFIER_CAMEL = {"resolves_premise_ids": "resolvesPremiseIds", "execution_cost": "executionCost",
                    "symmetric_reliability": "symmetricReliability"}
 _ACTION_CAMEL = {"action_id": "actionId", "tool_name": "toolName",
-                 "impact_cost_theta": "impactCostTheta", "abstention_cost_kappa": "abstentionCostKappa"}
+                 "impact_cost_theta": "impactCostTheta",
+                 "abstention_cost_kappa": "abstentionCostKappa"}
 
 _P_EDGES = [0.0, 1.0, 1e-300, 5e-324, 1.0 - 1e-16, 0.5, 1e-17, 0.04, 0.05]
 _CONF_EDGES = [0.0, 1.0, 1e-7, 1.0 - 1e-9, 0.5, 1e-5, 1.0 - 1e-5, 5e-324, 1e-4]
@@ -377,7 +379,8 @@ def _case(rng: np.random.Generator, i: int, refs: dict[str, Any],
         answers: dict[str, Any] = {}
         for v in verifiers:
             vid = v["id"]
-            rids = v.get("resolves_premise_ids", v.get("resolvesPremiseIds"))
+            rids: list[str] = v["resolves_premise_ids" if "resolves_premise_ids" in v
+                                else "resolvesPremiseIds"]
             if len(rids) == 1 and rng.uniform() < 0.5 or req["gate"].get("mode") == "seed" \
                     and rng.uniform() < 0.5:
                 answers[vid] = bool(rng.uniform() < 0.7)
@@ -484,9 +487,11 @@ def _close(a: Any, b: Any, scale: float) -> bool:
 def _diff(a: Any, b: Any, where: str = "") -> list[str]:
     """Where two answers differ (for the failure message)."""
     if isinstance(a, dict) and isinstance(b, dict):
-        return [d for k in sorted(set(a) | set(b)) for d in _diff(a.get(k), b.get(k), f"{where}.{k}")]
+        return [d for k in sorted(set(a) | set(b))
+                for d in _diff(a.get(k), b.get(k), f"{where}.{k}")]
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [d for n, (x, y) in enumerate(zip(a, b)) for d in _diff(x, y, f"{where}[{n}]")]
+        return [d for n, (x, y) in enumerate(zip(a, b, strict=True))
+                for d in _diff(x, y, f"{where}[{n}]")]
     return [] if a == b else [f"{where}: {a!r} != {b!r}"]
 
 
@@ -514,7 +519,8 @@ def test_every_case_decides_as_python(cases: list[dict[str, Any]],
         if "error" in a:
             continue  # both refused the input (the messages may be worded apart)
         pa, pb = _probabilities(a), _probabilities(b)
-        if pa == pb and all(math.copysign(1, x) == math.copysign(1, y) for x, y in zip(pa, pb)):
+        if pa == pb and all(math.copysign(1, x) == math.copysign(1, y)
+                            for x, y in zip(pa, pb, strict=True)):
             assert a == b, (i, req["shape"], req["gate"], _diff(a, b))
             continue
         # a probability computed from a claim differs in its last bits (libm)
@@ -612,7 +618,7 @@ def test_calibrators_agree_with_numpy_interp_and_predict_one(artifacts: dict[str
 # -- the loader's refusals -----------------------------------------------------------------------
 def _copy(artifacts: dict[str, Any], which: str, name: str) -> Path:
     src = Path(artifacts["refs"][which][0])
-    dst = artifacts["root"] / "refusals" / name / src.name
+    dst = Path(artifacts["root"]) / "refusals" / name / src.name
     shutil.copytree(src, dst)
     return dst
 
@@ -672,7 +678,8 @@ def _refusal_scenarios(artifacts: dict[str, Any]) -> list[tuple[str, dict[str, A
         python=False)
     for name, edit, pattern in (
         ("certificate without calibrator_sha256",
-         lambda m: m["certificate"].pop("calibrator_sha256"), "certificate lacks calibrator_sha256"),
+         lambda m: m["certificate"].pop("calibrator_sha256"),
+         "certificate lacks calibrator_sha256"),
         ("certificate for another calibrator",
          lambda m: m["certificate"].__setitem__("calibrator_sha256", "0" * 64),
          "certificate calibrator_sha256=.* differs"),
@@ -706,8 +713,8 @@ def _refusal_scenarios(artifacts: dict[str, Any]) -> list[tuple[str, dict[str, A
     add("repeated key in the manifest", d, r'key "name" appears twice')
     d = _copy(artifacts, "shipped", "duplicate-calibrator")
     text = (d / "calibrator.json").read_text()
-    _set_file(d, "calibrator.json", text.replace('"kind": "linear"',
-                                                 '"kind": "linear",\n  "kind": "isotonic"').encode())
+    doubled = text.replace('"kind": "linear"', '"kind": "linear",\n  "kind": "isotonic"')
+    _set_file(d, "calibrator.json", doubled.encode())
     add("repeated key in calibrator.json", d, r'key "kind" appears twice')
     d = _copy(artifacts, "shipped", "symlink")
     (d / "calibrator.json").rename(d / "real.json")
@@ -809,7 +816,7 @@ def test_bound_certificates_and_hintless_signatures_load(artifacts: dict[str, An
     assert got[0]["refusal"] is None, got[0]
     assert "harm_price" not in got[0]["thresholds"]
     assert got[1]["refusal"] is None and got[1]["signed_by"] == artifacts["public"], got[1]
-    assert load_artifact(requests[1]["ref"], trusted_keys=[artifacts["public"]]).signed_by
+    assert load_artifact(str(requests[1]["ref"]), trusted_keys=[artifacts["public"]]).signed_by
 
 
 def test_shipped_production_alias(dist: Path) -> None:
@@ -820,7 +827,8 @@ def test_shipped_production_alias(dist: Path) -> None:
                            "env": None}])[0]
     cert = json.loads((SHIPPED / "manifest.json").read_text()).get("certificate")
     if cert is not None and "calibrator_sha256" not in cert:
-        assert got["refusal"] is not None and "certificate lacks calibrator_sha256" in got["refusal"]
+        assert got["refusal"] is not None
+        assert "certificate lacks calibrator_sha256" in got["refusal"]
     else:
         assert got["refusal"] is None, got
         assert got["thresholds"] == load_artifact(ref).thresholds
@@ -831,7 +839,8 @@ def test_ts_decision_log_is_read_by_amv_calib_label(cases: list[dict[str, Any]],
                                                     artifacts: dict[str, Any],
                                                     tmp_path: Path) -> None:
     picked = [c for c in cases if c["ref"] == artifacts["refs"]["shipped"][0]
-              and c["shape"] == "plain" and all("claim" in p for p in c["action"]["premises"])][:120]
+              and c["shape"] == "plain"
+              and all("claim" in p for p in c["action"]["premises"])][:120]
     assert len(picked) == 120
     ts_log, py_log = tmp_path / "ts.jsonl", tmp_path / "py.jsonl"
     requests = [{**c, "gate": {**c["gate"], "decision_log": str(ts_log)}} for c in picked]
@@ -841,8 +850,11 @@ def test_ts_decision_log_is_read_by_amv_calib_label(cases: list[dict[str, Any]],
         action = CandidateAction.from_dict(c["action"])
         verifiers = [Verifier.from_dict(v) for v in c["verifiers"]]
         if c["run"]:
-            answers = c["run"]["answers"]
-            gate.run(action, verifiers, verify=lambda v, a, ans=answers: ans[v.id],
+            def verify(v: Verifier, a: CandidateAction,
+                       ans: dict[str, Any] = c["run"]["answers"]) -> Any:
+                return ans[v.id]
+
+            gate.run(action, verifiers, verify=verify,
                      budget=c["run"]["budget"])
         else:
             gate.evaluate(action, verifiers)
