@@ -172,8 +172,24 @@ function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
-/** snake_case field -> the spellings accepted for it. */
-function aliases(...pairs: [string, string][]): Map<string, string> {
+/** Each type's fields: the snake_case name and the seed's camelCase spelling. */
+const CLAIM_FIELDS = [["id", "id"], ["statement", "statement"], ["timestamp", "timestamp"],
+  ["source_trust_score", "sourceTrustScore"], ["model_confidence", "modelConfidence"],
+  ["recency_hours", "recencyHours"], ["contradiction_flag", "contradictionFlag"]] as const;
+const PREMISE_FIELDS = [["id", "id"], ["claim_id", "claimId"], ["dependency_type", "dependencyType"],
+  ["parameter_target", "parameterTarget"], ["calibrated_violation_probability", "calibratedViolationProbability"],
+  ["claim", "claim"]] as const;
+const ACTION_FIELDS = [["action_id", "actionId"], ["tool_name", "toolName"], ["arguments", "arguments"],
+  ["impact_cost_theta", "impactCostTheta"], ["abstention_cost_kappa", "abstentionCostKappa"], ["premises", "premises"]] as const;
+/** Positions of the required fields (id, trust, confidence, recency, contradiction; ...). */
+const CLAIM_REQUIRED = [0, 3, 4, 5, 6];
+const ACTION_REQUIRED = [0, 3, 4, 5];
+const VERIFIER_REQUIRED = [0, 1, 2, 3];
+const VERIFIER_FIELDS = [["id", "id"], ["resolves_premise_ids", "resolvesPremiseIds"],
+  ["execution_cost", "executionCost"], ["symmetric_reliability", "symmetricReliability"]] as const;
+
+/** Either spelling -> the snake_case field. */
+function aliases(pairs: readonly (readonly [string, string])[]): Map<string, string> {
   const out = new Map<string, string>();
   for (const [snake, camel] of pairs) {
     out.set(snake, snake);
@@ -182,36 +198,19 @@ function aliases(...pairs: [string, string][]): Map<string, string> {
   return out;
 }
 
-const CLAIM_KEYS = aliases(
-  ["id", "id"], ["statement", "statement"], ["timestamp", "timestamp"],
-  ["source_trust_score", "sourceTrustScore"], ["model_confidence", "modelConfidence"],
-  ["recency_hours", "recencyHours"], ["contradiction_flag", "contradictionFlag"],
-);
-const CLAIM_FEATURE_KEYS = new Set([
-  "source_trust_score", "sourceTrustScore", "model_confidence", "modelConfidence",
-  "recency_hours", "recencyHours", "contradiction_flag", "contradictionFlag",
-]);
-const PREMISE_KEYS = aliases(
-  ["id", "id"], ["claim_id", "claimId"], ["dependency_type", "dependencyType"],
-  ["parameter_target", "parameterTarget"],
-  ["calibrated_violation_probability", "calibratedViolationProbability"], ["claim", "claim"],
-);
+const CLAIM_KEYS = aliases(CLAIM_FIELDS);
+const PREMISE_KEYS = aliases(PREMISE_FIELDS);
+const ACTION_KEYS = aliases(ACTION_FIELDS);
+const VERIFIER_KEYS = aliases(VERIFIER_FIELDS);
+/** Claim features a premise may carry beside its own fields (the episodes format). */
+const CLAIM_FEATURE_KEYS: ReadonlySet<string> = new Set<string>(CLAIM_FIELDS.slice(3).flat());
 /** Ground-truth fields of an episode premise: a gate input may carry them, the gate never reads them. */
 const IGNORED_PREMISE_KEYS = new Set(["violated", "p_true", "pTrue"]);
-const ACTION_KEYS = aliases(
-  ["action_id", "actionId"], ["tool_name", "toolName"], ["arguments", "arguments"],
-  ["impact_cost_theta", "impactCostTheta"], ["abstention_cost_kappa", "abstentionCostKappa"],
-  ["premises", "premises"],
-);
-const VERIFIER_KEYS = aliases(
-  ["id", "id"], ["resolves_premise_ids", "resolvesPremiseIds"],
-  ["execution_cost", "executionCost"], ["symmetric_reliability", "symmetricReliability"],
-);
 const DEPENDENCY_TYPES: readonly string[] = ["direct", "transitive", "joint"];
 
 /** Rename camelCase keys to field names; refuse unknown and repeated keys (undefined = absent). */
 function keys(data: unknown, cls: string, names: Map<string, string>,
-  ignored?: Set<string>, skip?: Set<string>): Map<string, unknown> {
+  ignored?: ReadonlySet<string>, skip?: ReadonlySet<string>): Map<string, unknown> {
   if (!isRecord(data)) throw new TypeError(`${cls} must be an object, got ${reprJson(data)}`);
   const out = new Map<string, unknown>();
   for (const key of Object.keys(data)) {
@@ -233,16 +232,12 @@ function either(a: unknown, b: unknown): unknown {
   return a === undefined ? b : b === undefined ? a : TWICE;
 }
 
-/**
+/*
  * The hot path of `keys`: each type's fields read by name (a keyed loop over an object's keys
  * is slow in V8), accepted when they account for every key of the object. Anything else (an
  * unknown or ignored key, a field spelt twice, an undefined value) returns null, and `keys`
  * decides and words the error.
  */
-function count(data: object): number {
-  return Object.keys(data).length;
-}
-
 function readAction(d: Record<string, unknown>): unknown[] | null {
   const f = [either(d["action_id"], d["actionId"]), either(d["tool_name"], d["toolName"]), d["arguments"],
     either(d["impact_cost_theta"], d["impactCostTheta"]), either(d["abstention_cost_kappa"], d["abstentionCostKappa"]),
@@ -277,34 +272,19 @@ function accept(f: unknown[], d: object): unknown[] | null {
     if (v === TWICE) return null;
     if (v !== undefined) found++;
   }
-  return found === count(d) ? f : null;
+  return found === Object.keys(d).length ? f : null;
 }
 
 /** The fields of `data` in `names` order (snake_case names), by the fast path or by `keys`. */
 function fields(data: unknown, cls: string, names: readonly (readonly [string, string])[], table: Map<string, string>,
-  read: (d: Record<string, unknown>) => unknown[] | null, ignored?: Set<string>, skip?: Set<string>): unknown[] {
+  read: (d: Record<string, unknown>) => unknown[] | null): unknown[] {
   if (isRecord(data)) {
     const got = read(data);
     if (got !== null) return got;
   }
-  const kw = keys(data, cls, table, ignored, skip);
+  const kw = keys(data, cls, table);
   return names.map(([snake]) => kw.get(snake));
 }
-
-const CLAIM_FIELDS = [["id", "id"], ["statement", "statement"], ["timestamp", "timestamp"],
-  ["source_trust_score", "sourceTrustScore"], ["model_confidence", "modelConfidence"],
-  ["recency_hours", "recencyHours"], ["contradiction_flag", "contradictionFlag"]] as const;
-const PREMISE_FIELDS = [["id", "id"], ["claim_id", "claimId"], ["dependency_type", "dependencyType"],
-  ["parameter_target", "parameterTarget"], ["calibrated_violation_probability", "calibratedViolationProbability"],
-  ["claim", "claim"]] as const;
-const ACTION_FIELDS = [["action_id", "actionId"], ["tool_name", "toolName"], ["arguments", "arguments"],
-  ["impact_cost_theta", "impactCostTheta"], ["abstention_cost_kappa", "abstentionCostKappa"], ["premises", "premises"]] as const;
-/** Positions of the required fields (id, trust, confidence, recency, contradiction; ...). */
-const CLAIM_REQUIRED = [0, 3, 4, 5, 6];
-const ACTION_REQUIRED = [0, 3, 4, 5];
-const VERIFIER_REQUIRED = [0, 1, 2, 3];
-const VERIFIER_FIELDS = [["id", "id"], ["resolves_premise_ids", "resolvesPremiseIds"],
-  ["execution_cost", "executionCost"], ["symmetric_reliability", "symmetricReliability"]] as const;
 
 /** Refuse an object that lacks a required field (`required`: positions in `names`). */
 function lacks(data: unknown, cls: string, required: readonly number[], names: readonly (readonly [string, string])[],

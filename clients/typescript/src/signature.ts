@@ -24,7 +24,7 @@
 import { createHash, createPublicKey, verify as cryptoVerify, type KeyObject } from "node:crypto";
 import * as fs from "node:fs";
 import { ArtifactError } from "./files.js";
-import { decodeUtf8, has, isObject, parseJson, type Json, type JsonObject } from "./json.js";
+import { decodeUtf8, has, isObject, parseJson, type Json } from "./json.js";
 
 /** The signature file of a version folder (not listed in the manifest, which it covers). */
 export const SIGNATURE_FILE = "model.sig";
@@ -242,4 +242,3 @@ function shortLabel(label: string): string {
   return label.includes("/") ? label.slice(label.lastIndexOf("/") + 1) : label;
 }
 
-export type { JsonObject };
