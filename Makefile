@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean install constraints
+.PHONY: demo test lint typecheck bench clean install constraints ts
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -23,11 +23,24 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy amv_calib
 
+# The TypeScript gate (clients/typescript): installed from its lockfile, built, its node tests
+# and the Agents SDK example's run; tests/gate/test_typescript_gate.py then holds it equal to the
+# Python gate. Without npm it is skipped here (and that test skips), except under CI=true.
+TS := clients/typescript
+
+ts:
+	@if ! command -v npm >/dev/null 2>&1; then \
+	  if [ "$$CI" = "true" ]; then echo "CI=true and node/npm are not installed: cannot build $(TS)" >&2; exit 1; fi; \
+	  echo "node/npm not installed: $(TS) not built (its tests will skip)"; exit 0; \
+	fi; \
+	set -e; cd $(TS); npm ci --no-audit --no-fund; npm run build; npm test; \
+	cd examples/agents-guardrail; npm ci --no-audit --no-fund; npm test
+
 # Two workers, one test file each at a time (module fixtures are built once); tests/conftest.py
 # starts the longest files (Spark) first. TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 
-test: $(STAMP) lint typecheck
+test: $(STAMP) lint typecheck ts
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Each benchmark compares against a named baseline in the same run and writes bench/results/.
@@ -41,3 +54,4 @@ constraints: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(TS)/node_modules $(TS)/dist $(TS)/examples/agents-guardrail/node_modules

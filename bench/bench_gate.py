@@ -65,25 +65,6 @@ def _harness() -> ModuleType:
 H = _harness()
 
 
-def _calibrated(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Premises get their seed-prior probability up front, on both sides alike."""
-    from amv_calib.gate import seed_calibrate
-
-    out = []
-    for c in cases:
-        prem = []
-        for pm in c["action"]["premises"]:
-            pm = dict(pm)
-            claim = pm.pop("claim", None)
-            if pm.get("calibratedViolationProbability") is None:
-                pm["calibratedViolationProbability"] = seed_calibrate(
-                    claim["recencyHours"], claim["sourceTrustScore"], claim["modelConfidence"],
-                    claim["contradictionFlag"])
-            prem.append(pm)
-        out.append({**c, "action": {**c["action"], "premises": prem}})
-    return out
-
-
 def _build(cases: list[dict[str, Any]], **gate_kw: Any) -> list[tuple[Any, Any, list[Any]]]:
     from amv_calib.gate import CandidateAction, Gate, Verifier
 
@@ -476,13 +457,13 @@ def _main(argv: list[str] | None) -> int:
     node_reason = H.unavailable_reason()
     node = node_reason is None
     n_cases = 200 if quick else 2000
-    single = _calibrated(H.random_cases(31, n_cases, n_premises=3, n_verifiers=3,
+    single = H.calibrated(H.random_cases(31, n_cases, n_premises=3, n_verifiers=3,
                                         explicit_p=0.0, one_premise_each=True))
-    mixed = _calibrated(H.random_cases(32, n_cases, n_premises=3, n_verifiers=3,
+    mixed = H.calibrated(H.random_cases(32, n_cases, n_premises=3, n_verifiers=3,
                                        explicit_p=0.0))
-    six = _calibrated(H.random_cases(33, 100 if quick else 500, n_premises=3, n_verifiers=6,
+    six = H.calibrated(H.random_cases(33, 100 if quick else 500, n_premises=3, n_verifiers=6,
                                      explicit_p=0.0, one_premise_each=True))
-    six_wide = _calibrated(H.random_cases(34, 100 if quick else 500, n_premises=6,
+    six_wide = H.calibrated(H.random_cases(34, 100 if quick else 500, n_premises=6,
                                           n_verifiers=6, explicit_p=0.0,
                                           one_premise_each=True))
     calls, rounds = (2000, 2) if quick else (200_000, 7)

@@ -15,6 +15,7 @@
 //                "calls", "rounds", "checksum"} in bench mode.
 import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
+import { pathToFileURL } from "node:url";
 
 function matchBrace(src, open) {
   // index just past the "}" matching the "{" at `open`
@@ -160,4 +161,5 @@ function main() {
   process.stdout.write(JSON.stringify({ results }));
 }
 
-main();
+// run as a script; imported (bench/bench_ts_gate.mjs uses loadEngine), it only defines
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) main();
