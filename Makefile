@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean install constraints ts
+.PHONY: demo test test-fast lint typecheck bench clean install constraints ts
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,11 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check amv_calib tests bench
 
+# The package under --strict; the tests and benchmarks with the relaxed settings of
+# pyproject.toml (tests.*, bench.*).
 typecheck: $(STAMP)
 	$(BIN)/mypy amv_calib
+	$(BIN)/mypy --explicit-package-bases tests bench
 
 # The TypeScript gate (clients/typescript): installed from its lockfile, built, its node tests
 # and the Agents SDK example's run; tests/gate/test_typescript_gate.py then holds it equal to the
@@ -42,6 +45,11 @@ TEST_WORKERS ?= 2
 
 test: $(STAMP) lint typecheck ts
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
+# Day-to-day: the tests without the slow and Spark marks (the rest of the suite, CI's, is
+# `make test`); ruff and mypy are `make lint typecheck`.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not spark"
 
 # Each benchmark compares against a named baseline in the same run and writes bench/results/.
 bench: $(STAMP)

@@ -272,7 +272,7 @@ def _parsers_synth(subparsers: Any) -> None:
         subparsers, "synth", _run_synth,
         help="generate synthetic claim outcomes or action episodes with a known truth",
         description=(
-            "Generate synthetic data from ten perturbation families (see data/README.md). "
+            "Generate synthetic data from ten perturbation families (see docs/data.md). "
             "claims: CSV, Parquet or JSONL by the ending of --out; episodes: JSONL; logs: "
             "the folder --out gets decisions.jsonl, written by the gate of --artifact running "
             "over synthetic actions with a verifier less reliable than declared, and "
@@ -1455,6 +1455,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code = func(args)
     except AmvCalibError as exc:
+        if args.verbose:  # the original traceback, through a wrapped step's cause
+            import traceback
+
+            traceback.print_exception(exc, file=sys.stderr)
         print(f"amv-calib {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

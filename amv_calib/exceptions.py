@@ -35,7 +35,7 @@ class AmvCalibError(Exception):
 
 
 class DataContractError(AmvCalibError, ValueError):
-    """Input data break the data contract (see ``data/README.md``)."""
+    """Input data break the data contract (see ``docs/data.md``)."""
 
     exit_code = 2
 

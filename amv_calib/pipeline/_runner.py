@@ -38,7 +38,7 @@ from amv_calib.pipeline._spec import (
 from amv_calib.pipeline._steps import STEP_KINDS
 from amv_calib.settings import read_toml
 
-log = logging.getLogger("amv_calib.pipeline._runner")
+log = logging.getLogger(__name__)
 
 _STATE = "state.json"
 _LOCK = ".lock"
@@ -406,6 +406,8 @@ def _run_step(spec: PipelineSpec, step: StepSpec, kind: StepKind, resolved: dict
         raise PipelineError(step.name, str(exc)) from exc
     except Exception as exc:
         shutil.rmtree(partial, ignore_errors=True)
+        # not one of ours: a bug or a library's failure; its traceback is what to debug
+        log.debug("step %r raised %s", step.name, type(exc).__name__, exc_info=True)
         raise PipelineError(step.name, f"{type(exc).__name__}: {exc}") from exc
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)

@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
-_log = logging.getLogger("amv_calib.spark")
+_log = logging.getLogger(__name__)
 
 FloatArray = NDArray[np.float64]
 

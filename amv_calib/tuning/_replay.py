@@ -1,6 +1,6 @@
 """Episode replay: frozen action instances, common random numbers, baseline policies, metrics.
 
-An *episode set* is the padded-array form of an episodes JSONL file (``data/README.md``,
+An *episode set* is the padded-array form of an episodes JSONL file (``docs/data.md``,
 BRIEF "Episodes JSONL"). :func:`replay` runs one policy over it:
 
 - verifier answers come from a counter-based random stream keyed by

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from amv_calib import DataContractError, MissingColumnsError
 from amv_calib.claims import _ingest as impl
+from amv_calib.claims._arrow import NUMBER_LIKE
 from amv_calib.claims._ingest import IngestSummary, ingest_file, iter_claim_chunks, load_claims
 from amv_calib.cli import main
 from amv_calib.settings import ADAPTERS
@@ -497,7 +498,7 @@ def test_number_prefilter_is_a_superset_of_pyarrow(text: str) -> None:
         pc.cast(pa.array([trimmed]), pa.float64())
     except pa.ArrowInvalid:
         return
-    assert pc.match_substring_regex(pa.array([trimmed]), impl.NUMBER_LIKE)[0].as_py()
+    assert pc.match_substring_regex(pa.array([trimmed]), NUMBER_LIKE)[0].as_py()
 
 
 @settings(max_examples=150, deadline=None)

@@ -348,3 +348,31 @@ def test_retrain_on_shuffled_labels_leaves_production_where_it_was(
     assert after["production"]["version"] == before["version"]
     assert after["challenger"]["version"] == promote.outputs["version"] != before["version"]
     assert "stays challenger" in pipeline_report(result)
+
+
+@pytest.mark.parametrize("verbose", [False, True], ids=["plain", "-v"])
+def test_a_failed_steps_original_traceback_shows_with_v(
+        tmp_path: Path, verbose: bool, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # A bug inside a step (not one of our errors) is wrapped as the step's failure; -v shows
+    # where it happened, and the DEBUG log carries it before it is wrapped.
+    from dataclasses import replace
+
+    from amv_calib.cli import main
+    from amv_calib.pipeline._steps import STEP_KINDS
+
+    def broken(ctx: object) -> dict[str, object]:
+        return {"x": [][1]}  # IndexError in the step's own code
+
+    monkeypatch.setitem(STEP_KINDS, "ingest", replace(STEP_KINDS["ingest"], run=broken))
+    _write(tmp_path / "in.csv", "claim_id\n")
+    toml = _write(tmp_path / "p.toml", "[pipeline]\nname='bug'\ntracking=false\n"
+                  "[[steps]]\nkind='ingest'\ninput='in.csv'\n")
+    code = main([*(["-v"] if verbose else []), "run", str(toml)])
+    err = capsys.readouterr().err
+    assert code == 1 and "step 'ingest' failed: IndexError: list index out of range" in err
+    if verbose:
+        assert "Traceback (most recent call last)" in err and "in broken" in err
+        assert 'return {"x": [][1]}' in err
+    else:
+        assert "Traceback" not in err
