@@ -36,7 +36,7 @@ from typing import Any, Final
 import numpy as np
 
 from amv_calib.artifacts._profile import PROFILE_FILE, build_profile
-from amv_calib.artifacts._signing import sign_artifact
+from amv_calib.artifacts._signing import sign_artifact, signed_with
 from amv_calib.contract import (
     ALIASES_FILE,
     ARTIFACT_FORMAT,
@@ -106,12 +106,14 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, kw_only=True)
 class ExportResult:
-    """Where an export landed: ``path`` is ``models_dir / name / version``."""
+    """Where an export landed: ``path`` is ``models_dir / name / version``; ``reused`` when
+    an existing version already held the same content (``reuse_identical``)."""
 
     path: Path
     name: str
     version: str
     manifest: dict[str, Any]
+    reused: bool = False
 
 
 # -- small helpers -------------------------------------------------------------------------
@@ -487,6 +489,7 @@ def export_artifact(
     signing_key: str | os.PathLike[str] | None = None,
     certificate: Mapping[str, Any] | str | os.PathLike[str] | None = None,
     tuning: str | os.PathLike[str] | None = None,
+    reuse_identical: bool = False,
 ) -> ExportResult:
     """Write a new artifact version ``models_dir/name/vN`` and return where it landed.
 
@@ -530,6 +533,12 @@ def export_artifact(
         it): the episodes that shaped the thresholds, which a later certification must
         exclude. Default: the ``tuning.json`` beside a ``certificate`` file, if any. A
         certificate that names such a record needs it.
+    reuse_identical : bool, default False
+        When an existing, loadable version holds the same content (every manifest key of
+        :data:`CONTENT_KEYS` and every file's sha256 but the joblib copy's, whose pickle
+        bytes are not part of the contract), and with ``signing_key`` is signed by that
+        key, return it (``reused=True``) instead of writing an identical ``v(N+1)``: a
+        re-run after an interruption, or ``make demo`` reproducing the shipped version.
 
     Returns
     -------
@@ -609,11 +618,51 @@ def export_artifact(
     if signing_key is not None and not Path(signing_key).is_file():
         raise ConfigError(f"{signing_key}: signing key file does not exist")
     key = None if signing_key is None else Path(signing_key)
+    if reuse_identical:
+        same = _identical_version(root, manifest_base, payload, key)
+        if same is not None:
+            _log.info("%s %s already holds this content: reused", name, same.version)
+            return same
     path, version, manifest = _write_version(
         root, payload, manifest_base,
         sign=None if key is None else (lambda folder: sign_artifact(folder, key)))
     _log.info("exported %s %s to %s", name, version, path)
     return ExportResult(path=path, name=name, version=version, manifest=manifest)
+
+
+#: The manifest keys that are the content of a version (besides its files' sha256).
+CONTENT_KEYS: Final = ("calibrator_kind", "feature_map", "gate", "training_data", "metrics",
+                       "engine", "certificate", "tuning")
+
+
+def _content(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    files = {k: v for k, v in manifest.get("files", {}).items() if not k.endswith(".joblib")}
+    return {"files": files, **{k: manifest.get(k) for k in CONTENT_KEYS}}
+
+
+def _identical_version(root: Path, manifest_base: Mapping[str, Any],
+                       payload: Mapping[str, bytes | Path], key: Path | None
+                       ) -> ExportResult | None:
+    """The newest loadable version of ``root`` with the content an export would write, and
+    signed by ``key`` when one is given; None when there is none."""
+    digests = {rel: hashlib.sha256(c if isinstance(c, bytes) else c.read_bytes()).hexdigest()
+               for rel, c in payload.items()}
+    want = _content({**manifest_base, "files": digests})
+    versions = list_versions(root.name, models_dir=root.parent) if root.is_dir() else []
+    for version in reversed(versions):
+        try:
+            art = load_artifact(root / version)  # never reuse a damaged version
+        except ArtifactError:
+            continue
+        if _content(art.manifest) != want:
+            continue
+        if key is not None and not signed_with(art.path, key):
+            _log.info("%s %s holds this content but not this key's signature: a new signed "
+                      "version is exported", root.name, version)
+            return None
+        return ExportResult(path=art.path, name=root.name, version=version,
+                            manifest=art.manifest, reused=True)
+    return None
 
 
 def _profile_of(table: Any, portable: PortableCalibrator, src: _Source) -> dict[str, Any]:

@@ -468,6 +468,11 @@ def _run_description(spec: PipelineSpec, steps: Sequence[StepResult]) -> tuple[s
     return name, "\n".join(parts)
 
 
+def _nothing(*args: Any, **kwargs: Any) -> None:
+    """What a tracker method does with tracking off."""
+    return None
+
+
 class _LazyTracker:
     """Starts the pipeline's parent MLflow run only when a step first asks for it.
 
@@ -481,6 +486,16 @@ class _LazyTracker:
         self.uri = uri
         self.run_id: str | None = None
         self._inner: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        """A tracker method (``log_comparison``, ...): the started tracker's, or, with
+        tracking off, one that does nothing and returns None (as a disabled
+        ``PipelineTracker`` does), so that steps never branch on tracking."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if not self.enabled:
+            return _nothing
+        return getattr(self.get(), name)
 
     def get(self) -> Any:
         """The started tracker (an ``amv_calib.tracking.PipelineTracker``), or None if off."""

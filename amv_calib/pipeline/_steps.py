@@ -26,10 +26,6 @@ from amv_calib.settings import (
 log = logging.getLogger(__name__)
 
 
-def _tracker(ctx: StepContext) -> Any:
-    return ctx.tracker.get() if ctx.tracker is not None else None
-
-
 # -- ingest -------------------------------------------------------------------------------
 def _ingest(ctx: StepContext) -> dict[str, Any]:
     from amv_calib.claims import DEFAULT_CHUNKSIZE, ingest_file
@@ -137,9 +133,7 @@ def _compare(ctx: StepContext) -> dict[str, Any]:
     else:
         result = compare_calibrators(claims, **options)
     write_comparison(result, ctx.out_dir)
-    tracker = _tracker(ctx)
-    if tracker is not None:
-        tracker.log_comparison(ctx.out_dir, claims=claims, claims_path=ctx.params["claims"])
+    ctx.tracker.log_comparison(ctx.out_dir, claims=claims, claims_path=ctx.params["claims"])
     return {
         "dir": str(ctx.out_dir),
         "champion": str(ctx.out_dir / "champion.json"),
@@ -201,9 +195,7 @@ def _tune(ctx: StepContext) -> dict[str, Any]:
                   seed=ctx.spec.seed, out_dir=ctx.out_dir)
     (ctx.out_dir / "calibrator.json").write_text(
         json.dumps(calibrator.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tracker = _tracker(ctx)
-    if tracker is not None:
-        tracker.log_tuning(ctx.out_dir)  # includes replay.json
+    ctx.tracker.log_tuning(ctx.out_dir)  # includes replay.json
     return {
         "dir": str(ctx.out_dir),
         "thresholds": str(ctx.out_dir / "thresholds.json"),
@@ -256,9 +248,7 @@ def _certify(ctx: StepContext) -> dict[str, Any]:
                       calibrator=calibrator, seed=ctx.spec.seed, out_dir=ctx.out_dir,
                       certificate=cert.to_dict())
         outputs["replay_table"] = str(ctx.out_dir / "replay.md")
-    tracker = _tracker(ctx)
-    if tracker is not None:
-        tracker.log_certification(ctx.out_dir)
+    ctx.tracker.log_certification(ctx.out_dir)
     return outputs
 
 
@@ -299,11 +289,9 @@ def _n_boot(n: int) -> int:
 
 # -- export -------------------------------------------------------------------------------
 def _export(ctx: StepContext) -> dict[str, Any]:
-    import shutil
-
     import pandas as pd
 
-    from amv_calib.artifacts import export_artifact, list_versions, promote, signed_with
+    from amv_calib.artifacts import export_artifact, promote
     from amv_calib.contract import read_aliases
 
     if ctx.params["alias"] == "production":
@@ -311,77 +299,24 @@ def _export(ctx: StepContext) -> dict[str, Any]:
                           f"to set (a new version must earn it); export as 'challenger'")
     claims = pd.read_parquet(ctx.params["claims"]) if ctx.params["claims"] else None
     name, models_dir = ctx.params["model"], ctx.spec.models_dir
-    key = ctx.params["signing_key"]
-
     certificate = ctx.params["certificate"]
     frontier = Path(certificate).parent / "frontier.png" if certificate else None
-
-    def export(where: Path) -> Any:
-        return export_artifact(calibrator=ctx.params["calibrator"],
-                               thresholds=ctx.params["thresholds"], name=name,
-                               models_dir=where, claims=claims, signing_key=key,
-                               certificate=certificate, tuning=ctx.params["tuning"],
-                               figures=[frontier] if frontier and frontier.is_file() else [])
-
-    # Export into the step folder first: when an existing version holds the same content
-    # (a re-run after an interruption, or `make demo` reproducing the shipped champion) it
-    # is reused instead of minting an identical v(N+1).
-    candidate = export(ctx.out_dir / "candidate")
-    same = _matching_version(candidate.manifest, name, models_dir,
-                             list_versions(name, models_dir=models_dir))
-    shutil.rmtree(ctx.out_dir / "candidate")
-    if same is not None and key is not None and not signed_with(models_dir / name / same, key):
-        log.info("[%s] %s %s holds this content but not this key's signature: a new signed "
-                 "version is exported", ctx.step.name, name, same)
-        same = None
-    if same is not None:
-        log.info("[%s] %s %s already holds this calibrator, thresholds and data: reused",
-                 ctx.step.name, name, same)
-        path, version = models_dir / name / same, same
-    else:
-        res = export(models_dir)
-        path, version = res.path, res.version
+    # An existing version that holds the same content (a re-run after an interruption, or
+    # `make demo` reproducing the shipped champion) is reused instead of minting v(N+1).
+    res = export_artifact(calibrator=ctx.params["calibrator"],
+                          thresholds=ctx.params["thresholds"], name=name,
+                          models_dir=models_dir, claims=claims,
+                          signing_key=ctx.params["signing_key"], certificate=certificate,
+                          tuning=ctx.params["tuning"], reuse_identical=True,
+                          figures=[frontier] if frontier and frontier.is_file() else [])
     alias = ctx.params["alias"]
     if alias:
         current = read_aliases(models_dir / name)["aliases"].get(alias, {}).get("version")
-        if current != version:
-            promote(name, version, alias=alias, models_dir=models_dir)
-    tracker = _tracker(ctx)
-    if tracker is not None:
-        tracker.log_artifact_export(path)
-    return {"artifact": str(path), "name": name, "version": version, "alias": alias,
-            "reused": same is not None}
-
-
-_CONTENT_KEYS = ("calibrator_kind", "feature_map", "gate", "training_data", "metrics", "engine",
-                 "certificate", "tuning")
-
-
-def _matching_version(manifest: dict[str, Any], name: str, models_dir: Path,
-                      versions: Sequence[str]) -> str | None:
-    """The newest existing version whose content equals ``manifest``'s, if any.
-
-    Content is every key of :data:`_CONTENT_KEYS` and the sha256 of every file but the
-    joblib copy (a pickle's bytes are not part of the contract).
-    """
-    def content(m: dict[str, Any]) -> dict[str, Any]:
-        files = {k: v for k, v in m.get("files", {}).items() if not k.endswith(".joblib")}
-        return {"files": files, **{k: m.get(k) for k in _CONTENT_KEYS}}
-
-    from amv_calib.artifacts import verify_artifact
-    from amv_calib.exceptions import ArtifactError
-
-    want = content(manifest)
-    for version in reversed(versions):
-        try:
-            verify_artifact(models_dir / name / version)  # never reuse a damaged version
-            other = json.loads((models_dir / name / version / "manifest.json")
-                               .read_text(encoding="utf-8"))
-        except (ArtifactError, OSError, ValueError):
-            continue
-        if content(other) == want:
-            return version
-    return None
+        if current != res.version:
+            promote(name, res.version, alias=alias, models_dir=models_dir)
+    ctx.tracker.log_artifact_export(res.path)
+    return {"artifact": str(res.path), "name": name, "version": res.version, "alias": alias,
+            "reused": res.reused}
 
 
 # -- promote ------------------------------------------------------------------------------
@@ -413,9 +348,7 @@ def _promote(ctx: StepContext) -> dict[str, Any]:
     (ctx.out_dir / "promotion.json").write_text(
         json.dumps({"version": challenger.version, **decision.to_dict()}, indent=2,
                    sort_keys=True) + "\n", encoding="utf-8")
-    tracker = _tracker(ctx)
-    if tracker is not None:
-        tracker.log_promotion(ctx.out_dir / "promotion.json")
+    ctx.tracker.log_promotion(ctx.out_dir / "promotion.json")
     return {"promoted": decision.promote, "version": challenger.version,
             "reasons": decision.reasons, "decision": str(ctx.out_dir / "promotion.json")}
 
@@ -424,17 +357,16 @@ def _promote(ctx: StepContext) -> dict[str, Any]:
 def _register(ctx: StepContext) -> dict[str, Any]:
     from amv_calib.tracking import sync_registry_aliases
 
-    tracker = _tracker(ctx)
-    if tracker is None:
+    if not ctx.tracker.enabled:
         log.info("[%s] tracking is off: nothing registered", ctx.step.name)
         return {"registered": False}
     artifact = Path(ctx.params["artifact"])
-    version = tracker.register_champion(artifact, registered_name=ctx.params["registered_name"],
-                                        alias=None)
+    version = ctx.tracker.register_champion(
+        artifact, registered_name=ctx.params["registered_name"], alias=None)
     # The file aliases are the source of truth: production -> @champion,
     # challenger -> @challenger.
     synced = sync_registry_aliases(artifact.parent, registered_name=ctx.params["registered_name"],
-                                   tracking_uri=tracker.tracking_uri)
+                                   tracking_uri=ctx.tracker.get().tracking_uri)
     return {"registered": True, "registered_name": ctx.params["registered_name"],
             "model_version": None if version is None else version.version,
             "registry_aliases": synced}
@@ -449,9 +381,7 @@ def _replay(ctx: StepContext) -> dict[str, Any]:
     _replay_table(read_episodes(ctx.params["episodes"]), gate=gate,
                   calibrator=gate.calibrator, seed=ctx.spec.seed, out_dir=ctx.out_dir,
                   policies=ctx.params["policies"])
-    tracker = _tracker(ctx)
-    if tracker is not None:
-        tracker.log_replay(ctx.out_dir / "replay.json")
+    ctx.tracker.log_replay(ctx.out_dir / "replay.json")
     return {"dir": str(ctx.out_dir), "replay_table": str(ctx.out_dir / "replay.md")}
 
 
@@ -468,9 +398,7 @@ def _monitor(ctx: StepContext) -> dict[str, Any]:
     status = None if report.latest is None else report.latest.status
     for line in report.table().splitlines():
         log.info("[%s] %s", ctx.step.name, line)
-    tracker = _tracker(ctx)
-    if tracker is not None:
-        tracker.log_monitoring(ctx.out_dir)
+    ctx.tracker.log_monitoring(ctx.out_dir)
     stop = bool(p["stop_unless_alert"]) and not report.alert
     return {"status": status, "alert": report.alert, "report": str(files["report"]),
             "timeline": str(files["timeline"]), "claims": str(files["claims"]),

@@ -901,3 +901,24 @@ def test_bench_quick_runs(run_bench: Callable[..., dict[str, Any]]) -> None:
     res = run_bench("bench_artifacts", timeout=120)
     assert res["load_artifact_ms"] > 0 and res["predict_one_speedup_vs_sklearn"] > 0
 
+
+
+def test_reuse_identical_returns_the_version_that_holds_the_same_content(
+        tmp_path: Path, repo_root: Path) -> None:
+    from amv_calib.artifacts import export_artifact
+
+    v1 = repo_root / "models" / "amv-guard" / "v1"
+    thresholds = json.loads((v1 / "manifest.json").read_text())["gate"]
+    kwargs: dict[str, Any] = {"calibrator": v1 / "calibrator.json", "name": "m",
+                              "models_dir": tmp_path, "thresholds": thresholds,
+                              "include_joblib": False}
+    first = export_artifact(**kwargs)
+    again = export_artifact(**kwargs, reuse_identical=True)
+    assert (again.version, again.reused, first.reused) == ("v1", True, False)
+    assert again.manifest == first.manifest
+    # other content: a new version; without reuse: a new version even for the same content
+    other = export_artifact(**{**kwargs, "thresholds": {**thresholds, "harm_price": 99.0}},
+                            reuse_identical=True)
+    assert (other.version, other.reused) == ("v2", False)
+    assert export_artifact(**kwargs).version == "v3"
+    assert export_artifact(**kwargs, reuse_identical=True).version == "v3"  # the newest
