@@ -28,8 +28,9 @@ batch side at least as many rows). Python and node rounds alternate, the same nu
 each side, and each side's median round is used (the ratio of the two sides' best rounds is
 reported beside it). The seed engine's decisions in node are compared with ``Gate(mode=
 "seed")``'s on the same cases (they must be identical: the probabilities are given). The
-work bound's cases, which have no other side, are timed with Python's cyclic collector off
-(as ``timeit`` does): a collection of earlier sections' garbage is not the input's cost.
+planner's per-call times and the work bound's cases, which have no other side, are timed
+with Python's cyclic collector off (as ``timeit`` does): a collection of earlier sections'
+garbage is not the input's cost.
 
 Run ``.venv/bin/python bench/bench_gate.py [--quick] [--check]``; the numbers go to
 ``bench/results/gate.json``. Needs node and the seed document beside the checkout
@@ -334,23 +335,22 @@ def _row_arrays(act: Any, vs: list[Any]) -> dict[str, np.ndarray]:
             "reliability": np.array([[v.symmetric_reliability for v in vs]]).reshape(1, nv)}
 
 
-def _work_bound(rounds: int) -> dict[str, Any]:
-    """Each case of :func:`_bound_cases`: the decision, its work counters, CPU time (max
-    over ``rounds``) and tracemalloc peak of ``evaluate``, of ``run`` (every verifier
-    confirms) and of a one-row ``evaluate_batch`` (its work arrays allocated afresh).
-
-    The cyclic garbage collector is off here, as ``timeit`` does: these are one input's
-    costs, with no other side to compare, and a collection of what the earlier sections
-    left would land in whichever call happened to cross the threshold.
-    """
+def _without_gc(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``fn()`` with the cyclic garbage collector off, as ``timeit`` does: for the sections
+    that time one input at a time with no other side to compare (the planner's per-call
+    times, the work bound), where a collection of what earlier sections left would land in
+    whichever call happened to cross the threshold."""
     gc.disable()
     try:
-        return _work_bound_cases(rounds)
+        return fn()
     finally:
         gc.enable()
 
 
-def _work_bound_cases(rounds: int) -> dict[str, Any]:
+def _work_bound(rounds: int) -> dict[str, Any]:
+    """Each case of :func:`_bound_cases`: the decision, its work counters, CPU time (max
+    over ``rounds``) and tracemalloc peak of ``evaluate``, of ``run`` (every verifier
+    confirms) and of a one-row ``evaluate_batch`` (its work arrays allocated afresh)."""
     from amv_calib.gate import Gate, _compiled
 
     out: dict[str, Any] = {}
@@ -541,13 +541,14 @@ def main(argv: list[str] | None = None) -> int:
                                                  node=node)
     report["single_mixed_verifiers"] = _single_call(mixed, calls=calls, rounds=rounds,
                                                     node=node)
-    report["lookahead_6v_3p"] = _lookahead(six, rounds=1 if quick else 3)
-    report["lookahead_6v_6p"] = _lookahead(six_wide, rounds=1 if quick else 3)
+    report["lookahead_6v_3p"] = _without_gc(lambda: _lookahead(six, rounds=1 if quick else 3))
+    report["lookahead_6v_6p"] = _without_gc(lambda: _lookahead(six_wide,
+                                                               rounds=1 if quick else 3))
     report["batch"] = _batch(
         {"one_premise": single, "mixed": mixed},
         sizes={"large": 2000 if quick else 200_000, "small": 100 if quick else 1000},
         rounds=2 if quick else 5, node_calls=calls if node else None)
-    report["work_bound"] = _work_bound(rounds=1 if quick else 5)
+    report["work_bound"] = _without_gc(lambda: _work_bound(rounds=1 if quick else 5))
     if not quick:
         report["compile"] = _compile_time()
     targets = _targets(report, node_reason)
