@@ -128,24 +128,24 @@ def _seed_agrees(items: Sequence[tuple[Any, Any, list[Any]]], node: list[list[An
 def _single_call(cases: list[dict[str, Any]], *, calls: int, rounds: int,
                  node: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    sides: dict[str, Callable[[], tuple[float, float]]] = {}
-    seed_items: list[tuple[Any, Any, list[Any]]] = []
-    for label, kw in (("amv_myopic", {"planner": "myopic"}), ("seed", {"mode": "seed"})):
-        items = _build(cases, **kw)
-        seed_items = items
-        sides[label] = lambda items=items: _py_round_ns(items, calls)  # type: ignore[misc]
+    built = {"amv_myopic": _build(cases, planner="myopic"), "seed": _build(cases, mode="seed")}
+    sides: dict[str, Callable[[], tuple[float, float]]] = {
+        label: (lambda items=items: _py_round_ns(items, calls))  # type: ignore[misc]
+        for label, items in built.items()}
     per: dict[str, list[tuple[float, float]]] = {k: [] for k in sides}
     node_wall: list[float] = []
     node_cpu: list[float] = []
+    agree: list[bool] = []
     for _ in range(rounds):
         if node:
             res = H.run_node({"mode": "bench", "cases": cases, "calls": calls, "rounds": 1})
             node_wall.extend(res["nsPerCall"])
             node_cpu.extend(res["cpuNsPerCall"])
-            out["seed_mode_decides_as_node"] = (out.get("seed_mode_decides_as_node", True)
-                                                and _seed_agrees(seed_items, res["decisions"]))
+            agree.append(_seed_agrees(built["seed"], res["decisions"]))
         for label, fn in sides.items():
             per[label].append(fn())
+    if agree:
+        out["seed_mode_decides_as_node"] = all(agree)
     for label, vals in per.items():
         out[f"python_{label}_ns"] = statistics.median(v[1] for v in vals)
         out[f"python_{label}_wall_ns"] = statistics.median(v[0] for v in vals)
