@@ -71,4 +71,4 @@ for (let k = 0; k < rounds; k++) {
     out[name].wall_ns.push(wall);
   }
 }
-process.stdout.write(JSON.stringify({ ...out, calls, rounds, cases: n, checksum, node: process.version }));
+process.stdout.write(JSON.stringify({ ...out, calls, rounds, cases: n, checksum, node: process.version, seed_mode_agrees: true }));

@@ -67,7 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         print(done.stderr[-3000:], file=sys.stderr)
         return 1
     raw = json.loads(done.stdout)
+    # bench_ts_gate.mjs stops unless the TS gate's seed mode decides every case as the seed
+    # engine does (regime and verifier): a benchmark of wrong answers is no benchmark
     report: dict[str, Any] = {"quick": args.quick, "node": raw["node"], "cases": raw["cases"],
+                              "seed_mode_agrees": raw["seed_mode_agrees"],
                               "calls_per_round": calls, "rounds": rounds, "target": TARGET}
     seed = raw["seed"]["cpu_ns"]
     for side in ("seed", "ts_myopic", "ts_myopic_prepared", "ts_seed_mode"):
@@ -91,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['ratio_vs_seed']:.2f}x the seed engine (best/best "
               f"{r['ratio_best_vs_seed_best']:.2f}x)"
               + (f"; target <= {TARGET}x" if side == "ts_myopic" else ""))
-    if args.check and report["ts_myopic"]["ratio_vs_seed"] > TARGET:
+    # the target is stated for the full size (bench/README.md); --quick checks agreement only
+    if args.check and not args.quick and report["ts_myopic"]["ratio_vs_seed"] > TARGET:
         print(f"bench_ts_gate: the myopic rule takes {report['ts_myopic']['ratio_vs_seed']:.2f}x "
               f"the seed engine, above the target {TARGET}x", file=sys.stderr)
         return 1

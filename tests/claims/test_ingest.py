@@ -619,6 +619,9 @@ def test_property_every_row_once_and_as_the_reference_says(
 
 @pytest.mark.slow
 def test_bench_quick_runs(run_bench: Callable[..., dict[str, Any]]) -> None:
-    obj = run_bench("bench_ingest", out_flag="--json")
-    assert {"csv", "parquet"} <= set(obj["results"])
-    assert obj["results"]["csv"]["rows"] > 0
+    obj = run_bench("bench_ingest")
+    for fmt in ("csv", "parquet"):
+        r = obj["results"][fmt]
+        # every generated row, ids and feature values as the bare pandas read gives them (the
+        # time ratio means little at 20,000 rows: --check bounds it at 1 M)
+        assert r["rows"] == 20_000 and r["load_claims_same_rows_as_bare"]
