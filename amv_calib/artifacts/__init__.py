@@ -29,6 +29,7 @@ from amv_calib.artifacts._signing import (
     sign_artifact,
     signed_with,
 )
+from amv_calib.artifacts._unbundle import unbundle
 
 __all__ = [
     "PROFILE_FILE",
@@ -50,5 +51,6 @@ __all__ = [
     "list_versions",
     "promote",
     "rollback",
+    "unbundle",
     "verify_artifact",
 ]
