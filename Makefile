@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,spark]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,spark,openai-agents,langgraph]'
 	touch $(STAMP)
 
 install: $(STAMP)
