@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(BIN)/amv-calib run pipelines/retrain.toml
 
 lint: $(STAMP)
-	$(BIN)/ruff check amv_calib tests bench
+	$(BIN)/ruff check amv_calib tests bench examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy amv_calib
