@@ -38,9 +38,10 @@ record about 9 us at the median and 20 us at the 99th percentile on the 2-core d
 machine, the same as a plain buffered ``write`` + ``flush`` (``bench/bench_labels.py``
 measures it); like any write it can stall for milliseconds while the kernel writes dirty
 pages back. There is no background thread and no buffering, so a crash loses at most the
-line being written. With ``fsync=True`` every line is also forced to disk (``os.fsync``),
-which costs a disk flush (often milliseconds) per decision: use it only where losing the
-last lines in a power cut matters more than latency.
+line being written. The same primitive, :class:`JsonLinesAppender`, writes the outcome log
+(:mod:`amv_calib.gate._outcomes`). With ``fsync=True`` every line is also forced to disk
+(``os.fsync``), which costs a disk flush (often milliseconds) per decision: use it only
+where losing the last lines in a power cut matters more than latency.
 
 A crash in the middle of a write can leave a *torn* last line without its ``\\n``. The
 writer repairs that when it opens the file, by appending a ``\\n`` first, so new lines stay

@@ -168,3 +168,26 @@ def test_unbundle_refuses_a_version_number_taken_by_other_files(source: Path,
                         include_joblib=False)
     with pytest.raises(ArtifactError, match="already exists with other files"):
         unbundle(archive, models_dir=box)
+
+
+@pytest.mark.parametrize(("name", "kind"), [
+    ("m/v2/../../evil.json", tarfile.REGTYPE), ("m/v2/link", tarfile.SYMTYPE),
+    ("n/v1/manifest.json", tarfile.REGTYPE)],
+    ids=["dot-dot", "symlink", "second-model"])
+def test_unbundle_refuses_members_outside_one_version(source: Path, tmp_path: Path,
+                                                      name: str, kind: bytes) -> None:
+    archive = bundle("m", "production", tmp_path / "m.tar.gz", models_dir=source)
+    buf = io.BytesIO()
+    with tarfile.open(archive) as src, tarfile.open(fileobj=buf, mode="w") as dst:
+        for m in src.getmembers():
+            dst.addfile(m, src.extractfile(m) if m.isfile() else None)
+        extra = tarfile.TarInfo(name)
+        extra.type = kind
+        extra.linkname = "/etc/passwd" if kind == tarfile.SYMTYPE else ""
+        dst.addfile(extra, io.BytesIO(b"") if kind == tarfile.REGTYPE else None)
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(gzip.compress(buf.getvalue()))
+    box = tmp_path / "box"
+    with pytest.raises(ArtifactError, match="not a plain file or folder|not a bundle of one"):
+        unbundle(bad, models_dir=box)
+    assert list(box.iterdir()) == []

@@ -336,3 +336,23 @@ def test_bench_live_gate_runs(run_bench: Callable[..., dict[str, Any]]) -> None:
     for workload in ("typical", "cheapest"):
         assert report[workload]["ratio_live_vs_gate"] > 0
     assert report["alias_checks"]["live_poll_every_call"] > report["alias_checks"]["live"]
+
+
+def test_an_unforeseen_failure_of_a_check_keeps_what_serves(
+        live_models: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    promote("m", "v1", alias="production", models_dir=live_models)
+    live = LiveGate(f"{live_models / 'm'}@production", poll_seconds=0)
+
+    def broken(*_: Any) -> Any:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(_live, "read_aliases", broken)
+    promote("m", "v2", alias="production", models_dir=live_models)
+    with caplog.at_level(logging.ERROR, logger=_live.__name__):
+        assert live.evaluate(ACTION) == _expected(live_models)["v1"]
+    assert "checking alias" in caplog.text and "disk on fire" in caplog.text
+    assert live.status()["refused"]["reason"] == "disk on fire"
+    monkeypatch.undo()
+    live.evaluate(ACTION)
+    assert live.version == "v2" and live.status()["refused"] is None
