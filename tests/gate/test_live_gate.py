@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -13,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import HARM_PRICES, TAMPERED, manifest_sha, point_alias_by_hand
+from live_versions import HARM_PRICES, TAMPERED, manifest_sha, point_alias_by_hand
 
 from amv_calib.artifacts import keygen, promote, rollback, sign_artifact
 from amv_calib.claims import label_claims
@@ -356,3 +358,23 @@ def test_an_unforeseen_failure_of_a_check_keeps_what_serves(
     monkeypatch.undo()
     live.evaluate(ACTION)
     assert live.version == "v2" and live.status()["refused"] is None
+
+
+def test_a_live_gate_at_work_loads_numpy_and_the_standard_library_only(
+        live_models: Path) -> None:
+    promote("m", "v1", alias="production", models_dir=live_models)
+    probe = (
+        "import json, sys\n"
+        "from amv_calib.gate import CandidateAction, LiveGate, OutcomeLog, Premise\n"
+        f"live = LiveGate({str(live_models / 'm')!r} + '@production', poll_seconds=0)\n"
+        "a = CandidateAction(action_id='a', tool_name='t', impact_cost_theta=10.0,\n"
+        "                    abstention_cost_kappa=5.0,\n"
+        "                    premises=(Premise(id='p', calibrated_violation_probability=0.01),))\n"
+        "assert live.evaluate(a).regime == 'PROCEED' and live.version == 'v1'\n"
+        f"OutcomeLog({str(live_models / 'o.jsonl')!r}).record(action_id='a', violated=False)\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    third_party = {m for m in json.loads(out) if m not in sys.stdlib_module_names
+                   and not m.startswith("_")} - {"amv_calib", "numpy"}
+    assert not third_party, sorted(third_party)

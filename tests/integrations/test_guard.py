@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BANK, MEMORY, Payments
+from payments_scenario import BANK, MEMORY, Payments
 
 from amv_calib.contract import seed_prior_calibrator
 from amv_calib.gate import CandidateAction, Gate, Premise, Verifier

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BANK, CALLS, PROMPT, Payments, check_after_run, check_bob_message
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -19,6 +18,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
+from payments_scenario import BANK, CALLS, PROMPT, Payments, check_after_run, check_bob_message
 from pydantic import Field
 
 from amv_calib.gate import LiveGate

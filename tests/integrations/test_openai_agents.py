@@ -15,7 +15,7 @@ from agents import (
     function_tool,
 )
 from agents.testing import ScriptedModel, assistant_message, function_call
-from conftest import BANK, CALLS, PROMPT, Payments, check_after_run, check_bob_message
+from payments_scenario import BANK, CALLS, PROMPT, Payments, check_after_run, check_bob_message
 
 from amv_calib.gate import LiveGate
 from amv_calib.integrations import openai_agents_guardrail
