@@ -9,6 +9,7 @@ user's mapping or in a verifier is a refusal, like ABSTAIN. Standard library and
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -111,6 +112,9 @@ class ToolGuard:
             raise ValueError(f"gate={gate!r} must be a Gate or a LiveGate")
         if not callable(to_action):
             raise ValueError(f"to_action={to_action!r} must be callable")
+        if budget is not None and (isinstance(budget, bool) or not isinstance(
+                budget, (int, float)) or not 0.0 <= budget < math.inf):
+            raise ValueError(f"budget={budget!r} must be a finite number >= 0 or None")
         checks: dict[str, Callable[[CandidateAction], Signals]] = {}
         declared: list[Verifier] = []
         for item in verifiers:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -128,15 +130,28 @@ def _one_round(models: Path, expected: dict[str, Decision]) -> tuple[list[_Call]
 
 def _check_round(calls: list[_Call], phases: list[_Phase], expected: dict[str, Decision]
                  ) -> None:
+    """Every decision by a version verified when it was the alias's target, and none later
+    than ``POLL`` plus one call after the alias moved on.
+
+    The call that checks the alias is the first to start once ``POLL`` has passed since the
+    last check, which began at the latest when the alias file changed (``after``): it starts
+    no later than the first call after ``after + POLL`` and serves the new version when it
+    ends. So a call that starts one call's time (the longest observed: a loading one) after
+    that first call decides by the new version.
+    """
     assert len(calls) > 100
-    slack = max(c.t1 - c.t0 for c in calls)  # "plus one call": the longest, a loading one
+    starts = sorted(c.t0 for c in calls)
+    slack = max(c.t1 - c.t0 for c in calls)
+
+    def switched(p: _Phase) -> float:  # from when on a call must see phase p's version
+        i = bisect.bisect_left(starts, p.after + POLL)
+        return (starts[i] if i < len(starts) else math.inf) + slack
+
     for c in calls:
         assert c.version in HARM_PRICES, c  # never a tampered (or no) version
         assert c.decision == expected[c.version], c  # decided by the version it names
-        # it served while it was the alias's verified target, or within POLL plus one call
-        # after the alias moved on
         ok = [i for i, p in enumerate(phases) if p.serves == c.version and p.before <= c.t1
-              and (i + 1 == len(phases) or c.t0 < phases[i + 1].after + POLL + slack)]
+              and (i + 1 == len(phases) or c.t0 < switched(phases[i + 1]))]
         assert ok, (c, phases, slack)
 
 

@@ -91,3 +91,10 @@ def test_only_verifiers_over_the_actions_premises_are_offered() -> None:
 def test_bad_arguments(args: tuple[Any, ...], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         ToolGuard(*args)
+
+
+@pytest.mark.parametrize("budget", [-1.0, float("nan"), float("inf"), True, "5"],
+                         ids=["negative", "nan", "inf", "bool", "text"])
+def test_a_bad_budget_is_refused_at_once(budget: Any) -> None:
+    with pytest.raises(ValueError, match=r"budget=.* must be a finite number >= 0"):
+        ToolGuard(Gate(), lambda *a: None, budget=budget)
