@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"exit 1 when LiveGate costs more than {TARGET}x Gate per call")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "live_gate.json")
     args = ap.parse_args(argv)
-    calls, rounds = (5_000, 5) if args.quick else (50_000, 11)
+    calls, rounds = (2_000, 3) if args.quick else (50_000, 11)
     gc.disable()
     try:
         report = measure(calls=calls, rounds=rounds)
