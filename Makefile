@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,spark]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,spark,openai-agents,langgraph]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -18,13 +18,13 @@ demo: $(STAMP)
 	$(BIN)/amv-calib run pipelines/retrain.toml
 
 lint: $(STAMP)
-	$(BIN)/ruff check amv_calib tests bench
+	$(BIN)/ruff check amv_calib tests bench examples
 
 # The package under --strict; the tests and benchmarks with the relaxed settings of
-# pyproject.toml (tests.*, bench.*).
+# pyproject.toml (tests.*, bench.*, examples.*).
 typecheck: $(STAMP)
 	$(BIN)/mypy amv_calib
-	$(BIN)/mypy --explicit-package-bases tests bench
+	$(BIN)/mypy --explicit-package-bases tests bench examples
 
 # The TypeScript gate (clients/typescript): installed from its lockfile, built, its node tests
 # and the Agents SDK example's run; tests/gate/test_typescript_gate.py then holds it equal to the

@@ -888,11 +888,26 @@ def _parsers_artifacts(subparsers: Any) -> None:
     p = _command(
         subparsers, "bundle", _run_bundle, help="write one version as a deterministic .tar.gz",
         description="Verify models/NAME/VERSION and write it as one reproducible .tar.gz "
-                    "(extract with: tar -xzf FILE -C models).")
+                    "(extract with: tar -xzf FILE -C models). Given an alias as VERSION, the "
+                    "bundle also carries NAME/aliases.json with that alias, so that "
+                    "NAME@ALIAS resolves where it is extracted; tar replaces an aliases.json "
+                    "already there: use `amv-calib unbundle` on a machine that has the model.")
     _version_arguments(p)
     p.add_argument("--out", metavar="FILE", default=None,
-                   help="output file (default: NAME-VERSION.tar.gz)")
+                   help="output file (default: NAME-VERSION.tar.gz, NAME-ALIAS-VERSION.tar.gz "
+                        "for an alias)")
     _models_dir_option(p)
+
+    p = _command(
+        subparsers, "unbundle", _run_unbundle,
+        help="install a bundle into a models folder without replacing its aliases",
+        description="Verify the bundle's version and add it to the models folder (an existing "
+                    "folder of that version must hold the same files); add the bundle's alias "
+                    "when the model has no such alias. An alias that points at another "
+                    "version is not moved (exit 1, saying how to promote).")
+    p.add_argument("bundle", metavar="FILE", help="a .tar.gz written by `amv-calib bundle`")
+    _models_dir_option(p)
+    _trusted_key_option(p)
 
 
 def _run_export(args: argparse.Namespace) -> int:
@@ -1033,9 +1048,16 @@ def _run_sign(args: argparse.Namespace) -> int:
 def _run_bundle(args: argparse.Namespace) -> int:
     from amv_calib.artifacts import bundle
 
-    _resolve_version(args)
     path = bundle(args.name, args.version, args.out, models_dir=args.models_dir)
     _print_json({"bundle": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
+    return 0
+
+
+def _run_unbundle(args: argparse.Namespace) -> int:
+    from amv_calib.artifacts import unbundle
+
+    _print_json(unbundle(args.bundle, models_dir=args.models_dir,
+                         trusted_keys=args.trusted_keys))
     return 0
 
 

@@ -30,7 +30,7 @@ def test_every_command_runs_its_own_function() -> None:
 
 
 @pytest.mark.parametrize(("dest", "commands", "want"), [
-    ("models_dir", ["export", "promote", "rollback", "bundle"],
+    ("models_dir", ["export", "promote", "rollback", "bundle", "unbundle"],
      {"option_strings": ["--models-dir"], "default": None, "metavar": "DIR",
       "help": "artifact root (default: $AMV_CALIB_MODELS_DIR or models/ in the checkout)"}),
     ("tracking_uri", ["register", "registry-promote", "ui-command"],

@@ -19,7 +19,7 @@ import amv_calib
 PACKAGE = Path(amv_calib.__file__).resolve().parent
 STAGES = ("contract", "claims", "calibration", "artifacts", "gate", "tuning", "monitoring",
           "tracking",
-          "pipeline", "spark")
+          "pipeline", "spark", "integrations")
 
 
 def _module_name(path: Path) -> str:

@@ -29,6 +29,7 @@ from amv_calib.artifacts._signing import (
     sign_artifact,
     signed_with,
 )
+from amv_calib.artifacts._unbundle import unbundle
 from amv_calib.settings import PromoteOptions
 
 __all__ = [
@@ -52,5 +53,6 @@ __all__ = [
     "list_versions",
     "promote",
     "rollback",
+    "unbundle",
     "verify_artifact",
 ]

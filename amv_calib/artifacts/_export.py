@@ -39,6 +39,8 @@ from amv_calib.artifacts._profile import PROFILE_FILE, build_profile
 from amv_calib.artifacts._signing import sign_artifact, signed_with
 from amv_calib.contract import (
     ALIASES_FILE,
+    ALIASES_FORMAT,
+    ALIASES_FORMAT_VERSION,
     ARTIFACT_FORMAT,
     ARTIFACT_FORMAT_VERSION,
     CALIBRATOR_FILE,
@@ -977,40 +979,85 @@ def bundle(
     So the same artifact always gives the same bytes. Extract it into a ``models`` folder
     (``tar -xzf FILE -C models``) and it is ready to verify and promote.
 
+    Given an alias (``production``) instead of a version, the bundle holds the version the
+    alias points at and ``NAME/aliases.json`` with that one alias (its version, the sha256
+    of the manifest, when it was promoted): extracted into a models folder, ``NAME@ALIAS``
+    resolves and verifies (signature included) with no promote. The alias file is the
+    only file outside the version folder, and it *replaces* an ``aliases.json`` already in
+    that folder (tar's default), other aliases and history with it: on a machine that
+    already has the model, install the bundle with :func:`unbundle` instead.
+
     Parameters
     ----------
+    version : str or int
+        ``vN`` (or N), or an alias of the model.
     out : path, optional
-        Defaults to ``NAME-vN.tar.gz`` in the current directory.
+        Defaults to ``NAME-vN.tar.gz`` (``NAME-ALIAS-vN.tar.gz`` for an alias) in the
+        current directory.
     """
     mdir = _model_dir(name, models_dir)
-    version = _check_version(version)
-    art = load_artifact(mdir / version)
-    target = Path(out) if out is not None else Path(f"{name}-{version}.tar.gz")
+    alias = None
+    if isinstance(version, int) or _VERSION_RE.fullmatch(str(version)) or version.isdigit():
+        version = _check_version(version)
+        art = load_artifact(mdir / version)
+    else:
+        alias = _check_name(version, "alias")
+        art = load_artifact(f"{mdir}@{alias}")
+        version = art.version
+    target = Path(out) if out is not None else Path(
+        f"{name}-{version}.tar.gz" if alias is None else f"{name}-{alias}-{version}.tar.gz")
     mtime = _epoch(art.manifest.get("created_utc"))
     signed = [SIGNATURE_FILE] if (art.path / SIGNATURE_FILE).is_file() else []
     rels = sorted([MANIFEST_FILE, *art.files, *signed])
     dirs = sorted({str(Path(r).parent.as_posix()) for r in rels} - {"."})
     prefix = f"{name}/{version}"
+    entries: list[tuple[str, bytes | None]] = [
+        (f"{prefix}/{d}".rstrip("/"), None) for d in ("", *dirs)]
+    entries += [(f"{prefix}/{r}", (art.path / r).read_bytes()) for r in rels]
+    if alias is not None:
+        entries.append((f"{name}/{ALIASES_FILE}", _bundled_aliases(mdir, art, alias)))
     buf = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz, \
             tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-        entries = [(d, None) for d in ("", *dirs)] + [(r, art.path / r) for r in rels]
-        for rel, src in sorted(entries, key=lambda e: e[0]):
-            info = tarfile.TarInfo(f"{prefix}/{rel}".rstrip("/"))
+        for arcname, data in sorted(entries, key=lambda e: e[0]):
+            info = tarfile.TarInfo(arcname)
             info.mtime = mtime
             info.uid = info.gid = 0
             info.uname = info.gname = ""
-            if src is None:
+            if data is None:
                 info.type = tarfile.DIRTYPE
                 info.mode = 0o755
                 tar.addfile(info)
             else:
-                data = src.read_bytes()
                 info.size = len(data)
                 info.mode = 0o644
                 tar.addfile(info, io.BytesIO(data))
     target.parent.mkdir(parents=True, exist_ok=True)
     _atomic_write(target, buf.getvalue())
-    _log.info("bundled %s %s into %s", name, version, target)
+    _log.info("bundled %s %s%s into %s", name, version,
+              "" if alias is None else f" as {alias}", target)
     return target
 
+
+def _bundled_aliases(mdir: Path, art: LoadedArtifact, alias: str) -> bytes:
+    """``aliases.json`` holding ``alias`` -> ``art``'s version only, from the entry that
+    resolved it (so the same alias entry always gives the same bytes)."""
+    sha = _manifest_sha(art.path)
+    entry = read_aliases(mdir)["aliases"].get(alias)
+    if entry is None or entry["version"] != art.version \
+            or entry.get("manifest_sha256") not in (None, sha):
+        raise ArtifactError(f"{mdir / ALIASES_FILE}: alias {alias!r} moved while bundling "
+                            f"{art.version}; bundle again")
+    history = entry.get("history") or [{}]
+    promoted = history[-1].get("promoted_utc", entry.get("updated_utc"))
+    return canonical_json_bytes({
+        "format": ALIASES_FORMAT, "format_version": ALIASES_FORMAT_VERSION,
+        "name": mdir.name,
+        "aliases": {alias: {
+            "version": art.version, "manifest_sha256": sha,
+            "updated_utc": entry.get("updated_utc"),
+            "history": [{"version": art.version, "manifest_sha256": sha,
+                         "promoted_utc": promoted}],
+            "log": [],
+        }},
+    })

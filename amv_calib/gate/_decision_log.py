@@ -38,9 +38,10 @@ record about 9 us at the median and 20 us at the 99th percentile on the 2-core d
 machine, the same as a plain buffered ``write`` + ``flush`` (``bench/bench_labels.py``
 measures it); like any write it can stall for milliseconds while the kernel writes dirty
 pages back. There is no background thread and no buffering, so a crash loses at most the
-line being written. With ``fsync=True`` every line is also forced to disk (``os.fsync``),
-which costs a disk flush (often milliseconds) per decision: use it only where losing the
-last lines in a power cut matters more than latency.
+line being written. The same primitive, :class:`JsonLinesAppender`, writes the outcome log
+(:mod:`amv_calib.gate._outcomes`). With ``fsync=True`` every line is also forced to disk
+(``os.fsync``), which costs a disk flush (often milliseconds) per decision: use it only
+where losing the last lines in a power cut matters more than latency.
 
 A crash in the middle of a write can leave a *torn* last line without its ``\\n``. The
 writer repairs that when it opens the file, by appending a ``\\n`` first, so new lines stay
@@ -73,7 +74,7 @@ import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Self
 
 from amv_calib.exceptions import DataContractError, check_choice
 
@@ -84,6 +85,7 @@ __all__ = [
     "DecisionLogWarning",
     "OFFERED_VERIFIER_ALIASES",
     "DecisionLogWriter",
+    "JsonLinesAppender",
     "LogReadStats",
     "encode_record",
     "normalize_decision",
@@ -209,28 +211,30 @@ def _write_all(fd: int, data: bytes) -> None:
         done += n
 
 
-class DecisionLogWriter:
-    """Append decision records to a JSON-lines file, one ``os.write`` per line.
+class JsonLinesAppender:
+    """Append JSON records to a file, one ``os.write`` per line: the locked-append primitive
+    that :class:`DecisionLogWriter` and :class:`~amv_calib.gate.OutcomeLog` share.
+
+    The rules are the module's (Durability and latency): a descriptor opened with
+    ``O_APPEND``, a torn tail repaired on opening, one lock per writer, and after a write that
+    failed part-way the next line starts with a newline of its own.
 
     Parameters
     ----------
     path : str or os.PathLike
-        The log file; created (with its parent folders) if missing, appended to otherwise.
+        The file; created (with its parent folders) if missing, appended to otherwise.
     fsync : bool, default False
-        Force every line to disk with ``os.fsync`` after writing it (slow; see module docs).
-
-    Notes
-    -----
-    Thread-safe: one lock serialises ``append`` calls of this writer. Several processes
-    may append to the same file, each with its own writer, because every line is a single
-    ``O_APPEND`` write. Use as a context manager or call :meth:`close`; the descriptor is
-    also closed when the writer is garbage-collected.
+        Force every line to disk with ``os.fsync`` after writing it.
+    what : str, default "log"
+        What the file is, for error messages ("decision log", "outcome log").
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False,
+                 what: str = "log") -> None:
         self.path = os.fspath(path)
         self.fsync = fsync
         self.lines_written = 0
+        self._what = what
         self._lock = threading.Lock()
         parent = os.path.dirname(self.path)
         if parent:
@@ -260,7 +264,7 @@ class DecisionLogWriter:
             _write_all(fd, b"\n")
 
     def append(self, record: Mapping[str, Any]) -> None:
-        """Write one decision record as one line.
+        """Write one record as one line.
 
         A record without ``time`` gets the current UTC time. Raises ``OSError`` if the
         write fails (disk full, closed writer) and ``TypeError`` for unserialisable fields.
@@ -272,7 +276,7 @@ class DecisionLogWriter:
         with self._lock:
             fd = self._fd
             if fd is None:
-                raise OSError(f"decision log {self.path!r} is closed")
+                raise OSError(f"{self._what} {self.path!r} is closed")
             if self._torn:
                 data = b"\n" + data
             try:
@@ -280,7 +284,7 @@ class DecisionLogWriter:
             except _PartialWrite as exc:
                 if exc.written:
                     self._torn = not data[:exc.written].endswith(b"\n")
-                raise OSError(exc.errno, f"decision log {self.path!r}: record not written "
+                raise OSError(exc.errno, f"{self._what} {self.path!r}: record not written "
                                          f"({exc.strerror})") from exc
             self._torn = False
             if self.fsync:
@@ -296,14 +300,36 @@ class DecisionLogWriter:
                 self._fd = None
                 self._finalizer()
 
-    def __enter__(self) -> DecisionLogWriter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        return f"DecisionLogWriter({self.path!r}, fsync={self.fsync})"
+        return f"{type(self).__name__}({self.path!r}, fsync={self.fsync})"
+
+
+class DecisionLogWriter(JsonLinesAppender):
+    """Append decision records to a JSON-lines file, one ``os.write`` per line.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The log file; created (with its parent folders) if missing, appended to otherwise.
+    fsync : bool, default False
+        Force every line to disk with ``os.fsync`` after writing it (slow; see module docs).
+
+    Notes
+    -----
+    Thread-safe: one lock serialises ``append`` calls of this writer. Several processes
+    may append to the same file, each with its own writer, because every line is a single
+    ``O_APPEND`` write. Use as a context manager or call :meth:`close`; the descriptor is
+    also closed when the writer is garbage-collected.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
+        super().__init__(path, fsync=fsync, what="decision log")
 
 
 @dataclass(kw_only=True)

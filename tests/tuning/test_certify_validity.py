@@ -149,8 +149,8 @@ def world_figures(tmp: Path, *, seed: int = 601) -> WorldFigures:
                   reverse=True) + [0.0]
     grid = sorted(set(grid), reverse=True)
     path = harm_price_path(base, grid)
-    scored = [(float(evaluate(c)[1].mean()), float(evaluate(c)[0].mean()), c["harm_price"])
-              for c in path]
+    scored = [(float(loss.mean()), float(harm.mean()), c["harm_price"])
+              for c in path for harm, loss in [evaluate(c)]]
     oracle_loss, _, oracle_mu = min(scored)
     safe = [s for s in scored if s[1] <= ALPHA]
     harm, loss = evaluate(chosen)
