@@ -1158,8 +1158,13 @@ def sync_registry_aliases(model_dir: str | os.PathLike[str], *,
                           tracking_uri: str | None = None) -> dict[str, str | None]:
     """Make the registry's ``@champion`` / ``@challenger`` name the versions the file
     aliases ``production`` / ``challenger`` of ``model_dir`` name (matched by manifest
-    sha256); an alias whose version is not registered, or that no file alias backs, is
-    removed. Returns ``{registry alias: registry version or None}``."""
+    sha256).
+
+    A registry alias whose file alias is gone is removed (the mirror follows the files). A
+    file alias whose version the registry does not hold leaves the registry alias as it is
+    (never emptied) and logs a warning naming the command that registers it. Returns
+    ``{registry alias: the registry version it names now, or None}``.
+    """
     from amv_calib.contract import read_aliases
 
     uri = ensure_tracking_db(tracking_uri)
@@ -1174,11 +1179,27 @@ def sync_registry_aliases(model_dir: str | os.PathLike[str], *,
         if target is not None:
             client.set_registered_model_alias(registered_name, reg_alias, target.version)
             out[reg_alias] = str(target.version)
-        else:
+        elif entry is None:
             with contextlib.suppress(Exception):  # absent already: nothing to remove
                 client.delete_registered_model_alias(registered_name, reg_alias)
             out[reg_alias] = None
+        else:
+            out[reg_alias] = _registry_alias_version(client, registered_name, reg_alias)
+            _log.warning(
+                "the registry %r does not hold %s (alias %s): @%s left at %s; register it with "
+                "`amv-calib register %s`", registered_name, entry["version"], file_alias,
+                reg_alias, out[reg_alias] or "nothing",
+                Path(model_dir) / str(entry["version"]))
     return out
+
+
+def _registry_alias_version(client: MlflowClient, registered_name: str, alias: str
+                            ) -> str | None:
+    """The version the registry alias names now, or None."""
+    try:
+        return str(client.get_model_version_by_alias(registered_name, alias).version)
+    except Exception:  # noqa: BLE001 - no such alias or model
+        return None
 
 
 def _registered_versions(client: MlflowClient, registered_name: str) -> dict[str, Any]:

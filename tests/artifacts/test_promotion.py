@@ -85,7 +85,11 @@ def test_a_certified_first_version_is_promoted(tmp_path: Path, fitted: Path,
                                                holdout: pd.DataFrame) -> None:
     art = _export(tmp_path, fitted, thresholds, _certificate(thresholds))
     d = decide_promotion(art, None, holdout, alpha=0.01, delta=0.05)
-    assert d.promote and "no production version yet" in d.reasons
+    assert d.promote and d.reasons[2] == ("not worse than production beyond noise: yes -- no "
+                                          "production version yet")
+    assert [r.split(":")[0] for r in d.reasons] == [
+        "certified", "beats the constant prediction beyond noise",
+        "not worse than production beyond noise"]
 
 
 def test_a_worse_calibrator_is_refused_even_when_certified(
@@ -141,7 +145,7 @@ def test_a_calibrator_that_does_not_beat_its_base_rate_is_refused(
     d = decide_promotion(art, None, shuffled, alpha=0.01, delta=0.05, n_boot=300)
     assert d.certificate_ok and not d.promote
     assert "does not beat the constant prediction of its training violation rate" in \
-        d.reasons[-1]
+        d.reasons[1] and d.reasons[1].startswith("beats the constant prediction beyond noise: NO")
     skill = d.holdout["skill"]
     rate = training.head(8000)["violated"].mean()
     by_hand = log_loss(shuffled["violated"].to_numpy(dtype=float),

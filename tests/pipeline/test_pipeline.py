@@ -234,6 +234,17 @@ def test_retrain_end_to_end_then_skip(tmp_path: Path, small_data: dict[str, Path
     assert third["steps"][5]["outputs"]["promoted"] is True, third["steps"][5]["outputs"]
     assert verify_artifact(f"{art.parent}@production")["version"] == "v2"
 
+    # A person rolls production back; a re-run skips every step, and its report says which
+    # parts are the past (cached) and what the aliases are now.
+    assert main(["rollback", "amv-guard", "--alias", "production", "--models-dir",
+                 str(art.parent.parent)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(toml), "--no-tracking", "--set", "compare.folds=4"]) == 0
+    report = capsys.readouterr().out
+    assert "## artifact (cached from an earlier run): amv-guard v2" in report
+    assert "## promotion (cached from an earlier run): v2 promoted to production" in report
+    assert "aliases of amv-guard now: challenger = v2, production = v1" in report
+
 
 def _journal_trials(path: Path) -> int:
     """Completed trials recorded in an Optuna journal file (one JSON op per line)."""
@@ -343,7 +354,7 @@ def test_retrain_on_shuffled_labels_leaves_production_where_it_was(
     result = run_pipeline(spec, tracking=False)
     promote = next(s for s in result.steps if s.kind == "promote")
     assert promote.outputs["promoted"] is False
-    assert "does not beat the constant prediction" in promote.outputs["reasons"][-1]
+    assert "does not beat the constant prediction" in promote.outputs["reasons"][1]
     after = read_aliases(tmp_path / "models" / "amv-guard")["aliases"]
     assert after["production"]["version"] == before["version"]
     assert after["challenger"]["version"] == promote.outputs["version"] != before["version"]
