@@ -32,6 +32,7 @@ import json
 import logging
 import math
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -180,18 +181,29 @@ def _use_uri(uri: str) -> Iterator[None]:
                 os.environ[key] = value
 
 
+#: MLflow 3 records an experiment's kind in this tag; "custom_model_development" opens it on
+#: the runs table (a classic ML experiment) instead of the GenAI traces overview.
+EXPERIMENT_KIND_TAG: Final = "mlflow.experimentKind"
+EXPERIMENT_KIND: Final = "custom_model_development"
+
+
 def _experiment_id(client: MlflowClient, name: str, uri: str) -> str:
+    """The experiment ``name`` (created if absent), marked a classic ML experiment unless it
+    already says what it is."""
     exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        return str(exp.experiment_id)
-    try:
-        return str(client.create_experiment(name, artifact_location=_artifact_root(uri)))
-    except mlflow.exceptions.MlflowException:
-        # Another process created it between the lookup and the create.
-        exp = client.get_experiment_by_name(name)
-        if exp is None:
-            raise
-        return str(exp.experiment_id)
+    if exp is None:
+        try:
+            exp_id = str(client.create_experiment(name, artifact_location=_artifact_root(uri),
+                                                  tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}))
+            return exp_id
+        except mlflow.exceptions.MlflowException:
+            # Another process created it between the lookup and the create.
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    if EXPERIMENT_KIND_TAG not in exp.tags:  # made before the kind was set: a runs table too
+        client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return str(exp.experiment_id)
 
 
 # -- provenance -------------------------------------------------------------------------
@@ -885,13 +897,19 @@ class PipelineTracker:
     @_when_enabled
     def log_promotion(self, decision: str | os.PathLike[str]) -> None:
         """Log a promote step's ``promotion.json`` on the parent run: whether the challenger
-        went to production, and why (tags ``promotion.promoted`` / ``promotion.reasons``)."""
+        went to production (tag ``promotion.promoted``) and, per condition, its verdict
+        (tags ``promotion.certified`` and the like: short, to read in the runs table); the
+        full reasons are the run's artifact ``promote/promotion.json``."""
         data = _read_json(Path(decision))
         parent = str(self.run_id)
+        verdicts = {}
+        for reason in data.get("reasons", []):
+            condition, _, rest = str(reason).partition(": ")
+            key = "promotion." + re.sub(r"[^a-z0-9]+", "_", condition.lower()).strip("_")
+            verdicts[key[:240]] = rest.partition(" -- ")[0][:240]
         _log_batch(self.client, parent, tags={
             "promotion.promoted": str(bool(data.get("promote"))).lower(),
-            "promotion.version": str(data.get("version")),
-            "promotion.reasons": " | ".join(data.get("reasons", []))[:4900]})
+            "promotion.version": str(data.get("version")), **verdicts})
         holdout = data.get("holdout") or {}
         values = {k: holdout.get(k) for k in ("challenger_log_loss", "production_log_loss",
                                               "difference")}
