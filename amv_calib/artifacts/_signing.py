@@ -67,7 +67,8 @@ def _refuse_committable(private: Path) -> None:
                               check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ConfigError(f"{private}: inside the git work tree {top}, and git cannot say "
-                          f"whether it is ignored ({exc}); write the key pair outside it")
+                          f"whether it is ignored ({exc}); write the key pair outside it") \
+            from None
     if done.returncode != 0:
         rel = private.resolve().parent.relative_to(top).as_posix()
         raise ConfigError(
