@@ -174,7 +174,8 @@ def _episodes_argument(p: argparse.ArgumentParser) -> None:
 def _models_dir_option(p: argparse.ArgumentParser) -> None:
     """``--models-dir``: the root of the artifact folders."""
     p.add_argument("--models-dir", metavar="DIR", default=None,
-                   help="artifact root (default: $AMV_CALIB_MODELS_DIR or models/ in the checkout)")
+                   help="artifact root (default: $AMV_CALIB_MODELS_DIR, else models/ in the "
+                   "nearest folder upwards from here that holds one, else here)")
 
 
 def _version_arguments(p: argparse.ArgumentParser) -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "models_dir",
     "optuna_storage",
     "project_root",
+    "workspace",
     "resolve_adapter",
     "tracking_uri",
     "trusted_keys",
@@ -74,17 +75,31 @@ ADAPTERS: dict[str, str] = {
 
 
 def project_root() -> Path:
-    """The checkout this package lives in (the folder holding ``pyproject.toml``), else cwd."""
+    """The checkout this package's source lives in (the folder holding ``pyproject.toml``),
+    else cwd: where provenance (the git commit) is read. Default locations are the
+    :func:`workspace`'s, never this."""
     here = Path(__file__).resolve().parent.parent
     if (here / "pyproject.toml").is_file():
         return here
     return Path.cwd()
 
 
+def workspace() -> Path:
+    """The folder every default location is in, whatever the install mode: the nearest
+    folder, from the current one upwards, that holds a ``models/`` folder (as git finds
+    ``.git``), else the current folder. Relative to the current folder when it is one."""
+    cwd = Path.cwd()
+    for folder in (cwd, *cwd.parents):
+        if (folder / "models").is_dir():
+            return Path(".") if folder == cwd else folder
+    return Path(".")
+
+
 def models_dir() -> Path:
-    """Where artifacts live: ``$AMV_CALIB_MODELS_DIR``, else ``models/`` in the checkout."""
+    """Where artifacts live: ``$AMV_CALIB_MODELS_DIR``, else ``models/`` in the
+    :func:`workspace`."""
     env = os.environ.get("AMV_CALIB_MODELS_DIR")
-    return Path(env) if env else project_root() / "models"
+    return Path(env) if env else workspace() / "models"
 
 
 def champion_reference() -> str:
@@ -93,13 +108,16 @@ def champion_reference() -> str:
 
 
 def tracking_uri() -> str:
-    """MLflow tracking URI: ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` in cwd."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
+    """MLflow tracking URI: ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` in the
+    :func:`workspace`."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or \
+        f"sqlite:///{(workspace() / 'mlflow.db').as_posix()}"
 
 
 def optuna_storage() -> str:
     """Optuna storage: ``$AMV_CALIB_OPTUNA_STORAGE``, else a journal file under ``.optuna/``."""
-    return os.environ.get("AMV_CALIB_OPTUNA_STORAGE") or str(Path(".optuna") / "journal.log")
+    return os.environ.get("AMV_CALIB_OPTUNA_STORAGE") or \
+        str(workspace() / ".optuna" / "journal.log")
 
 
 def ui_command(uri: str | None = None, *, port: int = 5000) -> str:

@@ -32,7 +32,8 @@ def test_every_command_runs_its_own_function() -> None:
 @pytest.mark.parametrize(("dest", "commands", "want"), [
     ("models_dir", ["export", "promote", "rollback", "bundle", "unbundle"],
      {"option_strings": ["--models-dir"], "default": None, "metavar": "DIR",
-      "help": "artifact root (default: $AMV_CALIB_MODELS_DIR or models/ in the checkout)"}),
+      "help": "artifact root (default: $AMV_CALIB_MODELS_DIR, else models/ in the nearest "
+              "folder upwards from here that holds one, else here)"}),
     ("tracking_uri", ["register", "registry-promote", "ui-command"],
      {"option_strings": ["--tracking-uri"], "default": None,
       "help": "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)"}),
