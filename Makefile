@@ -4,12 +4,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean install constraints
+.PHONY: demo test test-fast lint typecheck bench clean install constraints ts
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,spark]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,spark,openai-agents,langgraph]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -18,21 +18,46 @@ demo: $(STAMP)
 	$(BIN)/amv-calib run pipelines/retrain.toml
 
 lint: $(STAMP)
-	$(BIN)/ruff check amv_calib tests bench
+	$(BIN)/ruff check amv_calib tests bench examples
 
+# The package under --strict; the tests and benchmarks with the relaxed settings of
+# pyproject.toml (tests.*, bench.*, examples.*).
 typecheck: $(STAMP)
 	$(BIN)/mypy amv_calib
+	$(BIN)/mypy --explicit-package-bases tests bench examples
+
+# The TypeScript gate (clients/typescript): installed from its lockfile, built, its node tests
+# and the Agents SDK example's run; tests/gate/test_typescript_gate.py then holds it equal to the
+# Python gate. Without npm it is skipped here (and that test skips), except under CI=true.
+TS := clients/typescript
+
+ts:
+	@if ! command -v npm >/dev/null 2>&1; then \
+	  if [ "$$CI" = "true" ]; then echo "CI=true and node/npm are not installed: cannot build $(TS)" >&2; exit 1; fi; \
+	  echo "node/npm not installed: $(TS) not built (its tests will skip)"; exit 0; \
+	fi; \
+	set -e; cd $(TS); npm ci --no-audit --no-fund; npm run build; npm test; \
+	cd examples/agents-guardrail; npm ci --no-audit --no-fund; npm test
 
 # Two workers, one test file each at a time (module fixtures are built once); tests/conftest.py
 # starts the longest files (Spark) first. TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 
-test: $(STAMP) lint typecheck
+test: $(STAMP) lint typecheck ts
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-# Each benchmark compares against a named baseline in the same run and writes bench/results/.
+# Day-to-day: the tests without the slow and Spark marks (the rest of the suite, CI's, is
+# `make test`); ruff and mypy are `make lint typecheck`.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not spark"
+
+# Each benchmark compares against a named baseline in the same run and writes bench/results/;
+# --check fails on a missed target, naming it (bench/README.md). Every script runs; the make
+# fails at the end if any missed.
 bench: $(STAMP)
-	set -e; for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f; done
+	fail=""; for f in bench/bench_*.py; do echo "== $$f"; \
+	  $(BIN)/python $$f --check || fail="$$fail $$f"; done; \
+	if [ -n "$$fail" ]; then echo "missed targets in:$$fail" >&2; exit 1; fi
 
 # Pin what is installed now (after a dependency change in pyproject.toml).
 constraints: $(STAMP)
@@ -41,3 +66,4 @@ constraints: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(TS)/node_modules $(TS)/dist $(TS)/examples/agents-guardrail/node_modules

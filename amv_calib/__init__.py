@@ -32,6 +32,8 @@ _EXPORTS: dict[str, str] = {
     "CandidateAction": "amv_calib.gate",
     "Decision": "amv_calib.gate",
     "Gate": "amv_calib.gate",
+    "LiveGate": "amv_calib.gate",
+    "OutcomeLog": "amv_calib.gate",
     "MemoryClaim": "amv_calib.gate",
     "Premise": "amv_calib.gate",
     "Verifier": "amv_calib.gate",

@@ -17,18 +17,24 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from amv_calib import __version__
 from amv_calib.exceptions import AmvCalibError, ConfigError, DataContractError
 from amv_calib.settings import (
     ADAPTERS,
-    CALIBRATOR_NAMES,
     DEFAULT_ALIAS,
     DEFAULT_CALIBRATORS,
     DEFAULT_REGISTERED_MODEL,
     DEFAULT_SEED,
     TRUSTED_KEYS_ENV,
+    CertifyOptions,
+    CompareOptions,
+    LabelOptions,
+    Option,
+    Options,
+    PromoteOptions,
+    TuneOptions,
     resolve_adapter,
     trusted_keys,
 )
@@ -62,6 +68,60 @@ def _command(subparsers: Any, name: str, run: Callable[[argparse.Namespace], int
         name, help=help, description=description, formatter_class=formatter_class)
     p.set_defaults(func=run)
     return p
+
+
+def _add_options(p: argparse.ArgumentParser, cls: type[Options], *,
+                 aliases: Mapping[str, Sequence[str]] | None = None,
+                 only: Sequence[str] | None = None) -> None:
+    """One flag per command-line option of ``cls`` (or of ``only`` of them), made from its
+    :class:`Option`: the default, type, choices and help come from there only
+    (:func:`_options_from` reads them back)."""
+    for name, opt in cls.spec().items():
+        if not opt.cli or (only is not None and name not in only):
+            continue
+        default = getattr(cls.defaults(), name)
+        flags = [f"--{name.replace('_', '-')}", *(aliases or {}).get(name, ())]
+        shown = "none" if default is None else (",".join(default) if isinstance(default, list)
+                                                 else default)
+        text = f"{opt.help} (default {shown})" if opt.type is not bool else opt.help
+        if opt.type is bool:
+            p.add_argument(*flags, dest=name, action="store_true", default=default, help=text)
+            continue
+        kwargs: dict[str, Any] = {"dest": name, "default": default, "help": text,
+                                  "metavar": opt.metavar, "type": _cli_type(f"--{name}", opt)}
+        if opt.choices is not None and opt.type is not list:
+            kwargs["choices"] = opt.choices
+        p.add_argument(*flags, **kwargs)
+
+
+def _cli_type(flag: str, opt: Option) -> Callable[[str], Any]:
+    """Parse one command-line value as the option's type and check it like the library."""
+    def parse(text: str) -> Any:
+        if opt.type is list:
+            value: Any = [v.strip() for v in text.split(",") if v.strip()]
+        else:
+            try:
+                value = opt.type(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(
+                    f"{text!r} is not {'an integer' if opt.type is int else 'a number'}"
+                ) from None
+        try:
+            return opt.check(flag, value)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = opt.type.__name__
+    return parse
+
+
+OptionsT = TypeVar("OptionsT", bound=Options)
+
+
+def _options_from(args: argparse.Namespace, cls: type[OptionsT]) -> OptionsT:
+    """The options object of a command's parsed arguments (options it has no flag for keep
+    their defaults)."""
+    return cls.from_mapping({k: getattr(args, k) for k in cls.spec() if hasattr(args, k)})
 
 
 def _harm_price(text: str) -> float:
@@ -115,7 +175,8 @@ def _episodes_argument(p: argparse.ArgumentParser) -> None:
 def _models_dir_option(p: argparse.ArgumentParser) -> None:
     """``--models-dir``: the root of the artifact folders."""
     p.add_argument("--models-dir", metavar="DIR", default=None,
-                   help="artifact root (default: $AMV_CALIB_MODELS_DIR or models/ in the checkout)")
+                   help="artifact root (default: $AMV_CALIB_MODELS_DIR, else models/ in the "
+                   "nearest folder upwards from here that holds one, else here)")
 
 
 def _version_arguments(p: argparse.ArgumentParser) -> None:
@@ -143,7 +204,8 @@ def _resolve_version(args: argparse.Namespace) -> None:
 
 def _trusted_key_option(p: argparse.ArgumentParser) -> None:
     """``--trusted-key``: public keys one of which must have signed the artifact."""
-    p.add_argument("--trusted-key", dest="trusted_keys", action="append", default=[],
+    # None when not given: an empty list would name no key and refuse every artifact
+    p.add_argument("--trusted-key", dest="trusted_keys", action="append", default=None,
                    metavar="PUBLIC",
                    help="public key (from `amv-calib keygen`) that must have signed the "
                    "artifact (repeatable: any one of them; also $AMV_CALIB_TRUSTED_KEYS, "
@@ -213,7 +275,7 @@ def _parsers_synth(subparsers: Any) -> None:
         subparsers, "synth", _run_synth,
         help="generate synthetic claim outcomes or action episodes with a known truth",
         description=(
-            "Generate synthetic data from ten perturbation families (see data/README.md). "
+            "Generate synthetic data from ten perturbation families (see docs/data.md). "
             "claims: CSV, Parquet or JSONL by the ending of --out; episodes: JSONL; logs: "
             "the folder --out gets decisions.jsonl, written by the gate of --artifact running "
             "over synthetic actions with a verifier less reliable than declared, and "
@@ -293,14 +355,7 @@ def _parsers_label(subparsers: Any) -> None:
                    help="a folder (claims.parquet, episodes.jsonl, verifiers.json and the "
                    "reports), or a claims table to write (.parquet, .csv or .jsonl; no "
                    "episodes)")
-    p.add_argument("--soft-labels", choices=("posterior", "off"), default="posterior",
-                   help="label uses without an outcome by their verifier signals "
-                   "(default: posterior)")
-    p.add_argument("--min-verifier-calls", type=int, default=200, metavar="N",
-                   help="labelled answers a verifier needs before the episodes use its "
-                   "estimated reliability instead of the declared one (default 200)")
-    _skip_corrupt_option(p)
-    _overwrite_option(p)
+    _add_options(p, LabelOptions)
     _engine_options(p, "where the join runs: local (this process, default) or spark (the "
                     "same rows, report and episodes, on --spark-master; docs/scale.md)")
     p.add_argument("--spark-scratch", default=None, metavar="DIR|URI",
@@ -351,29 +406,28 @@ def _run_label(args: argparse.Namespace) -> int:
     # too (the executors open it; docs/scale.md)
     _require_inputs(p for p in (*args.decisions, *args.outcomes)
                     if not ("://" in p and (args.engine == "spark" or p in args.outcomes)))
-    if args.min_verifier_calls < 0:
-        raise ConfigError(f"--min-verifier-calls={args.min_verifier_calls} must be >= 0")
-    on_corrupt: Literal["raise", "skip"] = "skip" if args.skip_corrupt else "raise"
+    opts = _options_from(args, LabelOptions)
+    on_corrupt: Literal["raise", "skip"] = "skip" if opts.skip_corrupt else "raise"
     names = [out.name, *(p.name for p in cl.label_report_paths(out))]
     if as_table:
-        cl.claim_outputs(out.parent, "label", names, overwrite=args.overwrite)
+        cl.claim_outputs(out.parent, "label", names, overwrite=opts.overwrite)
     else:
-        cl.claim_outputs(out, "label", cl.LABEL_FOLDER_FILES, overwrite=args.overwrite)
+        cl.claim_outputs(out, "label", cl.LABEL_FOLDER_FILES, overwrite=opts.overwrite)
     if args.engine == "spark":  # the rows stream from the executors' part files to the files
         from amv_calib.spark import write_label_spark
 
         line = write_label_spark(args.decisions, args.outcomes, spark=_spark(args), out=out,
-                                 min_verifier_calls=args.min_verifier_calls,
-                                 soft_labels=args.soft_labels, on_corrupt=on_corrupt,
+                                 min_verifier_calls=opts.min_verifier_calls,
+                                 soft_labels=opts.soft_labels, on_corrupt=on_corrupt,
                                  scratch=args.spark_scratch)[0]
     elif not as_table:
         result = cl.label_logs(args.decisions, args.outcomes or None,
-                               min_verifier_calls=args.min_verifier_calls,
-                               soft_labels=args.soft_labels, on_corrupt=on_corrupt)
+                               min_verifier_calls=opts.min_verifier_calls,
+                               soft_labels=opts.soft_labels, on_corrupt=on_corrupt)
         line = cl.write_label_folder(result, out, args.outcomes)
     else:
         claims, report = cl.label_claims(args.decisions, args.outcomes or None,
-                                         soft_labels=args.soft_labels, on_corrupt=on_corrupt)
+                                         soft_labels=opts.soft_labels, on_corrupt=on_corrupt)
         cl.write_claims_table(claims, out)
         line = cl.write_join_report(report, out, args.outcomes)
     if as_table:
@@ -384,7 +438,7 @@ def _run_label(args: argparse.Namespace) -> int:
 
 # -- compare -----------------------------------------------------------------------------------
 
-_log = logging.getLogger("amv_calib.calibration._compare")
+_log = logging.getLogger(__name__)
 
 
 def _parsers_compare(subparsers: Any) -> None:
@@ -405,23 +459,8 @@ def _parsers_compare(subparsers: Any) -> None:
     )
     p.add_argument("claims", metavar="CLAIMS", help="claim outcomes (claims.parquet, csv, jsonl)")
     _out_dir_option(p)
-    p.add_argument("--folds", type=int, default=5, help="number of folds (default 5)")
-    p.add_argument("--split", choices=("time", "group"), default="time",
-                   help="time-ordered blocked folds (default) or GroupKFold by claim_id")
-    p.add_argument("--scoring", choices=("log_loss", "brier"), default="log_loss",
-                   help="proper scoring rule that picks the champion (default log_loss)")
-    p.add_argument("--calibrators", default=",".join(DEFAULT_CALIBRATORS), metavar="NAMES",
-                   help="comma-separated names from " + ", ".join(CALIBRATOR_NAMES)
-                   + f" (default {','.join(DEFAULT_CALIBRATORS)})")
-    _n_boot_option(p, 200, "bootstrap resamples for the intervals (default 200; 0 = none)",
-                   metavar="N")
-    p.add_argument("--n-bins", type=int, default=15, metavar="B",
-                   help="bins of the reliability curves (default 15)")
-    _seed_option(p, "bootstrap seed")
-    p.add_argument("--weight-column", default=None, metavar="COL",
-                   help="non-negative sample-weight column (for example label_weight)")
-    p.add_argument("--allow-constant-features", action="store_true",
-                   help="compare even if a claim feature is constant over all rows")
+    _add_options(p, CompareOptions, aliases={"weights": ["--weight-column"]})
+    _seed_option(p, f"bootstrap seed (default {DEFAULT_SEED})")
     _json_option(p, "print one JSON object with the champion and each calibrator's metrics")
     _engine_options(p, "where the folds are fitted: local (this process, default) or spark "
                     "(MLlib logistic and isotonic fits on --spark-master, the same folds, "
@@ -451,11 +490,20 @@ def _run_compare(args: argparse.Namespace) -> int:
     from amv_calib.calibration import compare_calibrators
     from amv_calib.claims import load_claims
 
-    names = [n.strip() for n in str(args.calibrators).split(",") if n.strip()]
-    if args.n_boot < 0:
-        raise ConfigError(f"--n-boot={args.n_boot} must be >= 0")
-    if args.engine == "spark":
-        return _run_compare_spark(args, names)
+    opts = _options_from(args, CompareOptions)
+    kwargs: dict[str, Any] = {
+        "calibrators": opts.calibrators, "folds": opts.folds, "split": opts.split,
+        "scoring": opts.scoring, "n_bins": opts.n_bins, "n_boot": opts.n_boot,
+        "seed": args.seed, "sample_weight": opts.weights,
+        "allow_constant_features": opts.allow_constant_features}
+    if args.engine == "spark":  # the claims are read, validated and fitted on Spark
+        from amv_calib.spark import compare_calibrators_spark
+
+        if not Path(args.claims).exists():
+            raise DataContractError(f"input {args.claims} does not exist")
+        _report_comparison(args, compare_calibrators_spark(args.claims, spark=_spark(args),
+                                                           **kwargs))
+        return 0
     claims, rejects = load_claims(args.claims)
     if len(rejects):
         _log.warning(
@@ -463,42 +511,14 @@ def _run_compare(args: argparse.Namespace) -> int:
             "(run `amv-calib ingest` to see them with their reasons)",
             len(rejects), len(claims) + len(rejects),
         )
-    _log.info("comparing %s on %d rows", ", ".join(names), len(claims))
+    _log.info("comparing %s on %d rows", ", ".join(opts.calibrators or DEFAULT_CALIBRATORS),
+              len(claims))
     try:
-        result = compare_calibrators(
-            claims,
-            calibrators=names,
-            folds=args.folds,
-            split=args.split,
-            scoring=args.scoring,
-            tie_break="brier" if args.scoring == "log_loss" else "log_loss",
-            n_bins=args.n_bins,
-            n_boot=args.n_boot,
-            seed=args.seed,
-            sample_weight=args.weight_column,
-            allow_constant_features=args.allow_constant_features,
-        )
+        result = compare_calibrators(claims, **kwargs)
     except ValueError as exc:
         if isinstance(exc, AmvCalibError):
             raise
         raise ConfigError(str(exc)) from exc
-    _report_comparison(args, result)
-    return 0
-
-
-def _run_compare_spark(args: argparse.Namespace, names: list[str]) -> int:
-    """``compare --engine spark``: the claims are read, validated and fitted on Spark."""
-    from amv_calib.spark import compare_calibrators_spark
-
-    if not Path(args.claims).exists():
-        raise DataContractError(f"input {args.claims} does not exist")
-    result = compare_calibrators_spark(
-        args.claims, spark=_spark(args), calibrators=names,
-        folds=args.folds, split=args.split, scoring=args.scoring,
-        tie_break="brier" if args.scoring == "log_loss" else "log_loss",
-        n_bins=args.n_bins, n_boot=args.n_boot, seed=args.seed,
-        sample_weight=args.weight_column,
-        allow_constant_features=args.allow_constant_features)
     _report_comparison(args, result)
     return 0
 
@@ -560,17 +580,9 @@ def _parsers_replay(subparsers: Any) -> None:
     )
     _episodes_argument(t)
     _tune_options(t)
-    t.add_argument("--mode", choices=("constrained", "multi"), default="constrained",
-                   help="constrained: least total loss with harm <= --target-harmful; multi: "
-                   "the harm / total-loss Pareto front (default constrained)")
-    t.add_argument("--tune-fraction", type=float, default=0.5, metavar="F",
-                   help="share of the episodes tuned on; the rest is held out (default 0.5)")
+    _add_options(t, TuneOptions)
     t.add_argument("--study-name", default="amv-calib-tune",
                    help="Optuna study name in the storage (default amv-calib-tune)")
-    t.add_argument("--workers", type=int, default=1,
-                   help="parallel worker processes sharing the storage (not reproducible)")
-    _harm_price_option(t, "pin the harm price at X instead of searching it (0: tune the "
-                          "unpriced gate)")
 
     x = _command(
         subparsers, "transfer", _run_transfer,
@@ -582,63 +594,68 @@ def _parsers_replay(subparsers: Any) -> None:
     _episodes_argument(x)
     x.add_argument("--tune-families", required=True, help="comma-separated families to tune on")
     _tune_options(x)
+    _add_options(x, TuneOptions, only=("trials", "target_harmful", "planner", "n_boot"))
     x.add_argument("--study-name", default=None,
                    help="Optuna study name (default: one named after the tune families)")
 
     c = _command(
         subparsers, "certify", _run_certify,
         help="certify an artifact's gate: Gate Harmful <= alpha with probability >= 1-delta",
-        description="Learn-then-Test on calibration EPISODES (disjoint from the episodes the "
-                    "thresholds were tuned on): the artifact's thresholds with the harm price "
-                    "raised step by step, safest first, each tested for harm rate > alpha "
-                    "with a Hoeffding-Bentkus p-value, walked by fixed-sequence testing at "
-                    "level delta; the certified configuration of lowest loss is chosen. "
-                    "Prints the certificate; --out writes certificate.json (for `export "
-                    "--certificate`), thresholds.json and frontier.png. Exit 2 when nothing "
-                    "is certified, saying which alpha the episodes support.")
+        description="Learn-then-Test on the EPISODES the version never saw: every episode its "
+                    "tuning record covers (the tuning split, and the calibration set of the "
+                    "certificate that chose its harm price) is excluded, every other one "
+                    "calibrates. The version's thresholds with the harm price raised step "
+                    "by step, safest first, are each tested for harm rate > alpha with an "
+                    "exact binomial p-value and walked by fixed-sequence testing at level "
+                    "delta; the certified configuration of lowest loss is chosen. --out "
+                    "writes what `export` needs: calibrator.json, thresholds.json, "
+                    "certificate.json and tuning.json, and frontier.png. Exit 2 when too few "
+                    "unseen episodes "
+                    "remain or nothing is certified, saying which alpha they support.")
     c.add_argument("artifact", metavar="ARTIFACT", help="models/NAME/vN or models/NAME@ALIAS")
     _episodes_argument(c)
-    c.add_argument("--alpha", type=float, default=0.01, help="harm level (default 0.01)")
-    c.add_argument("--delta", type=float, default=0.05,
-                   help="probability that the bound fails (default 0.05)")
+    _add_options(c, CertifyOptions)
     _seed_option(c, "answer stream of the replays")
     c.add_argument("--out", metavar="DIR", default=None,
-                   help="write certificate.json, thresholds.json and frontier.png here")
+                   help="write calibrator.json, thresholds.json, certificate.json, tuning.json "
+                   "(with tuning-episodes.u64) and frontier.png here")
     _json_option(c, "print the certificate as JSON")
 
 
 def _run_certify(args: argparse.Namespace) -> int:
-    from amv_calib.calibration import write_figure_png
     from amv_calib.contract import load_artifact
     from amv_calib.tuning import (
-        certify_thresholds,
-        frontier_figure,
+        artifact_record,
+        certify_episodes,
+        describe_certificate,
         read_episodes,
         require_certified,
+        write_certification,
     )
 
+    opts = _options_from(args, CertifyOptions)
     art = load_artifact(args.artifact)
-    cert = certify_thresholds(read_episodes(args.episodes), art.calibrator, art.thresholds,
-                              alpha=args.alpha, delta=args.delta, seed=args.seed)
-    data = cert.to_dict()
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "certificate.json").write_text(json.dumps(data, indent=2, sort_keys=True)
-                                              + "\n", encoding="utf-8")
-        write_figure_png(frontier_figure(data), out / "frontier.png")
-        if cert.thresholds is not None:
-            (out / "thresholds.json").write_text(
-                json.dumps(cert.thresholds, indent=2, sort_keys=True) + "\n",
-                encoding="utf-8")
+    seen = artifact_record(art)
+    if seen is None and not opts.assume_unseen:
+        raise ConfigError(
+            f"{art.path}: carries no tuning record, so nothing tells which episodes shaped "
+            f"its thresholds; certify only on episodes you know it never saw, and say so with "
+            f"--assume-unseen")
+    result = certify_episodes(read_episodes(args.episodes), art.calibrator, art.thresholds,
+                              seen=seen, alpha=opts.alpha, delta=opts.delta, seed=args.seed,
+                              test_fraction=opts.test_fraction)
+    data = result.certificate.to_dict()
+    files = write_certification(result, args.out) if args.out else {}
     if args.json:
         print(json.dumps(data, indent=2, sort_keys=True))
-    require_certified(cert)
-    if not args.json:
-        print(f"certified on {cert.n} episodes: P(Gate Harmful > {cert.alpha:g}) <= "
-              f"{cert.delta:g} with harm price {data['thresholds'].get('harm_price', 0.0):g}"
-              f"; calibration harm {data['harm_rate']:.4%}, Clopper-Pearson upper bound "
-              f"{cert.upper_bound:.4%}")
+    else:
+        print("\n".join(describe_certificate(data)))
+    require_certified(result.certificate)
+    if files and not args.json:
+        print(f"wrote {', '.join(sorted(Path(f).name for f in files.values()))} to "
+              f"{Path(args.out).resolve()}; export them with\n  amv-calib export --calibrator "
+              f"{files['calibrator']} --thresholds {files['thresholds']} --certificate "
+              f"{files['certificate']} --name {art.name}")
     return 0
 
 
@@ -647,17 +664,11 @@ def _tune_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibrator", default=None,
                    help="artifact reference, compare DIR, .json or .joblib calibrator, or "
                    "'seed' (default: the shipped champion)")
-    p.add_argument("--trials", type=int, required=True, help="target number of completed trials")
     p.add_argument("--storage", default=None,
                    help="journal file path (default .optuna/journal.log) or RDB URL")
-    p.add_argument("--target-harmful", type=float, default=0.02, metavar="RATE",
-                   help="Gate Harmful the tuning may not exceed on the tuning split "
-                   "(default 0.02)")
-    p.add_argument("--planner", choices=("lookahead", "myopic"), default="lookahead",
-                   help="verification planner of the tuned gate (default lookahead)")
     _seed_option(p, f"seed of the sampler, split and answer stream (default {DEFAULT_SEED})")
-    _n_boot_option(p, 500, "bootstrap resamples of the held-out intervals (default 500)")
-    p.add_argument("--out", default=None, help="output DIR (thresholds.json, trials.csv, ...)")
+    p.add_argument("--out", default=None, help="output DIR (thresholds.json, trials.csv, "
+                   "tuning.json, ...; default: nothing written)")
     _json_option(p, "print the result as JSON")
 
 
@@ -733,14 +744,15 @@ def _calibrator_ref(args: argparse.Namespace) -> Any:
 def _run_tune(args: argparse.Namespace) -> int:
     from amv_calib.tuning import SEARCH_SPACE, format_table, tune_thresholds
 
+    opts = _options_from(args, TuneOptions)
     space = None
-    if args.harm_price is not None:
-        space = {**SEARCH_SPACE, "harm_price": (args.harm_price, args.harm_price, False)}
+    if opts.harm_price is not None:
+        space = {**SEARCH_SPACE, "harm_price": (opts.harm_price, opts.harm_price, False)}
     res = tune_thresholds(
-        args.episodes, calibrator=_calibrator_ref(args), trials=args.trials,
+        args.episodes, calibrator=_calibrator_ref(args), trials=opts.trials,
         storage=args.storage, study_name=args.study_name, seed=args.seed,
-        target_harmful=args.target_harmful, mode=args.mode, tune_fraction=args.tune_fraction,
-        planner=args.planner, out_dir=args.out, n_workers=args.workers, n_boot=args.n_boot,
+        target_harmful=opts.target_harmful, mode=opts.mode, tune_fraction=opts.tune_fraction,
+        planner=opts.planner, out_dir=args.out, n_workers=opts.workers, n_boot=opts.n_boot,
         progress=not args.json, space=space,
     )
     if args.json:
@@ -817,13 +829,18 @@ def _parsers_artifacts(subparsers: Any) -> None:
                    help="copy FILE into the artifact (repeatable)")
     p.add_argument("--no-joblib", action="store_true", help="leave calibrator.joblib out")
     p.add_argument("--promote", metavar="ALIAS", default=None,
-                   help="also point ALIAS at the new version (production only when certified "
-                   "at alpha 0.01, delta 0.05; else `amv-calib promote --force`)")
+                   help="also point ALIAS at the new version (production only when it earns "
+                   "it as `amv-calib promote` with its defaults; else `promote --force`)")
     p.add_argument("--signing-key", metavar="PRIVATE", default=None,
                    help="sign the new version with this private key (from `amv-calib keygen`)")
     p.add_argument("--certificate", metavar="JSON", default=None,
-                   help="certificate.json of `amv-calib certify`, recorded in the manifest "
-                   "(--thresholds must be its certified thresholds.json)")
+                   help="certificate.json of `amv-calib certify`, recorded in the manifest; "
+                   "refused unless it certified this calibrator and --thresholds (its "
+                   "thresholds.json)")
+    p.add_argument("--tuning", metavar="JSON", default=None,
+                   help="tuning.json of `amv-calib tune` or `certify` (tuning-episodes.u64 "
+                   "beside it): the episodes that shaped the thresholds, which a later "
+                   "certify excludes (default: the tuning.json beside --certificate)")
 
     p = _command(
         subparsers, "promote", _run_promote, help="point an alias at a verified version",
@@ -839,10 +856,7 @@ def _parsers_artifacts(subparsers: Any) -> None:
     p.add_argument("--force", action="store_true",
                    help="promote to production even without a certificate or a better "
                    "held-out log loss (a person's decision)")
-    p.add_argument("--alpha", type=float, default=0.01,
-                   help="harm level the certificate must reach (default 0.01)")
-    p.add_argument("--delta", type=float, default=0.05,
-                   help="error probability of the certificate (default 0.05)")
+    _add_options(p, PromoteOptions)
     p.add_argument("--holdout", metavar="CLAIMS", default=None,
                    help="newest held-out claims: refuse a version whose log loss on them is "
                    "worse than production's beyond the paired-bootstrap interval")
@@ -884,11 +898,26 @@ def _parsers_artifacts(subparsers: Any) -> None:
     p = _command(
         subparsers, "bundle", _run_bundle, help="write one version as a deterministic .tar.gz",
         description="Verify models/NAME/VERSION and write it as one reproducible .tar.gz "
-                    "(extract with: tar -xzf FILE -C models).")
+                    "(extract with: tar -xzf FILE -C models). Given an alias as VERSION, the "
+                    "bundle also carries NAME/aliases.json with that alias, so that "
+                    "NAME@ALIAS resolves where it is extracted; tar replaces an aliases.json "
+                    "already there: use `amv-calib unbundle` on a machine that has the model.")
     _version_arguments(p)
     p.add_argument("--out", metavar="FILE", default=None,
-                   help="output file (default: NAME-VERSION.tar.gz)")
+                   help="output file (default: NAME-VERSION.tar.gz, NAME-ALIAS-VERSION.tar.gz "
+                        "for an alias)")
     _models_dir_option(p)
+
+    p = _command(
+        subparsers, "unbundle", _run_unbundle,
+        help="install a bundle into a models folder without replacing its aliases",
+        description="Verify the bundle's version and add it to the models folder (an existing "
+                    "folder of that version must hold the same files); add the bundle's alias "
+                    "when the model has no such alias. An alias that points at another "
+                    "version is not moved (exit 1, saying how to promote).")
+    p.add_argument("bundle", metavar="FILE", help="a .tar.gz written by `amv-calib bundle`")
+    _models_dir_option(p)
+    _trusted_key_option(p)
 
 
 def _run_export(args: argparse.Namespace) -> int:
@@ -910,13 +939,13 @@ def _run_export(args: argparse.Namespace) -> int:
         include_joblib=not args.no_joblib,
         signing_key=args.signing_key,
         certificate=args.certificate,
+        tuning=args.tuning,
     )
     out: dict[str, Any] = {"path": str(res.path), "name": res.name, "version": res.version}
     if args.promote:
         if args.promote == DEFAULT_ALIAS:
             _check_promotion(argparse.Namespace(
-                name=res.name, version=res.version, models_dir=args.models_dir, holdout=None,
-                alpha=0.01, delta=0.05))
+                name=res.name, version=res.version, models_dir=args.models_dir, holdout=None))
         promote(res.name, res.version, alias=args.promote, models_dir=args.models_dir)
         out["alias"] = args.promote
     _print_json(out)
@@ -959,8 +988,9 @@ def _check_promotion(args: argparse.Namespace) -> None:
         production = load_artifact(f"{mdir}@{DEFAULT_ALIAS}")
     holdout = load_claims(args.holdout, on_reject="raise")[0] if args.holdout else \
         pd.DataFrame()
-    decision = decide_promotion(challenger, production, holdout, alpha=args.alpha,
-                                delta=args.delta)
+    opts = _options_from(args, PromoteOptions)
+    decision = decide_promotion(challenger, production, holdout, alpha=opts.alpha,
+                                delta=opts.delta, n_boot=opts.n_boot)
     if not decision.promote:
         raise ConfigError("; ".join(decision.reasons)
                           + "; pass --force to promote it anyway")
@@ -1025,9 +1055,16 @@ def _run_sign(args: argparse.Namespace) -> int:
 def _run_bundle(args: argparse.Namespace) -> int:
     from amv_calib.artifacts import bundle
 
-    _resolve_version(args)
     path = bundle(args.name, args.version, args.out, models_dir=args.models_dir)
     _print_json({"bundle": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
+    return 0
+
+
+def _run_unbundle(args: argparse.Namespace) -> int:
+    from amv_calib.artifacts import unbundle
+
+    _print_json(unbundle(args.bundle, models_dir=args.models_dir,
+                         trusted_keys=args.trusted_keys))
     return 0
 
 
@@ -1456,6 +1493,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code = func(args)
     except AmvCalibError as exc:
+        if args.verbose:  # the original traceback, through a wrapped step's cause
+            import traceback
+
+            traceback.print_exception(exc, file=sys.stderr)
         print(f"amv-calib {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 __all__ = [
     "AmvCalibError",
     "ArtifactError",
+    "CertificateMismatchError",
     "ConfigError",
     "DataContractError",
     "InsufficientDataError",
@@ -34,7 +35,7 @@ class AmvCalibError(Exception):
 
 
 class DataContractError(AmvCalibError, ValueError):
-    """Input data break the data contract (see ``data/README.md``)."""
+    """Input data break the data contract (see ``docs/data.md``)."""
 
     exit_code = 2
 
@@ -55,6 +56,13 @@ class PortableFormatError(AmvCalibError, ValueError):
 
 class ArtifactError(AmvCalibError):
     """An artifact is missing, tampered with, of unknown format or otherwise refused."""
+
+
+class CertificateMismatchError(ArtifactError, ValueError):
+    """An artifact's certificate is bound to another calibrator, other thresholds or another
+    tuning record than the version carries: it vouches for something else."""
+
+    exit_code = 2
 
 
 class LockedError(AmvCalibError):

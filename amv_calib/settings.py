@@ -6,9 +6,12 @@ of the environment at the moment it is asked for, so tests and the CLI can overr
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, ClassVar, Final, Literal, TypeVar
 
 from amv_calib.exceptions import ConfigError
 
@@ -21,10 +24,19 @@ __all__ = [
     "DEFAULT_REGISTERED_MODEL",
     "DEFAULT_SEED",
     "TRUSTED_KEYS_ENV",
+    "CertifyOptions",
+    "CompareOptions",
+    "LabelOptions",
+    "Option",
+    "Options",
+    "PromoteOptions",
+    "TuneOptions",
+    "option",
     "champion_reference",
     "models_dir",
     "optuna_storage",
     "project_root",
+    "workspace",
     "resolve_adapter",
     "tracking_uri",
     "trusted_keys",
@@ -63,17 +75,31 @@ ADAPTERS: dict[str, str] = {
 
 
 def project_root() -> Path:
-    """The checkout this package lives in (the folder holding ``pyproject.toml``), else cwd."""
+    """The checkout this package's source lives in (the folder holding ``pyproject.toml``),
+    else cwd: where provenance (the git commit) is read. Default locations are the
+    :func:`workspace`'s, never this."""
     here = Path(__file__).resolve().parent.parent
     if (here / "pyproject.toml").is_file():
         return here
     return Path.cwd()
 
 
+def workspace() -> Path:
+    """The folder every default location is in, whatever the install mode: the nearest
+    folder, from the current one upwards, that holds a ``models/`` folder (as git finds
+    ``.git``), else the current folder. Relative to the current folder when it is one."""
+    cwd = Path.cwd()
+    for folder in (cwd, *cwd.parents):
+        if (folder / "models").is_dir():
+            return Path(".") if folder == cwd else folder
+    return Path(".")
+
+
 def models_dir() -> Path:
-    """Where artifacts live: ``$AMV_CALIB_MODELS_DIR``, else ``models/`` in the checkout."""
+    """Where artifacts live: ``$AMV_CALIB_MODELS_DIR``, else ``models/`` in the
+    :func:`workspace`."""
     env = os.environ.get("AMV_CALIB_MODELS_DIR")
-    return Path(env) if env else project_root() / "models"
+    return Path(env) if env else workspace() / "models"
 
 
 def champion_reference() -> str:
@@ -82,13 +108,16 @@ def champion_reference() -> str:
 
 
 def tracking_uri() -> str:
-    """MLflow tracking URI: ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` in cwd."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
+    """MLflow tracking URI: ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` in the
+    :func:`workspace`."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or \
+        f"sqlite:///{(workspace() / 'mlflow.db').as_posix()}"
 
 
 def optuna_storage() -> str:
     """Optuna storage: ``$AMV_CALIB_OPTUNA_STORAGE``, else a journal file under ``.optuna/``."""
-    return os.environ.get("AMV_CALIB_OPTUNA_STORAGE") or str(Path(".optuna") / "journal.log")
+    return os.environ.get("AMV_CALIB_OPTUNA_STORAGE") or \
+        str(workspace() / ".optuna" / "journal.log")
 
 
 def ui_command(uri: str | None = None, *, port: int = 5000) -> str:
@@ -149,3 +178,265 @@ def resolve_adapter(name: str) -> Any:
         return getattr(importlib.import_module(module), func)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"adapter {name!r} -> {target!r} cannot be loaded: {exc}") from exc
+
+
+# -- options: one source for each option's default, type, check and help --------------------
+OptionsT = TypeVar("OptionsT", bound="Options")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Option:
+    """What one option of a stage is: the single source from which the library's keyword
+    default, the command line's flag and the pipeline step's key are made.
+
+    Attributes
+    ----------
+    help : str
+        What it means, with its unit; the command line appends the default.
+    type : type
+        ``int``, ``float``, ``str``, ``bool`` or ``list`` (of strings).
+    choices : tuple, optional
+        The values allowed.
+    low, high : float, optional
+        Inclusive bounds (``low_open`` / ``high_open`` make them exclusive).
+    nullable : bool
+        None is allowed (it means the documented fallback).
+    metavar : str, optional
+        The command line's placeholder.
+    cli, step : bool
+        Whether the command line and the pipeline step offer it.
+    """
+
+    help: str
+    type: type
+    choices: tuple[Any, ...] | None = None
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    nullable: bool = False
+    metavar: str | None = None
+    cli: bool = True
+    step: bool = True
+
+    def check(self, name: str, value: Any) -> Any:
+        """``value`` checked (an integral float taken as an int for an int option);
+        :class:`~amv_calib.ConfigError` naming the option and the value otherwise."""
+        if value is None:
+            if self.nullable:
+                return None
+            raise ConfigError(f"{name}=None is not allowed; give a {self.type.__name__}")
+        if self.type is bool:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{name}={value!r} must be true or false")
+            return value
+        if self.type is list:
+            if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(
+                    isinstance(v, str) for v in value):
+                raise ConfigError(f"{name}={value!r} must be a list of strings")
+            bad = [v for v in value if self.choices is not None and v not in self.choices]
+            if bad:
+                raise ConfigError(f"{name}: {bad} not among {list(self.choices or ())}")
+            return list(value)
+        if self.type in (int, float):
+            if isinstance(value, float) and self.type is int and value.is_integer():
+                value = int(value)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                    self.type is int and not isinstance(value, int)):
+                kind = "an integer" if self.type is int else "a number"
+                raise ConfigError(f"{name}={value!r} must be {kind}")
+            if not math.isfinite(value):
+                raise ConfigError(f"{name}={value!r} must be finite")
+            lo_bad = self.low is not None and (value <= self.low if self.low_open
+                                               else value < self.low)
+            hi_bad = self.high is not None and (value >= self.high if self.high_open
+                                                else value > self.high)
+            if lo_bad or hi_bad:
+                raise ConfigError(f"{name}={value!r} must lie in {self.range()}")
+            return self.type(value)
+        if not isinstance(value, self.type):
+            raise ConfigError(f"{name}={value!r} must be a {self.type.__name__}")
+        if self.choices is not None and value not in self.choices:
+            allowed = ", ".join(map(repr, self.choices))
+            raise ConfigError(f"{name}={value!r} must be one of {allowed}")
+        return value
+
+    def range(self) -> str:
+        """The allowed interval in words, ``[0, 1)``."""
+        lo = "-inf" if self.low is None else f"{self.low:g}"
+        hi = "inf" if self.high is None else f"{self.high:g}"
+        return (f"{'(' if self.low_open or self.low is None else '['}{lo}, "
+                f"{hi}{')' if self.high_open or self.high is None else ']'}")
+
+
+def option(default: Any, help: str, type: type, **spec: Any) -> Any:
+    """A dataclass field of an :class:`Options` class carrying its :class:`Option`."""
+    meta = {"option": Option(help=help, type=type, **spec)}
+    if isinstance(default, list):
+        items = tuple(default)
+        return dataclasses.field(default_factory=lambda: list(items), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+class Options:
+    """Base of a stage's options (a frozen, keyword-only dataclass of :func:`option`
+    fields): every value is checked when the object is made.
+
+    ``STAGE`` names the stage in messages (``"compare"``). :meth:`from_mapping` builds one
+    from a pipeline step's or a TOML table's keys and refuses unknown ones.
+    """
+
+    STAGE: ClassVar[str] = "options"
+
+    def __post_init__(self) -> None:
+        for name, opt in self.spec().items():
+            value = opt.check(f"{self.STAGE}.{name}", getattr(self, name))
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def spec(cls) -> dict[str, Option]:
+        """``{name: Option}`` in declaration order."""
+        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        return {f.name: f.metadata["option"] for f in fields if "option" in f.metadata}
+
+    @classmethod
+    def defaults(cls: type[OptionsT]) -> OptionsT:
+        """The options with every default."""
+        return cls()
+
+    @classmethod
+    def from_mapping(cls: type[OptionsT], data: Mapping[str, Any], *, where: str | None = None
+                     ) -> OptionsT:
+        """Options from ``data``; a key that is not an option is refused, naming it."""
+        spec = cls.spec()
+        unknown = sorted(set(data) - set(spec))
+        if unknown:
+            raise ConfigError(f"{where or cls.STAGE}: unknown keys {unknown}; known: "
+                              f"{sorted(spec)}")
+        return cls(**dict(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values, for reports and JSON."""
+        return {k: getattr(self, k) for k in self.spec()}
+
+
+# -- the options of each stage (re-exported by the stage's package) ------------------------
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CompareOptions(Options):
+    """How calibrators are compared (``amv-calib compare``, the ``compare`` step,
+    :func:`~amv_calib.calibration.compare_calibrators`)."""
+
+    STAGE = "compare"
+
+    folds: int = option(5, "leakage-safe folds", int, low=2)
+    split: Literal["time", "group"] = option(
+        "time", "time-ordered blocked folds, or GroupKFold by claim_id", str,
+        choices=("time", "group"))
+    scoring: Literal["log_loss", "brier"] = option(
+        "log_loss", "proper scoring rule that picks the champion (the other one breaks ties; "
+        "ECE never chooses)", str, choices=("log_loss", "brier"))
+    calibrators: list[str] | None = option(
+        None, "calibrators to compare (default: platt, beta, isotonic, seed_prior)", list,
+        choices=CALIBRATOR_NAMES, nullable=True, metavar="NAMES")
+    n_boot: int = option(200, "bootstrap resamples of the metric intervals (0: none)", int,
+                         low=0, metavar="N")
+    n_bins: int = option(15, "bins of the reliability curves", int, low=2, metavar="B")
+    weights: str = option(
+        "auto", "row weights: 'auto' uses label_weight when the claims have it (the soft "
+        "labels of `amv-calib label`, missing values counting 1), 'none' weighs every row "
+        "1, any other value names a column of non-negative weights", str, metavar="COL")
+    allow_constant_features: bool = option(
+        False, "compare even if a claim feature is constant over all rows (its terms get "
+        "weight 0)", bool)
+    holdout_newest: float = option(
+        0.0, "share of the newest claims kept out of the fit for the promote step", float,
+        low=0.0, high=1.0, high_open=True, cli=False)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TuneOptions(Options):
+    """How the gate's thresholds are tuned (``amv-calib tune``, the ``tune`` step,
+    :func:`~amv_calib.tuning.tune_thresholds`)."""
+
+    STAGE = "tune"
+
+    trials: int = option(60, "completed Optuna trials the study reaches (a resumed study "
+                             "runs only the missing ones)", int, low=1, metavar="N")
+    mode: Literal["constrained", "multi"] = option(
+        "constrained", "constrained: least total loss with Gate Harmful <= target_harmful; "
+        "multi: the harm / cost / coverage Pareto front", str, choices=("constrained", "multi"))
+    target_harmful: float = option(0.02, "Gate Harmful (a share of episodes) the tuned gate "
+                                   "may not exceed on the tuning split", float, low=0.0,
+                                   high=1.0, metavar="RATE")
+    tune_fraction: float = option(
+        0.5, "share of the episodes tuned on (a hash of the instance id; the tuning record "
+        "lists them and certify excludes them)", float, low=0.0, low_open=True, high=1.0,
+        metavar="F")
+    planner: Literal["lookahead", "myopic"] = option(
+        "lookahead", "verification planner of the tuned gate", str,
+        choices=("lookahead", "myopic"))
+    n_boot: int = option(500, "bootstrap resamples of the held-out intervals (0: none)", int,
+                         low=0, metavar="N")
+    workers: int = option(1, "worker processes sharing the study's storage (more than 1 is "
+                          "not reproducible)", int, low=1, metavar="N")
+    harm_price: float | None = option(
+        None, "pin the harm price at X, in units of loss like theta (default: search it; 0: "
+        "the unpriced gate)", float, low=0.0, nullable=True, metavar="X")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CertifyOptions(Options):
+    """How a gate is certified (``amv-calib certify``, the ``certify`` step,
+    :func:`~amv_calib.tuning.certify_episodes`)."""
+
+    STAGE = "certify"
+
+    alpha: float = option(0.01, "harm level: the certificate says Gate Harmful <= alpha "
+                          "with probability >= 1 - delta", float, low=0.0, high=1.0,
+                          low_open=True, high_open=True)
+    delta: float = option(0.05, "probability that the certified statement fails", float,
+                          low=0.0, high=1.0, low_open=True, high_open=True)
+    test_fraction: float = option(
+        0.0, "share of the unseen episodes kept out of calibration for a held-out table (0: "
+        "all of them calibrate)", float, low=0.0, high=1.0, high_open=True, metavar="F")
+    assume_unseen: bool = option(
+        False, "certify without a tuning record, the user vouching that no episode given "
+        "touched the thresholds", bool)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LabelOptions(Options):
+    """How decision logs are joined with outcomes (``amv-calib label``, the ``label`` step,
+    :func:`~amv_calib.claims.label_logs`)."""
+
+    STAGE = "label"
+
+    min_verifier_calls: int = option(
+        200, "labelled answers a verifier needs before the episodes use its estimated "
+        "reliability instead of the declared one", int, low=0, metavar="N")
+    soft_labels: Literal["posterior", "off"] = option(
+        "posterior", "label uses without an outcome by their verifier signals (posterior) or "
+        "not (off)", str, choices=("posterior", "off"))
+    skip_corrupt: bool = option(False, "skip (and count) corrupt decision-log lines instead "
+                                "of failing", bool)
+    overwrite: bool = option(False, "replace files that another command (label or ingest) "
+                             "wrote into the output folder, removing that command's other "
+                             "files there", bool)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PromoteOptions(Options):
+    """What production demands of a version (``amv-calib promote --alias production``, the
+    ``promote`` step, ``export --promote production``,
+    :func:`~amv_calib.artifacts.decide_promotion`)."""
+
+    STAGE = "promote"
+
+    alpha: float = option(0.01, "harm level the version's certificate must reach (or be "
+                          "stricter than)", float, low=0.0, high=1.0, low_open=True,
+                          high_open=True)
+    delta: float = option(0.05, "error probability the version's certificate must reach (or "
+                          "be stricter than)", float, low=0.0, high=1.0, low_open=True,
+                          high_open=True)
+    n_boot: int = option(1000, "bootstrap resamples of the paired held-out log-loss "
+                         "comparison", int, low=1, metavar="N")

@@ -19,25 +19,27 @@ Measured (issue 4 targets) on synthetic claims (``amv_calib.claims._synth``, 1,0
 * the bootstrap of all seven metrics over the out-of-fold predictions of the four
   calibrators, timed apart, per resample.
 
-The machine is shared: CPU time (``time.process_time``, this process, all its threads) is
-reported beside wall time. Run ``.venv/bin/python bench/bench_calibrators.py [--quick]``;
-the numbers go to ``bench/results/calibrators.json``.
+Both sides run once, in this process, after the same imports. The ratio's clock is process
+CPU time (``time.process_time``: this process, all its threads, the BLAS threads of both
+sides alike; ``bench/README.md``), wall time beside it; the one-minute target is wall time
+on 2 cores. The bare all-rows Platt fit must give the comparison's refitted Platt
+coefficients (the baseline fits the same models). Run ``.venv/bin/python
+bench/bench_calibrators.py [--quick] [--check]``; the numbers go to
+``bench/results/calibrators.json``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+import _bench
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
 RATIO_TARGET = 1.3
 WALL_TARGET_S = 60.0
 
@@ -48,9 +50,10 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
     return time.perf_counter() - t0, time.process_time() - c0, out
 
 
-def _bare_fits(claims: Any, fold: np.ndarray, folds: int) -> dict[str, float]:
+def _bare_fits(claims: Any, fold: np.ndarray, folds: int) -> dict[str, Any]:
     """Seconds of the bare sklearn fits of every fold and the refit (``wall``, ``cpu``),
-    and of building their design matrices (``design_wall``, ``design_cpu``)."""
+    and of building their design matrices (``design_wall``, ``design_cpu``); the all-rows
+    Platt fit's ``platt_intercept`` and ``platt_coef``."""
     from sklearn.isotonic import IsotonicRegression
     from sklearn.linear_model import LogisticRegression
 
@@ -88,7 +91,7 @@ def _bare_fits(claims: Any, fold: np.ndarray, folds: int) -> dict[str, float]:
         Pt, Bt, yt = P[train], B[train], y[train]
         parts = _split_parts(int(train.sum()), groups[train], 2, 0)
         t0, c0 = time.perf_counter(), time.process_time()
-        lr().fit(Pt, yt)  # Platt
+        platt = lr().fit(Pt, yt)
         active = np.ones(B.shape[1], dtype=bool)  # Beta
         while True:
             m = lr().fit(Bt[:, active], yt)
@@ -112,17 +115,15 @@ def _bare_fits(claims: Any, fold: np.ndarray, folds: int) -> dict[str, float]:
         wall += time.perf_counter() - t0
         cpu += time.process_time() - c0
         n_fits += 3
-    return {"wall": wall, "cpu": cpu, "fits": n_fits, "design_wall": d_wall, "design_cpu": d_cpu}
+    return {"wall": wall, "cpu": cpu, "fits": n_fits, "design_wall": d_wall, "design_cpu": d_cpu,
+            "platt_intercept": float(platt.intercept_[0]), "platt_coef": platt.coef_[0]}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="20,000 rows, 2 resamples")
+    parser = _bench.parser(__doc__, "calibrators")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--n-boot", type=int, default=20)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" /
-                        "calibrators.json")
     args = parser.parse_args(argv)
     rows = 20_000 if args.quick else args.rows
     n_boot = 2 if args.quick else args.n_boot
@@ -155,8 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     for p in res.oof.values():
         bootstrap_metrics(METRICS, y, p, n_boot=n_boot, seed=1)
     wall_boot = time.perf_counter() - t0
+    refit = res.estimators["platt"]
+    platt_diff = max(abs(refit.intercept_ - bare["platt_intercept"]),
+                     float(np.max(np.abs(np.asarray(refit.coef_) - bare["platt_coef"]))))
 
-    out = {
+    out: dict[str, Any] = {
+        "quick": args.quick,
         "rows": rows,
         "folds": args.folds,
         "calibrators": list(res.oof),
@@ -177,9 +182,18 @@ def main(argv: list[str] | None = None) -> int:
         "bootstrap_resamples": n_boot,
         "bootstrap_wall_s_per_resample_all_calibrators": wall_boot / max(n_boot, 1),
         "champion": res.champion,
+        "platt_refit_max_abs_diff_vs_bare": platt_diff,
         "threads": [{k: d.get(k) for k in ("user_api", "internal_api", "num_threads")}
                     for d in threadpool_info()],
     }
+    targets = [
+        _bench.holds("the bare all-rows Platt fit gives the comparison's refit (within 1e-9)",
+                     platt_diff <= 1e-9),
+        _bench.at_most("compare / bare fits, CPU", out["ratio_cpu"], RATIO_TARGET, unit="x",
+                       full_only=True),
+        _bench.at_most("compare, wall", wall_c, WALL_TARGET_S, unit=" s", full_only=True),
+    ]
+    out["targets"] = _bench.report_targets(targets, quick=args.quick)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")
     print(f"compare ({len(res.oof)} calibrators, {args.folds} folds + refit, {rows} rows): "
@@ -194,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bootstrap, 7 metrics x {len(res.oof)} calibrators: "
           f"{out['bootstrap_wall_s_per_resample_all_calibrators']:.2f} s per resample")
     print(f"wrote {args.out}")
-    return 0
+    return _bench.finish(targets, quick=args.quick, check=args.check)
 
 
 if __name__ == "__main__":

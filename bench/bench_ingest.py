@@ -7,16 +7,20 @@ directory, then times, best of ``--repeat`` (interleaved, so machine noise hits 
 - ``load_claims``: read + validate + build the claims / rejects DataFrames;
 - ``ingest_file``: read + validate + write ``claims.parquet`` and ``rejects.csv``.
 
+Every side reads the same file, the same number of rounds, none warmed up (the file was just
+written: it is in the page cache for all). The clock is wall time on all sides (``bench/
+README.md``: reading files); process CPU is kept beside it. ``load_claims`` must return
+every row of the bare read, with the same claim ids and feature values.
+
 Prints the ratios to ``bare`` (target: ``load_claims`` at most 2x) and writes them as JSON to
 ``bench/results/ingest.json``. ``--peak-rows N`` also writes an N-row Parquet file and runs
 ``amv-calib ingest`` on it in a child process, reporting the child's peak RSS.
 
-Usage: ``.venv/bin/python bench/bench_ingest.py [--quick] [--rows N] [--peak-rows N]``
+Usage: ``.venv/bin/python bench/bench_ingest.py [--quick] [--check] [--rows N] [--peak-rows N]``
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -29,6 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _bench
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -37,7 +43,8 @@ from amv_calib.claims._ingest import ingest_file, load_claims
 from amv_calib.claims._synth import synth_claims, write_claims
 from amv_calib.settings import DEFAULT_SEED
 
-RESULTS = Path(__file__).resolve().parent / "results" / "ingest.json"
+RATIO_TARGET = 2.0  # load_claims / bare read, wall, at most
+FEATURES = ("recency_hours", "source_trust_score", "model_confidence")
 
 
 def _claims(n: int, part: int = 0) -> pd.DataFrame:
@@ -47,10 +54,19 @@ def _claims(n: int, part: int = 0) -> pd.DataFrame:
     return frame
 
 
-def _timed(fn: Callable[[], Any]) -> tuple[float, float]:
+def _timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
     wall, cpu = time.perf_counter(), time.process_time()
-    fn()
-    return time.perf_counter() - wall, time.process_time() - cpu
+    out = fn()
+    return time.perf_counter() - wall, time.process_time() - cpu, out
+
+
+def _same_rows(bare: pd.DataFrame, loaded: tuple[pd.DataFrame, pd.DataFrame]) -> bool:
+    """Whether ``load_claims`` kept every row of the bare read, ids and features equal."""
+    claims, rejects = loaded
+    return (len(rejects) == 0 and len(claims) == len(bare)
+            and claims["claim_id"].astype(str).tolist() == bare["claim_id"].astype(str).tolist()
+            and all(np.array_equal(claims[c].to_numpy(float), bare[c].to_numpy(float))
+                    for c in FEATURES))
 
 
 def bench_format(path: Path, out: Path, repeat: int) -> dict[str, Any]:
@@ -62,12 +78,14 @@ def bench_format(path: Path, out: Path, repeat: int) -> dict[str, Any]:
     }
     wall = {k: float("inf") for k in cases}
     cpu = {k: float("inf") for k in cases}
+    last: dict[str, Any] = {}
     for _ in range(repeat):
         for name, fn in cases.items():
-            w, c = _timed(fn)
+            w, c, last[name] = _timed(fn)
             wall[name], cpu[name] = min(wall[name], w), min(cpu[name], c)
     rows = pq.read_metadata(out / "claims.parquet").num_rows
     return {
+        "load_claims_same_rows_as_bare": _same_rows(last["bare"], last["load_claims"]),
         "rows": rows,
         "bytes": path.stat().st_size,
         "wall_s": wall,
@@ -106,13 +124,11 @@ def peak_memory(rows: int, tmp: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="20,000 rows, 1 repeat (smoke run)")
+    ap = _bench.parser(__doc__, "ingest")
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--peak-rows", type=int, default=0,
                     help="also measure peak memory of ingesting an N-row Parquet file")
-    ap.add_argument("--json", type=Path, default=RESULTS, help="where to write the results")
     args = ap.parse_args(argv)
     rows, repeat = (20_000, 1) if args.quick else (args.rows, args.repeat)
     results: dict[str, Any] = {}
@@ -127,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         peak = peak_memory(args.peak_rows, tmp) if args.peak_rows else None
     report = {
         "benchmark": "ingest",
+        "quick": args.quick,
         "baseline": "pandas.read_csv / pandas.read_parquet of the same file",
         "target": "load_claims at most 2x the bare read",
         "rows": rows,
@@ -138,6 +155,15 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
         "peak_memory": peak,
     }
+    targets = []
+    for fmt, r in results.items():
+        targets += [
+            _bench.holds(f"{fmt}: load_claims keeps every row of the bare read, values equal",
+                         r["load_claims_same_rows_as_bare"]),
+            _bench.at_most(f"{fmt}: load_claims / bare read, wall", r["ratio_load_claims"],
+                           RATIO_TARGET, unit="x", full_only=True),
+        ]
+    report["targets"] = _bench.report_targets(targets, quick=args.quick)
     print(f"ingest benchmark: {rows:,} rows, best of {repeat}")
     print(f"{'format':8} {'bare s':>8} {'load s':>8} {'ingest s':>9} "
           f"{'load/bare':>10} {'ingest/bare':>12} {'cpu load/bare':>14}")
@@ -149,9 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     if peak:
         print(f"peak memory: {peak['rows']:,}-row Parquet ({peak['bytes'] / 2**20:.0f} MiB) "
               f"ingested in {peak['wall_s']:.1f} s, peak RSS {peak['peak_rss_mib']:.0f} MiB")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    return 0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return _bench.finish(targets, quick=args.quick, check=args.check)
 
 
 if __name__ == "__main__":

@@ -5,50 +5,45 @@ Measured:
 * **trial logging** -- the per-trial metrics of a 200-trial study (every numeric column of
   ``trials.csv`` as ``trial/<column>`` with step = trial number, ~2,000 values) into a fresh
   SQLite store, the way :mod:`amv_calib.tracking` does it (``log_batch`` in chunks of 1,000),
-  beside the baseline of one ``mlflow.log_metric`` call per value (timed on the first 300
-  values and scaled linearly: each call is one SQLite commit). Ratio: baseline / ours.
+  beside the baseline of one ``mlflow.log_metric`` call per value (each call one SQLite
+  commit), both logging every value, the same number of rounds, rounds alternating, after
+  the same warm-up (one run of each on the first 20 values). Wall time on both sides (the
+  commits wait on the disk). Ratio: baseline / ours. Both sides' runs are read back: they
+  must hold the same (key, step, value) entries.
 * **whole comparison + tuning logging** -- ``PipelineTracker.log_comparison`` and
   ``log_tuning`` of small stage folders (figures, tables, nested runs), in seconds; no
   baseline, reported so that the pipeline's tracking share is known.
 * **probabilities through the pyfunc** -- ``GateModel.predict`` (``mlflow.pyfunc`` loaded
   model: schema enforcement plus the row checks) on 100,000 claims, beside the bare
-  ``PortableCalibrator.predict`` on the same array. Ratio: pyfunc / bare (the overhead).
-* **one decision through the pyfunc** -- a one-row decision request, beside
-  ``Gate.evaluate`` on the same parsed action. Ratio: pyfunc / bare.
+  ``PortableCalibrator.predict`` on the same array (equal results required). Process CPU
+  on both sides. Ratio: pyfunc / bare (the wrapper's overhead).
+* **one decision through the pyfunc** -- a one-row decision request, beside the same
+  request by hand (``json.loads``, ``CandidateAction.from_dict``, ``Gate.evaluate``: end to
+  end) and beside ``Gate.evaluate`` on the parsed action (engine only); the same decision
+  required. Process CPU on both sides. Ratios: pyfunc / each.
 
-Run ``.venv/bin/python bench/bench_mlflow.py [--quick]``; numbers go to
-``bench/results/mlflow.json``. Timings are wall-clock medians; the machine is shared, so read
-the ratios, not the absolute numbers.
+Run ``.venv/bin/python bench/bench_mlflow.py [--quick] [--check]``; numbers go to
+``bench/results/mlflow.json`` (``--out``). The machine is shared: read the ratios, not the
+absolute numbers.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-#: Values the per-call baseline logs (then scaled to the full count; it is linear).
-BASELINE_VALUES = 300
+import _bench
+
+ROOT = _bench.ROOT
+#: Values each side logs in its untimed warm-up run.
+WARMUP_VALUES = 20
 sys.path.insert(0, str(ROOT / "tests" / "tracking"))
 
 
-def _timed(fn: Callable[[], Any], rounds: int) -> tuple[float, Any]:
-    times, out = [], None
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
-
-
-def _trial_logging(tmp: Path, n_trials: int) -> dict[str, Any]:
+def _trial_logging(tmp: Path, n_trials: int, rounds: int) -> dict[str, Any]:
     import mlflow
     from _mlflow_stages import fake_tune_dir
     from mlflow import MlflowClient
@@ -64,26 +59,35 @@ def _trial_logging(tmp: Path, n_trials: int) -> dict[str, Any]:
     uri = tracking.ensure_tracking_db(f"sqlite:///{tmp / 'bench.db'}")
     client = MlflowClient(tracking_uri=uri)
     exp = client.create_experiment("bench", artifact_location=(tmp / "mlruns").as_uri())
+    mlflow.set_tracking_uri(uri)
 
-    def ours() -> None:
+    def ours(values: list[Any]) -> str:
         rid = client.create_run(exp).info.run_id
-        _log_batch(client, rid, metrics=metrics)
+        _log_batch(client, rid, metrics=values)
+        return str(rid)
 
-    # One commit per call makes the baseline linear in the values: time a prefix, scale up.
-    subset = metrics[:BASELINE_VALUES]
-
-    def baseline() -> None:
-        mlflow.set_tracking_uri(uri)
-        with mlflow.start_run(experiment_id=exp):
-            for m in subset:
+    def per_call(values: list[Any]) -> str:
+        with mlflow.start_run(experiment_id=exp) as run:
+            for m in values:
                 mlflow.log_metric(m.key, m.value, step=m.step)
+        return str(run.info.run_id)
 
-    t_ours, _ = _timed(ours, 3)
-    t_sub, _ = _timed(baseline, 1)
-    t_base = t_sub * len(metrics) / len(subset)
-    return {"values": len(metrics), "trials": n_trials, "log_batch_s": t_ours,
-            "per_call_s": t_base, "per_call_timed_values": len(subset),
-            "ratio_per_call_over_batch": t_base / t_ours}
+    def logged(rid: str) -> list[tuple[str, int, float]]:
+        keys = client.get_run(rid).data.metrics
+        return sorted((m.key, m.step, m.value) for k in keys
+                      for m in client.get_metric_history(rid, k))
+
+    for side in (ours, per_call):
+        side(metrics[:WARMUP_VALUES])
+    t = _bench.alternate({"log_batch": lambda: ours(metrics),
+                          "per_call": lambda: per_call(metrics)}, rounds=rounds, warmup=0)
+    want = sorted((m.key, m.step, m.value) for m in metrics)
+    same = logged(t["log_batch"].last) == want == logged(t["per_call"].last)
+    ours_s, base_s = t["log_batch"].wall_median, t["per_call"].wall_median
+    return {"values": len(metrics), "trials": n_trials, "rounds": rounds,
+            "log_batch_s": ours_s, "per_call_s": base_s,
+            "log_batch_s_rounds": t["log_batch"].wall, "per_call_s_rounds": t["per_call"].wall,
+            "ratio_per_call_over_batch": base_s / ours_s, "same_values_logged": same}
 
 
 def _stage_logging(tmp: Path) -> dict[str, Any]:
@@ -104,11 +108,11 @@ def _stage_logging(tmp: Path) -> dict[str, Any]:
             t.log_comparison(compare, claims=claims, claims_path=claims_path)
             t.log_tuning(tune)
 
-    seconds, _ = _timed(run, 3)
-    return {"comparison_and_tuning_s": seconds}
+    t = _bench.alternate({"stages": run}, rounds=3, warmup=0)["stages"]
+    return {"comparison_and_tuning_s": t.wall_median}
 
 
-def _pyfunc(tmp: Path, n_claims: int) -> dict[str, Any]:
+def _pyfunc(tmp: Path, n_claims: int, rounds: int, calls: int) -> dict[str, Any]:
     import mlflow
     import numpy as np
     import pandas as pd
@@ -135,52 +139,81 @@ def _pyfunc(tmp: Path, n_claims: int) -> dict[str, Any]:
     assert gate.calibrator is not None
     cal = gate.calibrator
     X = frame.to_numpy(dtype=float)
-    t_py, out = _timed(lambda: model.predict(frame), 3)
-    t_bare, want = _timed(lambda: cal.predict(X), 5)
-    assert np.array_equal(out["p_violation"].to_numpy(), want)
+    p = _bench.alternate({"pyfunc": lambda: model.predict(frame), "bare": lambda: cal.predict(X)},
+                         rounds=rounds)
+    same_p = bool(np.array_equal(p["pyfunc"].last["p_violation"].to_numpy(), p["bare"].last))
 
-    request = json.loads(mlflow_model.decision_example()["action"][0])
-    one = pd.DataFrame({"action": [json.dumps(request)]})
+    cell = mlflow_model.decision_example()["action"][0]
+    one = pd.DataFrame({"action": [cell]})
+    request = json.loads(cell)
     action = CandidateAction.from_dict(request["action"])
     verifiers = [Verifier.from_dict(v) for v in request["verifiers"]]
-    t_dec, dec = _timed(lambda: model.predict(one), 20)
-    t_gate, d = _timed(lambda: gate.evaluate(action, verifiers), 200)
-    assert dec["decision"][0] == d.regime
-    return {"claims": n_claims, "pyfunc_predict_s": t_py, "bare_predict_s": t_bare,
-            "ratio_pyfunc_over_bare": t_py / t_bare,
-            "pyfunc_decision_ms": t_dec * 1e3, "gate_evaluate_ms": t_gate * 1e3,
-            "ratio_decision_pyfunc_over_gate": t_dec / t_gate}
+
+    def by_hand() -> Any:
+        req = json.loads(cell)
+        return gate.evaluate(CandidateAction.from_dict(req["action"]),
+                             [Verifier.from_dict(v) for v in req["verifiers"]])
+
+    def repeat(fn: Any) -> Any:
+        return lambda: [fn() for _ in range(calls)][-1]
+
+    d = _bench.alternate({"pyfunc": repeat(lambda: model.predict(one)),
+                          "by_hand": repeat(by_hand),
+                          "evaluate": repeat(lambda: gate.evaluate(action, verifiers))},
+                         rounds=rounds)
+    dec = d["pyfunc"].last
+    same_d = all(dec.loc[0, "decision"] == x.regime and dec.loc[0, "reason"] == x.reason
+                 for x in (d["by_hand"].last, d["evaluate"].last))
+    ms = {k: v.cpu_median * 1e3 / calls for k, v in d.items()}
+    return {"claims": n_claims, "rounds": rounds, "decision_calls_per_round": calls,
+            "pyfunc_predict_cpu_s": p["pyfunc"].cpu_median,
+            "bare_predict_cpu_s": p["bare"].cpu_median,
+            "ratio_pyfunc_over_bare": p["pyfunc"].cpu_median / p["bare"].cpu_median,
+            "same_probabilities": same_p,
+            "pyfunc_decision_ms": ms["pyfunc"], "by_hand_decision_ms": ms["by_hand"],
+            "gate_evaluate_ms": ms["evaluate"],
+            "ratio_decision_pyfunc_over_by_hand": ms["pyfunc"] / ms["by_hand"],
+            "ratio_decision_pyfunc_over_gate": ms["pyfunc"] / ms["evaluate"],
+            "same_decision": same_d}
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="tiny sizes, for the smoke test")
-    args = ap.parse_args(argv)
-    n_trials, n_claims = (5, 2_000) if args.quick else (200, 100_000)
+    args = _bench.parser(__doc__, "mlflow").parse_args(argv)
+    n_trials, n_claims, rounds, calls = (5, 2_000, 3, 20) if args.quick \
+        else (200, 100_000, 5, 200)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        results = {"quick": args.quick,
-                   "trial_logging": _trial_logging(tmp / "a", n_trials),
-                   "pyfunc": _pyfunc(tmp / "c", n_claims)}
+        results: dict[str, Any] = {"quick": args.quick,
+                                   "trial_logging": _trial_logging(tmp / "a", n_trials, rounds),
+                                   "pyfunc": _pyfunc(tmp / "c", n_claims, rounds, calls)}
         if not args.quick:
             results["stage_logging"] = _stage_logging(tmp / "b")
-    out = ROOT / "bench" / "results" / "mlflow.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     t, p = results["trial_logging"], results["pyfunc"]
-    print(f"trial metrics ({t['values']} values): log_batch {t['log_batch_s']:.3f} s, "
-          f"one log_metric per value {t['per_call_s']:.2f} s -> "
-          f"{t['ratio_per_call_over_batch']:.0f}x faster")
-    print(f"probabilities for {p['claims']} claims: pyfunc {p['pyfunc_predict_s'] * 1e3:.1f} ms,"
-          f" bare calibrator {p['bare_predict_s'] * 1e3:.1f} ms -> "
-          f"{p['ratio_pyfunc_over_bare']:.1f}x")
-    print(f"one decision: pyfunc {p['pyfunc_decision_ms']:.2f} ms, Gate.evaluate "
-          f"{p['gate_evaluate_ms']:.3f} ms -> {p['ratio_decision_pyfunc_over_gate']:.0f}x")
+    targets = [
+        _bench.holds("log_batch and one log_metric per value log the same entries",
+                     t["same_values_logged"]),
+        _bench.holds("the pyfunc's probabilities equal the bare calibrator's",
+                     p["same_probabilities"]),
+        _bench.holds("the pyfunc decides as Gate.evaluate", p["same_decision"]),
+    ]
+    results["targets"] = _bench.report_targets(targets, quick=args.quick)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(f"trial metrics ({t['values']} values, median of {t['rounds']} rounds, wall): "
+          f"log_batch {t['log_batch_s']:.3f} s, one log_metric per value "
+          f"{t['per_call_s']:.2f} s -> {t['ratio_per_call_over_batch']:.0f}x faster")
+    print(f"probabilities for {p['claims']} claims (CPU): pyfunc "
+          f"{p['pyfunc_predict_cpu_s'] * 1e3:.1f} ms, bare calibrator "
+          f"{p['bare_predict_cpu_s'] * 1e3:.1f} ms -> {p['ratio_pyfunc_over_bare']:.1f}x")
+    print(f"one decision (CPU): pyfunc {p['pyfunc_decision_ms']:.2f} ms, by hand (parse + "
+          f"evaluate) {p['by_hand_decision_ms']:.3f} ms, Gate.evaluate "
+          f"{p['gate_evaluate_ms']:.3f} ms -> {p['ratio_decision_pyfunc_over_by_hand']:.0f}x / "
+          f"{p['ratio_decision_pyfunc_over_gate']:.0f}x")
     if "stage_logging" in results:
         print(f"log_comparison + log_tuning (4 calibrators, 200 trials): "
               f"{results['stage_logging']['comparison_and_tuning_s']:.2f} s")
-    print(f"wrote {out.relative_to(ROOT)}")
-    return 0
+    print(f"wrote {args.out}")
+    return _bench.finish(targets, quick=args.quick, check=args.check)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,13 @@ the driver and the executors). The report gives each time, the scaling from the 
 the largest size (time ratio over size ratio), and where the Spark line would cross the
 single-machine one if both grew linearly between the measured sizes.
 
-Run: ``.venv/bin/python bench/bench_spark.py [--quick] [--lines 1000000 10000000]``.
-Numbers go to ``bench/results/spark.json``.
+Times are wall clock, each side inside its own process (``bench/README.md``). Targets, per
+size: the Spark label writes the same files byte for byte, the same claim rows and report
+counts; both compares pick the same champion with log losses within ``LOG_LOSS_TOL``; every
+side finished.
+
+Run: ``.venv/bin/python bench/bench_spark.py [--quick] [--check] [--lines 1000000
+10000000]``. Numbers go to ``bench/results/spark.json``.
 """
 
 from __future__ import annotations
@@ -41,7 +46,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+import _bench
+
+ROOT = _bench.ROOT
+#: Largest difference of the champion's log loss between the two compares.
+LOG_LOSS_TOL = 1e-9
 #: The measured sides, each in its own process, in this order (the slowest last, so that a
 #: run cut short still has the others).
 SIDES = ("label", "compare_local", "compare_spark", "label_spark")
@@ -221,8 +230,7 @@ def _crossing(sizes: list[int], local: list[float], spark: list[float]) -> float
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
+    ap = _bench.parser(__doc__, "spark")
     ap.add_argument("--lines", type=int, nargs="+", default=None,
                     help="decision-line counts (default 1000000 10000000)")
     ap.add_argument("--calibrators", default="platt,isotonic,seed_prior")
@@ -237,7 +245,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shuffle-partitions", type=int, default=4, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "spark.json"))
     ap.add_argument("--child", choices=SIDES,
                     help=argparse.SUPPRESS)
     ap.add_argument("--log", help=argparse.SUPPRESS)
@@ -276,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                                         == row["label_spark"]["files_sha256"])
         shutil.rmtree(folder, ignore_errors=True)
     ok = all("error" not in r[s] for r in runs for s in args.sides)
-    summary: dict[str, Any] = {"runs": runs, "settings": {
+    summary: dict[str, Any] = {"quick": args.quick, "runs": runs, "settings": {
         "calibrators": args.calibrators, "folds": args.folds, "n_boot": args.n_boot,
         "master": "local[2]", "driver_memory": args.driver_memory}}
     if ok and len(runs) >= 2:
@@ -290,11 +297,38 @@ def main(argv: list[str] | None = None) -> int:
                 summary[f"{stage}_crossing_lines"] = _crossing(
                     sizes, [r[local]["seconds"] for r in runs],
                     [r[spark]["seconds"] for r in runs])
+    targets = _targets(runs, args.sides)
+    summary["targets"] = _bench.report_targets(targets, quick=args.quick)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
-    return 0 if ok else 1
+    code = _bench.finish(targets, quick=args.quick, check=args.check)
+    return code if ok else 1
+
+
+def _targets(runs: list[dict[str, Any]], sides: list[str]) -> list[_bench.Target]:
+    out = []
+    for row in runs:
+        n = f"{row['lines']:,} lines"
+        errors = [s for s in sides if "error" in row[s]]
+        out.append(_bench.holds(f"{n}: every side finished", not errors,
+                                missing=f"failed: {', '.join(errors)}" if errors else ""))
+        if "label" in sides and "label_spark" in sides:
+            out.append(_bench.holds(f"{n}: Spark label gives the same claim rows and counts",
+                                    row.get("label_equal"), missing="a label side failed"))
+            out.append(_bench.holds(f"{n}: Spark label writes the same files byte for byte",
+                                    row.get("label_files_equal"), missing="a label side failed"))
+        if "compare_local" in sides and "compare_spark" in sides:
+            a, b = row["compare_local"], row["compare_spark"]
+            both = "error" not in a and "error" not in b
+            out.append(_bench.holds(f"{n}: both compares pick the same champion",
+                                    a.get("champion") == b.get("champion") if both else None,
+                                    missing="a compare side failed"))
+            out.append(_bench.at_most(f"{n}: champion's log loss, Spark minus one machine",
+                                      abs(a["log_loss"] - b["log_loss"]) if both else None,
+                                      LOG_LOSS_TOL, missing="a compare side failed"))
+    return out
 
 
 if __name__ == "__main__":

@@ -1,17 +1,85 @@
-"""Fixtures shared across the test folders (one folder per stage of ``amv_calib``)."""
+"""Fixtures shared across the test folders (one folder per stage of ``amv_calib``), and the
+rule for tests that need something outside Python.
+
+A test marked ``requires_node``, ``requires_npm``, ``requires_seed`` or ``requires_spark``
+skips, naming what is missing, where that is not installed; when the environment variable
+``CI`` is set (and not ``false`` or ``0``) it fails instead, naming it: there they must run.
+"""
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+sys.path.insert(0, str(REPO / "tests" / "gate" / "seed_engine"))
+#: Runs the seed document's TypeScript engine under node (``tests/gate/seed_engine/``).
+SEED_HARNESS: ModuleType = importlib.import_module("seed_harness")
+
+
+def _node_missing() -> str | None:
+    return None if shutil.which("node") else "the node executable is not on PATH"
+
+
+def _npm_missing() -> str | None:
+    return None if shutil.which("npm") else "the npm executable is not on PATH"
+
+
+def _seed_missing() -> str | None:
+    if SEED_HARNESS.seed_file(REPO) is not None:
+        return None
+    return (f"no .txt holding class AMVGuardEngine in {REPO.parent / 'shared' / 'seed'}, "
+            f"../shared/seed/ beside the checkout")
+
+
+def _spark_missing() -> str | None:
+    from amv_calib.spark import spark_unavailable
+
+    return spark_unavailable()
+
+
+#: marker -> (what the test needs, why it is missing here or None)
+REQUIREMENTS: dict[str, tuple[str, Callable[[], str | None]]] = {
+    "requires_node": ("node (to run the TypeScript engines)", _node_missing),
+    "requires_npm": ("npm (to build clients/typescript)", _npm_missing),
+    "requires_seed": ("the seed document", _seed_missing),
+    "requires_spark": ("the Spark engine (pyspark and Java 17)", _spark_missing),
+}
+
+
+@functools.cache
+def _missing(marker: str) -> str | None:
+    return REQUIREMENTS[marker][1]()
+
+
+def in_ci() -> bool:
+    """Whether ``CI`` is set (to anything but an empty string, ``false``, ``no`` or ``0``)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    missing = [f"{what} ({why})" for marker, (what, _) in REQUIREMENTS.items()
+               if item.get_closest_marker(marker) is not None
+               and (why := _missing(marker)) is not None]
+    if not missing:
+        return
+    if in_ci():
+        pytest.fail(f"CI is set, so this test must run, but it needs {'; '.join(missing)}",
+                    pytrace=False)
+    pytest.skip(f"needs {'; '.join(missing)}")
 #: Files that take minutes each (a Spark session and jobs of tens of seconds): run first, so
 #: that under ``make test``'s two workers (pytest-xdist, one file per worker at a time) the
 #: longest files start first and both workers finish about together.
@@ -21,6 +89,12 @@ _LONG_FIRST = "tests/spark/"
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # a stable sort keeps each file's tests together and in their written order
     items.sort(key=lambda item: not item.nodeid.startswith(_LONG_FIRST))
+
+
+@pytest.fixture(scope="session")
+def seed_harness() -> ModuleType:
+    """The seed engine's harness module (``tests/gate/seed_engine/seed_harness.py``)."""
+    return SEED_HARNESS
 
 
 @pytest.fixture(scope="session")
@@ -43,17 +117,20 @@ def sample_dir() -> Path:
 
 @pytest.fixture
 def run_bench(tmp_path: Path) -> Callable[..., dict[str, Any]]:
-    """Run ``bench/<name>.py --quick`` (so that a benchmark does not rot) and return the JSON
-    it writes; ``out_flag`` is the script's option naming its output file."""
+    """Run ``bench/<name>.py --quick --check`` (so that a benchmark does not rot, and the
+    targets checked at the quick size hold), writing its JSON under ``tmp_path`` (never
+    over ``bench/results/``), and return that JSON."""
 
-    def run(name: str, *, out_flag: str = "--out", timeout: float = 300) -> dict[str, Any]:
+    def run(name: str, *, timeout: float = 300) -> dict[str, Any]:
         out = tmp_path / f"{name}.json"
         proc = subprocess.run(
-            [sys.executable, str(REPO / "bench" / f"{name}.py"), "--quick", out_flag, str(out)],
+            [sys.executable, str(REPO / "bench" / f"{name}.py"), "--quick", "--check",
+             "--out", str(out)],
             capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False,
         )
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
         result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+        assert result["quick"] is True
         return result
 
     return run

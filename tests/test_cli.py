@@ -30,9 +30,10 @@ def test_every_command_runs_its_own_function() -> None:
 
 
 @pytest.mark.parametrize(("dest", "commands", "want"), [
-    ("models_dir", ["export", "promote", "rollback", "bundle"],
+    ("models_dir", ["export", "promote", "rollback", "bundle", "unbundle"],
      {"option_strings": ["--models-dir"], "default": None, "metavar": "DIR",
-      "help": "artifact root (default: $AMV_CALIB_MODELS_DIR or models/ in the checkout)"}),
+      "help": "artifact root (default: $AMV_CALIB_MODELS_DIR, else models/ in the nearest "
+              "folder upwards from here that holds one, else here)"}),
     ("tracking_uri", ["register", "registry-promote", "ui-command"],
      {"option_strings": ["--tracking-uri"], "default": None,
       "help": "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)"}),
@@ -62,19 +63,21 @@ def test_shared_options_are_alike(dest: str, commands: list[str], want: dict[str
 
 
 @pytest.mark.parametrize(("command", "default", "metavar"), [
-    ("compare", 200, "N"), ("replay", 1000, None), ("tune", 500, None), ("transfer", 500, None),
+    ("compare", 200, "N"), ("replay", 1000, None), ("tune", 500, "N"), ("transfer", 500, "N"),
 ])
 def test_n_boot_defaults(command: str, default: int, metavar: str | None) -> None:
     action = _option(_commands()[command], "n_boot")
-    assert (action.option_strings, action.type, action.default, action.metavar) == (
-        ["--n-boot"], int, default, metavar)
+    assert (action.option_strings, action.default, action.metavar) == (
+        ["--n-boot"], default, metavar)
+    assert action.type is not None and action.type("7") == 7
 
 
 def test_seed_help_is_each_commands_own() -> None:
     parsers = _commands()
     assert {c: _option(parsers[c], "seed").help for c in
             ("synth", "compare", "replay", "tune", "transfer")} == {
-        "synth": f"random seed (default: {DEFAULT_SEED})", "compare": "bootstrap seed",
+        "synth": f"random seed (default: {DEFAULT_SEED})",
+        "compare": f"bootstrap seed (default {DEFAULT_SEED})",
         "replay": "answer stream and bootstrap",
         "tune": f"seed of the sampler, split and answer stream (default {DEFAULT_SEED})",
         "transfer": f"seed of the sampler, split and answer stream (default {DEFAULT_SEED})"}

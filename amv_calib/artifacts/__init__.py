@@ -29,10 +29,13 @@ from amv_calib.artifacts._signing import (
     sign_artifact,
     signed_with,
 )
+from amv_calib.artifacts._unbundle import unbundle
+from amv_calib.settings import PromoteOptions
 
 __all__ = [
     "PROFILE_FILE",
     "build_profile",
+    "PromoteOptions",
     "PromotionDecision",
     "decide_promotion",
     "paired_log_loss",
@@ -50,5 +53,6 @@ __all__ = [
     "list_versions",
     "promote",
     "rollback",
+    "unbundle",
     "verify_artifact",
 ]

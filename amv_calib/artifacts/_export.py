@@ -28,38 +28,51 @@ import tarfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 
 from amv_calib.artifacts._profile import PROFILE_FILE, build_profile
-from amv_calib.artifacts._signing import sign_artifact
+from amv_calib.artifacts._signing import sign_artifact, signed_with
 from amv_calib.contract import (
     ALIASES_FILE,
+    ALIASES_FORMAT,
+    ALIASES_FORMAT_VERSION,
     ARTIFACT_FORMAT,
     ARTIFACT_FORMAT_VERSION,
     CALIBRATOR_FILE,
     CLAIM_FEATURES,
-    GATE_KEYS,
     MANIFEST_FILE,
     REQUIRED_COLUMNS,
     SEED_CLAMP,
     SIGNATURE_FILE,
     LoadedArtifact,
     PortableCalibrator,
+    calibrator_sha256,
     canonical_json_bytes,
     canonical_name,
+    check_certificate_binding,
     check_thresholds,
     load_artifact,
     loads_strict,
     read_aliases,
+    read_json_object,
+    thresholds_sha256,
+    with_gate_clamp,
 )
-from amv_calib.exceptions import ArtifactError, ConfigError, DataContractError, PortableFormatError
+from amv_calib.exceptions import (
+    ArtifactError,
+    CertificateMismatchError,
+    ConfigError,
+    DataContractError,
+    PortableFormatError,
+)
 from amv_calib.locks import exclusive
 from amv_calib.settings import models_dir as default_models_dir
 from amv_calib.settings import project_root
+from amv_calib.tuning import MEMBERS_FILE, RECORD_FILE, read_tuning_record
 
 #: The seed engine's gate settings; what an export uses until tuning provides thresholds.
 DEFAULT_THRESHOLDS: Final[Mapping[str, Any]] = {
@@ -83,7 +96,8 @@ COMPARE_REPORT_FILES: Final = (
     "reliability.png",
     "reliability_bins.csv",
 )
-_RESERVED: Final = frozenset({MANIFEST_FILE, CALIBRATOR_FILE, JOBLIB_FILE, PROFILE_FILE})
+_RESERVED: Final = frozenset({MANIFEST_FILE, CALIBRATOR_FILE, JOBLIB_FILE, PROFILE_FILE,
+                              MEMBERS_FILE})
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _VERSION_RE: Final = re.compile(r"v([1-9][0-9]*)")
 _LOCK_TIMEOUT_S: Final = 10.0
@@ -94,12 +108,14 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, kw_only=True)
 class ExportResult:
-    """Where an export landed: ``path`` is ``models_dir / name / version``."""
+    """Where an export landed: ``path`` is ``models_dir / name / version``; ``reused`` when
+    an existing version already held the same content (``reuse_identical``)."""
 
     path: Path
     name: str
     version: str
     manifest: dict[str, Any]
+    reused: bool = False
 
 
 # -- small helpers -------------------------------------------------------------------------
@@ -474,6 +490,8 @@ def export_artifact(
     include_joblib: bool = True,
     signing_key: str | os.PathLike[str] | None = None,
     certificate: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    tuning: str | os.PathLike[str] | None = None,
+    reuse_identical: bool = False,
 ) -> ExportResult:
     """Write a new artifact version ``models_dir/name/vN`` and return where it landed.
 
@@ -509,8 +527,20 @@ def export_artifact(
         before it appears under its final name, so it is never visible unsigned.
     certificate : mapping or path, optional
         A Learn-then-Test certificate (``certificate.json`` of ``amv-calib certify`` or the
-        pipeline's certify step), recorded in the manifest; its chosen thresholds must be
-        the ones exported.
+        pipeline's certify step), recorded in the manifest. It must be bound to what is
+        exported: the sha256 of this calibrator (with the thresholds' clamp) and these
+        thresholds as its chosen configuration.
+    tuning : path, optional
+        ``tuning.json`` of the tune or certify step (with ``tuning-episodes.u64`` beside
+        it): the episodes that shaped the thresholds, which a later certification must
+        exclude. Default: the ``tuning.json`` beside a ``certificate`` file, if any. A
+        certificate that names such a record needs it.
+    reuse_identical : bool, default False
+        When an existing, loadable version holds the same content (every manifest key of
+        :data:`CONTENT_KEYS` and every file's sha256 but the joblib copy's, whose pickle
+        bytes are not part of the contract), and with ``signing_key`` is signed by that
+        key, return it (``reused=True``) instead of writing an identical ``v(N+1)``: a
+        re-run after an interruption, or ``make demo`` reproducing the shipped version.
 
     Returns
     -------
@@ -527,12 +557,8 @@ def export_artifact(
     gate = _thresholds_from(thresholds)
     clamp = None if gate["clamp"] is None else (gate["clamp"][0], gate["clamp"][1])
     src = _resolve_source(calibrator, clamp)
-    portable = src.portable
-    if clamp is not None:
-        portable = replace(portable, clamp=clamp)
-    elif portable.clamp is not None:
-        # The manifest's gate clamp is always the clamp the gate applies.
-        gate["clamp"] = [portable.clamp[0], portable.clamp[1]]
+    # The manifest's gate clamp is always the clamp the gate applies.
+    portable, gate = with_gate_clamp(src.portable, gate)
 
     payload: dict[str, bytes | Path] = {CALIBRATOR_FILE: canonical_json_bytes(portable.to_dict())}
     if include_joblib:
@@ -583,17 +609,62 @@ def export_artifact(
     }
     if src.engine is not None:
         manifest_base["engine"] = src.engine  # where the calibrator was fitted (spark)
+    record = _tuning_record(tuning, certificate)
+    if record is not None:
+        manifest_base["tuning"], payload[record[0]] = record[1], record[2]
     if certificate is not None:
-        manifest_base["certificate"] = _certificate_from(certificate, gate)
+        manifest_base["certificate"] = _certificate_from(
+            certificate, gate, calibrator_sha256(portable),
+            None if record is None else record[1])
     root = (Path(models_dir) if models_dir is not None else default_models_dir()) / name
     if signing_key is not None and not Path(signing_key).is_file():
         raise ConfigError(f"{signing_key}: signing key file does not exist")
     key = None if signing_key is None else Path(signing_key)
+    if reuse_identical:
+        same = _identical_version(root, manifest_base, payload, key)
+        if same is not None:
+            _log.info("%s %s already holds this content: reused", name, same.version)
+            return same
     path, version, manifest = _write_version(
         root, payload, manifest_base,
         sign=None if key is None else (lambda folder: sign_artifact(folder, key)))
     _log.info("exported %s %s to %s", name, version, path)
     return ExportResult(path=path, name=name, version=version, manifest=manifest)
+
+
+#: The manifest keys that are the content of a version (besides its files' sha256).
+CONTENT_KEYS: Final = ("calibrator_kind", "feature_map", "gate", "training_data", "metrics",
+                       "engine", "certificate", "tuning")
+
+
+def _content(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    files = {k: v for k, v in manifest.get("files", {}).items() if not k.endswith(".joblib")}
+    return {"files": files, **{k: manifest.get(k) for k in CONTENT_KEYS}}
+
+
+def _identical_version(root: Path, manifest_base: Mapping[str, Any],
+                       payload: Mapping[str, bytes | Path], key: Path | None
+                       ) -> ExportResult | None:
+    """The newest loadable version of ``root`` with the content an export would write, and
+    signed by ``key`` when one is given; None when there is none."""
+    digests = {rel: hashlib.sha256(c if isinstance(c, bytes) else c.read_bytes()).hexdigest()
+               for rel, c in payload.items()}
+    want = _content({**manifest_base, "files": digests})
+    versions = list_versions(root.name, models_dir=root.parent) if root.is_dir() else []
+    for version in reversed(versions):
+        try:
+            art = load_artifact(root / version)  # never reuse a damaged version
+        except ArtifactError:
+            continue
+        if _content(art.manifest) != want:
+            continue
+        if key is not None and not signed_with(art.path, key):
+            _log.info("%s %s holds this content but not this key's signature: a new signed "
+                      "version is exported", root.name, version)
+            return None
+        return ExportResult(path=art.path, name=root.name, version=version,
+                            manifest=art.manifest, reused=True)
+    return None
 
 
 def _profile_of(table: Any, portable: PortableCalibrator, src: _Source) -> dict[str, Any]:
@@ -614,19 +685,36 @@ def _profile_of(table: Any, portable: PortableCalibrator, src: _Source) -> dict[
 
 
 def _certificate_from(certificate: Mapping[str, Any] | str | os.PathLike[str],
-                      gate: Mapping[str, Any]) -> dict[str, Any]:
-    """The certificate as manifest data; its chosen thresholds must be the exported ones."""
-    cert = (_read_json_file(Path(certificate), "certificate")
+                      gate: Mapping[str, Any], cal_sha256: str,
+                      tuning: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The certificate as manifest data, refused unless it is bound to what is exported."""
+    cert = (read_json_object(Path(certificate), what="certificate")
             if isinstance(certificate, (str, os.PathLike)) else dict(certificate))
-    chosen = cert.get("thresholds") if isinstance(cert, dict) else None
-    if not isinstance(chosen, Mapping):
-        raise ConfigError("the certificate certified no configuration: nothing to export")
-    differ = sorted(k for k in GATE_KEYS if k != "clamp" and chosen.get(k) != gate.get(k))
-    if differ:
-        raise ConfigError(f"the certificate's chosen thresholds differ from the exported ones "
-                          f"in {differ}; export the certified thresholds")
+    try:
+        check_certificate_binding(cert, calibrator_sha256=cal_sha256, gate=gate,
+                                  tuning=tuning)
+    except ValueError as exc:
+        where = certificate if isinstance(certificate, (str, os.PathLike)) else "certificate"
+        raise CertificateMismatchError(
+            f"{where}: {exc}; export what it certified (its thresholds.json, this "
+            f"calibrator) or certify again") from None
     out: dict[str, Any] = _json_safe(cert, "certificate")
     return out
+
+
+def _tuning_record(tuning: str | os.PathLike[str] | None,
+                   certificate: Mapping[str, Any] | str | os.PathLike[str] | None
+                   ) -> tuple[str, dict[str, Any], bytes] | None:
+    """``(members file name, tuning.json object, members bytes)`` of the record to carry:
+    ``tuning``, else the ``tuning.json`` beside a certificate file, else None."""
+    if tuning is None and isinstance(certificate, (str, os.PathLike)):
+        beside = Path(certificate).parent / RECORD_FILE
+        tuning = beside if beside.is_file() else None
+    if tuning is None:
+        return None
+    record = read_tuning_record(tuning)
+    data = record.to_dict()
+    return data["members"], data, record.members_bytes()
 
 
 def _next_number(root: Path) -> int:
@@ -830,6 +918,16 @@ def _summary(art: LoadedArtifact) -> dict[str, Any]:
         "metrics": m.get("metrics"),
         "files": art.files,
         "certificate": m.get("certificate"),
+        # the loader refuses a certificate bound to anything else, so a loaded one matches
+        "certificate_check": None if m.get("certificate") is None else {
+            "matches": True,
+            "calibrator_sha256": m["certificate"]["calibrator_sha256"],
+            "thresholds_sha256": thresholds_sha256(art.thresholds),
+            "tuning_record": (m.get("tuning") or {}).get("fingerprint"),
+            "certified": m["certificate"].get("statement"),
+            "observed_upper_bound": m["certificate"].get("observed_upper_bound"),
+        },
+        "tuning": m.get("tuning"),
         "aliases": _aliases_of(art),
         "signature": {
             "file": SIGNATURE_FILE if (art.path / SIGNATURE_FILE).is_file() else None,
@@ -881,40 +979,85 @@ def bundle(
     So the same artifact always gives the same bytes. Extract it into a ``models`` folder
     (``tar -xzf FILE -C models``) and it is ready to verify and promote.
 
+    Given an alias (``production``) instead of a version, the bundle holds the version the
+    alias points at and ``NAME/aliases.json`` with that one alias (its version, the sha256
+    of the manifest, when it was promoted): extracted into a models folder, ``NAME@ALIAS``
+    resolves and verifies (signature included) with no promote. The alias file is the
+    only file outside the version folder, and it *replaces* an ``aliases.json`` already in
+    that folder (tar's default), other aliases and history with it: on a machine that
+    already has the model, install the bundle with :func:`unbundle` instead.
+
     Parameters
     ----------
+    version : str or int
+        ``vN`` (or N), or an alias of the model.
     out : path, optional
-        Defaults to ``NAME-vN.tar.gz`` in the current directory.
+        Defaults to ``NAME-vN.tar.gz`` (``NAME-ALIAS-vN.tar.gz`` for an alias) in the
+        current directory.
     """
     mdir = _model_dir(name, models_dir)
-    version = _check_version(version)
-    art = load_artifact(mdir / version)
-    target = Path(out) if out is not None else Path(f"{name}-{version}.tar.gz")
+    alias = None
+    if isinstance(version, int) or _VERSION_RE.fullmatch(str(version)) or version.isdigit():
+        version = _check_version(version)
+        art = load_artifact(mdir / version)
+    else:
+        alias = _check_name(version, "alias")
+        art = load_artifact(f"{mdir}@{alias}")
+        version = art.version
+    target = Path(out) if out is not None else Path(
+        f"{name}-{version}.tar.gz" if alias is None else f"{name}-{alias}-{version}.tar.gz")
     mtime = _epoch(art.manifest.get("created_utc"))
     signed = [SIGNATURE_FILE] if (art.path / SIGNATURE_FILE).is_file() else []
     rels = sorted([MANIFEST_FILE, *art.files, *signed])
     dirs = sorted({str(Path(r).parent.as_posix()) for r in rels} - {"."})
     prefix = f"{name}/{version}"
+    entries: list[tuple[str, bytes | None]] = [
+        (f"{prefix}/{d}".rstrip("/"), None) for d in ("", *dirs)]
+    entries += [(f"{prefix}/{r}", (art.path / r).read_bytes()) for r in rels]
+    if alias is not None:
+        entries.append((f"{name}/{ALIASES_FILE}", _bundled_aliases(mdir, art, alias)))
     buf = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz, \
             tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-        entries = [(d, None) for d in ("", *dirs)] + [(r, art.path / r) for r in rels]
-        for rel, src in sorted(entries, key=lambda e: e[0]):
-            info = tarfile.TarInfo(f"{prefix}/{rel}".rstrip("/"))
+        for arcname, data in sorted(entries, key=lambda e: e[0]):
+            info = tarfile.TarInfo(arcname)
             info.mtime = mtime
             info.uid = info.gid = 0
             info.uname = info.gname = ""
-            if src is None:
+            if data is None:
                 info.type = tarfile.DIRTYPE
                 info.mode = 0o755
                 tar.addfile(info)
             else:
-                data = src.read_bytes()
                 info.size = len(data)
                 info.mode = 0o644
                 tar.addfile(info, io.BytesIO(data))
     target.parent.mkdir(parents=True, exist_ok=True)
     _atomic_write(target, buf.getvalue())
-    _log.info("bundled %s %s into %s", name, version, target)
+    _log.info("bundled %s %s%s into %s", name, version,
+              "" if alias is None else f" as {alias}", target)
     return target
 
+
+def _bundled_aliases(mdir: Path, art: LoadedArtifact, alias: str) -> bytes:
+    """``aliases.json`` holding ``alias`` -> ``art``'s version only, from the entry that
+    resolved it (so the same alias entry always gives the same bytes)."""
+    sha = _manifest_sha(art.path)
+    entry = read_aliases(mdir)["aliases"].get(alias)
+    if entry is None or entry["version"] != art.version \
+            or entry.get("manifest_sha256") not in (None, sha):
+        raise ArtifactError(f"{mdir / ALIASES_FILE}: alias {alias!r} moved while bundling "
+                            f"{art.version}; bundle again")
+    history = entry.get("history") or [{}]
+    promoted = history[-1].get("promoted_utc", entry.get("updated_utc"))
+    return canonical_json_bytes({
+        "format": ALIASES_FORMAT, "format_version": ALIASES_FORMAT_VERSION,
+        "name": mdir.name,
+        "aliases": {alias: {
+            "version": art.version, "manifest_sha256": sha,
+            "updated_utc": entry.get("updated_utc"),
+            "history": [{"version": art.version, "manifest_sha256": sha,
+                         "promoted_utc": promoted}],
+            "log": [],
+        }},
+    })

@@ -26,9 +26,12 @@ from typing import Any, Final
 import numpy as np
 
 from amv_calib.contract import CLAIM_FEATURES, LoadedArtifact
+from amv_calib.settings import PromoteOptions
 
+#: The defaults of :func:`decide_promotion` (its command line's and step's too).
+_PROMOTE: Final = PromoteOptions()
 #: Bootstrap resamples of the paired log-loss comparison.
-DEFAULT_N_BOOT: Final = 1000
+DEFAULT_N_BOOT: Final = _PROMOTE.n_boot
 _EPS: Final = 1e-15
 
 
@@ -59,9 +62,10 @@ def _check_certificate(manifest: Mapping[str, Any], alpha: float, delta: float
             and a <= alpha and d <= delta):
         return False, (f"its certificate is at alpha={a}, delta={d}; required alpha <= {alpha}"
                        f", delta <= {delta}")
-    upper = float(cert.get("clopper_pearson_upper") or 1.0)
-    return True, (f"certified: harm rate <= {a} with probability >= {1 - d} "
-                  f"(Clopper-Pearson upper bound {upper:.4%})")
+    upper = float(cert.get("observed_upper_bound") or 1.0)
+    return True, (f"Gate Harmful <= {a} with probability >= {1 - d} on episodes "
+                  f"like its {cert.get('n')} calibration ones (observed calibration harm "
+                  f"bound {upper:.4%}, not certified)")
 
 
 def _row_log_loss(y: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -122,57 +126,82 @@ def _weighted_paired(ours: np.ndarray, theirs: np.ndarray, w: np.ndarray, versio
 
 
 def decide_promotion(challenger: LoadedArtifact, production: LoadedArtifact | None,
-                     holdout_claims: Any, *, alpha: float, delta: float,
-                     n_boot: int = DEFAULT_N_BOOT, seed: int = 0) -> PromotionDecision:
-    """See the module docstring: (a) the certificate, (b) the held-out log loss."""
+                     holdout_claims: Any, *, alpha: float = _PROMOTE.alpha,
+                     delta: float = _PROMOTE.delta, n_boot: int = _PROMOTE.n_boot,
+                     seed: int = 0) -> PromotionDecision:
+    """See the module docstring: (a) the certificate, (b) the skill over a constant, (c) the
+    held-out log loss against production. The defaults are
+    :class:`~amv_calib.settings.PromoteOptions`'.
+
+    ``reasons`` holds one line per condition, in that order, each ``"<condition>: yes|NO|
+    not checked -- <the figures>"``, so that the rule a verdict follows is on its line.
+    """
     cert_ok, cert_reason = _check_certificate(challenger.manifest, alpha, delta)
-    reasons = [("" if cert_ok else "not promoted: ") + cert_reason]
+    reasons = [f"certified: {'yes' if cert_ok else 'NO'} -- {cert_reason}"]
     holdout: dict[str, Any] = {}
-    loss_ok = True
-    if production is None:
-        reasons.append("no production version yet")
-    elif production.path == challenger.path:
-        reasons.append(f"{challenger.version} is production already")
-    else:
-        holdout = paired_log_loss(holdout_claims, challenger, production, n_boot=n_boot,
-                                  seed=seed)
-        low = holdout["difference_ci95"][0]
-        if low is None:
-            loss_ok = False
-            reasons.append("not promoted: no held-out claims to compare it with production")
-        elif low > 0.0:
-            loss_ok = False
-            reasons.append(
-                f"not promoted: on {holdout['n']} newest held-out claims its log loss "
-                f"{holdout['challenger_log_loss']:.4f} is worse than production "
-                f"{production.version}'s {holdout['production_log_loss']:.4f} beyond noise "
-                f"(difference {holdout['difference']:+.4f}, 95% paired-bootstrap interval "
-                f"[{low:+.4f}, {holdout['difference_ci95'][1]:+.4f}])")
-        else:
-            reasons.append(
-                f"held-out log loss {holdout['challenger_log_loss']:.4f} against production "
-                f"{production.version}'s {holdout['production_log_loss']:.4f} (difference "
-                f"{holdout['difference']:+.4f}, interval reaches {low:+.4f})")
-    skill_ok = True
-    base_rate = _training_rate(challenger)
-    if base_rate is not None and len(holdout_claims):
-        skill = paired_log_loss(holdout_claims, challenger,
-                                _constant(challenger, base_rate), n_boot=n_boot, seed=seed)
-        holdout["skill"] = skill
-        high = skill["difference_ci95"][1]
-        if not (high is not None and high < 0.0):
-            skill_ok = False
-            reasons.append(
-                f"not promoted: on {skill['n']} newest held-out claims its log loss "
-                f"{skill['challenger_log_loss']:.4f} does not beat the constant prediction of "
-                f"its training violation rate {base_rate:.4f} "
-                f"({skill['production_log_loss']:.4f}) beyond noise (difference "
-                f"{skill['difference']:+.4f}, interval up to {high:+.4f}): it learned nothing "
-                f"that holds on new claims")
-    elif base_rate is None:
-        reasons.append("no profile.json: its skill over a constant prediction is not checked")
+    skill_ok, skill_line = _skill(challenger, holdout_claims, holdout, n_boot, seed)
+    reasons.append(skill_line)
+    loss_ok, loss_line = _not_worse(challenger, production, holdout_claims, holdout, n_boot,
+                                    seed)
+    reasons.append(loss_line)
     return PromotionDecision(promote=cert_ok and loss_ok and skill_ok, reasons=reasons,
                              certificate_ok=cert_ok, holdout=holdout)
+
+
+_SKILL: Final = "beats the constant prediction beyond noise"
+_LOSS: Final = "not worse than production beyond noise"
+
+
+def _skill(challenger: LoadedArtifact, claims: Any, holdout: dict[str, Any], n_boot: int,
+           seed: int) -> tuple[bool, str]:
+    """(c): its log loss on the held-out claims beats the constant prediction of its training
+    violation rate beyond noise (the interval of the difference lies below 0)."""
+    base_rate = _training_rate(challenger)
+    if base_rate is None:
+        return True, f"{_SKILL}: not checked -- no profile.json (no training violation rate)"
+    if not len(claims):
+        return True, f"{_SKILL}: not checked -- no held-out claims"
+    skill = paired_log_loss(claims, challenger, _constant(challenger, base_rate),
+                            n_boot=n_boot, seed=seed)
+    holdout["skill"] = skill
+    high = skill["difference_ci95"][1]
+    ok = high is not None and high < 0.0
+    detail = (f"on {skill['n']} newest held-out claims its log loss "
+              f"{skill['challenger_log_loss']:.4f} against {skill['production_log_loss']:.4f} "
+              f"for the constant prediction of its training violation rate {base_rate:.4f} "
+              f"(difference {skill['difference']:+.4f}, 95% interval up to {high:+.4f})")
+    if ok:
+        return True, f"{_SKILL}: yes -- {detail}"
+    return False, (f"{_SKILL}: NO -- {detail}: it does not beat the constant prediction of its "
+                   f"training violation rate; it learned nothing that holds on new claims")
+
+
+def _not_worse(challenger: LoadedArtifact, production: LoadedArtifact | None, claims: Any,
+               holdout: dict[str, Any], n_boot: int, seed: int) -> tuple[bool, str]:
+    """(b): not worse than production beyond noise (the 95% interval of the paired log-loss
+    difference reaches 0 or below): a difference the data cannot tell from noise passes."""
+    if production is None:
+        return True, f"{_LOSS}: yes -- no production version yet"
+    if production.path == challenger.path:
+        return True, f"{_LOSS}: yes -- {challenger.version} is production already"
+    paired = paired_log_loss(claims, challenger, production, n_boot=n_boot, seed=seed)
+    holdout.update(paired)
+    low, high = paired["difference_ci95"]
+    if low is None:
+        return False, f"{_LOSS}: NO -- no held-out claims to compare it with production"
+    interval = (f"(difference {paired['difference']:+.4f}, 95% paired-bootstrap interval "
+                f"[{low:+.4f}, {high:+.4f}])")
+    if low > 0.0:
+        return False, (f"{_LOSS}: NO -- on {paired['n']} newest held-out claims its log loss "
+                       f"{paired['challenger_log_loss']:.4f} is worse than production "
+                       f"{production.version}'s {paired['production_log_loss']:.4f} beyond "
+                       f"noise {interval}")
+    detail = (f"on {paired['n']} newest held-out claims its log loss "
+              f"{paired['challenger_log_loss']:.4f} against production {production.version}'s "
+              f"{paired['production_log_loss']:.4f} {interval}")
+    verdict = ("better" if high < 0.0 else "within noise of production: the interval reaches 0, "
+               "so the difference may be chance")
+    return True, f"{_LOSS}: yes -- {detail}: {verdict}"
 
 
 def _training_rate(art: LoadedArtifact) -> float | None:

@@ -28,14 +28,17 @@ def keygen(out_dir: str | os.PathLike[str], *, overwrite: bool = False) -> tuple
     Raises
     ------
     ConfigError
-        A key file already exists there and ``overwrite`` is False.
+        A key file already exists there and ``overwrite`` is False, or the private key would
+        land inside a git work tree without being ignored there (one ``git add .`` from a
+        commit): ignore the folder first (the checkout's ``.gitignore`` ignores ``keys/``).
     """
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     private, public = out / PRIVATE_KEY_FILE, out / PUBLIC_KEY_FILE
+    _refuse_committable(private)
+    out.mkdir(parents=True, exist_ok=True)
     for path in (private, public):
         if path.exists() and not overwrite:
             raise ConfigError(f"{path} exists; pass --overwrite to replace the key pair")
@@ -48,6 +51,30 @@ def keygen(out_dir: str | os.PathLike[str], *, overwrite: bool = False) -> tuple
     public.write_bytes(key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     return private, public
+
+
+def _refuse_committable(private: Path) -> None:
+    """Refuse a private key path inside a git work tree that git does not ignore."""
+    import subprocess
+
+    where = private.resolve().parent
+    top = next((d for d in (where, *where.parents) if (d / ".git").exists()), None)
+    if top is None:
+        return
+    try:
+        done = subprocess.run(["git", "-C", str(top), "check-ignore", "-q", "--no-index",
+                               str(private.resolve())], capture_output=True, timeout=30,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfigError(f"{private}: inside the git work tree {top}, and git cannot say "
+                          f"whether it is ignored ({exc}); write the key pair outside it") \
+            from None
+    if done.returncode != 0:
+        rel = private.resolve().parent.relative_to(top).as_posix()
+        raise ConfigError(
+            f"{private}: inside the git work tree {top} and not ignored there, one `git add .` "
+            f"from a commit; add '{rel}/' to {top / '.gitignore'} (or write the key pair "
+            f"outside the work tree)")
 
 
 def sign_artifact(version_dir: str | os.PathLike[str], private_key: str | os.PathLike[str],

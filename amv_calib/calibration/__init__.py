@@ -30,7 +30,10 @@ from amv_calib.calibration._compare import (
     make_folds,
     newest_split,
     resolve_calibrators,
+    row_weights,
+    tie_break_of,
     time_folds_of_claims,
+    weight_column,
     write_comparison,
 )
 from amv_calib.calibration._figures import (
@@ -56,6 +59,7 @@ from amv_calib.calibration._metrics import (
     smooth_ece,
     smooth_ece_sigma,
 )
+from amv_calib.settings import CompareOptions
 
 __all__ = [
     "BETA_EXTRA_MAP",
@@ -70,6 +74,7 @@ __all__ = [
     "BetaCalibrator",
     "BootstrapInterval",
     "ComparisonResult",
+    "CompareOptions",
     "IsotonicCalibrator",
     "Metric",
     "PlattCalibrator",
@@ -94,6 +99,9 @@ __all__ = [
     "prediction_histogram",
     "reliability_figure",
     "resolve_calibrators",
+    "row_weights",
+    "tie_break_of",
+    "weight_column",
     "score_features",
     "time_folds_of_claims",
     "score_map",

@@ -47,13 +47,15 @@ from amv_calib.exceptions import (
     MissingColumnsError,
     check_choice,
 )
-from amv_calib.settings import CALIBRATOR_NAMES, DEFAULT_CALIBRATORS, DEFAULT_SEED
+from amv_calib.settings import CALIBRATOR_NAMES, DEFAULT_CALIBRATORS, DEFAULT_SEED, CompareOptions
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-_log = logging.getLogger("amv_calib.calibration._compare")
+_log = logging.getLogger(__name__)
+#: The defaults of :func:`compare_calibrators` (its command line's and step's too).
+_OPT: Final = CompareOptions()
 
 FloatArray = NDArray[np.float64]
 Split = Literal["time", "group"]
@@ -205,6 +207,40 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 # -- input ------------------------------------------------------------------------------------
+def weight_column(columns: Sequence[str], sample_weight: str | None) -> tuple[str | None,
+                                                                              bool]:
+    """``(column, fill)``: the weight column ``sample_weight`` names among ``columns``, and
+    whether its missing values count 1.
+
+    ``"auto"``: ``label_weight`` when present (the soft labels of ``amv-calib label``: rows
+    without one count once), else none; ``None`` or ``"none"``: none; any other value: that
+    column, every value a number >= 0.
+    """
+    if sample_weight is None or sample_weight == "none":
+        return None, False
+    if sample_weight == "auto":
+        return ("label_weight", True) if "label_weight" in columns else (None, False)
+    return sample_weight, False
+
+
+def row_weights(table: pd.DataFrame, raw: pd.DataFrame, column: str | None, fill: bool
+                ) -> FloatArray:
+    """The weights of ``column`` (from the validated ``table``, else the ``raw`` rows it
+    came from), missing ones 1 when ``fill``; a negative or missing one is an error."""
+    if column is None:
+        return np.ones(len(table))
+    source = table if column in table.columns else raw
+    w = source[column].to_numpy(dtype=np.float64)
+    if fill:
+        w = np.where(np.isnan(w), 1.0, w)
+    bad = ~np.isfinite(w) | (w < 0)
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        raise DataContractError(f"{column} of row {i + 1} (1-based) is {float(w[i])!r}; "
+                                "must be a number >= 0")
+    return w
+
+
 def _claims_table(claims: pd.DataFrame, split: str, sample_weight: str | None
                   ) -> tuple[pd.DataFrame, FloatArray]:
     """The claims typed by the ingest's validator, and the row weights.
@@ -215,27 +251,25 @@ def _claims_table(claims: pd.DataFrame, split: str, sample_weight: str | None
     """
     from amv_calib.claims import load_claims
 
+    column, fill = weight_column([str(c) for c in claims.columns], sample_weight)
     present = {canonical_name(str(c)) or str(c) for c in claims.columns}
     missing = [c for c in ("claim_id", "violated", *CLAIM_FEATURES, "timestamp")
                if c not in present]
-    if sample_weight is not None and sample_weight not in claims.columns:
-        missing.append(sample_weight)
+    if column is not None and column not in claims.columns:
+        missing.append(column)
     if missing:
         raise MissingColumnsError(
             f"claims lack column(s) {missing}"
             + (" (every split needs timestamp: it keys a claim's uses)"
                if split != "time" and "timestamp" in missing else ""))
     table, _ = load_claims(claims, on_reject="raise")
-    if sample_weight is None:
-        return table, np.ones(len(table))
-    source = table if sample_weight in table.columns else claims
-    w = source[sample_weight].to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(w) | (w < 0)
-    if np.any(bad):
-        i = int(np.argmax(bad))
-        raise DataContractError(f"{sample_weight} of row {i + 1} (1-based) is {float(w[i])!r}; "
-                                "must be a number >= 0")
-    return table, w
+    return table, row_weights(table, claims, column, fill)
+
+
+def tie_break_of(scoring: str) -> Scoring:
+    """The proper scoring rule that breaks ties: the one ``scoring`` is not."""
+    check_choice("scoring", scoring, ("log_loss", "brier"))
+    return "brier" if scoring == "log_loss" else "log_loss"
 
 
 def _features(table: pd.DataFrame) -> pd.DataFrame:
@@ -397,20 +431,23 @@ def _metric_values(y: FloatArray, p: FloatArray, w: FloatArray) -> dict[str, flo
 def compare_calibrators(
     claims: pd.DataFrame,
     *,
-    calibrators: Mapping[str, Any] | Sequence[Any] | None = None,
-    folds: int = 5,
-    split: Split = "time",
-    scoring: Scoring = "log_loss",
-    tie_break: Scoring = "brier",
-    n_bins: int = 15,
-    n_boot: int = 200,
+    calibrators: Mapping[str, Any] | Sequence[Any] | None = _OPT.calibrators,
+    folds: int = _OPT.folds,
+    split: Split = _OPT.split,
+    scoring: Scoring = _OPT.scoring,
+    tie_break: Scoring | None = None,
+    n_bins: int = _OPT.n_bins,
+    n_boot: int = _OPT.n_boot,
     alpha: float = 0.05,
     seed: int = DEFAULT_SEED,
-    sample_weight: str | None = None,
+    sample_weight: str | None = _OPT.weights,
     refit: bool = True,
-    allow_constant_features: bool = False,
+    allow_constant_features: bool = _OPT.allow_constant_features,
 ) -> ComparisonResult:
     """Cross-validate calibrators on the same leakage-safe folds and pick a champion.
+
+    The defaults are :class:`~amv_calib.calibration.CompareOptions`' (the command line's
+    and the pipeline step's too).
 
     Parameters
     ----------
@@ -425,15 +462,18 @@ def compare_calibrators(
         default :data:`~amv_calib.settings.DEFAULT_CALIBRATORS`. Each is cloned before fitting.
     folds, split
         See the module docstring.
-    scoring, tie_break : {"log_loss", "brier"}
-        Proper scoring rules that choose the champion.
+    scoring : {"log_loss", "brier"}
+        Proper scoring rule that chooses the champion.
+    tie_break : {"log_loss", "brier"}, optional
+        Breaks ties; default the rule ``scoring`` is not (:func:`tie_break_of`).
     n_bins : int
         Bins of the reliability curves (ECE and MCE use 15).
     n_boot, alpha, seed
         Bootstrap resamples, interval level and seed (``n_boot=0``: no intervals).
     sample_weight : str, optional
-        Name of a non-negative weight column (for example ``label_weight``), used in
-        fitting and in every metric.
+        ``"auto"`` (``label_weight`` when present, missing values 1), ``None`` / ``"none"``
+        (unweighted), or the name of a non-negative weight column; used in fitting and in
+        every metric (:func:`weight_column`).
     refit : bool
         Refit every calibrator on all rows (for export); default True.
     allow_constant_features : bool
@@ -451,7 +491,8 @@ def compare_calibrators(
     InsufficientDataError
         Too few rows, claims or outcomes for the folds, or a constant feature.
     """
-
+    if tie_break is None and scoring in ("log_loss", "brier"):
+        tie_break = tie_break_of(scoring)
     if scoring not in ("log_loss", "brier") or tie_break not in ("log_loss", "brier"):
         raise ValueError(
             f"scoring={scoring!r} and tie_break={tie_break!r} must be proper scoring rules: "
@@ -473,7 +514,8 @@ def compare_calibrators(
         p_true=_oracle(table), estimators=estimators,
         descriptions={name: describe_calibrator(est) for name, est in cals.items()},
         fit_seconds=cv.fit_seconds, split=split, scoring=scoring, tie_break=tie_break,
-        n_bins=n_bins, n_boot=n_boot, alpha=alpha, seed=seed, sample_weight=sample_weight,
+        n_bins=n_bins, n_boot=n_boot, alpha=alpha, seed=seed,
+        sample_weight=weight_column([str(c) for c in claims.columns], sample_weight)[0],
         allow_constant_features=allow_constant_features)
 
 

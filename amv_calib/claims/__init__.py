@@ -82,6 +82,7 @@ from amv_calib.claims._synth import (
     write_episodes,
 )
 from amv_calib.claims._times import ParsedTimestamps, parse_timestamps
+from amv_calib.settings import LabelOptions
 
 __all__ = [
     "ACTION_REASONS",
@@ -95,6 +96,7 @@ __all__ = [
     "FAMILIES",
     "FORMATS",
     "LABEL_FOLDER_FILES",
+    "LabelOptions",
     "OUTCOME_STATUSES",
     "TABLE_SUFFIXES",
     "UNJOINED_REASONS",

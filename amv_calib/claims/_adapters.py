@@ -81,7 +81,7 @@ from amv_calib.claims._labels import (
 from amv_calib.contract import CLAIM_FEATURES, loads_strict, require_regular
 from amv_calib.exceptions import DataContractError, MissingColumnsError
 
-_log = logging.getLogger("amv_calib.claims._adapters")
+_log = logging.getLogger(__name__)
 
 #: Values of the claim features a memory store does not record (see module docs).
 DEFAULT_FEATURES: Final[Mapping[str, float | bool]] = {

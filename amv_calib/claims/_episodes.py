@@ -68,6 +68,7 @@ from amv_calib.claims._labels import (
     read_uses,
 )
 from amv_calib.exceptions import check_choice
+from amv_calib.settings import LabelOptions
 
 #: Why an action did not become an episode, in the order they are tried.
 ACTION_REASONS: Final = (
@@ -91,7 +92,9 @@ _SOFT_ONLY: Final = ACTION_REASONS.index("verifier_label_only")
 _LABELLED: Final = len(ACTION_REASONS)
 
 #: Default least number of labelled answers before episodes use a verifier's estimate.
-DEFAULT_MIN_VERIFIER_CALLS: Final = 200
+#: The defaults of :func:`label_logs` (its command line's and step's too).
+_LABEL: Final = LabelOptions()
+DEFAULT_MIN_VERIFIER_CALLS: Final = _LABEL.min_verifier_calls
 #: The reliability an estimate at or below chance is replaced by (module docs).
 _UNINFORMATIVE_R: Final = 0.5 + 1e-6
 _LEVEL: Final = 0.95
@@ -226,9 +229,9 @@ def label_logs(
     decisions: PathLike | Sequence[PathLike],
     outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None = None,
     *,
-    min_verifier_calls: int = DEFAULT_MIN_VERIFIER_CALLS,
-    soft_labels: SoftLabels = "posterior",
-    on_corrupt: Literal["raise", "skip"] = "raise",
+    min_verifier_calls: int = _LABEL.min_verifier_calls,
+    soft_labels: SoftLabels = _LABEL.soft_labels,
+    on_corrupt: Literal["raise", "skip"] = "skip" if _LABEL.skip_corrupt else "raise",
     columnar: bool = True,
 ) -> LogLabels:
     """Claims, episodes and verifier reliabilities from decision logs and outcomes.

@@ -2,7 +2,7 @@
 
 Every input row ends up in exactly one of two places: the accepted claims table (canonical
 snake_case columns, proper dtypes) or the rejects table (its 1-based row number, the reason,
-and the original fields as read). The rules are documented in ``data/README.md``.
+and the original fields as read). The rules are documented in ``docs/data.md``.
 
 Reading streams: CSV through pyarrow's streaming CSV reader (a plain CSV file first through
 a faster pass, :class:`_FastCsv`, that lets pyarrow parse the numbers, flags and timestamps
@@ -1969,6 +1969,22 @@ def load_claims(
     DataContractError
         If the file cannot be read at all, or the format is unknown; with
         ``on_reject="raise"``, if a row breaks the contract.
+
+    Examples
+    --------
+    Every row is accepted or rejected with its row number and the reason:
+
+    >>> import pandas as pd
+    >>> from amv_calib.claims import load_claims
+    >>> table = pd.DataFrame({
+    ...     "claim_id": ["iban-42", "addr-7"],
+    ...     "timestamp": ["2026-11-02T10:00:00Z", "2026-11-03T09:30:00Z"],
+    ...     "recency_hours": [310.0, 12.0], "source_trust_score": [0.8, 1.7],
+    ...     "model_confidence": [0.93, 0.6], "contradiction_flag": [False, True],
+    ...     "violated": [False, True]})
+    >>> claims, rejects = load_claims(table)
+    >>> claims["claim_id"].tolist(), rejects[["row", "reason"]].values.tolist()
+    (['iban-42'], [[2, 'source_trust_score=1.7 outside [0, 1]']])
     """
     check_choice("on_reject", on_reject, ("return", "raise"))
     run = _start(source, format, chunksize)

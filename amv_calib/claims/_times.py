@@ -1,6 +1,6 @@
 """The one timestamp rule of the data contract: ISO-8601 or epoch numbers -> UTC microseconds.
 
-Accepted (DESIGN section 3; ``data/README.md`` lists examples):
+Accepted (DESIGN section 3; ``docs/data.md`` lists examples):
 
 - ISO-8601 text with an offset (``Z``, ``+02:00``, ``+0200``), converted to UTC, or without
   one, read as UTC; fractions down to nanoseconds, truncated to microseconds;

@@ -35,14 +35,22 @@ from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
 from amv_calib.contract._features import FeatureMap, PortableCalibrator, _check_format
+from amv_calib.contract._files import read_regular
 from amv_calib.contract._folder import (
+    MAX_JSON_BYTES,
     VersionFolder,
     read_file_in,
     read_version_folder,
 )
 from amv_calib.contract._json import loads_strict
 from amv_calib.contract._signature import SIGNATURE_FILE, verify_folder
-from amv_calib.exceptions import ArtifactError, ConfigError, PortableFormatError, check_choice
+from amv_calib.exceptions import (
+    ArtifactError,
+    CertificateMismatchError,
+    ConfigError,
+    PortableFormatError,
+    check_choice,
+)
 from amv_calib.settings import champion_reference, models_dir, trusted_keys
 
 ARTIFACT_FORMAT: Final = "amv-calib/artifact"
@@ -71,6 +79,8 @@ _MANIFEST_KEYS: Final = frozenset(
     {"format", "format_version", "name", "version", "created_utc", "package_version",
      "git_commit", "calibrator_kind", "calibrator_source", "feature_map", "gate",
      "training_data", "metrics", "files", "certificate",
+     # the episodes that shaped the thresholds (tuning.json; amv_calib.tuning._record)
+     "tuning",
      # where the calibrator was fitted, when not on one machine ("spark"; docs/scale.md)
      "engine"}
 )
@@ -202,6 +212,89 @@ def check_thresholds(data: Any) -> dict[str, Any]:
     return out
 
 
+def with_gate_clamp(calibrator: PortableCalibrator, gate: Mapping[str, Any]
+                    ) -> tuple[PortableCalibrator, dict[str, Any]]:
+    """The calibrator and the (checked) gate thresholds as an artifact holds them: one clamp.
+
+    A clamp in the thresholds becomes the calibrator's; else the calibrator's own clamp, if
+    any, becomes the thresholds'. Export writes the pair this way, and certification
+    evaluates (and binds) exactly the calibrator export will write.
+    """
+    out = dict(gate)
+    clamp = out.get("clamp")
+    if clamp is not None:
+        return replace(calibrator, clamp=(float(clamp[0]), float(clamp[1]))), out
+    if calibrator.clamp is not None:
+        out["clamp"] = [calibrator.clamp[0], calibrator.clamp[1]]
+    return calibrator, out
+
+
+def calibrator_sha256(calibrator: PortableCalibrator) -> str:
+    """sha256 of the ``calibrator.json`` an export writes for ``calibrator``."""
+    return hashlib.sha256(canonical_json_bytes(calibrator.to_dict())).hexdigest()
+
+
+def thresholds_sha256(thresholds: Mapping[str, Any]) -> str:
+    """sha256 of the canonical form of checked thresholds (an absent harm price is 0)."""
+    full = {**GATE_DEFAULTS, **check_thresholds(thresholds)}
+    return hashlib.sha256(canonical_json_bytes(full)).hexdigest()
+
+
+def check_certificate_binding(certificate: Any, *, calibrator_sha256: str,
+                              gate: Mapping[str, Any],
+                              tuning: Mapping[str, Any] | None) -> None:
+    """Refuse a certificate that is not bound to exactly this calibrator and these thresholds.
+
+    The certificate must name the sha256 of the calibrator it certified
+    (``calibrator_sha256``), its chosen configuration must be ``gate`` (every key, an
+    absent harm price meaning 0), and when it names the record of the episodes its
+    thresholds have seen (``seen``), the version must carry that record (``tuning``).
+
+    Raises
+    ------
+    ValueError
+        Naming both hashes (or fingerprints) of what differs.
+    """
+    if not isinstance(certificate, Mapping):
+        raise ValueError("certificate must be an object")
+    cert_cal = certificate.get("calibrator_sha256")
+    if not (isinstance(cert_cal, str) and _SHA256_RE.fullmatch(cert_cal)):
+        raise ValueError(
+            "certificate does not name the calibrator it certified (no calibrator_sha256; "
+            "made before certificates were bound?): certify this version again "
+            "(amv-calib certify) and export the result")
+    if cert_cal != calibrator_sha256:
+        raise ValueError(
+            f"certificate was made for calibrator sha256 {cert_cal}, but this calibrator.json "
+            f"has sha256 {calibrator_sha256}: a certificate vouches for one calibrator only")
+    chosen = certificate.get("thresholds")
+    if not isinstance(chosen, Mapping):
+        raise ValueError("certificate certified no configuration")
+    path = certificate.get("path")
+    index = certificate.get("chosen")
+    if not (isinstance(path, list) and isinstance(index, int) and not isinstance(index, bool)
+            and 0 <= index < len(path) and path[index] == chosen):
+        raise ValueError(f"certificate's thresholds are not its path's chosen configuration "
+                         f"(chosen={index!r})")
+    ours, theirs = thresholds_sha256(gate), thresholds_sha256(chosen)
+    if ours != theirs:
+        a, b = {**GATE_DEFAULTS, **check_thresholds(chosen)}, {**GATE_DEFAULTS, **gate}
+        differ = sorted(k for k in GATE_KEYS if a.get(k) != b.get(k))
+        raise ValueError(
+            f"certificate certified thresholds sha256 {theirs}, but this gate has sha256 "
+            f"{ours} (they differ in {differ}): a certificate vouches for its chosen "
+            f"thresholds only")
+    seen = certificate.get("seen")
+    if seen is not None:
+        want = seen.get("fingerprint") if isinstance(seen, Mapping) else None
+        have = None if tuning is None else tuning.get("fingerprint")
+        if want != have:
+            raise ValueError(
+                f"certificate's thresholds have seen the episodes of record {want}, but this "
+                f"version carries record {have}: export the certify step's tuning.json with "
+                f"its certificate")
+
+
 def _number(value: Any, key: str, *, lo: float, hi: float | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{key}={value!r} is not a number")
@@ -255,6 +348,27 @@ def _check_file_format(data: Mapping[str, Any], name: str, version: int, where: 
         _check_format(data, name, version)
     except PortableFormatError as exc:
         raise ArtifactError(f"{where}: {exc}") from None
+
+
+def read_regular_bytes(path: str | os.PathLike[str], *, what: str) -> bytes:
+    """The bytes of a user's regular file (never a FIFO or device), within the JSON size cap.
+
+    Raises :class:`~amv_calib.ConfigError` naming the file and the problem.
+    """
+    return read_regular(path, what=what, error=ConfigError, limit=MAX_JSON_BYTES)
+
+
+def read_json_object(path: str | os.PathLike[str], *, what: str) -> dict[str, Any]:
+    """A JSON object from a user's file, read as strictly as an artifact's: a regular file,
+    UTF-8, no repeated key, no NaN or Infinity, at most 32 levels deep.
+
+    Raises :class:`~amv_calib.ConfigError` naming the file and the problem.
+    """
+    p = Path(path)
+    try:
+        return _parse_json(read_regular_bytes(p, what=what), p)
+    except ArtifactError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 # -- references and aliases ----------------------------------------------------------------
@@ -447,6 +561,7 @@ def load_artifact(ref: str | os.PathLike[str] | None = None, *,
         thresholds = check_thresholds(manifest["gate"])
     except ValueError as exc:
         raise ArtifactError(f"{manifest_path}: gate: {exc}") from None
+    _check_bindings(manifest, files, thresholds, manifest_path)
     return LoadedArtifact(
         path=res.path,
         manifest=manifest,
@@ -460,6 +575,30 @@ def load_artifact(ref: str | os.PathLike[str] | None = None, *,
         contents=MappingProxyType({k: v for k, v in folder.data.items()
                                    if k != SIGNATURE_FILE}),
     )
+
+
+def _check_bindings(manifest: Mapping[str, Any], files: Mapping[str, str],
+                    thresholds: Mapping[str, Any], manifest_path: Path) -> None:
+    """The tuning record is a listed file whose hash is its fingerprint, and the
+    certificate, if any, is bound to this calibrator, these thresholds and that record."""
+    tuning = manifest.get("tuning")
+    if tuning is not None:
+        members = tuning.get("members") if isinstance(tuning, dict) else None
+        if not isinstance(members, str) or members not in files:
+            raise ArtifactError(f"{manifest_path}: tuning: members={members!r} must name a "
+                                f"file the manifest lists")
+        if tuning.get("fingerprint") != files[members]:
+            raise ArtifactError(
+                f"{manifest_path}: tuning: fingerprint {tuning.get('fingerprint')!r} is not "
+                f"the sha256 of {members} ({files[members]})")
+    cert = manifest.get("certificate")
+    if cert is None:
+        return
+    try:
+        check_certificate_binding(cert, calibrator_sha256=files[CALIBRATOR_FILE],
+                                  gate=thresholds, tuning=tuning)
+    except ValueError as exc:
+        raise CertificateMismatchError(f"{manifest_path}: {exc}") from None
 
 
 def _trusted_keys_in_force(given: KeysLike | None) -> list[Path]:

@@ -97,10 +97,14 @@ def open_regular(path: str | os.PathLike[str], *, what: str = "input file",
 
 
 def read_regular(path: str | os.PathLike[str], *, what: str = "input file",
-                 error: type[AmvCalibError] = DataContractError) -> bytes:
-    """The bytes of the regular file ``path`` (:func:`open_regular`)."""
+                 error: type[AmvCalibError] = DataContractError,
+                 limit: int | None = None) -> bytes:
+    """The bytes of the regular file ``path`` (:func:`open_regular`), at most ``limit``."""
     with open_regular(Path(path), what=what, error=error) as fh:
-        return fh.read()
+        data = fh.read() if limit is None else fh.read(limit + 1)
+    if limit is not None and len(data) > limit:
+        raise error(f"{os.fspath(path)}: {what} is larger than {limit} bytes")
+    return data
 
 
 def read_toml(path: str | os.PathLike[str], what: str) -> dict[str, Any]:

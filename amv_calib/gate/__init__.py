@@ -1,8 +1,9 @@
 """The AMV runtime gate: PROCEED, VERIFY or ABSTAIN before an irreversible tool call.
 
 Model (``_model``), scalar reference engine (``_engine``), planner (``_planner``), batch
-engine (``_batch``) and decision log (``_decision_log``). Imports numpy and the standard
-library only; the artifact loader comes from :mod:`amv_calib.contract`.
+engine (``_batch``), decision log (``_decision_log``), outcome log (``_outcomes``) and the
+gate that follows an alias (``_live``). Imports numpy and the standard library only; the
+artifact loader comes from :mod:`amv_calib.contract`.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from amv_calib.gate._engine import (
     seed_calibrate,
     update_posteriors,
 )
+from amv_calib.gate._live import LiveGate
 from amv_calib.gate._model import (
     CandidateAction,
     DependencyType,
@@ -58,6 +60,7 @@ from amv_calib.gate._model import (
     Premise,
     Verifier,
 )
+from amv_calib.gate._outcomes import OutcomeLog
 from amv_calib.gate._planner import MAX_EXACT_VERIFIERS, MAX_OUTCOMES, MAX_WORK
 
 __all__ = [
@@ -71,8 +74,10 @@ __all__ = [
     "DependencyType",
     "Gate",
     "GateSettings",
+    "LiveGate",
     "MemoryClaim",
     "Mode",
+    "OutcomeLog",
     "Planner",
     "Premise",
     "Regime",

@@ -43,7 +43,8 @@ it can stall for milliseconds while the kernel writes dirty pages back. There is
 background thread and no buffering, so a crash loses at most the line being written. With
 ``fsync=True`` every line is also forced to disk (``os.fsync``), which costs a disk flush
 (often milliseconds) per decision: use it only where losing the last lines in a power cut
-matters more than latency.
+matters more than latency. The same primitive, :class:`JsonLinesAppender`, writes the outcome
+log (:mod:`amv_calib.gate._outcomes`).
 
 A crash in the middle of a write, or a write that fails part-way (a full disk, a file-size
 limit), can leave a *fragment*: part of a record, without its ``\\n``. Every record
@@ -88,7 +89,7 @@ import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Self
 
 from amv_calib.contract import loads_strict, open_regular
 from amv_calib.exceptions import DataContractError, check_choice
@@ -100,6 +101,7 @@ __all__ = [
     "DecisionLogWarning",
     "OFFERED_VERIFIER_ALIASES",
     "DecisionLogWriter",
+    "JsonLinesAppender",
     "LogReadStats",
     "encode_record",
     "normalize_decision",
@@ -231,7 +233,94 @@ RECORD_START: Final = b'{"time":'
 _MAX_RESYNC: Final = 16
 
 
-class DecisionLogWriter:
+class JsonLinesAppender:
+    """Append JSON records to a file, one ``os.write`` per line: the append primitive that
+    :class:`DecisionLogWriter` and :class:`~amv_calib.gate.OutcomeLog` share.
+
+    The rules are the module's (Durability and latency): a descriptor opened with
+    ``O_APPEND``, one lock per writer, every record starting with its ``time`` and on a
+    fresh line, whoever left a fragment at the file's end.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file; created (with its parent folders) if missing, appended to otherwise.
+    fsync : bool, default False
+        Force every line to disk with ``os.fsync`` after writing it.
+    what : str, default "log"
+        What the file is, for error messages ("decision log", "outcome log").
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False,
+                 what: str = "log") -> None:
+        self.path = os.fspath(path)
+        self.fsync = fsync
+        self.lines_written = 0
+        self._what = what
+        self._lock = threading.Lock()
+        parent = os.path.dirname(self.path)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        # read and write: the last byte is read back (pread) to see whether a line is open
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(self.path, flags, 0o644)
+        self._fd: int | None = fd
+        # Where this writer's last complete record ended: while the file still ends there,
+        # it ends in a newline and its last byte need not be read back.
+        self._clean_end = -1
+        self._finalizer = weakref.finalize(self, os.close, fd)
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        """Write one record as one line.
+
+        A record without ``time`` gets the current UTC time. Raises ``OSError`` if the
+        write fails (disk full, closed writer) and ``TypeError`` for unserialisable fields.
+        After a failed write only that record is lost: the next line starts on a fresh line.
+        """
+        if next(iter(record), None) != "time":
+            # time first, always: the reader finds a record again by its start
+            record = {"time": record["time"] if "time" in record else utc_now_iso(), **record}
+        data = encode_record(record)
+        with self._lock:
+            fd = self._fd
+            if fd is None:
+                raise OSError(f"{self._what} {self.path!r} is closed")
+            size = os.fstat(fd).st_size
+            if size and size != self._clean_end and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data  # the file ends in a fragment, whoever left it
+            try:
+                _write_all(fd, data)
+            except _PartialWrite as exc:
+                self._clean_end = -1
+                raise OSError(exc.errno, f"{self._what} {self.path!r}: record not written "
+                                         f"({exc.strerror})") from exc
+            # Where the file ends if nobody else wrote meanwhile; if somebody did, the file
+            # only grows past it, and the next append reads the last byte back.
+            self._clean_end = size + len(data)
+            if self.fsync:
+                os.fsync(fd)
+            self.lines_written += 1
+
+    __call__ = append
+
+    def close(self) -> None:
+        """Close the file; further appends raise ``OSError``. Idempotent."""
+        with self._lock:
+            if self._fd is not None:
+                self._fd = None
+                self._finalizer()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r}, fsync={self.fsync})"
+
+
+class DecisionLogWriter(JsonLinesAppender):
     """Append decision records to a JSON-lines file, one ``os.write`` per line.
 
     Parameters
@@ -250,71 +339,7 @@ class DecisionLogWriter:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
-        self.path = os.fspath(path)
-        self.fsync = fsync
-        self.lines_written = 0
-        self._lock = threading.Lock()
-        parent = os.path.dirname(self.path)
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        # read and write: the last byte is read back (pread) to see whether a line is open
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(self.path, flags, 0o644)
-        self._fd: int | None = fd
-        # Where this writer's last complete record ended: while the file still ends there,
-        # it ends in a newline and its last byte need not be read back.
-        self._clean_end = -1
-        self._finalizer = weakref.finalize(self, os.close, fd)
-
-
-    def append(self, record: Mapping[str, Any]) -> None:
-        """Write one decision record as one line.
-
-        A record without ``time`` gets the current UTC time. Raises ``OSError`` if the
-        write fails (disk full, closed writer) and ``TypeError`` for unserialisable fields.
-        After a failed write only that record is lost: the next line starts on a fresh line.
-        """
-        if next(iter(record), None) != "time":
-            # time first, always: the reader finds a record again by its start
-            record = {"time": record["time"] if "time" in record else utc_now_iso(), **record}
-        data = encode_record(record)
-        with self._lock:
-            fd = self._fd
-            if fd is None:
-                raise OSError(f"decision log {self.path!r} is closed")
-            size = os.fstat(fd).st_size
-            if size and size != self._clean_end and os.pread(fd, 1, size - 1) != b"\n":
-                data = b"\n" + data  # the file ends in a fragment, whoever left it
-            try:
-                _write_all(fd, data)
-            except _PartialWrite as exc:
-                self._clean_end = -1
-                raise OSError(exc.errno, f"decision log {self.path!r}: record not written "
-                                         f"({exc.strerror})") from exc
-            # Where the file ends if nobody else wrote meanwhile; if somebody did, the file
-            # only grows past it, and the next append reads the last byte back.
-            self._clean_end = size + len(data)
-            if self.fsync:
-                os.fsync(fd)
-            self.lines_written += 1
-
-    __call__ = append
-
-    def close(self) -> None:
-        """Close the file; further appends raise ``OSError``. Idempotent."""
-        with self._lock:
-            if self._fd is not None:
-                self._fd = None
-                self._finalizer()
-
-    def __enter__(self) -> DecisionLogWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"DecisionLogWriter({self.path!r}, fsync={self.fsync})"
+        super().__init__(path, fsync=fsync, what="decision log")
 
 
 @dataclass(kw_only=True)

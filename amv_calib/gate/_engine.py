@@ -586,6 +586,26 @@ class Gate:
     decision_log : path or callable, optional
         A path gets one JSON line per decision (``amv_calib.gate._decision_log``); a
         callable receives each record as a dict.
+
+    Examples
+    --------
+    One premise at p = 0.04 behind a transfer (theta 120, kappa 4) and a cheap, reliable
+    check: verifying first is worth its cost; a confirmation then lets it proceed.
+
+    >>> from amv_calib.gate import CandidateAction, Gate, Premise, Verifier
+    >>> action = CandidateAction(
+    ...     action_id="tx-1", tool_name="bank_transfer", impact_cost_theta=120.0,
+    ...     abstention_cost_kappa=4.0,
+    ...     premises=(Premise(id="p1", calibrated_violation_probability=0.04),))
+    >>> bank = Verifier(id="bank-api", resolves_premise_ids=("p1",), execution_cost=0.2,
+    ...                 symmetric_reliability=0.95)
+    >>> gate = Gate()
+    >>> d = gate.evaluate(action, [bank])
+    >>> d.regime, d.verifier.id
+    ('VERIFY', 'bank-api')
+    >>> trace = gate.run(action, [bank], lambda verifier, action: True)
+    >>> [s.verifier.id for s in trace.steps], trace.final.regime
+    (['bank-api'], 'PROCEED')
     """
 
     __slots__ = ("_settings", "_lam", "_delta", "_eps", "_mu", "_seed", "_price", "_lookahead",

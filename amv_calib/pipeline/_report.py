@@ -46,12 +46,18 @@ def pipeline_report(result: PipelineResult) -> str:
         elif s.kind == "certify":
             lines += _certificate_lines(s.outputs.get("certificate"))
             lines += ["## replay of the certified gate on held-out episodes", "",
-                      _read(s.outputs.get("replay_table")) or "(no replay table)", ""]
+                      _read(s.outputs.get("replay_table"))
+                      or "(none: every unseen episode calibrated; set the certify step's "
+                         "test_fraction to keep a share for this table)", ""]
         elif s.kind == "promote":
-            verdict = "promoted to production" if s.outputs.get("promoted") else \
-                "stays challenger"
-            lines += [f"## promotion: {s.outputs.get('version')} {verdict}", "",
-                      *[f"- {r}" for r in s.outputs.get("reasons", [])], ""]
+            reasons = s.outputs.get("reasons", [])
+            if any(str(r).endswith("is production already") for r in reasons):
+                verdict = "was production already: nothing changed"
+            else:
+                verdict = "promoted to production" if s.outputs.get("promoted") else \
+                    "stays challenger"
+            lines += [f"## promotion{_cached(s)}: {s.outputs.get('version')} {verdict}", "",
+                      *[f"- {r}" for r in reasons], ""]
         elif s.kind == "monitor":
             lines += [f"## monitor: latest window {s.outputs.get('status')}", "",
                       _read(str(Path(str(s.outputs.get("report"))).with_name("monitor.txt")))
@@ -59,12 +65,13 @@ def pipeline_report(result: PipelineResult) -> str:
         elif s.kind == "replay":
             lines += ["## replay", "", _read(s.outputs.get("replay_table")) or "", ""]
         elif s.kind == "export":
-            lines += [f"## artifact: {s.outputs.get('name')} {s.outputs.get('version')} "
-                      f"(alias {s.outputs.get('alias')})", f"{s.outputs.get('artifact')}", ""]
+            lines += [f"## artifact{_cached(s)}: {s.outputs.get('name')} "
+                      f"{s.outputs.get('version')}", f"{s.outputs.get('artifact')}", "",
+                      *_aliases_now(s.outputs.get("artifact"))]
         elif s.kind == "register" and s.outputs.get("registered"):
             held = [f"@{a}" for a, v in (s.outputs.get("registry_aliases") or {}).items()
                     if v == s.outputs.get("model_version")]
-            lines += [f"## MLflow model: {s.outputs.get('registered_name')} version "
+            lines += [f"## MLflow model{_cached(s)}: {s.outputs.get('registered_name')} version "
                       f"{s.outputs.get('model_version')} {' '.join(held)}".rstrip(), ""]
     if result.tracking:
         uri = result.tracking_uri or tracking_uri()
@@ -76,15 +83,35 @@ def pipeline_report(result: PipelineResult) -> str:
 
 
 def _certificate_lines(path: object) -> list[str]:
+    from amv_calib.tuning import describe_certificate
+
     text = _read(path)
     if not text:
         return []
     c = json.loads(text)
     if c.get("chosen") is None:
         return ["## certificate: nothing certified", ""]
-    mu = c["path"][c["chosen"]].get("harm_price", 0.0)
     return [f"## certificate (Learn-then-Test, {c['n']} calibration episodes)", "",
-            f"P(Gate Harmful > {c['alpha']:.2%}) <= {c['delta']:g}: harm price {mu:g}, "
-            f"calibration harm {c['harm_rate']:.2%}, Clopper-Pearson upper bound "
-            f"{c['clopper_pearson_upper']:.2%} ({len(c['certified'])} of {len(c['path'])} "
-            f"configurations certified)", ""]
+            *describe_certificate(c), ""]
+
+
+def _cached(step: object) -> str:
+    """`` (cached from an earlier run)`` for a skipped step, whose outputs are its past."""
+    return " (cached from an earlier run)" if getattr(step, "status", "") == "skipped" else ""
+
+
+def _aliases_now(artifact: object) -> list[str]:
+    """What the model's file aliases name now, read when the report is written (a cached
+    step's outputs describe the run that made them, not the aliases since)."""
+    from amv_calib.contract import read_aliases
+    from amv_calib.exceptions import ArtifactError
+
+    if not isinstance(artifact, str):
+        return []
+    mdir = Path(artifact).parent
+    try:
+        aliases = read_aliases(mdir)["aliases"]
+    except ArtifactError:
+        return []
+    now = ", ".join(f"{a} = {e['version']}" for a, e in sorted(aliases.items())) or "none"
+    return [f"aliases of {mdir.name} now: {now}", ""]

@@ -38,7 +38,7 @@ from amv_calib.pipeline._spec import (
 )
 from amv_calib.pipeline._steps import STEP_KINDS
 
-log = logging.getLogger("amv_calib.pipeline._runner")
+log = logging.getLogger(__name__)
 
 _STATE = "state.json"
 _LOCK = ".lock"
@@ -167,11 +167,24 @@ def _location(base: Path, value: str | None) -> str | None:
 
 def _validate_params(*, where: str, kind: StepKind, raw: dict[str, Any], base: Path,
                      earlier: set[str]) -> dict[str, Any]:
-    unknown = set(raw) - set(kind.params)
+    allowed = kind.all_params()
+    unknown = set(raw) - set(allowed)
     if unknown:
         raise ConfigError(f"{where}: unknown keys {sorted(unknown)}; "
-                          f"allowed: {sorted(kind.params)}")
+                          f"allowed: {sorted(allowed)}")
     out: dict[str, Any] = {}
+    if kind.options is not None:
+        # the option keys are checked by the options class, as the command line's are
+        given = {k: raw[k] for k in kind.options.spec() if k in raw}
+        refs = sorted(k for k, v in given.items() if isinstance(v, str) and v.startswith("@"))
+        if refs:
+            raise ConfigError(f"{where}: {refs} take values, not references to other steps")
+        try:
+            out.update(kind.options.from_mapping(given, where=where).to_dict())
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}" if not str(exc).startswith(where)
+                              else str(exc)) from None
+        out = {k: v for k, v in out.items() if k in allowed}
     for key, p in kind.params.items():
         if key not in raw:
             if p.required:
@@ -383,8 +396,10 @@ def _run_step(spec: PipelineSpec, step: StepSpec, kind: StepKind, resolved: dict
     final_dir = spec.workdir / step.name
     partial = spec.workdir / f"{step.name}.partial-{uuid.uuid4().hex[:8]}"
     partial.mkdir(parents=True)
+    options = None if kind.options is None else kind.options.from_mapping(
+        {k: resolved[k] for k in kind.options.spec() if k in resolved}, where=step.name)
     ctx = StepContext(spec=spec, step=step, params=resolved, out_dir=partial, key=key,
-                      tracker=tracker)
+                      tracker=tracker, options=options)
     try:
         outputs = kind.run(ctx)
     except PipelineError:
@@ -395,6 +410,8 @@ def _run_step(spec: PipelineSpec, step: StepSpec, kind: StepKind, resolved: dict
         raise PipelineError(step.name, str(exc)) from exc
     except Exception as exc:
         shutil.rmtree(partial, ignore_errors=True)
+        # not one of ours: a bug or a library's failure; its traceback is what to debug
+        log.debug("step %r raised %s", step.name, type(exc).__name__, exc_info=True)
         raise PipelineError(step.name, f"{type(exc).__name__}: {exc}") from exc
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
@@ -443,9 +460,9 @@ def _run_description(spec: PipelineSpec, steps: Sequence[StepResult]) -> tuple[s
     if "compare" in out:
         parts.append(f"champion calibrator: {out['compare'].get('champion_name')}")
     if "certify" in out:
-        parts.append(f"certified: Gate Harmful upper bound "
-                     f"{out['certify'].get('clopper_pearson_upper')} at harm price "
-                     f"{out['certify'].get('harm_price')}")
+        parts.append(f"certified on {out['certify'].get('calibration_episodes')} episodes at "
+                     f"harm price {out['certify'].get('harm_price')} (observed calibration "
+                     f"harm bound {out['certify'].get('observed_upper_bound')})")
     if "promote" in out:
         parts.append("promoted to production" if out["promote"].get("promoted")
                      else "stays challenger: " + "; ".join(out["promote"].get("reasons", [])))
@@ -453,6 +470,11 @@ def _run_description(spec: PipelineSpec, steps: Sequence[StepResult]) -> tuple[s
     name = " ".join(x for x in (spec.name, fingerprint and f"data:{fingerprint}",
                                 version and f"-> {version}") if x)
     return name, "\n".join(parts)
+
+
+def _nothing(*args: Any, **kwargs: Any) -> None:
+    """What a tracker method does with tracking off."""
+    return None
 
 
 class _LazyTracker:
@@ -468,6 +490,16 @@ class _LazyTracker:
         self.uri = uri
         self.run_id: str | None = None
         self._inner: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        """A tracker method (``log_comparison``, ...): the started tracker's, or, with
+        tracking off, one that does nothing and returns None (as a disabled
+        ``PipelineTracker`` does), so that steps never branch on tracking."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if not self.enabled:
+            return _nothing
+        return getattr(self.get(), name)
 
     def get(self) -> Any:
         """The started tracker (an ``amv_calib.tracking.PipelineTracker``), or None if off."""

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from amv_calib.settings import Options
+
 
 @dataclass(frozen=True, kw_only=True)
 class Param:
@@ -100,6 +102,8 @@ class StepContext:
     out_dir: Path  # the step's partial folder; becomes WORKDIR/<name> on success
     key: str
     tracker: Any
+    #: The step kind's options object (its option keys, checked), or None.
+    options: Any = None
 
 
 StepFunc = Callable[[StepContext], dict[str, Any]]
@@ -107,7 +111,23 @@ StepFunc = Callable[[StepContext], dict[str, Any]]
 
 @dataclass(frozen=True, kw_only=True)
 class StepKind:
-    """A kind of step: its parameters and the function that runs it."""
+    """A kind of step: its inputs, its options and the function that runs it.
+
+    ``options`` is a stage's :class:`~amv_calib.settings.Options` class: its options that
+    a step offers are keys of the step too, with the same default and check (the command
+    line is made from the same class).
+    """
 
     params: Mapping[str, Param]
     run: StepFunc
+    options: type[Options] | None = None
+
+    def all_params(self) -> dict[str, Param]:
+        """The inputs and the option keys, each as a :class:`Param`."""
+        out = dict(self.params)
+        if self.options is not None:
+            for name, opt in self.options.spec().items():
+                if opt.step:
+                    out[name] = Param(kind=opt.type,
+                                      default=getattr(self.options.defaults(), name))
+        return out

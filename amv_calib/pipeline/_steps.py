@@ -15,12 +15,15 @@ from typing import Any
 
 from amv_calib.exceptions import ConfigError, InsufficientDataError
 from amv_calib.pipeline._spec import Param, StepContext, StepKind
+from amv_calib.settings import (
+    CertifyOptions,
+    CompareOptions,
+    LabelOptions,
+    PromoteOptions,
+    TuneOptions,
+)
 
-log = logging.getLogger("amv_calib.pipeline._runner")
-
-
-def _tracker(ctx: StepContext) -> Any:
-    return ctx.tracker.get() if ctx.tracker is not None else None
+log = logging.getLogger(__name__)
 
 
 # -- ingest -------------------------------------------------------------------------------
@@ -56,16 +59,13 @@ def _ingest(ctx: StepContext) -> dict[str, Any]:
 def _label(ctx: StepContext) -> dict[str, Any]:
     from amv_calib.claims import LABEL_FOLDER_FILES, claim_outputs, label_logs, write_label_folder
 
-    if ctx.params["min_verifier_calls"] < 0:
-        raise ConfigError(f"step {ctx.step.name!r}: min_verifier_calls="
-                          f"{ctx.params['min_verifier_calls']} must be >= 0")
+    opts = ctx.options
     outcomes = [str(p) for p in ctx.params["outcomes"]]
-    claim_outputs(ctx.out_dir, "label", LABEL_FOLDER_FILES, overwrite=ctx.params["overwrite"])
+    claim_outputs(ctx.out_dir, "label", LABEL_FOLDER_FILES, overwrite=opts.overwrite)
     decisions = [str(p) for p in ctx.params["decisions"]]
     options: dict[str, Any] = {
-        "min_verifier_calls": ctx.params["min_verifier_calls"],
-        "soft_labels": ctx.params["soft_labels"],
-        "on_corrupt": "skip" if ctx.params["skip_corrupt"] else "raise"}
+        "min_verifier_calls": opts.min_verifier_calls, "soft_labels": opts.soft_labels,
+        "on_corrupt": "skip" if opts.skip_corrupt else "raise"}
     if ctx.spec.engine == "spark":  # the same files, to the byte (docs/scale.md)
         from amv_calib.spark import spark_session, write_label_spark
 
@@ -104,49 +104,36 @@ def _compare(ctx: StepContext) -> dict[str, Any]:
 
     from amv_calib.calibration import compare_calibrators, newest_split, write_comparison
 
-    claims, holdout = newest_split(pd.read_parquet(ctx.params["claims"]),
-                                   ctx.params["holdout_newest"])
+    opts = ctx.options
+    claims, holdout = newest_split(pd.read_parquet(ctx.params["claims"]), opts.holdout_newest)
     # The newest claims stay out of the fit: promotion compares calibrators on them.
     holdout.to_parquet(ctx.out_dir / "holdout.parquet")
     claims.to_parquet(ctx.out_dir / "training.parquet")  # what the calibrators were fitted on
     if len(holdout):
         log.info("[%s] %d newest claims held out for promotion, %d compared", ctx.step.name,
                  len(holdout), len(claims))
-    weight = ctx.params["weights"]
-    if weight == "auto":
-        # Soft labels from `amv-calib label` carry label_weight; rows without one count once.
-        has = "label_weight" in claims.columns and claims["label_weight"].notna().any()
-        weight = "label_weight" if has else "none"
-    if weight != "none":
-        if weight not in claims.columns:
-            raise ConfigError(f"step {ctx.step.name!r}: weights={weight!r} is not a column")
-        claims[weight] = claims[weight].fillna(1.0)
     options: dict[str, Any] = {
-        "calibrators": ctx.params["calibrators"],
-        "sample_weight": None if weight == "none" else weight,
-        "folds": ctx.params["folds"],
-        "split": ctx.params["split"],
-        "scoring": ctx.params["scoring"],
-        "n_bins": ctx.params["n_bins"],
-        "n_boot": ctx.params["n_boot"],
+        "calibrators": opts.calibrators,
+        "sample_weight": opts.weights,
+        "folds": opts.folds,
+        "split": opts.split,
+        "scoring": opts.scoring,
+        "n_bins": opts.n_bins,
+        "n_boot": opts.n_boot,
         "seed": ctx.spec.seed,
-        "allow_constant_features": ctx.params["allow_constant_features"],
+        "allow_constant_features": opts.allow_constant_features,
     }
     if ctx.spec.engine == "spark":
         from amv_calib.spark import compare_calibrators_spark, spark_session
 
         log.info("[%s] fitting on Spark (%s)", ctx.step.name, ctx.spec.spark_master)
-        claims.to_parquet(ctx.out_dir / "training_weighted.parquet")
-        result = compare_calibrators_spark(ctx.out_dir / "training_weighted.parquet",
+        result = compare_calibrators_spark(ctx.out_dir / "training.parquet",
                                            spark=spark_session(ctx.spec.spark_master),
                                            **options)
-        (ctx.out_dir / "training_weighted.parquet").unlink()
     else:
         result = compare_calibrators(claims, **options)
     write_comparison(result, ctx.out_dir)
-    tracker = _tracker(ctx)
-    if tracker is not None:
-        tracker.log_comparison(ctx.out_dir, claims=claims, claims_path=ctx.params["claims"])
+    ctx.tracker.log_comparison(ctx.out_dir, claims=claims, claims_path=ctx.params["claims"])
     return {
         "dir": str(ctx.out_dir),
         "champion": str(ctx.out_dir / "champion.json"),
@@ -175,47 +162,46 @@ def _tune(ctx: StepContext) -> dict[str, Any]:
     # The study lives outside the step's partial folder, keyed by the step's inputs, so an
     # interrupted run resumes the same study instead of starting over.
     storage = ctx.params["storage"] or str(ctx.spec.workdir / f"{ctx.step.name}.optuna.log")
+    opts = ctx.options
     space = None
-    if ctx.params["harm_price"] is not None:
+    if opts.harm_price is not None:
         from amv_calib.tuning import SEARCH_SPACE
 
-        mu = float(ctx.params["harm_price"])
-        space = {**SEARCH_SPACE, "harm_price": (mu, mu, False)}
+        space = {**SEARCH_SPACE, "harm_price": (opts.harm_price, opts.harm_price, False)}
     result = tune_thresholds(
         episodes,
         calibrator=calibrator,
-        trials=ctx.params["trials"],
+        trials=opts.trials,
         storage=storage,
         study_name=f"{ctx.spec.name}-{ctx.step.name}-{ctx.key[:12]}",
         seed=ctx.spec.seed,
-        mode=ctx.params["mode"],
-        target_harmful=ctx.params["target_harmful"],
-        tune_fraction=ctx.params["tune_fraction"],
-        planner=ctx.params["planner"],
-        n_workers=ctx.params["workers"],
-        n_boot=ctx.params["n_boot"],
+        mode=opts.mode,
+        target_harmful=opts.target_harmful,
+        tune_fraction=opts.tune_fraction,
+        planner=opts.planner,
+        n_workers=opts.workers,
+        n_boot=opts.n_boot,
         space=space,
         out_dir=ctx.out_dir,
         progress=log.isEnabledFor(logging.INFO),  # --quiet silences the per-trial lines
     )
     if result.thresholds is None:
         raise InsufficientDataError(
-            f"no trial met gate_harmful <= {ctx.params['target_harmful']} in "
-            f"{ctx.params['trials']} trials; raise trials or target_harmful")
+            f"no trial met gate_harmful <= {opts.target_harmful} in {opts.trials} trials; "
+            f"raise trials or target_harmful")
     gate = _gate_from(result.thresholds, calibrator)
-    _, holdout = split_episodes(episodes, ctx.params["tune_fraction"])
+    _, holdout = split_episodes(episodes, opts.tune_fraction)
     _replay_table(episodes.subset(holdout), gate=gate, calibrator=calibrator,
                   seed=ctx.spec.seed, out_dir=ctx.out_dir)
     (ctx.out_dir / "calibrator.json").write_text(
         json.dumps(calibrator.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tracker = _tracker(ctx)
-    if tracker is not None:
-        tracker.log_tuning(ctx.out_dir)  # includes replay.json
+    ctx.tracker.log_tuning(ctx.out_dir)  # includes replay.json
     return {
         "dir": str(ctx.out_dir),
         "thresholds": str(ctx.out_dir / "thresholds.json"),
         "calibrator": str(ctx.out_dir / "calibrator.json"),
         "replay_table": str(ctx.out_dir / "replay.md"),
+        "tuning": result.files["tuning"],
         "trials": result.n_trials,
         "study": result.study_name,
         "storage": storage,
@@ -226,41 +212,44 @@ def _tune(ctx: StepContext) -> dict[str, Any]:
 def _certify(ctx: StepContext) -> dict[str, Any]:
     from amv_calib.contract import PortableCalibrator
     from amv_calib.tuning import (
-        certification_split,
-        certify_thresholds,
+        certify_episodes,
         read_episodes,
+        read_tuning_record,
         require_certified,
+        write_certification,
     )
 
+    p, opts = ctx.params, ctx.options
+    if p["tuning"] is None and not opts.assume_unseen:
+        raise ConfigError(
+            f"step {ctx.step.name!r}: give tuning (the tune step's record, '@tune.tuning') so "
+            f"that certification excludes the episodes the thresholds were tuned on, or set "
+            f"assume_unseen = true when no episode given touched them")
     calibrator = PortableCalibrator.from_dict(
-        json.loads(Path(ctx.params["calibrator"]).read_text(encoding="utf-8")))
-    thresholds = json.loads(Path(ctx.params["thresholds"]).read_text(encoding="utf-8"))
-    episodes = read_episodes(ctx.params["episodes"])
-    _, calibration, test = certification_split(episodes, ctx.params["tune_fraction"])
-    es_cal = episodes.subset(calibration)
-    log.info("[%s] certifying on %d calibration episodes (alpha=%g, delta=%g); %d held out",
-             ctx.step.name, len(es_cal), ctx.params["alpha"], ctx.params["delta"],
-             int(test.sum()))
-    cert = certify_thresholds(es_cal, calibrator, thresholds, alpha=ctx.params["alpha"],
-                              delta=ctx.params["delta"], seed=ctx.spec.seed)
-    (ctx.out_dir / "certificate.json").write_text(
-        json.dumps(cert.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        json.loads(Path(p["calibrator"]).read_text(encoding="utf-8")))
+    thresholds = json.loads(Path(p["thresholds"]).read_text(encoding="utf-8"))
+    episodes = read_episodes(p["episodes"])
+    seen = None if p["tuning"] is None else read_tuning_record(p["tuning"])
+    result = certify_episodes(episodes, calibrator, thresholds, seen=seen, alpha=opts.alpha,
+                              delta=opts.delta, seed=ctx.spec.seed,
+                              test_fraction=opts.test_fraction)
+    cert = result.certificate
+    log.info("[%s] certified on %d calibration episodes of %d (%d excluded: they shaped the "
+             "thresholds; %d kept for the held-out table); alpha=%g, delta=%g",
+             ctx.step.name, cert.n, len(episodes), int(result.excluded.sum()),
+             int(result.test.sum()), opts.alpha, opts.delta)
+    files = write_certification(result, ctx.out_dir)
     certified = require_certified(cert)  # fails the step, saying what the data support
-    (ctx.out_dir / "thresholds.json").write_text(
-        json.dumps(certified, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    gate = _gate_from(certified, calibrator)
-    _replay_table(episodes.subset(test), gate=gate, calibrator=calibrator,
-                  seed=ctx.spec.seed, out_dir=ctx.out_dir, certificate=cert.to_dict())
-    _frontier_png(cert.to_dict(), ctx.out_dir / "frontier.png")
-    tracker = _tracker(ctx)
-    if tracker is not None:
-        tracker.log_certification(ctx.out_dir)
-    return {"dir": str(ctx.out_dir), "certificate": str(ctx.out_dir / "certificate.json"),
-            "thresholds": str(ctx.out_dir / "thresholds.json"),
-            "frontier": str(ctx.out_dir / "frontier.png"),
-            "replay_table": str(ctx.out_dir / "replay.md"),
-            "harm_price": certified.get("harm_price", 0.0),
-            "clopper_pearson_upper": cert.upper_bound}
+    outputs = {"dir": str(ctx.out_dir), **files, "harm_price": certified.get("harm_price", 0.0),
+               "observed_upper_bound": cert.upper_bound, "calibration_episodes": cert.n,
+               "excluded_episodes": int(result.excluded.sum())}
+    if result.test.any():
+        _replay_table(episodes.subset(result.test), gate=_gate_from(certified, calibrator),
+                      calibrator=calibrator, seed=ctx.spec.seed, out_dir=ctx.out_dir,
+                      certificate=cert.to_dict())
+        outputs["replay_table"] = str(ctx.out_dir / "replay.md")
+    ctx.tracker.log_certification(ctx.out_dir)
+    return outputs
 
 
 def _gate_from(t: dict[str, Any], calibrator: Any) -> Any:
@@ -271,13 +260,6 @@ def _gate_from(t: dict[str, Any], calibrator: Any) -> Any:
                 epsilon_harm_bound=t["epsilon_harm_bound"], planner=t["planner"],
                 max_verifications=t["max_verifications"],
                 harm_price=t.get("harm_price", 0.0), calibrator=calibrator)
-
-
-def _frontier_png(cert: dict[str, Any], path: Path) -> None:
-    from amv_calib.calibration import write_figure_png
-    from amv_calib.tuning import frontier_figure
-
-    write_figure_png(frontier_figure(cert), path)
 
 
 def _replay_table(episodes: Any, *, gate: Any, calibrator: Any, seed: int,
@@ -292,7 +274,7 @@ def _replay_table(episodes: Any, *, gate: Any, calibrator: Any, seed: int,
     summary = {n: r.to_dict() for n, r in results.items()}
     (out_dir / "replay.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n",
                                          encoding="utf-8")
-    bound = None if certificate is None else certificate.get("clopper_pearson_upper")
+    bound = None if certificate is None else certificate.get("observed_upper_bound")
     table = format_table({n: r.to_dict()["overall"] for n, r in results.items()},
                          {n: r.n for n, r in results.items()},
                          None if bound is None else {gate.planner: bound})
@@ -307,11 +289,9 @@ def _n_boot(n: int) -> int:
 
 # -- export -------------------------------------------------------------------------------
 def _export(ctx: StepContext) -> dict[str, Any]:
-    import shutil
-
     import pandas as pd
 
-    from amv_calib.artifacts import export_artifact, list_versions, promote, signed_with
+    from amv_calib.artifacts import export_artifact, promote
     from amv_calib.contract import read_aliases
 
     if ctx.params["alias"] == "production":
@@ -319,77 +299,24 @@ def _export(ctx: StepContext) -> dict[str, Any]:
                           f"to set (a new version must earn it); export as 'challenger'")
     claims = pd.read_parquet(ctx.params["claims"]) if ctx.params["claims"] else None
     name, models_dir = ctx.params["model"], ctx.spec.models_dir
-    key = ctx.params["signing_key"]
-
     certificate = ctx.params["certificate"]
     frontier = Path(certificate).parent / "frontier.png" if certificate else None
-
-    def export(where: Path) -> Any:
-        return export_artifact(calibrator=ctx.params["calibrator"],
-                               thresholds=ctx.params["thresholds"], name=name,
-                               models_dir=where, claims=claims, signing_key=key,
-                               certificate=certificate,
-                               figures=[frontier] if frontier and frontier.is_file() else [])
-
-    # Export into the step folder first: when an existing version holds the same content
-    # (a re-run after an interruption, or `make demo` reproducing the shipped champion) it
-    # is reused instead of minting an identical v(N+1).
-    candidate = export(ctx.out_dir / "candidate")
-    same = _matching_version(candidate.manifest, name, models_dir,
-                             list_versions(name, models_dir=models_dir))
-    shutil.rmtree(ctx.out_dir / "candidate")
-    if same is not None and key is not None and not signed_with(models_dir / name / same, key):
-        log.info("[%s] %s %s holds this content but not this key's signature: a new signed "
-                 "version is exported", ctx.step.name, name, same)
-        same = None
-    if same is not None:
-        log.info("[%s] %s %s already holds this calibrator, thresholds and data: reused",
-                 ctx.step.name, name, same)
-        path, version = models_dir / name / same, same
-    else:
-        res = export(models_dir)
-        path, version = res.path, res.version
+    # An existing version that holds the same content (a re-run after an interruption, or
+    # `make demo` reproducing the shipped champion) is reused instead of minting v(N+1).
+    res = export_artifact(calibrator=ctx.params["calibrator"],
+                          thresholds=ctx.params["thresholds"], name=name,
+                          models_dir=models_dir, claims=claims,
+                          signing_key=ctx.params["signing_key"], certificate=certificate,
+                          tuning=ctx.params["tuning"], reuse_identical=True,
+                          figures=[frontier] if frontier and frontier.is_file() else [])
     alias = ctx.params["alias"]
     if alias:
         current = read_aliases(models_dir / name)["aliases"].get(alias, {}).get("version")
-        if current != version:
-            promote(name, version, alias=alias, models_dir=models_dir)
-    tracker = _tracker(ctx)
-    if tracker is not None:
-        tracker.log_artifact_export(path)
-    return {"artifact": str(path), "name": name, "version": version, "alias": alias,
-            "reused": same is not None}
-
-
-_CONTENT_KEYS = ("calibrator_kind", "feature_map", "gate", "training_data", "metrics", "engine",
-                 "certificate")
-
-
-def _matching_version(manifest: dict[str, Any], name: str, models_dir: Path,
-                      versions: Sequence[str]) -> str | None:
-    """The newest existing version whose content equals ``manifest``'s, if any.
-
-    Content is every key of :data:`_CONTENT_KEYS` and the sha256 of every file but the
-    joblib copy (a pickle's bytes are not part of the contract).
-    """
-    def content(m: dict[str, Any]) -> dict[str, Any]:
-        files = {k: v for k, v in m.get("files", {}).items() if not k.endswith(".joblib")}
-        return {"files": files, **{k: m.get(k) for k in _CONTENT_KEYS}}
-
-    from amv_calib.artifacts import verify_artifact
-    from amv_calib.exceptions import ArtifactError
-
-    want = content(manifest)
-    for version in reversed(versions):
-        try:
-            verify_artifact(models_dir / name / version)  # never reuse a damaged version
-            other = json.loads((models_dir / name / version / "manifest.json")
-                               .read_text(encoding="utf-8"))
-        except (ArtifactError, OSError, ValueError):
-            continue
-        if content(other) == want:
-            return version
-    return None
+        if current != res.version:
+            promote(name, res.version, alias=alias, models_dir=models_dir)
+    ctx.tracker.log_artifact_export(res.path)
+    return {"artifact": str(res.path), "name": name, "version": res.version, "alias": alias,
+            "reused": res.reused}
 
 
 # -- promote ------------------------------------------------------------------------------
@@ -411,9 +338,9 @@ def _promote(ctx: StepContext) -> dict[str, Any]:
                         ctx.step.name, exc)
     holdout = (pd.read_parquet(ctx.params["holdout"]) if ctx.params["holdout"]
                else pd.DataFrame())
-    decision = decide_promotion(challenger, production, holdout, alpha=ctx.params["alpha"],
-                                delta=ctx.params["delta"], n_boot=ctx.params["n_boot"],
-                                seed=ctx.spec.seed)
+    opts = ctx.options
+    decision = decide_promotion(challenger, production, holdout, alpha=opts.alpha,
+                                delta=opts.delta, n_boot=opts.n_boot, seed=ctx.spec.seed)
     if decision.promote and (production is None or production.path != challenger.path):
         promote(mdir.name, challenger.version, alias="production", models_dir=mdir.parent)
     for reason in decision.reasons:
@@ -421,9 +348,7 @@ def _promote(ctx: StepContext) -> dict[str, Any]:
     (ctx.out_dir / "promotion.json").write_text(
         json.dumps({"version": challenger.version, **decision.to_dict()}, indent=2,
                    sort_keys=True) + "\n", encoding="utf-8")
-    tracker = _tracker(ctx)
-    if tracker is not None:
-        tracker.log_promotion(ctx.out_dir / "promotion.json")
+    ctx.tracker.log_promotion(ctx.out_dir / "promotion.json")
     return {"promoted": decision.promote, "version": challenger.version,
             "reasons": decision.reasons, "decision": str(ctx.out_dir / "promotion.json")}
 
@@ -432,17 +357,16 @@ def _promote(ctx: StepContext) -> dict[str, Any]:
 def _register(ctx: StepContext) -> dict[str, Any]:
     from amv_calib.tracking import sync_registry_aliases
 
-    tracker = _tracker(ctx)
-    if tracker is None:
+    if not ctx.tracker.enabled:
         log.info("[%s] tracking is off: nothing registered", ctx.step.name)
         return {"registered": False}
     artifact = Path(ctx.params["artifact"])
-    version = tracker.register_champion(artifact, registered_name=ctx.params["registered_name"],
-                                        alias=None)
+    version = ctx.tracker.register_champion(
+        artifact, registered_name=ctx.params["registered_name"], alias=None)
     # The file aliases are the source of truth: production -> @champion,
     # challenger -> @challenger.
     synced = sync_registry_aliases(artifact.parent, registered_name=ctx.params["registered_name"],
-                                   tracking_uri=tracker.tracking_uri)
+                                   tracking_uri=ctx.tracker.get().tracking_uri)
     return {"registered": True, "registered_name": ctx.params["registered_name"],
             "model_version": None if version is None else version.version,
             "registry_aliases": synced}
@@ -457,9 +381,7 @@ def _replay(ctx: StepContext) -> dict[str, Any]:
     _replay_table(read_episodes(ctx.params["episodes"]), gate=gate,
                   calibrator=gate.calibrator, seed=ctx.spec.seed, out_dir=ctx.out_dir,
                   policies=ctx.params["policies"])
-    tracker = _tracker(ctx)
-    if tracker is not None:
-        tracker.log_replay(ctx.out_dir / "replay.json")
+    ctx.tracker.log_replay(ctx.out_dir / "replay.json")
     return {"dir": str(ctx.out_dir), "replay_table": str(ctx.out_dir / "replay.md")}
 
 
@@ -477,9 +399,7 @@ def _monitor(ctx: StepContext) -> dict[str, Any]:
     status = None if report.latest is None else report.latest.status
     for line in report.table().splitlines():
         log.info("[%s] %s", ctx.step.name, line)
-    tracker = _tracker(ctx)
-    if tracker is not None:
-        tracker.log_monitoring(ctx.out_dir)
+    ctx.tracker.log_monitoring(ctx.out_dir)
     stop = bool(p["stop_unless_alert"]) and not report.alert
     return {"status": status, "alert": report.alert, "report": str(files["report"]),
             "timeline": str(files["timeline"]), "claims": str(files["claims"]),
@@ -495,39 +415,19 @@ STEP_KINDS: dict[str, StepKind] = {
         "chunksize": Param(kind=int, default=None),
         "overwrite": Param(kind=bool, default=False),
     }),
-    "label": StepKind(run=_label, params={
+    "label": StepKind(run=_label, options=LabelOptions, params={
         "decisions": Param(kind=list, required=True, path=True),  # paths or glob patterns
         "outcomes": Param(kind=list, default=[], path=True),
-        "min_verifier_calls": Param(kind=int, default=200),
-        "soft_labels": Param(kind=str, default="posterior"),
-        "skip_corrupt": Param(kind=bool, default=False),
-        "overwrite": Param(kind=bool, default=False),
     }),
-    "compare": StepKind(run=_compare, params={
+    "compare": StepKind(run=_compare, options=CompareOptions, params={
         "claims": Param(kind=str, required=True, path=True),
-        "folds": Param(kind=int, default=5),
-        "split": Param(kind=str, default="time"),
-        "scoring": Param(kind=str, default="log_loss"),
-        "n_boot": Param(kind=int, default=200),
-        "weights": Param(kind=str, default="auto"),  # "auto": label_weight when present
-        "holdout_newest": Param(kind=float, default=0.0),  # newest share kept for promotion
-        "calibrators": Param(kind=list, default=None),  # None: the default four
-        "n_bins": Param(kind=int, default=15),
-        "allow_constant_features": Param(kind=bool, default=False),
     }),
-    "tune": StepKind(run=_tune, params={
+    "tune": StepKind(run=_tune, options=TuneOptions, params={
         "calibrator": Param(kind=str, default=None, path=True),
         "artifact": Param(kind=str, default=None, path=True),
         "episodes": Param(kind=str, required=True, path=True),
-        "trials": Param(kind=int, default=60),
-        "mode": Param(kind=str, default="constrained"),
-        "target_harmful": Param(kind=float, default=0.02),
-        "tune_fraction": Param(kind=float, default=0.5),
+        # the step keeps its study in the work folder, so a killed run resumes it
         "storage": Param(kind=str, default=""),
-        "planner": Param(kind=str, default="lookahead"),
-        "n_boot": Param(kind=int, default=500),
-        "workers": Param(kind=int, default=1),  # parallel workers: not reproducible
-        "harm_price": Param(kind=float, default=None),  # pin it instead of searching it
     }),
     "export": StepKind(run=_export, params={
         "calibrator": Param(kind=str, required=True, path=True),
@@ -538,21 +438,19 @@ STEP_KINDS: dict[str, StepKind] = {
         "alias": Param(kind=str, default="challenger"),
         "signing_key": Param(kind=str, default=None, path=True),
         "certificate": Param(kind=str, default=None, path=True),
+        # the tuning record (default: the one beside the certificate)
+        "tuning": Param(kind=str, default=None, path=True),
     }),
-    "certify": StepKind(run=_certify, params={
+    "certify": StepKind(run=_certify, options=CertifyOptions, params={
         "calibrator": Param(kind=str, required=True, path=True),
         "thresholds": Param(kind=str, required=True, path=True),
         "episodes": Param(kind=str, required=True, path=True),
-        "tune_fraction": Param(kind=float, default=0.5),  # as the tune step's: disjoint
-        "alpha": Param(kind=float, default=0.01),
-        "delta": Param(kind=float, default=0.05),
+        # the tune step's record: its episodes are excluded, every other one calibrates
+        "tuning": Param(kind=str, default=None, path=True),
     }),
-    "promote": StepKind(run=_promote, params={
+    "promote": StepKind(run=_promote, options=PromoteOptions, params={
         "artifact": Param(kind=str, required=True, path=True),
         "holdout": Param(kind=str, default=None, path=True),
-        "alpha": Param(kind=float, default=0.01),
-        "delta": Param(kind=float, default=0.05),
-        "n_boot": Param(kind=int, default=1000),
     }),
     "register": StepKind(run=_register, params={
         "artifact": Param(kind=str, required=True, path=True),

@@ -36,6 +36,7 @@ from numpy.typing import NDArray
 from amv_calib.calibration import (
     DEFAULT_PLATT_MAP,
     BetaCalibrator,
+    CompareOptions,
     ComparisonResult,
     IsotonicCalibrator,
     PlattCalibrator,
@@ -45,7 +46,10 @@ from amv_calib.calibration import (
     comparison_result,
     describe_calibrator,
     resolve_calibrators,
+    row_weights,
+    tie_break_of,
     time_folds_of_claims,
+    weight_column,
 )
 from amv_calib.contract import (
     CLAIM_FEATURES,
@@ -57,11 +61,14 @@ from amv_calib.exceptions import DataContractError, InsufficientDataError, check
 from amv_calib.settings import DEFAULT_SEED
 from amv_calib.spark._session import DEFAULT_MASTER
 
+#: The defaults of :func:`compare_calibrators_spark`, the same as the single machine's.
+_OPT: Final = CompareOptions()
+
 if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
-_log = logging.getLogger("amv_calib.spark")
+_log = logging.getLogger(__name__)
 
 FloatArray = NDArray[np.float64]
 
@@ -177,9 +184,10 @@ def _prepared_schema(n_terms: Sequence[int]) -> str:
     return ", ".join(cols)
 
 
-def _prepare(maps: Sequence[FeatureMap], weight: str | None) -> Any:
+def _prepare(maps: Sequence[FeatureMap], weight: str | None, fill: bool) -> Any:
     """The mapInPandas function: validate each batch by the data contract, compute ``y``,
-    ``w``, the use time, the raw features and every feature map's terms."""
+    ``w`` (:func:`~amv_calib.calibration.row_weights`), the use time, the raw features and
+    every feature map's terms."""
 
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         import pandas as pd
@@ -190,16 +198,7 @@ def _prepare(maps: Sequence[FeatureMap], weight: str | None) -> Any:
             rows = batch["_row"].to_numpy(dtype=np.int64)
             raw = batch.drop(columns=["_row"])
             table, _ = load_claims(raw, on_reject="raise")
-            if weight is None:
-                w = np.ones(len(table))
-            else:
-                source = table if weight in table.columns else raw
-                w = source[weight].to_numpy(dtype=np.float64)
-                bad = ~np.isfinite(w) | (w < 0)
-                if np.any(bad):
-                    i = int(np.argmax(bad))
-                    raise DataContractError(f"{weight} of a row is {float(w[i])!r}; must be "
-                                            "a number >= 0")
+            w = row_weights(table, raw, weight, fill)
             X = np.column_stack([table[c].to_numpy(dtype=np.float64) for c in CLAIM_FEATURES])
             out: dict[str, Any] = {
                 "_row": rows,
@@ -500,18 +499,18 @@ def compare_calibrators_spark(
     *,
     spark: SparkSession | None = None,
     master: str = DEFAULT_MASTER,
-    calibrators: Mapping[str, Any] | Sequence[Any] | None = None,
-    folds: int = 5,
-    split: str = "time",
-    scoring: str = "log_loss",
-    tie_break: str = "brier",
-    n_bins: int = 15,
-    n_boot: int = 200,
+    calibrators: Mapping[str, Any] | Sequence[Any] | None = _OPT.calibrators,
+    folds: int = _OPT.folds,
+    split: str = _OPT.split,
+    scoring: str = _OPT.scoring,
+    tie_break: str | None = None,
+    n_bins: int = _OPT.n_bins,
+    n_boot: int = _OPT.n_boot,
     alpha: float = 0.05,
     seed: int = DEFAULT_SEED,
-    sample_weight: str | None = None,
+    sample_weight: str | None = _OPT.weights,
     refit: bool = True,
-    allow_constant_features: bool = False,
+    allow_constant_features: bool = _OPT.allow_constant_features,
 ) -> ComparisonResult:
     """:func:`amv_calib.calibration.compare_calibrators` on Spark (module docs: what runs
     where). The same arguments, plus ``claims`` as a path (Parquet file or directory, CSV,
@@ -525,6 +524,8 @@ def compare_calibrators_spark(
 
     from amv_calib.spark._session import spark_session
 
+    if tie_break is None and scoring in ("log_loss", "brier"):
+        tie_break = tie_break_of(scoring)
     if scoring not in ("log_loss", "brier") or tie_break not in ("log_loss", "brier"):
         raise ValueError(f"scoring={scoring!r} and tie_break={tie_break!r} must be "
                          "'log_loss' or 'brier'")
@@ -545,12 +546,13 @@ def compare_calibrators_spark(
 
     t0 = time.perf_counter()
     raw = _read(session, claims)
-    if sample_weight is not None and sample_weight not in raw.columns:
+    weight, fill = weight_column(raw.columns, sample_weight)
+    if weight is not None and weight not in raw.columns:
         from amv_calib.exceptions import MissingColumnsError
 
-        raise MissingColumnsError(f"claims lack column(s) [{sample_weight!r}]")
+        raise MissingColumnsError(f"claims lack column(s) [{weight!r}]")
     raw = raw.withColumn("_row", F.monotonically_increasing_id())
-    prepared = raw.mapInPandas(_prepare(maps, sample_weight),
+    prepared = raw.mapInPandas(_prepare(maps, weight, fill),
                                _prepared_schema([len(m.terms) for m in maps]))
     for i, fmap in enumerate(maps):
         cols = [f"f{i}_{j}" for j in range(len(fmap.terms))]
@@ -638,5 +640,5 @@ def compare_calibrators_spark(
         p_true=p_true, estimators=estimators,
         descriptions={name: describe_calibrator(est) for name, est in cals.items()},
         fit_seconds=fit_seconds, split=split, scoring=scoring, tie_break=tie_break,
-        n_bins=n_bins, n_boot=n_boot, alpha=alpha, seed=seed, sample_weight=sample_weight,
+        n_bins=n_bins, n_boot=n_boot, alpha=alpha, seed=seed, sample_weight=weight,
         allow_constant_features=allow_constant_features, engine="spark")

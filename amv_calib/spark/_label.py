@@ -76,7 +76,7 @@ from amv_calib.exceptions import ConfigError, DataContractError, check_choice
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-_log = logging.getLogger("amv_calib.spark")
+_log = logging.getLogger(__name__)
 
 #: Bytes of a decision log per Spark task (a Parquet log is split by row groups).
 DEFAULT_SPLIT_BYTES: Final = 64 << 20

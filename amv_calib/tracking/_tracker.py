@@ -32,6 +32,7 @@ import json
 import logging
 import math
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -181,18 +182,29 @@ def _use_uri(uri: str) -> Iterator[None]:
                 os.environ[key] = value
 
 
+#: MLflow 3 records an experiment's kind in this tag; "custom_model_development" opens it on
+#: the runs table (a classic ML experiment) instead of the GenAI traces overview.
+EXPERIMENT_KIND_TAG: Final = "mlflow.experimentKind"
+EXPERIMENT_KIND: Final = "custom_model_development"
+
+
 def _experiment_id(client: MlflowClient, name: str, uri: str) -> str:
+    """The experiment ``name`` (created if absent), marked a classic ML experiment unless it
+    already says what it is."""
     exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        return str(exp.experiment_id)
-    try:
-        return str(client.create_experiment(name, artifact_location=_artifact_root(uri)))
-    except mlflow.exceptions.MlflowException:
-        # Another process created it between the lookup and the create.
-        exp = client.get_experiment_by_name(name)
-        if exp is None:
-            raise
-        return str(exp.experiment_id)
+    if exp is None:
+        try:
+            exp_id = str(client.create_experiment(name, artifact_location=_artifact_root(uri),
+                                                  tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}))
+            return exp_id
+        except mlflow.exceptions.MlflowException:
+            # Another process created it between the lookup and the create.
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    if EXPERIMENT_KIND_TAG not in exp.tags:  # made before the kind was set: a runs table too
+        client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return str(exp.experiment_id)
 
 
 # -- provenance -------------------------------------------------------------------------
@@ -829,18 +841,23 @@ class PipelineTracker:
     @_when_enabled
     def log_certification(self, certify_dir: str | os.PathLike[str]) -> None:
         """Log a certify step's folder on the parent run: ``certificate.*`` metrics (alpha,
-        delta, n, chosen harm price, harm rate, Clopper-Pearson bound), the certificate,
-        the harm-against-loss frontier and the held-out replay table."""
+        delta, n, chosen harm price, calibration harm rate, its observed Clopper-Pearson
+        bound, loss given up), the certified statement as a tag, the certificate, the
+        harm-against-loss frontier and the held-out replay table."""
         cdir = Path(certify_dir)
         cert = _read_json(cdir / "certificate.json")
         parent = str(self.run_id)
         chosen = cert.get("chosen")
         values = {k: cert.get(k) for k in ("alpha", "delta", "n", "harm_rate",
-                                           "clopper_pearson_upper", "supported_alpha")}
+                                           "observed_upper_bound", "loss_given_up",
+                                           "supported_alpha")}
         if chosen is not None:
             values["harm_price"] = cert["path"][chosen].get("harm_price", 0.0)
+        tags = {"certified": str(chosen is not None).lower()}
+        if chosen is not None:
+            tags["certificate.statement"] = str(cert.get("statement"))
         _log_batch(self.client, parent, metrics=_metrics(values, prefix="certificate."),
-                   tags={"certified": str(chosen is not None).lower()})
+                   tags=tags)
         for name in ("certificate.json", "frontier.png", "replay.md"):
             if (cdir / name).is_file():
                 self.client.log_artifact(parent, str(cdir / name), "certify")
@@ -883,13 +900,19 @@ class PipelineTracker:
     @_when_enabled
     def log_promotion(self, decision: str | os.PathLike[str]) -> None:
         """Log a promote step's ``promotion.json`` on the parent run: whether the challenger
-        went to production, and why (tags ``promotion.promoted`` / ``promotion.reasons``)."""
+        went to production (tag ``promotion.promoted``) and, per condition, its verdict
+        (tags ``promotion.certified`` and the like: short, to read in the runs table); the
+        full reasons are the run's artifact ``promote/promotion.json``."""
         data = _read_json(Path(decision))
         parent = str(self.run_id)
+        verdicts = {}
+        for reason in data.get("reasons", []):
+            condition, _, rest = str(reason).partition(": ")
+            key = "promotion." + re.sub(r"[^a-z0-9]+", "_", condition.lower()).strip("_")
+            verdicts[key[:240]] = rest.partition(" -- ")[0][:240]
         _log_batch(self.client, parent, tags={
             "promotion.promoted": str(bool(data.get("promote"))).lower(),
-            "promotion.version": str(data.get("version")),
-            "promotion.reasons": " | ".join(data.get("reasons", []))[:4900]})
+            "promotion.version": str(data.get("version")), **verdicts})
         holdout = data.get("holdout") or {}
         values = {k: holdout.get(k) for k in ("challenger_log_loss", "production_log_loss",
                                               "difference")}
@@ -1156,8 +1179,13 @@ def sync_registry_aliases(model_dir: str | os.PathLike[str], *,
                           tracking_uri: str | None = None) -> dict[str, str | None]:
     """Make the registry's ``@champion`` / ``@challenger`` name the versions the file
     aliases ``production`` / ``challenger`` of ``model_dir`` name (matched by manifest
-    sha256); an alias whose version is not registered, or that no file alias backs, is
-    removed. Returns ``{registry alias: registry version or None}``."""
+    sha256).
+
+    A registry alias whose file alias is gone is removed (the mirror follows the files). A
+    file alias whose version the registry does not hold leaves the registry alias as it is
+    (never emptied) and logs a warning naming the command that registers it. Returns
+    ``{registry alias: the registry version it names now, or None}``.
+    """
     from amv_calib.contract import read_aliases
 
     uri = ensure_tracking_db(tracking_uri)
@@ -1172,11 +1200,27 @@ def sync_registry_aliases(model_dir: str | os.PathLike[str], *,
         if target is not None:
             client.set_registered_model_alias(registered_name, reg_alias, target.version)
             out[reg_alias] = str(target.version)
-        else:
+        elif entry is None:
             with contextlib.suppress(Exception):  # absent already: nothing to remove
                 client.delete_registered_model_alias(registered_name, reg_alias)
             out[reg_alias] = None
+        else:
+            out[reg_alias] = _registry_alias_version(client, registered_name, reg_alias)
+            _log.warning(
+                "the registry %r does not hold %s (alias %s): @%s left at %s; register it with "
+                "`amv-calib register %s`", registered_name, entry["version"], file_alias,
+                reg_alias, out[reg_alias] or "nothing",
+                Path(model_dir) / str(entry["version"]))
     return out
+
+
+def _registry_alias_version(client: MlflowClient, registered_name: str, alias: str
+                            ) -> str | None:
+    """The version the registry alias names now, or None."""
+    try:
+        return str(client.get_model_version_by_alias(registered_name, alias).version)
+    except Exception:  # noqa: BLE001 - no such alias or model
+        return None
 
 
 def _registered_versions(client: MlflowClient, registered_name: str) -> dict[str, Any]:
@@ -1206,9 +1250,10 @@ def _version_description(art: Any, manifest_sha: str) -> str:
                      f"{td.get('time_max')}, violation rate {td.get('label_rate')}, sha256 "
                      f"{td.get('sha256')}")
     if cert.get("chosen") is not None:
-        lines.append(f"certificate: P(Gate Harmful > {cert.get('alpha')}) <= "
-                     f"{cert.get('delta')} on {cert.get('n')} episodes, upper bound "
-                     f"{cert.get('clopper_pearson_upper')}")
+        lines.append(f"certified: Gate Harmful <= {cert.get('alpha')} with probability >= "
+                     f"{1 - float(cert.get('delta') or 0)} on episodes like the "
+                     f"{cert.get('n')} calibration ones (observed calibration harm bound "
+                     f"{cert.get('observed_upper_bound')}, not certified)")
     else:
         lines.append("certificate: none")
     return "\n".join(lines)

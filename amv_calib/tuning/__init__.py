@@ -4,17 +4,34 @@ policy, and the Optuna search of the gate's thresholds.
 
 from __future__ import annotations
 
+from amv_calib.settings import CertifyOptions, TuneOptions
 from amv_calib.tuning._certify import (
     HARM_PRICE_STEPS,
     Certificate,
+    Certification,
     CertificationError,
-    certification_split,
+    binomial_p_value,
+    calibration_split,
     certify,
+    certify_episodes,
     certify_thresholds,
+    describe_certificate,
     episodes_fingerprint,
     frontier_figure,
     harm_price_path,
+    min_calibration_episodes,
     require_certified,
+    write_certification,
+)
+from amv_calib.tuning._record import (
+    MEMBERS_FILE,
+    RECORD_FILE,
+    TuningRecord,
+    artifact_record,
+    episode_keys,
+    hash_split,
+    read_tuning_record,
+    record_from,
 )
 from amv_calib.tuning._replay import (
     DEFAULT_TAU,
@@ -51,15 +68,31 @@ from amv_calib.tuning._search import (
 
 __all__ = [
     "HARM_PRICE_STEPS",
+    "MEMBERS_FILE",
+    "RECORD_FILE",
     "Certificate",
+    "Certification",
+    "CertifyOptions",
+    "TuneOptions",
     "CertificationError",
-    "certification_split",
+    "TuningRecord",
+    "artifact_record",
+    "binomial_p_value",
+    "calibration_split",
     "certify",
+    "certify_episodes",
     "certify_thresholds",
+    "describe_certificate",
+    "episode_keys",
     "episodes_fingerprint",
     "frontier_figure",
     "harm_price_path",
+    "hash_split",
+    "min_calibration_episodes",
+    "read_tuning_record",
+    "record_from",
     "require_certified",
+    "write_certification",
     "DEFAULT_TAU",
     "LAMBDA_EVAL",
     "METRICS",

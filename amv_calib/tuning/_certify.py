@@ -5,49 +5,72 @@ algorithms to achieve risk control* (Annals of Applied Statistics, 2025). The pr
 
 1. a *path* of gate configurations is fixed before the calibration episodes are looked at:
    the tuned thresholds with the harm price mu raised step by step, listed from the safest
-   (largest mu) to the riskiest (the tuned mu);
-2. on calibration episodes disjoint from the tuning ones, each configuration's Gate Harmful
-   (the share of episodes where it PROCEEDs while a premise is violated; a binary loss) gets
-   a valid p-value for ``H0: harm rate > alpha``, the Hoeffding-Bentkus p-value for a
-   binary loss: ``min(exp(-n h(min(r, alpha), alpha)), P(Binomial(n, alpha) <= n r))``;
-3. fixed-sequence testing at level delta walks the path from the safest end and certifies
+   (largest mu) to the riskiest (the tuned mu), on a grid fixed in advance
+   (:data:`HARM_PRICE_STEPS`; fixed-sequence testing pays nothing for more steps);
+2. the calibration episodes are every episode given that did not shape the thresholds:
+   the artifact's :class:`~amv_calib.tuning.TuningRecord` (its tuning split, and the
+   calibration set of any earlier certificate that chose its harm price) is excluded;
+3. on them each configuration's Gate Harmful (the share of episodes where it PROCEEDs while
+   a premise is violated; a binary loss) gets the exact binomial p-value of ``H0: harm rate
+   > alpha``, ``P(Binomial(n, alpha) <= harms)`` (valid for exchangeable episodes);
+4. fixed-sequence testing at level delta walks the path from the safest end and certifies
    configurations while their p-value is at most delta (the family-wise error stays at
    most delta, so every certified configuration has harm rate <= alpha with probability at
    least 1 - delta, for episodes exchangeable with the calibration ones);
-4. the certified configuration with the lowest total loss on the calibration episodes is
+5. the certified configuration with the lowest total loss on the calibration episodes is
    chosen (any choice among certified ones keeps the guarantee).
 
-The certificate also gives the Clopper-Pearson upper bound (confidence 1 - delta) of the
-chosen configuration's harm rate. ``tests/tuning/test_certify.py`` checks the p-values and
-the testing against MAPIE's risk-control module and the guarantee by simulation.
+Only that statement is certified. The chosen configuration's Clopper-Pearson upper bound is
+computed after the choice looked at the same data, so it is reported as an *observed*
+bound, not a certified one. The certificate names what it vouches for: the sha256 of the
+calibrator, the path's thresholds, the calibration episodes' fingerprint and count, and the
+record of the episodes the certified thresholds have now seen (the loader and the exporter
+refuse a certificate moved onto anything else: :func:`amv_calib.contract.
+check_certificate_binding`). ``tests/tuning/test_certify.py`` checks the p-values against
+scipy, the testing against MAPIE, and the guarantee by simulation, with the least favourable
+configuration just above alpha and deliberately wrong methods that must fail.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
 
+from amv_calib.contract import (
+    PortableCalibrator,
+    calibrator_sha256,
+    check_thresholds,
+    with_gate_clamp,
+)
 from amv_calib.exceptions import ConfigError, InsufficientDataError
+from amv_calib.settings import CertifyOptions
+from amv_calib.tuning._record import TuningRecord
 
 if TYPE_CHECKING:
-    from amv_calib.contract import PortableCalibrator
     from amv_calib.tuning._replay import EpisodeSet
 
 #: What ``Certificate.method`` says.
-METHOD: Final = "learn-then-test: fixed-sequence testing, Hoeffding-Bentkus p-values (binary)"
+METHOD: Final = "learn-then-test: fixed-sequence testing, exact binomial p-values (binary harm)"
 #: Harm prices of the default path, added to the tuned one, safest first; the last step is
-#: the tuned thresholds themselves. In units of loss, like theta.
-HARM_PRICE_STEPS: Final = (1e6, 1e5, 3e4, 1e4, 3e3, 1e3, 300.0, 100.0, 30.0, 10.0, 3.0, 1.0,
-                           0.3, 0.1, 0.0)
+#: the tuned thresholds themselves. In units of loss, like theta. About four steps a decade
+#: where the sample worlds cross alpha (tens), so that a certified step lands near alpha.
+HARM_PRICE_STEPS: Final = (1e6, 1e5, 3e4, 1e4, 5e3, 3e3, 2e3, 1e3, 700.0, 500.0, 300.0,
+                           200.0, 150.0, 100.0, 70.0, 50.0, 40.0, 30.0, 25.0, 20.0, 15.0,
+                           12.0, 10.0, 8.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.5, 1.0, 0.7, 0.5,
+                           0.3, 0.2, 0.1, 0.0)
 
 BoolArray = NDArray[np.bool_]
 FloatArray = NDArray[np.float64]
+#: The defaults of :func:`certify_episodes` (its command line's and step's too).
+_CERTIFY: Final = CertifyOptions()
 
 
 class CertificationError(InsufficientDataError):
@@ -55,24 +78,21 @@ class CertificationError(InsufficientDataError):
 
 
 # -- the statistics ----------------------------------------------------------------------
-def hb_p_value(harms: int, n: int, alpha: float) -> float:
-    """Hoeffding-Bentkus p-value of ``H0: harm rate > alpha`` for a binary loss.
+def binomial_p_value(harms: int, n: int, alpha: float) -> float:
+    """Exact p-value of ``H0: harm rate > alpha`` from ``harms`` harmful of ``n`` episodes.
 
-    ``harms`` of ``n`` calibration episodes were harmful (empirical rate ``r = harms / n``).
-    Valid for i.i.d. (exchangeable) episodes; the Bentkus term is the binomial tail, which
-    for a binary loss needs no factor ``e`` (LTT, section 3.2).
+    ``P(Binomial(n, alpha) <= harms)``: under H0 the count is stochastically larger than a
+    Binomial(n, alpha), so this tail is a valid p-value for a binary loss (it is the
+    Bentkus term of the Hoeffding-Bentkus p-value, which is never smaller, taken exactly on
+    the integer count).
     """
     from scipy.stats import binom
 
     if n <= 0:
         return 1.0
-    r = harms / n
-    rr = min(r, alpha)
-    h = (rr * math.log(rr / alpha) if rr > 0.0 else 0.0) + (
-        (1.0 - rr) * math.log((1.0 - rr) / (1.0 - alpha)))
-    hoeffding = math.exp(-n * h)
-    bentkus = float(binom.cdf(math.ceil(n * r), n, alpha))
-    return min(hoeffding, bentkus)
+    if not (isinstance(harms, (int, np.integer)) and 0 <= harms <= n):
+        raise ValueError(f"harms={harms!r} must be an integer in [0, n={n}]")
+    return float(binom.cdf(int(harms), int(n), alpha))
 
 
 def fixed_sequence(p_values: Sequence[float], delta: float) -> list[int]:
@@ -97,17 +117,20 @@ def clopper_pearson_upper(harms: int, n: int, confidence: float) -> float:
 
 
 def supported_alpha(harms: int, n: int, delta: float) -> float:
-    """The smallest alpha at which ``harms`` of ``n`` gives a p-value <= delta (bisection)."""
-    if hb_p_value(harms, n, 1.0 - 1e-12) > delta:
-        return 1.0
-    lo, hi = 0.0, 1.0 - 1e-12
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if hb_p_value(harms, n, mid) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    """The smallest alpha at which ``harms`` of ``n`` gives a p-value <= delta: the
+    Clopper-Pearson upper bound at confidence ``1 - delta`` (where the binomial tail at
+    ``harms`` equals delta)."""
+    return clopper_pearson_upper(harms, n, 1.0 - delta)
+
+
+def min_calibration_episodes(alpha: float, delta: float) -> int:
+    """The fewest calibration episodes with which anything can be certified: zero harms in
+    ``n`` give the p-value ``(1 - alpha)**n``, at most delta from this ``n`` on."""
+    _check_levels(alpha, delta)
+    n = math.ceil(math.log(delta) / math.log1p(-alpha))
+    while (1.0 - alpha) ** n > delta:  # guard the float rounding of the quotient
+        n += 1
+    return int(n)
 
 
 # -- the certificate ---------------------------------------------------------------------
@@ -118,12 +141,13 @@ class Certificate:
     Attributes
     ----------
     alpha, delta : float
-        Harm level and error probability: P(harm rate of the chosen gate > alpha) <= delta.
+        Harm level and error probability: P(harm rate of the chosen gate > alpha) <= delta,
+        for episodes exchangeable with the calibration ones. This is what is certified.
     n : int
         Calibration episodes.
     method : str
     path : list of dict
-        The configurations tested, safest first (each a thresholds object).
+        The configurations tested, safest first (each a checked thresholds object).
     harms, losses, p_values : list
         Per configuration: harmful calibration episodes, mean total loss, p-value.
     certified : list of int
@@ -131,9 +155,18 @@ class Certificate:
     chosen : int or None
         The certified position of lowest mean loss.
     upper_bound : float or None
-        Clopper-Pearson upper bound (confidence ``1 - delta``) of the chosen harm rate.
+        The chosen harm rate's Clopper-Pearson upper bound at confidence ``1 - delta``:
+        *observed*, not certified (the choice looked at the same episodes).
     episodes_fingerprint : str
         sha256 of the calibration episodes' ids, in order.
+    calibrator_sha256 : str or None
+        sha256 of the ``calibrator.json`` certified (as an export writes it).
+    calibration : dict
+        ``{"n", "fingerprint", "read", "excluded", "test"}``: episodes given, excluded
+        because they shaped the thresholds, and kept out for a held-out table.
+    excluded, seen : dict or None
+        ``{"n", "fingerprint"}`` of the record excluded, and of the record the chosen
+        thresholds carry from now on (it adds the calibration episodes, which chose).
     """
 
     alpha: float
@@ -148,7 +181,10 @@ class Certificate:
     chosen: int | None
     upper_bound: float | None
     episodes_fingerprint: str
-    extra: dict[str, Any] = field(default_factory=dict)
+    calibrator_sha256: str | None = None
+    calibration: dict[str, Any] = field(default_factory=dict)
+    excluded: dict[str, Any] | None = None
+    seen: dict[str, Any] | None = None
 
     @property
     def thresholds(self) -> dict[str, Any] | None:
@@ -160,18 +196,37 @@ class Certificate:
         """The smallest alpha the safest configuration of the path could be certified at."""
         return supported_alpha(self.harms[0], self.n, self.delta) if self.harms else 1.0
 
+    @property
+    def loss_given_up(self) -> float | None:
+        """The chosen configuration's mean loss minus the lowest on the path (certified or
+        not): what the guarantee costs on the calibration episodes."""
+        if self.chosen is None:
+            return None
+        finite = [x for x in self.losses if math.isfinite(x)]
+        return self.losses[self.chosen] - min(finite) if finite else None
+
+    @property
+    def statement(self) -> str:
+        """The certified claim, in words."""
+        return (f"Gate Harmful <= {self.alpha:g} with probability >= {1 - self.delta:g} on "
+                f"episodes like the {self.n} calibration ones")
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the manifest's ``certificate``)."""
         chosen = self.chosen
         return {
             "alpha": self.alpha, "delta": self.delta, "n": self.n, "method": self.method,
+            "statement": self.statement if chosen is not None else None,
             "path": self.path, "harms": self.harms, "losses": self.losses,
             "p_values": self.p_values, "certified": self.certified, "chosen": chosen,
             "thresholds": self.thresholds,
             "harm_rate": None if chosen is None else self.harms[chosen] / self.n,
-            "clopper_pearson_upper": self.upper_bound,
+            "observed_upper_bound": self.upper_bound,
+            "loss_given_up": self.loss_given_up,
             "supported_alpha": self.supported_alpha,
-            "episodes_fingerprint": self.episodes_fingerprint, **self.extra,
+            "episodes_fingerprint": self.episodes_fingerprint,
+            "calibrator_sha256": self.calibrator_sha256,
+            "calibration": self.calibration, "excluded": self.excluded, "seen": self.seen,
         }
 
 
@@ -204,7 +259,7 @@ def certify(
             n = len(harmful)
         harms.append(int(np.count_nonzero(harmful)))
         losses.append(float(np.mean(loss)) if len(loss) else math.nan)
-    p_values = [hb_p_value(k, n, alpha) for k in harms]
+    p_values = [binomial_p_value(k, n, alpha) for k in harms]
     certified = fixed_sequence(p_values, delta)
     chosen = min(certified, key=lambda j: (losses[j], j)) if certified else None
     upper = None if chosen is None else clopper_pearson_upper(harms[chosen], n, 1.0 - delta)
@@ -246,20 +301,24 @@ def episodes_fingerprint(es: EpisodeSet) -> str:
     return h.hexdigest()
 
 
-def certification_split(es: EpisodeSet, tune_fraction: float
-                        ) -> tuple[BoolArray, BoolArray, BoolArray]:
-    """Masks ``(tune, calibration, test)``: the tuning split of
-    :func:`~amv_calib.tuning.split_episodes`, and the rest halved by a second hash of the
-    instance id (independent of the first), so certification never sees a tuning episode
-    and a test half stays for the held-out table."""
-    from amv_calib.tuning._search import split_episodes
+def calibration_split(es: EpisodeSet, seen: TuningRecord | None, test_fraction: float = 0.0
+                      ) -> tuple[BoolArray, BoolArray, BoolArray]:
+    """Masks ``(excluded, calibration, test)`` over ``es``.
 
-    tune, rest = split_episodes(es, tune_fraction)
+    ``excluded``: the episodes ``seen`` covers (they shaped the thresholds). Of the others,
+    a share ``test_fraction`` (by a hash of the instance id independent of the tuning
+    split's: ``blake2b("amv-calib/certify-split" 0x1f id)``) is kept out for a held-out
+    table, and every other episode calibrates.
+    """
+    if not (isinstance(test_fraction, (int, float)) and 0.0 <= test_fraction < 1.0):
+        raise ConfigError(f"test_fraction={test_fraction!r} must lie in [0, 1)")
+    excluded = (seen.contains(es.instance_id) if seen is not None
+                else np.zeros(len(es), dtype=bool))
     u = np.array([int.from_bytes(hashlib.blake2b(
         f"amv-calib/certify-split\x1f{iid}".encode(), digest_size=8).digest(), "little")
         / 2.0**64 for iid in es.instance_id])
-    calibration = rest & (u < 0.5)
-    return tune, calibration, rest & ~calibration
+    test = ~excluded & (u >= 1.0 - test_fraction)
+    return excluded, ~excluded & ~test, test
 
 
 def gate_evaluator(es: EpisodeSet, calibrator: PortableCalibrator, *, seed: int,
@@ -293,63 +352,222 @@ def certify_thresholds(
     lambda_eval: float = 1.0,
     steps: Sequence[float] = HARM_PRICE_STEPS,
 ) -> Certificate:
-    """Certify the harm-price path of ``thresholds`` on calibration ``episodes``."""
-    path = harm_price_path(thresholds, steps)
-    evaluate = gate_evaluator(episodes, calibrator, seed=seed, lambda_eval=lambda_eval)
-    return certify(path, evaluate, alpha=alpha, delta=delta,
+    """Certify the harm-price path of ``thresholds`` on calibration ``episodes`` (all of
+    them: choose them with :func:`certify_episodes`, which excludes what tuning saw).
+
+    The calibrator is evaluated, and its sha256 bound, as an export writes it: with the
+    thresholds' clamp (:func:`amv_calib.contract.with_gate_clamp`).
+    """
+    try:
+        base = check_thresholds(thresholds)
+    except ValueError as exc:
+        raise ConfigError(f"thresholds: {exc}") from None
+    cal, base = with_gate_clamp(calibrator, base)
+    path = harm_price_path(base, steps)
+    evaluate = gate_evaluator(episodes, cal, seed=seed, lambda_eval=lambda_eval)
+    cert = certify(path, evaluate, alpha=alpha, delta=delta,
                    episodes_fingerprint=episodes_fingerprint(episodes))
+    return replace(cert, calibrator_sha256=calibrator_sha256(cal))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Certification:
+    """:func:`certify_episodes`' result: the certificate and how the episodes were used.
+
+    Attributes
+    ----------
+    certificate : Certificate
+    calibrator : PortableCalibrator
+        The calibrator certified, as export writes it (with the thresholds' clamp); its
+        sha256 is the certificate's ``calibrator_sha256``.
+    excluded, calibration, test : ndarray of bool
+        Masks over the episodes given (see :func:`calibration_split`).
+    record : TuningRecord or None
+        The record the chosen thresholds carry: the one excluded and the calibration
+        episodes; None when nothing was certified.
+    """
+
+    certificate: Certificate
+    calibrator: PortableCalibrator
+    excluded: BoolArray
+    calibration: BoolArray
+    test: BoolArray
+    record: TuningRecord | None
+
+
+def certify_episodes(
+    episodes: EpisodeSet,
+    calibrator: PortableCalibrator,
+    thresholds: Mapping[str, Any],
+    *,
+    seen: TuningRecord | None,
+    alpha: float = _CERTIFY.alpha,
+    delta: float = _CERTIFY.delta,
+    seed: int,
+    test_fraction: float = _CERTIFY.test_fraction,
+    lambda_eval: float = 1.0,
+    steps: Sequence[float] = HARM_PRICE_STEPS,
+) -> Certification:
+    """Certify on every episode of ``episodes`` that ``seen`` does not cover.
+
+    The defaults are :class:`~amv_calib.tuning.CertifyOptions`' (the command line's and
+    the step's too; its ``assume_unseen`` is the caller's ``seen=None``).
+
+    Parameters
+    ----------
+    seen : TuningRecord or None
+        The episodes that shaped ``thresholds`` (the tune step's record, or an artifact's).
+        None only when the caller vouches that no episode given touched the thresholds.
+    test_fraction : float, default 0
+        Share of the unseen episodes kept out of calibration for a held-out table.
+
+    Raises
+    ------
+    CertificationError
+        Fewer calibration episodes remain than :func:`min_calibration_episodes` needs
+        (saying how many were excluded), or nothing was certified.
+    """
+    excluded, cal_mask, test = calibration_split(episodes, seen, test_fraction)
+    n_cal, n_min = int(cal_mask.sum()), min_calibration_episodes(alpha, delta)
+    if n_cal < n_min:
+        raise CertificationError(
+            f"{n_cal} calibration episodes remain of {len(episodes)} given ({int(excluded.sum())} "
+            f"excluded because they shaped the thresholds, {int(test.sum())} kept for the "
+            f"held-out table); certifying anything at alpha={alpha:g}, delta={delta:g} needs "
+            f"at least {n_min} (zero harms in {n_min}); certify on episodes the version "
+            f"never saw")
+    es_cal = episodes.subset(cal_mask)
+    try:
+        cal, _ = with_gate_clamp(calibrator, check_thresholds(thresholds))
+    except ValueError as exc:
+        raise ConfigError(f"thresholds: {exc}") from None
+    cert = certify_thresholds(es_cal, cal, thresholds, alpha=alpha, delta=delta,
+                              seed=seed, lambda_eval=lambda_eval, steps=steps)
+    record = None
+    if cert.chosen is not None and seen is not None:
+        record = seen.with_episodes(es_cal.instance_id, step="certify")
+    elif cert.chosen is not None:
+        record = TuningRecord.of(es_cal.instance_id, split={"rule": "none"}, step="certify")
+    cert = replace(
+        cert,
+        calibration={"n": n_cal, "fingerprint": cert.episodes_fingerprint,
+                     "read": len(episodes), "excluded": int(excluded.sum()),
+                     "test": int(test.sum())},
+        excluded=None if seen is None else seen.summary(),
+        seen=None if record is None else record.summary())
+    return Certification(certificate=cert, calibrator=cal, excluded=excluded,
+                         calibration=cal_mask, test=test, record=record)
+
+
+def describe_certificate(data: Mapping[str, Any]) -> list[str]:
+    """Lines a person reads about a certificate (``Certificate.to_dict()`` or the JSON):
+    what is certified, on which episodes, what was chosen, and what is only observed."""
+    if data.get("chosen") is None:
+        return [f"nothing certified at alpha={data['alpha']:g}, delta={data['delta']:g} on "
+                f"{data['n']} calibration episodes (supported alpha "
+                f"{data.get('supported_alpha', 1.0):.4g})"]
+    cal = data.get("calibration") or {}
+    mu = data["path"][data["chosen"]].get("harm_price", 0.0)
+    return [
+        f"certified: {data['statement']}",
+        f"calibration episodes: {cal.get('n')} of {cal.get('read')} given ("
+        f"{cal.get('excluded')} excluded: they shaped the thresholds; {cal.get('test')} kept "
+        f"for a held-out table)",
+        f"chosen: harm price {mu:g}, {len(data['certified'])} of {len(data['path'])} "
+        f"configurations certified; mean loss {data['losses'][data['chosen']]:.4f}, "
+        f"{data['loss_given_up']:.4f} above the best of the path",
+        f"observed (not certified): calibration harm {data['harm_rate']:.2%}, "
+        f"Clopper-Pearson upper bound {data['observed_upper_bound']:.2%}",
+    ]
+
+
+def write_certification(result: Certification, out_dir: str | os.PathLike[str]
+                        ) -> dict[str, str]:
+    """Write what export needs from a certification into ``out_dir``.
+
+    ``certificate.json`` always; when something was certified, ``calibrator.json`` (the
+    calibrator certified, byte for byte as export writes it), ``thresholds.json`` (the
+    chosen configuration), the tuning record they now carry (``tuning.json`` and
+    ``tuning-episodes.u64``) and ``frontier.png``: everything ``amv-calib export`` needs.
+    Returns ``{name: path}``.
+    """
+    from amv_calib.calibration import write_figure_png
+    from amv_calib.contract import canonical_json_bytes
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cert = result.certificate
+    data = cert.to_dict()
+    (out / "certificate.json").write_bytes(canonical_json_bytes(data))
+    files = {"certificate": str(out / "certificate.json")}
+    if cert.thresholds is not None:
+        (out / "thresholds.json").write_bytes(canonical_json_bytes(cert.thresholds))
+        files["thresholds"] = str(out / "thresholds.json")
+        (out / "calibrator.json").write_bytes(canonical_json_bytes(result.calibrator.to_dict()))
+        files["calibrator"] = str(out / "calibrator.json")
+        write_figure_png(frontier_figure(data), out / "frontier.png")
+        files["frontier"] = str(out / "frontier.png")
+    if result.record is not None:
+        files["tuning"] = str(result.record.write(out))
+    return files
 
 
 def frontier_figure(certificate: Mapping[str, Any]) -> Any:
     """Harm against loss along the certified path (the paper's Figures 3 and 4 style).
 
     Each configuration of the path is a point (calibration Gate Harmful against mean total
-    loss; filled when certified), the chosen one is ringed with its Clopper-Pearson upper
-    bound drawn as an error bar, and the line at alpha marks the certified level.
+    loss): filled when certified, hollow when not. The chosen one is ringed, with its
+    observed Clopper-Pearson upper bound as an error bar; the dashed line is alpha. Only
+    the chosen point and the two ends of the path are labelled with their harm price, and a
+    caption says what "not certified" means.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     n = int(certificate["n"])
-    harm = np.asarray(certificate["harms"], dtype=float) / max(n, 1)
+    harm = np.asarray(certificate["harms"], dtype=float) / max(n, 1) * 100
     loss = np.asarray(certificate["losses"], dtype=float)
     mu = [float(c.get("harm_price", 0.0)) for c in certificate["path"]]
     certified = np.zeros(len(harm), dtype=bool)
     certified[list(certificate["certified"])] = True
-    fig = Figure(figsize=(7.0, 5.0), dpi=100)
+    alpha, delta = float(certificate["alpha"]), float(certificate["delta"])
+    chosen = certificate.get("chosen")
+    fig = Figure(figsize=(8.0, 5.6), dpi=100)
     FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    ax.plot(loss, harm * 100, "-", color="0.6", linewidth=1, zorder=1)
-    ax.scatter(loss[certified], harm[certified] * 100, s=30, color="C0", zorder=2,
-               label="certified configurations")
+    ax = fig.add_axes((0.1, 0.27, 0.62, 0.63))
+    ax.plot(loss, harm, "-", color="0.6", linewidth=1, zorder=1)
+    ax.scatter(loss[certified], harm[certified], s=30, color="C0", zorder=2,
+               label="certified")
     if (~certified).any():
-        ax.scatter(loss[~certified], harm[~certified] * 100, s=30, facecolors="none",
+        ax.scatter(loss[~certified], harm[~certified], s=30, facecolors="none",
                    edgecolors="C3", zorder=2, label="not certified")
-    span_x = float(np.ptp(loss)) or 1.0
-    span_y = float(np.ptp(harm * 100)) or 1.0
-    placed: list[tuple[float, float]] = []
-    for x, y, m in zip(loss, harm * 100, mu, strict=True):
-        # one label where several configurations fall on the same spot
-        if any(abs(x - a) < 0.04 * span_x and abs(y - b) < 0.04 * span_y for a, b in placed):
-            continue
-        placed.append((x, y))
-        ax.annotate(f"mu={m:g}", (x, y), textcoords="offset points", xytext=(4, 3),
-                    fontsize=6, color="0.35")
-    alpha = float(certificate["alpha"])
     ax.axhline(alpha * 100, color="C3", linestyle="--", linewidth=1,
                label=f"alpha = {alpha:.2%}")
-    chosen = certificate.get("chosen")
     if chosen is not None:
-        upper = float(certificate["clopper_pearson_upper"])
-        ax.errorbar([loss[chosen]], [harm[chosen] * 100],
-                    yerr=[[0.0], [(upper - harm[chosen]) * 100]], fmt="o", markersize=11,
-                    markerfacecolor="none", color="C2", capsize=4, zorder=3,
-                    label=f"chosen (mu={mu[chosen]:g}); upper bound {upper:.2%}")
+        upper = float(certificate["observed_upper_bound"])
+        ax.errorbar([loss[chosen]], [harm[chosen]], yerr=[[0.0], [upper * 100 - harm[chosen]]],
+                    fmt="o", markersize=11, markerfacecolor="none", color="C2", capsize=4,
+                    zorder=3, label=f"chosen; observed upper\nbound {upper:.2%} (not certified)")
+    labelled = dict.fromkeys([0, len(mu) - 1] + ([] if chosen is None else [chosen]))
+    for j in labelled:
+        ax.annotate(f"mu = {mu[j]:g}" + (" (chosen)" if j == chosen else ""),
+                    (loss[j], harm[j]), textcoords="offset points", xytext=(6, 6),
+                    fontsize=7, color="0.25",
+                    ha="right" if loss[j] > np.nanmean(loss) else "left")
+    ax.margins(x=0.12, y=0.15)
     ax.set_xlabel("mean total loss per episode (calibration)")
     ax.set_ylabel("Gate Harmful % (calibration)")
-    ax.set_title(f"Harm against loss along the certified path (n = {n}, "
-                 f"delta = {float(certificate['delta']):g}; chosen = lowest loss certified)",
-                 fontsize=9)
+    ax.set_title(f"Harm against loss along the harm-price path ({len(mu)} configurations, "
+                 f"n = {n})", fontsize=9)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    fig.text(
+        0.1, 0.03,
+        f"Certified: Gate Harmful <= {alpha:g} with probability >= {1 - delta:g} on episodes "
+        f"like the calibration ones.\nFixed-sequence testing walks the path from the safest "
+        f"configuration (largest mu) and stops at the first p-value > {delta:g};\npoints after "
+        f"it are 'not certified' even when their observed harm lies below alpha (they were "
+        f"never tested).\nThe chosen configuration is the certified one of lowest loss; its "
+        f"upper bound is observed after choosing, not certified.",
+        fontsize=7, color="0.25", va="bottom")
     return fig

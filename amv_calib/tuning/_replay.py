@@ -1,6 +1,6 @@
 """Episode replay: frozen action instances, common random numbers, baseline policies, metrics.
 
-An *episode set* is the padded-array form of an episodes JSONL file (``data/README.md``,
+An *episode set* is the padded-array form of an episodes JSONL file (``docs/data.md``,
 BRIEF "Episodes JSONL"). :func:`replay` runs one policy over it:
 
 - verifier answers come from a counter-based random stream keyed by
@@ -1159,21 +1159,23 @@ def _fmt(m: Mapping[str, Any], key: str, scale: float) -> str:
 
 
 def format_table(rows: Mapping[str, Mapping[str, Any]], counts: Mapping[str, int],
-                 certified: Mapping[str, float] | None = None) -> str:
+                 observed_bound: Mapping[str, float] | None = None) -> str:
     """Paper-style table: one row per policy, value [95% interval] per metric.
 
-    ``certified`` maps a policy to the certified upper bound of its Gate Harmful (the
-    Clopper-Pearson bound of a Learn-then-Test certificate): a column "Certified harm <= %"
-    then shows it ("-" for the other policies).
+    ``observed_bound`` maps a policy to the Clopper-Pearson upper bound of its Gate Harmful
+    on the calibration episodes of a Learn-then-Test certificate: a column "Calibration harm
+    bound % (observed)" then shows it ("-" for the other policies). It is not certified
+    (the configuration was chosen on the same episodes); the certificate's statement is
+    "Gate Harmful <= alpha with probability >= 1 - delta".
     """
     labels = {**POLICY_LABELS, "tuned": "AMV-Guard (tuned)",
               "untuned": "AMV-Guard (default thresholds)"}
-    extra = ["Certified harm <= %"] if certified else []
+    extra = ["Calibration harm bound % (observed)"] if observed_bound else []
     header = ["Policy", *[c[1] for c in _TABLE_COLUMNS], *extra, "n"]
     body = [
         [labels.get(name, name), *[_fmt(m, k, s) for k, _, s in _TABLE_COLUMNS],
-         *([f"{certified[name] * 100:.2f}" if name in certified else "-"] if certified
-           else []),
+         *([f"{observed_bound[name] * 100:.2f}" if name in observed_bound else "-"]
+           if observed_bound else []),
          str(counts[name])]
         for name, m in rows.items()
     ]

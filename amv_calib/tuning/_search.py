@@ -51,6 +51,8 @@ from amv_calib.contract import (
     seed_prior_calibrator,
 )
 from amv_calib.exceptions import ArtifactError, ConfigError, PortableFormatError, check_choice
+from amv_calib.settings import TuneOptions
+from amv_calib.tuning._record import TuningRecord, episode_keys, hash_split
 from amv_calib.tuning._replay import (
     LAMBDA_EVAL,
     METRICS,
@@ -94,6 +96,8 @@ _STUDY_CONFIG_ATTR: Final = "amv_calib_config"
 _OWNER_ATTR: Final = "amv_calib_worker"
 
 _log = logging.getLogger(__name__)
+#: The defaults of :func:`tune_thresholds` (its command line's and step's too).
+_TUNE: Final = TuneOptions()
 
 BoolArray = NDArray[np.bool_]
 
@@ -165,24 +169,13 @@ def _from_estimator(est: Any, what: str) -> PortableCalibrator:
 def split_episodes(es: EpisodeSet, tune_fraction: float) -> tuple[BoolArray, BoolArray]:
     """Deterministic split by a hash of ``instance_id``: masks ``(tune, holdout)``.
 
-    ``u = blake2b("amv-calib/tune-split" \\x1f instance_id)`` as a fraction of ``2**64``;
-    an instance is in the tuning split iff ``u < tune_fraction``. Independent of any seed and
-    of the file order, so an instance stays on its side when episodes are added.
+    ``u = blake2b("amv-calib/tune-split" \\x1f instance_id)`` as a fraction of ``2**64``
+    (:func:`~amv_calib.tuning.episode_keys`); an instance is in the tuning split iff
+    ``u < tune_fraction``. Independent of any seed and of the file order, so an instance
+    stays on its side when episodes are added.
     """
-    if not 0.0 < tune_fraction <= 1.0:
-        raise ConfigError(f"tune_fraction={tune_fraction!r} must lie in (0, 1]")
-    u = np.array(
-        [
-            int.from_bytes(
-                hashlib.blake2b(f"amv-calib/tune-split\x1f{iid}".encode(), digest_size=8)
-                .digest(),
-                "little",
-            )
-            / 2.0**64
-            for iid in es.instance_id
-        ]
-    )
-    tune = u < tune_fraction
+    hash_split(tune_fraction)  # checks the fraction
+    tune = episode_keys(es.instance_id) / 2.0**64 < tune_fraction
     return tune, ~tune
 
 
@@ -564,25 +557,29 @@ def tune_thresholds(
     episodes: Any,
     *,
     calibrator: Any,
-    trials: int,
+    trials: int = _TUNE.trials,
     storage: str | os.PathLike[str] | None = None,
     study_name: str = "amv-calib-tune",
     seed: int = 0,
-    target_harmful: float = 0.02,
-    mode: Mode = "constrained",
-    tune_fraction: float = 0.5,
-    planner: Planner = "lookahead",
+    target_harmful: float = _TUNE.target_harmful,
+    mode: Mode = _TUNE.mode,
+    tune_fraction: float = _TUNE.tune_fraction,
+    planner: Planner = _TUNE.planner,
     lambda_eval: float = LAMBDA_EVAL,
     space: Mapping[str, tuple[float, float, bool]] | None = None,
     out_dir: str | os.PathLike[str] | None = None,
-    n_workers: int = 1,
-    n_boot: int = 500,
+    n_workers: int = _TUNE.workers,
+    n_boot: int = _TUNE.n_boot,
     callbacks: Sequence[Callable[[Any, Any], None]] = (),
     progress: bool = False,
     tune_mask: BoolArray | None = None,
     holdout_mask: BoolArray | None = None,
+    split: Mapping[str, Any] | None = None,
 ) -> TuneResult:
     """Tune the gate thresholds with Optuna on replayed episodes.
+
+    The defaults are :class:`~amv_calib.tuning.TuneOptions`' (``n_workers`` is its
+    ``workers``; ``space`` pins its ``harm_price``).
 
     Parameters
     ----------
@@ -611,8 +608,10 @@ def tune_thresholds(
         Overrides :data:`SEARCH_SPACE` (a space without ``harm_price`` tunes the unpriced
         gate; ``(mu, mu, False)`` pins it at ``mu``).
     out_dir : path, optional
-        Writes ``thresholds.json``, ``trials.csv``, ``tune_report.json`` and, in multi mode,
-        ``pareto.csv`` and ``pareto.png``.
+        Writes ``thresholds.json``, ``trials.csv``, ``tune_report.json``, the tuning record
+        (``tuning.json`` and ``tuning-episodes.u64``: which episodes the thresholds were
+        tuned on, for certification to exclude) and, in multi mode, ``pareto.csv`` and
+        ``pareto.png``.
     n_workers : int
         Worker processes sharing the storage (not reproducible when > 1; no in-memory or
         SQLite storage then).
@@ -625,6 +624,8 @@ def tune_thresholds(
         One line per trial on stderr (trials done and the best so far).
     tune_mask, holdout_mask : ndarray of bool, optional
         Explicit split (used by :func:`transfer_check`); default :func:`split_episodes`.
+    split : mapping, optional
+        How an explicit ``tune_mask`` was chosen, for the tuning record.
 
     Returns
     -------
@@ -650,6 +651,7 @@ def tune_thresholds(
     cal, cal_desc = resolve_calibrator(calibrator)
     if tune_mask is None or holdout_mask is None:
         tune_mask, holdout_mask = split_episodes(es, tune_fraction)
+        split = hash_split(tune_fraction)
     if not np.any(tune_mask):
         raise ConfigError("the tuning split is empty (raise tune_fraction or add episodes)")
     es_tune = es.subset(tune_mask)
@@ -703,6 +705,7 @@ def tune_thresholds(
         mode=mode, planner=planner, target_harmful=target_harmful, seed=seed,
         lambda_eval=lambda_eval, n_new=n_new, n_boot=n_boot, out_dir=out_dir,
         study_name=study_name, storage_label=_storage_label(storage),
+        split=dict(split) if split is not None else {"rule": "given"},
     )
 
 
@@ -746,6 +749,7 @@ def _finish(
     out_dir: str | os.PathLike[str] | None,
     study_name: str,
     storage_label: str,
+    split: dict[str, Any],
 ) -> TuneResult:
     best, front = _choose(study, mode, target_harmful)
     thresholds = None if best is None else _thresholds(best.params, planner, cal)
@@ -772,7 +776,7 @@ def _finish(
     if out_dir is not None:
         files = _write_outputs(
             Path(out_dir), study=study, thresholds=thresholds, mode=mode, pareto=pareto,
-            es_tune=es_tune, cal=cal, seed=seed, lambda_eval=lambda_eval,
+            es_tune=es_tune, cal=cal, seed=seed, lambda_eval=lambda_eval, split=split,
             report={
                 "study_name": study_name, "storage": storage_label, "mode": mode,
                 "planner": planner, "target_harmful": target_harmful, "calibrator": cal_desc,
@@ -808,10 +812,13 @@ def _write_outputs(
     cal: PortableCalibrator,
     seed: int,
     lambda_eval: float,
+    split: dict[str, Any],
     report: dict[str, Any],
 ) -> dict[str, str]:
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
+    # which episodes the thresholds were tuned on: certification must exclude them
+    files["tuning"] = str(TuningRecord.of(es_tune.instance_id, split=split).write(out))
     if thresholds is not None:
         _write_json(out / "thresholds.json", thresholds)
         files["thresholds"] = str(out / "thresholds.json")
@@ -1031,7 +1038,7 @@ def transfer_check(
         target_harmful=target_harmful, mode="constrained", planner=planner,
         lambda_eval=lambda_eval, n_boot=n_boot, progress=progress,
         tune_mask=tune_mask, holdout_mask=np.zeros(len(es), dtype=bool),
-        out_dir=out_dir,
+        split={"rule": "families", "tune_families": chosen}, out_dir=out_dir,
     )
     cal, _ = resolve_calibrator(calibrator)
     es_test = es.subset(~tune_mask)

@@ -15,9 +15,12 @@ from amv_calib.artifacts import decide_promotion, export_artifact, paired_log_lo
 from amv_calib.claims import load_claims
 from amv_calib.contract import (
     LoadedArtifact,
+    PortableCalibrator,
+    calibrator_sha256,
     check_thresholds,
     load_artifact,
     seed_prior_calibrator,
+    with_gate_clamp,
 )
 
 
@@ -31,11 +34,17 @@ def _certificate(thresholds: dict[str, Any], alpha: float = 0.01,
                  delta: float = 0.05) -> dict[str, Any]:
     t = check_thresholds(thresholds)
     return {"alpha": alpha, "delta": delta, "n": 900, "chosen": 0, "thresholds": t,
-            "path": [t], "harms": [1], "clopper_pearson_upper": 0.0052}
+            "path": [t], "harms": [1], "observed_upper_bound": 0.0052}
 
 
 def _export(models: Path, calibrator: Any, thresholds: dict[str, Any],
             certificate: dict[str, Any] | None, claims: Any = None) -> LoadedArtifact:
+    if certificate is not None:  # bound to the calibrator as export writes it
+        cal = calibrator if isinstance(calibrator, PortableCalibrator) else \
+            PortableCalibrator.from_dict(json.loads(Path(calibrator).read_text()))
+        cal, gate = with_gate_clamp(cal, check_thresholds(thresholds))
+        certificate = {**certificate, "calibrator_sha256": calibrator_sha256(cal),
+                       "thresholds": gate, "path": [gate]}
     res = export_artifact(calibrator=calibrator, thresholds=thresholds, name="m",
                           models_dir=models, certificate=certificate, include_joblib=False,
                           claims=claims)
@@ -76,7 +85,11 @@ def test_a_certified_first_version_is_promoted(tmp_path: Path, fitted: Path,
                                                holdout: pd.DataFrame) -> None:
     art = _export(tmp_path, fitted, thresholds, _certificate(thresholds))
     d = decide_promotion(art, None, holdout, alpha=0.01, delta=0.05)
-    assert d.promote and "no production version yet" in d.reasons
+    assert d.promote and d.reasons[2] == ("not worse than production beyond noise: yes -- no "
+                                          "production version yet")
+    assert [r.split(":")[0] for r in d.reasons] == [
+        "certified", "beats the constant prediction beyond noise",
+        "not worse than production beyond noise"]
 
 
 def test_a_worse_calibrator_is_refused_even_when_certified(
@@ -132,7 +145,7 @@ def test_a_calibrator_that_does_not_beat_its_base_rate_is_refused(
     d = decide_promotion(art, None, shuffled, alpha=0.01, delta=0.05, n_boot=300)
     assert d.certificate_ok and not d.promote
     assert "does not beat the constant prediction of its training violation rate" in \
-        d.reasons[-1]
+        d.reasons[1] and d.reasons[1].startswith("beats the constant prediction beyond noise: NO")
     skill = d.holdout["skill"]
     rate = training.head(8000)["violated"].mean()
     by_hand = log_loss(shuffled["violated"].to_numpy(dtype=float),

@@ -226,3 +226,19 @@ def test_own_verifier_refuses_a_bundle_with_a_repeated_key(version: Path,
     assert _model_signing_accepts(version, public)
     with pytest.raises(ArtifactError, match=r"key 'mediaType' appears twice"):
         verify_signature(version, [public])
+
+
+def test_keygen_refuses_a_private_key_git_would_commit(tmp_path: Path) -> None:
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    with pytest.raises(ConfigError, match=r"not ignored there.*add 'secrets/' to"):
+        keygen(repo / "secrets")
+    assert not (repo / "secrets").exists()  # nothing written
+    (repo / ".gitignore").write_text("secrets/\n")
+    private, public = keygen(repo / "secrets")
+    assert private.stat().st_mode & 0o777 == 0o600 and public.is_file()
+    # outside any work tree, as before
+    assert keygen(tmp_path / "elsewhere")[0].is_file()

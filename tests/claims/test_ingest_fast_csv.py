@@ -27,6 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import amv_calib.claims._arrow as arrow
 import amv_calib.claims._ingest as impl
 from amv_calib.claims._ingest import ingest_file, load_claims
 from amv_calib.exceptions import DataContractError
@@ -431,15 +432,15 @@ def test_string_hash_matches_its_definition(texts: list[str], start: int) -> Non
     st.text(max_size=4)), min_size=1, max_size=40), start=st.integers(0, 2))
 def test_empty_mask_shortcut_keeps_the_trim_result(texts: list[str], start: int) -> None:
     arr = pa.array(["x"] * start + texts, pa.large_string()).slice(start)
-    nulls = impl.null_mask(arr)
-    expected = impl.np_mask(pc.fill_null(pc.equal(pc.utf8_trim_whitespace(arr), ""), False))
+    nulls = arrow.null_mask(arr)
+    expected = arrow.np_mask(pc.fill_null(pc.equal(pc.utf8_trim_whitespace(arr), ""), False))
     assert impl._empty_mask(arr, nulls).tolist() == expected.tolist()
 
 
 def test_empty_mask_shortcut_on_mostly_plain_ids() -> None:
     texts = ["clm-1"] * 50 + ["", " ", "\u00a0", " x", "\u3000"] + ["clm-2"] * 50
     arr = pa.array(texts, pa.large_string())
-    got = impl._empty_mask(arr, impl.null_mask(arr))
+    got = impl._empty_mask(arr, arrow.null_mask(arr))
     assert np.flatnonzero(got).tolist() == [50, 51, 52, 54]
 
 

@@ -724,11 +724,12 @@ def test_bench_quick_runs(run_bench: Callable[..., dict[str, Any]]) -> None:
     res = run_bench("bench_labels", timeout=240)
     assert res["join"]["uses_read"] == res["join"]["joined"] + sum(
         res["join"]["unjoined"].values())
-    assert res["baseline"]["seconds"] > 0 and res["ours"]["seconds"] > 0
+    # both sides read every premise entry the generator wrote
+    assert res["join"]["uses_read"] == res["baseline"]["uses"] == res["data"]["premise_entries"]
     # label with episodes on the same data, in the same run
     eps = res["episodes"]["episodes"]
     assert eps["episodes"] + sum(eps["unlabelled"].values()) == eps["actions_read"]
-    assert res["ratios"]["time_episodes_over_label"] > 0
+    # the time ratio means little at 10,000 lines: --check bounds it at 10 M
 
 
 @pytest.mark.parametrize("ending", [".csv", ".jsonl"], ids=["csv", "jsonl"])

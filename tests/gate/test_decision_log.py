@@ -71,7 +71,7 @@ def test_each_line_is_one_os_write(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
     path = tmp_path / "d.jsonl"
     w = DecisionLogWriter(path)
-    monkeypatch.setattr(dl.os, "write", spy)
+    monkeypatch.setattr(os, "write", spy)
     for i in range(3):
         w.append(_record(i))
     w.close()
@@ -89,7 +89,7 @@ def test_short_writes_are_completed(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     path = tmp_path / "d.jsonl"
     w = DecisionLogWriter(path)
-    monkeypatch.setattr(dl.os, "write", dribble)
+    monkeypatch.setattr(os, "write", dribble)
     w.append(_record(1))
     w.close()
     assert json.loads(path.read_bytes()) == _record(1)
@@ -97,7 +97,7 @@ def test_short_writes_are_completed(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_fsync_flag_syncs_every_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[int] = []
-    monkeypatch.setattr(dl.os, "fsync", lambda fd: synced.append(fd))
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
     with DecisionLogWriter(tmp_path / "d.jsonl", fsync=True) as w:
         w.append(_record(0))
         w.append(_record(1))

@@ -1,15 +1,13 @@
 """``Gate(mode="seed")`` against the seed document's TypeScript engine, run under node.
 
 The engine is read from ``../shared/seed/`` beside the checkout and its types are stripped
-at run time (``tests/seed_engine/run_seed.mjs``); nothing of it lives in this repository.
+at run time (``tests/gate/seed_engine/run_seed.mjs``); nothing of it lives in this repository.
 10,000 random cases go through ONE node process, JSON in and out.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -17,19 +15,8 @@ import pytest
 
 from amv_calib.gate import CandidateAction, Gate, Verifier
 
-
-def _harness() -> ModuleType:
-    path = Path(__file__).parent / "seed_engine" / "seed_harness.py"
-    spec = importlib.util.spec_from_file_location("seed_harness", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-H = _harness()
-REASON = H.unavailable_reason()
-pytestmark = [pytest.mark.node, pytest.mark.skipif(REASON is not None, reason=str(REASON))]
+# without node or the seed document: skipped, or failed naming it when CI is set (conftest)
+pytestmark = [pytest.mark.requires_node, pytest.mark.requires_seed]
 
 N_CASES = 10_000
 
@@ -66,15 +53,16 @@ def _compare(cases: list[dict[str, Any]], results: list[dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
-def claim_cases() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    cases = H.random_cases(11, N_CASES)
-    return cases, H.run_node({"mode": "cases", "cases": cases})["results"]
+def claim_cases(seed_harness: ModuleType) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    cases = seed_harness.random_cases(11, N_CASES)
+    return cases, seed_harness.run_node({"mode": "cases", "cases": cases})["results"]
 
 
 @pytest.fixture(scope="module")
-def probability_cases() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    cases = H.random_cases(12, N_CASES, explicit_p=1.0)
-    return cases, H.run_node({"mode": "cases", "cases": cases})["results"]
+def probability_cases(seed_harness: ModuleType
+                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    cases = seed_harness.random_cases(12, N_CASES, explicit_p=1.0)
+    return cases, seed_harness.run_node({"mode": "cases", "cases": cases})["results"]
 
 
 def test_regimes_cover_all_three(claim_cases: Any) -> None:
@@ -107,11 +95,11 @@ def test_seed_mode_matches_with_calibrated_claims(claim_cases: Any) -> None:
     assert len(differ) <= N_CASES // 1000, differ
 
 
-def test_harness_strips_every_annotation() -> None:
+def test_harness_strips_every_annotation(seed_harness: ModuleType) -> None:
     import subprocess
 
-    seed = H.seed_file()
-    out = subprocess.run(["node", str(H.RUNNER), str(seed), "--print-source"],
+    seed = seed_harness.seed_file()
+    out = subprocess.run(["node", str(seed_harness.RUNNER), str(seed), "--print-source"],
                          capture_output=True, text=True, check=True).stdout
     assert "class AMVGuardEngine" in out and "interface" not in out
     assert ": number" not in out and "private " not in out

@@ -75,6 +75,8 @@ kind = "certify"
 calibrator = "@tune.calibrator"
 thresholds = "@tune.thresholds"
 episodes = "{data['episodes']}"
+tuning = "@tune.tuning"
+test_fraction = 0.5
 alpha = 0.05
 delta = 0.1
 
@@ -118,9 +120,10 @@ artifact = "@export.artifact"
         ("[[steps]]\nkind='ingest'\ninput='in.csv'\n[[steps]]\nkind='ingest'\ninput='in.csv'\n",
          r"duplicate step name 'ingest'"),
         ("[[steps]]\nkind='ingest'\ninput='in.csv'\n[[steps]]\nkind='compare'\n"
-         "claims='@ingest.claims'\nfolds='five'\n", r"folds='five' must be int"),
+         "claims='@ingest.claims'\nfolds='five'\n", r"\(compare\): compare.folds='five' must be an "
+         "integer"),
         ("[[steps]]\nkind='ingest'\ninput='in.csv'\n[[steps]]\nkind='compare'\n"
-         "claims='@ingest.claims'\nfolds=true\n", r"folds=True must be int"),
+         "claims='@ingest.claims'\nfolds=true\n", r"compare.folds=True must be an integer"),
         ("[pipeline\n", r"not valid TOML"),
     ],
     ids=["top-key", "pipeline-key", "kind", "param", "required", "missing-file", "bad-ref",
@@ -231,6 +234,17 @@ def test_retrain_end_to_end_then_skip(tmp_path: Path, small_data: dict[str, Path
     assert third["steps"][5]["outputs"]["promoted"] is True, third["steps"][5]["outputs"]
     assert verify_artifact(f"{art.parent}@production")["version"] == "v2"
 
+    # A person rolls production back; a re-run skips every step, and its report says which
+    # parts are the past (cached) and what the aliases are now.
+    assert main(["rollback", "amv-guard", "--alias", "production", "--models-dir",
+                 str(art.parent.parent)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(toml), "--no-tracking", "--set", "compare.folds=4"]) == 0
+    report = capsys.readouterr().out
+    assert "## artifact (cached from an earlier run): amv-guard v2" in report
+    assert "## promotion (cached from an earlier run): v2 promoted to production" in report
+    assert "aliases of amv-guard now: challenger = v2, production = v1" in report
+
 
 def _journal_trials(path: Path) -> int:
     """Completed trials recorded in an Optuna journal file (one JSON op per line)."""
@@ -340,8 +354,36 @@ def test_retrain_on_shuffled_labels_leaves_production_where_it_was(
     result = run_pipeline(spec, tracking=False)
     promote = next(s for s in result.steps if s.kind == "promote")
     assert promote.outputs["promoted"] is False
-    assert "does not beat the constant prediction" in promote.outputs["reasons"][-1]
+    assert "does not beat the constant prediction" in promote.outputs["reasons"][1]
     after = read_aliases(tmp_path / "models" / "amv-guard")["aliases"]
     assert after["production"]["version"] == before["version"]
     assert after["challenger"]["version"] == promote.outputs["version"] != before["version"]
     assert "stays challenger" in pipeline_report(result)
+
+
+@pytest.mark.parametrize("verbose", [False, True], ids=["plain", "-v"])
+def test_a_failed_steps_original_traceback_shows_with_v(
+        tmp_path: Path, verbose: bool, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # A bug inside a step (not one of our errors) is wrapped as the step's failure; -v shows
+    # where it happened, and the DEBUG log carries it before it is wrapped.
+    from dataclasses import replace
+
+    from amv_calib.cli import main
+    from amv_calib.pipeline._steps import STEP_KINDS
+
+    def broken(ctx: object) -> dict[str, object]:
+        return {"x": [][1]}  # IndexError in the step's own code
+
+    monkeypatch.setitem(STEP_KINDS, "ingest", replace(STEP_KINDS["ingest"], run=broken))
+    _write(tmp_path / "in.csv", "claim_id\n")
+    toml = _write(tmp_path / "p.toml", "[pipeline]\nname='bug'\ntracking=false\n"
+                  "[[steps]]\nkind='ingest'\ninput='in.csv'\n")
+    code = main([*(["-v"] if verbose else []), "run", str(toml)])
+    err = capsys.readouterr().err
+    assert code == 1 and "step 'ingest' failed: IndexError: list index out of range" in err
+    if verbose:
+        assert "Traceback (most recent call last)" in err and "in broken" in err
+        assert 'return {"x": [][1]}' in err
+    else:
+        assert "Traceback" not in err

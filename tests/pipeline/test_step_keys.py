@@ -1,19 +1,45 @@
-"""Every option a user may need of ``ingest``, ``label``, ``compare`` and ``tune`` is also a key
-of its pipeline step, and the other way round: the two lists are compared here, and each
-option that is not a key says why."""
+"""One source for every option: each stage's options class makes the command line's flags and
+the pipeline step's keys, and gives the library function its keyword defaults. Checked here
+for every option of compare, tune, certify and label: the flag, the step key and the
+function's parameter agree on default, type and choices; every other flag of a command is a
+step key too, or says why not."""
 
 from __future__ import annotations
 
 import argparse
+import inspect
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from amv_calib import cli
+from amv_calib.artifacts import decide_promotion
+from amv_calib.calibration import compare_calibrators
+from amv_calib.claims import label_logs
 from amv_calib.pipeline._steps import STEP_KINDS
+from amv_calib.settings import (
+    CertifyOptions,
+    CompareOptions,
+    LabelOptions,
+    Options,
+    PromoteOptions,
+    TuneOptions,
+)
+from amv_calib.tuning import certify_episodes, tune_thresholds
 
-#: command -> {CLI dest: step key} where the two are spelt differently.
-RENAMED = {
-    "compare": {"weight_column": "weights"},
+#: command -> (its options class, the library functions taking them, {option: parameter}
+#: where the function spells it otherwise, options the function has no parameter for).
+STAGES: dict[str, tuple[type[Options], list[Callable[..., Any]], dict[str, str], set[str]]] = {
+    "compare": (CompareOptions, [compare_calibrators], {"weights": "sample_weight"},
+                {"holdout_newest"}),  # the step splits the newest claims off first
+    "tune": (TuneOptions, [tune_thresholds], {"workers": "n_workers"},
+             {"harm_price"}),  # pinned through `space`
+    "certify": (CertifyOptions, [certify_episodes], {},
+                {"assume_unseen"}),  # the caller passes seen=None
+    "label": (LabelOptions, [label_logs], {},
+              {"skip_corrupt", "overwrite"}),  # on_corrupt="skip"; the outputs' writer
+    "promote": (PromoteOptions, [decide_promotion], {}, set()),
 }
 #: CLI dests that are deliberately not step keys, and why.
 NOT_KEYS = {
@@ -24,31 +50,105 @@ NOT_KEYS = {
     "engine": "the pipeline's [pipeline] engine, shared by every step that has two engines",
     "spark_master": "the pipeline's [pipeline] spark_master",
     "spark_scratch": "the pipeline's [pipeline] spark_scratch",
+    "artifact": "certify's ARTIFACT: the step takes the tune step's calibrator and thresholds",
+    "calibrator": "tune's --calibrator takes an artifact reference too (step: two keys)",
 }
 #: step keys with no CLI option of the same command, and why.
 PIPELINE_ONLY = {
     ("compare", "holdout_newest"): "the promote step judges on the newest claims",
     ("tune", "artifact"): "the CLI's --calibrator takes an artifact reference too",
+    ("tune", "calibrator"): "the CLI's --calibrator (a dest of the same name) covers both",
+    ("certify", "calibrator"): "the CLI certifies an artifact's calibrator",
+    ("certify", "thresholds"): "the CLI certifies an artifact's thresholds",
+    ("certify", "tuning"): "the CLI reads the artifact's own tuning record",
 }
 
 
-def _dests(command: str) -> set[str]:
+def _parser(command: str) -> argparse.ArgumentParser:
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return {a.dest for a in sub.choices[command]._actions
+    return sub.choices[command]  # type: ignore[no-any-return]
+
+
+def _actions(command: str) -> dict[str, argparse.Action]:
+    return {a.dest: a for a in _parser(command)._actions
             if not isinstance(a, argparse._HelpAction)}
 
 
-@pytest.mark.parametrize("command", ["ingest", "label", "compare", "tune"])
-def test_cli_options_and_step_keys_match(command: str) -> None:
-    keys = set(STEP_KINDS[command].params)
-    renamed = RENAMED.get(command, {})
-    want = {renamed.get(d, d) for d in _dests(command) if d not in NOT_KEYS}
+@pytest.mark.parametrize("command", sorted(STAGES))
+def test_every_option_has_one_default_type_and_check_everywhere(command: str) -> None:
+    cls, functions, renamed, not_params = STAGES[command]
+    defaults = cls.defaults()
+    actions = _actions(command)
+    step = STEP_KINDS[command].all_params()
+    assert STEP_KINDS[command].options is cls
+    for name, opt in cls.spec().items():
+        want = getattr(defaults, name)
+        if opt.cli:
+            a = actions[name]
+            assert a.option_strings[0] == "--" + name.replace("_", "-"), name
+            assert a.default == want, (name, a.default, want)
+            assert opt.help in (a.help or ""), name
+            if opt.choices is not None and opt.type is not list:
+                assert tuple(a.choices or ()) == opt.choices, name
+        else:
+            assert name not in actions, name
+        if opt.step:
+            assert step[name].default == want and step[name].kind is opt.type, name
+        else:
+            assert name not in step, name
+        for fn in functions:
+            params = inspect.signature(fn).parameters
+            param = renamed.get(name, name)
+            if name in not_params:
+                assert param not in params, (fn.__name__, name)
+                continue
+            assert params[param].default == want, (fn.__name__, name, params[param].default)
+
+
+@pytest.mark.parametrize("command", ["ingest", "compare", "tune", "certify", "label"])
+def test_every_other_flag_is_a_step_key_or_says_why_not(command: str) -> None:
+    keys = set(STEP_KINDS[command].all_params())
+    want = {d for d in _actions(command) if d not in NOT_KEYS}
     only = {k for (c, k) in PIPELINE_ONLY if c == command}
     assert sorted(want - keys) == [], f"{command}: options without a step key"
     assert sorted(keys - want - only) == [], f"{command}: step keys without an option"
 
 
-def test_allow_constant_features_reaches_the_compare_step() -> None:
-    assert STEP_KINDS["compare"].params["allow_constant_features"].default is False
-    assert STEP_KINDS["label"].params["min_verifier_calls"].default == 200
+@pytest.mark.parametrize(("command", "argv", "message"), [
+    ("compare", ["--folds", "1"], r"--folds=1 must lie in \[2, inf\)"),
+    ("tune", ["--target-harmful", "1.5"], r"--target_harmful=1.5 must lie in \[0, 1\]"),
+    ("certify", ["--alpha", "0"], r"--alpha=0.0 must lie in \(0, 1\)"),
+    ("label", ["--min-verifier-calls", "-1"], r"--min_verifier_calls=-1 must lie in \[0, inf\)"),
+], ids=["compare", "tune", "certify", "label"])
+def test_the_command_line_refuses_what_the_library_refuses(
+        command: str, argv: list[str], message: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from amv_calib.exceptions import ConfigError
+
+    with pytest.raises(SystemExit) as exc:
+        _parser(command).parse_args(["X", *argv] if command != "label"
+                                    else ["--decisions", "d", "--out", "o", *argv])
+    assert exc.value.code == 2
+    import re
+
+    assert re.search(message, capsys.readouterr().err)
+    # the same check, from a pipeline step's table or a library call
+    cls = STAGES[command][0]
+    name = argv[0].removeprefix("--").replace("-", "_")
+    with pytest.raises(ConfigError, match=f"{command}.{name}="):
+        cls.from_mapping({name: cls.spec()[name].type(argv[1])})
+
+
+def test_compare_ties_and_weights_are_decided_in_one_place() -> None:
+    # Both entry points once spelt these differently (the CLI broke ties by the other rule,
+    # the step did not; the step weighed by label_weight, the CLI by nothing): now the
+    # library decides, from the same options.
+    from amv_calib.calibration import tie_break_of, weight_column
+
+    assert tie_break_of("log_loss") == "brier" and tie_break_of("brier") == "log_loss"
+    assert weight_column(["label_weight", "x"], "auto") == ("label_weight", True)
+    assert weight_column(["x"], "auto") == (None, False)
+    assert weight_column(["w"], "w") == ("w", False)
+    assert weight_column(["label_weight"], "none") == (None, False)
+    assert _actions("compare")["weights"].option_strings == ["--weights", "--weight-column"]

@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -251,8 +251,12 @@ def test_bare_action_with_a_verifiers_column(registered: dict[str, Any]) -> None
 
 
 def test_decision_example_runs(registered: dict[str, Any]) -> None:
-    out = registered["model"].predict(decision_example())
-    assert out.loc[0, "decision"] in ("PROCEED", "VERIFY", "ABSTAIN")
+    example = decision_example()
+    out = registered["model"].predict(example)
+    want = _gate_answer(registered["artifact"], json.loads(example.loc[0, "action"]))
+    assert out.loc[0, "decision"] == want.regime
+    assert out.loc[0, "verifier_id"] == ("" if want.verifier is None else want.verifier.id)
+    assert out.loc[0, "reason"] == want.reason
 
 
 @pytest.mark.parametrize(
@@ -331,14 +335,12 @@ def test_cli_register_and_registry_promote(registered: dict[str, Any],
 
 
 @pytest.mark.slow
-def test_bench_quick_runs(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, str(root / "bench" / "bench_mlflow.py"), "--quick"],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "faster" in done.stdout
-    data = json.loads((root / "bench" / "results" / "mlflow.json").read_text())
-    assert data["quick"] is True and data["pyfunc"]["ratio_pyfunc_over_bare"] > 0
+def test_bench_quick_runs(run_bench: Callable[..., dict[str, Any]]) -> None:
+    data = run_bench("bench_mlflow")
+    t, p = data["trial_logging"], data["pyfunc"]
+    # both ways of logging leave the same values in the store; the pyfunc answers as the
+    # calls it wraps
+    assert t["same_values_logged"] and p["same_probabilities"] and p["same_decision"]
+    # one commit per value against one per 1,000 (about 20x at the quick run's 40 values,
+    # 45x at 2,000): loose for a loaded machine
+    assert t["ratio_per_call_over_batch"] >= 3

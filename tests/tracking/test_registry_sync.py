@@ -66,3 +66,26 @@ def test_an_alias_whose_version_is_not_registered_is_removed(tmp_path: Path, sto
     client = MlflowClient(tracking_uri=store, registry_uri=store)
     with pytest.raises(Exception, match="challenger"):
         client.get_model_version_by_alias(name, "challenger")
+
+
+def test_a_file_alias_on_an_unregistered_version_leaves_the_registry_as_it_was(
+        tmp_path: Path, store: str, repo_root: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Job 3 as written: export v2, promote it; the registry holds v1 only. Its aliases must
+    # not be emptied: they stay, and the warning says what to run.
+    models = tmp_path / "models"
+    shutil.copytree(repo_root / "models" / "amv-guard", models / "amv-guard")
+    mdir = models / "amv-guard"
+    name = "gate-model"
+    r1 = register_champion(mdir / "v1", registered_name=name, alias=None, tracking_uri=store)
+    assert sync_registry_aliases(mdir, registered_name=name, tracking_uri=store) == {
+        "champion": r1.version, "challenger": r1.version}
+    v2 = export_artifact(calibrator=seed_prior_calibrator(), name="amv-guard",
+                         models_dir=models, include_joblib=False)
+    promote("amv-guard", v2.version, alias="challenger", models_dir=models)
+    promote("amv-guard", v2.version, alias="production", models_dir=models)
+    with caplog.at_level("WARNING", logger="amv_calib.tracking._tracker"):
+        out = sync_registry_aliases(mdir, registered_name=name, tracking_uri=store)
+    assert out == {"champion": r1.version, "challenger": r1.version}
+    client = MlflowClient(tracking_uri=store, registry_uri=store)
+    assert str(client.get_model_version_by_alias(name, "champion").version) == r1.version
+    assert f"amv-calib register {mdir / 'v2'}" in caplog.text

@@ -87,6 +87,32 @@ def test_artifacts_live_in_mlruns_beside_the_database(logged: dict[str, Any]) ->
     assert (logged["db"].parent / "mlruns").is_dir()
 
 
+def test_the_experiment_opens_on_its_runs_table(logged: dict[str, Any]) -> None:
+    # MLflow 3 shows an experiment without a kind as a GenAI one (traces overview first)
+    client = logged["client"]
+    exp = client.get_experiment(client.get_run(logged["parent"]).info.experiment_id)
+    assert exp.tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development"
+
+
+def test_promotion_tags_are_short_verdicts_with_the_reasons_as_an_artifact(
+        tmp_path: Path) -> None:
+    decision = tmp_path / "promotion.json"
+    reasons = ["certified: yes -- Gate Harmful <= 0.01 with probability >= 0.95 " + "x" * 500,
+               "beats the constant prediction beyond noise: yes -- on 4000 newest claims ...",
+               "not worse than production beyond noise: NO -- on 4000 newest claims ..."]
+    decision.write_text(json.dumps({"promote": False, "version": "v2", "reasons": reasons}))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with tracking.pipeline_run("p", tracking_uri=uri) as tracker:
+        tracker.log_promotion(decision)
+    client = MlflowClient(tracking_uri=uri)
+    tags = client.get_run(tracker.run_id).data.tags
+    assert {k: v for k, v in tags.items() if k.startswith("promotion.")} == {
+        "promotion.promoted": "false", "promotion.version": "v2", "promotion.certified": "yes",
+        "promotion.beats_the_constant_prediction_beyond_noise": "yes",
+        "promotion.not_worse_than_production_beyond_noise": "NO"}
+    assert "promote/promotion.json" in _artifact_paths(client, str(tracker.run_id))
+
+
 def test_file_store_uri_is_refused() -> None:
     with pytest.raises(ConfigError, match="deprecated file store"):
         tracking.resolve_tracking_uri("file:///somewhere/mlruns")

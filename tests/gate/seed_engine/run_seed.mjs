@@ -12,9 +12,12 @@
 //             calibratedViolationProbability carries a "claim" that the engine calibrates.
 //   response {"results": [{"p", "vStop", "rExpected", "hHarm", "vois", "regime", "selected"}]}
 //            or {"nsPerCall": [wall, per round], "cpuNsPerCall": [CPU time, per round],
-//                "calls", "rounds", "checksum"} in bench mode.
+//                "calls", "rounds", "warmup", "checksum", "decisions": [[regime, selected]]}
+//            in bench mode (process CPU: V8's helper threads count, as the caller's
+//            process CPU counts all of its threads).
 import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
+import { pathToFileURL } from "node:url";
 
 function matchBrace(src, open) {
   // index just past the "}" matching the "{" at `open`
@@ -123,7 +126,8 @@ function main() {
     const rounds = req.rounds ?? 5;
     const n = prepared.length;
     let checksum = 0;
-    for (let i = 0; i < Math.min(calls, 50000); i++) {
+    const warmup = Math.min(calls, 50000);
+    for (let i = 0; i < warmup; i++) {
       const { engine, action, verifiers } = prepared[i % n];
       checksum += engine.evaluate(action, verifiers).regime.length;
     }
@@ -140,7 +144,14 @@ function main() {
       const c = process.cpuUsage(c0);
       cpuNsPerCall.push(((c.user + c.system) * 1e3) / calls);
     }
-    process.stdout.write(JSON.stringify({ nsPerCall, cpuNsPerCall, calls, rounds, checksum }));
+    // what the timed calls decided, once per case (untimed), for the caller to compare
+    const decisions = prepared.map(({ engine, action, verifiers }) => {
+      const d = engine.evaluate(action, verifiers);
+      return [d.regime, d.selectedVerifier ? d.selectedVerifier.id : null];
+    });
+    process.stdout.write(
+      JSON.stringify({ nsPerCall, cpuNsPerCall, calls, rounds, warmup, checksum, decisions }),
+    );
     return;
   }
   const results = prepared.map(({ engine, action, verifiers }) => {
@@ -160,4 +171,5 @@ function main() {
   process.stdout.write(JSON.stringify({ results }));
 }
 
-main();
+// run as a script; imported (bench/bench_ts_gate.mjs uses loadEngine), it only defines
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) main();

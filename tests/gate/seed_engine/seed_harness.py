@@ -156,3 +156,23 @@ def random_cases(seed: int, n: int, **kwargs: Any) -> list[dict[str, Any]]:
     """``n`` random cases from one seeded generator."""
     rng = np.random.default_rng(seed)
     return [random_case(rng, i, **kwargs) for i in range(n)]
+
+
+def calibrated(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cases with every premise's seed-prior probability computed up front (the seed engine
+    takes probabilities; the benchmarks give both sides the same ones)."""
+    from amv_calib.gate import seed_calibrate
+
+    out = []
+    for c in cases:
+        prem = []
+        for pm in c["action"]["premises"]:
+            pm = dict(pm)
+            claim = pm.pop("claim", None)
+            if pm.get("calibratedViolationProbability") is None:
+                pm["calibratedViolationProbability"] = seed_calibrate(
+                    claim["recencyHours"], claim["sourceTrustScore"], claim["modelConfidence"],
+                    claim["contradictionFlag"])
+            prem.append(pm)
+        out.append({**c, "action": {**c["action"], "premises": prem}})
+    return out

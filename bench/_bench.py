@@ -1,0 +1,163 @@
+"""What every benchmark shares: its options, timing both sides alike, and its targets.
+
+``bench/README.md`` states the rules this module implements once: one clock for both sides of
+a ratio, the same warm-up and the same number of rounds on both sides, rounds alternating,
+baselines measured in the same invocation; ``--check`` exits 1 naming each missed target.
+The scripts run as ``python bench/<name>.py``, so this file is importable as ``_bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def parser(doc: str | None, topic: str) -> argparse.ArgumentParser:
+    """The options every benchmark takes: ``--quick``, ``--check`` and ``--out``."""
+    ap = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="tiny run (smoke test); targets stated for the full size are not "
+                         "checked")
+    ap.add_argument("--check", action="store_true",
+                    help="exit with status 1, naming each missed target")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / f"{topic}.json",
+                    help="where to write the results (JSON)")
+    return ap
+
+
+@dataclass
+class Rounds:
+    """Seconds of every timed round of one side: wall and process CPU."""
+
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    last: Any = None
+
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu)
+
+    @property
+    def wall_median(self) -> float:
+        return statistics.median(self.wall)
+
+    @property
+    def cpu_best(self) -> float:
+        return min(self.cpu)
+
+    @property
+    def wall_best(self) -> float:
+        return min(self.wall)
+
+
+def alternate(sides: Mapping[str, Callable[[], Any]], *, rounds: int, warmup: int = 1
+              ) -> dict[str, Rounds]:
+    """Time every side ``rounds`` times, the sides alternating round by round.
+
+    Each side first runs ``warmup`` untimed calls (the same number on every side). A round
+    is one call of the side's function; its wall time (``time.perf_counter``) and its
+    process CPU time (``time.process_time``: every thread of this process) are kept. The
+    garbage collector stays as the caller left it (on, unless a benchmark says otherwise
+    for both sides). The last result of each side is kept in ``Rounds.last``.
+    """
+    for fn in sides.values():
+        for _ in range(warmup):
+            fn()
+    out = {name: Rounds() for name in sides}
+    for _ in range(rounds):
+        for name, fn in sides.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            res = fn()
+            out[name].cpu.append(time.process_time() - c0)
+            out[name].wall.append(time.perf_counter() - t0)
+            out[name].last = res
+    return out
+
+
+@dataclass(frozen=True)
+class Target:
+    """A stated target: ``value`` must be at most (``at_most``) or at least ``bound``.
+
+    ``value`` None means the figure could not be measured (``missing`` says why): a check
+    that cannot run does not pass. ``full_only`` targets are stated for the full size and
+    are not checked in ``--quick``.
+    """
+
+    name: str
+    value: float | None
+    bound: float
+    at_most: bool
+    unit: str = ""
+    missing: str = ""
+    full_only: bool = False
+    prop: bool = False
+
+    @property
+    def met(self) -> bool:
+        if self.value is None:
+            return False
+        return self.value <= self.bound if self.at_most else self.value >= self.bound
+
+    def describe(self) -> str:
+        op = "<=" if self.at_most else ">="
+        want = "holds" if self.prop else f"{op} {self.bound:g}{self.unit}"
+        if self.value is None:
+            return f"{self.name}: not measured ({self.missing}); target: {want}"
+        if self.prop:
+            return f"{self.name}: {'holds' if self.met else 'does not hold'}"
+        return f"{self.name}: {self.value:.4g}{self.unit} (target {want})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value, "bound": self.bound,
+                "op": "<=" if self.at_most else ">=", "unit": self.unit, "met": self.met,
+                "missing": self.missing or None, "full_only": self.full_only}
+
+
+def at_most(name: str, value: float | None, bound: float, **kw: Any) -> Target:
+    """A target ``value <= bound``."""
+    return Target(name, value, bound, True, **kw)
+
+
+def at_least(name: str, value: float | None, bound: float, **kw: Any) -> Target:
+    """A target ``value >= bound``."""
+    return Target(name, value, bound, False, **kw)
+
+
+def holds(name: str, ok: bool | None, missing: str = "", **kw: Any) -> Target:
+    """A target that is a property (equal results, byte-identical files): met when true."""
+    return Target(name, None if ok is None else float(bool(ok)), 1.0, False,
+                  missing=missing, prop=True, **kw)
+
+
+def checked(targets: Sequence[Target], *, quick: bool) -> list[Target]:
+    """The targets that apply to this run (``full_only`` ones are left out in --quick)."""
+    return [t for t in targets if not (quick and t.full_only)]
+
+
+def report_targets(targets: Sequence[Target], *, quick: bool) -> list[dict[str, Any]]:
+    """The targets as JSON objects, each with ``checked`` (False: full size only)."""
+    live = checked(targets, quick=quick)
+    return [{**t.to_dict(), "checked": t in live} for t in targets]
+
+
+def finish(targets: Sequence[Target], *, quick: bool, check: bool) -> int:
+    """Print every target; with ``check``, name each missed one on stderr and return 1."""
+    live = checked(targets, quick=quick)
+    for t in targets:
+        state = ("not checked in --quick" if t not in live
+                 else "met" if t.met else "MISSED")
+        print(f"target {state}: {t.describe()}")
+    missed = [t for t in live if not t.met]
+    if check and missed:
+        for t in missed:
+            print(f"missed target: {t.describe()}", file=sys.stderr)
+        return 1
+    return 0

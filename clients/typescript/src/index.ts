@@ -1,0 +1,33 @@
+/**
+ * @amv-calib/gate: the AMV runtime gate for Node agents.
+ *
+ * ```ts
+ * import { loadArtifact } from "@amv-calib/gate";
+ * const gate = loadArtifact("models/amv-guard@production", { trustedKeys: ["keys/amv-calib-signing.pub"] });
+ * const d = gate.evaluate(action, verifiers);   // d.regime: "PROCEED" | "VERIFY" | "ABSTAIN"
+ * ```
+ */
+
+export {
+  ARTIFACT_FORMAT, ARTIFACT_FORMAT_VERSION, CALIBRATOR_FILE, DEFAULT_REFERENCE, GATE_KEYS, MANIFEST_FILE,
+  MANIFEST_KEYS, MAX_JSON_DEPTH, MODELS_DIR_ENV, TRUSTED_KEYS_ENV, ArtifactError, checkThresholds, gateFrom,
+  loadArtifact, readAliases, readArtifact, resolveReference,
+  type ArtifactGateOptions, type LoadOptions, type LoadedArtifact, type Thresholds,
+} from "./artifact.js";
+export {
+  CLAIM_FEATURES, DEFAULT_EPS, PORTABLE_FORMAT, PORTABLE_FORMAT_VERSION, PortableCalibrator, PortableFormatError,
+  Term, TRANSFORMS, interp, seedCalibrate,
+} from "./calibrator.js";
+export { DecisionLogWriter, encodeRecord, utcNowIso, type DecisionRecord } from "./decisionLog.js";
+export {
+  Decision, Gate, REGIME_CODES, RunTrace, UncalibratedPremiseError, VOI_TOLERANCE, checkSettings,
+  posteriorConfirm, posteriorRefute,
+  type GateOptions, type GateSettings, type Mode, type PlannerName, type Regime, type RunStep, type Signals,
+} from "./engine.js";
+export { JsonError, parseJson, type Json } from "./json.js";
+export {
+  CheckedAction, CheckedClaim, CheckedPremise, CheckedVerifier, checkAction, checkClaim, checkPremise, checkVerifier,
+  type ActionInput, type CandidateAction, type MemoryClaim, type Premise, type Verifier, type VerifierInput,
+} from "./model.js";
+export { MAX_EXACT_VERIFIERS, MAX_HORIZON, MAX_OUTCOMES, MAX_WORK, RECEDING_WORK, enumerable, plan } from "./planner.js";
+export { SIGNATURE_FILE, verifySignature } from "./signature.js";
