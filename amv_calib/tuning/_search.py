@@ -877,8 +877,7 @@ def _optuna_views(study: Any, out: Path) -> dict[str, str]:
                     kwargs["evaluator"] = FanovaImportanceEvaluator(n_trees=16, seed=0)
                 drawn = getattr(views, fn)(study, **kwargs)
                 fig = np.ravel(drawn)[0].figure
-                fig.set_size_inches(9, 5.5)
-                fig.tight_layout()
+                _readable(fig, fn)
                 fig.savefig(out / name, format="png", metadata={"Software": None})
                 plt.close(fig)
         except (ValueError, RuntimeError, ZeroDivisionError) as exc:
@@ -886,6 +885,34 @@ def _optuna_views(study: Any, out: Path) -> dict[str, str]:
             continue
         files[name.removesuffix(".png")] = str(out / name)
     return files
+
+
+def _readable(fig: Any, view: str) -> None:
+    """Lay out one of Optuna's views so that it reads: the slice plot one panel per
+    parameter with its name wrapped under it and the trial colour bar beside the panels (not
+    over one); the history plot says what its grey points are."""
+    axes = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    if view == "plot_slice":
+        fig.set_size_inches(max(9.0, 2.3 * len(axes) + 1.5), 5.0)
+        for ax in axes:
+            ax.set_xlabel(ax.get_xlabel().replace("_", " ").replace(" ", "\n", 1), fontsize=8)
+            ax.tick_params(labelsize=7)
+        fig.subplots_adjust(left=0.06, right=0.9, bottom=0.2, top=0.88, wspace=0.25)
+        for bar in bars:
+            bar.set_position((0.92, 0.2, 0.015, 0.68))
+        fig.suptitle("Slice plot: each trial's objective (mean total loss on the tuning split) "
+                     "against each parameter; grey: infeasible (Gate Harmful above the target)",
+                     fontsize=10)
+        return
+    if view == "plot_optimization_history":
+        ax = axes[0]
+        handles, labels = ax.get_legend_handles_labels()
+        handles.append(ax.scatter([], [], color="#cccccc"))
+        labels.append("infeasible trial (Gate Harmful above the target)")
+        ax.legend(handles, labels, fontsize=8, loc="upper right")
+    fig.set_size_inches(9, 5.5)
+    fig.tight_layout()
 
 
 def _frontier(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
