@@ -461,7 +461,7 @@ def _run_trials(
             raise
         ran += 1
         if progress:
-            _progress(study, frozen, done + 1, trials, mode)
+            _progress(study, frozen, done + 1, trials, mode, target_harmful)
         for cb in callbacks:
             cb(study, frozen)
 
@@ -507,21 +507,25 @@ def fail_abandoned_trials(study: Any) -> list[int]:
     return failed
 
 
-def _progress(study: Any, frozen: Any, done: int, trials: int, mode: Mode) -> None:
+def _progress(study: Any, frozen: Any, done: int, trials: int, mode: Mode,
+              target: float) -> None:
+    """One line per completed trial: its figures, whether it meets the harm target
+    (constrained mode: only a feasible trial can be chosen), and the best feasible one so
+    far."""
     ua = frozen.user_attrs
-    line = (
-        f"trial {frozen.number} ({done}/{trials}): harmful={ua['gate_harmful']:.4f} "
-        f"cost={ua['verification_cost']:.3f} coverage={ua['proceed_coverage']:.3f} "
-        f"loss={ua['total_loss']:.4f}"
-    )
+    harm = ua["gate_harmful"]
+    mark = "feasible  " if harm <= target else "INFEASIBLE"
+    line = (f"trial {frozen.number:>3} ({done}/{trials}) {mark} Gate Harmful {harm:.4f} "
+            f"(target {target:g})  loss {ua['total_loss']:.4f}  cost "
+            f"{ua['verification_cost']:.3f}  coverage {ua['proceed_coverage']:.3f}")
     if mode == "constrained":
         try:
             best = study.best_trial
-            line += f" | best: trial {best.number} loss={best.value:.4f}"
+            line += f"  | best feasible: trial {best.number}, loss {best.value:.4f}"
         except ValueError:
-            line += " | best: no feasible trial yet"
+            line += "  | no feasible trial yet"
     else:
-        line += f" | pareto front: {len(study.best_trials)} trials"
+        line += f"  | Pareto front: {len(study.best_trials)} trials"
     print(line, file=sys.stderr, flush=True)
 
 
