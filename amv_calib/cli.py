@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from amv_calib import __version__
 from amv_calib.exceptions import AmvCalibError, ConfigError, DataContractError
@@ -744,6 +744,7 @@ def _calibrator_ref(args: argparse.Namespace) -> Any:
 def _run_tune(args: argparse.Namespace) -> int:
     from amv_calib.tuning import SEARCH_SPACE, format_table, tune_thresholds
 
+    _quiet_optuna(args)
     opts = _options_from(args, TuneOptions)
     space = None
     if opts.harm_price is not None:
@@ -776,6 +777,7 @@ def _run_tune(args: argparse.Namespace) -> int:
 def _run_transfer(args: argparse.Namespace) -> int:
     from amv_calib.tuning import format_table, transfer_check
 
+    _quiet_optuna(args)
     fams = [f.strip() for f in args.tune_families.split(",") if f.strip()]
     res = transfer_check(
         args.episodes, tune_families=fams, calibrator=_calibrator_ref(args),
@@ -1327,6 +1329,8 @@ def _run_run(args: argparse.Namespace) -> int:
     from amv_calib.pipeline import load_pipeline, pipeline_report, run_pipeline
 
     spec = load_pipeline(args.pipeline, args.overrides)
+    if any(s.kind == "tune" for s in spec.steps):
+        _quiet_optuna(args)
     result = run_pipeline(spec, force=args.force, wait=args.wait,
                           tracking=False if args.no_tracking else None,
                           tracking_uri=args.tracking_uri)
@@ -1480,12 +1484,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Libraries whose INFO lines would interleave with the commands' own progress.
+_QUIET_LIBRARIES: Final = ("optuna", "mlflow", "alembic", "py4j", "numba", "matplotlib",
+                           "urllib3", "httpx")
+
+
+def _quiet_libraries() -> None:
+    """Keep the libraries' logging at WARNING and up (``-v`` shows it all)."""
+    for name in _QUIET_LIBRARIES:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _quiet_optuna(args: argparse.Namespace) -> None:
+    """Optuna sets its own logger to INFO when first imported (its trial lines would
+    interleave with ours): the commands that tune set it back, unless ``-v``."""
+    if not args.verbose:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.ERROR if args.quiet else logging.INFO
     logging.basicConfig(level=level, stream=sys.stderr, format="%(message)s")
+    if not args.verbose:  # one progress display: the libraries' INFO lines only with -v
+        _quiet_libraries()
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)

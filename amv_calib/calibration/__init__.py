@@ -38,6 +38,7 @@ from amv_calib.calibration._compare import (
 )
 from amv_calib.calibration._figures import (
     comparison_figure,
+    overlay_figure,
     prediction_histogram,
     reliability_figure,
     write_figure_png,
@@ -96,6 +97,7 @@ __all__ = [
     "mce",
     "reliability_curve",
     "comparison_figure",
+    "overlay_figure",
     "prediction_histogram",
     "reliability_figure",
     "resolve_calibrators",

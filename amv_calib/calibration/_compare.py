@@ -729,14 +729,15 @@ def _reliability_bins(
     sorted_rows: Mapping[str, tuple[FloatArray, FloatArray, FloatArray]],
     *, n_bins: int, alpha: float,
 ) -> pd.DataFrame:
-    """Equal-width and equal-mass reliability bins of each calibrator's predictions."""
+    """Equal-width, equal-mass and tail-split equal-mass reliability bins of each
+    calibrator's predictions (the figure draws the last; ECE uses the first two)."""
     import pandas as pd
 
     from amv_calib.calibration._metrics import reliability_curve
 
     rel = []
     for name in cals:
-        for strategy in ("uniform", "quantile"):
+        for strategy in ("uniform", "quantile", "quantile_tail"):
             ys, ps, ws = sorted_rows[name]
             rc = reliability_curve(ys, ps, ws, n_bins=n_bins, strategy=strategy, alpha=alpha)
             rc.insert(0, "strategy", strategy)

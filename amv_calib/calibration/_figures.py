@@ -17,6 +17,7 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import ArrayLike
 
+from amv_calib.calibration._metrics import TAIL_MIN_ROWS, TAIL_WIDTH
 from amv_calib.exceptions import ConfigError
 
 _COLOURS: Final = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
@@ -36,7 +37,12 @@ _BIN_COLUMNS: Final[dict[str, tuple[str, ...]]] = {
     "strategy": ("strategy", "scheme", "binning"),
 }
 _REQUIRED: Final = ("mean_pred", "observed_rate")
-_STRATEGY_LABELS: Final = {"uniform": "equal-width", "quantile": "equal-mass"}
+#: The tail-split equal-mass binning, in words (the figures' titles).
+_BINNING_WORDS: Final = (f"each point a bin of about equal row count; bins wider than "
+                         f"{TAIL_WIDTH:g} in predicted p\nare split into equal-width pieces "
+                         f"(at least {TAIL_MIN_ROWS} rows each)")
+_STRATEGY_LABELS: Final = {"uniform": "equal-width", "quantile": "equal-mass",
+                            "quantile_tail": "equal-mass, tail split"}
 
 
 def _canonical_bins(bins: Any) -> Any:
@@ -223,11 +229,56 @@ def comparison_figure(bins: Any, table: Any, *, histogram: Any = None,
     folds = f"{cfg['folds']} {cfg.get('split', '')} folds, ".replace("  ", " ") \
         if "folds" in cfg else ""
     n = cfg.get("n_rows")
-    title = (f"Reliability, out of fold: {folds}"
-             f"{'' if n is None else f'n = {n} claims, '}equal-mass (quantile) bins; metric "
-             f"names as in comparison.md")
-    return reliability_figure(bins, strategy="quantile", histogram=histogram, labels=labels,
-                              title=title)
+    title = (f"Reliability, out of fold: {folds}{'' if n is None else f'n = {n} claims'}\n"
+             f"{_BINNING_WORDS}, with 95% intervals")
+    return reliability_figure(bins, strategy="quantile_tail", histogram=histogram,
+                              labels=labels, title=title)
+
+
+def overlay_figure(bins: Any, *, champion: str | None = None,
+                   strategy: str = "quantile_tail") -> Any:
+    """Every calibrator's reliability curve on one axes, over the diagonal (the comparison's
+    ``reliability.png`` gives each its own panel with its prediction histogram).
+
+    Parameters
+    ----------
+    bins : pandas.DataFrame
+        ``reliability_bins.csv``.
+    champion : str, optional
+        Drawn thicker and named so in the legend.
+    strategy : str, default "quantile_tail"
+        The binning drawn (:func:`reliability_figure`).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    bins = _canonical_bins(bins)
+    if "strategy" in bins.columns and len(bins):
+        kinds = list(dict.fromkeys(bins["strategy"].astype(str)))
+        bins = bins[bins["strategy"].astype(str) == (strategy if strategy in kinds
+                                                     else kinds[0])]
+    fig = Figure(figsize=(7.5, 6.0), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes((0.1, 0.1, 0.6, 0.78))
+    ax.plot([0, 1], [0, 1], "--", color="0.4", linewidth=1, label="perfect calibration")
+    names = list(dict.fromkeys(bins["calibrator"].astype(str))) if "calibrator" in \
+        bins.columns else [""]
+    for k, name in enumerate(names):
+        b = bins[bins["calibrator"].astype(str) == name] if name else bins
+        lead = name == champion
+        ax.errorbar(b["mean_pred"], b["observed_rate"],
+                    yerr=[b["observed_rate"] - b["ci_low"], b["ci_high"] - b["observed_rate"]],
+                    fmt="o-", markersize=4 if lead else 3, linewidth=2.0 if lead else 1.0,
+                    capsize=2, color=f"C{k}", alpha=1.0 if lead else 0.8,
+                    label=f"{name} (champion)" if lead else name)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("predicted P(violated), bin mean")
+    ax.set_ylabel("observed violation rate (95% interval)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    ax.set_title(f"Reliability of every calibrator, out of fold\n{_BINNING_WORDS}", fontsize=9)
+    return fig
 
 
 def write_figure_png(fig: Any, path: str | Path) -> Path:

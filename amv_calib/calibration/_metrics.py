@@ -18,6 +18,8 @@ Definitions (``W`` is the total weight, sums run over rows or over the rows of a
   belongs to the lower bin; the edges are ``numpy.linspace(0, 1, B + 1)``);
   ``strategy="quantile"`` (equal mass): rows sorted by ``p``, a group of tied ``p`` values goes
   whole to bin ``floor(B * m / W)`` where ``m`` is the cumulative weight at the group's middle;
+  ``strategy="quantile_tail"`` (reliability diagrams only): those bins, each wider than
+  :data:`TAIL_WIDTH` cut into equal-width pieces of at least :data:`TAIL_MIN_ROWS` rows;
 - ``smooth_ece`` (Blasiok and Nakkiran 2024): ``smECE_s = integral over [0, 1] of
   |sum w K_s(t, p) (y - p)| / W dt`` with the reflected Gaussian kernel ``K_s`` on [0, 1],
   at the bandwidth ``s*`` where ``smECE_s* = s*`` (found by regula falsi; ``smECE_s`` falls as
@@ -44,7 +46,12 @@ if TYPE_CHECKING:
 
 
 FloatArray = NDArray[np.float64]
-Strategy = Literal["uniform", "quantile"]
+Strategy = Literal["uniform", "quantile", "quantile_tail"]
+#: ``quantile_tail``: an equal-mass bin wider than this (in p) is split into equal-width
+#: pieces, so that the sparse high-p range where the gate abstains shows several points ...
+TAIL_WIDTH: Final = 0.1
+#: ... each holding at least this many rows (a shorter piece joins its neighbour below).
+TAIL_MIN_ROWS: Final = 30
 
 #: Clip of probabilities before logarithms.
 LOG_EPS: Final = 1e-15
@@ -163,6 +170,8 @@ class _Prepared:
                 got = np.r_[0, inner, self.p.size].astype(np.intp)
                 self._uniform[n_bins] = got
             return got
+        if strategy == "quantile_tail":
+            return self._split_wide(self.bounds(w, n_bins, "quantile"))
         # Equal mass: a group of tied p goes to bin floor(B * m / W), m the cumulative weight
         # at the group's middle; the first group of bin k is the first with that >= k.
         gw = self.group_sum(w)
@@ -171,6 +180,25 @@ class _Prepared:
         first = np.searchsorted(gbin, np.arange(1, n_bins), side="left")
         starts = np.r_[self.starts, self.p.size]
         return cast(NDArray[np.intp], np.r_[0, starts[first], self.p.size].astype(np.intp))
+
+    def _split_wide(self, bd: NDArray[np.intp]) -> NDArray[np.intp]:
+        """Bounds ``bd`` with every bin wider than :data:`TAIL_WIDTH` in p cut into
+        equal-width pieces of at most that width (a tie group stays whole), each piece of
+        fewer than :data:`TAIL_MIN_ROWS` rows joined to the one below it."""
+        out = [int(bd[0])]
+        for a, b in zip(bd[:-1], bd[1:], strict=True):
+            if b <= a:
+                continue
+            lo, hi = float(self.p[a]), float(self.p[b - 1])
+            k = int(np.ceil((hi - lo) / TAIL_WIDTH - 1e-12))
+            cuts = np.searchsorted(self.p[a:b], lo + (hi - lo) * np.arange(1, k) / k,
+                                   side="right") + a if k > 1 else np.zeros(0, np.intp)
+            for end in [*(int(c) for c in cuts), int(b)]:
+                if end == b or end - out[-1] >= TAIL_MIN_ROWS:
+                    out.append(end)  # a cut that would leave a short piece is skipped
+            if out[-2] > a and out[-1] - out[-2] < TAIL_MIN_ROWS:
+                del out[-2]  # the bin's last piece was short: it joins the one below
+        return np.asarray(out, dtype=np.intp)
 
     def bins(
         self, w: FloatArray, n_bins: int, strategy: str
@@ -370,7 +398,7 @@ class _SmoothEce:
 def _check_bins(n_bins: int, strategy: str) -> None:
     if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
         raise ValueError(f"n_bins={n_bins!r} must be a positive integer")
-    check_choice("strategy", strategy, ("uniform", "quantile"))
+    check_choice("strategy", strategy, ("uniform", "quantile", "quantile_tail"))
 
 
 def _prepare(

@@ -49,7 +49,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 
 from amv_calib import __version__
-from amv_calib.calibration import comparison_figure, reliability_figure
+from amv_calib.calibration import comparison_figure, overlay_figure, reliability_figure
 from amv_calib.contract import loads_strict
 from amv_calib.exceptions import ArtifactError, ConfigError
 from amv_calib.locks import exclusive
@@ -680,9 +680,12 @@ class PipelineTracker:
         _log_batch(client, parent, metrics=parent_metrics)
         if bins is not None:
             client.log_table(parent, _table_for_mlflow(bins), "reliability_bins.json")
+            champ_name = None if champion is None else str(champion)
             fig = comparison_figure(bins, table, histogram=histogram, config=config,
-                                    champion=None if champion is None else str(champion))
-            client.log_figure(parent, fig, "reliability_overlay.png")
+                                    champion=champ_name)
+            client.log_figure(parent, fig, "reliability_grid.png")  # one panel each
+            client.log_figure(parent, overlay_figure(bins, champion=champ_name),
+                              "reliability_overlay.png")  # all on one axes
         if dataset is not None:
             mlflow.log_input(dataset, context="training")
 

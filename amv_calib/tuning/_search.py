@@ -466,7 +466,7 @@ def _run_trials(
             raise
         ran += 1
         if progress:
-            _progress(study, frozen, done + 1, trials, mode)
+            _progress(study, frozen, done + 1, trials, mode, target_harmful)
         for cb in callbacks:
             cb(study, frozen)
 
@@ -512,21 +512,25 @@ def fail_abandoned_trials(study: Any) -> list[int]:
     return failed
 
 
-def _progress(study: Any, frozen: Any, done: int, trials: int, mode: Mode) -> None:
+def _progress(study: Any, frozen: Any, done: int, trials: int, mode: Mode,
+              target: float) -> None:
+    """One line per completed trial: its figures, whether it meets the harm target
+    (constrained mode: only a feasible trial can be chosen), and the best feasible one so
+    far."""
     ua = frozen.user_attrs
-    line = (
-        f"trial {frozen.number} ({done}/{trials}): harmful={ua['gate_harmful']:.4f} "
-        f"cost={ua['verification_cost']:.3f} coverage={ua['proceed_coverage']:.3f} "
-        f"loss={ua['total_loss']:.4f}"
-    )
+    harm = ua["gate_harmful"]
+    mark = "feasible  " if harm <= target else "INFEASIBLE"
+    line = (f"trial {frozen.number:>3} ({done}/{trials}) {mark} Gate Harmful {harm:.4f} "
+            f"(target {target:g})  loss {ua['total_loss']:.4f}  cost "
+            f"{ua['verification_cost']:.3f}  coverage {ua['proceed_coverage']:.3f}")
     if mode == "constrained":
         try:
             best = study.best_trial
-            line += f" | best: trial {best.number} loss={best.value:.4f}"
+            line += f"  | best feasible: trial {best.number}, loss {best.value:.4f}"
         except ValueError:
-            line += " | best: no feasible trial yet"
+            line += "  | no feasible trial yet"
     else:
-        line += f" | pareto front: {len(study.best_trials)} trials"
+        line += f"  | Pareto front: {len(study.best_trials)} trials"
     print(line, file=sys.stderr, flush=True)
 
 
@@ -882,8 +886,7 @@ def _optuna_views(study: Any, out: Path) -> dict[str, str]:
                     kwargs["evaluator"] = FanovaImportanceEvaluator(n_trees=16, seed=0)
                 drawn = getattr(views, fn)(study, **kwargs)
                 fig = np.ravel(drawn)[0].figure
-                fig.set_size_inches(9, 5.5)
-                fig.tight_layout()
+                _readable(fig, fn)
                 fig.savefig(out / name, format="png", metadata={"Software": None})
                 plt.close(fig)
         except (ValueError, RuntimeError, ZeroDivisionError) as exc:
@@ -891,6 +894,34 @@ def _optuna_views(study: Any, out: Path) -> dict[str, str]:
             continue
         files[name.removesuffix(".png")] = str(out / name)
     return files
+
+
+def _readable(fig: Any, view: str) -> None:
+    """Lay out one of Optuna's views so that it reads: the slice plot one panel per
+    parameter with its name wrapped under it and the trial colour bar beside the panels (not
+    over one); the history plot says what its grey points are."""
+    axes = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    if view == "plot_slice":
+        fig.set_size_inches(max(9.0, 2.3 * len(axes) + 1.5), 5.0)
+        for ax in axes:
+            ax.set_xlabel(ax.get_xlabel().replace("_", " ").replace(" ", "\n", 1), fontsize=8)
+            ax.tick_params(labelsize=7)
+        fig.subplots_adjust(left=0.06, right=0.9, bottom=0.2, top=0.88, wspace=0.25)
+        for bar in bars:
+            bar.set_position((0.92, 0.2, 0.015, 0.68))
+        fig.suptitle("Slice plot: each trial's objective (mean total loss on the tuning split) "
+                     "against each parameter; grey: infeasible (Gate Harmful above the target)",
+                     fontsize=10)
+        return
+    if view == "plot_optimization_history":
+        ax = axes[0]
+        handles, labels = ax.get_legend_handles_labels()
+        handles.append(ax.scatter([], [], color="#cccccc"))
+        labels.append("infeasible trial (Gate Harmful above the target)")
+        ax.legend(handles, labels, fontsize=8, loc="upper right")
+    fig.set_size_inches(9, 5.5)
+    fig.tight_layout()
 
 
 def _frontier(points: list[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -197,7 +197,7 @@ def test_custom_calibrators_and_reliability(claims: pd.DataFrame) -> None:
     assert res.estimators == {}
     assert np.isnan(res.table["log_loss_low"]).all()
     rel = res.reliability
-    assert set(rel["strategy"]) == {"uniform", "quantile"}
+    assert set(rel["strategy"]) == {"uniform", "quantile", "quantile_tail"}
     q = rel[(rel["calibrator"] == "platt") & (rel["strategy"] == "quantile")]
     assert q["count"].sum() == len(claims)
     with pytest.raises(KeyError, match="refit=False"):

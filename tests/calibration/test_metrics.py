@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import integrate, optimize, stats
 from sklearn import metrics as skm
@@ -431,7 +432,31 @@ def test_binned_metrics_check_the_bins_before_the_rows(metric: Any) -> None:
     # The three binned metrics share one preparation: bin settings first, then the rows.
     with pytest.raises(ValueError, match="n_bins=True must be a positive integer"):
         metric([2], [0.5], n_bins=True)
-    with pytest.raises(ValueError, match="strategy='width' must be 'uniform' or 'quantile'"):
+    with pytest.raises(ValueError, match="strategy='width' must be 'uniform', 'quantile' or "
+                                         "'quantile_tail'"):
         metric([2], [0.5], strategy="width")
     with pytest.raises(ValueError, match="row 0 has y=2"):
         metric([2], [0.5], n_bins=3, strategy="quantile")
+
+
+def test_tail_split_bins_show_the_sparse_high_p_range_with_enough_rows() -> None:
+    # Most predictions are small, a few spread up to 0.95: equal mass puts that whole range
+    # into one or two points; the tail split cuts each wide bin into equal-width pieces.
+    from amv_calib.calibration._metrics import TAIL_MIN_ROWS, TAIL_WIDTH, reliability_curve
+
+    rng = np.random.default_rng(5)
+    p = np.concatenate([rng.beta(1.2, 20.0, 15000), rng.uniform(0.3, 0.95, 1000)])
+    y = (rng.random(p.size) < p).astype(float)
+    mass = reliability_curve(y, p, n_bins=15, strategy="quantile")
+    tail = reliability_curve(y, p, n_bins=15, strategy="quantile_tail")
+    assert tail["count"].sum() == mass["count"].sum() == p.size  # every row in one bin
+    assert (mass["bin_lower"] >= 0.3).sum() <= 1 < 5 <= (tail["bin_lower"] >= 0.3).sum()
+    assert tail["count"].min() >= TAIL_MIN_ROWS
+    # a piece is no wider than the cut unless joining a short neighbour widened it
+    wide = tail[(tail["bin_upper"] - tail["bin_lower"]) > TAIL_WIDTH + 1e-12]
+    assert (wide["count"] < 2 * TAIL_MIN_ROWS).all() or wide.empty
+    # the bins below 0.1 are the equal-mass ones, untouched
+    low = mass[mass["bin_upper"] < 0.1]
+    pd.testing.assert_frame_equal(
+        tail[tail["bin_upper"] < 0.1].drop(columns="bin").reset_index(drop=True),
+        low.drop(columns="bin").reset_index(drop=True))

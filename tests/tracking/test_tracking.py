@@ -239,7 +239,7 @@ def test_provenance_tags(logged: dict[str, Any], stages: dict[str, Any]) -> None
 def test_reliability_figures_are_pngs(logged: dict[str, Any], tmp_path: Path) -> None:
     client = logged["client"]
     parent_files = _artifact_paths(client, logged["parent"])
-    assert "reliability_overlay.png" in parent_files
+    assert {"reliability_overlay.png", "reliability_grid.png"} <= parent_files
     assert {f"reliability/{n}.png" for n in CALIBRATORS} <= parent_files
     assert "compare/reliability.png" in parent_files
     assert _download(client, logged["parent"], "reliability_overlay.png",
@@ -250,11 +250,11 @@ def test_reliability_figures_are_pngs(logged: dict[str, Any], tmp_path: Path) ->
         assert _download(client, rid, "reliability.png", tmp_path / name).startswith(PNG_MAGIC)
 
 
-def test_mlflow_overlay_is_the_comparisons_figure(stages: dict[str, Any],
-                                                  tmp_path: Path) -> None:
-    """One figure everywhere: the overlay logged to MLflow for a real comparison shows the
+def test_mlflow_grid_is_the_comparisons_figure(stages: dict[str, Any],
+                                               tmp_path: Path) -> None:
+    """One figure everywhere: the grid logged to MLflow for a real comparison shows the
     same pixels as the comparison's own reliability.png (panel titles with the table's
-    metric names, the prediction histogram)."""
+    metric names, the prediction histogram); the overlay puts every curve on one axes."""
     from matplotlib.image import imread
 
     from amv_calib.calibration import compare_calibrators, write_comparison
@@ -264,12 +264,15 @@ def test_mlflow_overlay_is_the_comparisons_figure(stages: dict[str, Any],
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     with tracking.pipeline_run("overlay", tracking_uri=uri) as tracker:
         tracker.log_comparison(cdir, claims=stages["claims"])
-    _download(MlflowClient(tracking_uri=uri), str(tracker.run_id), "reliability_overlay.png",
-              tmp_path / "dl")
-    logged_png = imread(tmp_path / "dl" / "reliability_overlay.png")
+    client = MlflowClient(tracking_uri=uri)
+    _download(client, str(tracker.run_id), "reliability_grid.png", tmp_path / "dl")
+    logged_png = imread(tmp_path / "dl" / "reliability_grid.png")
     own_png = imread(cdir / "reliability.png")
     assert logged_png.shape == own_png.shape
     np.testing.assert_array_equal(logged_png, own_png)
+    _download(client, str(tracker.run_id), "reliability_overlay.png", tmp_path / "ov")
+    overlay = imread(tmp_path / "ov" / "reliability_overlay.png")
+    assert overlay.shape[:2] == (600, 750)  # one axes (7.5 x 6 in at 100 dpi), not the grid
 
 
 def test_reliability_bins_table_matches_csv(logged: dict[str, Any], stages: dict[str, Any],

@@ -344,9 +344,31 @@ def test_cli_tune_writes_thresholds(cli_files: dict[str, Path], tmp_path: Path,
                  "--planner", "myopic", "--n-boot", "0", "--out", str(tmp_path / "o")])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert "trial 2 (3/3)" in captured.err and "best: trial" in captured.err
+    assert "trial   2 (3/3) feasible   Gate Harmful" in captured.err
+    assert "| best feasible: trial" in captured.err
     assert (tmp_path / "o" / "thresholds.json").is_file()
     assert "held-out split" in captured.out
+
+
+@pytest.mark.parametrize("verbose", [False, True], ids=["plain", "-v"])
+def test_cli_tune_progress_is_one_display(cli_files: dict[str, Path], tmp_path: Path,
+                                          verbose: bool) -> None:
+    # Optuna's own INFO lines ("[I ...] A new study created ...") interleaved with ours: they
+    # show only with -v; an infeasible trial is marked as such
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "amv_calib", *(["-v"] if verbose else []), "tune",
+         str(cli_files["episodes"]), "--calibrator", "seed", "--trials", "4", "--storage",
+         str(tmp_path / "j.log"), "--target-harmful", "0.0", "--planner", "myopic",
+         "--n-boot", "0"], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    trials = [line for line in done.stderr.splitlines() if line.startswith("trial ")]
+    assert len(trials) == 4
+    marks = [t.split()[3] for t in trials]  # "trial N (k/n) MARK ..."
+    assert set(marks) <= {"feasible", "INFEASIBLE"} and "INFEASIBLE" in marks
+    assert ("A new study created" in done.stderr) is verbose
 
 
 def test_cli_harm_price_options(cli_files: dict[str, Path], tmp_path: Path,
