@@ -13,8 +13,9 @@ import hashlib
 import json
 import logging
 import math
+import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
@@ -203,7 +204,8 @@ def _resolve_version(args: argparse.Namespace) -> None:
 
 def _trusted_key_option(p: argparse.ArgumentParser) -> None:
     """``--trusted-key``: public keys one of which must have signed the artifact."""
-    p.add_argument("--trusted-key", dest="trusted_keys", action="append", default=[],
+    # None when not given: an empty list would name no key and refuse every artifact
+    p.add_argument("--trusted-key", dest="trusted_keys", action="append", default=None,
                    metavar="PUBLIC",
                    help="public key (from `amv-calib keygen`) that must have signed the "
                    "artifact (repeatable: any one of them; also $AMV_CALIB_TRUSTED_KEYS, "
@@ -383,6 +385,16 @@ def _overwrite_option(p: argparse.ArgumentParser) -> None:
                    "output folder, removing that command's other files there")
 
 
+def _require_inputs(paths: Iterable[str]) -> None:
+    """Exit 2 at once unless each path is a regular file (a FIFO would hang the reader)."""
+    from amv_calib.contract import require_regular
+
+    for path in paths:
+        if not os.path.lexists(path):
+            raise DataContractError(f"input file {path} does not exist")
+        require_regular(path, what="input file")
+
+
 def _run_label(args: argparse.Namespace) -> int:
     from amv_calib import claims as cl
 
@@ -390,12 +402,10 @@ def _run_label(args: argparse.Namespace) -> int:
     as_table = out.suffix.lower() in cl.TABLE_SUFFIXES
     if not as_table and out.suffix and not out.is_dir():
         raise cl.unknown_table_ending(out)
-    for path in (*args.decisions, *args.outcomes):
-        # an outcome file may be a URI (read whole through pyarrow), and on Spark a decision
-        # log too (the executors open it; docs/scale.md)
-        remote = "://" in path and (args.engine == "spark" or path in args.outcomes)
-        if not remote and not Path(path).is_file():
-            raise DataContractError(f"input file {path} does not exist")
+    # an outcome file may be a URI (read whole through pyarrow), and on Spark a decision log
+    # too (the executors open it; docs/scale.md)
+    _require_inputs(p for p in (*args.decisions, *args.outcomes)
+                    if not ("://" in p and (args.engine == "spark" or p in args.outcomes)))
     opts = _options_from(args, LabelOptions)
     on_corrupt: Literal["raise", "skip"] = "skip" if opts.skip_corrupt else "raise"
     names = [out.name, *(p.name for p in cl.label_report_paths(out))]
@@ -670,9 +680,8 @@ def _learned(args: argparse.Namespace) -> tuple[Any, Any]:
     t = dict(art.thresholds)
     if args.thresholds:
         try:
-            with open(args.thresholds, encoding="utf-8") as fh:
-                t = check_thresholds(json.load(fh))
-        except (OSError, ValueError) as exc:
+            t = check_thresholds(_read_json(args.thresholds, "--thresholds"))
+        except ValueError as exc:
             raise ConfigError(f"--thresholds {args.thresholds}: {exc}") from None
     gate = Gate(
         lambda_cost_scale=t["lambda_cost_scale"],
@@ -918,10 +927,7 @@ def _run_export(args: argparse.Namespace) -> int:
 
     metrics = None
     if args.metrics:
-        try:
-            metrics = json.loads(Path(args.metrics).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{args.metrics}: cannot read metrics ({exc})") from None
+        metrics = _read_json(args.metrics, "--metrics")
         if not isinstance(metrics, dict):
             raise ConfigError(f"{args.metrics}: metrics must be a JSON object")
     res = export_artifact(
@@ -1025,7 +1031,7 @@ def _sync_registry(args: argparse.Namespace) -> None:
 def _run_verify_artifact(args: argparse.Namespace) -> int:
     from amv_calib.artifacts import verify_artifact
 
-    _print_json(verify_artifact(args.path, trusted_keys=args.trusted_keys))
+    _print_json(verify_artifact(args.path, trusted_keys=args.trusted_keys or None))
     return 0
 
 
@@ -1192,13 +1198,17 @@ def _parsers_gate(subparsers: Any) -> None:
 
 
 def _read_json(where: str, flag: str = "--action") -> Any:
-    """The JSON object in file ``where`` (``-``: stdin), errors naming ``flag``."""
+    """The JSON document in file ``where`` (``-``: stdin), errors naming ``flag``: a regular
+    file only, UTF-8, every key of an object given once."""
+    from amv_calib.contract import loads_strict, read_regular
+
     try:
-        raw = sys.stdin.buffer.read() if where == "-" else Path(where).read_bytes()
+        raw = sys.stdin.buffer.read() if where == "-" else read_regular(
+            where, what=f"{flag} file", error=ConfigError)
     except OSError as exc:
         raise ConfigError(f"{flag} {where}: cannot read ({exc.strerror})") from None
     try:
-        return json.loads(raw.decode("utf-8"))
+        return loads_strict(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise ConfigError(f"{flag} {where}: line {line}: not UTF-8 text ({exc.reason} at "
@@ -1207,6 +1217,8 @@ def _read_json(where: str, flag: str = "--action") -> Any:
         raise ConfigError(f"{flag} {where}: not JSON ({exc})") from None
     except RecursionError:
         raise ConfigError(f"{flag} {where}: JSON nested too deeply") from None
+    except ValueError as exc:  # a key given twice: which copy counts is ambiguous
+        raise ConfigError(f"{flag} {where}: {exc}") from None
 
 
 def _default_artifact() -> str:
@@ -1254,7 +1266,7 @@ def _run_gate(args: argparse.Namespace) -> int:
             args.artifact = _default_artifact()
         if args.artifact is not None:
             gate = Gate.from_artifact(args.artifact, strict=args.strict,
-                                      trusted_keys=args.trusted_keys, **overrides)
+                                      trusted_keys=args.trusted_keys or None, **overrides)
         else:
             if args.calibrator is not None:
                 if args.trusted_keys or trusted_keys():
@@ -1372,6 +1384,10 @@ def _parsers_monitor(sub: Any) -> None:
                    metavar="STEP.KEY=VALUE",
                    help="override a parameter of the --on-alert pipeline (repeatable)")
     _skip_corrupt_option(p)
+    p.add_argument("--other-artifacts", choices=("warn", "refuse"), default="warn",
+                   help="uses the logs say another artifact (name or version) decided: judged "
+                   "against this artifact's profile with a warning (default), or refused "
+                   "(exit 2 naming them)")
     _trusted_key_option(p)
     p.add_argument("--no-tracking", action="store_true",
                    help="log nothing to MLflow (default: the windows as stepped metrics)")
@@ -1398,15 +1414,14 @@ def _run_monitor(args: argparse.Namespace) -> int:
 
     from amv_calib.monitoring import load_monitor_config, monitor, write_monitor_outputs
 
-    for path in (*args.decisions, *args.outcomes):
-        if not Path(path).is_file():
-            raise DataContractError(f"input file {path} does not exist")
+    _require_inputs(p for p in (*args.decisions, *args.outcomes) if "://" not in p)
     config = load_monitor_config(args.config)
     report, claims = monitor(args.artifact or _default_artifact(), args.decisions,
                              args.outcomes or None, window=args.window, since=args.since,
                              config=config,
                              on_corrupt="skip" if args.skip_corrupt else "raise",
-                             trusted_keys=args.trusted_keys or None)
+                             trusted_keys=args.trusted_keys or None,
+                             other_artifacts=args.other_artifacts)
     with tempfile.TemporaryDirectory(prefix="amv-monitor-") as tmp:
         out = Path(args.out) if args.out else Path(tmp)
         write_monitor_outputs(report, claims, out)

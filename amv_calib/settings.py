@@ -140,9 +140,23 @@ TRUSTED_KEYS_ENV: Final = "AMV_CALIB_TRUSTED_KEYS"
 
 
 def trusted_keys() -> list[Path]:
-    """The public keys named by ``$AMV_CALIB_TRUSTED_KEYS`` (none when unset or empty)."""
-    raw = os.environ.get(TRUSTED_KEYS_ENV, "")
-    return [Path(p) for p in raw.split(os.pathsep) if p.strip()]
+    """The public keys named by ``$AMV_CALIB_TRUSTED_KEYS`` (none when it is unset).
+
+    Raises
+    ------
+    ConfigError
+        The variable is set but names no key (empty, blank, or separators only): whoever
+        set it meant signatures to be checked, so nothing may load unchecked.
+    """
+    raw = os.environ.get(TRUSTED_KEYS_ENV)
+    if raw is None:
+        return []
+    keys = [Path(p.strip()) for p in raw.split(os.pathsep) if p.strip()]
+    if not keys:
+        raise ConfigError(f"${TRUSTED_KEYS_ENV}={raw!r} is set but names no key file; set it "
+                          f"to the public key(s) the artifacts must be signed with "
+                          f"(separated by {os.pathsep!r}), or unset it")
+    return keys
 
 
 def resolve_adapter(name: str) -> Any:
@@ -164,25 +178,6 @@ def resolve_adapter(name: str) -> Any:
         return getattr(importlib.import_module(module), func)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"adapter {name!r} -> {target!r} cannot be loaded: {exc}") from exc
-
-
-def read_toml(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
-    """The TOML document at ``path``; ``what`` names the file in errors (``"pipeline file"``).
-
-    Raises
-    ------
-    ConfigError
-        The file is missing or is not valid TOML.
-    """
-    import tomllib
-
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{what} {str(p)!r} not found")
-    try:
-        return tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p.name}: not valid TOML: {exc}") from exc
 
 
 # -- options: one source for each option's default, type, check and help --------------------

@@ -1,8 +1,10 @@
-"""The threat catalogue: each attack of the hardening review, reproduced, and what it meets now.
+"""The threat catalogue: each attack of the hardening reviews, reproduced, and what it meets now.
 
-One section per numbered item of the review (bad input, faults and concurrency). Each test
-replays the attack as it was found and asserts the new outcome: nothing lost, nothing hangs,
-nothing fails open. ``docs/failure-modes.md`` lists the refusals these tests pin down.
+One section per numbered item of the first review (bad input, faults and concurrency), then
+one per item of the second ("round 2": what a trusted key promises, hangs, lost records).
+Each test replays the attack as it was found and asserts the new outcome: nothing lost,
+nothing hangs, nothing fails open. ``docs/failure-modes.md`` lists the refusals these tests
+pin down.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 import textwrap
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -285,6 +288,16 @@ def test_unsigned_artifact_is_refused_under_a_trusted_key(
     assert d.regime == "ABSTAIN" and "unsigned" in d.reason
 
 
+def _claim_action_dict() -> dict[str, Any]:
+    """:func:`_claim_action` as the JSON of an action file."""
+    return {"action_id": "tx", "tool_name": "t", "impact_cost_theta": 1e6,
+            "abstention_cost_kappa": 4.0,
+            "premises": [{"id": "p", "claim": {"id": "iban", "source_trust_score": 0.05,
+                                                "model_confidence": 0.1,
+                                                "recency_hours": 5000.0,
+                                                "contradiction_flag": True}}]}
+
+
 def test_cli_gate_with_trusted_key_abstains_on_a_tampered_artifact(
         signed_v1: tuple[Path, Path, Path], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -293,12 +306,7 @@ def test_cli_gate_with_trusted_key_abstains_on_a_tampered_artifact(
     version, _, public = signed_v1
     _neutralise_calibrator(version)
     action = tmp_path / "action.json"
-    action.write_text(json.dumps({"action": {
-        "action_id": "tx", "tool_name": "t", "impact_cost_theta": 1e6,
-        "abstention_cost_kappa": 4.0,
-        "premises": [{"id": "p", "claim": {"id": "iban", "source_trust_score": 0.05,
-                                            "model_confidence": 0.1, "recency_hours": 5000.0,
-                                            "contradiction_flag": True}}]}}))
+    action.write_text(json.dumps({"action": _claim_action_dict()}))
     assert main(["gate", "--action", str(action), "--artifact", str(version),
                  "--trusted-key", str(public)]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -478,20 +486,39 @@ def test_parquet_folder_reads_the_union_of_its_files_columns(tmp_path: Path) -> 
     assert sorted(claims.loc[claims["claim_id"] == "soft", "label_weight"]) == [0.3, 0.7]
 
 
-records_st = st.lists(st.sampled_from(_late_column_records(4)), min_size=1, max_size=25)
+#: Round 2, item 5: values of another JSON type than their neighbours', and (as raw JSON
+#: lines, JSONL only) a line giving a key twice.
+_MIXED_ROWS: list[dict[str, Any] | str] = [
+    {**_BASE, "claim_id": "m-v1", "violated": 1.0},
+    {**_BASE, "claim_id": "m-v2", "violated": 2},
+    {**_BASE, "claim_id": "m-vs", "violated": "yes"},
+    {**_BASE, "claim_id": "m-t", "source_trust_score": True},
+    {**_BASE, "claim_id": "m-ts", "source_trust_score": "0.25"},
+    {**_BASE, "claim_id": "m-cf", "contradiction_flag": 0},
+    {**_BASE, "claim_id": "m-big", "recency_hours": 10**30},
+    {**_BASE, "claim_id": "m-list", "statement": ["a", 1]},
+    {**_BASE, "claim_id": 7},
+    json.dumps({**_BASE, "claim_id": "m-dup"})[:-1] + ', "violated": true}',
+]
+
+records_st = st.lists(st.sampled_from([*_late_column_records(4), *_MIXED_ROWS]), min_size=1,
+                      max_size=25)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.function_scoped_fixture])
 @given(records=records_st, fmt=st.sampled_from(["jsonl", "csv"]))
-def test_outputs_do_not_depend_on_the_chunk_size(tmp_path: Path, records: list[dict[str, Any]],
-                                                 fmt: str) -> None:
+def test_outputs_do_not_depend_on_the_chunk_size(
+        tmp_path: Path, records: list[dict[str, Any] | str], fmt: str) -> None:
     # every record set, written once, must give the same two files for any chunk size
+    if fmt == "csv":  # a CSV row cannot give a key twice
+        records = [r for r in records if isinstance(r, dict)] or [_BASE]
     rows = [{**r, "timestamp": f"2026-01-0{1 + i % 9}T00:00:{i % 60:02d}Z"}
-            if i % 3 else r for i, r in enumerate(records)]
+            if i % 3 and isinstance(r, dict) else r for i, r in enumerate(records)]
     src = tmp_path / f"in-{uuid.uuid4().hex}.{fmt}"
     if fmt == "jsonl":
-        src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        src.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n"
+                               for r in rows))
     else:
         pd.DataFrame(rows).to_csv(src, index=False)
     outs = [_ingest_outputs(src, tmp_path / f"o-{uuid.uuid4().hex}", size)
@@ -771,3 +798,783 @@ def test_a_version_carrying_a_moved_certificate_is_refused_by_promote_and_the_ga
     assert main(["verify-artifact", str(v2)]) == 2
     # the genuine v1 under the same gate decides as before: the claim is doubtful
     assert Gate.from_artifact(v1).evaluate(_claim_action()).regime == "ABSTAIN"
+
+
+# == Round 2 ===================================================================================
+# -- R2-1. the signature checked on other bytes than the gate loads --------------------------
+_SWAPPER = textwrap.dedent("""
+    import ctypes, os, sys
+    a, b, stop = (os.fsencode(p) for p in sys.argv[1:4])
+    libc = ctypes.CDLL(None, use_errno=True)
+    swaps = 0
+    print("ready", flush=True)
+    while not os.path.exists(stop):
+        # AT_FDCWD = -100, RENAME_EXCHANGE = 2: the two folders trade places atomically
+        if libc.renameat2(-100, a, -100, b, 2) != 0:
+            raise OSError(ctypes.get_errno(), "renameat2")
+        swaps += 1
+    print(swaps, flush=True)
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="renameat2 is Linux's")
+def test_folder_swapped_during_loads_never_yields_a_doctored_artifact(
+        signed_v1: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    # Attack: someone who can write models/ but holds no private key swaps a doctored copy
+    # (calibrator neutralised, every sha256 fixed, the genuine model.sig kept) and the
+    # genuine signed folder in and out while the gate loads. The loader hashed the files by
+    # path, then model_signing re-read the folder by path: 53 of 400 gates PROCEEDed on the
+    # doctored calibrator. Now one handle pins one folder and every check reads through it.
+    from amv_calib.gate import Gate
+
+    version, _, public = signed_v1
+    doctored = version.with_name("v1-doctored")
+    shutil.copytree(version, doctored)
+    _neutralise_calibrator(doctored)
+    assert Gate.from_artifact(doctored).evaluate(_claim_action()).regime == "PROCEED"
+    assert Gate.from_artifact(doctored, trusted_keys=[public]).refusal is not None
+    stop = tmp_path / "stop"
+    swapper = subprocess.Popen([sys.executable, "-c", _SWAPPER, str(version), str(doctored),
+                                str(stop)], stdout=subprocess.PIPE, text=True)
+    assert swapper.stdout is not None and swapper.stdout.readline().strip() == "ready"
+    seen: Counter[str] = Counter()
+    try:
+        for _ in range(500):
+            gate = Gate.from_artifact(version, trusted_keys=[public])
+            decision = gate.evaluate(_claim_action())
+            if gate.refusal is None:  # accepted: must be the genuine calibrator
+                seen["accepted"] += 1
+                assert gate.probabilities(_claim_action())[0] > 0.9
+            else:
+                seen["refused"] += 1
+                assert "signature does not verify" in gate.refusal, gate.refusal
+            assert decision.regime == "ABSTAIN", (seen, decision.reason)
+    finally:
+        stop.touch()
+        out = swapper.communicate(timeout=60)[0]
+    assert swapper.returncode == 0
+    assert int(out.split()[-1]) >= 500  # the folders really traded places throughout
+    # both folders were loaded: the race was run, and every doctored load was refused
+    assert seen["accepted"] > 0 and seen["refused"] > 0, seen
+
+
+# -- R2-3. a blank trusted-keys variable switched signing off ---------------------------------
+@pytest.mark.parametrize("blank", [" ", ":", ""], ids=["space", "separator", "empty"])
+def test_blank_trusted_keys_variable_refuses_everything(
+        signed_v1: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch,
+        blank: str) -> None:
+    # Attack: AMV_CALIB_TRUSTED_KEYS=" " (or ":") read as "no keys", so a tampered, rehashed
+    # production PROCEEDed. Now a variable that is set but names no key refuses every load,
+    # even with keys given in code, and the genuine version alike.
+    from amv_calib.gate import Gate
+
+    version, _, public = signed_v1
+    genuine = version.with_name("v2")
+    shutil.copytree(version, genuine)
+    _neutralise_calibrator(version)
+    monkeypatch.setenv("AMV_CALIB_TRUSTED_KEYS", blank)
+    for gate in (Gate.from_artifact(version), Gate.from_artifact(genuine),
+                 Gate.from_artifact(version, trusted_keys=[public])):
+        d = gate.evaluate(_claim_action())
+        assert d.regime == "ABSTAIN"
+        assert f"AMV_CALIB_TRUSTED_KEYS={blank!r} is set but names no key file" in d.reason
+
+
+def test_empty_trusted_keys_list_refuses_and_one_path_is_a_key(
+        signed_v1: tuple[Path, Path, Path]) -> None:
+    # Attack: trusted_keys=[] fell back to "no keys"; a Path raised TypeError and a str was
+    # read character by character. Now [] refuses, and one str or Path is one key.
+    from amv_calib.contract import load_artifact
+    from amv_calib.gate import Gate
+
+    version, _, public = signed_v1
+    for key in (public, str(public)):
+        assert load_artifact(version, trusted_keys=key).signed_by == Path(public)
+    _neutralise_calibrator(version)
+    d = Gate.from_artifact(version, trusted_keys=[]).evaluate(_claim_action())
+    assert d.regime == "ABSTAIN" and "trusted_keys names no key (an empty list)" in d.reason
+    for key in (public, str(public)):
+        d = Gate.from_artifact(version, trusted_keys=key).evaluate(_claim_action())
+        assert d.regime == "ABSTAIN" and "signature does not verify" in d.reason
+
+
+def test_cli_gate_under_a_blank_trusted_keys_variable_abstains(
+        signed_v1: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from amv_calib.cli import main
+
+    version, _, _ = signed_v1
+    _neutralise_calibrator(version)
+    action = tmp_path / "action.json"
+    action.write_text(json.dumps({"action": _claim_action_dict()}))
+    monkeypatch.setenv("AMV_CALIB_TRUSTED_KEYS", ":")
+    assert main(["gate", "--action", str(action), "--artifact", str(version)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["regime"] == "ABSTAIN" and "names no key file" in out["reason"]
+    # a bare calibrator is refused too (exit 2), rather than read unsigned
+    assert main(["gate", "--action", str(action), "--calibrator",
+                 str(version / "calibrator.json")]) == 2
+    assert "names no key file" in capsys.readouterr().err
+
+
+# -- R2-2. a key given twice read last-wins --------------------------------------------------
+def _transfer(theta: float) -> dict[str, Any]:
+    """An action the gate lets through at a small theta only (p = 0.02, kappa = 1)."""
+    return {"action_id": "tx", "tool_name": "bank_transfer", "impact_cost_theta": theta,
+            "abstention_cost_kappa": 1.0,
+            "premises": [{"id": "p", "calibrated_violation_probability": 0.02}]}
+
+
+def _twice(first: float, last: float) -> str:
+    """The attack's action file: ``impact_cost_theta`` given twice."""
+    body = json.dumps(_transfer(first))
+    return '{"action": ' + body[:-1] + f', "impact_cost_theta": {last}}}' + "}"
+
+
+def test_action_giving_a_key_twice_is_refused_naming_it(
+        tmp_path: Path, repo_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Attack: "impact_cost_theta": 120.0, ..., "impact_cost_theta": 0.001 was read last-wins
+    # and the gate answered PROCEED, where the first value alone gives ABSTAIN.
+    from amv_calib.cli import main
+
+    art = str(repo_root / "models" / "amv-guard" / "v1")
+    regimes = {}
+    for name, theta in (("first", 120.0), ("last", 0.001)):
+        one = tmp_path / f"{name}.json"
+        one.write_text(json.dumps({"action": _transfer(theta)}))
+        assert main(["gate", "--action", str(one), "--artifact", art]) == 0
+        regimes[name] = json.loads(capsys.readouterr().out)["regime"]
+    assert regimes == {"first": "ABSTAIN", "last": "PROCEED"}  # what is at stake
+    action = tmp_path / "twice.json"
+    action.write_text(_twice(120.0, 0.001))
+    assert json.loads(action.read_text())["action"]["impact_cost_theta"] == 0.001  # last-wins
+    assert main(["gate", "--action", str(action), "--artifact", art]) == 2
+    err = capsys.readouterr().err
+    assert str(action) in err and "key 'impact_cost_theta' appears twice" in err, err
+
+
+def test_served_model_answers_a_request_giving_a_key_twice_with_http_400() -> None:
+    from mlflow.exceptions import MlflowException
+
+    from amv_calib.gate import Gate
+    from amv_calib.tracking import GateModel
+
+    model = GateModel()
+    model._gate, model._refusal, model._version = Gate(), None, "v1"
+    with pytest.raises(MlflowException, match="key 'impact_cost_theta' appears twice") as err:
+        model.predict(None, pd.DataFrame({"action": [_twice(120.0, 0.001)]}))  # type: ignore[arg-type]
+    assert err.value.get_http_status_code() == 400
+
+
+def test_jsonl_claim_giving_a_key_twice_is_rejected_with_the_reason(tmp_path: Path) -> None:
+    from amv_calib.claims import ingest_file
+
+    src = tmp_path / "twice.jsonl"
+    good = json.dumps(_BASE)
+    twice = good[:-1] + ', "violated": true}'
+    src.write_text(f"{good}\n{twice}\n")
+    s = ingest_file(src, tmp_path / "out")
+    assert (s.read, s.accepted, s.rejected) == (2, 1, 1)
+    assert s.rejected_by_reason == {"key given twice": 1}
+    reason = pd.read_csv(tmp_path / "out" / "rejects.csv")["reason"].iloc[0]
+    assert "key 'violated' appears twice" in reason
+
+
+def test_decision_log_and_outcome_records_giving_a_key_twice_are_refused(
+        tmp_path: Path) -> None:
+    from amv_calib.claims import load_outcomes, read_uses
+
+    record = {"time": "2026-01-01T00:00:00Z", "action_id": "a", "theta": 5.0, "kappa": 1.0,
+              "premises": [{"id": "p", "claim_id": "c", "recency_hours": 1.0,
+                            "source_trust_score": 0.5, "model_confidence": 0.5,
+                            "contradiction_flag": False, "p": 0.1}], "regime": "PROCEED"}
+    line = json.dumps(record)
+    for twice in (line[:-1] + ', "regime": "ABSTAIN"}',  # a key the join reads
+                  line[:-1] + ', "reason": "x", "reason": "y"}'):  # and one it does not
+        log = tmp_path / "decisions.jsonl"
+        log.write_text(line + "\n" + twice + "\n" + line.replace('"a"', '"b"') + "\n")
+        with pytest.raises(DataContractError, match=r"line 2 is not a JSON object \(key "):
+            list(read_decision_log(log))
+        for columnar in (True, False):  # the fast reader and the line reader agree
+            with pytest.raises(DataContractError, match=r"line 2 is not a JSON object"):
+                read_uses(log, columnar=columnar)
+            with pytest.warns(UserWarning, match="skipped corrupt line 2"):
+                entries = read_uses(log, columnar=columnar, on_corrupt="skip")
+            assert sorted(entries.entries["action_id"].astype(str)) == ["a", "b"]
+    outcomes = tmp_path / "outcomes.jsonl"
+    outcomes.write_text('{"claim_id": "c", "time": "2026-01-02T00:00:00Z", "violated": false}\n'
+                        '{"claim_id": "c", "time": "2026-01-02T00:00:00Z", "violated": false,'
+                        ' "violated": true}\n')
+    valid, invalid = load_outcomes(outcomes)
+    assert len(valid) == 1 and invalid["row"].tolist() == [2]
+    assert "key 'violated' appears twice" in invalid["reason"].iloc[0]
+
+
+def test_episodes_thresholds_and_certificates_giving_a_key_twice_are_refused(
+        tmp_path: Path, sample_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from amv_calib.artifacts import export_artifact
+    from amv_calib.contract import seed_prior_calibrator
+    from amv_calib.exceptions import ConfigError
+    from amv_calib.tuning import load_episodes
+
+    first = (sample_dir / "episodes.jsonl").read_text().splitlines()[0]
+    episodes = tmp_path / "episodes.jsonl"
+    episodes.write_text(first + "\n" + first[:-1] + ', "family": "x"}\n')
+    with pytest.raises(DataContractError, match=r"row 2.*key 'family' appears twice"):
+        load_episodes(episodes)
+    thresholds = tmp_path / "thresholds.json"
+    thresholds.write_text('{"lambda_cost_scale": 1.0, "delta_loss_threshold": 1.0, '
+                          '"epsilon_harm_bound": 0.05, "epsilon_harm_bound": 1.0, '
+                          '"planner": "lookahead", "max_verifications": 2, "clamp": null}')
+    with pytest.raises(ConfigError, match="key 'epsilon_harm_bound' appears twice"):
+        export_artifact(calibrator=seed_prior_calibrator(), thresholds=thresholds, name="m",
+                        models_dir=tmp_path / "models")
+    certificate = tmp_path / "certificate.json"
+    certificate.write_text('{"alpha": 0.05, "delta": 0.1, "n": 500, "alpha": 0.9}')
+    with pytest.raises(ConfigError, match="key 'alpha' appears twice"):
+        export_artifact(calibrator=seed_prior_calibrator(), certificate=certificate,
+                        name="m", models_dir=tmp_path / "models")
+
+
+# -- R2-5. JSONL values judged by their neighbours' type --------------------------------------
+def test_jsonl_value_is_judged_by_its_own_type_whatever_the_chunk(tmp_path: Path) -> None:
+    # Attack: one row with "violated": 1.0, another with "source_trust_score": true. With
+    # the default chunk the first was rejected and the second accepted as trust 1.0; with
+    # --chunksize 1 the other way round. Now each value by its own JSON type, one rule: a
+    # number is a boolean if it is 0 or 1 (as in a typed Parquet column); true is no score.
+    from amv_calib.claims import load_claims
+
+    src = tmp_path / "mixed.jsonl"
+    rows = [{**_BASE, "claim_id": "v", "violated": 1.0},
+            {**_BASE, "claim_id": "t", "source_trust_score": True},
+            {**_BASE, "claim_id": "plain"}]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for size in (1, 2, 3, 250_000):
+        claims, rejects = load_claims(src, chunksize=size)
+        assert claims["claim_id"].tolist() == ["v", "plain"], size
+        assert claims["violated"].tolist() == [True, False]
+        assert rejects["row"].tolist() == [2]
+        assert rejects["reason"].iloc[0] == "source_trust_score='true' is not a number"
+
+
+# -- R2-4. one writer's failed append swallows another process's record ------------------------
+_OTHER_WRITER = textwrap.dedent("""
+    import sys
+    from amv_calib.gate import DecisionLogWriter
+
+    w = DecisionLogWriter(sys.argv[1])  # opened before the other writer fails
+    w.append({"action_id": "b-first", "regime": "PROCEED"})
+    print("ready", flush=True)
+    sys.stdin.readline()
+    w.append({"action_id": "b-second", "regime": "ABSTAIN"})
+    w.close()
+""")
+
+
+def test_failed_append_of_one_process_loses_no_record_of_another(tmp_path: Path) -> None:
+    # Attack: writer A's write failed part-way (ulimit -f), leaving a fragment; writer B (its
+    # own process, its file already open) appended next, glued onto the fragment, and the
+    # reader skipped the whole line: B lost a record it was told was written. Now every
+    # record starts on a fresh line, under a lock all writers take.
+    log = tmp_path / "decisions.jsonl"
+    other = subprocess.Popen([sys.executable, "-c", _OTHER_WRITER, str(log)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert other.stdout is not None and other.stdout.readline().strip() == "ready"
+    # writer A fails part-way and writes nothing more (it gave up, or it exited)
+    script = _FULL_DISK.replace('w.append({"action_id": "after", "regime": "ABSTAIN"})', "")
+    failed = subprocess.run([sys.executable, "-c", script, str(log)], capture_output=True,
+                            text=True, timeout=60)
+    assert failed.returncode == 0 and failed.stdout.startswith("failed: 27"), failed.stderr
+    assert not log.read_bytes().endswith(b"\n")  # A's fragment ends the file
+    assert other.communicate("go\n", timeout=60)[1] is None and other.returncode == 0
+    lines = log.read_bytes().split(b"\n")
+    assert len(lines) == 5 and lines[2] and not lines[2].endswith(b"}")  # the fragment alone
+    stats = LogReadStats()
+    with pytest.warns(UserWarning, match="skipped corrupt line 3"):
+        records = list(read_decision_log(log, on_corrupt="skip", stats=stats))
+    assert [r["action_id"] for r in records] == ["b-first", "before", "b-second"]
+    assert (stats.records, stats.corrupt, stats.fragments) == (3, 1, 0)
+
+
+def _glued_log(tmp_path: Path) -> Path:
+    """A log an older writer left: a fragment with the next record glued onto it."""
+    from amv_calib.gate import encode_record
+
+    rec = {"time": "2026-01-01T00:00:00Z", "action_id": "a", "theta": 5.0, "kappa": 1.0,
+           "premises": [{"id": "p", "claim_id": "c", "recency_hours": 1.0,
+                         "source_trust_score": 0.5, "model_confidence": 0.5,
+                         "contradiction_flag": False, "p": 0.1}], "regime": "PROCEED"}
+    fragment = encode_record({**rec, "action_id": "lost"})[:70]
+    log = tmp_path / "glued.jsonl"
+    log.write_bytes(encode_record(rec) + fragment + encode_record({**rec, "action_id": "b"})
+                    + encode_record({**rec, "action_id": "c"}))
+    return log
+
+
+def test_reader_resynchronises_at_the_record_inside_a_corrupt_line(tmp_path: Path) -> None:
+    from amv_calib.claims import read_uses
+
+    log = _glued_log(tmp_path)
+    assert log.read_bytes().count(b"\n") == 3  # the fragment and b share line 2
+    with pytest.raises(DataContractError, match=r"line 2 starts with 70 bytes that are not a "
+                                                r"record .* before a whole record"):
+        list(read_decision_log(log))
+    stats = LogReadStats()
+    with pytest.warns(UserWarning, match="line 2: skipped a 70-byte fragment"):
+        records = list(read_decision_log(log, on_corrupt="skip", stats=stats))
+    assert [r["action_id"] for r in records] == ["a", "b", "c"]
+    assert (stats.lines, stats.records, stats.corrupt, stats.fragments) == (3, 3, 0, 1)
+    for columnar in (True, False):  # label reads it the same way
+        with pytest.warns(UserWarning, match="70-byte fragment"):
+            log_entries = read_uses(log, on_corrupt="skip", columnar=columnar)
+        assert log_entries.entries["action_id"].astype(str).tolist() == ["a", "b", "c"]
+        assert log_entries.stats[0].fragments == 1
+
+
+# -- R2-7. readers hang on a FIFO or a device ---------------------------------------------------
+def _answers_within(argv: list[str], seconds: float = 60.0) -> int:
+    """``main(argv)`` run in a thread that must return within ``seconds`` (a hang fails)."""
+    import threading
+
+    from amv_calib.cli import main
+
+    result: dict[str, int] = {}
+    thread = threading.Thread(target=lambda: result.update(code=main(argv)), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"amv-calib {argv[0]} hung"
+    return result["code"]
+
+
+@pytest.fixture
+def fifos(tmp_path: Path) -> dict[str, Path]:
+    """A FIFO under each name a reader might be given (nobody ever writes to them)."""
+    out = {}
+    for name in ("claims.csv", "log.jsonl", "outcomes.csv", "episodes.jsonl", "config.toml",
+                 "action.json"):
+        out[name] = tmp_path / "fifo" / name
+        out[name].parent.mkdir(exist_ok=True)
+        os.mkfifo(out[name])
+    folder = tmp_path / "parquet"
+    folder.mkdir()
+    pd.DataFrame([_BASE]).to_parquet(folder / "a.parquet")
+    os.mkfifo(folder / "b.parquet")
+    out["parquet folder"] = folder
+    return out
+
+
+def _reader_cases(f: dict[str, Path], tmp: Path, repo: Path) -> dict[str, list[str]]:
+    art = str(repo / "models" / "amv-guard" / "v1")
+    log = str(repo / "data" / "examples" / "decisions.jsonl")
+    return {
+        "ingest": ["ingest", str(f["claims.csv"]), "--out", str(tmp / "i")],
+        "ingest-parquet-folder": ["ingest", str(f["parquet folder"]), "--out", str(tmp / "j")],
+        "label-decisions": ["label", "--decisions", str(f["log.jsonl"]), "--out",
+                            str(tmp / "l.parquet")],
+        "label-outcomes": ["label", "--decisions", log, "--outcomes", str(f["outcomes.csv"]),
+                           "--out", str(tmp / "m.parquet")],
+        "replay": ["replay", str(f["episodes.jsonl"]), "--policy", "always-proceed"],
+        "certify": ["certify", art, str(f["episodes.jsonl"])],
+        "monitor-decisions": ["monitor", "--artifact", art, "--decisions",
+                              str(f["log.jsonl"]), "--no-tracking"],
+        "monitor-config": ["monitor", "--artifact", art, "--decisions", log, "--config",
+                           str(f["config.toml"]), "--no-tracking"],
+        "gate-action": ["gate", "--action", str(f["action.json"]), "--no-artifact"],
+    }
+
+
+_READERS = ["ingest", "ingest-parquet-folder", "label-decisions", "label-outcomes", "replay",
+            "certify", "monitor-decisions", "monitor-config", "gate-action"]
+
+
+@pytest.mark.parametrize("reader", _READERS, ids=_READERS)
+def test_every_reader_refuses_a_fifo_at_once(
+        fifos: dict[str, Path], tmp_path: Path, repo_root: Path, reader: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Attack: `mkfifo f.csv; amv-calib ingest f.csv` hung (open() waits for a writer). Now
+    # every reader of the user's files opens regular files only and says so at once.
+    argv = _reader_cases(fifos, tmp_path, repo_root)[reader]
+    assert _answers_within(argv) == 2
+    err = capsys.readouterr().err
+    assert "is a FIFO, not a regular file" in err, err
+
+
+def test_pipeline_input_of_dev_zero_is_refused_at_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Attack: a pipeline input of /dev/zero hung in the step's cache-key hashing.
+    toml = tmp_path / "p.toml"
+    toml.write_text("""
+[pipeline]
+name = "zero"
+workdir = "work"
+tracking = false
+
+[[steps]]
+name = "ingest"
+kind = "ingest"
+input = "/dev/zero"
+""", encoding="utf-8")
+    assert _answers_within(["run", str(toml)]) == 2
+    err = capsys.readouterr().err
+    assert "/dev/zero: pipeline input is a device, not a regular file" in err, err
+
+
+# -- R2-8. CSV injection in label's outputs ---------------------------------------------------
+_FORMULAS = ('=HYPERLINK("http://evil","click")', "@SUM(1+1)", "+cmd|' /C calc'!A0",
+             "-2+3")
+
+
+def _formula_log(tmp_path: Path) -> tuple[Path, Path]:
+    """A decision log and outcomes whose ids are spreadsheet formulas."""
+    from amv_calib.gate import encode_record
+
+    lines = []
+    for i, text in enumerate(_FORMULAS):
+        lines.append(encode_record({
+            "time": f"2026-01-0{i + 1}T00:00:00Z", "action_id": f"{text}-a", "theta": 5.0,
+            "kappa": 1.0, "regime": "PROCEED",
+            "premises": [{"id": "p", "claim_id": text, "recency_hours": 1.0,
+                          "source_trust_score": 0.5, "model_confidence": 0.5,
+                          "contradiction_flag": False, "p": 0.1},
+                         {"id": "q", "claim_id": f"{text}-unjoined", "recency_hours": 1.0,
+                          "source_trust_score": 0.5, "model_confidence": 0.5,
+                          "contradiction_flag": False, "p": 0.1}]}))
+    log = tmp_path / "decisions.jsonl"
+    log.write_bytes(b"".join(lines))
+    outcomes = tmp_path / "outcomes.csv"
+    pd.DataFrame({"claim_id": [*_FORMULAS, "=never-used"], "action_id": None,
+                  "time": "2026-02-01T00:00:00Z", "violated": "true"}
+                 ).to_csv(outcomes, index=False)
+    return log, outcomes
+
+
+def _csv_cells(path: Path) -> list[dict[str, str]]:
+    import csv as csv_module
+
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv_module.DictReader(fh))
+
+
+@pytest.mark.parametrize("out", ["claims.csv", "folder"], ids=["label-out-csv", "label-folder"])
+def test_label_csv_files_are_spreadsheet_safe(tmp_path: Path, out: str) -> None:
+    # Attack: a claim_id of =HYPERLINK(...) or @SUM(1+1) appeared raw in claims.unjoined.csv
+    # and in `label --out x.csv`, to run as a formula when opened. Now every CSV the product
+    # writes for people escapes such a cell as rejects.csv does (a leading ').
+    from amv_calib.cli import main
+
+    log, outcomes = _formula_log(tmp_path)
+    target = tmp_path / "out" / out
+    assert main(["label", "--decisions", str(log), "--outcomes", str(outcomes), "--out",
+                 str(target)]) == 0
+    unjoined = target.with_name("claims.unjoined.csv") if out.endswith(".csv") \
+        else target / "claims.unjoined.csv"
+    files = [unjoined, target] if out.endswith(".csv") else [unjoined]
+    for path in files:
+        cells = _csv_cells(path)
+        assert cells
+        numbers = {"line", "recency_hours", "source_trust_score", "model_confidence", "p_true",
+                   "label_weight", "p_logged", "theta", "kappa"}
+        for row in cells:
+            for key, value in row.items():
+                if key not in numbers:
+                    assert not value.startswith(("=", "+", "-", "@", "\t", "\r")), (path, value)
+    ids = {row["claim_id"] for row in _csv_cells(unjoined)}
+    assert "'=never-used" in ids and "'@SUM(1+1)-unjoined" in ids
+    if out.endswith(".csv"):
+        assert {row["claim_id"] for row in _csv_cells(target)} == {"'" + t for t in _FORMULAS}
+        # the lossless table keeps the ids as they are
+        lossless = tmp_path / "out" / "claims.parquet"
+        assert main(["label", "--decisions", str(log), "--outcomes", str(outcomes), "--out",
+                     str(lossless), "--overwrite"]) == 0
+        assert set(pd.read_parquet(lossless)["claim_id"]) == set(_FORMULAS)
+
+
+# -- R2-9. tracebacks instead of clear errors ------------------------------------------------
+_OUTCOMES_HEAD = b"claim_id,action_id,time,violated\n"
+
+
+def _label(tmp_path: Path, log: Path, *outcomes: Path,
+           extra: tuple[str, ...] = ()) -> tuple[int, Path]:
+    from amv_calib.cli import main
+
+    out = tmp_path / "out" / "claims.parquet"
+    argv = ["label", "--decisions", str(log), "--out", str(out), *extra]
+    if outcomes:
+        argv += ["--outcomes", *map(str, outcomes)]
+    return main(argv), out
+
+
+def _join_report(out: Path) -> dict[str, Any]:
+    report: dict[str, Any] = json.loads(out.with_name("claims.join_report.json").read_text())
+    return report
+
+
+@pytest.mark.parametrize("outcome", ["extra-field", "missing-field", "bad-utf8-csv",
+                                     "bad-utf8-jsonl"])
+def test_malformed_outcome_rows_are_rejected_with_their_line(
+        tmp_path: Path, examples_dir: Path, outcome: str) -> None:
+    # Attack: an outcomes CSV row with an extra field, or bad UTF-8 in the outcomes, gave a
+    # traceback (exit 1); pandas also shifted the columns of a lone row with one field too
+    # many without a word. Now the row is an invalid outcome with its line and reason.
+    good = b"mem-iban-alice,,2026-11-04T00:00:00Z,false\n"
+    bad, reason = {
+        "extra-field": (b"c2,,2026-11-04T00:00:00Z,true,EXTRA\n",
+                        "line 3: the row has 5 fields, the header 4"),
+        "missing-field": (b"c2,,2026-11-04T00:00:00Z\n",
+                          "line 3: the row has 3 fields, the header 4"),
+        "bad-utf8-csv": (b"c\xff2,,2026-11-04T00:00:00Z,true\n", "line 3: not UTF-8 text"),
+        "bad-utf8-jsonl": (b'{"claim_id": "c\xff2", "time": "2026-11-04T00:00:00Z", '
+                           b'"violated": true}\n', "utf-8"),
+    }[outcome]
+    if outcome.endswith("jsonl"):
+        outcomes = tmp_path / "outcomes.jsonl"
+        outcomes.write_bytes(b'{"claim_id": "mem-iban-alice", "time": "2026-11-04T00:00:00Z",'
+                             b' "violated": false}\n' + bad)
+    else:
+        outcomes = tmp_path / "outcomes.csv"
+        outcomes.write_bytes(_OUTCOMES_HEAD + good + bad)
+    code, out = _label(tmp_path, examples_dir / "decisions.jsonl", outcomes)
+    assert code == 0
+    report = _join_report(out)
+    assert report["outcomes_read"] == 2 and report["outcomes"]["invalid"] == 1
+    assert report["outcomes"]["used"] == 1  # the good row was read as it is
+    details = pd.read_csv(out.with_name("claims.unjoined.csv"))
+    invalid = details[(details["kind"] == "outcome") & (details["reason"] == "invalid")]
+    assert invalid["line"].tolist() == [2] and reason in invalid["detail"].iloc[0]
+
+
+def test_empty_inputs_and_bad_utf8_logs_answer_clearly(
+        tmp_path: Path, examples_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Attack: label with an empty decision log, an empty outcomes file, or bad UTF-8 in the
+    # log (even with --skip-corrupt) gave tracebacks. Now: exit 2 naming the file (and the
+    # line) with nothing written, or the input read for what it holds.
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    code, out = _label(tmp_path, empty)
+    assert code == 2 and not out.parent.exists()
+    assert f"no decision record to label in {empty} (0 lines" in capsys.readouterr().err
+    log = examples_dir / "decisions.jsonl"
+    for name in ("none.csv", "none.jsonl"):
+        (tmp_path / name).write_bytes(b"")
+        code, out = _label(tmp_path, log, tmp_path / name, extra=("--overwrite",))
+        assert code == 0 and _join_report(out)["outcomes_read"] == 0
+    capsys.readouterr()
+    lines = log.read_bytes().split(b"\n")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"\n".join([lines[0], b'{"action_id": "x\xff"}', *lines[1:]]))
+    code, out = _label(tmp_path / "b", bad)
+    assert code == 2 and not out.parent.exists()
+    assert f"{bad}: line 2 is not a JSON object ('utf-8' codec" in capsys.readouterr().err
+    code, out = _label(tmp_path / "c", bad, extra=("--skip-corrupt",))
+    assert code == 0 and _join_report(out)["skipped_lines"]["corrupt"] == 1
+
+
+def test_jsonl_claim_of_bad_utf8_is_a_rejected_row(tmp_path: Path) -> None:
+    # Attack: ingest of JSONL with bad UTF-8 gave a traceback. Now the line is rejected.
+    from amv_calib.claims import ingest_file
+
+    src = tmp_path / "claims.jsonl"
+    src.write_bytes(json.dumps(_BASE).encode() + b"\n" + b'{"claim_id": "c\xff"}\n'
+                    + json.dumps({**_BASE, "claim_id": "d"}).encode() + b"\n")
+    s = ingest_file(src, tmp_path / "out")
+    assert (s.read, s.accepted, s.rejected) == (3, 2, 1)
+    assert s.rejected_by_reason == {"not UTF-8": 1}
+    rejects = pd.read_csv(tmp_path / "out" / "rejects.csv")
+    assert rejects["row"].tolist() == [2]
+    assert rejects["reason"].iloc[0].startswith("line is not valid UTF-8 text (invalid start "
+                                                "byte at byte 15)")
+
+
+# -- R2-6. monitor's work and memory unbounded -----------------------------------------------
+def _log_with(tmp_path: Path, examples_dir: Path, stamp: str | None, lines: int = 400) -> Path:
+    """The first ``lines`` records of the example log, after one record dated ``stamp``."""
+    head = (examples_dir / "logs" / "decisions.jsonl").read_bytes().split(b"\n")[:lines]
+    out = tmp_path / f"decisions-{stamp or 'plain'}.jsonl"
+    first = json.loads(head[0])
+    extra = [json.dumps({**first, "time": stamp, "action_id": "outlier"}).encode()] \
+        if stamp else []
+    out.write_bytes(b"\n".join([*extra, *head]) + b"\n")
+    return out
+
+
+@pytest.mark.parametrize("stamp,window", [("1700-01-01T00:00:00Z", "7d"),
+                                          ("0001-01-01T00:00:00Z", "7d"), (None, "1m")],
+                         ids=["year-1700-7d", "year-1-7d", "26-days-1m"])
+def test_monitor_answers_at_once_whatever_the_span(
+        tmp_path: Path, examples_dir: Path, repo_root: Path, stamp: str | None,
+        window: str) -> None:
+    # Attack: one record dated 1700 made --window 7d run past 120 s at 1.6 GB (17,049
+    # windows, each a pass over every use, and a figure with a patch and a label per
+    # window); --window 1m over 26 days past 180 s; year 1 gave a traceback. Now at most
+    # MAX_WINDOWS windows (the newest), the uses left out reported, every step bounded.
+    from amv_calib.monitoring import monitor, write_monitor_outputs
+    from amv_calib.monitoring._monitor import MAX_WINDOWS
+
+    log = _log_with(tmp_path, examples_dir, stamp)
+    t0 = time.process_time()
+    report, claims = monitor(repo_root / "models" / "amv-guard" / "v1", [log], window=window)
+    write_monitor_outputs(report, claims, tmp_path / "out")
+    spent = time.process_time() - t0
+    assert spent < 30, f"{spent:.1f} s of CPU"
+    assert len(report.windows) == MAX_WINDOWS
+    left = report.outliers
+    assert left["before_windows"] == report.uses_outside > 0
+    if stamp:
+        assert (left["earliest"], left["earliest_at"]) == (stamp, {"file": str(log), "line": 1})
+        outlier = json.loads(log.read_text().splitlines()[0])
+        assert left["before_windows"] == len(outlier["premises"])  # its uses, no more
+    table = (tmp_path / "out" / "monitor.txt").read_text()
+    assert "left out of the windows" in table
+    assert json.loads((tmp_path / "out" / "monitor.json").read_text())["outliers"] == left
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--window", "99999999999d"], "is wider than 36525 days"),
+    (["--since", "10000-01-01"], "out of range (years 1 to 9999)"),
+], ids=["huge-window", "since-year-10000"])
+def test_monitor_refuses_impossible_windows_with_exit_2(
+        tmp_path: Path, examples_dir: Path, repo_root: Path, argv: list[str], message: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from amv_calib.cli import main
+
+    log = _log_with(tmp_path, examples_dir, None, lines=50)
+    assert main(["monitor", "--artifact", str(repo_root / "models" / "amv-guard" / "v1"),
+                 "--decisions", str(log), "--no-tracking", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+# -- R2-10. smaller ones -------------------------------------------------------------------------
+def test_version_folder_linked_out_of_models_is_refused(tmp_path: Path, repo_root: Path) -> None:
+    # Attack: models/amv-guard/v1 a symlink to a folder elsewhere loaded when no key was set
+    # (a link out of the version folder was already refused). Now the version folder is
+    # opened without following links, by path or through an alias.
+    from amv_calib.gate import Gate
+
+    elsewhere = tmp_path / "elsewhere" / "v1"
+    shutil.copytree(repo_root / "models" / "amv-guard" / "v1", elsewhere)
+    model = tmp_path / "models" / "amv-guard"
+    model.mkdir(parents=True)
+    shutil.copy(repo_root / "models" / "amv-guard" / "aliases.json", model)
+    (model / "v1").symlink_to(elsewhere, target_is_directory=True)
+    assert Gate.from_artifact(elsewhere).refusal is None  # the folder itself is sound
+    for ref in (model / "v1", f"{model}@production"):
+        d = Gate.from_artifact(ref).evaluate(_claim_action())
+        assert d.regime == "ABSTAIN"
+        assert "version folder is a link that leaves" in d.reason, d.reason
+
+
+def test_logged_action_repeating_a_premise_id_is_refused_not_merged(tmp_path: Path) -> None:
+    # Attack: a logged action with two premises of id "p" kept only the second premise's
+    # use, silently. Now the record's uses are invalid, with the reason.
+    from amv_calib.claims import label_claims
+    from amv_calib.gate import encode_record
+
+    prem = {"recency_hours": 1.0, "source_trust_score": 0.5, "model_confidence": 0.5,
+            "contradiction_flag": False, "p": 0.1}
+    log = tmp_path / "decisions.jsonl"
+    log.write_bytes(b"".join(encode_record({
+        "time": "2026-01-01T00:00:00Z", "action_id": a, "theta": 5.0, "kappa": 1.0,
+        "regime": "PROCEED",
+        "premises": [{"id": "p", "claim_id": "c1", **prem}, {"id": second, "claim_id": "c2",
+                                                              **prem},
+                     {"id": "r", "claim_id": "c3", **prem}]})
+        for a, second in (("twice", "p"), ("fine", "q"))))
+    outcomes = pd.DataFrame({"claim_id": ["c1", "c2", "c3"], "action_id": None,
+                             "time": "2026-02-01T00:00:00Z", "violated": [True, False, False]})
+    for columnar in (True, False):
+        claims, report = label_claims(log, outcomes, columnar=columnar)
+        assert sorted(claims["action_id"].astype(str)) == ["fine"] * 3
+        assert report.unjoined["invalid_use"] == 2  # p (once, the other merged) and r
+        bad = report.unjoined_uses
+        assert set(bad["action_id"].astype(str)) == {"twice"}
+        assert set(bad["detail"].astype(str)) == {
+            "the record gives premise id 'p' to two premises (which one a label would be for "
+            "is ambiguous)"}
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_claim_ids_differing_by_surrounding_space_are_one_claim(tmp_path: Path,
+                                                                fmt: str) -> None:
+    # Attack: "c1" and " c1" became two claims. The rule (docs/data.md): every reader strips
+    # a claim id's surrounding white space; the second row is then a duplicate of the first.
+    from amv_calib.claims import load_claims
+
+    rows = [{**_BASE, "claim_id": "c1"}, {**_BASE, "claim_id": " c1"},
+            {**_BASE, "claim_id": "\tc2 "}, {**_BASE, "claim_id": "  "}]
+    src = tmp_path / f"ids.{fmt}"
+    if fmt == "jsonl":
+        src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif fmt == "csv":
+        pd.DataFrame(rows).to_csv(src, index=False)
+    else:
+        pd.DataFrame(rows).to_parquet(src)
+    claims, rejects = load_claims(src)
+    assert claims["claim_id"].tolist() == ["c1", "c2"]
+    assert rejects["row"].tolist() == [2, 4]
+    assert rejects["reason"].tolist() == ["duplicate (claim_id, timestamp) of row 1",
+                                          "claim_id is empty"]
+
+
+def test_label_strips_claim_ids_of_logs_and_outcomes_alike(tmp_path: Path) -> None:
+    from amv_calib.claims import label_claims
+    from amv_calib.gate import encode_record
+
+    log = tmp_path / "decisions.jsonl"
+    log.write_bytes(encode_record({
+        "time": "2026-01-01T00:00:00Z", "action_id": "a", "theta": 5.0, "kappa": 1.0,
+        "regime": "PROCEED", "premises": [{"id": "p", "claim_id": " c1 ", "recency_hours": 1.0,
+                                           "source_trust_score": 0.5, "model_confidence": 0.5,
+                                           "contradiction_flag": False, "p": 0.1}]}))
+    outcomes = pd.DataFrame({"claim_id": ["c1\t"], "action_id": None,
+                             "time": "2026-02-01T00:00:00Z", "violated": [True]})
+    for columnar in (True, False):
+        claims, report = label_claims(log, outcomes, columnar=columnar)
+        assert claims["claim_id"].tolist() == ["c1"] and report.joined == 1
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_claim_id_that_is_a_list_is_rejected(tmp_path: Path, fmt: str) -> None:
+    # Attack: a JSONL claim_id given as a list was accepted as its text.
+    from amv_calib.claims import load_claims
+
+    src = tmp_path / f"list.{fmt}"
+    rows = [{**_BASE, "claim_id": ["a", "b"]}, {**_BASE, "claim_id": ["c"]}]
+    if fmt == "jsonl":  # alone, and beside a string id
+        src.write_text("".join(json.dumps(r) + "\n" for r in rows)
+                       + json.dumps({**_BASE, "claim_id": "ok"}) + "\n")
+    else:
+        pd.DataFrame(rows).to_parquet(src)
+    for size in (1, 250_000):
+        claims, rejects = load_claims(src, chunksize=size)
+        assert rejects["row"].tolist() == [1, 2]
+        assert all("is a list or an object, not a string or number" in r
+                   for r in rejects["reason"])
+        assert claims["claim_id"].tolist() == (["ok"] if fmt == "jsonl" else [])
+
+
+def test_monitor_says_when_another_artifact_decided(
+        tmp_path: Path, examples_dir: Path, repo_root: Path,
+        capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    # Attack: monitor judged logs written by another model or version against this
+    # artifact's profile without a word. Now it warns and says so in the report and the
+    # table, or (--other-artifacts refuse) exits 2 naming them.
+    from amv_calib.cli import main
+    from amv_calib.monitoring import monitor
+
+    log = _log_with(tmp_path, examples_dir, None, lines=300)
+    lines = log.read_text().splitlines()
+    other = [line.replace('"version":"v1"', '"version":"v2"') for line in lines[:100]]
+    assert all('"version":"v2"' in line for line in other)
+    log.write_text("\n".join([*other, *lines[100:]]) + "\n")
+    art = repo_root / "models" / "amv-guard" / "v1"
+    report, _ = monitor(art, [log], window="7d")
+    n_other = report.deciders["amv-guard@v2"]
+    assert n_other > 0 and set(report.deciders) == {"amv-guard@v1", "amv-guard@v2"}
+    assert f"amv-guard@v2: {n_other} uses" in report.table()
+    assert f"{n_other} uses decided by other artifacts (amv-guard@v2: {n_other})" in caplog.text
+    assert main(["monitor", "--artifact", str(art), "--decisions", str(log), "--no-tracking",
+                 "--other-artifacts", "refuse"]) == 2
+    err = capsys.readouterr().err
+    assert f"{n_other} uses decided by other artifacts (amv-guard@v2: {n_other}), not " \
+           f"amv-guard@v1" in err

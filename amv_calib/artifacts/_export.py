@@ -18,7 +18,6 @@ import errno
 import gzip
 import hashlib
 import io
-import json
 import logging
 import math
 import os
@@ -57,6 +56,7 @@ from amv_calib.contract import (
     check_certificate_binding,
     check_thresholds,
     load_artifact,
+    loads_strict,
     read_aliases,
     read_json_object,
     thresholds_sha256,
@@ -179,10 +179,10 @@ def _json_safe(value: Any, where: str) -> Any:
 
 def _read_json_file(path: Path, what: str) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return loads_strict(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: {what} does not exist") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise ConfigError(f"{path}: cannot read {what} ({exc})") from None
 
 

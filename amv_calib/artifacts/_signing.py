@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Final
 
-from amv_calib.contract import SIGNATURE_FILE, verify_signature
+from amv_calib.contract import SIGNATURE_FILE, read_regular, require_regular, verify_signature
 from amv_calib.exceptions import ArtifactError, ConfigError
 
 #: File names ``keygen`` writes into its folder.
@@ -95,8 +95,9 @@ def sign_artifact(version_dir: str | os.PathLike[str], private_key: str | os.Pat
     key = Path(private_key)
     if not (root / "manifest.json").is_file():
         raise ArtifactError(f"{root}: not an artifact version folder (no manifest.json)")
-    if not key.is_file():
+    if not key.exists():
         raise ArtifactError(f"{key}: private key file not found")
+    require_regular(key, what="private key", error=ArtifactError)
     hashing = model_signing.hashing.Config().set_ignored_paths(  # type: ignore[no-untyped-call]
         paths=[SIGNATURE_FILE], ignore_git_paths=False)
     try:
@@ -118,7 +119,8 @@ def signed_with(version_dir: str | os.PathLike[str], private_key: str | os.PathL
 
     try:
         key = serialization.load_pem_private_key(
-            Path(private_key).read_bytes(), None if password is None else password.encode())
+            read_regular(private_key, what="private key", error=ArtifactError),
+            None if password is None else password.encode())
     except (OSError, ValueError, TypeError) as exc:
         raise ArtifactError(f"{private_key}: cannot read the private key ({exc})") from exc
     pem = key.public_key().public_bytes(serialization.Encoding.PEM,

@@ -78,7 +78,7 @@ from amv_calib.claims._labels import (
     _us_to_datetime,
     read_uses,
 )
-from amv_calib.contract import CLAIM_FEATURES
+from amv_calib.contract import CLAIM_FEATURES, loads_strict, require_regular
 from amv_calib.exceptions import DataContractError, MissingColumnsError
 
 _log = logging.getLogger(__name__)
@@ -194,6 +194,7 @@ def _records_table(source: _Source, list_keys: tuple[str, ...],
     if not isinstance(source, (str, os.PathLike)):
         return pd.DataFrame.from_records([dict(r) for r in source])
     p = Path(source)
+    require_regular(p, what="store export")
     suffix = p.suffix.lower()
     if suffix in (".db", ".sqlite", ".sqlite3") and sqlite_table is not None:
         uri = f"{p.resolve().as_uri()}?mode=ro"
@@ -208,8 +209,8 @@ def _records_table(source: _Source, list_keys: tuple[str, ...],
         stripped = text.lstrip()
         if stripped.startswith("{") and "\n{" not in stripped.rstrip():
             try:
-                obj = json.loads(text)
-            except ValueError as exc:
+                obj = loads_strict(text)
+            except (ValueError, RecursionError) as exc:
                 raise DataContractError(f"{p}: not valid JSON ({exc})") from exc
             for key in list_keys:
                 if isinstance(obj, dict) and isinstance(obj.get(key), list):

@@ -25,6 +25,33 @@ Column: TypeAlias = "pa.Array | pa.ChunkedArray"
 NUMBER_LIKE: Final = r"(?i)^[+-]?(nan|inf(inity)?|[0-9.]+([eE][+-]?[0-9]*)?)$"
 
 
+def strip_ids(arr: Column) -> Column:
+    """Identifiers without surrounding white space (Unicode's), the rule every reader of a
+    ``claim_id`` applies (``docs/data.md``): ``" c1"`` and ``"c1"`` are one claim."""
+    if isinstance(arr, pa.Array) and _plainly_trimmed(arr):
+        return arr
+    return pc.utf8_trim_whitespace(arr)
+
+
+def _plainly_trimmed(arr: pa.Array) -> bool:
+    """Whether no value of a string array can begin or end with white space: each first and
+    last byte is printable ASCII other than a space (read off the buffers, no copy)."""
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        return False
+    offsets_buf, data_buf = arr.buffers()[1:3]
+    if data_buf is None or offsets_buf is None:
+        return bool(len(arr) == arr.null_count)
+    width = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+    offsets = np.frombuffer(offsets_buf, dtype=width)[arr.offset: arr.offset + len(arr) + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8)
+    begin, end = offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)
+    valid = end > begin  # nulls and empty strings hold no byte (an empty id is refused later)
+    if not valid.any():
+        return True
+    first, last = data[begin[valid]], data[end[valid] - 1]
+    return bool(((first > 0x20) & (first < 0x7F) & (last > 0x20) & (last < 0x7F)).all())
+
+
 def np_mask(arr: Column) -> BoolArray:
     """A boolean Arrow column as a numpy mask (nulls must be filled first)."""
     return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)

@@ -24,7 +24,7 @@ import queue
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,13 +50,21 @@ from amv_calib.claims._arrow import (
     np_mask,
     null_mask,
     string_view,
+    strip_ids,
     text_of,
 )
-from amv_calib.claims._outputs import claim_outputs, record_outputs
+from amv_calib.claims._outputs import claim_outputs, record_outputs, spreadsheet_safe
 from amv_calib.claims._times import PROBLEMS as TIMESTAMP_PROBLEMS
 from amv_calib.claims._times import UTC_US as _UTC_US
 from amv_calib.claims._times import parse_timestamps
-from amv_calib.contract import ALIASES, OPTIONAL_COLUMNS, REQUIRED_COLUMNS, canonical_name
+from amv_calib.contract import (
+    ALIASES,
+    OPTIONAL_COLUMNS,
+    REQUIRED_COLUMNS,
+    canonical_name,
+    loads_strict,
+    require_regular,
+)
 from amv_calib.exceptions import AmvCalibError, DataContractError, MissingColumnsError, check_choice
 
 _log = logging.getLogger("amv_calib.claims._ingest")
@@ -284,6 +292,8 @@ class _Chunk:
     future: Future[_Chunk] | None = None
     # The text of each row exactly as read (JSONL), for the lossless rejects.jsonl.
     lines: list[str] | None = None
+    # Per column, the rows whose JSON value is a list or an object (JSONL): text now.
+    nested: dict[str, BoolArray] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
@@ -803,19 +813,6 @@ def _open_binary(path: Path) -> io.BufferedIOBase:
     return cast(io.BufferedIOBase, open(path, "rb"))
 
 
-def _open_text(path: Path) -> io.TextIOBase:
-    suffix = path.suffix.lower()
-    if suffix == ".gz":
-        import gzip
-
-        return cast(io.TextIOBase, gzip.open(path, "rt", encoding="utf-8-sig", newline=""))
-    if suffix == ".bz2":
-        import bz2
-
-        return cast(io.TextIOBase, bz2.open(path, "rt", encoding="utf-8-sig", newline=""))
-    return cast(io.TextIOBase, open(path, encoding="utf-8-sig", newline=""))
-
-
 def _csv_raw_reject(t: tuple[int, int, int, str], header: Sequence[str]) -> _RawReject:
     row, expected, actual, text = t
     values = next(csv.reader([text]), [])
@@ -836,6 +833,12 @@ def _parquet_dataset(path: Path) -> pads.Dataset:
     pyarrow takes a dataset's schema from its first file; a column that only later files
     carry would be dropped without a word. Each file's missing columns read as nulls.
     """
+    # pyarrow passes over a FIFO or a link to a device without a word: refuse them instead
+    # (the names it ignores, "_SUCCESS", ".crc", aside)
+    for root, _, names in os.walk(path):
+        for name in names:
+            if not name.startswith(("_", ".")):
+                require_regular(Path(root, name), what="file of the Parquet folder")
     dataset = pads.dataset(path, format="parquet", partitioning="hive")
     schemas = [dataset.schema, *(f.physical_schema for f in dataset.get_fragments())]
     try:
@@ -883,19 +886,96 @@ def _open_parquet(path: Path, chunksize: int) -> _Reader:
     return _Reader(format="parquet", columns=columns, chunks=chunks())
 
 
+_NULL, _BOOL, _NUMBER, _TEXT, _NESTED = range(5)
+_INT64: Final = (-(2**63), 2**63)
+
+
+#: The JSON type of each Python type ``json`` parses to (lists and dicts: nested).
+_KINDS: Final[dict[type, int]] = {type(None): _NULL, bool: _BOOL, int: _NUMBER,
+                                  float: _NUMBER, str: _TEXT}
+
+
+def _scalar_texts(values: list[Any]) -> list[str]:
+    """Booleans or numbers as Arrow writes them (``true``, ``1`` for 1.0, ``0.5``); an
+    integer beyond int64 in full."""
+    big = [isinstance(v, int) and not _INT64[0] <= v < _INT64[1] for v in values]
+    rest = [v for v, b in zip(values, big, strict=True) if not b]
+    texts = iter(pa.array(rest).cast(pa.string()).to_pylist() if rest else [])
+    return [str(v) if b else next(texts) for v, b in zip(values, big, strict=True)]
+
+
 def _json_column(values: list[Any]) -> pa.Array:
+    """One JSONL column of a chunk, each value read by its own JSON type.
+
+    A column of one JSON type (integers and decimals are one: JSON has one number type)
+    becomes an Arrow column of that type. A column mixing types becomes text, each value
+    written as Arrow writes a value of its own type (``true``, ``1`` for 1.0, ``0.5``): the
+    parsers then reach, for every value, the verdict its type alone gives (a number is a 0/1
+    boolean or a score, ``true`` is no number), whatever the other rows of the chunk hold.
+    Lists and objects become their JSON text.
+    """
+    # (pa.array alone would take [0.5, true] as the numbers [0.5, 1.0])
+    if len({_KINDS.get(t, _NESTED) for t in set(map(type, values))} - {_NULL}) <= 1:
+        try:
+            arr = pa.array(values)
+            if not (pa.types.is_nested(arr.type) or pa.types.is_null(arr.type)):
+                return arr
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            pass  # an integer beyond int64
+    kinds = [_KINDS.get(type(v), _NESTED) for v in values]
+    texts: list[str | None] = [None] * len(values)
+    for kind in set(kinds) - {_NULL}:
+        idx = [i for i, k in enumerate(kinds) if k == kind]
+        if kind == _TEXT:
+            got = [values[i] for i in idx]
+        elif kind == _NESTED:
+            got = [json.dumps(values[i]) for i in idx]
+        else:
+            got = _scalar_texts([values[i] for i in idx])
+        for i, t in zip(idx, got, strict=True):
+            texts[i] = t
+    return pa.array(texts, type=pa.string())
+
+
+_TWICE: Final = "key given twice"
+
+
+def _jsonl_record(raw: bytes) -> tuple[Any, str, tuple[str, str] | None]:
+    """``(record, text, problem)`` of one JSONL line (without its line end): the parsed
+    object, the line as text, and ``(reject key, reason)`` when it is not an object."""
     try:
-        arr = pa.array(values)
-        if not (pa.types.is_nested(arr.type) or pa.types.is_null(arr.type)
-                or pa.types.is_struct(arr.type)):
-            return arr
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        pass
-    # Mixed or nested types: keep the JSON text of each value, which validation then parses.
-    return pa.array(
-        [v if v is None or isinstance(v, str) else json.dumps(v) for v in values],
-        type=pa.string(),
-    )
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        text = raw.decode("utf-8", "backslashreplace")
+        return None, text, ("not UTF-8", f"line is not valid UTF-8 text ({exc.reason} at byte "
+                                         f"{exc.start}): {text[:80]!r}")
+    try:
+        rec = loads_strict(text)
+    except json.JSONDecodeError as exc:
+        return None, text, ("not a JSON object", f"line is not a JSON object ({exc.msg} at "
+                                                 f"column {exc.colno}): {text[:80]!r}")
+    except RecursionError:
+        return None, text, ("not a JSON object",
+                            f"line is not a JSON object (nested too deeply): {text[:80]!r}")
+    except ValueError as exc:  # a key given twice: which value counts is ambiguous
+        return None, text, (_TWICE, f"line gives {exc}, so which value counts is ambiguous: "
+                                    f"{text[:80]!r}")
+    if not isinstance(rec, dict):
+        return None, text, ("not a JSON object", f"line is not a JSON object (got "
+                                                 f"{type(rec).__name__}): {text[:80]!r}")
+    return rec, text, None
+
+
+def _jsonl_lines(path: Path) -> Generator[tuple[int, bytes], None, None]:
+    """``(line number, line without its end)`` of every non-blank line of a JSONL file,
+    read as bytes (each line is decoded on its own: bad UTF-8 rejects its line only)."""
+    with _open_binary(path) as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if lineno == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark
+            raw = raw.rstrip(b"\r\n")
+            if raw.strip():
+                yield lineno, raw
 
 
 def _jsonl_columns(path: Path) -> list[str]:
@@ -906,50 +986,35 @@ def _jsonl_columns(path: Path) -> list[str]:
     size, instead of being ignored in the rows read before it appeared.
     """
     columns: dict[str, None] = {}
-    with _open_text(path) as fh:
-        for line in fh:
-            if "{" not in line:
-                continue
-            try:
-                rec = json.loads(line)
-            except (json.JSONDecodeError, RecursionError):
-                continue  # rejected, with its reason, by the second pass
+    for _, raw in _jsonl_lines(path):
+        if b"{" in raw:
+            # a line that is not a record is rejected in the second pass; one that gives a
+            # key twice still names its columns
+            rec, text, problem = _jsonl_record(raw)
+            if problem is not None and problem[0] == _TWICE:
+                rec = json.loads(text)
             if isinstance(rec, dict):
                 columns.update(dict.fromkeys(rec))
     return list(columns)
 
 
 def _open_jsonl(path: Path, chunksize: int) -> _Reader:
-    fh = _open_text(path)
-    lines = enumerate(fh, start=1)
+    lines = _jsonl_lines(path)
 
     def read_block() -> tuple[list[int], list[dict[str, Any]], list[_RawReject], list[str]]:
         rows: list[int] = []
         records: list[dict[str, Any]] = []
         bad: list[_RawReject] = []
         texts: list[str] = []
-        for lineno, line in lines:
-            if not line.strip():
-                continue  # a blank line is not a record
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                rec, err = None, f"{exc.msg} at column {exc.colno}"
-            except RecursionError:
-                rec, err = None, "nested too deeply"
-            else:
-                err = f"got {type(rec).__name__}"
-            text = line.rstrip("\r\n")
-            if isinstance(rec, dict):
+        for lineno, raw in lines:
+            rec, text, problem = _jsonl_record(raw)
+            if problem is None:
                 rows.append(lineno)
                 records.append(rec)
                 texts.append(text)
             else:
-                bad.append(_RawReject(
-                    row=lineno, key="not a JSON object",
-                    message=f"line is not a JSON object ({err}): {text[:80]!r}", fields={},
-                    line=text,
-                ))
+                bad.append(_RawReject(row=lineno, key=problem[0], message=problem[1],
+                                      fields={}, line=text))
             if len(rows) + len(bad) >= chunksize:
                 break
         return rows, records, bad, texts
@@ -958,7 +1023,7 @@ def _open_jsonl(path: Path, chunksize: int) -> _Reader:
         columns = _jsonl_columns(path)
         _resolve_columns(columns)
     except DataContractError:
-        fh.close()
+        lines.close()
         raise
     first = read_block()
     reader = _Reader(format="jsonl", columns=columns, chunks=iter(()))
@@ -968,12 +1033,21 @@ def _open_jsonl(path: Path, chunksize: int) -> _Reader:
         try:
             while block[0] or block[2]:
                 rows, records, bad, texts = block
-                cols = {c: _json_column([rec.get(c) for rec in records]) for c in columns}
+                cols, nested = {}, {}
+                for c in columns:
+                    values = [rec.get(c) for rec in records]
+                    cols[c] = _json_column(values)
+                    if not pa.types.is_string(cols[c].type):
+                        continue  # one scalar JSON type: nothing nested
+                    mask = np.fromiter((isinstance(v, (list, dict)) for v in values),
+                                       dtype=bool, count=len(values))
+                    if mask.any():
+                        nested[c] = mask
                 yield _Chunk(columns=cols, rows=np.asarray(rows, dtype=np.int64),
-                             raw_rejects=bad, lines=texts)
+                             raw_rejects=bad, lines=texts, nested=nested)
                 block = read_block()
         finally:
-            fh.close()
+            lines.close()
 
     reader.chunks = chunks()
     return reader
@@ -1118,6 +1192,8 @@ def _open(source: Source, format: str | None, chunksize: int) -> tuple[_Reader, 
     path = Path(source)
     if not path.exists():
         raise DataContractError(f"input {str(path)!r} does not exist")
+    if not path.is_dir():
+        require_regular(path)  # a FIFO or a device: refused at once, never waited on
     fmt = detect_format(path, format)
     if fmt == "csv":
         reader = _open_csv(path, chunksize)
@@ -1317,8 +1393,17 @@ def _parse_id(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
     s = string_view(arr)
     nulls = null_mask(s)
     empty = _empty_mask(s, nulls)
-    return _Parsed(values=pc.cast(s, pa.large_string()),
-                   problems=_missing_problems(col, nulls, empty))
+    problems = _missing_problems(col, nulls, empty)
+    if pa.types.is_nested(arr.type):  # a typed list or struct column: no id
+        problems.append(_not_scalar(col, ~nulls))
+    # the one rule of every claim_id reader: surrounding white space is no part of an id
+    return _Parsed(values=pc.cast(strip_ids(s), pa.large_string()), problems=problems)
+
+
+def _not_scalar(col: str, mask: BoolArray) -> _Problem:
+    return _Problem(key=f"{col} not a string or number", mask=mask,
+                    message=lambda t: f"{col}={t} is a list or an object, not a string or "
+                                      f"number")
 
 
 def _parse_str(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
@@ -1580,6 +1665,12 @@ def _parse_chunk(chunk: _Chunk, mapping: Mapping[str, str], out_columns: Sequenc
             sources[c], used = _merged_column(chunk.columns, names)
             filled.update(used)
     parsed = {c: _PARSERS[_SPECS[c].kind](c, sources[c], _SPECS[c]) for c in out_columns}
+    if chunk.nested:  # JSONL: a list or an object where an id belongs (now its JSON text)
+        for c in out_columns:
+            if _SPECS[c].kind == "id":
+                mask = _taken_nested(chunk, spellings.get(c, (mapping[c],)))
+                if mask.any():
+                    parsed[c].problems.append(_not_scalar(c, mask))
     bad = np.zeros(n, dtype=bool)
     for p in parsed.values():
         for prob in p.problems:
@@ -1599,6 +1690,18 @@ def _parse_chunk(chunk: _Chunk, mapping: Mapping[str, str], out_columns: Sequenc
         keys = np.where(weighted, _mix64(keys ^ ((label + np.uint64(1)) * _GOLDEN)), keys)
     return _ParsedChunk(chunk=chunk, parsed=parsed, sources=sources, filled=filled, bad=bad,
                         key_ok=key_ok, keys=keys)
+
+
+def _taken_nested(chunk: _Chunk, names: Sequence[str]) -> BoolArray:
+    """The rows whose value of the column spelt ``names`` (the first non-null spelling, as
+    :func:`_merged_column` takes it) was a JSON list or object."""
+    out = np.zeros(len(chunk.rows), dtype=bool)
+    filled = np.zeros(len(chunk.rows), dtype=bool)
+    for name in names:
+        taken = ~filled & ~null_mask(chunk.columns[name])
+        out |= taken & chunk.nested.get(name, False)
+        filled |= taken
+    return out
 
 
 def _merged_column(columns: Mapping[str, pa.Array], names: Sequence[str]
@@ -1704,24 +1807,6 @@ def _validate(
         lines = [lines[i] for i in order.to_pylist()]
     return _ChunkResult(claims=claims, rejects=rejects, reason_counts=counts,
                         reject_lines=lines)
-
-
-#: First characters that make a spreadsheet read a cell as a formula (OWASP, CSV injection).
-_FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _spreadsheet_safe(rejects: pa.Table) -> pa.Table:
-    """The text columns of ``rejects`` with every formula-like cell prefixed by ``'``."""
-    cols = []
-    for name, col in zip(rejects.column_names, rejects.columns, strict=True):
-        if name != "row" and pa.types.is_string(col.type):
-            risky = pc.starts_with(col, _FORMULA_START[0])
-            for start in _FORMULA_START[1:]:
-                risky = pc.or_(risky, pc.starts_with(col, start))
-            col = pc.if_else(pc.fill_null(risky, False),
-                             pc.binary_join_element_wise("'", col, ""), col)
-        cols.append(col)
-    return pa.table(cols, names=rejects.column_names)
 
 
 def _write_reject_lines(fh: Any, res: _ChunkResult) -> None:
@@ -1993,7 +2078,7 @@ def ingest_file(
                     # One contiguous array per column: the pages written depend on it.
                     pw.write_table(res.claims.drop_columns(["row"]).combine_chunks())
                 if res.rejects.num_rows:
-                    cw.write_table(_spreadsheet_safe(res.rejects))
+                    cw.write_table(spreadsheet_safe(res.rejects))
                     _write_reject_lines(jw, res)
             if run.accepted == 0:
                 pw.write_table(claims_schema.empty_table())

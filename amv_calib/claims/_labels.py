@@ -64,8 +64,8 @@ counts per file.
 
 from __future__ import annotations
 
+import csv
 import io
-import json
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -77,8 +77,15 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from amv_calib.claims._arrow import strip_ids
 from amv_calib.claims._times import MISSING_US, parse_timestamps
-from amv_calib.contract import CLAIM_FEATURES, sigmoid
+from amv_calib.contract import (
+    CLAIM_FEATURES,
+    loads_strict,
+    open_regular,
+    require_regular,
+    sigmoid,
+)
 from amv_calib.exceptions import DataContractError, MissingColumnsError, check_choice
 from amv_calib.gate import (
     DECISION_ALIASES,
@@ -249,7 +256,7 @@ class _Acc:
         r, e = self.rec, self.ent
 
         def cat(d: dict[str, list[Any]], k: str, codes_at: IntArray | None) -> pd.Categorical:
-            chunks = d.pop(k)
+            chunks = [c for c in d.pop(k) if len(c)]  # an empty block adds no chunk
             if not chunks:
                 return pd.Categorical.from_codes(np.zeros(0, np.int64),
                                                  categories=pd.Index([], dtype="str"))
@@ -288,6 +295,7 @@ class _Acc:
             data[k] = pd.Categorical.from_codes(whole.codes[e_rec], dtype=whole.dtype)
         data["premise_id"] = cat(e, "premise_id", None)
         claim = pa.chunked_array(e.pop("claim_id"), type=pa.string()).combine_chunks()
+        claim = _no_empty(strip_ids(claim))  # docs/data.md: one claim, whatever the spaces
         data["claim_id"] = pd.array(claim, dtype="str")
         del claim
         data["t_us"] = cat_np(r, "t_us", np.int64)[e_rec]
@@ -581,27 +589,35 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
             "cost": pc.fill_null(o("execution_cost"), math.nan),
             "reliability": pc.fill_null(o("symmetric_reliability"), math.nan),
         })
+    # pyarrow refuses a key given twice only in the fields of the schema: every line is
+    # parsed again, strictly, so that a line giving any key twice goes to the line parser
+    # (as corrupt) whatever block it is in. Signals sit in objects with free-form keys
+    # (premise ids): they are read from the same parse.
+    calls = pc.add(pc.fill_null(pc.list_value_length(col["verifier_calls"]), 0),
+                   pc.fill_null(pc.list_value_length(col["verifierCalls"]), 0))
+    has_calls = calls.to_numpy(zero_copy_only=False) > 0
+    sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
+                                                 "confirmed", "reliability")}
+    try:
+        for row, line in enumerate(block.split(b"\n")[:n_lines]):
+            obj = _json_object(line)
+            if has_calls[row]:
+                _signals_of(normalize_decision(obj), row, sig)
+    except (ValueError, RecursionError):
+        return False
     base = acc.n_records
     acc.add_block(file_idx, np.arange(first_line, first_line + n_lines, dtype=np.int64),
                   rec_str, time_str, lens, ent, rec_num, offers_table)
-    # Signals sit in objects with free-form keys (premise ids): read those lines in Python.
-    calls = pc.add(pc.fill_null(pc.list_value_length(col["verifier_calls"]), 0),
-                   pc.fill_null(pc.list_value_length(col["verifierCalls"]), 0))
-    with_calls = np.flatnonzero(calls.to_numpy(zero_copy_only=False) > 0)
-    if with_calls.size:
-        lines = block.split(b"\n")
-        sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
-                                                     "confirmed", "reliability")}
-        for row in with_calls.tolist():
-            _signals_of(normalize_decision(json.loads(lines[row])), row, sig)
+    if sig["rec"]:
         acc.add_signals(sig["rec"], sig["premise_id"], sig["verifier"], sig["confirmed"],
                         sig["reliability"], base)
     return True
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
-    """``raw`` as a JSON object; ValueError (UnicodeDecodeError) if it is anything else."""
-    obj = json.loads(raw)
+    """``raw`` as a JSON object, each key given once; ValueError (UnicodeDecodeError) if it is
+    anything else."""
+    obj = loads_strict(raw)
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     return obj
@@ -637,7 +653,7 @@ def _parse_lines(data: bytes, first_line: int, st: LogReadStats, name: str,
 def _read_one_log(path: PathLike, file_idx: int, on_corrupt: str, columnar: bool,
                   acc: _Acc) -> LogReadStats:
     name = os.fspath(path)
-    with open(name, "rb") as fh:
+    with open_regular(name, what="decision log") as fh:
         return _read_chunks(iter(lambda: fh.read(_BLOCK_BYTES), b""), name, file_idx, 1,
                             on_corrupt, columnar, acc)
 
@@ -765,13 +781,85 @@ def _read_table(path: PathLike) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
             raise DataContractError(f"{name}: cannot read the outcome file ({exc})") from exc
     else:
         source = Path(name)
+        require_regular(source, what="outcome file")
     if suffix in (".parquet", ".pq"):
-        return pd.read_parquet(source), []
-    if suffix in (".csv", ".tsv"):
-        return pd.read_csv(source, sep="\t" if suffix == ".tsv" else ",", dtype=str,
-                           keep_default_na=False), []
+        import pyarrow as pa
+
+        try:
+            return pd.read_parquet(source), []
+        except (pa.ArrowException, OSError) as exc:
+            raise DataContractError(f"{name}: cannot read the outcome file as Parquet "
+                                    f"({exc})") from None
     raw = source.getvalue() if isinstance(source, io.BytesIO) else source.read_bytes()
+    if suffix in (".csv", ".tsv"):
+        return _read_csv_table(raw, name, "\t" if suffix == ".tsv" else ",")
     return _read_jsonl_table(raw, name)
+
+
+def _read_csv_table(raw: bytes, name: str, sep: str
+                    ) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
+    """An outcome CSV as text columns, and (row, reason) for rows that cannot be read.
+
+    pyarrow reads a well-formed file; a file it refuses (a row with more or fewer fields
+    than the header, bad UTF-8) is read again row by row, each such row rejected with its
+    line and reason (pandas would shift the columns of a row with one field too many, or
+    cut it, without a word). An empty file holds no record."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    text = raw.decode("utf-8", "surrogateescape").removeprefix("\ufeff")
+    rows = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
+    try:
+        header = next(rows, None)
+        if header is None:
+            return pd.DataFrame(), []
+        if _undecodable(header):
+            raise DataContractError(f"{name}: line 1 (the header) is not UTF-8 text")
+        try:
+            table = pacsv.read_csv(
+                pa.BufferReader(raw), parse_options=pacsv.ParseOptions(delimiter=sep),
+                convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(
+                    header, pa.string())))
+            if table.column_names == header:
+                return table.to_pandas(), []
+        except pa.ArrowInvalid:
+            pass
+        records: list[dict[str, str]] = []
+        bad: list[tuple[int, str]] = []
+        for fields in rows:
+            if not fields:
+                continue  # a blank line is no record
+            where = f"line {rows.line_num}"
+            if _undecodable(fields):
+                bad.append((len(records) + 1, f"{where}: not UTF-8 text"))
+            elif len(fields) != len(header):
+                bad.append((len(records) + 1, f"{where}: the row has {len(fields)} fields, "
+                                              f"the header {len(header)}"))
+            else:
+                records.append(dict(zip(header, fields, strict=True)))
+                continue
+            records.append({})
+    except csv.Error as exc:
+        raise DataContractError(f"{name}: line {rows.line_num}: {exc}") from None
+    return pd.DataFrame(records, columns=header), bad
+
+
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _undecodable(fields: Sequence[str]) -> bool:
+    """Whether text decoded with ``surrogateescape`` held bytes that are not UTF-8."""
+    try:
+        for f in fields:
+            f.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _read_jsonl_table(raw: bytes, name: str) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
@@ -780,11 +868,12 @@ def _read_jsonl_table(raw: bytes, name: str) -> tuple[pd.DataFrame, list[tuple[i
 
     if raw.lstrip().startswith(b"["):
         try:
-            rows = json.loads(raw)
-        except ValueError as exc:
+            rows = loads_strict(raw)
+        except (ValueError, RecursionError) as exc:
             raise DataContractError(f"{name}: not valid JSON ({exc})") from exc
         return pd.DataFrame.from_records([r if isinstance(r, dict) else {} for r in rows]), []
-    if raw.endswith(b"\n") and b"\n\n" not in raw and not raw.startswith(b"\n"):
+    if raw.endswith(b"\n") and b"\n\n" not in raw and not raw.startswith(b"\n") \
+            and _is_utf8(raw):  # pyarrow's JSON reader takes bad UTF-8 into its strings
         try:
             return pj.read_json(pa.BufferReader(raw)).to_pandas(), []
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -804,7 +893,7 @@ def _read_jsonl_table(raw: bytes, name: str) -> tuple[pd.DataFrame, list[tuple[i
             records.append({})
             continue
         records.append(obj)
-    return pd.DataFrame.from_records(records), bad
+    return pd.DataFrame(records), bad  # a row of {} each line that did not parse
 
 
 def _resolve(columns: Iterable[str], aliases: Mapping[str, tuple[str, ...]]) -> dict[str, str]:
@@ -833,6 +922,16 @@ def _id_series(s: pd.Series) -> pd.Series:
         out = pd.Series(pd.array([None if _missing(v) else _as_id(v) for v in s.tolist()],
                                  dtype="str"))
     return out.where(out != "", None)
+
+
+def _claim_ids(s: pd.Series) -> pd.Series:
+    """:func:`_id_series` of outcome claim ids, without surrounding white space (the rule
+    of every claim id reader, :func:`amv_calib.claims._arrow.strip_ids`)."""
+    import pyarrow as pa
+
+    ids = _id_series(s)
+    stripped = pd.Series(pd.array(strip_ids(pa.array(ids, type=pa.string())), dtype="str"))
+    return stripped.where(stripped != "", None)
 
 
 def _missing(v: Any) -> bool:
@@ -900,22 +999,29 @@ def load_outcomes(
         missing = [c for c in ("time", "violated") if c not in found]
         if "claim_id" not in found and "action_id" not in found:
             missing.append("claim_id or action_id")
-        if missing and len(table) > 0:
+        n = len(table)
+        if missing and n > len(unparsed):
             hints = "; ".join(f"{c}: {list(_OUTCOME_ALIASES.get(c, ()))}" for c in missing
                               if c in _OUTCOME_ALIASES)
             raise MissingColumnsError(
                 f"{label}: outcome records lack column(s) {missing}"
                 + (f" (accepted names: {hints})" if hints else "")
             )
-        n = len(table)
         if n == 0:
             continue
         rows = np.arange(1, n + 1, dtype=np.int64)
         reason = np.full(n, "", dtype=object)
         for r, why in unparsed:
             reason[r - 1] = why
+        if missing:  # no row could be read at all: each is invalid, with its reason
+            oid = np.arange(offset, offset + n, dtype=np.int64)
+            invalid_parts.append(pd.DataFrame({
+                "oid": oid, "source": np.full(n, src, dtype=np.int64), "row": rows,
+                "reason": pd.array(reason.tolist(), dtype="str")}))
+            offset += n
+            continue
         none = pd.Series(pd.array([None] * n, dtype="str"))
-        claim = _id_series(table[found["claim_id"]]) if "claim_id" in found else none
+        claim = _claim_ids(table[found["claim_id"]]) if "claim_id" in found else none
         action = _id_series(table[found["action_id"]]) if "action_id" in found else none
         t_us = _time_series(table[found["time"]])
         v, v_ok = _bool_series(table[found["violated"]])
@@ -1028,6 +1134,7 @@ class JoinReport:
                 "blank": sum(int(f["blank"]) for f in self.decision_files),
                 "torn_last_line": sum(int(f["torn_last_line"]) for f in self.decision_files),
                 "corrupt": sum(int(f["corrupt"]) for f in self.decision_files),
+                "fragments": sum(int(f["fragments"]) for f in self.decision_files),
             },
             "premise_entries": self.premise_entries,
             "repeated_entries": self.repeated_entries,
@@ -1247,17 +1354,44 @@ def _collect_uses(log: LogEntries, other_action_ids: Any = None) -> tuple[_Uses,
         action, pkey = e_action, pk
     del use_code, dup
     t_us = u["t_us"].to_numpy()
-    invalid, detail_codes, detail_cats = _invalid_detail(u, log.bad_times)
+    # judged per entry (a record that repeats a premise id is invalid as a whole), as the
+    # Spark engine does, then taken for the uses
+    invalid, detail_codes, detail_cats = _invalid_detail(entries, log.bad_times)
+    invalid, detail_codes = invalid[idx], detail_codes[idx]
     uses = _Uses(u=u, idx=idx, action=action, pkey=pkey, t_us=t_us, invalid=invalid,
                  detail_codes=detail_codes, detail_categories=detail_cats,
                  entry_use=entry_use, entry_pkey=pk, n_entries=n, n_pkey_codes=n_pk)
     return uses, o_action
 
 
+def _repeated_premises(u: pd.DataFrame) -> tuple[BoolArray, list[str]]:
+    """Which entries belong to a record that gives one premise key (its id, else its claim
+    id) to two premises, and per entry the repeated key (one per record).
+
+    The label join keys a use by (action, premise): the second premise would silently
+    replace the first, so the whole record is refused instead.
+    """
+    rec = u["rec"].to_numpy().astype(np.int64)
+    pid = pd.Series(u["premise_id"], copy=False).astype("str")
+    cid = pd.Series(u["claim_id"], copy=False).astype("str")
+    key = ("premise id\0" + pid).where(pid.notna(), "claim id\0" + cid).to_numpy(dtype=object)
+    has_key = pd.notna(key)
+    codes = pd.factorize(key)[0].astype(np.int64)
+    pair = pd.Series(rec * (int(codes.max(initial=0)) + 2) + codes)
+    dup = pair.duplicated(keep=False).to_numpy() & has_key
+    if not dup.any():
+        return np.zeros(len(rec), dtype=bool), []
+    first = pd.Series(key[dup], index=rec[dup]).groupby(level=0).first()
+    repeated = np.isin(rec, first.index.to_numpy())
+    return repeated, [str(k) for k in first.reindex(rec[repeated]).to_numpy()]
+
+
 def _invalid_detail(u: pd.DataFrame, bad_times: Mapping[int, Any]
                     ) -> tuple[BoolArray, NDArray[np.int32], list[str]]:
-    """Which uses break the data contract, and the first broken field of each (as codes
-    into a list of messages whose entry 0 is the empty string)."""
+    """Which premise entries break the data contract, and the first problem of each (as
+    codes into a list of messages whose entry 0 is the empty string): a record repeating a
+    premise id, then the fields of the entry. ``u`` needs the columns ``rec``,
+    ``premise_id``, ``claim_id``, ``t_us`` and the four features."""
     n = len(u)
     messages: list[str] = [""]
     index: dict[str, int] = {"": 0}
@@ -1285,7 +1419,11 @@ def _invalid_detail(u: pd.DataFrame, bad_times: Mapping[int, Any]
              "model_confidence"),
             (np.isnan(cf), "contradiction_flag missing or not a boolean", None),
         ]
-    bad = np.zeros(n, dtype=bool)
+    bad, keys = _repeated_premises(u)
+    for i, k in zip(np.flatnonzero(bad).tolist(), keys, strict=True):
+        kind, _, value = k.partition("\0")
+        codes[i] = code(f"the record gives {kind} {value!r} to two premises (which one a "
+                        f"label would be for is ambiguous)")
     for mask, msg, col in checks:
         new = np.flatnonzero(mask & ~bad)
         bad |= mask
@@ -1423,6 +1561,11 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
           collect: dict[str, Any] | None = None) -> tuple[pd.DataFrame, JoinReport]:
     """The join (module docs). ``collect``, when given, receives the per-use state the
     episodes are built from (:mod:`amv_calib.claims._episodes`)."""
+    if not sum(st.records for st in log.stats):
+        seen = ", ".join(f"{os.fspath(p)} ({st.lines} lines: {st.blank} blank, {st.torn} "
+                         f"torn, {st.corrupt} corrupt)" for p, st in zip(plist, log.stats,
+                                                                          strict=True))
+        raise DataContractError(f"no decision record to label in {seen or 'no file'}")
     n_out = len(out_df)
     uses, o_action = _collect_uses(log, out_df["action_id"])
     u, u_action, t_us, invalid = uses.u, uses.action, uses.t_us, uses.invalid

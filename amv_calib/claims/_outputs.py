@@ -17,11 +17,15 @@ import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pandas as pd
 
+from amv_calib.contract import loads_strict
 from amv_calib.exceptions import ConfigError, DataContractError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: The record of a folder's writers.
 WRITTEN_BY: Final = "written_by.json"
@@ -41,8 +45,8 @@ def _record(folder: Path) -> dict[str, str]:
     if not path.is_file():
         return {}
     try:
-        files = json.loads(path.read_text(encoding="utf-8")).get("files", {})
-    except (OSError, ValueError, AttributeError) as exc:
+        files = loads_strict(path.read_text(encoding="utf-8")).get("files", {})
+    except (OSError, ValueError, RecursionError, AttributeError) as exc:
         raise DataContractError(f"{path}: not a written_by record ({exc}); remove it") from exc
     return {str(k): str(v) for k, v in files.items()} if isinstance(files, Mapping) else {}
 
@@ -95,6 +99,56 @@ def record_outputs(folder: str | os.PathLike[str], command: str, files: Iterable
 
 
 # ---------------------------------------------------------------------------------------------
+# CSV files for people
+# ---------------------------------------------------------------------------------------------
+#: First characters that make a spreadsheet read a cell as a formula (OWASP, CSV injection).
+FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _safe_text(col: Any) -> Any:
+    """A pyarrow string column with every formula-like cell prefixed by ``'``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    risky = pc.starts_with(col, FORMULA_START[0])
+    for start in FORMULA_START[1:]:
+        risky = pc.or_(risky, pc.starts_with(col, start))
+    quoted = pc.binary_join_element_wise(pa.scalar("'", col.type), col,
+                                         pa.scalar("", col.type))
+    return pc.if_else(pc.fill_null(risky, False), quoted, col)
+
+
+def spreadsheet_safe(table: pa.Table) -> pa.Table:
+    """The text columns of ``table`` (all but ``row``) with every cell a spreadsheet would
+    run as a formula (starting ``=``, ``+``, ``-``, ``@``, a tab or a carriage return)
+    prefixed by ``'``, as OWASP recommends; numbers and times are left as they are."""
+    import pyarrow as pa
+
+    cols = [_safe_text(col) if name != "row" and (pa.types.is_string(col.type)
+                                                   or pa.types.is_large_string(col.type))
+            else col
+            for name, col in zip(table.column_names, table.columns, strict=True)]
+    return pa.table(cols, names=table.column_names)
+
+
+def spreadsheet_safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """:func:`spreadsheet_safe` of a DataFrame: its text columns (strings, categories,
+    objects holding strings) escaped, the others left as they are (a copy)."""
+    import pyarrow as pa
+
+    out = frame.copy()
+    for name in frame.columns:
+        col = frame[name]
+        if pd.api.types.infer_dtype(col, skipna=True) in ("string", "categorical") and (
+                not isinstance(col.dtype, pd.CategoricalDtype)
+                or pd.api.types.infer_dtype(col.cat.categories, skipna=True) == "string"):
+            text = pa.Array.from_pandas(col.astype("string"))
+            out[name] = pd.Series(_safe_text(text).to_numpy(zero_copy_only=False),
+                                  index=col.index, dtype=object)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # label's files
 # ---------------------------------------------------------------------------------------------
 #: Rows of a Parquet row group: pyarrow's default, which ``DataFrame.to_parquet`` uses.
@@ -105,6 +159,9 @@ _STAMP: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 def write_claims_table(claims: pd.DataFrame | Iterable[pd.DataFrame], out: Path) -> None:
     """Write a claims table as Parquet, CSV or JSONL, chosen by the file ending.
+
+    The CSV is for people: a text cell a spreadsheet would run as a formula is prefixed by
+    ``'`` (:func:`spreadsheet_safe_frame`); Parquet and JSONL keep every value as it is.
 
     Parameters
     ----------
@@ -125,7 +182,7 @@ def write_claims_table(claims: pd.DataFrame | Iterable[pd.DataFrame], out: Path)
     elif suffix in (".parquet", ".pq"):
         claims.to_parquet(out, index=False)
     elif suffix == ".csv":
-        claims.to_csv(out, index=False, date_format=_STAMP)
+        spreadsheet_safe_frame(claims).to_csv(out, index=False, date_format=_STAMP)
     else:
         claims.to_json(out, orient="records", lines=True, date_format="iso", date_unit="us")
 
@@ -141,7 +198,8 @@ def _write_claim_parts(parts: Iterable[pd.DataFrame], out: Path, suffix: str) ->
         with open(out, "w", encoding="utf-8", newline="") as fh:
             for i, part in enumerate(parts):
                 if suffix == ".csv":
-                    part.to_csv(fh, index=False, header=i == 0, date_format=_STAMP)
+                    spreadsheet_safe_frame(part).to_csv(fh, index=False, header=i == 0,
+                                                        date_format=_STAMP)
                 elif len(part):
                     fh.write(jsonl(part))
                 rows, last = rows + len(part), part
@@ -223,22 +281,22 @@ def write_join_report(report: Any, out: Path, outcome_files: Sequence[str],
     parts = _row_slices(report.unjoined_uses) if use_parts is None else use_parts
     with open(unjoined_csv, "w", encoding="utf-8", newline="") as fh:
         for i, uses in enumerate(parts):
-            pd.DataFrame({
+            spreadsheet_safe_frame(pd.DataFrame({
                 "kind": "use", "file": _plain(uses["decision_file"]),
                 "line": uses["decision_line"], "action_id": _plain(uses["action_id"]),
                 "premise_id": _plain(uses["premise_id"]), "claim_id": _plain(uses["claim_id"]),
                 "time": uses["time"], "reason": _plain(uses["reason"]),
                 "detail": _plain(uses["detail"]),
-            }).to_csv(fh, index=False, header=i == 0, date_format=_STAMP)
+            })).to_csv(fh, index=False, header=i == 0, date_format=_STAMP)
     if use_parts is not None:
         report.unjoined_uses_file = str(unjoined_csv)
-    pd.DataFrame({
+    spreadsheet_safe_frame(pd.DataFrame({
         "kind": "outcome",
         "file": [names[int(s)] for s in outs["source"]],
         "line": outs["row"], "action_id": outs["action_id"], "premise_id": None,
         "claim_id": outs["claim_id"], "time": outs["time"], "reason": outs["status"],
         "detail": outs["detail"],
-    }).to_csv(unjoined_csv, index=False, date_format=_STAMP, mode="a", header=False)
+    })).to_csv(unjoined_csv, index=False, date_format=_STAMP, mode="a", header=False)
     line = {k: v for k, v in summary.items() if k != "decision_files"}
     line.update(extra or {})
     line.update(out=str(out), report=str(report_json), unjoined_csv=str(unjoined_csv))

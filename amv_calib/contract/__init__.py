@@ -1,8 +1,9 @@
 """The contract shared by training and the runtime gate: numpy and the standard library only.
 
 The claim columns and their aliases (``_schema``), the closed feature vocabulary, the
-portable calibrator and the one sigmoid (``_features``), and the artifact format with its
-loader (``_artifact``).
+portable calibrator and the one sigmoid (``_features``), the artifact format with its
+loader (``_artifact``, ``_folder``, ``_signature``), and the two rules for reading anything
+from outside: strict JSON (``_json``) and regular files only (``_files``).
 Training writes what this package defines; the gate reads it without importing anything else.
 """
 
@@ -48,6 +49,14 @@ from amv_calib.contract._features import (
     seed_prior_calibrator,
     sigmoid,
 )
+from amv_calib.contract._files import (
+    file_kind,
+    open_regular,
+    read_regular,
+    read_toml,
+    require_regular,
+)
+from amv_calib.contract._json import DuplicateKeyError, loads_strict
 from amv_calib.contract._schema import (
     ALIASES,
     CLAIM_FEATURES,
@@ -58,7 +67,14 @@ from amv_calib.contract._schema import (
 from amv_calib.contract._signature import SIGNATURE_FILE, verify_signature
 
 __all__ = [
+    "DuplicateKeyError",
     "SIGNATURE_FILE",
+    "file_kind",
+    "loads_strict",
+    "open_regular",
+    "read_regular",
+    "read_toml",
+    "require_regular",
     "verify_signature",
     "DEFAULT_EPS",
     "ALIASES",

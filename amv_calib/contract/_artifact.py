@@ -1,9 +1,11 @@
 """Load exported artifacts safely: the gate's side of ``models/<name>/<version>/``.
 
-The loader reads ``manifest.json`` and ``calibrator.json`` only, checks the format, the
-sha256 of every file the manifest lists and that nothing unlisted sits beside them, validates
-the portable calibrator, and never unpickles anything (a ``calibrator.joblib`` beside it is
-hashed, not opened). numpy and the standard library only: the runtime gate imports this.
+The loader reads every file of the version folder once, through one handle on the folder
+(:mod:`._folder`), and judges those bytes only: it checks the format, the sha256 of every
+file the manifest lists and that nothing unlisted sits beside them, the signature (under
+trusted keys) against the same digests, validates the portable calibrator, and never
+unpickles anything (a ``calibrator.joblib`` beside it is hashed, not opened). numpy and the
+standard library only: the runtime gate imports this.
 
 A *reference* names one artifact version:
 
@@ -26,7 +28,6 @@ import logging
 import math
 import os
 import re
-import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,7 +35,15 @@ from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
 from amv_calib.contract._features import FeatureMap, PortableCalibrator, _check_format
-from amv_calib.contract._signature import SIGNATURE_FILE, verify_signature
+from amv_calib.contract._files import read_regular
+from amv_calib.contract._folder import (
+    MAX_JSON_BYTES,
+    VersionFolder,
+    read_file_in,
+    read_version_folder,
+)
+from amv_calib.contract._json import loads_strict
+from amv_calib.contract._signature import SIGNATURE_FILE, verify_folder
 from amv_calib.exceptions import (
     ArtifactError,
     CertificateMismatchError,
@@ -79,16 +88,14 @@ _REQUIRED_MANIFEST_KEYS: Final = ("name", "version", "calibrator_kind", "feature
                                   "files")
 _SHA256_RE: Final = re.compile(r"[0-9a-f]{64}")
 _VERSION_RE: Final = re.compile(r"v[1-9][0-9]*")
-#: Larger JSON files are refused before parsing (an isotonic table of 10^5 knots is ~5 MB).
-_MAX_JSON_BYTES: Final = 64 * 1024 * 1024
-#: Larger listed files (figures, the joblib copy) are refused before hashing.
-_MAX_FILE_BYTES: Final = 1024 * 1024 * 1024
 #: Deeper JSON is refused (the format nests four levels; Python's parser would recurse).
 _MAX_JSON_DEPTH: Final = 32
 
 _log = logging.getLogger(__name__)
 
 G = TypeVar("G")
+#: Trusted public keys as an argument: one path, or a sequence of them.
+KeysLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,6 +122,10 @@ class LoadedArtifact:
     signed_by : pathlib.Path or None
         The trusted public key that verified ``model.sig``; None when no trusted key was
         configured (a signature, if present, was then not checked).
+    contents : mapping
+        The bytes of every JSON file of the version (``manifest.json``, ``calibrator.json``,
+        ``profile.json``, ...) as read, hashed and (under a key) verified: read these rather
+        than the folder again, which may have changed since.
     """
 
     path: Path
@@ -126,6 +137,7 @@ class LoadedArtifact:
     alias: str | None = None
     files: dict[str, str] = field(default_factory=dict)
     signed_by: Path | None = None
+    contents: Mapping[str, bytes] = field(default_factory=dict, repr=False)
 
     @property
     def calibrator_sha256(self) -> str:
@@ -293,28 +305,9 @@ def _number(value: Any, key: str, *, lo: float, hi: float | None = None) -> floa
     return f
 
 
-def _refuse_constant(token: str) -> Any:
-    raise ValueError(f"non-finite number {token!r} is not allowed")
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # Two parsers could pick different copies of a repeated key: refuse instead.
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"key {key!r} appears twice")
-        out[key] = value
-    return out
-
-
 def _parse_json(raw: bytes, where: Path, *, allow_nan: bool = False) -> dict[str, Any]:
     try:
-        text = raw.decode("utf-8")
-        obj = json.loads(
-            text,
-            object_pairs_hook=_no_duplicates,
-            parse_constant=float if allow_nan else _refuse_constant,
-        )
+        obj = loads_strict(raw.decode("utf-8"), allow_nan=allow_nan)
     except UnicodeDecodeError as exc:
         raise ArtifactError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") \
             from None
@@ -357,82 +350,12 @@ def _check_file_format(data: Mapping[str, Any], name: str, version: int, where: 
         raise ArtifactError(f"{where}: {exc}") from None
 
 
-def _open_regular(path: Path, what: str, inside: Path) -> tuple[int, int]:
-    """``(descriptor, size)`` of the regular file ``path``, which must lie in ``inside``.
-
-    Opened without blocking (a FIFO would hang an ordinary open) and checked with ``fstat``
-    before anything is read: a device, FIFO, socket or folder is refused, and so is a link
-    that leads out of ``inside``.
-    """
-    real, base = os.path.realpath(path), os.path.realpath(inside)
-    if os.path.commonpath([real, base]) != base:
-        raise ArtifactError(f"{path}: {what} is a link that leaves {inside} (to {real})")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise ArtifactError(f"{path}: {what} is missing") from None
-    except OSError as exc:
-        raise ArtifactError(f"{path}: cannot read {what} ({exc.strerror})") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO"
-                if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
-                or stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
-                else "a special file")
-        raise ArtifactError(f"{path}: {what} is {kind}, not a regular file")
-    return fd, st.st_size
-
-
-def _read_bytes(path: Path, *, what: str, inside: Path,
-                limit: int = _MAX_JSON_BYTES) -> bytes:
-    """The bytes of a regular file in ``inside``, at most ``limit`` of them."""
-    fd, size = _open_regular(path, what, inside)
-    try:
-        if size > limit:
-            raise ArtifactError(f"{path}: {what} is larger than {limit} bytes")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(limit + 1)
-    except OSError as exc:
-        raise ArtifactError(f"{path}: cannot read {what} ({exc.strerror})") from None
-    finally:
-        os.close(fd)
-    if len(data) > limit:  # grew after fstat
-        raise ArtifactError(f"{path}: {what} is larger than {limit} bytes")
-    return data
-
-
-def _sha256_file(path: Path, *, what: str, inside: Path) -> str:
-    """sha256 of a regular file in ``inside`` (at most ``_MAX_FILE_BYTES``)."""
-    fd, size = _open_regular(path, what, inside)
-    try:
-        if size > _MAX_FILE_BYTES:
-            raise ArtifactError(f"{path}: {what} is larger than {_MAX_FILE_BYTES} bytes")
-        h = hashlib.sha256()
-        left = _MAX_FILE_BYTES + 1
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            while left > 0 and (block := fh.read(min(1 << 20, left))):
-                h.update(block)
-                left -= len(block)
-    except OSError as exc:
-        raise ArtifactError(f"{path}: cannot read {what} ({exc.strerror})") from None
-    finally:
-        os.close(fd)
-    if left <= 0:
-        raise ArtifactError(f"{path}: {what} is larger than {_MAX_FILE_BYTES} bytes")
-    return h.hexdigest()
-
-
 def read_regular_bytes(path: str | os.PathLike[str], *, what: str) -> bytes:
     """The bytes of a user's regular file (never a FIFO or device), within the JSON size cap.
 
     Raises :class:`~amv_calib.ConfigError` naming the file and the problem.
     """
-    p = Path(path)
-    try:
-        return _read_bytes(p, what=what, inside=Path(os.path.realpath(p)).parent)
-    except ArtifactError as exc:
-        raise ConfigError(str(exc)) from None
+    return read_regular(path, what=what, error=ConfigError, limit=MAX_JSON_BYTES)
 
 
 def read_json_object(path: str | os.PathLike[str], *, what: str) -> dict[str, Any]:
@@ -492,7 +415,10 @@ def read_aliases(model_dir: str | os.PathLike[str]) -> dict[str, Any]:
     if not os.path.lexists(path):
         return {"format": ALIASES_FORMAT, "format_version": ALIASES_FORMAT_VERSION,
                 "name": mdir.name, "aliases": {}}
-    data = _parse_json(_read_bytes(path, what="alias file", inside=mdir), path)
+    raw = read_file_in(mdir, ALIASES_FILE, what="alias file")
+    if raw is None:  # removed since the check above
+        raise ArtifactError(f"{path}: alias file is missing")
+    data = _parse_json(raw, path)
     _check_file_format(data, ALIASES_FORMAT, ALIASES_FORMAT_VERSION, path)
     aliases = data.get("aliases")
     if not isinstance(aliases, dict):
@@ -577,18 +503,8 @@ def _check_rel_path(rel: Any, manifest_path: Path) -> str:
     return rel
 
 
-def _folder_files(root: Path) -> set[str]:
-    out: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        rel_dir = Path(dirpath).relative_to(root).as_posix()
-        for fn in filenames:
-            out.add(fn if rel_dir == "." else f"{rel_dir}/{fn}")
-    return out
-
-
 def load_artifact(ref: str | os.PathLike[str] | None = None, *,
-                  trusted_keys: Sequence[str | os.PathLike[str]] | None = None,
+                  trusted_keys: KeysLike | None = None,
                   check_signature: bool = True) -> LoadedArtifact:
     """Load and verify one artifact version; never unpickles.
 
@@ -597,11 +513,13 @@ def load_artifact(ref: str | os.PathLike[str] | None = None, *,
     ref : str or path-like, optional
         A version folder or ``MODEL_DIR@ALIAS`` (see the module docstring); ``None`` loads
         :func:`amv_calib.settings.champion_reference`.
-    trusted_keys : sequence of path-like, optional
-        Public keys (PEM) of whoever may sign artifacts. When some are given, or else
-        when ``$AMV_CALIB_TRUSTED_KEYS`` names some
+    trusted_keys : path-like or sequence of path-like, optional
+        Public keys (PEM) of whoever may sign artifacts (one path, or several). When some
+        are given, or else when ``$AMV_CALIB_TRUSTED_KEYS`` names some
         (:func:`amv_calib.settings.trusted_keys`), the version must carry a ``model.sig``
-        that one of them verifies. An empty sequence falls back to the environment's.
+        that one of them verifies. An empty sequence names no key and refuses every
+        artifact, and so does a ``$AMV_CALIB_TRUSTED_KEYS`` that is set but names no key
+        (whatever is given here): signing is never switched off by a blank.
     check_signature : bool, default True
         False skips the signature check (``amv-calib sign`` uses it to check a version's
         structure before signing it); the gate never does.
@@ -614,27 +532,31 @@ def load_artifact(ref: str | os.PathLike[str] | None = None, *,
     ------
     ArtifactError
         Naming the file and the problem, checked in this order: folder missing (or a bare
-        model folder, or an unknown alias); ``manifest.json`` missing, not JSON, or changed
+        model folder, or an unknown alias); trusted keys given or set but naming no key;
+        ``manifest.json`` missing, not JSON, or changed
         since the alias was promoted; unknown ``format`` / ``format_version``; manifest
         fields missing or malformed; a listed file missing; a sha256 mismatch; a file in
         the folder that the manifest does not list; ``calibrator.json`` not JSON or
         invalid (unknown transform or column, non-finite coefficient, non-monotone
         isotonic table, ...); a feature map or kind that differs between the two files;
         invalid gate thresholds; with trusted keys, a missing signature or one that no
-        trusted key verifies. Only regular files inside the version folder are read
-        (never a FIFO, a device or a link out of the folder), each within a size cap,
-        and JSON nested deeper than 32 levels is refused.
+        trusted key verifies. The folder is read once, through one handle on it: only
+        regular files are read (never a FIFO, a device, or a link, the version folder itself
+        included), each within a size cap, and every check, the signature's included, judges
+        the bytes read then. JSON nested deeper than 32 levels, or giving a key twice, is
+        refused.
     """
     res = _resolve(ref)
-    keys = _trusted_keys_in_force(trusted_keys)
+    keys = _trusted_keys_in_force(trusted_keys) if check_signature else []
+    folder = read_version_folder(res.path, keep=frozenset({SIGNATURE_FILE}))
     manifest_path = res.path / MANIFEST_FILE
-    manifest = _read_manifest(res, manifest_path)
+    manifest = _read_manifest(res, folder, manifest_path)
     files = _listed_files(manifest["files"], manifest_path)
-    raw_calibrator = _verify_files(res.path, files)
-    # after the structural checks, which only ever read regular files inside the folder
-    signed_by = verify_signature(res.path, keys) if keys and check_signature else None
-    calibrator = _read_calibrator(raw_calibrator, res.path / CALIBRATOR_FILE, manifest,
-                                  manifest_path)
+    _verify_files(folder, files)
+    # after the structural checks, on the digests of the same bytes
+    signed_by = verify_folder(folder, keys) if keys else None
+    calibrator = _read_calibrator(folder.data[CALIBRATOR_FILE], res.path / CALIBRATOR_FILE,
+                                  manifest, manifest_path)
     try:
         thresholds = check_thresholds(manifest["gate"])
     except ValueError as exc:
@@ -650,6 +572,8 @@ def load_artifact(ref: str | os.PathLike[str] | None = None, *,
         alias=res.alias,
         files=files,
         signed_by=signed_by,
+        contents=MappingProxyType({k: v for k, v in folder.data.items()
+                                   if k != SIGNATURE_FILE}),
     )
 
 
@@ -677,15 +601,39 @@ def _check_bindings(manifest: Mapping[str, Any], files: Mapping[str, str],
         raise CertificateMismatchError(f"{manifest_path}: {exc}") from None
 
 
-def _trusted_keys_in_force(given: Sequence[str | os.PathLike[str]] | None) -> list[Path]:
-    """The keys given, else those of the environment (so a deployment's keys always hold)."""
-    return [Path(k) for k in given or ()] or trusted_keys()
+def _trusted_keys_in_force(given: KeysLike | None) -> list[Path]:
+    """The keys given, else those of the environment; a blank refuses (a deployment that set
+    keys must not run unchecked)."""
+    try:
+        from_env = trusted_keys()
+    except ConfigError as exc:
+        raise ArtifactError(str(exc)) from None
+    if given is None:
+        return from_env
+    keys = [Path(given)] if isinstance(given, (str, os.PathLike)) else [Path(k) for k in given]
+    if not keys:
+        raise ArtifactError(
+            "trusted_keys names no key (an empty list): nothing can be verified; give the "
+            "public key(s), or None to use $AMV_CALIB_TRUSTED_KEYS")
+    return keys
 
 
-def _read_manifest(res: _Resolved, manifest_path: Path) -> dict[str, Any]:
+def _listed_bytes(folder: VersionFolder, rel: str, what: str) -> bytes:
+    """The bytes read of the JSON file ``rel``, or the error naming it and ``what`` it is."""
+    where = folder.path / rel
+    problem = folder.problem(rel)
+    if problem is not None:
+        raise ArtifactError(f"{where}: {what} {problem}")
+    if rel not in folder.data:
+        raise ArtifactError(f"{where}: {what} is missing")
+    return folder.data[rel]
+
+
+def _read_manifest(res: _Resolved, folder: VersionFolder,
+                   manifest_path: Path) -> dict[str, Any]:
     """``manifest.json`` of the resolved version: unchanged since its alias was promoted, of
     a known format, with the required keys, a name and a version matching the folder."""
-    raw_manifest = _read_bytes(manifest_path, what="manifest", inside=res.path)
+    raw_manifest = _listed_bytes(folder, MANIFEST_FILE, "manifest")
     if res.manifest_sha256 is not None:
         got = hashlib.sha256(raw_manifest).hexdigest()
         if got != res.manifest_sha256:
@@ -712,10 +660,10 @@ def _read_manifest(res: _Resolved, manifest_path: Path) -> dict[str, Any]:
         raise ArtifactError(f"{manifest_path}: name={name!r} must be a non-empty string")
     if not isinstance(version, str) or not _VERSION_RE.fullmatch(version):
         raise ArtifactError(f"{manifest_path}: version={version!r} must look like 'v1'")
-    folder = res.path.name
-    if _VERSION_RE.fullmatch(folder) and folder != version:
+    named = res.path.name
+    if _VERSION_RE.fullmatch(named) and named != version:
         raise ArtifactError(
-            f"{manifest_path}: version={version!r} but the folder is {folder!r} "
+            f"{manifest_path}: version={version!r} but the folder is {named!r} "
             f"(copied or renamed by hand?)"
         )
     return manifest
@@ -739,33 +687,31 @@ def _listed_files(files_field: Any, manifest_path: Path) -> dict[str, str]:
     return files
 
 
-def _verify_files(root: Path, files: Mapping[str, str]) -> bytes:
-    """Check every listed file against its digest and that no other file sits in ``root``;
-    returns the bytes of ``calibrator.json`` that were hashed."""
-    raw_calibrator = b""
+def _verify_files(folder: VersionFolder, files: Mapping[str, str]) -> None:
+    """Check every listed file read against its digest, and that no other file sits in the
+    folder."""
+    root = folder.path
+    listed = f"file listed in {MANIFEST_FILE}"
     for rel in sorted(files):
         fpath = root / rel
         if rel == CALIBRATOR_FILE:
-            # Hash and parse the same bytes, so the file cannot change in between.
-            raw_calibrator = _read_bytes(fpath, what="file listed in manifest.json",
-                                         inside=root)
-            got = hashlib.sha256(raw_calibrator).hexdigest()
-        else:
-            if not os.path.lexists(fpath):
-                raise ArtifactError(f"{fpath}: listed in {MANIFEST_FILE} but missing")
-            got = _sha256_file(fpath, what=f"file listed in {MANIFEST_FILE}", inside=root)
+            _listed_bytes(folder, rel, listed)  # parsed later: read whole, within the JSON cap
+        elif folder.problem(rel) is not None:
+            raise ArtifactError(f"{fpath}: {listed} {folder.problem(rel)}")
+        elif rel not in folder.digests:
+            raise ArtifactError(f"{fpath}: listed in {MANIFEST_FILE} but missing")
+        got = folder.digests[rel]
         if got != files[rel]:
             raise ArtifactError(
                 f"{fpath}: sha256 mismatch (tampered or truncated): {MANIFEST_FILE} lists "
                 f"{files[rel]}, the file has {got}"
             )
-    extra = sorted(_folder_files(root) - set(files) - {MANIFEST_FILE, SIGNATURE_FILE})
+    extra = sorted(folder.names() - set(files) - {MANIFEST_FILE, SIGNATURE_FILE})
     if extra:
         raise ArtifactError(
             f"{root / extra[0]}: not listed in {MANIFEST_FILE} (unlisted files: {extra}); "
             f"an artifact folder is immutable, export a new version instead"
         )
-    return raw_calibrator
 
 
 def _read_calibrator(raw: bytes, cal_path: Path, manifest: Mapping[str, Any],
@@ -812,10 +758,10 @@ def _with_gate_clamp(calibrator: PortableCalibrator, clamp: list[float] | None,
 
 def gate_from_artifact(
     cls: Callable[..., G],
-    ref: str | os.PathLike[str] | None = None,
+    ref: str | os.PathLike[str] | LoadedArtifact | None = None,
     *,
     strict: bool = False,
-    trusted_keys: Sequence[str | os.PathLike[str]] | None = None,
+    trusted_keys: KeysLike | None = None,
     **overrides: Any,
 ) -> G:
     """Build a gate from an artifact; a refused artifact gives a gate that always abstains.
@@ -824,11 +770,12 @@ def gate_from_artifact(
     ----------
     cls : type
         The gate class (``amv_calib.gate.Gate``), called with keyword arguments.
-    ref : str or path-like, optional
-        See :func:`load_artifact`.
+    ref : str, path-like or LoadedArtifact, optional
+        See :func:`load_artifact`; an artifact already loaded is used as it is (so that a
+        caller who also needs the artifact reads the folder once).
     strict : bool, default False
         Re-raise :class:`~amv_calib.ArtifactError` instead of failing closed.
-    trusted_keys : sequence of path-like, optional
+    trusted_keys : path-like or sequence of path-like, optional
         See :func:`load_artifact`: with trusted keys, an unsigned or wrongly signed
         artifact is refused like a tampered one.
     **overrides
@@ -847,7 +794,8 @@ def gate_from_artifact(
         ABSTAIN with that reason.
     """
     try:
-        art = load_artifact(ref, trusted_keys=trusted_keys)
+        art = ref if isinstance(ref, LoadedArtifact) else load_artifact(
+            ref, trusted_keys=trusted_keys)
     except ArtifactError as exc:
         if strict:
             raise

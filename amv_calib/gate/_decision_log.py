@@ -1,7 +1,8 @@
 """The gate's decision log: an append-only JSON-lines file, its writer and a tolerant reader.
 
-Standard library only: the runtime gate imports this module lazily when it is given
-``decision_log=PATH``, and logging must not add imports to the decision path.
+Standard library only (and the gate's own contract): the runtime gate imports this module
+lazily when it is given ``decision_log=PATH``, and logging must not add imports to the
+decision path.
 
 Format
 ------
@@ -32,32 +33,46 @@ Durability and latency
 :meth:`DecisionLogWriter.append` encodes the whole line first and hands it to the kernel in
 **one** ``os.write`` on a descriptor opened with ``O_APPEND``. Earlier lines are therefore
 never rewritten, and concurrent writers (threads here, or other processes with their own
-writer) never interleave inside a line on a local file system. The cost on the decision
-path is the JSON encoding plus one small ``write`` into the page cache: for a 3-premise
-record about 9 us at the median and 20 us at the 99th percentile on the 2-core development
-machine, the same as a plain buffered ``write`` + ``flush`` (``bench/bench_labels.py``
-measures it); like any write it can stall for milliseconds while the kernel writes dirty
-pages back. There is no background thread and no buffering, so a crash loses at most the
-line being written. The same primitive, :class:`JsonLinesAppender`, writes the outcome log
-(:mod:`amv_calib.gate._outcomes`). With ``fsync=True`` every line is also forced to disk
-(``os.fsync``), which costs a disk flush (often milliseconds) per decision: use it only
-where losing the last lines in a power cut matters more than latency.
+writer) never interleave inside a line on a local file system. The cost on the decision path
+is the JSON encoding plus one small ``write`` into the page cache, and an ``fstat`` to see
+where the file ends (below): for a 3-premise record about 9 us at the median and 20 us at
+the 99th percentile on the 2-core development machine before the ``fstat`` was added, the
+same as a plain buffered ``write`` + ``flush`` (``bench/bench_labels.py`` measures it); the
+``fstat`` added 2-3 us at the median in an interleaved A/B on a loaded host. Like any write
+it can stall for milliseconds while the kernel writes dirty pages back. There is no
+background thread and no buffering, so a crash loses at most the line being written. With
+``fsync=True`` every line is also forced to disk (``os.fsync``), which costs a disk flush
+(often milliseconds) per decision: use it only where losing the last lines in a power cut
+matters more than latency. The same primitive, :class:`JsonLinesAppender`, writes the outcome
+log (:mod:`amv_calib.gate._outcomes`).
 
-A crash in the middle of a write can leave a *torn* last line without its ``\\n``. The
-writer repairs that when it opens the file, by appending a ``\\n`` first, so new lines stay
-intact; the torn fragment then stays behind as an unparseable line. A write that fails
-part-way (a full disk, a file-size limit) is handled the same way: ``append`` raises, and the
-writer's next line starts with a ``\\n``, so only the failed record is lost and the fragment
-is a line of its own (the reader names it, and ``on_corrupt="skip"`` counts and skips it).
-The file is never truncated: another process may have appended after the fragment.
+A crash in the middle of a write, or a write that fails part-way (a full disk, a file-size
+limit), can leave a *fragment*: part of a record, without its ``\\n``. Every record
+therefore starts on a fresh line, whoever left the fragment: under the writer's lock,
+``append`` looks at the file's end (an ``fstat``, and a one-byte ``pread`` unless the file
+still ends where this writer's last record did) and writes the record with a leading
+``\\n`` when the last byte is not one. So a failed write loses only its own record; the
+fragment is a line of its own (the reader names it, and ``on_corrupt="skip"`` counts and
+skips it). The file is never truncated: another process may have appended after the
+fragment. Every record starts with its ``time`` field (``{"time":``), which lets the reader
+find a record again inside a line that holds a fragment first: what an older writer left,
+or what two processes leave in the microseconds between one's look at the file's end and
+its write, if the other's write fails part-way just then (a lock across processes would
+close that window for two more system calls per record; the reader closes it instead). No
+record that a writer reported written is lost either way.
 
 Reading
 -------
 :func:`read_decision_log` yields one dict per line. A torn **last** line (no ``\\n`` and not
-valid JSON) is skipped with a :class:`DecisionLogWarning`. A corrupt line elsewhere means
-the file was damaged or edited, or is the fragment of an earlier crash: by default it
-raises :class:`~amv_calib.exceptions.DataContractError` naming the file and line; with
-``on_corrupt="skip"`` it is skipped with a warning and counted in :class:`LogReadStats`.
+valid JSON) is skipped with a :class:`DecisionLogWarning`. A corrupt line elsewhere (not a
+JSON object, or one giving a key twice) means the file was damaged or edited, or is the
+fragment of an earlier crash: by default it raises
+:class:`~amv_calib.exceptions.DataContractError` naming the file and line; with
+``on_corrupt="skip"`` it is skipped with a warning and counted in :class:`LogReadStats`. A
+corrupt line that holds a fragment followed by a whole record (written glued on by a writer
+that did not check the tail) is resynchronised: the record is read from its ``{"time":``
+on, and the fragment before it is treated as a corrupt line would be (raised, or skipped and
+counted as a fragment).
 Blank lines are skipped and counted. Records are normalised to the snake_case names above;
 the seed TypeScript gate's camelCase names (``actionId``, ``toolName``, ``impactCostTheta``,
 ``abstentionCostKappa``, ``claimId``, ``calibratedViolationProbability``, ...) are accepted.
@@ -76,6 +91,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, Self
 
+from amv_calib.contract import loads_strict, open_regular
 from amv_calib.exceptions import DataContractError, check_choice
 
 __all__ = [
@@ -211,13 +227,19 @@ def _write_all(fd: int, data: bytes) -> None:
         done += n
 
 
+#: How every record the writer writes begins (the reader resynchronises on it).
+RECORD_START: Final = b'{"time":'
+#: At most this many record starts are tried inside one corrupt line.
+_MAX_RESYNC: Final = 16
+
+
 class JsonLinesAppender:
-    """Append JSON records to a file, one ``os.write`` per line: the locked-append primitive
-    that :class:`DecisionLogWriter` and :class:`~amv_calib.gate.OutcomeLog` share.
+    """Append JSON records to a file, one ``os.write`` per line: the append primitive that
+    :class:`DecisionLogWriter` and :class:`~amv_calib.gate.OutcomeLog` share.
 
     The rules are the module's (Durability and latency): a descriptor opened with
-    ``O_APPEND``, a torn tail repaired on opening, one lock per writer, and after a write that
-    failed part-way the next line starts with a newline of its own.
+    ``O_APPEND``, one lock per writer, every record starting with its ``time`` and on a
+    fresh line, whoever left a fragment at the file's end.
 
     Parameters
     ----------
@@ -239,29 +261,14 @@ class JsonLinesAppender:
         parent = os.path.dirname(self.path)
         if parent:
             os.makedirs(parent, exist_ok=True)
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        # read and write: the last byte is read back (pread) to see whether a line is open
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(self.path, flags, 0o644)
-        try:
-            self._repair_torn_tail(fd)
-        except BaseException:
-            os.close(fd)
-            raise
         self._fd: int | None = fd
-        # True while the file may end in a fragment of ours (a write that failed part-way):
-        # the next line then starts with a newline of its own.
-        self._torn = False
+        # Where this writer's last complete record ended: while the file still ends there,
+        # it ends in a newline and its last byte need not be read back.
+        self._clean_end = -1
         self._finalizer = weakref.finalize(self, os.close, fd)
-
-    def _repair_torn_tail(self, fd: int) -> None:
-        size = os.fstat(fd).st_size
-        if size == 0:
-            return
-        with open(self.path, "rb") as fh:
-            fh.seek(size - 1)
-            last = fh.read(1)
-        if last != b"\n":
-            # A crashed writer left a partial line; end it so the next record starts clean.
-            _write_all(fd, b"\n")
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Write one record as one line.
@@ -270,23 +277,26 @@ class JsonLinesAppender:
         write fails (disk full, closed writer) and ``TypeError`` for unserialisable fields.
         After a failed write only that record is lost: the next line starts on a fresh line.
         """
-        if "time" not in record:
-            record = {"time": utc_now_iso(), **record}
+        if next(iter(record), None) != "time":
+            # time first, always: the reader finds a record again by its start
+            record = {"time": record["time"] if "time" in record else utc_now_iso(), **record}
         data = encode_record(record)
         with self._lock:
             fd = self._fd
             if fd is None:
                 raise OSError(f"{self._what} {self.path!r} is closed")
-            if self._torn:
-                data = b"\n" + data
+            size = os.fstat(fd).st_size
+            if size and size != self._clean_end and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data  # the file ends in a fragment, whoever left it
             try:
                 _write_all(fd, data)
             except _PartialWrite as exc:
-                if exc.written:
-                    self._torn = not data[:exc.written].endswith(b"\n")
+                self._clean_end = -1
                 raise OSError(exc.errno, f"{self._what} {self.path!r}: record not written "
                                          f"({exc.strerror})") from exc
-            self._torn = False
+            # Where the file ends if nobody else wrote meanwhile; if somebody did, the file
+            # only grows past it, and the next append reads the last byte back.
+            self._clean_end = size + len(data)
             if self.fsync:
                 os.fsync(fd)
             self.lines_written += 1
@@ -322,10 +332,10 @@ class DecisionLogWriter(JsonLinesAppender):
 
     Notes
     -----
-    Thread-safe: one lock serialises ``append`` calls of this writer. Several processes
-    may append to the same file, each with its own writer, because every line is a single
-    ``O_APPEND`` write. Use as a context manager or call :meth:`close`; the descriptor is
-    also closed when the writer is garbage-collected.
+    Thread-safe: one lock serialises ``append`` calls of this writer. Several processes may
+    append to the same file, each with its own writer: every line is a single ``O_APPEND``
+    write, started on a fresh line (module docs). Use as a context manager or call
+    :meth:`close`; the descriptor is also closed when the writer is garbage-collected.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
@@ -336,8 +346,10 @@ class DecisionLogWriter(JsonLinesAppender):
 class LogReadStats:
     """What :func:`read_decision_log` saw in one file.
 
-    ``lines == records + blank + torn + corrupt`` always; ``corrupt_lines`` lists the
-    1-based numbers of skipped corrupt lines (and of the torn last line).
+    ``lines == records + blank + torn + corrupt`` always (a line holding a fragment and then
+    a record counts as a record); ``fragments`` counts the fragments skipped before a record
+    on the same line; ``corrupt_lines`` lists the 1-based numbers of skipped corrupt lines,
+    of the torn last line and of the lines whose leading fragment was skipped.
     """
 
     lines: int = 0
@@ -345,13 +357,14 @@ class LogReadStats:
     blank: int = 0
     torn: int = 0
     corrupt: int = 0
+    fragments: int = 0
     corrupt_lines: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-data form for reports."""
         return {"lines": self.lines, "records": self.records, "blank": self.blank,
                 "torn_last_line": self.torn, "corrupt": self.corrupt,
-                "corrupt_lines": list(self.corrupt_lines)}
+                "fragments": self.fragments, "corrupt_lines": list(self.corrupt_lines)}
 
 
 def _pick(data: Mapping[str, Any], names: tuple[str, ...]) -> tuple[bool, Any]:
@@ -443,22 +456,58 @@ def normalize_decision(record: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _json_record(raw: bytes) -> dict[str, Any]:
+    obj = loads_strict(raw)
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _resync(raw: bytes) -> tuple[int, dict[str, Any]] | None:
+    """``(offset, record)`` of the first record start after the beginning of a corrupt
+    line from which the rest of the line is one JSON object; None if there is none."""
+    at = raw.find(RECORD_START, 1)
+    for _ in range(_MAX_RESYNC):
+        if at < 0:
+            return None
+        try:
+            return at, _json_record(raw[at:])
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            at = raw.find(RECORD_START, at + 1)
+    return None
+
+
 def parse_decision_line(raw: bytes, *, name: str, lineno: int, last: bool,
                         on_corrupt: Literal["raise", "skip"] | str, stats: LogReadStats,
                         stacklevel: int = 2) -> dict[str, Any] | None:
     """One non-blank line of a decision log as a JSON object, or None when it is skipped.
 
-    A line that is not a JSON object is *torn* when it is the file's unterminated last line
-    (``last``; a writer was cut off): skipped with a :class:`DecisionLogWarning`, always.
-    Any other such line is *corrupt*: :class:`DataContractError` naming the file and line
-    with ``on_corrupt="raise"``, else skipped with a warning. Both are counted in ``stats``.
+    A line that is not a JSON object (or gives a key twice) but holds a whole record after a
+    fragment (from a ``{"time":``) yields that record; the fragment is raised as a corrupt
+    line would be, or with ``on_corrupt="skip"`` skipped with a warning and counted in
+    ``stats.fragments``. Otherwise such a line is *torn* when it is the file's unterminated
+    last line (``last``; a writer was cut off): skipped with a :class:`DecisionLogWarning`,
+    always; any other is *corrupt*: :class:`DataContractError` naming the file and line with
+    ``on_corrupt="raise"``, else skipped with a warning. Both are counted in ``stats``.
     """
     try:
-        obj = json.loads(raw)
-        if not isinstance(obj, dict):
-            raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
-        return obj
+        return _json_record(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        found = _resync(raw)
+        if found is not None:
+            at, obj = found
+            if on_corrupt == "raise":
+                raise DataContractError(
+                    f"{name}: line {lineno} starts with {at} bytes that are not a record (the "
+                    f"fragment of a failed write?) before a whole record: pass "
+                    f"on_corrupt='skip' (CLI: --skip-corrupt) to read the record and skip "
+                    f"the fragment") from exc
+            stats.fragments += 1
+            stats.corrupt_lines.append(lineno)
+            warnings.warn(f"{name}: line {lineno}: skipped a {at}-byte fragment before the "
+                          f"record it holds ({exc})", DecisionLogWarning,
+                          stacklevel=stacklevel + 1)
+            return obj
         stats.corrupt_lines.append(lineno)
         if last:
             stats.torn += 1
@@ -504,7 +553,7 @@ def read_decision_log(
     check_choice("on_corrupt", on_corrupt, ("raise", "skip"))
     st = stats if stats is not None else LogReadStats()
     name = os.fspath(path)
-    with open(name, "rb") as fh:
+    with open_regular(name, what="decision log") as fh:
         lineno = 0
         for raw in fh:
             lineno += 1

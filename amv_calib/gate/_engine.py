@@ -78,7 +78,7 @@ from typing import Any, Final, Generic, Literal, NamedTuple, TypeVar, cast, over
 
 import numpy as np
 
-from amv_calib.contract import PortableCalibrator
+from amv_calib.contract import LoadedArtifact, PortableCalibrator
 from amv_calib.exceptions import UncalibratedPremiseError
 from amv_calib.gate._batch import BatchDecision, evaluate_batch
 from amv_calib.gate._decision_log import utc_now_iso
@@ -703,8 +703,8 @@ class Gate:
 
     # -- construction from an artifact -------------------------------------------------------
     @classmethod
-    def from_artifact(cls, ref: str | os.PathLike[str] | None = None, *, strict: bool = False,
-                      **overrides: Any) -> Gate:
+    def from_artifact(cls, ref: str | os.PathLike[str] | LoadedArtifact | None = None, *,
+                      strict: bool = False, **overrides: Any) -> Gate:
         """A gate using an exported artifact's calibrator and thresholds.
 
         See :func:`amv_calib.contract._artifact.gate_from_artifact`: a refused artifact gives

@@ -12,10 +12,10 @@ run). Never ``allow`` without a PROCEED.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from amv_calib.contract import loads_strict
 from amv_calib.exceptions import check_choice
 from amv_calib.integrations._guard import ToAction, ToolGuard, Verifiers, _Runs, unchecked
 
@@ -70,7 +70,9 @@ def openai_agents_guardrail(
         ctx = data.context
         tool = str(ctx.tool_name)
         try:
-            arguments = json.loads(ctx.tool_arguments or "{}")
+            # strict: arguments giving a key twice would mean one thing to the guard and
+            # maybe another to the tool (refused, as any unreadable call)
+            arguments = loads_strict(ctx.tool_arguments or "{}")
             if not isinstance(arguments, dict):
                 raise ValueError(f"the arguments are a JSON {type(arguments).__name__}, not "
                                  f"an object")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from amv_calib import __version__
+from amv_calib.contract import open_regular, read_toml
 from amv_calib.exceptions import AmvCalibError, ConfigError, PipelineError
 from amv_calib.locks import exclusive
 from amv_calib.pipeline._spec import (
@@ -36,7 +37,6 @@ from amv_calib.pipeline._spec import (
     StepSpec,
 )
 from amv_calib.pipeline._steps import STEP_KINDS
-from amv_calib.settings import read_toml
 
 log = logging.getLogger(__name__)
 
@@ -242,10 +242,14 @@ def _path_list(where: str, key: str, value: Any, base: Path) -> list[Path]:
 
 # -- hashing ------------------------------------------------------------------------------
 def content_hash(path: Path) -> str:
-    """sha256 of a file's bytes, or of a folder's relative paths and file bytes."""
+    """sha256 of a file's bytes, or of a folder's relative paths and file bytes.
+
+    Regular files only (links followed): a FIFO or a device, named or inside a folder, is
+    a ``ConfigError`` at once, where reading it would hang (``/dev/zero`` never ends).
+    """
     h = hashlib.sha256()
     if path.is_dir():
-        for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        for f in sorted(p for p in path.rglob("*") if not p.is_dir()):
             h.update(f.relative_to(path).as_posix().encode())
             h.update(b"\0")
             h.update(_file_digest(f).encode())
@@ -256,7 +260,7 @@ def content_hash(path: Path) -> str:
 
 def _file_digest(path: Path) -> str:
     h = hashlib.sha256()
-    with path.open("rb") as fh:
+    with open_regular(path, what="pipeline input", error=ConfigError) as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()

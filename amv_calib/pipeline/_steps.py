@@ -393,7 +393,8 @@ def _monitor(ctx: StepContext) -> dict[str, Any]:
     ref = p["artifact"] or f"{ctx.spec.models_dir / p['model']}@{p['alias']}"
     report, claims = monitor(str(ref), p["decisions"], p["outcomes"] or None,
                              window=p["window"], since=p["since"] or None,
-                             config=MonitorConfig.from_mapping(p["config"]))
+                             config=MonitorConfig.from_mapping(p["config"]),
+                             other_artifacts=p["other_artifacts"])
     files = write_monitor_outputs(report, claims, ctx.out_dir)
     status = None if report.latest is None else report.latest.status
     for line in report.table().splitlines():
@@ -464,6 +465,7 @@ STEP_KINDS: dict[str, StepKind] = {
         "window": Param(kind=str, default="7d"),
         "since": Param(kind=str, default=""),
         "config": Param(kind=dict, default={}),  # MonitorConfig keys (README "Monitoring")
+        "other_artifacts": Param(kind=str, default="warn"),  # or "refuse"
         # a scheduled monitor-then-retrain job: the later steps run only on ALERT
         "stop_unless_alert": Param(kind=bool, default=True),
     }),

@@ -88,7 +88,7 @@ _EID_SHIFT: Final = 40
 _INVALID, _NO_OUTCOME, _BEFORE, _CONFLICT, _AMBIGUOUS, _BAD_SIGNALS = range(6)
 
 _FEATS: Final = tuple(CLAIM_FEATURES)
-_STATS: Final = ("lines", "records", "blank", "torn", "corrupt")
+_STATS: Final = ("lines", "records", "blank", "torn", "corrupt", "fragments")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,7 +244,8 @@ _PARSED_SCHEMA: Final = (
     "signals array<struct<premise_id:string, verifier:string, confirmed:boolean, "
     "reliability:double>>, "
     "offers array<struct<id:string, resolves:array<string>, cost:double, reliability:double>>, "
-    "lines long, records long, blank long, torn long, corrupt long, corrupt_lines array<long>, "
+    "lines long, records long, blank long, torn long, corrupt long, fragments long, "
+    "corrupt_lines array<long>, "
     "error string"
 )
 
@@ -306,7 +307,7 @@ def _parse_task(task: tuple[int, str, int, int], task_idx: int, first_line: int,
     bad_times = dict(acc.bad_times)
     entries, signals = acc.finish()
     e_rec = entries["rec"].to_numpy()
-    check = entries[["rec", "claim_id", "t_us", *_FEATS]]
+    check = entries[["rec", "premise_id", "claim_id", "t_us", *_FEATS]]
     invalid, codes, messages = invalid_detail(check, bad_times)
     detail = pa.array(np.asarray(messages, dtype=object)[codes], type=pa.string())
     detail = pa.compute.if_else(pa.array(invalid), detail, pa.scalar(None, pa.string()))
@@ -340,7 +341,8 @@ def _parse_task(task: tuple[int, str, int, int], task_idx: int, first_line: int,
     stats = _batch(schema, 1, {
         "kind": [1], "task": [task_idx], "file": [file_idx], "lines": [st.lines],
         "records": [st.records], "blank": [st.blank], "torn": [st.torn],
-        "corrupt": [st.corrupt], "corrupt_lines": [list(st.corrupt_lines)],
+        "corrupt": [st.corrupt], "fragments": [st.fragments],
+        "corrupt_lines": [list(st.corrupt_lines)],
     })
     return [_batch(schema, n_rec, rec_cols), stats]
 

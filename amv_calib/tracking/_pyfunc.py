@@ -48,7 +48,7 @@ from mlflow.pyfunc.model import PythonModel, PythonModelContext
 from mlflow.types import ColSpec, DataType, Schema
 from mlflow.types.schema import Array
 
-from amv_calib.contract import CLAIM_FEATURES
+from amv_calib.contract import CLAIM_FEATURES, loads_strict
 
 #: Key of the portable artifact folder in the logged model's ``artifacts``.
 ARTIFACT_KEY: Final = "amv_artifact"
@@ -78,14 +78,16 @@ class GateModel(PythonModel):
         from amv_calib.gate import Gate, load_artifact
 
         path = context.artifacts[ARTIFACT_KEY]
-        # The gate's own constructor maps the manifest's thresholds and fails closed on a
-        # refused artifact (every decision ABSTAIN, with the reason).
-        self._gate = Gate.from_artifact(path)
         try:
             art = load_artifact(path)
         except ArtifactError as exc:
             self._refusal = f"artifact refused: {exc}"
+            # fails closed: every decision ABSTAINs with the reason
+            self._gate = Gate(refusal=self._refusal)
             return
+        # The gate's own constructor maps the manifest's thresholds; built from the artifact
+        # just read, so that the probabilities and the decisions come from the same bytes.
+        self._gate = Gate.from_artifact(art)
         self._calibrator = art.calibrator
         self._version = art.version
 
@@ -203,12 +205,14 @@ def _json_cell(cell: Any, column: str, row: int) -> Any:
     if not isinstance(cell, str):
         raise _bad_request(f"row {row}: {column!r} must hold JSON text, got {cell!r}")
     try:
-        return json.loads(cell)
+        return loads_strict(cell)
     except json.JSONDecodeError as exc:
         raise _bad_request(f"row {row}: {column!r} is not valid JSON ({exc.msg} at "
                            f"column {exc.colno})") from None
     except RecursionError:
         raise _bad_request(f"row {row}: {column!r} holds JSON nested too deeply") from None
+    except ValueError as exc:  # a key given twice
+        raise _bad_request(f"row {row}: {column!r}: {exc}") from None
 
 
 # -- what the logger needs ----------------------------------------------------------------

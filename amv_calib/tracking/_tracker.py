@@ -50,6 +50,7 @@ from mlflow.entities import Metric, Param, RunTag
 
 from amv_calib import __version__
 from amv_calib.calibration import comparison_figure, overlay_figure, reliability_figure
+from amv_calib.contract import loads_strict
 from amv_calib.exceptions import ArtifactError, ConfigError
 from amv_calib.locks import exclusive
 from amv_calib.settings import DEFAULT_REGISTERED_MODEL, project_root
@@ -275,11 +276,13 @@ def _metrics(values: Mapping[str, Any], *, step: int = 0, prefix: str = "") -> l
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return loads_strict(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: missing (did the stage finish?)") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:  # a key given twice
+        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
 
 
 def _read_table(path: Path) -> pd.DataFrame:

@@ -34,6 +34,8 @@ from amv_calib.contract import (
     CLAIM_FEATURES,
     PortableCalibrator,
     canonical_name,
+    loads_strict,
+    open_regular,
     seed_prior_calibrator,
 )
 from amv_calib.exceptions import ConfigError, DataContractError
@@ -404,22 +406,28 @@ def load_episodes(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     Raises
     ------
     DataContractError
-        A line that is not JSON, with its row number (1-based line number).
+        The path is not a regular file (a FIFO, a device: refused before reading), or a
+        line is not UTF-8 or not a JSON object (or gives a key twice), with its row number
+        (1-based line number).
     """
     out: list[dict[str, Any]] = []
     p = Path(path)
-    try:
-        fh = p.open("r", encoding="utf-8")
-    except OSError as exc:
-        raise DataContractError(f"{p}: cannot read episodes ({exc.strerror})") from None
-    with fh:
-        for row, line in enumerate(fh, start=1):
-            if not line.strip():
+    with open_regular(p, what="episodes file") as fh:
+        for row, raw in enumerate(fh, start=1):
+            if not raw.strip():
                 continue
             try:
-                obj = json.loads(line)
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise _err(row, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+            try:
+                obj = loads_strict(line)
             except json.JSONDecodeError as exc:
                 raise _err(row, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+            except RecursionError:
+                raise _err(row, "JSON nested too deeply") from None
+            except ValueError as exc:  # a key given twice
+                raise _err(row, str(exc)) from None
             if not isinstance(obj, dict):
                 raise _err(row, f"must be a JSON object, got {type(obj).__name__}")
             obj.setdefault("_row", row)

@@ -44,7 +44,12 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from amv_calib.contract import PortableCalibrator, seed_prior_calibrator
+from amv_calib.contract import (
+    PortableCalibrator,
+    loads_strict,
+    read_regular,
+    seed_prior_calibrator,
+)
 from amv_calib.exceptions import ArtifactError, ConfigError, PortableFormatError, check_choice
 from amv_calib.settings import TuneOptions
 from amv_calib.tuning._record import TuningRecord, episode_keys, hash_split
@@ -145,9 +150,9 @@ def resolve_calibrator(ref: Any) -> tuple[PortableCalibrator, str]:
 
 def _portable_json(path: Path) -> PortableCalibrator:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_strict(read_regular(path, what="calibrator", error=ConfigError))
         return PortableCalibrator.from_dict(data)
-    except (OSError, json.JSONDecodeError, PortableFormatError) as exc:
+    except (OSError, ValueError, RecursionError, PortableFormatError) as exc:
         raise ConfigError(f"calibrator {path}: {exc}") from None
 
 

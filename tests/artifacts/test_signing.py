@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -118,6 +120,112 @@ def test_sign_refuses_a_broken_version(version: Path, keys: tuple[Path, Path],
     assert main(["sign", str(version), "--key", str(keys[0])]) == 1
     assert "sha256 mismatch" in capsys.readouterr().err
     assert not (version / SIGNATURE_FILE).exists()
+
+
+# -- the loader's own verifier against model_signing's ----------------------------------------
+def _model_signing_accepts(version: Path, public: Path) -> bool:
+    """The reference: OpenSSF model_signing's verifier, which reads the folder from disk."""
+    import model_signing
+
+    try:
+        model_signing.verifying.Config().use_elliptic_key_verifier(  # type: ignore[no-untyped-call]
+            public_key=public).verify(version, version / SIGNATURE_FILE)
+    except Exception:  # noqa: BLE001 - any failure is a refusal
+        return False
+    return True
+
+
+def _ours_accepts(version: Path, public: Path) -> bool:
+    try:
+        verify_signature(version, [public])
+    except ArtifactError:
+        return False
+    return True
+
+
+def _edit_bundle(version: Path, change: Callable[[dict[str, object]], None]) -> None:
+    sig = version / SIGNATURE_FILE
+    bundle = json.loads(sig.read_text())
+    change(bundle)
+    sig.write_text(json.dumps(bundle))
+
+
+def _edit_statement(version: Path, change: Callable[[dict[str, object]], None]) -> None:
+    def edit(bundle: dict[str, object]) -> None:
+        env = bundle["dsseEnvelope"]
+        assert isinstance(env, dict)
+        stmt = json.loads(base64.b64decode(env["payload"]))
+        change(stmt)
+        env["payload"] = base64.b64encode(json.dumps(stmt).encode()).decode()
+
+    _edit_bundle(version, edit)
+
+
+def _flip_signature_byte(bundle: dict[str, object]) -> None:
+    env = bundle["dsseEnvelope"]
+    assert isinstance(env, dict)
+    raw = bytearray(base64.b64decode(env["signatures"][0]["sig"]))
+    raw[-1] ^= 1
+    env["signatures"][0]["sig"] = base64.b64encode(bytes(raw)).decode()
+
+
+def _drop_resource(stmt: dict[str, object]) -> None:
+    predicate = stmt["predicate"]
+    assert isinstance(predicate, dict)
+    predicate["resources"] = [r for r in predicate["resources"] if r["name"] != "comparison.md"]
+
+
+_CASES: dict[str, Callable[[Path, Path, Path], None]] = {
+    "genuine": lambda v, k, o: None,
+    "calibrator-edited": lambda v, k, o: (v / "calibrator.json").write_text(
+        (v / "calibrator.json").read_text().replace("1", "2", 1)),
+    "file-added": lambda v, k, o: (v / "notes.txt").write_text("added later"),
+    "signed-file-removed": lambda v, k, o: (v / "comparison.md").unlink(),
+    "other-key": lambda v, k, o: sign_artifact(v, o),
+    "statement-edited": lambda v, k, o: _edit_statement(v, _drop_resource),
+    "signature-byte-flipped": lambda v, k, o: _edit_bundle(v, _flip_signature_byte),
+    "key-hint-edited": lambda v, k, o: _edit_bundle(
+        v, lambda b: b["verificationMaterial"]["publicKey"].update(hint="0" * 64)),  # type: ignore[index]
+    "payload-type-edited": lambda v, k, o: _edit_bundle(
+        v, lambda b: b["dsseEnvelope"].update(payloadType="text/plain")),  # type: ignore[attr-defined]
+    "signature-of-another-version": lambda v, k, o: _signature_of_edited_copy(v, k),
+}
+
+
+def _signature_of_edited_copy(version: Path, private: Path) -> None:
+    other = version.with_name("v2")
+    shutil.copytree(version, other)
+    (other / "comparison.md").write_text("another version")
+    sign_artifact(other, private)
+    shutil.copy(other / SIGNATURE_FILE, version / SIGNATURE_FILE)
+
+
+@pytest.mark.parametrize("case", list(_CASES), ids=list(_CASES))
+def test_own_verifier_agrees_with_model_signing(version: Path, keys: tuple[Path, Path],
+                                                tmp_path: Path, case: str) -> None:
+    # The loader verifies the bundle itself, on the bytes it read; model_signing's verifier
+    # is the reference: the same verdict on the genuine folder and on every tampered one.
+    private, public = keys
+    other_private, _ = keygen(tmp_path / "other")
+    sign_artifact(version, private)
+    _CASES[case](version, private, other_private)
+    reference = _model_signing_accepts(version, public)
+    assert reference == (case == "genuine")
+    assert _ours_accepts(version, public) == reference
+
+
+def test_own_verifier_refuses_a_bundle_with_a_repeated_key(version: Path,
+                                                          keys: tuple[Path, Path]) -> None:
+    # Stricter than the reference: a bundle whose JSON gives a key twice (two parsers could
+    # read two different envelopes) is refused, not read last-wins.
+    private, public = keys
+    sign_artifact(version, private)
+    sig = version / SIGNATURE_FILE
+    text = sig.read_text()
+    sig.write_text(text.replace('"mediaType"', '"mediaType": "x", "mediaType"', 1))
+    assert _model_signing_accepts(version, public)
+    with pytest.raises(ArtifactError, match=r"key 'mediaType' appears twice"):
+        verify_signature(version, [public])
 
 
 def test_keygen_refuses_a_private_key_git_would_commit(tmp_path: Path) -> None:

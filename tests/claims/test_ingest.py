@@ -625,3 +625,19 @@ def test_bench_quick_runs(run_bench: Callable[..., dict[str, Any]]) -> None:
         # every generated row, ids and feature values as the bare pandas read gives them (the
         # time ratio means little at 20,000 rows: --check bounds it at 1 M)
         assert r["rows"] == 20_000 and r["load_claims_same_rows_as_bare"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.one_of(st.none(), st.text(
+    alphabet=st.sampled_from(["a", "Z", "0", "-", " ", "\t", "\n", "\x1f", "\x85", "\xa0",
+                              "\u2003", "\u3000", "é", "\x7f"]), max_size=4)), max_size=8),
+       offset=st.integers(0, 3), large=st.booleans())
+def test_strip_ids_equals_arrows_trim_whatever_the_shortcut(values: list[str | None],
+                                                            offset: int, large: bool) -> None:
+    # strip_ids skips the trim when no first or last byte can be white space; the result
+    # must be Arrow's trim all the same, on slices (an offset into the buffers) too
+    from amv_calib.claims._arrow import strip_ids
+
+    arr = pa.array(["x"] * offset + values, type=pa.large_string() if large else pa.string())
+    arr = arr.slice(offset)
+    assert strip_ids(arr).to_pylist() == pc.utf8_trim_whitespace(arr).to_pylist()
