@@ -205,13 +205,15 @@ def _not_worse(challenger: LoadedArtifact, production: LoadedArtifact | None, cl
 
 
 def _training_rate(art: LoadedArtifact) -> float | None:
-    """The training violation rate recorded in the artifact's profile, if any."""
-    import json
+    """The training violation rate recorded in the artifact's profile, if any (read from
+    the bytes the loader hashed, not from the folder again)."""
+    from amv_calib.contract import loads_strict
 
-    path = art.path / "profile.json"
-    if "profile.json" not in art.files or not path.is_file():
+    raw = art.contents.get("profile.json")
+    if raw is None:
         return None
-    rate = json.loads(path.read_text(encoding="utf-8")).get("violation_rate")
+    profile = loads_strict(raw)
+    rate = profile.get("violation_rate") if isinstance(profile, dict) else None
     return float(rate) if isinstance(rate, (int, float)) else None
 
 

@@ -146,7 +146,7 @@ def _compare(ctx: StepContext) -> dict[str, Any]:
 
 # -- tune ---------------------------------------------------------------------------------
 def _tune(ctx: StepContext) -> dict[str, Any]:
-    from amv_calib.contract import PortableCalibrator
+    from amv_calib.contract import PortableCalibrator, read_json_object
     from amv_calib.tuning import read_episodes, split_episodes, tune_thresholds
 
     if ctx.params["artifact"]:
@@ -155,7 +155,7 @@ def _tune(ctx: StepContext) -> dict[str, Any]:
         calibrator = load_artifact(str(ctx.params["artifact"])).calibrator
     elif ctx.params["calibrator"]:
         calibrator = PortableCalibrator.from_dict(
-            json.loads(Path(ctx.params["calibrator"]).read_text(encoding="utf-8")))
+            read_json_object(ctx.params["calibrator"], what="calibrator"))
     else:
         raise ConfigError(f"step {ctx.step.name!r}: give either calibrator or artifact")
     episodes = read_episodes(ctx.params["episodes"])
@@ -210,7 +210,7 @@ def _tune(ctx: StepContext) -> dict[str, Any]:
 
 # -- certify --------------------------------------------------------------------------------
 def _certify(ctx: StepContext) -> dict[str, Any]:
-    from amv_calib.contract import PortableCalibrator
+    from amv_calib.contract import PortableCalibrator, read_json_object
     from amv_calib.tuning import (
         certify_episodes,
         read_episodes,
@@ -226,8 +226,8 @@ def _certify(ctx: StepContext) -> dict[str, Any]:
             f"that certification excludes the episodes the thresholds were tuned on, or set "
             f"assume_unseen = true when no episode given touched them")
     calibrator = PortableCalibrator.from_dict(
-        json.loads(Path(p["calibrator"]).read_text(encoding="utf-8")))
-    thresholds = json.loads(Path(p["thresholds"]).read_text(encoding="utf-8"))
+        read_json_object(p["calibrator"], what="calibrator"))
+    thresholds = read_json_object(p["thresholds"], what="thresholds")
     episodes = read_episodes(p["episodes"])
     seen = None if p["tuning"] is None else read_tuning_record(p["tuning"])
     result = certify_episodes(episodes, calibrator, thresholds, seen=seen, alpha=opts.alpha,
