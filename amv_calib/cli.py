@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
 from amv_calib import __version__
-from amv_calib.exceptions import AmvCalibError, ConfigError, DataContractError
+from amv_calib.exceptions import AmvCalibError, ArtifactError, ConfigError, DataContractError
 from amv_calib.settings import (
     ADAPTERS,
     DEFAULT_ALIAS,
@@ -1352,42 +1352,53 @@ def _parsers_monitor(sub: Any) -> None:
     """Add the ``monitor`` sub-command."""
     p = _command(
         sub, "monitor", _run_monitor,
-        help="watch drift, calibration and harm of the gate's logged decisions",
-        description="Cut the decision logs into time windows and compute, per window, the "
-        "drift of each claim feature against the artifact's profile (PSI, two-sample KS), "
-        "the shift of the mean predicted p, and, on the uses labelled by the outcomes so "
-        "far, log loss and Brier against the training level and against what a calibrated "
-        "p scores, ECE, smooth ECE, calibration in the large and Gate Harmful with its "
-        "Clopper-Pearson bounds against the certificate's alpha. Each window is OK, WARN, "
-        "ALERT or INSUFFICIENT DATA, with its reasons (thresholds: README, Monitoring). "
-        f"Exit {MONITOR_ALERT_EXIT} when the latest window is ALERT, 0 otherwise.")
+        help="track harm and calibration of production anytime-validly; de-risk on ALERT",
+        description="Track the production version since it went live: its harm rate (Gate "
+        "Harmful of the labelled actions) with a confidence sequence and an e-value "
+        "against the certificate's alpha, and its calibration (in the large, and the log "
+        "loss against what a calibrated p scores) with e-processes, all valid at every "
+        "look however often it runs (false ALERT probability <= delta over unlimited "
+        "monitoring). Per time window, drift (PSI, KS), ECE and the rest are descriptive "
+        "context. With --out the run continues from the state it left there, reading only "
+        "new decision lines. Prints one line: status, the harm confidence sequence against "
+        "alpha, the labelled actions counted, what was done (docs/monitoring.md). "
+        f"Exit {MONITOR_ALERT_EXIT} on ALERT, 0 otherwise.")
     p.add_argument("--artifact", default=None, metavar="REF",
                    help="the artifact the gate runs (default: models/amv-guard@production)")
     _log_options(p, "outcome records (.jsonl, .csv or .parquet); without them only drift "
                  "is monitored")
     p.add_argument("--window", default="7d", metavar="WIDTH",
-                   help="window width: a number and m, h, d or w (default 7d)")
+                   help="width of the descriptive windows: a number and m, h, d or w "
+                   "(default 7d)")
     p.add_argument("--since", default=None, metavar="TIME",
-                   help="start of the first window (ISO-8601, UTC); default: windows end at "
-                   "the newest decision")
+                   help="start monitoring here (ISO-8601, UTC) when later than the version's "
+                   "go-live; default: the go-live")
     p.add_argument("--config", default=None, metavar="TOML",
                    help="a TOML file whose [monitor] table sets the thresholds")
-    _json_option(p, "print the windows as JSON instead of the table")
+    _json_option(p, "print the run as JSON instead of the line")
     p.add_argument("--out", default=None, metavar="DIR",
-                   help="write monitor.json, monitor.txt, timeline.png and claims.parquet "
-                   "(the labelled claims) here")
-    p.add_argument("--on-alert", default=None, metavar="PIPELINE",
-                   help="when the latest window is ALERT, run this pipeline file with the "
-                   "monitored logs as the decisions and outcomes of its monitor and label "
-                   "steps (e.g. pipelines/retrain-from-logs.toml)")
+                   help="write monitor.json, monitor.txt, timeline.png (and claims.parquet "
+                   "when everything was read) here, and keep the incremental state in "
+                   "DIR/monitor.state")
+    p.add_argument("--rebuild", action="store_true",
+                   help="recompute from all the logs instead of continuing the state")
+    p.add_argument("--on-alert", action="append", default=[], metavar="derisk|PIPELINE",
+                   help="on ALERT: 'derisk' moves production to a safer certified "
+                   "configuration (on a harm ALERT); a pipeline file runs with the monitored "
+                   "logs as the decisions and outcomes of its monitor and label steps (e.g. "
+                   "pipelines/retrain-from-logs.toml); repeatable, run in order")
+    p.add_argument("--derisk-steps", type=int, default=None, metavar="K",
+                   help="de-risk K positions safer on the certified path (default: the "
+                   "safest certified configuration)")
+    p.add_argument("--signing-key", default=None, metavar="KEY",
+                   help="sign the de-risked version with this private key")
     p.add_argument("--on-alert-set", dest="on_alert_overrides", action="append", default=[],
                    metavar="STEP.KEY=VALUE",
                    help="override a parameter of the --on-alert pipeline (repeatable)")
     _skip_corrupt_option(p)
     p.add_argument("--other-artifacts", choices=("warn", "refuse"), default="warn",
-                   help="uses the logs say another artifact (name or version) decided: judged "
-                   "against this artifact's profile with a warning (default), or refused "
-                   "(exit 2 naming them)")
+                   help="uses the logs say another artifact (name or version) decided: left out "
+                   "of every statistic with a warning (default), or refused (exit 2)")
     _trusted_key_option(p)
     p.add_argument("--no-tracking", action="store_true",
                    help="log nothing to MLflow (default: the windows as stepped metrics)")
@@ -1409,19 +1420,60 @@ def _log_overrides(pipeline: str, decisions: Sequence[str], outcomes: Sequence[s
 
 
 def _run_monitor(args: argparse.Namespace) -> int:
-    """Monitor, print, write, log; run the --on-alert pipeline when the latest is ALERT."""
+    """Monitor; on ALERT de-risk and/or run pipelines; write, log and print the run."""
     import tempfile
 
-    from amv_calib.monitoring import load_monitor_config, monitor, write_monitor_outputs
+    from amv_calib.monitoring import (
+        derisk,
+        load_monitor_config,
+        monitor,
+        write_monitor_outputs,
+    )
 
     _require_inputs(p for p in (*args.decisions, *args.outcomes) if "://" not in p)
+    for action in args.on_alert:
+        if action != "derisk" and not Path(action).is_file():
+            raise ConfigError(f"--on-alert {action!r}: neither 'derisk' nor a pipeline file")
     config = load_monitor_config(args.config)
-    report, claims = monitor(args.artifact or _default_artifact(), args.decisions,
-                             args.outcomes or None, window=args.window, since=args.since,
-                             config=config,
+    artifact = args.artifact or _default_artifact()
+    state = Path(args.out) / "monitor.state" if args.out else None
+    report, claims = monitor(artifact, args.decisions, args.outcomes or None,
+                             window=args.window, since=args.since, config=config,
                              on_corrupt="skip" if args.skip_corrupt else "raise",
-                             trusted_keys=args.trusted_keys or None,
-                             other_artifacts=args.other_artifacts)
+                             trusted_keys=args.trusted_keys or None, state=state,
+                             rebuild=args.rebuild, other_artifacts=args.other_artifacts)
+    on_alert: dict[str, Any] = {}
+    results: list[Any] = []
+    if report.alert:
+        for action in args.on_alert:
+            if action == "derisk":
+                if not report.harm_alert:
+                    report.actions.append("not de-risked (the ALERT is not on harm)")
+                    continue
+                try:
+                    done = derisk(artifact, evidence=report.line().split("; ")[0] + "; "
+                                  + report.reasons[0], steps=args.derisk_steps,
+                                  signing_key=args.signing_key,
+                                  trusted_keys=args.trusted_keys or None)
+                except ArtifactError as exc:  # the ALERT is still reported, exit 3
+                    logging.getLogger("amv_calib").error("de-risk refused: %s", exc)
+                    report.actions.append(f"de-risk refused: {exc}")
+                    continue
+                on_alert["derisk"] = done.to_dict()
+                report.actions.append(f"de-risked to {done.version}" if done.version
+                                      else "already at the safest certified configuration")
+                continue
+            from amv_calib.pipeline import load_pipeline, run_pipeline
+
+            logging.getLogger("amv_calib").info("ALERT: running %s", action)
+            spec = load_pipeline(action, [
+                *_log_overrides(action, args.decisions, args.outcomes),
+                *args.on_alert_overrides])
+            report.actions.append(f"retrain started ({Path(action).name})")
+            result = run_pipeline(spec, tracking=False if args.no_tracking else None,
+                                  tracking_uri=args.tracking_uri)
+            results.append(result)
+            on_alert.setdefault("pipelines", []).append(result.to_json())
     with tempfile.TemporaryDirectory(prefix="amv-monitor-") as tmp:
         out = Path(args.out) if args.out else Path(tmp)
         write_monitor_outputs(report, claims, out)
@@ -1431,25 +1483,18 @@ def _run_monitor(args: argparse.Namespace) -> int:
             with PipelineTracker(run_name="monitor", tracking_uri=args.tracking_uri,
                                  tags={"amv_calib.stage": "monitor"}) as tracker:
                 tracker.log_monitoring(out)
-        on_alert: dict[str, Any] | None = None
-        if args.on_alert and report.alert:
-            from amv_calib.pipeline import load_pipeline, pipeline_report, run_pipeline
-
-            logging.getLogger("amv_calib").info(
-                "latest window ALERT: running %s", args.on_alert)
-            spec = load_pipeline(args.on_alert, [
-                *_log_overrides(args.on_alert, args.decisions, args.outcomes),
-                *args.on_alert_overrides])
-            result = run_pipeline(spec, tracking=False if args.no_tracking else None,
-                                  tracking_uri=args.tracking_uri)
-            on_alert = result.to_json()
     if args.json:
-        json.dump({**report.to_dict(), "on_alert": on_alert}, sys.stdout, sort_keys=True)
+        json.dump({**report.to_dict(), "on_alert": on_alert or None}, sys.stdout,
+                  sort_keys=True)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(report.table())
-        if on_alert is not None:
-            sys.stdout.write("\n" + pipeline_report(result))
+        sys.stdout.write(report.line() + "\n")
+        sys.stdout.write("".join(f"  {r}\n" for r in report.reasons))
+        if results:
+            from amv_calib.pipeline import pipeline_report
+
+            for result in results:
+                sys.stdout.write("\n" + pipeline_report(result))
     return MONITOR_ALERT_EXIT if report.alert else 0
 
 

@@ -50,13 +50,14 @@ EPISODES_TARGET = 1.3  # label with episodes / label join, time, at most
 # ---------------------------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------------------------
-def make_data(folder: Path, n_lines: int, n_outcomes: int, seed: int) -> dict[str, Any]:
+def make_data(folder: Path, n_lines: int, n_outcomes: int, seed: int, *,
+              version: str = "3", t0_us: int = 1_790_000_000_000_000) -> dict[str, Any]:
     """A decision log of ``n_lines`` records (1-4 premises, 10% with a verifier call) and
-    ``n_outcomes`` outcome records, written with vectorised string formatting."""
+    ``n_outcomes`` outcome records, written with vectorised string formatting; one record a
+    second from ``t0_us``, logged by calibrator ``amv-guard`` at ``version``."""
     rng = np.random.default_rng(seed)
     n_claims = max(10, n_lines // 4)
     log = folder / "decisions.jsonl"
-    t0_us = 1_790_000_000_000_000
     step_us = 1_000_000
     premises_total = 0
     with open(log, "w", encoding="utf-8") as fh:
@@ -85,7 +86,7 @@ def make_data(folder: Path, n_lines: int, n_outcomes: int, seed: int) -> dict[st
                 # the gate logs the verifiers it was offered (one here, for the first premise)
                 rec = (f'{{"time":"{stamps[i]}Z","action_id":"a{start + i}",'
                        f'"tool_name":"bank_transfer","theta":120.0,"kappa":4.0,'
-                       f'"premises":[{prem}],"calibrator":{{"name":"amv-guard","version":"3"}},'
+                       f'"premises":[{prem}],"calibrator":{{"name":"amv-guard","version":"{version}"}},'
                        f'"regime":"PROCEED","verifier":null,"voi":null,"reason":"admissible",'
                        f'"planner":"lookahead","mode":"amv",'
                        f'"verifiers":[{{"id":"v","resolves_premise_ids":["p0"],'

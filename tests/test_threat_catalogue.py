@@ -1387,46 +1387,60 @@ def test_jsonl_claim_of_bad_utf8_is_a_rejected_row(tmp_path: Path) -> None:
 
 
 # -- R2-6. monitor's work and memory unbounded -----------------------------------------------
-def _log_with(tmp_path: Path, examples_dir: Path, stamp: str | None, lines: int = 400) -> Path:
-    """The first ``lines`` records of the example log, after one record dated ``stamp``."""
+def _log_with(tmp_path: Path, examples_dir: Path, stamp: str | None, lines: int = 400,
+              after: str | None = None) -> Path:
+    """The first ``lines`` records of the example log, moved to start a day after ``after``
+    (an ISO time: the monitored version's go-live), after one record dated ``stamp``."""
     head = (examples_dir / "logs" / "decisions.jsonl").read_bytes().split(b"\n")[:lines]
     out = tmp_path / f"decisions-{stamp or 'plain'}.jsonl"
-    first = json.loads(head[0])
-    extra = [json.dumps({**first, "time": stamp, "action_id": "outlier"}).encode()] \
-        if stamp else []
-    out.write_bytes(b"\n".join([*extra, *head]) + b"\n")
+    records = [json.loads(line) for line in head]
+    if after is not None:
+        shift = (pd.Timestamp(after) + pd.Timedelta(days=1)).floor("D") \
+            - pd.Timestamp(records[0]["time"])
+        for r in records:
+            r["time"] = (pd.Timestamp(r["time"]) + shift).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    extra = [{**records[0], "time": stamp, "action_id": "outlier"}] if stamp else []
+    out.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in [*extra, *records]))
     return out
 
 
-@pytest.mark.parametrize("stamp,window", [("1700-01-01T00:00:00Z", "7d"),
-                                          ("0001-01-01T00:00:00Z", "7d"), (None, "1m")],
-                         ids=["year-1700-7d", "year-1-7d", "26-days-1m"])
+@pytest.mark.parametrize("stamp,window,capped", [
+    ("9999-12-31T00:00:00Z", "7d", True), ("1700-01-01T00:00:00Z", "7d", False),
+    ("0001-01-01T00:00:00Z", "7d", False), (None, "1m", True)],
+    ids=["year-9999-7d", "year-1700-7d", "year-1-7d", "26-days-1m"])
 def test_monitor_answers_at_once_whatever_the_span(
         tmp_path: Path, examples_dir: Path, repo_root: Path, stamp: str | None,
-        window: str) -> None:
+        window: str, capped: bool) -> None:
     # Attack: one record dated 1700 made --window 7d run past 120 s at 1.6 GB (17,049
     # windows, each a pass over every use, and a figure with a patch and a label per
-    # window); --window 1m over 26 days past 180 s; year 1 gave a traceback. Now at most
-    # MAX_WINDOWS windows (the newest), the uses left out reported, every step bounded.
+    # window); --window 1m over 26 days past 180 s; year 1 gave a traceback. Now windows
+    # start at go-live (older uses are left out, counted and said) and at most MAX_WINDOWS
+    # (the newest) are made, the rest counted and said; every step bounded.
+    from amv_calib.contract import load_artifact
     from amv_calib.monitoring import monitor, write_monitor_outputs
     from amv_calib.monitoring._monitor import MAX_WINDOWS
 
-    log = _log_with(tmp_path, examples_dir, stamp)
+    art = repo_root / "models" / "amv-guard" / "v1"
+    live = load_artifact(art).manifest["created_utc"]
+    log = _log_with(tmp_path, examples_dir, stamp, after=live)
     t0 = time.process_time()
-    report, claims = monitor(repo_root / "models" / "amv-guard" / "v1", [log], window=window)
+    report, claims = monitor(art, [log], window=window)
     write_monitor_outputs(report, claims, tmp_path / "out")
     spent = time.process_time() - t0
     assert spent < 30, f"{spent:.1f} s of CPU"
-    assert len(report.windows) == MAX_WINDOWS
-    left = report.outliers
-    assert left["before_windows"] == report.uses_outside > 0
-    if stamp:
-        assert (left["earliest"], left["earliest_at"]) == (stamp, {"file": str(log), "line": 1})
-        outlier = json.loads(log.read_text().splitlines()[0])
-        assert left["before_windows"] == len(outlier["premises"])  # its uses, no more
     table = (tmp_path / "out" / "monitor.txt").read_text()
-    assert "left out of the windows" in table
-    assert json.loads((tmp_path / "out" / "monitor.json").read_text())["outliers"] == left
+    if capped:
+        assert len(report.windows) == MAX_WINDOWS
+        assert report.counts["windows_dropped"] > 0
+        assert f"{report.counts['windows_dropped']} older windows were not made" in table
+    else:  # the outlier is older than go-live: its uses are left out, no window made for it
+        outlier = json.loads(log.read_text().splitlines()[0])
+        assert report.uses_outside == len(outlier["premises"])
+        assert f"{report.uses_outside} uses dated before" in table
+        assert len(report.windows) <= 5  # 26 days of 7-day windows
+    assert report.uses_read - report.uses_outside > 0
+    assert json.loads((tmp_path / "out" / "monitor.json").read_text())["counts"] \
+        == report.counts
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -1557,24 +1571,29 @@ def test_monitor_says_when_another_artifact_decided(
         tmp_path: Path, examples_dir: Path, repo_root: Path,
         capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
     # Attack: monitor judged logs written by another model or version against this
-    # artifact's profile without a word. Now it warns and says so in the report and the
-    # table, or (--other-artifacts refuse) exits 2 naming them.
+    # artifact's profile without a word. Now their uses are left out of every statistic,
+    # counted, warned about and said in the report and the table, or (--other-artifacts
+    # refuse) the run exits 2 naming them.
     from amv_calib.cli import main
+    from amv_calib.contract import load_artifact
     from amv_calib.monitoring import monitor
 
-    log = _log_with(tmp_path, examples_dir, None, lines=300)
-    lines = log.read_text().splitlines()
-    other = [line.replace('"version":"v1"', '"version":"v2"') for line in lines[:100]]
-    assert all('"version":"v2"' in line for line in other)
-    log.write_text("\n".join([*other, *lines[100:]]) + "\n")
     art = repo_root / "models" / "amv-guard" / "v1"
+    log = _log_with(tmp_path, examples_dir, None, lines=300,
+                    after=load_artifact(art).manifest["created_utc"])
+    lines = log.read_text().splitlines()
+    other = [line.replace('"version": "v1"', '"version": "v2"') for line in lines[:100]]
+    assert all('"version": "v2"' in line for line in other)
+    log.write_text("\n".join([*other, *lines[100:]]) + "\n")
+    n_other = sum(len(json.loads(line)["premises"]) for line in other)
     report, _ = monitor(art, [log], window="7d")
-    n_other = report.deciders["amv-guard@v2"]
-    assert n_other > 0 and set(report.deciders) == {"amv-guard@v1", "amv-guard@v2"}
-    assert f"amv-guard@v2: {n_other} uses" in report.table()
-    assert f"{n_other} uses decided by other artifacts (amv-guard@v2: {n_other})" in caplog.text
+    assert report.counts["uses_other_versions"] == n_other
+    assert sum(w.uses for w in report.windows) == report.uses_read - n_other
+    note = f"{n_other} uses decided by other artifacts than amv-guard@v1"
+    assert any(r.startswith(note) for r in report.reasons)
+    assert note in report.table() and note in caplog.text
     assert main(["monitor", "--artifact", str(art), "--decisions", str(log), "--no-tracking",
                  "--other-artifacts", "refuse"]) == 2
     err = capsys.readouterr().err
-    assert f"{n_other} uses decided by other artifacts (amv-guard@v2: {n_other}), not " \
+    assert f"the decision logs hold {n_other} uses decided by other artifacts than " \
            f"amv-guard@v1" in err

@@ -492,6 +492,7 @@ def export_artifact(
     certificate: Mapping[str, Any] | str | os.PathLike[str] | None = None,
     tuning: str | os.PathLike[str] | None = None,
     reuse_identical: bool = False,
+    derived_from: str | os.PathLike[str] | None = None,
 ) -> ExportResult:
     """Write a new artifact version ``models_dir/name/vN`` and return where it landed.
 
@@ -541,6 +542,11 @@ def export_artifact(
         bytes are not part of the contract), and with ``signing_key`` is signed by that
         key, return it (``reused=True``) instead of writing an identical ``v(N+1)``: a
         re-run after an interruption, or ``make demo`` reproducing the shipped version.
+    derived_from : path, optional
+        A version of the same calibrator (its ``calibrator.json`` must have the same
+        sha256) whose reference profile, training-data fingerprint, metrics, report files
+        and ``calibrator.joblib`` the new version keeps: a re-export with other thresholds
+        (the monitor's de-risk).
 
     Returns
     -------
@@ -589,6 +595,9 @@ def export_artifact(
         # what monitoring compares production with (artifacts/_profile.py)
         payload[PROFILE_FILE] = canonical_json_bytes(_profile_of(table, portable, src))
     merged_metrics = dict(src.metrics or {})
+    base = None if derived_from is None else _derived(derived_from, portable, payload)
+    if base is not None:
+        merged_metrics = {**base.manifest.get("metrics", {}), **merged_metrics}
     merged_metrics.update(metrics or {})
     from amv_calib import __version__
 
@@ -603,8 +612,9 @@ def export_artifact(
         "calibrator_source": portable.source,
         "feature_map": portable.feature_map.to_list(),
         "gate": gate,
-        "training_data": (dict(_NO_TRAINING_DATA) if table is None
-                          else claims_fingerprint(table)),
+        "training_data": (claims_fingerprint(table) if table is not None
+                          else dict(base.manifest["training_data"]) if base is not None
+                          else dict(_NO_TRAINING_DATA)),
         "metrics": _json_safe(merged_metrics, "metrics"),
     }
     if src.engine is not None:
@@ -665,6 +675,21 @@ def _identical_version(root: Path, manifest_base: Mapping[str, Any],
         return ExportResult(path=art.path, name=root.name, version=version,
                             manifest=art.manifest, reused=True)
     return None
+
+
+def _derived(ref: str | os.PathLike[str], portable: PortableCalibrator,
+             payload: dict[str, bytes | Path]) -> LoadedArtifact:
+    """The version ``ref`` (checked), its kept files added to ``payload``."""
+    base = load_artifact(ref)
+    ours, theirs = calibrator_sha256(portable), base.calibrator_sha256
+    if ours != theirs:
+        raise ConfigError(f"derived_from={os.fspath(ref)!r}: its calibrator has sha256 "
+                          f"{theirs}, this one {ours}; derive only from the same calibrator")
+    skip = {MANIFEST_FILE, CALIBRATOR_FILE, SIGNATURE_FILE, MEMBERS_FILE}
+    for rel in base.files:
+        if rel not in skip and rel not in payload:
+            payload[rel] = base.read(rel)  # the bytes the load vouched for
+    return base
 
 
 def _profile_of(table: Any, portable: PortableCalibrator, src: _Source) -> dict[str, Any]:
@@ -798,12 +823,14 @@ def promote(
     *,
     alias: str,
     models_dir: str | os.PathLike[str] | None = None,
+    reason: str | None = None,
 ) -> dict[str, Any]:
     """Point ``alias`` of model ``name`` at ``version`` after verifying that version.
 
     The alias file ``models_dir/name/aliases.json`` is rewritten atomically under a lock;
     the alias keeps its history (a stack: :func:`rollback` pops it) and the sha256 of the
-    promoted ``manifest.json``, which loading through the alias checks.
+    promoted ``manifest.json``, which loading through the alias checks. ``reason``, when
+    given, is recorded in the history and the log (the monitor's de-risk records its ALERT).
 
     Returns
     -------
@@ -831,9 +858,11 @@ def promote(
         if entry is None:
             entry = {"history": [], "log": []}
         history = list(entry.get("history", []))
-        history.append({"version": version, "manifest_sha256": sha, "promoted_utc": now})
+        why = {} if reason is None else {"reason": str(reason)}
+        history.append({"version": version, "manifest_sha256": sha, "promoted_utc": now,
+                        **why})
         log = list(entry.get("log", []))
-        log.append({"action": "promote", "version": version, "utc": now})
+        log.append({"action": "promote", "version": version, "utc": now, **why})
         entry = {"version": version, "manifest_sha256": sha, "updated_utc": now,
                  "history": history, "log": log}
         data["aliases"][alias] = entry

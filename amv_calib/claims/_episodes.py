@@ -66,6 +66,7 @@ from amv_calib.claims._labels import (
     _join,
     load_outcomes,
     read_uses,
+    require_records,
 )
 from amv_calib.exceptions import check_choice
 from amv_calib.settings import LabelOptions
@@ -253,6 +254,7 @@ def label_logs(
     check_choice("soft_labels", soft_labels, ("posterior", "off"))
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
     log = read_uses(plist, on_corrupt=on_corrupt, columnar=columnar, offers=True)
+    require_records(plist, log)
     out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
     state: dict[str, Any] = {}
     claims, report = _join(plist, log, out_df, out_invalid, soft_labels, collect=state)

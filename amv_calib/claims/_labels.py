@@ -265,6 +265,9 @@ class _Acc:
             else:
                 enc = pa.chunked_array(chunks, type=pa.string()).dictionary_encode()
             del chunks
+            if not enc.num_chunks:  # no record at all (an empty file, or nothing new)
+                return pd.Categorical.from_codes(np.zeros(0, np.int64),
+                                                 categories=pd.Index([], dtype="str"))
             codes = np.concatenate([c.indices.fill_null(-1).to_numpy(zero_copy_only=False)
                                     for c in enc.chunks]).astype(np.int64)
             cats = pd.Index(enc.chunks[0].dictionary.to_pandas(), dtype="str")
@@ -651,11 +654,23 @@ def _parse_lines(data: bytes, first_line: int, st: LogReadStats, name: str,
 
 
 def _read_one_log(path: PathLike, file_idx: int, on_corrupt: str, columnar: bool,
-                  acc: _Acc) -> LogReadStats:
+                  acc: _Acc, span: tuple[int, int, int] | None = None) -> LogReadStats:
     name = os.fspath(path)
+    start, stop, first_line = (0, -1, 1) if span is None else span
     with open_regular(name, what="decision log") as fh:
-        return _read_chunks(iter(lambda: fh.read(_BLOCK_BYTES), b""), name, file_idx, 1,
-                            on_corrupt, columnar, acc)
+        fh.seek(start)
+        left = [stop - start if stop >= 0 else -1]
+
+        def block() -> bytes:
+            if left[0] == 0:
+                return b""
+            data = fh.read(_BLOCK_BYTES if left[0] < 0 else min(_BLOCK_BYTES, left[0]))
+            if left[0] > 0:
+                left[0] -= len(data)
+            return data
+
+        return _read_chunks(iter(block, b""), name, file_idx, first_line, on_corrupt,
+                            columnar, acc)
 
 
 def _read_chunks(chunks: Iterable[bytes], name: str, file_idx: int, first_line: int,
@@ -696,6 +711,7 @@ def read_uses(
     on_corrupt: Literal["raise", "skip"] = "raise",
     columnar: bool = True,
     offers: bool = False,
+    spans: Sequence[tuple[int, int, int] | None] | None = None,
 ) -> LogEntries:
     """Read decision logs into one row per premise entry (see :class:`LogEntries`).
 
@@ -713,11 +729,18 @@ def read_uses(
     offers : bool, default False
         Also read each record's offered verifiers (``LogEntries.offers``), which the
         episodes need; without it ``offers`` is empty and ``has_verifiers`` false.
+    spans : sequence of (start, stop, first_line) or None, optional
+        Per file, read only the bytes ``[start, stop)`` (``stop`` -1: to the end), which
+        begin at the start of line ``first_line``: what a monitor that has read the rest
+        before reads (:mod:`amv_calib.monitoring`). None reads every file whole.
     """
     check_choice("on_corrupt", on_corrupt, ("raise", "skip"))
     plist = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if spans is not None and len(spans) != len(plist):
+        raise ValueError(f"spans: {len(spans)} given for {len(plist)} files")
     acc = _Acc(offers)
-    stats = [_read_one_log(p, i, on_corrupt, columnar, acc) for i, p in enumerate(plist)]
+    stats = [_read_one_log(p, i, on_corrupt, columnar, acc,
+                           None if spans is None else spans[i]) for i, p in enumerate(plist)]
     if not acc.rec["file"]:
         _python_records([], 0, acc)
     entries, signals = acc.finish()
@@ -1487,10 +1510,21 @@ def label_claims(
     """
     check_choice("soft_labels", soft_labels, ("posterior", "off"))
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
-    if log is None:
+    if log is None:  # a batch given as ``log`` (the monitor's new lines) may be empty
         log = read_uses(plist, on_corrupt=on_corrupt, columnar=columnar)
+        require_records(plist, log)
     out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
     return _join(plist, log, out_df, out_invalid, soft_labels)
+
+
+def require_records(plist: Sequence[PathLike], log: LogEntries) -> None:
+    """Raise :class:`DataContractError` when the logs read hold no decision record, naming
+    each file with its count of lines, blank, torn and corrupt."""
+    if not sum(st.records for st in log.stats):
+        seen = ", ".join(f"{os.fspath(p)} ({st.lines} lines: {st.blank} blank, {st.torn} "
+                         f"torn, {st.corrupt} corrupt)" for p, st in zip(plist, log.stats,
+                                                                          strict=True))
+        raise DataContractError(f"no decision record to label in {seen or 'no file'}")
 
 
 def _signal_llr(log: LogEntries, uses: _Uses, n_uses: int
@@ -1561,11 +1595,6 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
           collect: dict[str, Any] | None = None) -> tuple[pd.DataFrame, JoinReport]:
     """The join (module docs). ``collect``, when given, receives the per-use state the
     episodes are built from (:mod:`amv_calib.claims._episodes`)."""
-    if not sum(st.records for st in log.stats):
-        seen = ", ".join(f"{os.fspath(p)} ({st.lines} lines: {st.blank} blank, {st.torn} "
-                         f"torn, {st.corrupt} corrupt)" for p, st in zip(plist, log.stats,
-                                                                          strict=True))
-        raise DataContractError(f"no decision record to label in {seen or 'no file'}")
     n_out = len(out_df)
     uses, o_action = _collect_uses(log, out_df["action_id"])
     u, u_action, t_us, invalid = uses.u, uses.action, uses.t_us, uses.invalid

@@ -37,6 +37,7 @@ from typing import Any, Final, TypeVar
 from amv_calib.contract._features import FeatureMap, PortableCalibrator, _check_format
 from amv_calib.contract._files import read_regular
 from amv_calib.contract._folder import (
+    MAX_FILE_BYTES,
     MAX_JSON_BYTES,
     VersionFolder,
     read_file_in,
@@ -143,6 +144,29 @@ class LoadedArtifact:
     def calibrator_sha256(self) -> str:
         """sha256 of ``calibrator.json`` as listed in (and checked against) the manifest."""
         return self.files[CALIBRATOR_FILE]
+
+    def read(self, rel: str) -> bytes:
+        """The bytes of the listed file ``rel`` this load vouched for.
+
+        JSON files come from :attr:`contents`; any other listed file is read again (the
+        loader hashed it without keeping it) and refused unless its sha256 is still the one
+        the manifest lists.
+
+        Raises
+        ------
+        ArtifactError
+            ``rel`` is not listed, or changed since the load.
+        """
+        if rel in self.contents:
+            return self.contents[rel]
+        want = self.files.get(rel)
+        if want is None:
+            raise ArtifactError(f"{self.path}: {rel!r} is not a file its manifest lists")
+        raw = read_file_in(self.path, rel, what="listed file", limit=MAX_FILE_BYTES)
+        if raw is None or hashlib.sha256(raw).hexdigest() != want:
+            raise ArtifactError(f"{self.path / rel}: changed since the version was loaded "
+                                f"(sha256 differs from the manifest's); load it again")
+        return raw
 
 
 # -- plain-data helpers shared with the export side ------------------------------------

@@ -1,10 +1,13 @@
-"""Production monitoring: drift, calibration and harm of the gate's decisions against the
-artifact's reference profile and certificate, window by window, and the retrain trigger."""
+"""Production monitoring: anytime-valid harm and calibration evidence on the version in
+production since it went live (kept incrementally), drift and calibration window by window
+as context, and what an ALERT does (de-risk, retrain)."""
 
 from __future__ import annotations
 
+from amv_calib.monitoring._derisk import DeriskResult, derisk
 from amv_calib.monitoring._monitor import (
     MonitorReport,
+    go_live,
     load_monitor_config,
     monitor,
     parse_since,
@@ -23,11 +26,14 @@ from amv_calib.monitoring._stats import (
 )
 
 __all__ = [
+    "DeriskResult",
+    "derisk",
     "MonitorConfig",
     "MonitorReport",
     "WindowStats",
     "calibration_stats",
     "decide",
+    "go_live",
     "drift_stats",
     "harm_stats",
     "ks",

@@ -1,5 +1,6 @@
-"""The monitoring timeline: every statistic window by window, with its interval and the
-thresholds, the windows shaded by status (explicit Agg canvas, no pyplot state)."""
+"""The monitoring timeline: the anytime-valid harm band and e-values as of each window's
+end, and every descriptive statistic window by window with its interval and thresholds, the
+windows shaded by status (explicit Agg canvas, no pyplot state)."""
 
 from __future__ import annotations
 
@@ -42,9 +43,10 @@ def timeline_figure(report: Mapping[str, Any], path: str | os.PathLike[str]) -> 
     cfg = report["config"]
     x = list(range(len(windows)))
     labels = [str(w["end"])[:10] for w in windows]
-    fig = Figure(figsize=(13, 15))
+    timeline = {t["end"]: t for t in report.get("timeline", [])}
+    fig = Figure(figsize=(13, 18))
     FigureCanvasAgg(fig)
-    axes = fig.subplots(4, 2, sharex=True).ravel()
+    axes = fig.subplots(5, 2, sharex=True).ravel()
 
     def band(ax: Any, lo: str, hi: str, section: str, key: str, colour: str) -> None:
         ax.fill_between(x, _series(windows, lambda w: w[section][f"{key}_{lo}"][0]),
@@ -71,13 +73,13 @@ def timeline_figure(report: Mapping[str, Any], path: str | os.PathLike[str]) -> 
     band(ax, "warn_ci", "warn_ci", "calibration", "in_the_large", "C0")
     band(ax, "alert_ci", "alert_ci", "calibration", "in_the_large", "C3")
     ax.axhline(0.0, color="k", lw=0.8)
-    ax.set_title("calibration in the large (95% and 99.9% intervals)")
+    ax.set_title("calibration in the large (descriptive 95% and 99.9% intervals)")
 
     ax = axes[2]
     ax.axhline(cfg["loss_margin"], color="C3", ls="--", lw=1, label="loss margin")
     band(ax, "warn_ci", "warn_ci", "calibration", "log_loss_excess", "C0")
     band(ax, "alert_ci", "alert_ci", "calibration", "log_loss_excess", "C3")
-    curves(ax, "log-loss excess (paired; ALERT when the 99.9% interval is above)", [
+    curves(ax, "log-loss excess (paired; descriptive 95% and 99.9% intervals)", [
         (cal("log_loss_excess"), "o-", "log loss - expected if calibrated")])
 
     band(axes[3], "warn_ci", "warn_ci", "calibration", "log_loss", "C0")
@@ -91,23 +93,45 @@ def timeline_figure(report: Mapping[str, Any], path: str | os.PathLike[str]) -> 
         (cal("ece"), "o-", "ECE (equal mass)"),
         (cal("smooth_ece"), "s-", "smooth ECE")])
 
+    def seq(key: str, i: int | None = None) -> list[float]:
+        def get(w: Mapping[str, Any]) -> Any:
+            v = timeline[w["end"]][key]
+            return v if i is None else v[i]
+        return _series(windows, get)
+
     ax = axes[5]
-    ax.plot(x, _series(windows, lambda w: w["harm"]["rate"]), "o-", label="Gate Harmful")
-    ax.fill_between(x, _series(windows, lambda w: w["harm"]["warn_ci"][0]),
-                    _series(windows, lambda w: w["harm"]["warn_ci"][1]),
-                    color="C0", alpha=0.25, linewidth=0, label="95% Clopper-Pearson")
-    ax.plot(x, _series(windows, lambda w: w["harm"]["alert_ci"][0]), "C3:",
-            label="99.9% lower bound")
+    ax.fill_between(x, seq("harm_cs", 0), seq("harm_cs", 1), color="C0", alpha=0.25,
+                    linewidth=0, label="confidence sequence (since go-live)")
+    ax.plot(x, seq("harm_rate"), "o-", label="Gate Harmful since go-live")
+    ax.plot(x, _series(windows, lambda w: w["harm"]["rate"]), "s:", color="C7",
+            label="this window alone")
     if report.get("alpha") is not None:
         ax.axhline(report["alpha"], color="C3", ls="--", lw=1, label="certified alpha")
-    ax.set_title("Gate Harmful (labelled actions)")
+    ax.set_title("harm: the anytime-valid band against alpha (ALERT when above it)")
     ax.legend(fontsize=8, loc="upper left")
 
+    ax = axes[8]
+    for key, colour, label in (("harm_e", "C3", "harm"), ("in_the_large_e", "C0",
+                                                          "calibration in the large"),
+                               ("log_loss_e", "C2", "log-loss excess")):
+        # drawn up to 1e12 (past any threshold; a log axis cannot span exp(700))
+        ax.plot(x, [min(v, 1e12) for v in seq(key)], "o-", color=colour,
+                label=f"{label} e-value")
+    first = next(iter(timeline.values()), None)
+    if first is not None:
+        for part, colour in (("harm", "C3"), ("in_the_large", "C0")):
+            ax.axhline(first["alert_at"][part], color=colour, ls="--", lw=1,
+                       label=f"ALERT at {first['alert_at'][part]:.0f}")
+    ax.set_yscale("log")
+    ax.set_title("e-values as of each window's end (anytime-valid evidence)")
+    ax.legend(fontsize=8)
+    axes[9].set_visible(False)
+
     drift_panels = (("psi", "population stability index per feature",
-                     [("psi_warn", "C1", "warn"), ("psi_alert", "C3", "alert")]),
+                     [("psi_warn", "C1", "rule of thumb"), ("psi_alert", "C3", "WARN")]),
                     ("ks", "two-sample KS statistic per feature",
-                     [("ks_alert", "C3", "alert (if significant)")]))
-    for ax, (stat, title, lines) in zip(axes[6:], drift_panels, strict=True):
+                     [("ks_alert", "C3", "WARN (if significant)")]))
+    for ax, (stat, title, lines) in zip(axes[6:8], drift_panels, strict=True):
         for i, f in enumerate(CLAIM_FEATURES):
             ax.plot(x, _series(windows, _drift(f, stat)), "o-", color=f"C{i}", label=f)
         for key, colour, label in lines:
@@ -126,7 +150,7 @@ def timeline_figure(report: Mapping[str, Any], path: str | os.PathLike[str]) -> 
                                 alpha=0.35, linewidth=0, transform=ax.get_xaxis_transform())
         ax.grid(alpha=0.3)
     ticks = x[::max(1, -(-len(x) // _MAX_TICKS))]
-    for ax in axes[-2:]:
+    for ax in axes[7:9]:
         ax.set_xticks(ticks)
         ax.set_xticklabels([labels[i] for i in ticks], rotation=45, ha="right", fontsize=8)
         ax.set_xlabel("window end (shaded: yellow WARN, red ALERT, grey insufficient data)")

@@ -1,25 +1,25 @@
-"""Monitoring a production gate: decision logs and outcomes, window by window.
+"""Monitoring a production gate: the evidence accumulated since it went live, and windows.
 
-The decision logs are read once (:func:`amv_calib.claims.read_uses`), and the same entries
-go through the label join (:func:`amv_calib.claims.label_claims` with ``log=``) with
-outcome labels only: a verifier's soft label is derived from the gate's own probability,
-so it cannot show that probability wrong. Every use falls in a window by its time; per
-window :mod:`._stats` computes the drift of the features (every use), calibration (the
-labelled uses) and Gate Harmful (the actions whose premises are all labelled), and
-:func:`~._stats.decide` gives the status.
+Each run reads the decision lines not read before (:func:`amv_calib.claims.read_uses` over
+byte spans; the state in :mod:`._state` says where each file was left), takes back the
+pending uses that new outcomes or new records may decide, and joins both with the outcome
+records by the label join's rules (:func:`amv_calib.claims.label_claims` with ``log=``),
+with outcome labels only: a verifier's soft label is derived from the gate's own
+probability, so it cannot show that probability wrong.
+
+The uses of the monitored version (its logged ``calibrator`` is ``name@version``) decided
+since it went live feed the sequential statistics of :mod:`._sequential`: labelled uses
+(calibration) and labelled actions (every premise labelled: harm), in buckets by decision
+day. Every use falls in a window by its time; the windows' drift, calibration and harm
+statistics (:mod:`._stats`) are descriptive context.
 
 Windows
 -------
-``window`` wide (``"7d"``, ``"12h"``, ``"2w"``; at most :data:`MAX_WINDOW_DAYS` days). With
-``since``, windows start there and follow each other up to the newest use (the last one may
-be partial); without it, the last window ends at the whole second after the newest use, so
-the latest window is always a full one, and the first one covers the oldest use. At most
-:data:`MAX_WINDOWS` windows are made, the newest ones: one use dated centuries early, or a
-narrow window over a long log, would otherwise ask for millions. Uses before the first window
-(before ``since``, or older than the windows kept) and uses without a valid time are left
-out, counted, and the earliest such time named (``outliers`` in the report, and a warning).
-The work is bounded by the uses and the windows: each use is placed once, and a window
-without uses costs a few microseconds.
+``window`` wide (``"7d"``, ``"12h"``, ``"2w"``), starting at ``since`` when given, else at
+midnight UTC of the go-live day, from the first window that holds a use; the latest one
+may be partial. Uses before the start and uses without a valid time are left out (and
+counted). A window the data passed is frozen with its statistics: labels that arrive for
+it later count in the sequential statistics, not in its descriptive ones.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from numpy.typing import NDArray
 from amv_calib.contract import CLAIM_FEATURES, loads_strict, read_toml
 from amv_calib.exceptions import ArtifactError, ConfigError, check_choice
 from amv_calib.monitoring import _stats
+from amv_calib.monitoring._state import MonitorState
 from amv_calib.monitoring._stats import MonitorConfig, WindowStats, safe_float
 
 PathLike = str | os.PathLike[str]
@@ -49,11 +50,12 @@ _UNITS: Final = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _US: Final = 1_000_000
 #: ``MISSING_US`` of the label join: a use whose time is missing or did not parse.
 _NAT: Final = np.iinfo(np.int64).min
-#: The most windows one run makes (the newest ones; module docstring).
+_DAY_US: Final = 86400 * _US
+#: The most windows a state keeps, and one run adds (the newest ones): a narrow window over
+#: a long log, or one use dated far from the rest, would otherwise ask for millions.
 MAX_WINDOWS: Final = 2000
 #: The widest window, in days (a century).
 MAX_WINDOW_DAYS: Final = 36_525
-
 _log = logging.getLogger(__name__)
 
 
@@ -101,7 +103,8 @@ def _iso(t_us: int) -> str:
 
 @dataclass(kw_only=True)
 class MonitorReport:
-    """The windows of one monitoring run, oldest first, and what they were computed from."""
+    """One monitoring run: the sequential evidence, the windows (oldest first) and what
+    they were computed from."""
 
     artifact: str
     alpha: float | None
@@ -112,23 +115,47 @@ class MonitorReport:
     uses_outside: int
     labelled_read: int
     join: dict[str, Any] = field(default_factory=dict)
-    #: Uses left out of the windows: ``{"before_windows", "no_valid_time", "earliest",
-    #: "earliest_at"}`` (the earliest left-out time and its file and line), or empty.
-    outliers: dict[str, Any] = field(default_factory=dict)
-    #: Uses per artifact the logs name as their decider (``"name@version"``, ``"(none)"``).
-    deciders: dict[str, int] = field(default_factory=dict)
-    #: ``"name@version"`` of the artifact monitored.
-    artifact_label: str = ""
+    scope: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Any] = field(default_factory=dict)
+    status: str = "INSUFFICIENT DATA"
+    reasons: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    run: dict[str, Any] = field(default_factory=dict)
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
 
     @property
     def latest(self) -> WindowStats | None:
-        """The newest window (what the exit code and ``--on-alert`` look at)."""
+        """The newest window."""
         return self.windows[-1] if self.windows else None
 
     @property
     def alert(self) -> bool:
-        """Whether the latest window is ALERT."""
-        return self.latest is not None and self.latest.status == "ALERT"
+        """Whether the run is ALERT (what the exit code and ``--on-alert`` look at)."""
+        return self.status == "ALERT"
+
+    @property
+    def harm_alert(self) -> bool:
+        """Whether the harm detector alerts (what de-risking acts on)."""
+        return self.alert and any(r.startswith("harm:") and "above the certified alpha" in r
+                                  for r in self.reasons)
+
+    def line(self) -> str:
+        """The run in one line: status, the harm confidence sequence against alpha, the
+        labelled actions counted, what happened."""
+        ev = self.evidence
+        what = "; ".join(self.actions) or "nothing done"
+        since = self.scope.get("start", "?")
+        if ev.get("harm_cs") is None or self.alpha is None:
+            harm = "harm not tracked (no certificate)"
+        else:
+            lo, hi = ev["harm_cs"]
+            rate = ev.get("harm_rate")
+            harm = (f"harm {'-' if rate is None else format(rate, '.4f')} "
+                    f"CS [{lo:.4f}, {hi:.4f}] vs alpha {self.alpha:g}")
+        return (f"{self.status}: {self.scope.get('calibrator', self.artifact)} {harm}, "
+                f"{ev.get('labelled_actions', 0)} labelled actions since {since[:10]}; "
+                f"{what}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (non-finite numbers as null)."""
@@ -136,40 +163,38 @@ class MonitorReport:
             "artifact": self.artifact, "alpha": self.alpha, "window": self.window,
             "config": self.config.to_dict(), "uses_read": self.uses_read,
             "uses_outside_windows": self.uses_outside, "labelled_uses": self.labelled_read,
-            "latest_status": None if self.latest is None else self.latest.status,
-            "join": self.join, "outliers": self.outliers, "deciders": self.deciders,
-            "windows": [w.to_dict() for w in self.windows],
+            "status": self.status, "latest_status": self.status, "reasons": self.reasons,
+            "line": self.line(), "actions": self.actions, "scope": self.scope,
+            "evidence": self.evidence, "counts": self.counts, "run": self.run,
+            "timeline": self.timeline,
+            "join": self.join, "windows": [w.to_dict() for w in self.windows],
         })
         return out
 
     def table(self) -> str:
-        """One line per window: status, counts, the headline statistics and the reasons."""
+        """The line, the reasons, then one line per window: status, counts, the headline
+        statistics and the harm confidence sequence as of the window's end."""
         head = (f"{'window end':<20} {'status':<17} {'uses':>8} {'labels':>7} {'actions':>7} "
                 f"{'max PSI':>7} {'mean p':>7} {'rate':>7} {'LL exc':>7} {'harm':>7} "
-                f"{'harm hi':>7}")
-        lines = [f"monitor {self.artifact} (alpha {self.alpha}), windows of {self.window}"]
-        if self.outliers:
-            lines.append(_outlier_line(self.outliers))
-        mine = self.artifact_label
-        other = {k: v for k, v in self.deciders.items() if k not in (mine, "(none)")}
-        if other:
-            lines.append("decided by other artifacts, judged against this one's profile: "
-                         + ", ".join(f"{k}: {v} uses" for k, v in other.items()))
-        lines += [head, "-" * len(head)]
+                f"{'CS lo':>7} {'CS hi':>7}")
+        lines = [self.line(), *(f"  {r}" for r in self.reasons), "",
+                 f"windows of {self.window} (descriptive; status as of each window's end)",
+                 head, "-" * len(head)]
 
         def num(x: Any, fmt: str = "7.4f") -> str:
             return format(x, fmt) if isinstance(x, (int, float)) and math.isfinite(x) \
                 else f"{'-':>7}"
 
+        ends = {t["end"]: t for t in self.timeline}
         for w in self.windows:
             c, h = w.calibration, w.harm
+            cs = (ends.get(w.end) or {}).get("harm_cs") or [None, None]
             psi_max = max((s["psi"] for s in w.drift.values()), default=None)
             lines.append(
                 f"{w.end:<20} {w.status:<17} {w.uses:>8} {w.labelled:>7} "
                 f"{w.actions_labelled:>7} {num(psi_max, '7.3f')} {num(w.mean_p)} "
                 f"{num(c.get('observed_rate'))} {num(c.get('log_loss_excess'))} "
-                f"{num(h.get('rate'))} {num((h.get('warn_ci') or [None, None])[1])}")
-            lines.extend(f"{'':<20}   {r}" for r in w.reasons)
+                f"{num(h.get('rate'))} {num(cs[0])} {num(cs[1])}")
         return "\n".join(lines) + "\n"
 
 
@@ -204,16 +229,159 @@ def _profile(artifact: Any) -> dict[str, Any]:
     return profile
 
 
-def _record_index(entries: pd.DataFrame) -> tuple[IntArray, IntArray]:
-    """Per record (entries come in file, line order): its sort key and premise count."""
-    rec = entries["rec"].to_numpy()
-    first = np.flatnonzero(np.diff(rec, prepend=-1) != 0) if len(rec) else \
-        np.zeros(0, np.int64)
-    key = (entries["file"].to_numpy(dtype=np.int64)[first] << 40) \
-        | entries["line"].to_numpy(dtype=np.int64)[first]
-    return key, entries["n_premises"].to_numpy(dtype=np.int64)[first]
+def go_live(art: Any) -> str:
+    """When the monitored version went live: the time its alias last moved to it (a
+    promotion or a rollback), for an artifact loaded through an alias; else the version's
+    creation time (no decision of it can be older)."""
+    from amv_calib.contract import read_aliases
+
+    if art.alias is not None:
+        entry = read_aliases(art.path.parent)["aliases"].get(art.alias) or {}
+        if entry.get("version") == art.version and entry.get("updated_utc"):
+            return str(entry["updated_utc"])
+    return str(art.manifest.get("created_utc") or "1970-01-01T00:00:00Z")
 
 
+def _scope(art: Any, since: str | None, width: int, cfg: MonitorConfig) -> dict[str, Any]:
+    live = parse_since(go_live(art))
+    since_us = parse_since(since) if since is not None else None
+    start = live if since_us is None else max(live, since_us)
+    anchor = since_us if since_us is not None else (start // _DAY_US) * _DAY_US
+    return {"calibrator": f"{art.name}@{art.version}", "go_live": _iso(live),
+            "since": None if since_us is None else _iso(since_us), "start": _iso(start),
+            "start_us": start, "anchor_us": anchor, "window_us": width,
+            "loss_margin": cfg.loss_margin, "label_horizon_days": cfg.label_horizon_days}
+
+
+# -- reading and joining (one function: the reader can change behind it) --------------------
+@dataclass(kw_only=True)
+class _Batch:
+    """The entries joined in one run: pending ones taken again, then the new lines."""
+
+    entries: pd.DataFrame
+    n_pending: int
+    counted_before: NDArray[np.bool_]
+    counted_y: NDArray[np.bool_]  # the label a counted use was counted with
+    labelled: NDArray[np.bool_]
+    violated: NDArray[np.bool_]
+    is_use: NDArray[np.bool_]
+    rec: IntArray
+    claims: pd.DataFrame
+    join: dict[str, Any]
+    akey: NDArray[np.uint64]
+    ckey: NDArray[np.uint64]
+
+
+def _read_and_join(st: MonitorState, plist: Sequence[str], outcomes: Any,
+                   on_corrupt: str, spans: Sequence[tuple[int, int, int]],
+                   file_index: Sequence[int]) -> tuple[_Batch, list[tuple[int, IntArray]]]:
+    """Read the new lines, take back the pending entries that new outcomes or new records
+    may decide, and join both with the outcomes by the label join's rules; returns the
+    batch and, per pending partition, the rows taken back."""
+    from amv_calib.claims import LogEntries, label_claims, load_outcomes, read_uses, use_entries
+    from amv_calib.gate import LogReadStats
+    from amv_calib.monitoring._state import hash_strings
+
+    log = read_uses(list(plist), on_corrupt="raise" if on_corrupt == "raise" else "skip",
+                    spans=list(spans))
+    new = log.entries
+    new["file"] = np.asarray(file_index, dtype=np.int32)[new["file"].to_numpy()] \
+        if len(new) else new["file"]
+    for i, (fi, s) in enumerate(zip(file_index, log.stats, strict=True)):
+        st.files[fi].offset = spans[i][1]
+        st.files[fi].lines += s.lines
+    out_df, _ = load_outcomes([] if outcomes is None else outcomes)
+    row_hash = (pd.util.hash_pandas_object(
+        out_df[["claim_id", "action_id", "t_us", "violated"]], index=False).to_numpy()
+        .astype(np.uint64) if len(out_df) else np.zeros(0, np.uint64))
+    seen = np.isin(row_hash, st.outcome_hashes)
+    st.outcome_hashes = np.union1d(st.outcome_hashes, row_hash).astype(np.uint64)
+    o_akey = hash_strings(out_df["action_id"])
+    o_ckey = hash_strings(out_df["claim_id"])
+    if st.pending is not None and st.pending.parts:
+        new_akey = hash_strings(new["action_id"])
+        cand, taken = st.pending.candidates(
+            np.concatenate([o_akey[~seen & (o_akey != 0)], new_akey[new_akey != 0]]),
+            o_ckey[~seen & (o_ckey != 0)])
+    else:
+        cand, taken = pd.DataFrame(), []
+    n_pending = len(cand)
+    counted_before = np.zeros(n_pending + len(new), dtype=bool)
+    counted_y = np.zeros(n_pending + len(new), dtype=bool)
+    if n_pending:
+        counted_before[:n_pending] = cand.pop("counted").to_numpy(dtype=bool)
+        counted_y[:n_pending] = cand.pop("counted_y").to_numpy(dtype=bool)
+        entries = _concat_entries(cand, new)
+    else:
+        entries = new
+    # records: consecutive ids in batch order (a record's entries are contiguous)
+    fl = entries["file"].to_numpy(np.int64) << 40 | entries["line"].to_numpy(np.int64)
+    src = np.zeros(len(entries), np.int64)
+    src[n_pending:] = 1
+    change = np.ones(len(entries), dtype=bool)
+    change[1:] = (fl[1:] != fl[:-1]) | (src[1:] != src[:-1])
+    rec = np.cumsum(change) - 1
+    entries["rec"] = rec
+    bad_times = {int(r) + int(rec[n_pending]) if n_pending < len(rec) else int(r): v
+                 for r, v in log.bad_times.items()}
+    names = [m.path for m in st.files]
+    stats = [LogReadStats() for _ in names]
+    for fi, s in zip(file_index, log.stats, strict=True):
+        stats[fi] = s
+    batch_log = LogEntries(entries=entries, signals=log.signals.iloc[:0], offers=log.offers,
+                           records={}, stats=stats, bad_times=bad_times)
+    b_akey = hash_strings(entries["action_id"])
+    b_ckey = hash_strings(entries["claim_id"])
+    keep = np.isin(o_akey, b_akey[b_akey != 0]) | np.isin(o_ckey, b_ckey[b_ckey != 0])
+    sub = out_df.loc[keep]
+    outcome_frame = pd.DataFrame({
+        "claim_id": sub["claim_id"].to_numpy(dtype=object),
+        "action_id": sub["action_id"].to_numpy(dtype=object),
+        "time": pd.DatetimeIndex(sub["t_us"].to_numpy().astype("datetime64[us]"))
+        .tz_localize("UTC"),
+        "violated": sub["violated"].to_numpy(dtype=bool)})
+    claims, report = label_claims(names, outcome_frame, soft_labels="off", log=batch_log)
+    labelled = np.zeros(len(entries), dtype=bool)
+    violated = np.zeros(len(entries), dtype=bool)
+    is_use = np.zeros(len(entries), dtype=bool)
+    use_pos = use_entries(batch_log)
+    is_use[use_pos] = True
+    if len(claims):
+        pos = use_pos[claims["use_id"].to_numpy()]
+        labelled[pos] = True
+        violated[pos] = claims["violated"].to_numpy(dtype=bool)
+    d = report.to_dict()
+    join: dict[str, Any] = {k: d[k] for k in ("uses_read", "joined", "unjoined") if k in d}
+    join["outcomes_read"] = int(len(out_df))
+    join["outcomes_new"] = int((~seen).sum())
+    join["pending_taken_back"] = n_pending
+    batch = _Batch(entries=entries, n_pending=n_pending, counted_before=counted_before,
+                   counted_y=counted_y,
+                   labelled=labelled, violated=violated, is_use=is_use, rec=rec,
+                   claims=claims, join=join, akey=b_akey, ckey=b_ckey)
+    return batch, taken
+
+
+def _concat_entries(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Two entry frames as one, categoricals re-encoded over both."""
+    cols = list(b.columns)
+    out: dict[str, Any] = {}
+    for c in cols:
+        y = b[c]
+        # "rec" is renumbered by the caller
+        x = a[c] if c in a else pd.Series(np.zeros(len(a), dtype=np.int64))
+        if isinstance(y.dtype, pd.CategoricalDtype) or isinstance(x.dtype, pd.CategoricalDtype):
+            vals = pd.concat([x.astype(object), y.astype(object)], ignore_index=True)
+            out[c] = pd.Categorical(vals.where(vals.notna(), None))
+        elif c == "claim_id":
+            out[c] = pd.array(np.concatenate([x.to_numpy(dtype=object),
+                                              y.to_numpy(dtype=object)]), dtype="str")
+        else:
+            out[c] = np.concatenate([x.to_numpy(), y.to_numpy()]).astype(y.to_numpy().dtype)
+    return pd.DataFrame(out)
+
+
+# -- one run ------------------------------------------------------------------------------
 def monitor(
     artifact: str | os.PathLike[str],
     decisions: PathLike | Sequence[PathLike],
@@ -224,23 +392,27 @@ def monitor(
     config: MonitorConfig | None = None,
     on_corrupt: str = "raise",
     trusted_keys: PathLike | Sequence[PathLike] | None = None,
+    state: PathLike | None = None,
+    rebuild: bool = False,
     other_artifacts: str = "warn",
-) -> tuple[MonitorReport, pd.DataFrame]:
-    """Drift, calibration and harm of the gate's logged decisions, window by window.
+) -> tuple[MonitorReport, pd.DataFrame | None]:
+    """The sequential evidence on the monitored version, and the windows' statistics.
 
     Parameters
     ----------
     artifact : str or path
         The artifact the gate runs (``models/amv-guard@production``): its ``profile.json``
-        is the reference, its certificate's alpha the harm bound.
+        is the reference, its certificate's alpha the harm bound, its alias's history the
+        go-live (:func:`go_live`).
     decisions : path or sequence of paths
-        Decision logs, in time order.
+        Decision logs, in time order (append-only; a rotated file is followed by inode).
     outcomes : path, DataFrame, sequence of them, or None
-        Outcome records, as for ``amv-calib label``. None: drift only.
+        Outcome records, as for ``amv-calib label`` (read whole every run). None: drift
+        only.
     window : str, default "7d"
-        Window width (:func:`parse_window`).
+        Window width (:func:`parse_window`) of the descriptive statistics.
     since : str, optional
-        Start of the first window (module docstring).
+        Start of the monitoring (and of the first window) when later than the go-live.
     config : MonitorConfig, optional
         Thresholds; the defaults when None.
     on_corrupt : {"raise", "skip"}
@@ -248,207 +420,276 @@ def monitor(
     trusted_keys : path or sequence of paths, optional
         Public keys the artifact must be signed with (see
         :func:`amv_calib.contract.load_artifact`).
+    state : path, optional
+        The state folder (:mod:`._state`): the run continues from it (reading only new
+        decision lines) and leaves it for the next one. None: everything is read, nothing
+        kept.
+    rebuild : bool, default False
+        Ignore the state and recompute from scratch (the state is then replaced).
     other_artifacts : {"warn", "refuse"}, default "warn"
-        What uses the logs say another artifact (name or version) decided do: judged
-        against this artifact's profile all the same, with a warning and a line in the
-        table, or refused (:class:`ConfigError`). Uses whose record names no artifact (a
-        gate without one) are judged; every use is counted by its decider in
-        ``report.deciders``.
+        Uses the logs say another artifact (name or version) decided are never judged
+        against this one's profile: they are left out of every statistic and counted
+        (``uses_other_versions``), with a warning and a reason line, or refused
+        (:class:`ConfigError`, the state left as it was).
 
     Returns
     -------
     report : MonitorReport
-    claims : DataFrame
-        The outcome-labelled claims of the join (what ``--on-alert`` retrains on).
-
-    Raises
-    ------
-    ConfigError
-        The logs hold uses another artifact decided, and ``other_artifacts="refuse"``.
+    claims : DataFrame or None
+        The outcome-labelled claims of every use (what ``--on-alert`` retrains on) when
+        the run read everything; None for an incremental run.
     """
-    from amv_calib.claims import label_claims, read_uses, use_entries
     from amv_calib.contract import load_artifact
+    from amv_calib.monitoring._state import plan_reads
 
     cfg = config or MonitorConfig()
     width = parse_window(window)
+    check_choice("on_corrupt", on_corrupt, ("raise", "skip"), ConfigError)
     art = load_artifact(str(artifact), trusted_keys=trusted_keys)
     profile = _profile(art)
     cert = art.manifest.get("certificate") or {}
     alpha = safe_float(cert.get("alpha")) if cert else None
-    plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
-    check_choice("on_corrupt", on_corrupt, ("raise", "skip"), ConfigError)
-    log = read_uses(plist, on_corrupt="raise" if on_corrupt == "raise" else "skip")
+    plist = [os.fspath(p) for p in ([decisions] if isinstance(decisions, (str, os.PathLike))
+                                    else decisions)]
+    for p in plist:
+        if not Path(p).is_file():
+            raise ConfigError(f"decision log {p} does not exist")
+    scope = _scope(art, since, width, cfg)
+    folder = None if state is None else Path(state)
+    st: MonitorState | None = None
+    run: dict[str, Any] = {"mode": "full" if folder is None else "rebuild"}
+    if folder is not None and not rebuild:
+        st, why = MonitorState.load(folder, scope)
+        if st is not None:
+            index, spans, refused = plan_reads(plist, st.files)
+            if refused:
+                why = refused
+                _log.warning("monitor state in %s not continued: %s; rebuilding from the "
+                             "logs", folder, why)
+                st = None
+            else:
+                run["mode"] = "incremental"
+        if st is None:
+            run["rebuilt_because"] = why
+    if st is None:
+        st = MonitorState.empty(scope, folder)
+        index, spans, _ = plan_reads(plist, st.files)
     check_choice("other_artifacts", other_artifacts, ("warn", "refuse"), ConfigError)
-    mine = f"{art.name}@{art.version}"
-    deciders = _deciders(log, mine, other_artifacts == "refuse")
-    claims, report = label_claims(plist, outcomes, soft_labels="off", log=log)
-    entries = log.entries
-
-    # -- uses and their windows -------------------------------------------------------
-    use_pos = use_entries(log)
-    t_use = entries["t_us"].to_numpy()[use_pos]
-    valid_t = t_use != _NAT
-    if not valid_t.any():
-        return MonitorReport(artifact=str(art.path), alpha=alpha, window=window, config=cfg,
-                             windows=[], uses_read=len(use_pos), uses_outside=len(use_pos),
-                             labelled_read=len(claims), join=_join_summary(report),
-                             outliers={"before_windows": 0, "no_valid_time": len(use_pos)},
-                             deciders=deciders, artifact_label=mine), claims
-    start, n_win = _windows(t_use[valid_t], width, since, window)
-
-    def window_of(t: Any) -> Any:
-        w = np.full(len(t), -1, dtype=np.int64)
-        ok = (t != _NAT) & (t >= start)
-        w[ok] = (t[ok] - start) // width
-        w[w >= n_win] = -1
-        return w
-
-    w_use = window_of(t_use)
-    outliers = _outliers(t_use, w_use, entries, use_pos, [os.fspath(p) for p in plist])
-    if outliers:
-        _log.warning("monitor: %s", _outlier_line(outliers))
-    X = {f: entries[f].to_numpy()[use_pos] for f in CLAIM_FEATURES}
-    p_use = entries["p"].to_numpy()[use_pos]
-
-    # -- labelled uses and actions -------------------------------------------------------
-    # the join writes datetime64[us, UTC] (NaT as the int64 minimum, like the log's times)
-    t_lab = np.asarray(pd.DatetimeIndex(claims["timestamp"]).tz_convert("UTC")
-                       .tz_localize(None).as_unit("us").asi8, dtype=np.int64)
-    w_lab = window_of(t_lab)
-    y_lab = claims["violated"].to_numpy(dtype=np.float64)
-    p_lab = claims["p_logged"].to_numpy(dtype=np.float64)
-    rec_key, rec_n = _record_index(entries)
-    file_code = claims["decision_file"].cat.codes.to_numpy()
-    lab_key = (file_code.astype(np.int64) << 40) | claims["decision_line"].to_numpy(np.int64)
-    lab_rec = np.searchsorted(rec_key, lab_key)
-    if len(claims):
-        uniq, inv, counts = np.unique(lab_rec, return_inverse=True, return_counts=True)
-        any_v = np.zeros(len(uniq), dtype=bool)
-        np.logical_or.at(any_v, inv, y_lab > 0.5)
-        first = np.zeros(len(uniq), dtype=np.int64)
-        first[inv[::-1]] = np.arange(len(inv))[::-1]
-        complete = counts == rec_n[uniq]
-        proceed = (claims["regime"] == "PROCEED").to_numpy(dtype=bool)[first]
-        a_win = w_lab[first][complete]
-        a_harm = (proceed & any_v)[complete]
-    else:
-        a_win = np.zeros(0, np.int64)
-        a_harm = np.zeros(0, bool)
-
-    training = {k: profile.get("oof_metrics", {}).get(k) for k in ("log_loss", "brier")}
-    ref_mean_p = safe_float(profile.get("mean_p"))
-    # each window's rows, found once by sorting (not one pass over every row per window)
-    by_use = _by_window(w_use, n_win)
-    by_lab = _by_window(np.where(np.isfinite(p_lab), w_lab, -1), n_win)
-    by_act = _by_window(a_win, n_win)
-    windows: list[WindowStats] = []
-    for k in range(n_win):
-        lo, hi = start + k * width, start + (k + 1) * width
-        sel = by_use[k]
-        ws = WindowStats(start=_iso(lo), end=_iso(hi), uses=len(sel), labelled=0,
-                         actions_labelled=0)
-        if ws.uses:
-            ws.drift = _stats.drift_stats(
-                pd.DataFrame({f: X[f][sel] for f in CLAIM_FEATURES}), profile)
-            ps = p_use[sel]
-            ps = ps[np.isfinite(ps)]
-            if len(ps):
-                ws.mean_p = float(ps.mean())
-                ws.mean_p_shift = None if ref_mean_p is None else ws.mean_p - ref_mean_p
-        lab = by_lab[k]
-        ws.labelled = len(lab)
-        if ws.labelled >= cfg.min_labels:
-            ws.calibration = _stats.calibration_stats(y_lab[lab], p_lab[lab], training, cfg)
-        acts = by_act[k]
-        ws.actions_labelled = len(acts)
-        if ws.actions_labelled:
-            ws.harm = _stats.harm_stats(a_harm[acts], alpha, cfg)
-        _stats.decide(ws, cfg)
-        windows.append(ws)
-    outside = int((w_use < 0).sum())
-    return MonitorReport(artifact=str(art.path), alpha=alpha, window=window, config=cfg,
-                         windows=windows, uses_read=len(use_pos), uses_outside=outside,
-                         labelled_read=len(claims), join=_join_summary(report),
-                         outliers=outliers, deciders=deciders, artifact_label=mine), claims
-
-
-def _deciders(log: Any, expected: str, refuse: bool) -> dict[str, int]:
-    """Uses per artifact the log records name (``"(none)"``: no artifact named); warns of,
-    or refuses, uses another artifact decided (its profile, not this one's, is what their
-    claims are to be compared with)."""
-    from amv_calib.claims import use_entries
-
-    cal = log.entries["calibrator"].to_numpy(dtype=object)[use_entries(log)]
-    named = pd.Series(cal).fillna("(none)").value_counts()
-    counts = {str(k): int(v) for k, v in sorted(named.items())}
-    other = {k: v for k, v in counts.items() if k not in (expected, "(none)")}
+    before = st.counts.get("uses_other_versions", 0)
+    batch, taken = _read_and_join(st, plist, outcomes, on_corrupt, spans, index)
+    _account(st, batch, taken, cfg, profile)
+    other = st.counts.get("uses_other_versions", 0)
+    if other > before and other_artifacts == "refuse":
+        raise ConfigError(
+            f"the decision logs hold {other - before} uses decided by other artifacts than "
+            f"{scope['calibrator']}: monitor them with their own artifact, or pass "
+            f"--other-artifacts warn to leave them out")
+    st.save()
+    report = _report(st, art, alpha, window, cfg, run, batch.join, profile)
     if other:
-        text = ", ".join(f"{k}: {v}" for k, v in other.items())
-        message = (f"the decision logs hold {sum(other.values())} uses decided by other "
-                   f"artifacts ({text}), not {expected}")
-        if refuse:
-            raise ConfigError(f"{message}: their claims would be judged against {expected}'s "
-                              f"profile; monitor them with their own artifact, or pass "
-                              f"--other-artifacts warn to judge them against this one")
-        _log.warning("monitor: %s; judged against %s's profile all the same", message,
-                     expected)
-    return counts
+        note = (f"{other} uses decided by other artifacts than {scope['calibrator']} since it "
+                f"went live were left out: never judged against its profile")
+        _log.warning("monitor: %s", note)
+        report.reasons.append(note)
+    report.reasons.extend(_left_out(st.counts, scope))
+    claims = batch.claims if run["mode"] != "incremental" else None
+    return report, claims
 
 
-def _windows(t: IntArray, width: int, since: str | None, window: str) -> tuple[int, int]:
-    """``(start, count)`` of the windows over the valid use times ``t`` (module docs)."""
-    t_min, t_max = int(t.min()), int(t.max())
-    if since is not None:
-        start = parse_since(since)
-        n_all = max(1, -(-(t_max + 1 - start) // width))
+def _left_out(counts: Mapping[str, int], scope: Mapping[str, Any]) -> list[str]:
+    """Reason lines for the uses no window holds and the windows not made."""
+    out = []
+    if counts.get("uses_outside"):
+        out.append(f"{counts['uses_outside']} uses dated before {scope['start']} (the start: "
+                   f"go-live or --since) or without a valid time were left out of the "
+                   f"windows and the evidence")
+    if counts.get("windows_dropped"):
+        out.append(f"{counts['windows_dropped']} older windows were not made (at most "
+                   f"{MAX_WINDOWS} are kept: pass --since or a wider --window)")
+    return out
+
+
+def _day(t_us: IntArray, start_us: int) -> IntArray:
+    return np.asarray(t_us // _DAY_US - start_us // _DAY_US, dtype=np.int64)
+
+
+def _account(st: MonitorState, b: _Batch, taken: list[tuple[int, IntArray]],
+             cfg: MonitorConfig,
+             profile: Mapping[str, Any]) -> None:
+    """Count what the batch decided into the buckets, the windows and the pending store."""
+    e = b.entries
+    scope = st.scope
+    start = int(scope["start_us"])
+    t = e["t_us"].to_numpy()
+    valid_t = (t != _NAT) & (t >= start)
+    in_scope = valid_t & (e["calibrator"].astype(object).to_numpy() == scope["calibrator"])
+    p = e["p"].to_numpy()
+    newly = b.labelled & in_scope & ~b.counted_before & np.isfinite(p)
+    day = _day(t, start)
+    st.buckets.add_uses(day[newly], b.violated[newly].astype(np.float64), p[newly],
+                        cfg.loss_margin)
+    # actions: a record whose entries are all labelled uses
+    n_rec = int(b.rec[-1]) + 1 if len(b.rec) else 0
+    first = np.flatnonzero(np.diff(b.rec, prepend=-1) != 0)
+    n_lab = np.bincount(b.rec, weights=b.labelled, minlength=n_rec)
+    any_v = np.bincount(b.rec, weights=b.labelled & b.violated, minlength=n_rec) > 0
+    n_prem = e["n_premises"].to_numpy()[first]
+    rec_scope = in_scope[first]
+    complete = (n_lab == n_prem) & rec_scope
+    proceed = (e["regime"].astype(object).to_numpy()[first] == "PROCEED")
+    harmful = proceed & any_v
+    st.buckets.add_actions(day[first][complete], harmful[complete])
+    done = complete[b.rec]
+    counted = b.counted_before | newly
+    counted_y = np.where(b.counted_before, b.counted_y, b.violated & newly)
+    # a later, more specific outcome that changed a counted label: the count keeps the first
+    st.count("relabelled_after_count",
+             int((b.counted_before & b.labelled & (b.violated != b.counted_y)).sum()))
+    npend = b.n_pending
+    if st.pending is not None:
+        st.pending.update(taken, counted[:npend], done[:npend], counted_y[:npend])
+        keep = np.zeros(len(e), dtype=bool)
+        keep[npend:] = (rec_scope & ~complete)[b.rec[npend:]]
+        st.pending.add(e.loc[keep].drop(columns=["rec"]), counted[keep], counted_y[keep],
+                       b.rec[keep], b.akey[keep], b.ckey[keep])
+    new_use = b.is_use.copy()
+    new_use[:npend] = False
+    st.count("uses_read", int(new_use.sum()))
+    st.count("uses_outside", int((new_use & ~valid_t).sum()))
+    st.count("uses_other_versions", int((new_use & valid_t & ~in_scope).sum()))
+    st.count("labelled_uses", int(newly.sum()))
+    st.count("labelled_actions", int(complete.sum()))
+    if (new_use & valid_t).any():
+        top = int(t[new_use & valid_t].max())
+        st.newest_us = top if st.newest_us is None else max(st.newest_us, top)
+    if st.pending is not None and st.newest_us is not None:
+        horizon = cfg.label_horizon_days * _DAY_US
+        uses, records = st.pending.expire(st.newest_us - horizon)
+        st.count("expired_uses", uses)
+        st.count("expired_actions", records)
+    # the windows describe the monitored version's own uses: another artifact's claims are
+    # not judged against this one's profile (counted in uses_other_versions, and said)
+    _windows(st, e, t, new_use & in_scope, newly, b.violated, first[complete],
+             harmful[complete], cfg, profile)
+
+
+_ARRAYS: Final = (*CLAIM_FEATURES, "p", "y", "py", "harm")
+
+
+def _windows(st: MonitorState, e: pd.DataFrame, t: IntArray, use: NDArray[np.bool_],
+             lab: NDArray[np.bool_], violated: NDArray[np.bool_], act_pos: IntArray,
+             act_harm: NDArray[np.bool_], cfg: MonitorConfig,
+             profile: Mapping[str, Any]) -> None:
+    """Add the batch to the windows: the latest keeps its raw values; a window that the
+    new data passed is computed and frozen (late values for a frozen window are counted
+    in ``late_for_window`` and left out)."""
+    anchor, width = int(st.scope["anchor_us"]), int(st.scope["window_us"])
+
+    def win(tt: IntArray) -> IntArray:
+        return np.asarray((tt - anchor) // width, dtype=np.int64)
+
+    w_use, w_lab, w_act = win(t[use]), win(t[lab]), win(t[act_pos])
+    if not len(w_use) and st.latest is None:
+        return
+    first = st.latest if st.latest is not None else int(w_use.min())
+    last = max(first, int(w_use.max()) if len(w_use) else first)
+    if last - first + 1 > MAX_WINDOWS:  # only the newest windows are made
+        _log.warning("monitor: the uses span %s windows of %s us; only the newest %s are "
+                     "made (pass --since or a wider --window)", f"{last - first + 1:,}",
+                     width, f"{MAX_WINDOWS:,}")
+        st.count("windows_dropped", last - MAX_WINDOWS + 1 - first)
+        first = last - MAX_WINDOWS + 1
+        if st.latest is not None and st.latest < first:
+            st.latest, st.window_arrays = None, {}
+    st.count("late_for_window", int((w_use < first).sum() + (w_lab < first).sum()
+                                    + (w_act < first).sum()))
+    y = e["p"].to_numpy()
+    feats = {f: e[f].to_numpy() for f in CLAIM_FEATURES}
+    y_lab = violated[lab].astype(np.float64)
+    for k in range(first, last + 1):
+        part = {f: feats[f][use][w_use == k] for f in CLAIM_FEATURES}
+        part["p"] = y[use][w_use == k]
+        part["y"] = y_lab[w_lab == k]
+        part["py"] = y[lab][w_lab == k]
+        part["harm"] = act_harm[w_act == k].astype(np.float64)
+        if k == st.latest and st.window_arrays:
+            part = {n: np.concatenate([st.window_arrays[n], part[n]]) for n in _ARRAYS}
+        if k < last:
+            st.windows.append(_window_stats(k, part, anchor, width, cfg, profile).to_dict())
+        else:
+            st.latest = k
+            st.window_arrays = part
+    del st.windows[:-MAX_WINDOWS]
+
+
+def _window_stats(k: int, a: Mapping[str, NDArray[Any]], anchor: int, width: int,
+                  cfg: MonitorConfig, profile: Mapping[str, Any]) -> WindowStats:
+    """A window's descriptive statistics from its raw values, order-free (values sorted),
+    so that an incremental run and a rebuild agree."""
+    lo, hi = anchor + k * width, anchor + (k + 1) * width
+    n = len(a["p"])
+    ws = WindowStats(start=_iso(lo), end=_iso(hi), uses=n, labelled=len(a["y"]),
+                     actions_labelled=len(a["harm"]))
+    if n:
+        frame = pd.DataFrame({f: np.sort(a[f]) for f in CLAIM_FEATURES})
+        ws.drift = _stats.drift_stats(frame, profile)
+        ps = np.sort(a["p"][np.isfinite(a["p"])])
+        if len(ps):
+            ws.mean_p = float(ps.mean())
+            ref = safe_float(profile.get("mean_p"))
+            ws.mean_p_shift = None if ref is None else ws.mean_p - ref
+    if ws.labelled >= cfg.min_labels:
+        order = np.lexsort((a["y"], a["py"]))
+        training = {k2: profile.get("oof_metrics", {}).get(k2) for k2 in ("log_loss", "brier")}
+        ws.calibration = _stats.calibration_stats(a["y"][order], a["py"][order], training, cfg)
+    if ws.actions_labelled:
+        ws.harm = _stats.harm_stats(a["harm"] > 0.5, None, cfg)
+    return ws
+
+
+def _report(st: MonitorState, art: Any, alpha: float | None, window: str,
+            cfg: MonitorConfig, run: dict[str, Any], join: dict[str, Any],
+            profile: Mapping[str, Any]) -> MonitorReport:
+    """The report of the state: each window's status as of its end, the run's as of the
+    newest decision."""
+    from amv_calib.monitoring._sequential import evidence
+
+    start = int(st.scope["start_us"])
+    last_day = st.buckets.last_day()
+    if st.newest_us is not None:
+        last_day = max(last_day, int(_day(np.array([st.newest_us]), start)[0]))
+    windows = [WindowStats(**w) for w in st.windows]
+    anchor, width = int(st.scope["anchor_us"]), int(st.scope["window_us"])
+    if st.latest is not None:
+        windows.append(_window_stats(st.latest, st.window_arrays, anchor, width, cfg,
+                                     profile))
+    timeline: list[dict[str, Any]] = []
+    for w in windows:
+        if w.harm:
+            w.harm["alpha"] = alpha
+        # from the start: the last window's end may lie past year 9999, which times refuse
+        end_us = parse_since(w.start) + width
+        d = min(last_day, int(_day(np.array([end_us - 1]), start)[0]))
+        ev = evidence(st.buckets, d, alpha, cfg.delta)
+        _stats.decide(w, ev, cfg)
+        timeline.append({"end": w.end, **ev.to_dict()})
+    ev = evidence(st.buckets, last_day, alpha, cfg.delta)
+    if windows:
+        status, reasons = windows[-1].status, list(windows[-1].reasons)
     else:
-        end = (t_max // _US + 1) * _US  # the whole second after the newest use
-        n_all = max(1, -(-(end - t_min) // width))
-        start = end - n_all * width
-    n_win = min(n_all, MAX_WINDOWS)
-    if n_all > n_win:
-        _log.warning("monitor: the uses span %s windows of %s; only the newest %s are made "
-                     "(pass --since or a wider --window)", f"{n_all:,}", window, f"{n_win:,}")
-    return start + (n_all - n_win) * width, n_win
-
-
-def _by_window(w: IntArray, n_win: int) -> list[IntArray]:
-    """The rows of each window ``0 .. n_win - 1`` (``w`` = -1: in none), in row order."""
-    order = np.argsort(w, kind="stable")
-    bounds = np.searchsorted(w[order], np.arange(n_win + 1))
-    return [order[bounds[k]:bounds[k + 1]] for k in range(n_win)]
-
-
-def _outliers(t: IntArray, w: IntArray, entries: pd.DataFrame, use_pos: IntArray,
-              files: Sequence[str]) -> dict[str, Any]:
-    """The uses left out of every window (module docs), and the earliest of their times."""
-    before = (t != _NAT) & (w < 0)
-    no_time = int((t == _NAT).sum())
-    if not before.any():
-        return {"before_windows": 0, "no_valid_time": no_time} if no_time else {}
-    i = int(np.flatnonzero(before)[np.argmin(t[before])])
-    row = entries.iloc[int(use_pos[i])]
-    return {"before_windows": int(before.sum()), "no_valid_time": no_time,
-            "earliest": _iso(int(t[i])),
-            "earliest_at": {"file": files[int(row["file"])], "line": int(row["line"])}}
-
-
-def _outlier_line(o: Mapping[str, Any]) -> str:
-    """One line saying which uses no window holds."""
-    parts = []
-    if o.get("before_windows"):
-        at = o["earliest_at"]
-        parts.append(f"{o['before_windows']} uses before the first window, the earliest at "
-                     f"{o['earliest']} ({at['file']}, line {at['line']})")
-    if o.get("no_valid_time"):
-        parts.append(f"{o['no_valid_time']} uses without a valid time")
-    return "left out of the windows: " + "; ".join(parts)
-
-
-def _join_summary(report: Any) -> dict[str, Any]:
-    d = report.to_dict()
-    return {k: d[k] for k in ("uses_read", "joined", "unjoined", "outcomes_read", "outcomes")
-            if k in d}
+        probe = WindowStats(start="", end="", uses=0, labelled=0, actions_labelled=0)
+        _stats.decide(probe, ev, cfg)
+        status, reasons = probe.status, probe.reasons
+    scope = {k: v for k, v in st.scope.items() if not k.endswith("_us")}
+    counts = dict(st.counts)
+    if st.pending is not None:
+        counts["pending_entries"] = st.pending.size()
+    return MonitorReport(
+        artifact=str(art.path), alpha=alpha, window=window, config=cfg, windows=windows,
+        uses_read=counts.get("uses_read", 0), uses_outside=counts.get("uses_outside", 0),
+        labelled_read=counts.get("labelled_uses", 0), join=join, scope=scope,
+        evidence=ev.to_dict(), status=status, reasons=reasons, counts=counts, run=run,
+        timeline=timeline)
 
 
 def load_monitor_config(path: PathLike | None,
@@ -466,10 +707,12 @@ def load_monitor_config(path: PathLike | None,
     return MonitorConfig.from_mapping(data)
 
 
-def write_monitor_outputs(report: MonitorReport, claims: pd.DataFrame,
+def write_monitor_outputs(report: MonitorReport, claims: pd.DataFrame | None,
                           out_dir: PathLike) -> dict[str, Path]:
-    """Write ``monitor.json``, ``monitor.txt`` (the table), ``timeline.png`` and
-    ``claims.parquet`` (the outcome-labelled claims, what a retrain starts from)."""
+    """Write ``monitor.json``, ``monitor.txt`` (the line, the reasons, the windows),
+    ``timeline.png`` and, when the run read everything, ``claims.parquet`` (the
+    outcome-labelled claims, what a retrain starts from; an incremental run removes an
+    older one rather than leave it stale)."""
     from amv_calib.monitoring._figure import timeline_figure
 
     out = Path(out_dir)
@@ -481,5 +724,9 @@ def write_monitor_outputs(report: MonitorReport, claims: pd.DataFrame,
                                encoding="utf-8")
     files["table"].write_text(report.table(), encoding="utf-8")
     timeline_figure(data, files["timeline"])
-    claims.to_parquet(files["claims"], index=False)
+    if claims is not None:
+        claims.to_parquet(files["claims"], index=False)
+    else:
+        files["claims"].unlink(missing_ok=True)
+        del files["claims"]
     return files

@@ -11,11 +11,10 @@ bootstrap standard error of a mean); ECE and smooth ECE; calibration-in-the-larg
 minus the observed rate) with an interval; and Gate Harmful (PROCEED while a premise was
 violated) with its Clopper-Pearson bounds against the certificate's alpha.
 
-Status (thresholds in :class:`MonitorConfig`): ALERT needs evidence (the harm's lower
-bound above alpha, the log-loss excess or calibration-in-the-large beyond its interval at
-the alert confidence, or drift past the alert threshold); WARN is for a bound that merely
-crosses (or drift past the warn threshold, or log loss above the training level); a window
-too small to decide says "insufficient data".
+Status (:func:`decide`): the sequential statistics of :mod:`._sequential` as of the
+window's end (ALERT and WARN need an e-value past its threshold), and the window's drift
+(PSI or KS past its size: WARN). The intervals here are descriptive: they draw the
+timeline, they do not set the status.
 """
 
 from __future__ import annotations
@@ -37,29 +36,36 @@ _PSI_FLOOR: Final = 1e-4  # share given to an empty bin, so that PSI stays finit
 
 @dataclass(frozen=True, kw_only=True)
 class MonitorConfig:
-    """Thresholds of the status; the defaults are documented in the README ("Monitoring").
+    """Thresholds of the status; the defaults are documented in ``docs/monitoring.md``.
 
     Attributes
     ----------
+    delta : float
+        Probability of any false ALERT over unlimited monitoring, split by a union bound:
+        harm ``delta / 2``, calibration in the large and log-loss excess ``delta / 4`` each.
+    label_horizon_days : int
+        Days of decision time a use waits for its outcome before it expires (counted).
     psi_warn, psi_alert : float
-        Population stability index of a feature (0.1 and 0.25, the usual rule of thumb).
+        Population stability index of a feature: ``psi_warn`` is drawn on the timeline,
+        above ``psi_alert`` the window WARNs (drift is descriptive: never an ALERT).
     ks_alert : float
-        Two-sample KS statistic of a feature that alerts when also significant at
+        Two-sample KS statistic of a feature that WARNs when also significant at
         ``alert_confidence``.
     min_uses : int
-        Uses a window needs for any status; fewer is "INSUFFICIENT DATA".
+        Uses a window needs for its drift to be judged.
     min_labels : int
-        Labelled uses a window needs for the calibration statistics.
+        Labelled uses a window needs for its descriptive calibration statistics.
     min_actions : int
-        Labelled actions (every premise labelled) a window needs for the harm bound.
+        Labelled actions (every premise labelled) a window needs for its descriptive harm.
     warn_confidence, alert_confidence : float
-        Two-sided confidence of the intervals that WARN and ALERT (the latter strict, so
-        that many windows and statistics do not alarm on noise).
+        Two-sided confidence of the windows' descriptive intervals (the timeline's bands).
     loss_margin : float
-        Log loss (nats) above the calibrated expectation, or above the training level,
-        tolerated before calibration counts as worse.
+        Log loss (nats, at most 1) above what a calibrated p scores that is tolerated: the
+        log-loss excess detector bets on ``loss - H(p) - loss_margin``.
     """
 
+    delta: float = 0.05
+    label_horizon_days: int = 90
     psi_warn: float = 0.1
     psi_alert: float = 0.25
     ks_alert: float = 0.1
@@ -85,6 +91,11 @@ class MonitorConfig:
             if not 0.5 < getattr(self, name) < 1.0:
                 raise ConfigError(f"monitor config: {name}={getattr(self, name)!r} must be "
                                   f"in (0.5, 1)")
+        if not 0.0 < self.delta < 1.0:
+            raise ConfigError(f"monitor config: delta={self.delta!r} must be in (0, 1)")
+        if self.loss_margin > 1.0:
+            raise ConfigError(f"monitor config: loss_margin={self.loss_margin!r} must be at "
+                              f"most 1 (nats)")
         if self.psi_warn > self.psi_alert:
             raise ConfigError(f"monitor config: psi_warn={self.psi_warn!r} is above "
                               f"psi_alert={self.psi_alert!r}")
@@ -249,101 +260,34 @@ def harm_stats(harmful: NDArray[np.bool_], alpha: float | None,
             "warn_ci": list(warn), "alert_ci": list(alert)}
 
 
-def _drift_reasons(w: WindowStats, config: MonitorConfig
-                   ) -> tuple[list[str], list[str]]:
-    alerts: list[str] = []
-    warns: list[str] = []
+def drift_warnings(w: WindowStats, config: MonitorConfig) -> list[str]:
+    """Descriptive shifts past their documented size (a WARN, never an ALERT): a feature's
+    PSI above ``psi_alert``, or its KS statistic above ``ks_alert`` and significant at
+    ``alert_confidence``; judged only on windows of ``min_uses`` uses."""
+    if w.uses < config.min_uses:
+        return []
+    out: list[str] = []
     for name, s in w.drift.items():
         strong = s["ks"] > config.ks_alert and s["ks_pvalue"] < 1 - config.alert_confidence
         if s["psi"] > config.psi_alert or strong:
-            alerts.append(f"drift: {name} PSI {s['psi']:.3f}, KS {s['ks']:.3f}")
-        elif s["psi"] > config.psi_warn:
-            warns.append(f"drift: {name} PSI {s['psi']:.3f}")
-    return alerts, warns
+            out.append(f"drift: {name} PSI {s['psi']:.3f}, KS {s['ks']:.3f}")
+    return out
 
 
-def _calibration_reasons(c: Mapping[str, Any], config: MonitorConfig
-                         ) -> tuple[list[str], list[str]]:
-    alerts: list[str] = []
-    warns: list[str] = []
-    margin = config.loss_margin
-    ll = c["log_loss"]
-    if c["log_loss_excess_alert_ci"][0] > margin:
-        alerts.append(f"calibration: log loss {ll:.4f} above the {c['expected_log_loss']:.4f} "
-                      f"a calibrated p scores on these uses, beyond its interval")
-    elif c["log_loss_excess_warn_ci"][0] > margin:
-        warns.append(f"calibration: log loss {ll:.4f} above the {c['expected_log_loss']:.4f} "
-                     f"a calibrated p scores on these uses")
-    level = c.get("training_log_loss")
-    if level is not None and c["log_loss_warn_ci"][0] > level + margin:
-        warns.append(f"calibration: log loss {ll:.4f} above the training level {level:.4f}")
-    lo, hi = c["in_the_large_alert_ci"]
-    wlo, whi = c["in_the_large_warn_ci"]
-    text = (f"calibration: mean p {c['mean_p']:.4f} against observed rate "
-            f"{c['observed_rate']:.4f}")
-    if lo > 0 or hi < 0:
-        alerts.append(f"{text}, beyond its interval")
-    elif wlo > 0 or whi < 0:
-        warns.append(text)
-    return alerts, warns
+def decide(w: WindowStats, evidence: Any, config: MonitorConfig) -> None:
+    """Set ``w.status`` and ``w.reasons``: the sequential statistics as of the window's end
+    (:func:`amv_calib.monitoring._sequential.judge`: ALERT and WARN need an e-value past
+    its threshold) and the window's drift (WARN). With neither, INSUFFICIENT DATA while the
+    harm's confidence sequence still reaches above alpha, else OK."""
+    from amv_calib.monitoring._sequential import insufficient, judge
 
-
-def _harm_reasons(h: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    alpha = h.get("alpha")
-    if alpha is None:
-        return [], []
-    if h["alert_ci"][0] > alpha:
-        return [f"harm: Gate Harmful {h['rate']:.4f}, its lower bound {h['alert_ci'][0]:.4f} "
-                f"above the certified alpha {alpha:g}"], []
-    if h["warn_ci"][1] > alpha:
-        return [], [f"harm: Gate Harmful {h['rate']:.4f}, its upper bound "
-                     f"{h['warn_ci'][1]:.4f} above the certified alpha {alpha:g}"]
-    return [], []
-
-
-def decide(w: WindowStats, config: MonitorConfig) -> None:
-    """Set ``w.status`` and ``w.reasons`` from its statistics (module docstring).
-
-    Calibration and harm count only when the window holds ``min_labels`` labelled uses and
-    ``min_actions`` labelled actions; the harm bound also needs enough actions that zero
-    harm could show Gate Harmful below alpha (else every small window would WARN).
-    """
+    alerts, warns, notes = judge(evidence)
+    warns = warns + drift_warnings(w, config)
     if w.uses < config.min_uses:
-        w.status, w.reasons = "INSUFFICIENT DATA", [
-            f"{w.uses} uses (fewer than {config.min_uses}): too few to decide"]
-        return
-    alerts, warns = _drift_reasons(w, config)
-    notes: list[str] = []
-    if w.calibration and w.labelled >= config.min_labels:
-        a, b = _calibration_reasons(w.calibration, config)
-        alerts += a
-        warns += b
-    else:
-        notes.append(f"calibration: {w.labelled} labelled uses (fewer than "
-                     f"{config.min_labels}): insufficient data")
-    from amv_calib.calibration import clopper_pearson
-
-    h = w.harm
-    alpha = h.get("alpha") if h else None
-    if not h or w.actions_labelled < config.min_actions:
-        notes.append(f"harm: {w.actions_labelled} labelled actions (fewer than "
-                     f"{config.min_actions}): insufficient data")
-    elif alpha is None:
-        notes.append("harm: the artifact has no certificate, no alpha to compare with")
-    elif clopper_pearson(0, h["n"], config.warn_confidence)[1] > alpha:
-        notes.append(f"harm: {h['n']} labelled actions cannot show Gate Harmful below alpha "
-                     f"{alpha:g}: insufficient data")
-    else:
-        a, b = _harm_reasons(h)
-        if not (a or b) and any(r.startswith("calibration:") for r in alerts):
-            # The certificate was earned with calibrated probabilities: say how close the
-            # harm is to its bound when this window shows them wrong.
-            notes.append(f"harm: Gate Harmful {h['rate']:.4f}, its upper bound "
-                         f"{h['warn_ci'][1]:.4f} still within the certified alpha {alpha:g}, "
-                         f"but the certificate assumed the calibration this window refutes")
-        alerts += a
-        warns += b
-    w.status = "ALERT" if alerts else "WARN" if warns else "OK"
+        notes.append(f"drift: {w.uses} uses in the window (fewer than {config.min_uses}): "
+                     f"not judged")
+    w.status = ("ALERT" if alerts else "WARN" if warns
+                else "INSUFFICIENT DATA" if insufficient(evidence) else "OK")
     w.reasons = alerts + warns + notes
 
 

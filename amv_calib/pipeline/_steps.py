@@ -387,24 +387,46 @@ def _replay(ctx: StepContext) -> dict[str, Any]:
 
 # -- monitor (production drift and harm; stops the pipeline unless ALERT) --------------------
 def _monitor(ctx: StepContext) -> dict[str, Any]:
-    from amv_calib.monitoring import MonitorConfig, monitor, write_monitor_outputs
+    from amv_calib.monitoring import MonitorConfig, derisk, monitor, write_monitor_outputs
 
     p = ctx.params
     ref = p["artifact"] or f"{ctx.spec.models_dir / p['model']}@{p['alias']}"
+    for action in p["on_alert"]:
+        if action != "derisk":
+            raise ConfigError(f"step {ctx.step.name!r}: on_alert={action!r}; only 'derisk' "
+                              f"(a retrain is the steps after this one)")
+    # the state lives beside the step's folder, which each run replaces
+    state = ctx.spec.workdir / f"{ctx.step.name}.state"
     report, claims = monitor(str(ref), p["decisions"], p["outcomes"] or None,
                              window=p["window"], since=p["since"] or None,
-                             config=MonitorConfig.from_mapping(p["config"]),
-                             other_artifacts=p["other_artifacts"])
-    files = write_monitor_outputs(report, claims, ctx.out_dir)
-    status = None if report.latest is None else report.latest.status
-    for line in report.table().splitlines():
-        log.info("[%s] %s", ctx.step.name, line)
-    ctx.tracker.log_monitoring(ctx.out_dir)
+                             config=MonitorConfig.from_mapping(p["config"]), state=state,
+                             rebuild=p["rebuild"], other_artifacts=p["other_artifacts"])
+    derisked = None
+    if report.harm_alert and "derisk" in p["on_alert"]:
+        done = derisk(str(ref), evidence=report.line().split("; ")[0] + "; "
+                      + report.reasons[0], steps=p["derisk_steps"],
+                      signing_key=p["signing_key"])
+        derisked = done.version
+        report.actions.append(f"de-risked to {done.version}" if done.version
+                              else "already at the safest certified configuration")
     stop = bool(p["stop_unless_alert"]) and not report.alert
-    return {"status": status, "alert": report.alert, "report": str(files["report"]),
-            "timeline": str(files["timeline"]), "claims": str(files["claims"]),
-            "labelled": len(claims), "stop_pipeline": stop,
-            "stop_reason": f"latest window {status}, not ALERT"}
+    if claims is None and not stop:
+        # the retrain after this step needs every labelled claim: one full join
+        from amv_calib.claims import label_claims
+
+        claims, _ = label_claims([str(x) for x in p["decisions"]], p["outcomes"] or None,
+                                 soft_labels="off")
+    files = write_monitor_outputs(report, claims, ctx.out_dir)
+    log.info("[%s] %s", ctx.step.name, report.line())
+    for line in report.reasons:
+        log.info("[%s]   %s", ctx.step.name, line)
+    ctx.tracker.log_monitoring(ctx.out_dir)
+    return {"status": report.status, "alert": report.alert, "report": str(files["report"]),
+            "timeline": str(files["timeline"]),
+            "claims": str(files["claims"]) if "claims" in files else None,
+            "labelled": report.labelled_read, "derisked_to": derisked,
+            "line": report.line(), "stop_pipeline": stop,
+            "stop_reason": f"{report.status}, not ALERT"}
 
 
 STEP_KINDS: dict[str, StepKind] = {
@@ -464,8 +486,12 @@ STEP_KINDS: dict[str, StepKind] = {
         "alias": Param(kind=str, default="production"),
         "window": Param(kind=str, default="7d"),
         "since": Param(kind=str, default=""),
-        "config": Param(kind=dict, default={}),  # MonitorConfig keys (README "Monitoring")
+        "config": Param(kind=dict, default={}),  # MonitorConfig keys (docs/monitoring.md)
+        "rebuild": Param(kind=bool, default=False),  # recompute instead of continuing
         "other_artifacts": Param(kind=str, default="warn"),  # or "refuse"
+        "on_alert": Param(kind=list, default=[]),  # ["derisk"]: on a harm ALERT
+        "derisk_steps": Param(kind=int, default=None),  # default: the safest certified
+        "signing_key": Param(kind=str, default=None, path=True),
         # a scheduled monitor-then-retrain job: the later steps run only on ALERT
         "stop_unless_alert": Param(kind=bool, default=True),
     }),

@@ -211,6 +211,28 @@ class Certificate:
         return (f"Gate Harmful <= {self.alpha:g} with probability >= {1 - self.delta:g} on "
                 f"episodes like the {self.n} calibration ones")
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Certificate:
+        """The certificate a manifest records (:meth:`to_dict`'s inverse)."""
+        keys = ("alpha", "delta", "n", "method", "path", "harms", "losses", "p_values",
+                "certified", "chosen", "episodes_fingerprint", "calibrator_sha256",
+                "calibration", "excluded", "seen")
+        missing = [k for k in keys[:11] if k not in data]
+        if missing:
+            raise ConfigError(f"certificate lacks {missing}")
+        fields: dict[str, Any] = {k: data[k] for k in keys if k in data}
+        return cls(**fields, upper_bound=data.get("observed_upper_bound"))
+
+    def with_chosen(self, index: int) -> Certificate:
+        """The same certificate with another certified configuration chosen (any choice
+        among the certified ones keeps the guarantee: fixed-sequence testing certified each
+        of them). Raises ConfigError for a position that was not certified."""
+        if index not in self.certified:
+            raise ConfigError(f"position {index} of the path was not certified (certified: "
+                              f"{self.certified})")
+        upper = clopper_pearson_upper(self.harms[index], self.n, 1.0 - self.delta)
+        return replace(self, chosen=index, upper_bound=upper)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the manifest's ``certificate``)."""
         chosen = self.chosen

@@ -14,6 +14,7 @@ outcome (action + claim) is recorded one hour to three days later.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,9 +54,17 @@ def make_pool(n: int = 4000, seed: int = 7) -> Pool:
 
 
 def simulate(pool: Pool, gate: Gate | str, out: Path, *, days: int = 60, per_day: int = 300,
-             seed: int = 0, drift_day: int | None = 30, labelled_share: float = 0.8
-             ) -> tuple[Path, Path]:
-    """Write ``out/decisions.jsonl`` and ``out/outcomes.jsonl`` of ``days`` simulated days."""
+             seed: int = 0, drift_day: int | None = 30, labelled_share: float = 0.8,
+             reliability_drop: float = 0.0, drop_day: int = 0, start_day: int = 0,
+             append: bool = False) -> tuple[Path, Path]:
+    """Write ``out/decisions.jsonl`` and ``out/outcomes.jsonl`` of ``days`` simulated days.
+
+    ``reliability_drop``: the verifiers are right that much less often than they declare
+    (a world the champion was not certified for: 0.3 makes its harm about 1.7%), from
+    ``drop_day`` on.
+    ``start_day`` / ``append``: continue a world (days counted from ``START``), appending
+    to the files.
+    """
     rng = np.random.default_rng(seed)
     out.mkdir(parents=True, exist_ok=True)
     lines: list[bytes] = []
@@ -70,7 +79,7 @@ def simulate(pool: Pool, gate: Gate | str, out: Path, *, days: int = 60, per_day
     else:
         raise TypeError("pass the artifact reference: the world attaches its own log sink")
     n = days * per_day
-    seconds = np.sort(rng.integers(0, days * DAY_S, size=n))
+    seconds = np.sort(rng.integers(0, days * DAY_S, size=n)) + start_day * DAY_S
     picks = rng.integers(0, len(pool.actions), size=n)
     outcomes: list[str] = []
     for i in range(n):
@@ -82,16 +91,19 @@ def simulate(pool: Pool, gate: Gate | str, out: Path, *, days: int = 60, per_day
             p = np.minimum(0.95, 2.0 * p * pool.weight[int(picks[i])])
         violated = rng.random(len(p)) < p
         truth = {pr.id: bool(v) for pr, v in zip(premises, violated, strict=True)}
-        aid = f"a{seed}-{i}"
+        aid = f"a{seed}-{start_day}-{i}"
         action = CandidateAction(action_id=aid, tool_name=e["tool_name"],
                                  impact_cost_theta=e["impact_cost_theta"],
                                  abstention_cost_kappa=e["abstention_cost_kappa"],
                                  premises=premises)
 
-        def verify(v: Verifier, _a: CandidateAction, truth: dict[str, bool] = truth
-                   ) -> dict[str, bool]:
+        drop = reliability_drop if seconds[i] >= drop_day * DAY_S else 0.0
+
+        def verify(v: Verifier, _a: CandidateAction, truth: dict[str, bool] = truth,
+                   drop: float = drop) -> dict[str, bool]:
             # True = "confirmed valid"; right with probability r
-            return {pid: (not truth[pid]) if rng.random() < v.symmetric_reliability
+            r = max(0.5, v.symmetric_reliability - drop)
+            return {pid: (not truth[pid]) if rng.random() < r
                     else truth[pid] for pid in v.resolves_premise_ids}
 
         gate.run(action, verifiers, verify)
@@ -102,7 +114,35 @@ def simulate(pool: Pool, gate: Gate | str, out: Path, *, days: int = 60, per_day
                                         "time": when, "violated": truth[pr.id]})
                             for pr in premises if pr.claim is not None)
     decisions = out / "decisions.jsonl"
-    decisions.write_bytes(b"".join(lines))
     outcome_file = out / "outcomes.jsonl"
-    outcome_file.write_text("\n".join(outcomes) + "\n", encoding="utf-8")
+    with decisions.open("ab" if append else "wb") as fh:
+        fh.write(b"".join(lines))
+    with outcome_file.open("a" if append else "w", encoding="utf-8") as fh:
+        fh.write("".join(x + "\n" for x in outcomes))
     return decisions, outcome_file
+
+
+def replay_daily(decisions: Path, outcomes: Path, out: Path) -> Iterator[tuple[Path, Path]]:
+    """The world as a daily monitor saw it: per day, the two files grown (appended in place,
+    same inode) by the decisions made and the outcomes learnt that day; yields the two
+    paths after each day's append."""
+    out.mkdir(parents=True, exist_ok=True)
+    d_lines = decisions.read_bytes().splitlines(keepends=True)
+    o_lines = [line for line in outcomes.read_text(encoding="utf-8").splitlines() if line]
+
+    def day_of(stamp: str) -> int:
+        t = np.datetime64(stamp.rstrip("Z"), "s") - START
+        return int(t.astype(np.int64) // DAY_S)
+
+    d_day = [day_of(json.loads(line)["time"]) for line in d_lines]
+    o_day = [day_of(json.loads(line)["time"]) for line in o_lines]
+    grown_d, grown_o = out / "decisions.jsonl", out / "outcomes.jsonl"
+    grown_d.write_bytes(b"")
+    grown_o.write_text("", encoding="utf-8")
+    for day in range(max(d_day) + 1):
+        with grown_d.open("ab") as fh:
+            fh.write(b"".join(x for x, k in zip(d_lines, d_day, strict=True) if k == day))
+        with grown_o.open("a", encoding="utf-8") as fh:
+            fh.write("".join(x + "\n" for x, k in zip(o_lines, o_day, strict=True)
+                             if k == day))
+        yield grown_d, grown_o

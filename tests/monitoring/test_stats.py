@@ -9,6 +9,7 @@ import pytest
 from scipy.stats import ks_2samp, kstwobign
 
 from amv_calib.calibration import clopper_pearson
+from amv_calib.monitoring._sequential import DayBuckets, Evidence, evidence
 from amv_calib.monitoring._stats import (
     MonitorConfig,
     WindowStats,
@@ -63,37 +64,55 @@ def _window(**kw: object) -> WindowStats:
     return WindowStats(**base)  # type: ignore[arg-type]
 
 
+def _evidence(harm_rate: float = 0.005, days: int = 40, p_factor: float = 1.0) -> Evidence:
+    rng = np.random.default_rng(4)
+    b = DayBuckets()
+    for d in range(days):
+        b.add_actions(np.full(300, d), rng.random(300) < harm_rate)
+        p = rng.beta(1.0, 6.0, size=500)
+        y = (rng.random(500) < p).astype(float)
+        b.add_uses(np.full(500, d), y, np.clip(p * p_factor, 1e-6, 1 - 1e-6), 0.0)
+    return evidence(b, days - 1, 0.01, 0.05)
+
+
 def test_status_rules() -> None:
     cfg = MonitorConfig()
-    w = _window(uses=50)
-    decide(w, cfg)
-    assert w.status == "INSUFFICIENT DATA"
+    quiet = _evidence()
+    w = _window()
+    decide(w, quiet, cfg)
+    assert w.status == "OK" and w.reasons[0].startswith("harm:") and "below alpha" in \
+        w.reasons[0]
+    # drift is descriptive: a large PSI warns, it never alerts
     w = _window(drift={"recency_hours": {"psi": 0.3, "ks": 0.05, "ks_pvalue": 0.5}})
-    decide(w, cfg)
-    assert w.status == "ALERT" and "recency_hours PSI 0.300" in w.reasons[0]
-    w = _window(drift={"recency_hours": {"psi": 0.15, "ks": 0.05, "ks_pvalue": 0.5}})
-    decide(w, cfg)
-    assert w.status == "WARN"
-    harm = {"n": 500, "harmful": 12, "rate": 0.024, "alpha": 0.01,
-            "warn_ci": [0.012, 0.04], "alert_ci": [0.0101, 0.05]}
-    w = _window(harm=harm)
-    decide(w, cfg)
+    decide(w, quiet, cfg)
+    assert w.status == "WARN" and "recency_hours PSI 0.300" in w.reasons[0]
+    w = _window(uses=50, drift={"recency_hours": {"psi": 0.3, "ks": 0.05, "ks_pvalue": 0.5}})
+    decide(w, quiet, cfg)
+    assert w.status == "OK" and any("not judged" in r for r in w.reasons)
+    w = _window()
+    decide(w, _evidence(harm_rate=0.03), cfg)
     assert w.status == "ALERT" and w.reasons[0].startswith("harm:")
-    w = _window(harm={**harm, "alert_ci": [0.005, 0.05]})
-    decide(w, cfg)
-    assert w.status == "WARN"
+    w = _window()
+    decide(w, _evidence(days=3), cfg)
+    assert w.status == "INSUFFICIENT DATA"
 
 
-def test_small_window_harm_is_insufficient_not_warn() -> None:
-    # 0 harmful of 200: the 95% upper bound (0.018) is above alpha only because the window
-    # is small; that is "insufficient data", not a WARN
-    harm = {"n": 200, "harmful": 0, "rate": 0.0, "alpha": 0.01,
-            "warn_ci": list(clopper_pearson(0, 200, 0.95)),
-            "alert_ci": list(clopper_pearson(0, 200, 0.999))}
-    w = _window(harm=harm, actions_labelled=200)
-    decide(w, MonitorConfig())
-    assert w.status == "OK"
-    assert any("cannot show Gate Harmful below alpha" in r for r in w.reasons)
+@pytest.mark.parametrize("factor", [0.5, 2.0], ids=["underestimates", "overestimates"])
+def test_miscalibrated_probabilities_alert(factor: float) -> None:
+    w = _window()
+    decide(w, _evidence(p_factor=factor), MonitorConfig())
+    assert w.status == "ALERT"
+    assert any(r.startswith("calibration: mean p against the observed rate") for r in
+               w.reasons[:2])
+    assert any(r.startswith("calibration: log loss above what a calibrated p scores") for r in
+               w.reasons[:3])
+
+
+def test_calibrated_window_statistics_stay_descriptive(
+        calibrated: tuple[np.ndarray, np.ndarray]) -> None:
+    y, p = calibrated
+    c = calibration_stats(y, p, {"log_loss": 0.3}, MonitorConfig())
+    assert c["log_loss_excess_alert_ci"][0] < 0 < c["log_loss_excess_alert_ci"][1]
 
 
 def test_mean_interval_is_the_bootstrap_interval() -> None:
@@ -127,27 +146,17 @@ def test_calibrated_probabilities_raise_nothing(calibrated: tuple[np.ndarray, np
     assert c["expected_log_loss"] == pytest.approx(h.mean(), rel=1e-12)
 
 
-@pytest.mark.parametrize("factor", [0.5, 2.0], ids=["underestimates", "overestimates"])
-def test_miscalibrated_probabilities_alert(calibrated: tuple[np.ndarray, np.ndarray],
-                                           factor: float) -> None:
-    y, p = calibrated
-    q = np.clip(p * factor, 1e-6, 1 - 1e-6)
-    w = _window(uses=20000, labelled=20000, actions_labelled=0,
-                calibration=calibration_stats(y, q, {"log_loss": 0.3}, MonitorConfig()))
-    decide(w, MonitorConfig())
-    assert w.status == "ALERT"
-    assert any("a calibrated p scores on these uses, beyond" in r for r in w.reasons)
-    assert any("observed rate" in r and "beyond its interval" in r for r in w.reasons)
-
-
 @pytest.mark.parametrize(("data", "match"), [
     ({"psi_warn": "0.1"}, "psi_warn='0.1' must be a finite number"),
     ({"min_uses": 1.5}, "min_uses=1.5 must be a whole number"),
     ({"min_labels": True}, "min_labels=True"),
     ({"alert_confidence": 1.0}, r"alert_confidence=1.0 must be in \(0.5, 1\)"),
+    ({"delta": 1.0}, r"delta=1.0 must be in \(0, 1\)"),
+    ({"loss_margin": 1.5}, "loss_margin=1.5 must be at most 1"),
     ({"psi_warn": 0.3}, "psi_warn=0.3 is above psi_alert=0.25"),
     ({"n_boot": 400}, r"unknown keys \['n_boot'\]"),
-], ids=["string", "fraction-count", "bool", "confidence-1", "warn-above-alert", "unknown"])
+], ids=["string", "fraction-count", "bool", "confidence-1", "delta-1", "margin-above-1",
+        "warn-above-alert", "unknown"])
 def test_config_refuses(data: dict[str, object], match: str) -> None:
     from amv_calib import ConfigError
 

@@ -1,0 +1,455 @@
+"""The monitor's incremental state: what was read, what was counted, what still waits.
+
+A folder (``OUT/monitor.state``) holds:
+
+- ``state.json``: the scope (artifact name and version, go-live, ``since``, window width,
+  loss margin, label horizon: any change restarts from scratch), per decision file its
+  identity (device, inode, sha256 of its first bytes) and the byte offset and line read
+  up to, the per-day buckets of the sequential statistics, the counts, the frozen
+  descriptive statistics of closed windows, and the pending partitions;
+- ``outcomes.u64``: the sorted hashes of the outcome records seen (new ones select the
+  pending uses to join again);
+- ``window.npz``: the latest window's raw values (its descriptive statistics);
+- ``pending-NNNNNN.arrow`` (Arrow IPC, memory-mapped) with ``pending-NNNNNN.mask-S.npy``
+  and its key hashes sorted with their rows (``.akey.npy``, ``.akey-order.npy``, the same
+  for ``ckey``): the decision-log
+  entries of actions not yet fully labelled, in scope, within the label horizon, and per
+  entry whether it was counted (and as what) and whether its action is done.
+
+Files are written under new names and ``state.json`` is replaced atomically last, so a run
+killed half-way leaves the previous state whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from amv_calib.monitoring._sequential import DayBuckets
+
+STATE_DIR: Final = "monitor.state"
+STATE_FILE: Final = "state.json"
+_FORMAT: Final = "amv-calib/monitor-state"
+_FORMAT_VERSION: Final = 1
+_HEAD_BYTES: Final = 4096
+_TAIL_BLOCK: Final = 1 << 16
+#: Beside each pending partition: its key hashes sorted, and the rows in that order.
+_INDEX_FILES: Final = ("akey", "akey-order", "ckey", "ckey-order")
+
+U64Array = NDArray[np.uint64]
+BoolArray = NDArray[np.bool_]
+IntArray = NDArray[np.int64]
+
+
+def hash_strings(values: Any) -> U64Array:
+    """64-bit hashes of strings (missing values hash to 0): how pending entries and outcome
+    records are matched by key (a collision only joins an entry again, never mislabels). A
+    categorical is hashed through its categories."""
+    arr = pd.Series(values, copy=False)
+    if isinstance(arr.dtype, pd.CategoricalDtype):
+        cats = hash_strings(pd.Series(arr.cat.categories.to_numpy(dtype=object)))
+        codes = arr.cat.codes.to_numpy()
+        return np.where(codes >= 0, cats[np.maximum(codes, 0)] if len(cats) else 0,
+                        0).astype(np.uint64)
+    na = arr.isna().to_numpy()
+    out = np.zeros(len(arr), dtype=np.uint64)
+    if (~na).any():
+        out[~na] = pd.util.hash_array(arr[~na].to_numpy(dtype=object))
+    return out
+
+
+def complete_end(path: str, size: int) -> int:
+    """The byte offset just after the last newline of the file's first ``size`` bytes (a
+    line still being written is read next time)."""
+    with open(path, "rb") as fh:
+        pos = size
+        while pos > 0:
+            start = max(0, pos - _TAIL_BLOCK)
+            fh.seek(start)
+            block = fh.read(pos - start)
+            cut = block.rfind(b"\n")
+            if cut >= 0:
+                return start + cut + 1
+            pos = start
+    return 0
+
+
+def _head_sha(path: str, n: int) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read(n)).hexdigest()
+
+
+@dataclass(kw_only=True)
+class FileMark:
+    """One decision file: identity and how far it was read."""
+
+    path: str
+    dev: int
+    ino: int
+    head_len: int
+    head_sha256: str
+    offset: int = 0
+    lines: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data."""
+        return dict(vars(self))
+
+
+def plan_reads(paths: Sequence[str], marks: list[FileMark]
+               ) -> tuple[list[int], list[tuple[int, int, int]], str | None]:
+    """Per path its index among ``marks`` (new files appended) and the span to read.
+
+    A file is known by device and inode, and checked by the sha256 of the first bytes
+    seen; a known file that is shorter than what was read, or whose first bytes changed,
+    was truncated or rewritten: the returned reason asks for a rebuild.
+    """
+    index: list[int] = []
+    spans: list[tuple[int, int, int]] = []
+    by_id = {(m.dev, m.ino): i for i, m in enumerate(marks)}
+    for p in paths:
+        st = os.stat(p)
+        end = complete_end(p, st.st_size)
+        i = by_id.get((st.st_dev, st.st_ino))
+        if i is not None:
+            m = marks[i]
+            if st.st_size < m.offset:
+                return [], [], (f"{p} is shorter ({st.st_size} bytes) than what was read "
+                                f"({m.offset}): truncated or replaced")
+            if _head_sha(p, m.head_len) != m.head_sha256:
+                return [], [], f"{p}: its first {m.head_len} bytes changed: rewritten"
+            m.path = os.fspath(p)
+            spans.append((m.offset, end, m.lines + 1))
+        else:
+            head = min(st.st_size, _HEAD_BYTES)
+            marks.append(FileMark(path=os.fspath(p), dev=st.st_dev, ino=st.st_ino,
+                                  head_len=head, head_sha256=_head_sha(p, head)))
+            i = len(marks) - 1
+            by_id[(st.st_dev, st.st_ino)] = i
+            spans.append((0, end, 1))
+        index.append(i)
+    return index, spans, None
+
+
+# -- the pending store ---------------------------------------------------------------------
+@dataclass(kw_only=True)
+class Partition:
+    """One pending partition: its entries file, mask file and what it spans."""
+
+    part: int
+    rows: int
+    mask: str
+    t_min: int
+    t_max: int
+
+    @property
+    def file(self) -> str:
+        """The Arrow IPC file of its entries."""
+        return f"pending-{self.part:06d}.arrow"
+
+
+@dataclass(kw_only=True)
+class Pending:
+    """Entries waiting for labels, partitioned by the run that read them.
+
+    Columns of a partition: the decision-log entry columns of
+    :class:`amv_calib.claims.LogEntries` (``file`` indexes the state's files), ``akey`` /
+    ``ckey`` (hashes of the action and claim id) and ``recid`` (the record, unique within
+    the partition). Its mask holds three bits per entry: 1 counted (a labelled use already
+    in the buckets), 2 done (its action labelled or expired), 4 the label it was counted
+    with (violated).
+    """
+
+    folder: Path
+    parts: list[Partition] = field(default_factory=list)
+    next_part: int = 1
+    masks: dict[int, NDArray[np.uint8]] = field(default_factory=dict)
+    changed: set[int] = field(default_factory=set)
+
+    def _table(self, p: Partition) -> Any:
+        import pyarrow as pa
+
+        return pa.ipc.open_file(pa.memory_map(str(self.folder / p.file))).read_all()
+
+    def mask(self, p: Partition) -> NDArray[np.uint8]:
+        """The partition's mask (loaded once)."""
+        if p.part not in self.masks:
+            self.masks[p.part] = np.load(self.folder / p.mask)
+        return self.masks[p.part]
+
+    def _index(self, p: Partition, name: str) -> tuple[U64Array, IntArray]:
+        """A key column of the partition sorted, and the rows in that order (kept beside
+        the partition: finding a few keys costs their logarithm, not a scan)."""
+        base = self.folder / f"pending-{p.part:06d}.{name}"
+        return (np.load(f"{base}.npy", mmap_mode="r"),
+                np.load(f"{base}-order.npy", mmap_mode="r"))
+
+    def candidates(self, akeys: U64Array, ckeys: U64Array
+                   ) -> tuple[pd.DataFrame, list[tuple[int, IntArray]]]:
+        """The entries of pending records with an entry whose action hash is in ``akeys``
+        or claim hash in ``ckeys``: a frame (entry columns, ``counted``, ``counted_y``)
+        and, per partition, the rows taken."""
+        wanted = {"akey": np.unique(akeys), "ckey": np.unique(ckeys)}
+        frames: list[pd.DataFrame] = []
+        taken: list[tuple[int, IntArray]] = []
+        for p in self.parts:
+            m = self.mask(p)
+            t = self._table(p)
+            hits: list[IntArray] = []
+            for name, keys in wanted.items():
+                if not len(keys):
+                    continue
+                sorted_col, order = self._index(p, name)
+                lo = np.searchsorted(sorted_col, keys, "left")
+                hi = np.searchsorted(sorted_col, keys, "right")
+                if (hi > lo).any():
+                    hits.append(np.asarray(order[_ranges(lo, hi)], dtype=np.int64))
+            hit = np.unique(np.concatenate(hits)) if hits else np.zeros(0, np.int64)
+            hit = hit[(m[hit] & 2) == 0]
+            if not len(hit):
+                continue
+            recid = t.column("recid").to_numpy()  # non-decreasing: a record's rows adjoin
+            ids = np.unique(recid[hit])
+            rows = _ranges(np.searchsorted(recid, ids, "left"),
+                           np.searchsorted(recid, ids, "right"))
+            rows = rows[(m[rows] & 2) == 0]
+            sub = _plain(t.take(rows).drop_columns(["akey", "ckey", "recid"])).to_pandas()
+            sub["counted"] = (m[rows] & 1) > 0
+            sub["counted_y"] = (m[rows] & 4) > 0
+            frames.append(sub)
+            taken.append((p.part, rows))
+        frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        return frame, taken
+
+    def update(self, taken: Sequence[tuple[int, IntArray]], counted: BoolArray,
+               done: BoolArray, counted_y: BoolArray) -> None:
+        """Set the bits of the rows ``candidates`` returned (in the same order)."""
+        at = 0
+        for part, rows in taken:
+            p = self._get(part)
+            m = self.mask(p).copy()
+            n = len(rows)
+            m[rows] |= counted[at:at + n].astype(np.uint8)
+            m[rows] |= (done[at:at + n].astype(np.uint8) << 1)
+            m[rows] |= (counted_y[at:at + n].astype(np.uint8) << 2)
+            self.masks[part] = m
+            self.changed.add(part)
+            at += n
+
+    def _get(self, part: int) -> Partition:
+        return next(p for p in self.parts if p.part == part)
+
+    def add(self, entries: pd.DataFrame, counted: BoolArray, counted_y: BoolArray,
+            recid: IntArray, akey: U64Array, ckey: U64Array) -> None:
+        """A new partition of entries (records kept whole, ``recid`` non-decreasing) with
+        their action and claim hashes."""
+        import pyarrow as pa
+
+        if not len(entries):
+            return
+        frame = entries.reset_index(drop=True).assign(akey=akey, ckey=ckey, recid=recid)
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        p = Partition(part=self.next_part, rows=len(frame), mask="",
+                      t_min=int(frame["t_us"].min()), t_max=int(frame["t_us"].max()))
+        self.next_part += 1
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with pa.OSFile(str(self.folder / p.file), "wb") as sink, \
+                pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        for name, keys in (("akey", akey), ("ckey", ckey)):
+            order = np.argsort(keys, kind="stable")
+            np.save(self.folder / f"pending-{p.part:06d}.{name}.npy", keys[order])
+            np.save(self.folder / f"pending-{p.part:06d}.{name}-order.npy", order)
+        self.masks[p.part] = (counted.astype(np.uint8)
+                              | (counted_y.astype(np.uint8) << 2)).astype(np.uint8)
+        self.changed.add(p.part)
+        self.parts.append(p)
+
+    def expire(self, cutoff_us: int) -> tuple[int, int]:
+        """Mark done the entries decided before ``cutoff_us``; returns the uses and records
+        that expired unlabelled (records by their first entry)."""
+        uses = records = 0
+        for p in self.parts:
+            if p.t_min >= cutoff_us:
+                continue
+            t = self._table(p)
+            m = self.mask(p).copy()
+            old = (t.column("t_us").to_numpy() < cutoff_us) & ((m & 2) == 0)
+            if not old.any():
+                continue
+            recid = t.column("recid").to_numpy()
+            uses += int((old & ((m & 1) == 0)).sum())
+            records += len(np.unique(recid[old]))
+            m[old] |= 2
+            self.masks[p.part] = m
+            self.changed.add(p.part)
+        return uses, records
+
+    def size(self) -> int:
+        """Entries still pending."""
+        return int(sum(int(((self.mask(p) & 2) == 0).sum()) for p in self.parts))
+
+    def commit(self, seq: int) -> list[str]:
+        """Write the changed masks under new names, drop finished partitions; returns the
+        files the previous state used that can go once ``state.json`` is replaced."""
+        stale: list[str] = []
+        keep: list[Partition] = []
+        for p in self.parts:
+            m = self.mask(p)
+            if p.part in self.changed:
+                if p.mask:
+                    stale.append(p.mask)
+                if bool(np.all((m & 2) > 0)):
+                    stale += [p.file, *(f"pending-{p.part:06d}.{k}.npy"
+                                        for k in _INDEX_FILES)]
+                    continue
+                p.mask = f"pending-{p.part:06d}.mask-{seq}.npy"
+                np.save(self.folder / p.mask, m)
+            keep.append(p)
+        self.parts = keep
+        self.changed.clear()
+        return stale
+
+
+def _plain(table: Any) -> Any:
+    """Dictionary columns decoded to strings: a few rows taken from a partition keep its
+    whole dictionary, which pandas would turn into categories of every value."""
+    import pyarrow as pa
+
+    for i, f in enumerate(table.schema):
+        if pa.types.is_dictionary(f.type):
+            table = table.set_column(i, f.name, table.column(i).cast(pa.string()))
+    return table
+
+
+def _ranges(lo: IntArray, hi: IntArray) -> IntArray:
+    """The concatenated ``arange(lo[i], hi[i])``."""
+    n = hi - lo
+    keep = n > 0
+    lo, n = lo[keep], n[keep]
+    if not len(n):
+        return np.zeros(0, np.int64)
+    start = np.repeat(lo - np.concatenate([[0], np.cumsum(n)[:-1]]), n)
+    return np.asarray(start + np.arange(int(n.sum())), dtype=np.int64)
+
+
+# -- the whole state -----------------------------------------------------------------------
+@dataclass(kw_only=True)
+class MonitorState:
+    """Everything a run continues from (module docstring)."""
+
+    folder: Path | None
+    scope: dict[str, Any]
+    files: list[FileMark] = field(default_factory=list)
+    buckets: DayBuckets = field(default_factory=DayBuckets)
+    counts: dict[str, int] = field(default_factory=dict)
+    newest_us: int | None = None
+    anchor_us: int | None = None
+    windows: list[dict[str, Any]] = field(default_factory=list)
+    latest: int | None = None
+    window_arrays: dict[str, NDArray[Any]] = field(default_factory=dict)
+    outcome_hashes: U64Array = field(default_factory=lambda: np.zeros(0, np.uint64))
+    pending: Pending | None = None
+    seq: int = 0
+
+    @classmethod
+    def empty(cls, scope: Mapping[str, Any], folder: Path | None) -> MonitorState:
+        """A state with nothing read (a rebuild, or a monitor without a state folder)."""
+        st = cls(folder=folder, scope=dict(scope))
+        if folder is not None:
+            st.pending = Pending(folder=folder)
+        return st
+
+    def count(self, name: str, n: int) -> None:
+        """Add to a cumulative count."""
+        self.counts[name] = self.counts.get(name, 0) + int(n)
+
+    @classmethod
+    def load(cls, folder: Path, scope: Mapping[str, Any]) -> tuple[MonitorState | None, str]:
+        """The state in ``folder`` and ``""``, or None and why it cannot be continued."""
+        path = folder / STATE_FILE
+        if not path.is_file():
+            return None, "no state yet"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            return None, f"{path} unreadable ({exc})"
+        if data.get("format") != _FORMAT or data.get("format_version") != _FORMAT_VERSION:
+            return None, f"{path} is not a monitor state of this version"
+        if data.get("scope") != dict(scope):
+            changed = sorted(k for k in set(scope) | set(data.get("scope", {}))
+                             if data.get("scope", {}).get(k) != scope.get(k))
+            return None, f"the scope changed ({', '.join(changed)})"
+        try:
+            return cls._from(folder, scope, data), ""
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return None, f"{folder} incomplete ({type(exc).__name__}: {exc})"
+
+    @classmethod
+    def _from(cls, folder: Path, scope: Mapping[str, Any], data: Mapping[str, Any]
+              ) -> MonitorState:
+        pending = Pending(folder=folder, next_part=int(data["pending"]["next_part"]),
+                          parts=[Partition(**p) for p in data["pending"]["parts"]])
+        for p in pending.parts:
+            for name in (p.file, p.mask, *(f"pending-{p.part:06d}.{k}.npy"
+                                           for k in _INDEX_FILES)):
+                if not (folder / name).is_file():
+                    raise OSError(f"{name} is missing")
+        arrays: dict[str, NDArray[Any]] = {}
+        if data.get("latest") is not None:
+            with np.load(folder / data["window_file"]) as z:
+                arrays = {k: z[k] for k in z.files}
+        return cls(folder=folder, scope=dict(scope),
+                   files=[FileMark(**f) for f in data["files"]],
+                   buckets=DayBuckets.from_dict(data["buckets"]),
+                   counts=dict(data["counts"]), newest_us=data["newest_us"],
+                   anchor_us=data["anchor_us"], windows=list(data["windows"]),
+                   latest=data["latest"], window_arrays=arrays,
+                   outcome_hashes=np.fromfile(folder / data["outcomes_file"], dtype="<u8")
+                   .astype(np.uint64),
+                   pending=pending, seq=int(data["seq"]))
+
+    def save(self) -> None:
+        """Write every file under a new name, then ``state.json`` atomically; then remove
+        what the previous state used and this one does not."""
+        if self.folder is None:
+            return
+        folder = self.folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.seq += 1
+        stale = self.pending.commit(self.seq) if self.pending is not None else []
+        window_file = f"window-{self.seq}.npz"
+        np.savez(folder / window_file, **self.window_arrays)  # type: ignore[arg-type]
+        outcomes_file = f"outcomes-{self.seq}.u64"
+        self.outcome_hashes.astype("<u8").tofile(folder / outcomes_file)
+        pending = self.pending or Pending(folder=folder)
+        data = {"format": _FORMAT, "format_version": _FORMAT_VERSION, "seq": self.seq,
+                "scope": self.scope, "files": [f.to_dict() for f in self.files],
+                "buckets": self.buckets.to_dict(), "counts": dict(sorted(self.counts.items())),
+                "newest_us": self.newest_us, "anchor_us": self.anchor_us,
+                "windows": self.windows, "latest": self.latest,
+                "window_file": window_file, "outcomes_file": outcomes_file,
+                "pending": {"next_part": pending.next_part,
+                            "parts": [dict(vars(p)) for p in pending.parts]}}
+        tmp = folder / f"{STATE_FILE}.tmp"
+        tmp.write_text(json.dumps(data, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, folder / STATE_FILE)
+        keep = {STATE_FILE, window_file, outcomes_file,
+                *(p.file for p in pending.parts), *(p.mask for p in pending.parts),
+                *(f"pending-{p.part:06d}.{k}.npy" for p in pending.parts
+                  for k in _INDEX_FILES)}
+        for name in stale:
+            (folder / name).unlink(missing_ok=True)
+        for p in folder.iterdir():
+            if p.name not in keep and (p.name.startswith(("window-", "outcomes-"))
+                                       or p.name.startswith("pending-")):
+                p.unlink(missing_ok=True)
