@@ -44,8 +44,9 @@ __all__ = ["build_parser", "main"]
 _GATE_DOC = """Decide PROCEED / VERIFY / ABSTAIN for one action file and print the decision as JSON.
 
 The action file holds {"action": {...}, "verifiers": [...]} in the seed's field names
-(camelCase) or snake_case; a premise may embed its claim under "claim" (see the README,
-"Show the action file's shape").
+(camelCase) or snake_case; a premise may embed its claim under "claim" (an example:
+data/examples/action.json; its shape: the README, "3. Ship an artifact to the production
+gate, and roll it back").
 
 Without --artifact the gate loads models/amv-guard@production (under $AMV_CALIB_MODELS_DIR
 when set); when that does not exist it exits 2. --mode seed runs the seed's rule with its
@@ -143,18 +144,36 @@ def _harm_price_option(p: argparse.ArgumentParser, help: str) -> None:
 def _seed_option(p: argparse.ArgumentParser, help: str,
                  default: int = DEFAULT_SEED) -> None:
     """``--seed``: the random seed of the command's draws."""
-    p.add_argument("--seed", type=int, default=default, help=help)
+    shown = help if "default" in help else f"{help} (default {default})"
+    p.add_argument("--seed", type=int, default=default, help=shown)
 
 
 def _n_boot_option(p: argparse.ArgumentParser, default: int, help: str,
                    metavar: str | None = None) -> None:
     """``--n-boot``: bootstrap resamples of the intervals."""
-    p.add_argument("--n-boot", type=int, default=default, metavar=metavar, help=help)
+    shown = help if "default" in help else f"{help} (default {default})"
+    p.add_argument("--n-boot", type=int, default=default, metavar=metavar, help=shown)
 
 
-def _json_option(p: argparse.ArgumentParser, help: str) -> None:
+def _json_option(p: argparse.ArgumentParser,
+                 help: str = "print the full result as JSON instead of the summary") -> None:
     """``--json``: the result as JSON on stdout instead of text."""
     p.add_argument("--json", action="store_true", help=help)
+
+
+def _emit(args: argparse.Namespace, data: Any, summary: Iterable[str]) -> None:
+    """The command's result: a few lines for a person, or with ``--json`` the full object
+    (one object, sorted keys) for a script."""
+    if getattr(args, "json", False):
+        _print_json(data)
+    else:
+        sys.stdout.write("".join(f"{line}\n" for line in summary))
+    sys.stdout.flush()
+
+
+def _where(path: str | os.PathLike[str] | None) -> str:
+    """An output path as the user can open it from anywhere (absolute)."""
+    return "-" if path is None else str(Path(path).resolve())
 
 
 def _tracking_uri_option(p: argparse.ArgumentParser, help: str = _URI_HELP) -> None:
@@ -209,7 +228,8 @@ def _trusted_key_option(p: argparse.ArgumentParser) -> None:
                    metavar="PUBLIC",
                    help="public key (from `amv-calib keygen`) that must have signed the "
                    "artifact (repeatable: any one of them; also $AMV_CALIB_TRUSTED_KEYS, "
-                   "separated by ':'); an unsigned or wrongly signed artifact is refused")
+                   "separated by ':'); an unsigned or wrongly signed artifact is refused "
+                   "(default: the variable's keys, else no signature check)")
 
 
 def _alias_option(p: argparse.ArgumentParser) -> None:
@@ -228,7 +248,8 @@ def _parsers_ingest(subparsers: Any) -> None:
             "Read claim outcomes (CSV, Parquet, a directory of Parquet files, or JSONL), "
             "validate every row, write the accepted rows to DIR/claims.parquet and the "
             "rejected ones, each with its row number and reason, to DIR/rejects.csv. "
-            "Prints one JSON line: read, accepted, rejected, rejected_by_reason, out. "
+            "Prints the counts and where the files went (--json: one object with read, "
+            "accepted, rejected, rejected_by_reason, out). "
             "Exit code 2 if required columns are missing."
         ),
     )
@@ -240,7 +261,8 @@ def _parsers_ingest(subparsers: Any) -> None:
         "--adapter", default=None, metavar="NAME",
         choices=sorted(ADAPTERS) or None,
         help="read INPUT through an adapter that turns a memory-store export into claim "
-             f"outcomes (available: {', '.join(sorted(ADAPTERS)) or 'none'})",
+             f"outcomes (available: {', '.join(sorted(ADAPTERS)) or 'none'}; default: "
+             "INPUT is a claim table)",
     )
     p.add_argument("--chunksize", type=int, default=None, metavar="ROWS",
                    help="rows validated at a time (default: 250000)")
@@ -259,7 +281,19 @@ def _run_ingest(args: argparse.Namespace) -> int:
     summary = ingest_file(source, args.out, format=args.format,
                           chunksize=args.chunksize or DEFAULT_CHUNKSIZE,
                           overwrite=args.overwrite)
-    print(summary.to_json(), flush=True)
+    d = summary.to_dict()
+    lines = [f"ingested {d['read']:,} rows of {d['input']} ({d['format']}): "
+             f"{d['accepted']:,} accepted, {d['rejected']:,} rejected"]
+    if d["out"] is not None:
+        lines.append(f"  claims:  {_where(Path(d['out']) / 'claims.parquet')}")
+        lines.append(f"  rejects: {_where(Path(d['out']) / 'rejects.csv')} (each row with its "
+                     "number and reason)")
+    for reason, n in d["rejected_by_reason"].items():
+        lines.append(f"  rejected {n:,}: {reason}")
+    if d["ignored_columns"]:
+        lines.append(f"  ignored columns: {', '.join(d['ignored_columns'])}")
+    lines.append("next: amv-calib compare CLAIMS --out DIR (fit and compare the calibrators)")
+    _emit(args, d, lines)
     return 0
 
 
@@ -315,11 +349,16 @@ def _run_synth(args: argparse.Namespace) -> int:
         sim = simulate_production(artifact, out, n_actions=n, seed=args.seed,
                                   true_reliability=args.true_reliability,
                                   declared_reliability=args.declared_reliability)
-        print(json.dumps({"kind": "logs", "n": n, "seed": args.seed, "artifact": artifact,
-                          "answers": sim.answers, "outcome_records": sim.outcome_records,
-                          "sha256": {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-                                     for p in (sim.decisions, sim.outcomes)}},
-                         separators=(",", ":")), flush=True)
+        data = {"kind": "logs", "n": n, "seed": args.seed, "artifact": artifact,
+                "answers": sim.answers, "outcome_records": sim.outcome_records,
+                "sha256": {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+                           for p in (sim.decisions, sim.outcomes)}}
+        _emit(args, data, [
+            f"simulated {n:,} actions of {artifact} (seed {args.seed}): "
+            f"{sim.outcome_records:,} outcome records",
+            f"  decisions: {_where(sim.decisions)}", f"  outcomes:  {_where(sim.outcomes)}",
+            f"next: amv-calib label --decisions {sim.decisions} --outcomes {sim.outcomes} "
+            "--out claims.parquet"])
         return 0
     if args.kind == "claims":
         path = write_claims(synth_claims(n, seed=args.seed), out)
@@ -328,8 +367,10 @@ def _run_synth(args: argparse.Namespace) -> int:
             raise ConfigError(f"episodes are JSONL: --out {str(out)!r} must end in .jsonl")
         path = write_episodes(synth_episodes(n, seed=args.seed), out)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    print(json.dumps({"kind": args.kind, "n": n, "seed": args.seed, "out": str(path),
-                      "sha256": digest}, separators=(",", ":")), flush=True)
+    _emit(args, {"kind": args.kind, "n": n, "seed": args.seed, "out": str(path),
+                 "sha256": digest},
+          [f"wrote {n:,} synthetic {args.kind} (seed {args.seed}): {_where(path)}",
+           f"  sha256 {digest}"])
     return 0
 
 
@@ -350,7 +391,8 @@ def _parsers_label(subparsers: Any) -> None:
         "outcomes and its estimated reliability). Every decision line, use, action and "
         "outcome record is accounted for in the printed report.",
     )
-    _log_options(p, "outcome records (.jsonl, .csv or .parquet)")
+    _log_options(p, "outcome records (.jsonl, .csv or .parquet) (default: none: verifier "
+                 "signals only)")
     p.add_argument("--out", required=True, metavar="DIR|CLAIMS",
                    help="a folder (claims.parquet, episodes.jsonl, verifiers.json and the "
                    "reports), or a claims table to write (.parquet, .csv or .jsonl; no "
@@ -432,8 +474,33 @@ def _run_label(args: argparse.Namespace) -> int:
         line = cl.write_join_report(report, out, args.outcomes)
     if as_table:
         cl.record_outputs(out.parent, "label", names)
-    print(json.dumps(line))
+    _emit(args, line, _label_summary(line))
     return 0
+
+
+def _label_summary(line: Mapping[str, Any]) -> list[str]:
+    """What ``label`` read, joined and wrote, for a person."""
+    unjoined = {k: v for k, v in (line.get("unjoined") or {}).items() if v}
+    by_source = ", ".join(f"{v:,} by {k}" for k, v in (line.get("joined_by_source") or {}).items())
+    skipped = {k: v for k, v in (line.get("skipped_lines") or {}).items() if v}
+    out = [f"read {line.get('decision_lines', 0):,} decision lines "
+           f"({line.get('uses_read', 0):,} premise uses) and "
+           f"{line.get('outcomes_read', 0):,} outcome records",
+           f"  labelled {line.get('joined', 0):,} uses ({by_source or 'none'}); "
+           f"{line.get('rows', 0):,} rows written"
+           + (" (a soft label is two weighted rows)" if line.get("rows", 0) > line.get("joined", 0)
+              else "")]
+    if unjoined:
+        out.append("  not labelled: " + ", ".join(f"{v:,} {k.replace('_', ' ')}"
+                                                  for k, v in unjoined.items()))
+    if skipped:
+        out.append("  skipped lines: " + ", ".join(f"{v:,} {k.replace('_', ' ')}"
+                                                   for k, v in skipped.items()))
+    for key, what in (("out", "claims"), ("report", "report"), ("unjoined_csv", "unjoined")):
+        if line.get(key):
+            out.append(f"  {what + ':':<9} {_where(line[key])}")
+    out.append("next: amv-calib compare CLAIMS --out DIR, or the retrain-from-logs pipeline")
+    return out
 
 
 # -- compare -----------------------------------------------------------------------------------
@@ -558,17 +625,20 @@ def _parsers_replay(subparsers: Any) -> None:
     p.add_argument("--artifact", default=None,
                    help="artifact for the learned policies (default: the shipped champion)")
     p.add_argument("--thresholds", default=None,
-                   help="thresholds.json overriding the artifact's gate thresholds")
+                   help="thresholds.json overriding the artifact's gate thresholds (default: "
+                   "the artifact's)")
     _harm_price_option(p, "harm price of the learned policies, overriding the thresholds' "
                           "(default: theirs, else 0)")
     _seed_option(p, "answer stream and bootstrap")
-    p.add_argument("--tau", type=float, default=None, help="threshold of the static policy")
+    p.add_argument("--tau", type=float, default=None,
+                   help="probability threshold of the static policy: PROCEED when every "
+                   "premise's p is below it (default: the policy's own, 0.5)")
     p.add_argument("--lambda-eval", type=float, default=None,
                    help="price of verifier cost in the total loss (default 1.0)")
     _n_boot_option(p, 1000, "bootstrap resamples (0: none)")
     p.add_argument("--by-family", action="store_true", help="also print one table per family")
     p.add_argument("--jobs", type=int, default=1,
-                   help="threads for the compiled batch engine (same results)")
+                   help="threads for the compiled batch engine (same results; default 1)")
     _json_option(p, "print {POLICY: {metric: value, ..., n}} instead of the table")
 
     t = _command(
@@ -618,7 +688,7 @@ def _parsers_replay(subparsers: Any) -> None:
     _seed_option(c, "answer stream of the replays")
     c.add_argument("--out", metavar="DIR", default=None,
                    help="write calibrator.json, thresholds.json, certificate.json, tuning.json "
-                   "(with tuning-episodes.u64) and frontier.png here")
+                   "(with tuning-episodes.u64) and frontier.png here (default: print only)")
     _json_option(c, "print the certificate as JSON")
 
 
@@ -807,8 +877,12 @@ def _print_json(obj: Any) -> None:
 
 def _print_alias(args: argparse.Namespace, entry: Mapping[str, Any]) -> None:
     """Where ``promote`` or ``rollback`` left the alias: its version and history."""
-    _print_json({"name": args.name, "alias": args.alias, "version": entry["version"],
-                 "history": [h["version"] for h in entry["history"]]})
+    history = [h["version"] for h in entry["history"]]
+    _emit(args, {"name": args.name, "alias": args.alias, "version": entry["version"],
+                 "history": history},
+          [f"{args.name}@{args.alias} is {entry['version']} now "
+           f"(earlier: {', '.join(history) or 'none'})",
+           f"undo: amv-calib rollback {args.name} --alias {args.alias}"])
 
 
 def _parsers_artifacts(subparsers: Any) -> None:
@@ -824,21 +898,23 @@ def _parsers_artifacts(subparsers: Any) -> None:
     p.add_argument("--name", required=True, help="model name (folder under the models dir)")
     _models_dir_option(p)
     p.add_argument("--claims", metavar="CLAIMS", default=None,
-                   help="training claims (.parquet/.csv/.jsonl) for the data fingerprint")
+                   help="training claims (.parquet/.csv/.jsonl) for the data fingerprint "
+                   "(default: none recorded)")
     p.add_argument("--metrics", metavar="JSON", default=None,
-                   help="a JSON object of extra metrics for the manifest")
+                   help="a JSON object of extra metrics for the manifest (default: none)")
     p.add_argument("--figure", metavar="FILE", action="append", default=[],
-                   help="copy FILE into the artifact (repeatable)")
+                   help="copy FILE into the artifact (repeatable; default: none)")
     p.add_argument("--no-joblib", action="store_true", help="leave calibrator.joblib out")
     p.add_argument("--promote", metavar="ALIAS", default=None,
                    help="also point ALIAS at the new version (production only when it earns "
                    "it as `amv-calib promote` with its defaults; else `promote --force`)")
     p.add_argument("--signing-key", metavar="PRIVATE", default=None,
-                   help="sign the new version with this private key (from `amv-calib keygen`)")
+                   help="sign the new version with this private key (from `amv-calib keygen`; "
+                   "default: unsigned)")
     p.add_argument("--certificate", metavar="JSON", default=None,
                    help="certificate.json of `amv-calib certify`, recorded in the manifest; "
                    "refused unless it certified this calibrator and --thresholds (its "
-                   "thresholds.json)")
+                   "thresholds.json) (default: none: the version is not certified)")
     p.add_argument("--tuning", metavar="JSON", default=None,
                    help="tuning.json of `amv-calib tune` or `certify` (tuning-episodes.u64 "
                    "beside it): the episodes that shaped the thresholds, which a later "
@@ -861,7 +937,8 @@ def _parsers_artifacts(subparsers: Any) -> None:
     _add_options(p, PromoteOptions)
     p.add_argument("--holdout", metavar="CLAIMS", default=None,
                    help="newest held-out claims: refuse a version whose log loss on them is "
-                   "worse than production's beyond the paired-bootstrap interval")
+                   "worse than production's beyond the paired-bootstrap interval (default: "
+                   "none, no comparison)")
     _registry_options(p)
 
     p = _command(
@@ -876,8 +953,10 @@ def _parsers_artifacts(subparsers: Any) -> None:
     p = _command(
         subparsers, "verify-artifact", _run_verify_artifact,
         help="check an artifact as the gate would; print its summary",
-        description="Check manifest, sha256 of every file and calibrator.json; print the "
-                    "manifest summary as JSON. Exit 1 when the artifact is refused.")
+        description="Check manifest, sha256 of every file, calibrator.json, the certificate's "
+                    "binding and (with trusted keys) the signature, as the gate does; print "
+                    "what was checked and what the version holds (--json: the manifest "
+                    "summary as one object). Exit 1 when the artifact is refused.")
     p.add_argument("path", metavar="PATH", help="models/NAME/vN or models/NAME@ALIAS")
     _trusted_key_option(p)
 
@@ -950,7 +1029,13 @@ def _run_export(args: argparse.Namespace) -> int:
                 name=res.name, version=res.version, models_dir=args.models_dir, holdout=None))
         promote(res.name, res.version, alias=args.promote, models_dir=args.models_dir)
         out["alias"] = args.promote
-    _print_json(out)
+    lines = [f"exported {res.name} {res.version}: {_where(res.path)}"]
+    if args.promote:
+        lines.append(f"  {res.name}@{args.promote} is {res.version} now")
+    else:
+        lines.append(f"next: amv-calib promote {res.name} {res.version} --alias "
+                     f"{DEFAULT_ALIAS}")
+    _emit(args, out, lines)
     return 0
 
 
@@ -1031,15 +1116,50 @@ def _sync_registry(args: argparse.Namespace) -> None:
 def _run_verify_artifact(args: argparse.Namespace) -> int:
     from amv_calib.artifacts import verify_artifact
 
-    _print_json(verify_artifact(args.path, trusted_keys=args.trusted_keys or None))
+    info = verify_artifact(args.path, trusted_keys=args.trusted_keys or None)
+    _emit(args, info, _artifact_summary(info))
     return 0
+
+
+def _artifact_summary(info: Mapping[str, Any]) -> list[str]:
+    """What ``verify-artifact`` checked and what the version holds, for a person."""
+    sig = info.get("signature") or {}
+    cert = info.get("certificate_check") or {}
+    gate = info.get("gate") or {}
+    signed = (f"signature verified by {sig['verified_by']}" if sig.get("verified_by")
+              else "signature not checked (no trusted key given)" if not sig.get("file")
+              else f"signed ({sig['file']}), not checked: no trusted key given")
+    lines = [f"OK: {info.get('name')} {info.get('version')} ({info.get('path')}) loads as "
+             f"the gate loads it: {len(info.get('files') or {})} files' sha256 match; "
+             f"{signed}"]
+    if cert:
+        bound = ("bound to this calibrator and thresholds" if cert.get("matches")
+                 else "NOT bound to this calibrator and thresholds")
+        lines.append(f"  certificate: {cert.get('certified')} ({bound}; observed upper "
+                     f"bound {cert.get('observed_upper_bound', float('nan')):.4f})")
+    else:
+        lines.append("  certificate: none (not certified)")
+    lines.append(f"  calibrator: {info.get('calibrator_source')} ({info.get('calibrator_kind')}, "
+                 f"{len(info.get('feature_map') or [])} features)")
+    lines.append("  gate: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                        for k, v in sorted(gate.items()) if v is not None))
+    aliases = info.get("aliases") or []
+    lines.append(f"  aliases on this version: {', '.join(aliases) or 'none'}; created "
+                 f"{info.get('created_utc')} by amv-calib {info.get('package_version')}")
+    lines.append("full manifest: --json")
+    return lines
 
 
 def _run_keygen(args: argparse.Namespace) -> int:
     from amv_calib.artifacts import keygen
 
     private, public = keygen(args.out, overwrite=args.overwrite)
-    _print_json({"private_key": str(private), "public_key": str(public)})
+    _emit(args, {"private_key": str(private), "public_key": str(public)},
+          [f"private key: {_where(private)} (mode 0600: keep it where versions are signed, "
+           "never commit it)",
+           f"public key:  {_where(public)} (give it to every gate: --trusted-key or "
+           f"${TRUSTED_KEYS_ENV})",
+           f"next: amv-calib sign models/NAME/vN --key {private}"])
     return 0
 
 
@@ -1049,8 +1169,10 @@ def _run_sign(args: argparse.Namespace) -> int:
 
     load_artifact(args.path, check_signature=False)  # sign only what the gate could load
     sig = sign_artifact(args.path, args.key)
-    _print_json({"path": str(args.path), "signature": str(sig),
-                 "sha256": hashlib.sha256(sig.read_bytes()).hexdigest()})
+    digest = hashlib.sha256(sig.read_bytes()).hexdigest()
+    _emit(args, {"path": str(args.path), "signature": str(sig), "sha256": digest},
+          [f"signed {args.path}: {_where(sig)} (sha256 {digest[:12]})",
+           f"check: amv-calib verify-artifact {args.path} --trusted-key PUBLIC_KEY"])
     return 0
 
 
@@ -1058,15 +1180,24 @@ def _run_bundle(args: argparse.Namespace) -> int:
     from amv_calib.artifacts import bundle
 
     path = bundle(args.name, args.version, args.out, models_dir=args.models_dir)
-    _print_json({"bundle": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    _emit(args, {"bundle": str(path), "sha256": digest},
+          [f"wrote {_where(path)} (sha256 {digest[:12]})",
+           f"on the receiving machine: amv-calib unbundle {path.name} (or tar -xzf "
+           f"{path.name} -C models where the model is new)"])
     return 0
 
 
 def _run_unbundle(args: argparse.Namespace) -> int:
     from amv_calib.artifacts import unbundle
 
-    _print_json(unbundle(args.bundle, models_dir=args.models_dir,
-                         trusted_keys=args.trusted_keys))
+    res = unbundle(args.bundle, models_dir=args.models_dir, trusted_keys=args.trusted_keys)
+    lines = [f"{'installed' if res['installed'] else 'already there (same files)'}: "
+             f"{res['name']} {res['version']} at {_where(res['path'])}"]
+    if res.get("alias"):
+        lines.append(f"  {res['name']}@{res['alias']} "
+                     f"{'set to' if res['alias_set'] else 'already'} {res['version']}")
+    _emit(args, res, lines)
     return 0
 
 
@@ -1085,7 +1216,8 @@ def _parsers_mlflow(subparsers: Any) -> None:
                    help=f"registered model name (default: {DEFAULT_REGISTERED_MODEL})")
     p.add_argument("--alias", default="champion", help="alias to set (default: champion); "
                    "'' sets none")
-    p.add_argument("--experiment", default="amv-calib", help="MLflow experiment of the run")
+    p.add_argument("--experiment", default="amv-calib",
+                   help="MLflow experiment of the run (default: amv-calib)")
     _tracking_uri_option(p)
     _json_option(p, "print the result as one JSON object")
 
@@ -1171,7 +1303,8 @@ def _parsers_gate(subparsers: Any) -> None:
                      help="artifact version folder or MODEL_DIR@ALIAS (calibrator + "
                      "thresholds); default models/amv-guard@production when it exists")
     src.add_argument("--calibrator", metavar="FILE",
-                     help="a portable calibrator.json to compute p from claims")
+                     help="a portable calibrator.json to compute p from claims, with the built-in "
+                   "thresholds (default: the artifact's calibrator)")
     src.add_argument("--no-artifact", action="store_true",
                      help="load no artifact: the built-in thresholds, and only the "
                      "probabilities the action file carries (other premises ABSTAIN)")
@@ -1183,17 +1316,20 @@ def _parsers_gate(subparsers: Any) -> None:
     p.add_argument("--planner", choices=("lookahead", "myopic"), default=None,
                    help="verification planner (default: the artifact's)")
     p.add_argument("--lambda", dest="lambda_cost_scale", type=float, default=None,
-                   metavar="X", help="lambda_cost_scale")
+                   metavar="X", help="lambda_cost_scale: weight of a verifier's execution cost "
+                   "in the loss, unitless (default: the artifact's, else 1.0)")
     p.add_argument("--delta", dest="delta_loss_threshold", type=float, default=None,
-                   metavar="X", help="delta_loss_threshold")
+                   metavar="X", help="delta_loss_threshold: largest expected loss an action "
+                   "may carry and PROCEED, in theta's units (default: the artifact's, else 10.0)")
     p.add_argument("--epsilon", dest="epsilon_harm_bound", type=float, default=None,
-                   metavar="X", help="epsilon_harm_bound")
+                   metavar="X", help="epsilon_harm_bound: largest probability that any premise "
+                   "is violated for PROCEED, in [0, 1] (default: the artifact's, else 0.05)")
     _harm_price_option(p, "harm_price: the price of harm, added to theta when planning "
                           "(default: the artifact's, else 0)")
     p.add_argument("--max-verifications", dest="max_verifications", type=int, default=None,
                    metavar="N", help="verification budget (default: the artifact's)")
     p.add_argument("--decision-log", dest="decision_log", metavar="PATH", default=None,
-                   help="append the decision record to this JSON-lines file")
+                   help="append the decision record to this JSON-lines file (default: no log)")
     _trusted_key_option(p)
 
 
@@ -1311,14 +1447,17 @@ def _parsers_run(sub: Any) -> None:
     p.add_argument("pipeline", help="the pipeline TOML file")
     p.add_argument("--set", dest="overrides", action="append", default=[],
                    metavar="STEP.KEY=VALUE",
-                   help="override a parameter, e.g. --set tune.trials=20 (repeatable)")
+                   help="override a parameter, e.g. --set tune.trials=20 (repeatable; default: "
+                   "the file's values)")
     p.add_argument("--force", action="store_true", help="re-run steps even if unchanged")
     p.add_argument("--wait", nargs="?", const=True, default=False, type=float,
                    metavar="SECONDS",
                    help="when another run of this pipeline holds its work folder, wait for "
-                   "it (at most SECONDS if given) instead of failing at once")
+                   "it (at most SECONDS if given) instead of failing at once (default: fail "
+                   "at once)")
     p.add_argument("--no-tracking", action="store_true", help="run without MLflow")
-    _tracking_uri_option(p, "MLflow tracking URI")
+    _tracking_uri_option(p, "MLflow tracking URI (default: the file's [pipeline] "
+                         "tracking_uri, else $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
     _json_option(p, "print a JSON summary on stdout")
     p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
                    help="no progress on stderr, no report on stdout")
@@ -1365,8 +1504,8 @@ def _parsers_monitor(sub: Any) -> None:
         f"Exit {MONITOR_ALERT_EXIT} on ALERT, 0 otherwise.")
     p.add_argument("--artifact", default=None, metavar="REF",
                    help="the artifact the gate runs (default: models/amv-guard@production)")
-    _log_options(p, "outcome records (.jsonl, .csv or .parquet); without them only drift "
-                 "is monitored")
+    _log_options(p, "outcome records (.jsonl, .csv or .parquet); without them (the default) "
+                 "only drift is monitored")
     p.add_argument("--window", default="7d", metavar="WIDTH",
                    help="width of the descriptive windows: a number and m, h, d or w "
                    "(default 7d)")
@@ -1374,27 +1513,30 @@ def _parsers_monitor(sub: Any) -> None:
                    help="start monitoring here (ISO-8601, UTC) when later than the version's "
                    "go-live; default: the go-live")
     p.add_argument("--config", default=None, metavar="TOML",
-                   help="a TOML file whose [monitor] table sets the thresholds")
+                   help="a TOML file whose [monitor] table sets the thresholds (default: the "
+                   "built-in ones, docs/monitoring.md)")
     _json_option(p, "print the run as JSON instead of the line")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="write monitor.json, monitor.txt, timeline.png (and claims.parquet "
                    "when everything was read) here, and keep the incremental state in "
-                   "DIR/monitor.state")
+                   "DIR/monitor.state) (default: print only, no state: every run reads all)")
     p.add_argument("--rebuild", action="store_true",
                    help="recompute from all the logs instead of continuing the state")
     p.add_argument("--on-alert", action="append", default=[], metavar="derisk|PIPELINE",
                    help="on ALERT: 'derisk' moves production to a safer certified "
                    "configuration (on a harm ALERT); a pipeline file runs with the monitored "
                    "logs as the decisions and outcomes of its monitor and label steps (e.g. "
-                   "pipelines/retrain-from-logs.toml); repeatable, run in order")
+                   "pipelines/retrain-from-logs.toml); repeatable, run in order (default: "
+                   "report only)")
     p.add_argument("--derisk-steps", type=int, default=None, metavar="K",
                    help="de-risk K positions safer on the certified path (default: the "
                    "safest certified configuration)")
     p.add_argument("--signing-key", default=None, metavar="KEY",
-                   help="sign the de-risked version with this private key")
+                   help="sign the de-risked version with this private key (default: unsigned)")
     p.add_argument("--on-alert-set", dest="on_alert_overrides", action="append", default=[],
                    metavar="STEP.KEY=VALUE",
-                   help="override a parameter of the --on-alert pipeline (repeatable)")
+                   help="override a parameter of the --on-alert pipeline (repeatable; default: "
+                   "the file's values)")
     _skip_corrupt_option(p)
     p.add_argument("--other-artifacts", choices=("warn", "refuse"), default="warn",
                    help="uses the logs say another artifact (name or version) decided: left out "
@@ -1514,6 +1656,10 @@ _PARSERS = (
 )
 
 
+#: Commands whose output is already what a script reads and a person can read.
+_NO_SUMMARY: Final = ("gate", "ui-command")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every sub-command."""
     parser = argparse.ArgumentParser(
@@ -1526,6 +1672,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in _PARSERS:
         add(sub)
+    # Every command prints a summary for a person, or with --json the full object; the
+    # gate's product is its decision, JSON already, and ui-command's a shell command.
+    for name, command in sub.choices.items():
+        if name not in _NO_SUMMARY and not any("--json" in a.option_strings
+                                               for a in command._actions):
+            _json_option(command)
     return parser
 
 

@@ -131,7 +131,26 @@ def ui_command(uri: str | None = None, *, port: int = 5000) -> str:
         # A relative SQLite path names a file in the cwd; printed absolute, the command
         # opens the same store from any folder.
         uri = f"sqlite:///{(Path.cwd() / path).resolve().as_posix()}"
-    return f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port {port}"
+    return f"{_mlflow_program()} ui --backend-store-uri {uri} --host 127.0.0.1 --port {port}"
+
+
+def _mlflow_program() -> str:
+    """How to call the ``mlflow`` installed beside this interpreter: ``mlflow`` when that
+    is the one on PATH, else its path (``.venv/bin/mlflow`` when the venv is not active),
+    relative to the current folder when it lies inside it."""
+    import shutil
+    import sys
+
+    beside = Path(sys.executable).parent / "mlflow"
+    if not beside.is_file():
+        return "mlflow"
+    found = shutil.which("mlflow")
+    if found is not None and Path(found).resolve() == beside.resolve():
+        return "mlflow"
+    try:
+        return str(beside.absolute().relative_to(Path.cwd()))
+    except ValueError:
+        return str(beside.absolute())
 
 
 #: Environment variable naming the public keys (PEM files, separated by ``os.pathsep``) a

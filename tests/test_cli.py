@@ -38,7 +38,9 @@ def test_every_command_runs_its_own_function() -> None:
      {"option_strings": ["--tracking-uri"], "default": None,
       "help": "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)"}),
     ("tracking_uri", ["run"],
-     {"option_strings": ["--tracking-uri"], "default": None, "help": "MLflow tracking URI"}),
+     {"option_strings": ["--tracking-uri"], "default": None,
+      "help": "MLflow tracking URI (default: the file's [pipeline] tracking_uri, else "
+              "$MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)"}),
     ("json", ["compare", "replay", "tune", "transfer", "register", "registry-promote", "run"],
      {"option_strings": ["--json"], "default": False, "const": True}),
     ("seed", ["synth", "compare", "replay", "tune", "transfer"],
@@ -78,7 +80,7 @@ def test_seed_help_is_each_commands_own() -> None:
             ("synth", "compare", "replay", "tune", "transfer")} == {
         "synth": f"random seed (default: {DEFAULT_SEED})",
         "compare": f"bootstrap seed (default {DEFAULT_SEED})",
-        "replay": "answer stream and bootstrap",
+        "replay": f"answer stream and bootstrap (default {DEFAULT_SEED})",
         "tune": f"seed of the sampler, split and answer stream (default {DEFAULT_SEED})",
         "transfer": f"seed of the sampler, split and answer stream (default {DEFAULT_SEED})"}
 
@@ -110,3 +112,38 @@ def test_unknown_table_ending_is_refused_before_reading(tmp_path: Any,
     assert code == 2
     assert "unknown ending '.txt'; use one of .parquet, .pq, .csv, .jsonl, .ndjson" in \
         capsys.readouterr().err
+
+
+def _help_texts() -> list[tuple[str, str]]:
+    """(command, text) for every description and option help of every command."""
+    out = []
+    for name, p in _commands().items():
+        out.append((name, p.description or ""))
+        out += [(name, a.help or "") for a in p._actions]
+    return out
+
+
+def test_every_option_states_its_default() -> None:
+    # an option a user may leave out says what happens then; flags (on/off) and required
+    # options have none to state
+    missing = [f"{name}: {'/'.join(a.option_strings)}" for name, p in _commands().items()
+               for a in p._actions
+               if a.option_strings and not a.required and a.nargs != 0
+               and "default" not in (a.help or "")]
+    assert missing == []
+
+
+def test_readme_sections_and_files_named_in_help_exist(repo_root: Any) -> None:
+    import re
+
+    headings = {re.sub(r"^#+\s*", "", line).strip()
+                for line in (repo_root / "README.md").read_text().splitlines()
+                if line.startswith("#")}
+    named, files = [], []
+    for name, text in _help_texts():
+        flat = " ".join(text.split())
+        named += [(name, s) for s in re.findall(r'README,? "([^"]+)"', flat)]
+        files += [(name, f) for f in re.findall(r"\b((?:docs|data|pipelines)/[\w./-]+\w)", flat)]
+    assert named, "the gate's help names a README section: the check must see it"
+    assert [(n, s) for n, s in named if s not in headings] == []
+    assert [(n, f) for n, f in files if not (repo_root / f).exists()] == []

@@ -175,10 +175,12 @@ class MonitorReport:
         """The line, the reasons, then one line per window: status, counts, the headline
         statistics and the harm confidence sequence as of the window's end."""
         head = (f"{'window end':<20} {'status':<17} {'uses':>8} {'labels':>7} {'actions':>7} "
-                f"{'max PSI':>7} {'mean p':>7} {'rate':>7} {'LL exc':>7} {'harm':>7} "
-                f"{'CS lo':>7} {'CS hi':>7}")
+                f"{'max PSI':>7} {'p all':>7} {'p lab':>7} {'rate':>7} {'LL exc':>7} "
+                f"{'harm':>7} {'CS lo':>7} {'CS hi':>7}")
         lines = [self.line(), *(f"  {r}" for r in self.reasons), "",
                  f"windows of {self.window} (descriptive; status as of each window's end)",
+                 "p all: mean p over every use; p lab: mean p over the labelled uses; rate: "
+                 "their observed violation rate; harm: Gate Harmful of the labelled actions",
                  head, "-" * len(head)]
 
         def num(x: Any, fmt: str = "7.4f") -> str:
@@ -193,7 +195,8 @@ class MonitorReport:
             lines.append(
                 f"{w.end:<20} {w.status:<17} {w.uses:>8} {w.labelled:>7} "
                 f"{w.actions_labelled:>7} {num(psi_max, '7.3f')} {num(w.mean_p)} "
-                f"{num(c.get('observed_rate'))} {num(c.get('log_loss_excess'))} "
+                f"{num(c.get('mean_p'))} {num(c.get('observed_rate'))} "
+                f"{num(c.get('log_loss_excess'))} "
                 f"{num(h.get('rate'))} {num(cs[0])} {num(cs[1])}")
         return "\n".join(lines) + "\n"
 

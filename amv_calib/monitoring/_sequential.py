@@ -415,7 +415,8 @@ def judge(ev: Evidence) -> tuple[list[str], list[str], list[str]]:
         else:
             notes.append(f"{text}: below alpha {ev.alpha:g}")
     for part, log_m, what in (("in_the_large", ev.in_the_large_log_m,
-                               "mean p against the observed rate"),
+                               "mean p of the labelled uses against their observed "
+                               "rate"),
                               ("log_loss", ev.log_loss_log_m,
                                "log loss above what a calibrated p scores")):
         text = (f"calibration: {what}, e-value {math.exp(min(log_m, 700.0)):.3g} over "

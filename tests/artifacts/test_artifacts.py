@@ -813,7 +813,7 @@ def test_cli_export_promote_verify_rollback_bundle(
     claims.to_csv(claims_csv, index=False)
 
     def run(*argv: str) -> dict[str, Any]:
-        assert main(list(argv)) == 0
+        assert main([*argv, "--json"]) == 0
         out: dict[str, Any] = json.loads(capsys.readouterr().out)
         return out
 

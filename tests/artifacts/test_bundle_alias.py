@@ -84,10 +84,10 @@ def test_cli_bundle_by_alias_then_verify(source: Path, tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "m.tar.gz"
     assert main(["bundle", "m", "production", "--out", str(out),
-                 "--models-dir", str(source)]) == 0
+                 "--models-dir", str(source), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["bundle"] == str(out)
     _tar_x(out, tmp_path / "box")
-    assert main(["verify-artifact", f"{tmp_path / 'box' / 'm'}@production"]) == 0
+    assert main(["verify-artifact", f"{tmp_path / 'box' / 'm'}@production", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["version"] == "v2"
     assert main(["bundle", "m", "nightly", "--models-dir", str(source)]) == 1
     assert "no alias 'nightly'" in capsys.readouterr().err

@@ -81,7 +81,7 @@ def test_cli_recipe_keygen_export_signed_verify_and_gate(
     from amv_calib.cli import main
 
     def run(*argv: str) -> dict[str, object]:
-        assert main(list(argv)) == 0
+        assert main([*argv, "--json"]) == 0
         out: dict[str, object] = json.loads(capsys.readouterr().out)
         return out
 

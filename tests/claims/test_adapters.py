@@ -324,9 +324,10 @@ def test_graphiti_export_forms_agree(tmp_path: Path, form: str,
 def test_ingest_adapter(tmp_path: Path, capsys: pytest.CaptureFixture[str], adapter: str,
                         path: Path, accepted: int) -> None:
     assert adapter in ADAPTERS
-    code = cli.main(["-q", "ingest", "--adapter", adapter, str(path), "--out", str(tmp_path)])
+    code = cli.main(["-q", "ingest", "--adapter", adapter, str(path), "--out", str(tmp_path),
+                      "--json"])
     assert code == 0
-    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    summary = json.loads(capsys.readouterr().out)
     assert (summary["read"], summary["accepted"], summary["rejected"]) == (accepted, accepted, 0)
     assert len(pd.read_parquet(tmp_path / "claims.parquet")) == accepted
 

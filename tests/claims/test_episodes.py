@@ -228,7 +228,8 @@ def test_label_out_dir_writes_the_folder(production: dict[str, Any], tmp_path: P
     sim = production["sim"]
     out = tmp_path / "mine"
     assert cli.main(["label", "--decisions", str(sim.decisions), "--outcomes",
-                     str(sim.outcomes), "--out", str(out), "--min-verifier-calls", "150"]) == 0
+                     str(sim.outcomes), "--out", str(out), "--min-verifier-calls", "150",
+                     "--json"]) == 0
     line = json.loads(capsys.readouterr().out)
     assert sorted(p.name for p in out.iterdir()) == [
         "claims.join_report.json", "claims.parquet", "claims.unjoined.csv", "episodes.jsonl",

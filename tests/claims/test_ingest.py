@@ -466,7 +466,7 @@ def test_cli_adapter_registry(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(ADAPTERS, "fake", f"{__name__}:fake_adapter")
     code = main(["ingest", str(tmp_path / "export.json"), "--adapter", "fake",
-                 "--out", str(tmp_path / "o")])
+                 "--out", str(tmp_path / "o"), "--json"])
     assert code == 0
     obj = json.loads(capsys.readouterr().out)
     assert (obj["read"], obj["accepted"], obj["rejected"]) == (2, 1, 1)
@@ -475,13 +475,19 @@ def test_cli_adapter_registry(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert main(["ingest", "x", "--adapter", "nope", "--out", str(tmp_path)]) == 2
 
 
-def test_cli_prints_one_json_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_prints_a_summary_or_with_json_the_object(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = _csv(tmp_path / "c.csv", MIXED)
-    assert main(["-q", "ingest", str(src), "--out", str(tmp_path / "o")]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 1
-    obj = json.loads(lines[0])
+    assert main(["-q", "ingest", str(src), "--out", str(tmp_path / "o"), "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
     assert (obj["read"], obj["accepted"], obj["rejected"]) == (9, 4, 5)
+    assert main(["-q", "ingest", str(src), "--out", str(tmp_path / "p")]) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[0].endswith("9 rows of " + str(src) + " (csv): 4 accepted, "
+                                         "5 rejected")
+    assert str((tmp_path / "p" / "rejects.csv").resolve()) in text
+    for reason, n in obj["rejected_by_reason"].items():  # every reason, counted
+        assert f"rejected {n:,}: {reason}" in text
 
 
 # -- parsers: fast and slow paths agree -----------------------------------------------------

@@ -688,7 +688,8 @@ def test_cli_label_on_the_examples(tmp_path: Path, capsys: pytest.CaptureFixture
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DecisionLogWarning)
         code = cli.main(["label", "--decisions", str(EXAMPLES / "decisions.jsonl"),
-                         "--outcomes", str(EXAMPLES / "outcomes.csv"), "--out", str(out)])
+                         "--outcomes", str(EXAMPLES / "outcomes.csv"), "--out", str(out),
+                         "--json"])
     assert code == 0
     line = json.loads(capsys.readouterr().out.strip())
     assert line["decision_lines"] == 11 and line["skipped_lines"]["torn_last_line"] == 1
@@ -745,7 +746,7 @@ def test_cli_label_options_and_formats(tmp_path: Path, capsys: pytest.CaptureFix
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DecisionLogWarning)
         code = cli.main(["label", "--decisions", str(log), "--out", str(out),
-                         "--skip-corrupt", "--soft-labels", "off"])
+                         "--skip-corrupt", "--soft-labels", "off", "--json"])
     assert code == 0
     line = json.loads(capsys.readouterr().out.strip())
     assert line["skipped_lines"]["corrupt"] == 1 and line["joined"] == 0
@@ -753,7 +754,7 @@ def test_cli_label_options_and_formats(tmp_path: Path, capsys: pytest.CaptureFix
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DecisionLogWarning)
         assert cli.main(["label", "--decisions", str(log), "--out", str(out),
-                         "--skip-corrupt"]) == 0
+                         "--skip-corrupt", "--json"]) == 0
     line = json.loads(capsys.readouterr().out.strip())
     assert line["joined_by_source"] == {"outcome": 0, "verifier": 1} and line["rows"] == 2
     table = pd.read_csv(out) if ending == ".csv" else pd.read_json(out, lines=True)

@@ -73,7 +73,7 @@ def test_sample_files_regenerate_byte_identical(
 ) -> None:
     """The committed data/sample files are exactly what the documented command writes."""
     out = tmp_path / name
-    assert main(["synth", kind, "--seed", str(DEFAULT_SEED), "--out", str(out)]) == 0
+    assert main(["synth", kind, "--seed", str(DEFAULT_SEED), "--out", str(out), "--json"]) == 0
     line = json.loads(capsys.readouterr().out)
     assert line["sha256"] == _sha(out)
     assert _sha(out) == _sha(SAMPLE / name), f"data/sample/{name} drifted; regenerate it"

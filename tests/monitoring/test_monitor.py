@@ -165,6 +165,13 @@ def test_outputs_written(drift_run: dict[str, Any]) -> None:
     assert set(claims["label_source"].astype(str)) == {"outcome"}  # no soft labels
     table = (out / "monitor.txt").read_text()
     assert table.count("ALERT") >= 4 and "calibration:" in table
+    # two mean p's, each named: every use, and the labelled uses beside their rate
+    head = next(line for line in table.splitlines() if line.startswith("window end"))
+    assert head.split()[8:12] == ["p", "all", "p", "lab"]
+    assert "p all: mean p over every use; p lab: mean p over the labelled uses" in table
+    last = json.loads((out / "monitor.json").read_text())["windows"][-1]
+    assert (f" {last['mean_p']:7.4f} {last['calibration']['mean_p']:7.4f} "
+            f"{last['calibration']['observed_rate']:7.4f} ") in table.splitlines()[-1]
 
 
 @pytest.mark.slow

@@ -102,8 +102,8 @@ def test_miscalibrated_probabilities_alert(factor: float) -> None:
     w = _window()
     decide(w, _evidence(p_factor=factor), MonitorConfig())
     assert w.status == "ALERT"
-    assert any(r.startswith("calibration: mean p against the observed rate") for r in
-               w.reasons[:2])
+    assert any(r.startswith("calibration: mean p of the labelled uses against their observed "
+                            "rate") for r in w.reasons[:2])
     assert any(r.startswith("calibration: log loss above what a calibrated p scores") for r in
                w.reasons[:3])
 

@@ -190,7 +190,7 @@ def test_retrain_end_to_end_then_skip(tmp_path: Path, small_data: dict[str, Path
     for heading in ("## calibrator comparison (champion:", "## tuned gate thresholds",
                     "## replay on held-out episodes", "## artifact: amv-guard v1",
                     "## MLflow model: amv-guard-calibrator version 1 @champion",
-                    "mlflow ui --backend-store-uri"):
+                    "mlflow ui --backend-store-uri"):  # .venv/bin/mlflow off the venv
         assert heading in report
     for policy in ("Always Proceed", "Always Verify", "Seed engine", "AMV-Guard (lookahead)",
                    "Oracle"):

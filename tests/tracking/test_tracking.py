@@ -461,15 +461,32 @@ def test_ui_command_prints_the_sqlite_line(capsys: pytest.CaptureFixture[str],
     monkeypatch.chdir(tmp_path)
     assert main(["ui-command"]) == 0
     store = (tmp_path / "mlflow.db").resolve().as_posix()
-    assert capsys.readouterr().out.strip() == \
-        f"mlflow ui --backend-store-uri sqlite:///{store} --host 127.0.0.1 --port 5000"
+    program, rest = capsys.readouterr().out.strip().split(" ", 1)
+    assert rest == f"ui --backend-store-uri sqlite:///{store} --host 127.0.0.1 --port 5000"
+    assert program == "mlflow" or Path(program).is_file()
+
+
+def test_ui_command_names_the_mlflow_beside_this_python(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    # `mlflow` is not on PATH when the venv is not active: the hint names the one that runs
+    import sys
+
+    from amv_calib.settings import ui_command
+
+    beside = Path(sys.executable).parent / "mlflow"
+    assert beside.is_file()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert ui_command("sqlite:////srv/m.db").split(" ", 1)[0] == str(beside.absolute())
+    monkeypatch.setenv("PATH", str(beside.parent))
+    assert ui_command("sqlite:////srv/m.db").split(" ", 1)[0] == "mlflow"
 
 
 def test_ui_command_keeps_absolute_and_server_uris() -> None:
     from amv_calib.settings import ui_command
 
-    assert ui_command("sqlite:////srv/mlflow.db", port=5001) == \
-        "mlflow ui --backend-store-uri sqlite:////srv/mlflow.db --host 127.0.0.1 --port 5001"
+    assert ui_command("sqlite:////srv/mlflow.db", port=5001).split(" ", 1)[1] == \
+        "ui --backend-store-uri sqlite:////srv/mlflow.db --host 127.0.0.1 --port 5001"
     assert ui_command("http://127.0.0.1:5000").startswith("open http://127.0.0.1:5000")
 
 
