@@ -31,6 +31,7 @@ from amv_calib.settings import (
     CertifyOptions,
     CompareOptions,
     LabelOptions,
+    MonitorOptions,
     Option,
     Options,
     PromoteOptions,
@@ -84,7 +85,8 @@ def _add_options(p: argparse.ArgumentParser, cls: type[Options], *,
         flags = [f"--{name.replace('_', '-')}", *(aliases or {}).get(name, ())]
         shown = "none" if default is None else (",".join(default) if isinstance(default, list)
                                                  else default)
-        text = f"{opt.help} (default {shown})" if opt.type is not bool else opt.help
+        text = opt.help if opt.type is bool or "default" in opt.help \
+            else f"{opt.help} (default {shown})"
         if opt.type is bool:
             p.add_argument(*flags, dest=name, action="store_true", default=default, help=text)
             continue
@@ -1506,12 +1508,7 @@ def _parsers_monitor(sub: Any) -> None:
                    help="the artifact the gate runs (default: models/amv-guard@production)")
     _log_options(p, "outcome records (.jsonl, .csv or .parquet); without them (the default) "
                  "only drift is monitored")
-    p.add_argument("--window", default="7d", metavar="WIDTH",
-                   help="width of the descriptive windows: a number and m, h, d or w "
-                   "(default 7d)")
-    p.add_argument("--since", default=None, metavar="TIME",
-                   help="start monitoring here (ISO-8601, UTC) when later than the version's "
-                   "go-live; default: the go-live")
+    _add_options(p, MonitorOptions)
     p.add_argument("--config", default=None, metavar="TOML",
                    help="a TOML file whose [monitor] table sets the thresholds (default: the "
                    "built-in ones, docs/monitoring.md)")
@@ -1520,17 +1517,12 @@ def _parsers_monitor(sub: Any) -> None:
                    help="write monitor.json, monitor.txt, timeline.png (and claims.parquet "
                    "when everything was read) here, and keep the incremental state in "
                    "DIR/monitor.state) (default: print only, no state: every run reads all)")
-    p.add_argument("--rebuild", action="store_true",
-                   help="recompute from all the logs instead of continuing the state")
     p.add_argument("--on-alert", action="append", default=[], metavar="derisk|PIPELINE",
                    help="on ALERT: 'derisk' moves production to a safer certified "
                    "configuration (on a harm ALERT); a pipeline file runs with the monitored "
                    "logs as the decisions and outcomes of its monitor and label steps (e.g. "
                    "pipelines/retrain-from-logs.toml); repeatable, run in order (default: "
                    "report only)")
-    p.add_argument("--derisk-steps", type=int, default=None, metavar="K",
-                   help="de-risk K positions safer on the certified path (default: the "
-                   "safest certified configuration)")
     p.add_argument("--signing-key", default=None, metavar="KEY",
                    help="sign the de-risked version with this private key (default: unsigned)")
     p.add_argument("--on-alert-set", dest="on_alert_overrides", action="append", default=[],
@@ -1538,9 +1530,6 @@ def _parsers_monitor(sub: Any) -> None:
                    help="override a parameter of the --on-alert pipeline (repeatable; default: "
                    "the file's values)")
     _skip_corrupt_option(p)
-    p.add_argument("--other-artifacts", choices=("warn", "refuse"), default="warn",
-                   help="uses the logs say another artifact (name or version) decided: left out "
-                   "of every statistic with a warning (default), or refused (exit 2)")
     _trusted_key_option(p)
     p.add_argument("--no-tracking", action="store_true",
                    help="log nothing to MLflow (default: the windows as stepped metrics)")
@@ -1579,11 +1568,12 @@ def _run_monitor(args: argparse.Namespace) -> int:
     config = load_monitor_config(args.config)
     artifact = args.artifact or _default_artifact()
     state = Path(args.out) / "monitor.state" if args.out else None
+    opts = _options_from(args, MonitorOptions)
     report, claims = monitor(artifact, args.decisions, args.outcomes or None,
-                             window=args.window, since=args.since, config=config,
+                             window=opts.window, since=opts.since, config=config,
                              on_corrupt="skip" if args.skip_corrupt else "raise",
                              trusted_keys=args.trusted_keys or None, state=state,
-                             rebuild=args.rebuild, other_artifacts=args.other_artifacts)
+                             rebuild=opts.rebuild, other_artifacts=opts.other_artifacts)
     on_alert: dict[str, Any] = {}
     results: list[Any] = []
     if report.alert:
@@ -1594,11 +1584,11 @@ def _run_monitor(args: argparse.Namespace) -> int:
                     continue
                 try:
                     done = derisk(artifact, evidence=report.line().split("; ")[0] + "; "
-                                  + report.reasons[0], steps=args.derisk_steps,
+                                  + report.reasons[0], steps=opts.derisk_steps,
                                   signing_key=args.signing_key,
                                   trusted_keys=args.trusted_keys or None)
                 except ArtifactError as exc:  # the ALERT is still reported, exit 3
-                    logging.getLogger("amv_calib").error("de-risk refused: %s", exc)
+                    logging.getLogger(__name__).error("de-risk refused: %s", exc)
                     report.actions.append(f"de-risk refused: {exc}")
                     continue
                 on_alert["derisk"] = done.to_dict()
@@ -1607,7 +1597,7 @@ def _run_monitor(args: argparse.Namespace) -> int:
                 continue
             from amv_calib.pipeline import load_pipeline, run_pipeline
 
-            logging.getLogger("amv_calib").info("ALERT: running %s", action)
+            logging.getLogger(__name__).info("ALERT: running %s", action)
             spec = load_pipeline(action, [
                 *_log_overrides(action, args.decisions, args.outcomes),
                 *args.on_alert_overrides])

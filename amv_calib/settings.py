@@ -27,6 +27,8 @@ __all__ = [
     "CertifyOptions",
     "CompareOptions",
     "LabelOptions",
+    "MonitorConfig",
+    "MonitorOptions",
     "Option",
     "Options",
     "PromoteOptions",
@@ -459,3 +461,68 @@ class PromoteOptions(Options):
                           high_open=True)
     n_boot: int = option(1000, "bootstrap resamples of the paired held-out log-loss "
                          "comparison", int, low=1, metavar="N")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MonitorConfig(Options):
+    """Thresholds of the monitor's status (a ``[monitor]`` table of ``monitor --config``,
+    the ``config`` table of the ``monitor`` step, ``monitor(config=...)``); their meaning
+    and defaults are documented in ``docs/monitoring.md``."""
+
+    STAGE = "monitor config"
+
+    delta: float = option(
+        0.05, "probability of any false ALERT over unlimited monitoring, split by a union "
+        "bound (harm delta/2, calibration in the large and log-loss excess delta/4 each)",
+        float, low=0.0, high=1.0, low_open=True, high_open=True)
+    label_horizon_days: int = option(
+        90, "days of decision time a use waits for its outcome before it expires (counted)",
+        int, low=0)
+    psi_warn: float = option(0.1, "population stability index drawn on the timeline", float,
+                             low=0.0)
+    psi_alert: float = option(0.25, "a feature's PSI above this: WARN (drift never ALERTs)",
+                              float, low=0.0)
+    ks_alert: float = option(0.1, "a feature's two-sample KS statistic above this, and "
+                             "significant at alert_confidence: WARN", float, low=0.0, high=1.0)
+    min_uses: int = option(200, "uses a window needs for its drift to be judged", int, low=0)
+    min_labels: int = option(200, "labelled uses a window needs for its descriptive "
+                             "calibration statistics", int, low=0)
+    min_actions: int = option(200, "labelled actions (every premise labelled) a window needs "
+                              "for its descriptive harm", int, low=0)
+    warn_confidence: float = option(0.95, "two-sided confidence of the windows' inner "
+                                    "descriptive intervals", float, low=0.5, high=1.0,
+                                    low_open=True, high_open=True)
+    alert_confidence: float = option(0.999, "two-sided confidence of the windows' outer "
+                                     "descriptive intervals and of the KS test", float,
+                                     low=0.5, high=1.0, low_open=True, high_open=True)
+    loss_margin: float = option(0.0, "log loss (nats) above what a calibrated p scores that "
+                                "is tolerated: the log-loss detector bets on loss - H(p) - "
+                                "loss_margin", float, low=0.0, high=1.0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.psi_warn > self.psi_alert:
+            raise ConfigError(f"{self.STAGE}: psi_warn={self.psi_warn!r} is above "
+                              f"psi_alert={self.psi_alert!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MonitorOptions(Options):
+    """How a monitoring run reads and acts (``amv-calib monitor``, the ``monitor`` step,
+    :func:`~amv_calib.monitoring.monitor`); its thresholds are a :class:`MonitorConfig`."""
+
+    STAGE = "monitor"
+
+    window: str = option("7d", "width of the descriptive windows: a number and m, h, d or w",
+                         str, metavar="WIDTH")
+    since: str | None = option(
+        None, "start monitoring here (ISO-8601, UTC) when later than the version's go-live "
+        "(default: the go-live)", str, nullable=True, metavar="TIME")
+    rebuild: bool = option(False, "recompute from all the logs instead of continuing the "
+                           "state", bool)
+    other_artifacts: Literal["warn", "refuse"] = option(
+        "warn", "uses the logs say another artifact (name or version) decided: left out of "
+        "every statistic with a warning, or refused (exit 2)", str, choices=("warn", "refuse"))
+    derisk_steps: int | None = option(
+        None, "on a harm ALERT with derisk: K positions safer on the certified path (default: "
+        "the safest certified configuration)", int, low=1, nullable=True, metavar="K")

@@ -15,7 +15,6 @@ from amv_calib.monitoring._monitor import (
     write_monitor_outputs,
 )
 from amv_calib.monitoring._stats import (
-    MonitorConfig,
     WindowStats,
     calibration_stats,
     decide,
@@ -24,11 +23,13 @@ from amv_calib.monitoring._stats import (
     ks,
     psi,
 )
+from amv_calib.settings import MonitorConfig, MonitorOptions
 
 __all__ = [
     "DeriskResult",
     "derisk",
     "MonitorConfig",
+    "MonitorOptions",
     "MonitorReport",
     "WindowStats",
     "calibration_stats",

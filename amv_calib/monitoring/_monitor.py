@@ -42,7 +42,11 @@ from amv_calib.contract import CLAIM_FEATURES, loads_strict, read_toml
 from amv_calib.exceptions import ArtifactError, ConfigError, check_choice
 from amv_calib.monitoring import _stats
 from amv_calib.monitoring._state import MonitorState
-from amv_calib.monitoring._stats import MonitorConfig, WindowStats, safe_float
+from amv_calib.monitoring._stats import WindowStats, safe_float
+from amv_calib.settings import MonitorConfig, MonitorOptions
+
+#: The library defaults of a run, from the one source of the options.
+_OPTIONS: Final = MonitorOptions.defaults()
 
 PathLike = str | os.PathLike[str]
 IntArray = NDArray[np.int64]
@@ -390,14 +394,14 @@ def monitor(
     decisions: PathLike | Sequence[PathLike],
     outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None = None,
     *,
-    window: str = "7d",
-    since: str | None = None,
+    window: str = _OPTIONS.window,
+    since: str | None = _OPTIONS.since,
     config: MonitorConfig | None = None,
     on_corrupt: str = "raise",
     trusted_keys: PathLike | Sequence[PathLike] | None = None,
     state: PathLike | None = None,
-    rebuild: bool = False,
-    other_artifacts: str = "warn",
+    rebuild: bool = _OPTIONS.rebuild,
+    other_artifacts: str = _OPTIONS.other_artifacts,
 ) -> tuple[MonitorReport, pd.DataFrame | None]:
     """The sequential evidence on the monitored version, and the windows' statistics.
 

@@ -28,92 +28,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from amv_calib.contract import CLAIM_FEATURES
+from amv_calib.settings import MonitorConfig
 
 Status = Literal["OK", "WARN", "ALERT", "INSUFFICIENT DATA"]
 FloatArray = NDArray[np.float64]
 _PSI_FLOOR: Final = 1e-4  # share given to an empty bin, so that PSI stays finite
-
-
-@dataclass(frozen=True, kw_only=True)
-class MonitorConfig:
-    """Thresholds of the status; the defaults are documented in ``docs/monitoring.md``.
-
-    Attributes
-    ----------
-    delta : float
-        Probability of any false ALERT over unlimited monitoring, split by a union bound:
-        harm ``delta / 2``, calibration in the large and log-loss excess ``delta / 4`` each.
-    label_horizon_days : int
-        Days of decision time a use waits for its outcome before it expires (counted).
-    psi_warn, psi_alert : float
-        Population stability index of a feature: ``psi_warn`` is drawn on the timeline,
-        above ``psi_alert`` the window WARNs (drift is descriptive: never an ALERT).
-    ks_alert : float
-        Two-sample KS statistic of a feature that WARNs when also significant at
-        ``alert_confidence``.
-    min_uses : int
-        Uses a window needs for its drift to be judged.
-    min_labels : int
-        Labelled uses a window needs for its descriptive calibration statistics.
-    min_actions : int
-        Labelled actions (every premise labelled) a window needs for its descriptive harm.
-    warn_confidence, alert_confidence : float
-        Two-sided confidence of the windows' descriptive intervals (the timeline's bands).
-    loss_margin : float
-        Log loss (nats, at most 1) above what a calibrated p scores that is tolerated: the
-        log-loss excess detector bets on ``loss - H(p) - loss_margin``.
-    """
-
-    delta: float = 0.05
-    label_horizon_days: int = 90
-    psi_warn: float = 0.1
-    psi_alert: float = 0.25
-    ks_alert: float = 0.1
-    min_uses: int = 200
-    min_labels: int = 200
-    min_actions: int = 200
-    warn_confidence: float = 0.95
-    alert_confidence: float = 0.999
-    loss_margin: float = 0.0
-
-    def __post_init__(self) -> None:
-        from amv_calib.exceptions import ConfigError
-
-        for name, f in self.__dataclass_fields__.items():
-            value = getattr(self, name)
-            want = int if f.type in ("int", int) else float
-            ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-                  and (want is float or isinstance(value, int)) and math.isfinite(value))
-            if not ok or value < 0:
-                raise ConfigError(f"monitor config: {name}={value!r} must be a "
-                                  f"{'whole' if want is int else 'finite'} number >= 0")
-        for name in ("warn_confidence", "alert_confidence"):
-            if not 0.5 < getattr(self, name) < 1.0:
-                raise ConfigError(f"monitor config: {name}={getattr(self, name)!r} must be "
-                                  f"in (0.5, 1)")
-        if not 0.0 < self.delta < 1.0:
-            raise ConfigError(f"monitor config: delta={self.delta!r} must be in (0, 1)")
-        if self.loss_margin > 1.0:
-            raise ConfigError(f"monitor config: loss_margin={self.loss_margin!r} must be at "
-                              f"most 1 (nats)")
-        if self.psi_warn > self.psi_alert:
-            raise ConfigError(f"monitor config: psi_warn={self.psi_warn!r} is above "
-                              f"psi_alert={self.psi_alert!r}")
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> MonitorConfig:
-        """From a config section; unknown keys and wrong types are refused, naming them."""
-        from amv_calib.exceptions import ConfigError
-
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"monitor config: unknown keys {unknown}; known: {sorted(known)}")
-        return cls(**dict(data))
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data."""
-        return asdict(self)
 
 
 def psi(edges: Sequence[float], ref_shares: Sequence[float], values: FloatArray) -> float:

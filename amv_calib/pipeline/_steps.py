@@ -19,6 +19,7 @@ from amv_calib.settings import (
     CertifyOptions,
     CompareOptions,
     LabelOptions,
+    MonitorOptions,
     PromoteOptions,
     TuneOptions,
 )
@@ -389,7 +390,7 @@ def _replay(ctx: StepContext) -> dict[str, Any]:
 def _monitor(ctx: StepContext) -> dict[str, Any]:
     from amv_calib.monitoring import MonitorConfig, derisk, monitor, write_monitor_outputs
 
-    p = ctx.params
+    p, opts = ctx.params, ctx.options
     ref = p["artifact"] or f"{ctx.spec.models_dir / p['model']}@{p['alias']}"
     for action in p["on_alert"]:
         if action != "derisk":
@@ -398,13 +399,13 @@ def _monitor(ctx: StepContext) -> dict[str, Any]:
     # the state lives beside the step's folder, which each run replaces
     state = ctx.spec.workdir / f"{ctx.step.name}.state"
     report, claims = monitor(str(ref), p["decisions"], p["outcomes"] or None,
-                             window=p["window"], since=p["since"] or None,
+                             window=opts.window, since=opts.since,
                              config=MonitorConfig.from_mapping(p["config"]), state=state,
-                             rebuild=p["rebuild"], other_artifacts=p["other_artifacts"])
+                             rebuild=opts.rebuild, other_artifacts=opts.other_artifacts)
     derisked = None
     if report.harm_alert and "derisk" in p["on_alert"]:
         done = derisk(str(ref), evidence=report.line().split("; ")[0] + "; "
-                      + report.reasons[0], steps=p["derisk_steps"],
+                      + report.reasons[0], steps=opts.derisk_steps,
                       signing_key=p["signing_key"])
         derisked = done.version
         report.actions.append(f"de-risked to {done.version}" if done.version
@@ -478,19 +479,14 @@ STEP_KINDS: dict[str, StepKind] = {
         "artifact": Param(kind=str, required=True, path=True),
         "registered_name": Param(kind=str, default="amv-guard-calibrator"),
     }),
-    "monitor": StepKind(run=_monitor, params={
+    "monitor": StepKind(run=_monitor, options=MonitorOptions, params={
         "decisions": Param(kind=list, required=True, path=True),
         "outcomes": Param(kind=list, default=[], path=True),
         "artifact": Param(kind=str, default=None, path=True),  # default: model@alias
         "model": Param(kind=str, default="amv-guard"),
         "alias": Param(kind=str, default="production"),
-        "window": Param(kind=str, default="7d"),
-        "since": Param(kind=str, default=""),
         "config": Param(kind=dict, default={}),  # MonitorConfig keys (docs/monitoring.md)
-        "rebuild": Param(kind=bool, default=False),  # recompute instead of continuing
-        "other_artifacts": Param(kind=str, default="warn"),  # or "refuse"
         "on_alert": Param(kind=list, default=[]),  # ["derisk"]: on a harm ALERT
-        "derisk_steps": Param(kind=int, default=None),  # default: the safest certified
         "signing_key": Param(kind=str, default=None, path=True),
         # a scheduled monitor-then-retrain job: the later steps run only on ALERT
         "stop_unless_alert": Param(kind=bool, default=True),

@@ -11,13 +11,13 @@ from scipy.stats import ks_2samp, kstwobign
 from amv_calib.calibration import clopper_pearson
 from amv_calib.monitoring._sequential import DayBuckets, Evidence, evidence
 from amv_calib.monitoring._stats import (
-    MonitorConfig,
     WindowStats,
     calibration_stats,
     decide,
     ks,
     psi,
 )
+from amv_calib.settings import MonitorConfig
 
 
 def test_psi_by_hand() -> None:
@@ -147,16 +147,17 @@ def test_calibrated_probabilities_raise_nothing(calibrated: tuple[np.ndarray, np
 
 
 @pytest.mark.parametrize(("data", "match"), [
-    ({"psi_warn": "0.1"}, "psi_warn='0.1' must be a finite number"),
-    ({"min_uses": 1.5}, "min_uses=1.5 must be a whole number"),
-    ({"min_labels": True}, "min_labels=True"),
-    ({"alert_confidence": 1.0}, r"alert_confidence=1.0 must be in \(0.5, 1\)"),
-    ({"delta": 1.0}, r"delta=1.0 must be in \(0, 1\)"),
-    ({"loss_margin": 1.5}, "loss_margin=1.5 must be at most 1"),
+    ({"psi_warn": "0.1"}, "monitor config.psi_warn='0.1' must be a number"),
+    ({"min_uses": 1.5}, "monitor config.min_uses=1.5 must be an integer"),
+    ({"min_labels": True}, "monitor config.min_labels=True must be an integer"),
+    ({"alert_confidence": 1.0}, r"alert_confidence=1.0 must lie in \(0.5, 1\)"),
+    ({"delta": 1.0}, r"delta=1.0 must lie in \(0, 1\)"),
+    ({"loss_margin": 1.5}, r"loss_margin=1.5 must lie in \[0, 1\]"),
+    ({"label_horizon_days": -1}, r"label_horizon_days=-1 must lie in \[0, inf\)"),
     ({"psi_warn": 0.3}, "psi_warn=0.3 is above psi_alert=0.25"),
     ({"n_boot": 400}, r"unknown keys \['n_boot'\]"),
 ], ids=["string", "fraction-count", "bool", "confidence-1", "delta-1", "margin-above-1",
-        "warn-above-alert", "unknown"])
+        "negative-horizon", "warn-above-alert", "unknown"])
 def test_config_refuses(data: dict[str, object], match: str) -> None:
     from amv_calib import ConfigError
 

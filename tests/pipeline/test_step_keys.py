@@ -1,8 +1,8 @@
 """One source for every option: each stage's options class makes the command line's flags and
 the pipeline step's keys, and gives the library function its keyword defaults. Checked here
-for every option of compare, tune, certify and label: the flag, the step key and the
-function's parameter agree on default, type and choices; every other flag of a command is a
-step key too, or says why not."""
+for every option of compare, tune, certify, label, promote and monitor: the flag, the step
+key and the function's parameter agree on default, type and choices; every other flag of a
+command is a step key too, or says why not."""
 
 from __future__ import annotations
 
@@ -17,11 +17,13 @@ from amv_calib import cli
 from amv_calib.artifacts import decide_promotion
 from amv_calib.calibration import compare_calibrators
 from amv_calib.claims import label_logs
+from amv_calib.monitoring import monitor
 from amv_calib.pipeline._steps import STEP_KINDS
 from amv_calib.settings import (
     CertifyOptions,
     CompareOptions,
     LabelOptions,
+    MonitorOptions,
     Options,
     PromoteOptions,
     TuneOptions,
@@ -40,6 +42,8 @@ STAGES: dict[str, tuple[type[Options], list[Callable[..., Any]], dict[str, str],
     "label": (LabelOptions, [label_logs], {},
               {"skip_corrupt", "overwrite"}),  # on_corrupt="skip"; the outputs' writer
     "promote": (PromoteOptions, [decide_promotion], {}, set()),
+    "monitor": (MonitorOptions, [monitor], {},
+                {"derisk_steps"}),  # derisk(steps=...) acts on the ALERT monitor() reports
 }
 #: CLI dests that are deliberately not step keys, and why.
 NOT_KEYS = {
@@ -61,6 +65,20 @@ PIPELINE_ONLY = {
     ("certify", "calibrator"): "the CLI certifies an artifact's calibrator",
     ("certify", "thresholds"): "the CLI certifies an artifact's thresholds",
     ("certify", "tuning"): "the CLI reads the artifact's own tuning record",
+    ("monitor", "artifact"): "the CLI's --artifact (a dest of the same name) covers it",
+    ("monitor", "model"): "the step names the artifact as model@alias in its models_dir",
+    ("monitor", "alias"): "the step names the artifact as model@alias in its models_dir",
+    ("monitor", "stop_unless_alert"): "a scheduled job's later steps run only on ALERT",
+}
+#: CLI dests of one command that are deliberately not its step keys, and why.
+CLI_ONLY = {
+    ("monitor", "out"): "a step writes into its own folder (its state beside it)",
+    ("monitor", "on_alert_overrides"): "--on-alert PIPELINE: in a pipeline, later steps",
+    ("monitor", "skip_corrupt"): "the step fails on a corrupt line (a scheduled job must not "
+                                 "skip data silently)",
+    ("monitor", "trusted_keys"): "the pipeline's gate trusts $AMV_CALIB_TRUSTED_KEYS",
+    ("monitor", "no_tracking"): "the pipeline's [pipeline] tracking",
+    ("monitor", "tracking_uri"): "the pipeline's [pipeline] tracking_uri",
 }
 
 
@@ -106,10 +124,12 @@ def test_every_option_has_one_default_type_and_check_everywhere(command: str) ->
             assert params[param].default == want, (fn.__name__, name, params[param].default)
 
 
-@pytest.mark.parametrize("command", ["ingest", "compare", "tune", "certify", "label"])
+@pytest.mark.parametrize("command", ["ingest", "compare", "tune", "certify", "label",
+                                     "monitor"])
 def test_every_other_flag_is_a_step_key_or_says_why_not(command: str) -> None:
     keys = set(STEP_KINDS[command].all_params())
-    want = {d for d in _actions(command) if d not in NOT_KEYS}
+    want = {d for d in _actions(command)
+            if d not in NOT_KEYS and (command, d) not in CLI_ONLY}
     only = {k for (c, k) in PIPELINE_ONLY if c == command}
     assert sorted(want - keys) == [], f"{command}: options without a step key"
     assert sorted(keys - want - only) == [], f"{command}: step keys without an option"
@@ -120,14 +140,15 @@ def test_every_other_flag_is_a_step_key_or_says_why_not(command: str) -> None:
     ("tune", ["--target-harmful", "1.5"], r"--target_harmful=1.5 must lie in \[0, 1\]"),
     ("certify", ["--alpha", "0"], r"--alpha=0.0 must lie in \(0, 1\)"),
     ("label", ["--min-verifier-calls", "-1"], r"--min_verifier_calls=-1 must lie in \[0, inf\)"),
-], ids=["compare", "tune", "certify", "label"])
+    ("monitor", ["--derisk-steps", "0"], r"--derisk_steps=0 must lie in \[1, inf\)"),
+], ids=["compare", "tune", "certify", "label", "monitor"])
 def test_the_command_line_refuses_what_the_library_refuses(
         command: str, argv: list[str], message: str,
         capsys: pytest.CaptureFixture[str]) -> None:
     from amv_calib.exceptions import ConfigError
 
     with pytest.raises(SystemExit) as exc:
-        _parser(command).parse_args(["X", *argv] if command != "label"
+        _parser(command).parse_args(["X", *argv] if command not in ("label", "monitor")
                                     else ["--decisions", "d", "--out", "o", *argv])
     assert exc.value.code == 2
     import re
