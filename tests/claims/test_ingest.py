@@ -24,9 +24,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amv_calib import DataContractError, MissingColumnsError
-from amv_calib.claims import _ingest as impl
 from amv_calib.claims._arrow import NUMBER_LIKE
 from amv_calib.claims._ingest import IngestSummary, ingest_file, iter_claim_chunks, load_claims
+from amv_calib.claims._ingest_columns import _SPECS
+from amv_calib.claims._ingest_parse import _PARSERS
 from amv_calib.cli import main
 from amv_calib.settings import ADAPTERS
 
@@ -511,9 +512,9 @@ def test_number_prefilter_is_a_superset_of_pyarrow(text: str) -> None:
 @given(st.one_of(_NUMBERISH, st.sampled_from(["1.5", " 2 ", "1e3", "NaN", "", "x"])),
        st.sampled_from(["float", "timestamp", "bool"]))
 def test_value_outcome_does_not_depend_on_its_neighbours(text: str, kind: str) -> None:
-    spec = impl._SPECS[{"float": "recency_hours", "timestamp": "timestamp",
-                        "bool": "violated"}[kind]]
-    parse = impl._PARSERS[spec.kind]
+    spec = _SPECS[{"float": "recency_hours", "timestamp": "timestamp",
+                   "bool": "violated"}[kind]]
+    parse = _PARSERS[spec.kind]
 
     def outcome(values: list[str]) -> tuple[Any, tuple[str, ...]]:
         p = parse("x", pa.array(values, pa.large_string()), spec)

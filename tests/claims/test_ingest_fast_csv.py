@@ -1,10 +1,10 @@
 """The fast CSV pass (pyarrow parses numbers, flags and timestamps itself) against the text path.
 
-Every test reads the same file twice, once through :class:`amv_calib.claims._ingest._FastCsv` and
-once with it switched off (the streaming text reader, which validates every field from its
-text), and requires the same claims, the same rejects and the same output bytes. Spies
-check that the fast pass really ran (typed chunks, fallbacks), and the expected outcomes of
-the bad values are written out by hand.
+Every test reads the same file twice, once through
+:class:`amv_calib.claims._ingest_fastcsv._FastCsv` and once with it switched off (the streaming
+text reader, which validates every field from its text), and requires the same claims, the
+same rejects and the same output bytes. Spies check that the fast pass really ran (typed
+chunks, fallbacks), and the expected outcomes of the bad values are written out by hand.
 """
 
 from __future__ import annotations
@@ -28,8 +28,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import amv_calib.claims._arrow as arrow
-import amv_calib.claims._ingest as impl
-from amv_calib.claims._ingest import ingest_file, load_claims
+import amv_calib.claims._ingest_fastcsv as ingest_fastcsv
+import amv_calib.claims._ingest_read as ingest_read
+from amv_calib.claims._ingest import ingest_file, iter_claim_chunks, load_claims
+from amv_calib.claims._ingest_chunk import _Chunk
+from amv_calib.claims._ingest_dedupe import _GOLDEN, _MUL, _string_hash
+from amv_calib.claims._ingest_fastcsv import _FastCsv
+from amv_calib.claims._ingest_parse import _FALSE_FAST, _TRUE_FAST, _empty_mask
 from amv_calib.exceptions import DataContractError
 
 HEADER = ["claim_id", "timestamp", "recency_hours", "source_trust_score", "model_confidence",
@@ -62,10 +67,10 @@ class _Spy:
 @pytest.fixture
 def spy(monkeypatch: pytest.MonkeyPatch) -> _Spy:
     s = _Spy()
-    chunk_of = impl._FastCsv._chunk
-    chunks_of = impl._FastCsv.chunks
+    chunk_of = _FastCsv._chunk
+    chunks_of = _FastCsv.chunks
 
-    def chunk(self: impl._FastCsv, pieces: Any, rows: Any) -> impl._Chunk:
+    def chunk(self: _FastCsv, pieces: Any, rows: Any) -> _Chunk:
         c = chunk_of(self, pieces, rows)
         if c.as_text is None:
             s.text += 1
@@ -80,13 +85,13 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> _Spy:
         c.as_text = counted
         return c
 
-    def chunks(self: impl._FastCsv) -> Iterator[impl._Chunk]:
+    def chunks(self: _FastCsv) -> Iterator[_Chunk]:
         yield from chunks_of(self)
         if not self.complete:
             s.stopped_at = self.next_row
 
-    monkeypatch.setattr(impl._FastCsv, "_chunk", chunk)
-    monkeypatch.setattr(impl._FastCsv, "chunks", chunks)
+    monkeypatch.setattr(_FastCsv, "_chunk", chunk)
+    monkeypatch.setattr(_FastCsv, "chunks", chunks)
     return s
 
 
@@ -100,7 +105,7 @@ def _both(src: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch, chunksize: int 
     fast = load_claims(src, chunksize=chunksize)
     fast_sum = ingest_file(src, tmp / "fast", chunksize=chunksize).to_dict()
     with monkeypatch.context() as m:
-        m.setattr(impl, "_FAST_CSV", False)
+        m.setattr(ingest_read, "_FAST_CSV", False)
         slow = load_claims(src, chunksize=chunksize)
         slow_sum = ingest_file(src, tmp / "slow", chunksize=chunksize).to_dict()
     pd.testing.assert_frame_equal(fast[0], slow[0])
@@ -114,8 +119,8 @@ def _both(src: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch, chunksize: int 
 @pytest.fixture
 def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     # Many blocks and chunks from a small file (chunks then span blocks).
-    monkeypatch.setattr(impl, "_FAST_BLOCK", 4096)
-    monkeypatch.setattr(impl, "_FIRST_BLOCK", 1024)
+    monkeypatch.setattr(ingest_fastcsv, "_FAST_BLOCK", 4096)
+    monkeypatch.setattr(ingest_fastcsv, "_FIRST_BLOCK", 1024)
 
 
 # -- clean files take the fast pass ----------------------------------------------------------
@@ -284,7 +289,7 @@ def test_invalid_utf8_in_a_late_block(tmp_path: Path, monkeypatch: pytest.Monkey
     errors = []
     for fast in (True, False):
         with monkeypatch.context() as m:
-            m.setattr(impl, "_FAST_CSV", fast)
+            m.setattr(ingest_read, "_FAST_CSV", fast)
             with pytest.raises(DataContractError, match="cannot read u.csv as CSV") as e:
                 load_claims(src, chunksize=700)
             errors.append(str(e.value))
@@ -333,8 +338,8 @@ def _typed_parse(column: str, text: str) -> Callable[[], Any] | None:
             convert_options=pacsv.ConvertOptions(
                 column_types={"x": _TYPES[column]}, strings_can_be_null=False,
                 quoted_strings_can_be_null=False, null_values=[""],
-                true_values=impl._TRUE_FAST.to_pylist(),
-                false_values=impl._FALSE_FAST.to_pylist()),
+                true_values=_TRUE_FAST.to_pylist(),
+                false_values=_FALSE_FAST.to_pylist()),
         )
     except pa.ArrowInvalid:
         return None
@@ -359,7 +364,7 @@ def test_typed_parse_accepts_only_what_the_text_path_accepts(
     row = _good(1)
     row[HEADER.index(column)] = text
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(impl, "_FAST_CSV", False)
+        m.setattr(ingest_read, "_FAST_CSV", False)
         claims, rejects = load_claims(_write(d / "t.csv", [row]))
     value = typed()
     if len(claims):
@@ -393,8 +398,8 @@ def test_property_fast_and_text_paths_agree(
     d = tmp_path_factory.mktemp("agree")
     body = [_good(i) for i in range(clean_prefix)] + [[*r, "chat", "0.5"] for r in rows]
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(impl, "_FAST_BLOCK", 2048)
-        m.setattr(impl, "_FIRST_BLOCK", 512)
+        m.setattr(ingest_fastcsv, "_FAST_BLOCK", 2048)
+        m.setattr(ingest_fastcsv, "_FIRST_BLOCK", 512)
         _both(_write(d / "p.csv", body), d, m, chunksize=chunksize)
 
 
@@ -406,10 +411,10 @@ _MASK64 = (1 << 64) - 1
 def _reference_hash(text: str) -> int:
     """The string hash written out for one string: 8-byte little-endian words, zero-padded."""
     data = text.encode("utf-8")
-    h = (len(data) * int(impl._GOLDEN)) & _MASK64
+    h = (len(data) * int(_GOLDEN)) & _MASK64
     for k in range(0, len(data), 8):
         w = int.from_bytes(data[k:k + 8].ljust(8, b"\0"), "little")
-        step = ((h ^ w) * int(impl._MUL)) & _MASK64
+        step = ((h ^ w) * int(_MUL)) & _MASK64
         h = step ^ (step >> 29)
     return h
 
@@ -422,7 +427,7 @@ def _reference_hash(text: str) -> int:
     start=st.integers(0, 3))
 def test_string_hash_matches_its_definition(texts: list[str], start: int) -> None:
     arr = pa.array(["pad"] * start + texts, pa.large_string()).slice(start)
-    got = impl._string_hash(arr).tolist()
+    got = _string_hash(arr).tolist()
     assert got == [_reference_hash(t) for t in texts]
 
 
@@ -434,20 +439,20 @@ def test_empty_mask_shortcut_keeps_the_trim_result(texts: list[str], start: int)
     arr = pa.array(["x"] * start + texts, pa.large_string()).slice(start)
     nulls = arrow.null_mask(arr)
     expected = arrow.np_mask(pc.fill_null(pc.equal(pc.utf8_trim_whitespace(arr), ""), False))
-    assert impl._empty_mask(arr, nulls).tolist() == expected.tolist()
+    assert _empty_mask(arr, nulls).tolist() == expected.tolist()
 
 
 def test_empty_mask_shortcut_on_mostly_plain_ids() -> None:
     texts = ["clm-1"] * 50 + ["", " ", "\u00a0", " x", "\u3000"] + ["clm-2"] * 50
     arr = pa.array(texts, pa.large_string())
-    got = impl._empty_mask(arr, arrow.null_mask(arr))
+    got = _empty_mask(arr, arrow.null_mask(arr))
     assert np.flatnonzero(got).tolist() == [50, 51, 52, 54]
 
 
 def test_stopping_early_leaves_no_thread_behind(tmp_path: Path, small_blocks: None) -> None:
     src = _write(tmp_path / "s.csv", [_good(i) for i in range(5000)])
     before = set(threading.enumerate())
-    chunks = impl.iter_claim_chunks(src, chunksize=300)
+    chunks = iter_claim_chunks(src, chunksize=300)
     claims, rejects = next(chunks)
     chunks.close()  # type: ignore[attr-defined]
     assert claims.num_rows == 300 and rejects.num_rows == 0
@@ -463,7 +468,7 @@ def test_file_truncated_while_read_ends_the_read_without_crashing(
     # with SIGBUS here): a file cut short mid-read (logrotate's copytruncate) just ends early.
     src = _write(tmp_path / "t.csv", [_good(i) for i in range(3000)])
     size = src.stat().st_size
-    real_read = impl._FastCsv._read
+    real_read = _FastCsv._read
     calls = []
 
     def read(self: Any, *args: Any, **kwargs: Any) -> pa.Table:
@@ -473,7 +478,7 @@ def test_file_truncated_while_read_ends_the_read_without_crashing(
         calls.append(1)
         return real_read(self, *args, **kwargs)
 
-    monkeypatch.setattr(impl._FastCsv, "_read", read)
+    monkeypatch.setattr(_FastCsv, "_read", read)
     claims, rejects = load_claims(src, chunksize=700)
     assert 0 < len(claims) + len(rejects) < 3000
     assert len(rejects) <= 1  # at most the row the cut went through
