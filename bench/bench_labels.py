@@ -5,7 +5,7 @@ Issue 9: join 10 M decision-log lines with 1 M outcome records on this machine a
 time and peak memory beside a plain pandas merge of the same data, in the same run.
 Issue 16: episodes may cost at most 1.3x the label join's time on the same data, same run.
 
-- **ours**: ``amv_calib.claims._labels.label_claims`` (pyarrow block parsing of the log, the
+- **ours**: ``amv_calib.claims._join.label_claims`` (pyarrow block parsing of the log, the
   time-aware join by outcome kind, posterior soft labels, the full accounting report).
 - **episodes**: ``amv_calib.claims._episodes.label_logs`` (the same join, plus one episode
   per fully labelled action, each verifier's reliability) and writing ``episodes.jsonl``.
@@ -134,7 +134,7 @@ def _peak_mib() -> float:
 def child_ours(log: str, outcomes: str) -> dict[str, Any]:
     import warnings
 
-    from amv_calib.claims._labels import label_claims
+    from amv_calib.claims._join import label_claims
 
     t0 = time.perf_counter()
     with warnings.catch_warnings():

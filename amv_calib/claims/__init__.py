@@ -42,19 +42,17 @@ from amv_calib.claims._ingest import (
     iter_claim_chunks,
     load_claims,
 )
-from amv_calib.claims._labels import (
+from amv_calib.claims._join import (
     OUTCOME_STATUSES,
     UNJOINED_REASONS,
     JoinReport,
-    LogEntries,
-    NoisyLabelFit,
     SoftLabels,
-    fit_noisy_labels,
     label_claims,
-    load_outcomes,
-    read_uses,
     use_entries,
 )
+from amv_calib.claims._logread import LogEntries, read_uses
+from amv_calib.claims._noisy import NoisyLabelFit, fit_noisy_labels
+from amv_calib.claims._outcomes import load_outcomes
 from amv_calib.claims._outputs import (
     LABEL_FOLDER_FILES,
     TABLE_SUFFIXES,

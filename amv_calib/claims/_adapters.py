@@ -62,22 +62,10 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from amv_calib.claims._labels import (
-    _NAT,
-    PathLike,
-    _as_flag,
-    _cat_take,
-    _collect_uses,
-    _factorize,
-    _from_codes,
-    _id_series,
-    _read_table,
-    _resolve,
-    _time_reasons,
-    _time_series,
-    _us_to_datetime,
-    read_uses,
-)
+from amv_calib.claims._join import _cat_take, _collect_uses, _factorize, _from_codes
+from amv_calib.claims._logread import _NAT, PathLike, _as_flag, read_uses
+from amv_calib.claims._outcomes import _id_series, _read_table, _resolve
+from amv_calib.claims._times import _time_reasons, _time_series, us_to_datetime
 from amv_calib.contract import CLAIM_FEATURES, loads_strict, require_regular
 from amv_calib.exceptions import DataContractError, MissingColumnsError
 
@@ -601,7 +589,7 @@ def _assemble(store: str, joined: _Joined, records: tuple[pd.DataFrame, pd.DataF
                  for row in gap_rows.tolist()]
     claims = pd.DataFrame({
         "claim_id": uses["claim_id"].to_numpy()[idx],
-        "timestamp": _us_to_datetime(t[idx]),
+        "timestamp": us_to_datetime(t[idx]),
         **{name: feats[name][idx] for name in names if name != "contradiction_flag"},
         "contradiction_flag": feats["contradiction_flag"][idx] > 0.5,
         "violated": violated[idx],
@@ -619,7 +607,7 @@ def _assemble(store: str, joined: _Joined, records: tuple[pd.DataFrame, pd.DataF
         "origin": uses["origin"].to_numpy()[nj], "line": uses["line"].to_numpy()[nj],
         "claim_id": uses["claim_id"].to_numpy()[nj],
         "action_id": uses["action_id"].to_numpy()[nj],
-        "time": _us_to_datetime(t[nj]),
+        "time": us_to_datetime(t[nj]),
         "reason": pd.array(reason[nj].tolist(), dtype="str"),
         "detail": pd.array(detail[nj].tolist(), dtype="str"),
     })
@@ -638,7 +626,7 @@ def _assemble(store: str, joined: _Joined, records: tuple[pd.DataFrame, pd.DataF
         violated=int(violated[ok].sum()),
         unjoined={r: int((unj == r).sum()) for r in ADAPTER_UNJOINED_REASONS},
         defaulted={c: int(gaps[c][idx].sum()) for c in names if c in defaults},
-        as_of=None if horizon is None else _us_to_datetime(np.array([horizon]))[0].isoformat(),
+        as_of=None if horizon is None else us_to_datetime(np.array([horizon]))[0].isoformat(),
         details=details,
     )
     report.check()

@@ -1,6 +1,6 @@
 """Episodes and verifier reliabilities from decision logs: closing the loop from production.
 
-:func:`label_logs` runs the label join of :mod:`amv_calib.claims._labels` (the same code,
+:func:`label_logs` runs the label join of :mod:`amv_calib.claims._join` (the same code,
 not a copy) and adds what the tune and certify steps need, from the same read of the logs:
 
 Episodes
@@ -58,16 +58,15 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from amv_calib.claims._labels import (
+from amv_calib.claims._join import (
     UNJOINED_REASONS,
     JoinReport,
-    PathLike,
     SoftLabels,
     _join,
-    load_outcomes,
-    read_uses,
     require_records,
 )
+from amv_calib.claims._logread import PathLike, read_uses
+from amv_calib.claims._outcomes import load_outcomes
 from amv_calib.exceptions import check_choice
 from amv_calib.settings import LabelOptions
 
@@ -258,7 +257,7 @@ def label_logs(
     out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
     state: dict[str, Any] = {}
     claims, report = _join(plist, log, out_df, out_invalid, soft_labels, collect=state)
-    episodes, ep_report, verifiers, actions = _episodes(
+    episodes, ep_report, verifiers, actions = build_episodes(
         [os.fspath(p) for p in plist], log, state, min_verifier_calls)
     return LogLabels(claims=claims, report=report, episodes=episodes,
                      episode_report=ep_report, verifiers=verifiers, episode_actions=actions)
@@ -315,9 +314,9 @@ def _grouped(items: Any, counts: NDArray[np.int64], sep: str = ",") -> Any:
     return pc.binary_join(lists, pa.scalar(sep, pa.large_string())).cast(pa.string())
 
 
-def _episodes(files: list[str], log: Any, state: Mapping[str, Any], min_verifier_calls: int,
-              verifiers: dict[str, dict[str, Any]] | None = None,
-              ) -> tuple[Any, EpisodeReport, dict[str, dict[str, Any]], list[str | None]]:
+def build_episodes(files: list[str], log: Any, state: Mapping[str, Any], min_verifier_calls: int,
+                   verifiers: dict[str, dict[str, Any]] | None = None,
+                   ) -> tuple[Any, EpisodeReport, dict[str, dict[str, Any]], list[str | None]]:
     """The episode lines (in record order; ``state["records"]`` receives the record index of
     each, when ``state`` is a dict), the report, the verifier reliabilities (``verifiers``
     when given: the Spark engine computes them over all actions and builds the episodes of

@@ -12,15 +12,19 @@ Every instant is int64 microseconds since 1970-01-01T00:00:00Z, and one outside 
 to 9999 is flagged *out of range*, never wrapped: ``datetime64[us]``, Python's ``datetime``
 and ISO-8601's four-digit years all hold that span, nanoseconds do not (they end in 2262).
 The ingest validator, the label join, the log adapters, the comparison's folds and the
-artifact fingerprint all read times through :func:`parse_timestamps`.
+artifact fingerprint all read times through :func:`parse_timestamps`; the label join and the
+log adapters read and write their time columns with the helpers at the end of this module
+(int64 microseconds, ``MISSING_US`` where missing).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -283,3 +287,30 @@ def _text_to_timestamp(
     mask = ~done | nonfinite | out_of_range
     values = pc.cast(pa.array(out, type=pa.int64(), mask=mask), UTC_US)
     return values, empty, nonfinite, out_of_range, invalid
+
+
+# ---------------------------------------------------------------------------------------------
+# Time columns, as the label join and the log adapters read and write them
+# ---------------------------------------------------------------------------------------------
+def _time_series(s: Any) -> IntArray:
+    """Times (datetimes, ISO-8601 text, epoch numbers or their text, or a mix) as int64 UTC
+    microseconds, ``MISSING_US`` where missing or not a time; the rule of
+    :func:`~amv_calib.claims._times.parse_timestamps`."""
+    if isinstance(s, pd.Series):
+        s = s.reset_index(drop=True)
+    return parse_timestamps(s).us(MISSING_US)
+
+
+def _time_reasons(field: str, raws: Sequence[Any]) -> list[str]:
+    """Why each of ``raws`` (times that did not parse) is not a time, naming the value."""
+    far = parse_timestamps(list(raws)).out_of_range if len(raws) else np.zeros(0, bool)
+    return [f"{field}={raw!r} is out of range (years 1 to 9999)" if o
+            else f"{field}={raw!r} is not ISO-8601 or epoch seconds"
+            for raw, o in zip(raws, far, strict=True)]
+
+
+def us_to_datetime(t_us: IntArray) -> pd.DatetimeIndex:
+    """int64 UTC microseconds (``MISSING_US`` = missing) as a tz-aware index of unit ``us``."""
+    arr = np.asarray(t_us, dtype=np.int64).view("datetime64[us]")
+    return pd.DatetimeIndex(arr).tz_localize("UTC")
+

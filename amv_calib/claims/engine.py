@@ -13,26 +13,24 @@ from amv_calib.claims._episodes import (
     ACTION_REASONS,
     EpisodeReport,
     LogLabels,
+    build_episodes,
     verifier_reliabilities,
 )
-from amv_calib.claims._episodes import _episodes as build_episodes
-from amv_calib.claims._labels import (
+from amv_calib.claims._join import (
     UNJOINED_REASONS,
     JoinReport,
-    PathLike,
     SoftLabels,
-    load_outcomes,
+    categorical,
+    invalid_detail,
+    join_report,
+    label_rows,
+    outcome_report,
+    outcome_status,
+    posterior,
 )
-from amv_calib.claims._labels import _Acc as EntryAccumulator
-from amv_calib.claims._labels import _categorical as categorical
-from amv_calib.claims._labels import _invalid_detail as invalid_detail
-from amv_calib.claims._labels import _join_report as join_report
-from amv_calib.claims._labels import _label_rows as label_rows
-from amv_calib.claims._labels import _outcome_report as outcome_report
-from amv_calib.claims._labels import _outcome_status as outcome_status
-from amv_calib.claims._labels import _posterior as posterior
-from amv_calib.claims._labels import _read_chunks as read_chunks
-from amv_calib.claims._labels import _us_to_datetime as us_to_datetime
+from amv_calib.claims._logread import EntryAccumulator, PathLike, read_chunks
+from amv_calib.claims._outcomes import load_outcomes
+from amv_calib.claims._times import us_to_datetime
 
 __all__ = [
     "ACTION_REASONS",

@@ -565,7 +565,7 @@ def _outcome_flags(pairs: DataFrame, decided: DataFrame | None, tag: str) -> Dat
 
 
 def _join_stages(uses: DataFrame, outcomes: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """The three stages (module docs of :mod:`amv_calib.claims._labels`): per use its final
+    """The three stages (module docs of :mod:`amv_calib.claims._join`): per use its final
     state; per outcome record its flags."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -1115,7 +1115,7 @@ def label_claims_spark(
 # Episodes and verifier reliabilities
 # ---------------------------------------------------------------------------------------------
 class _BatchUses:
-    """What ``_episodes`` reads of the uses, for the entries of one batch of last records
+    """What ``build_episodes`` reads of the uses, for the entries of one batch of last records
     (each entry stands for its use: the last record of an action holds the last entry of
     each of its premise keys)."""
 
@@ -1131,7 +1131,7 @@ class _BatchUses:
 
 def _episode_batch(batch: Any, files: list[str], min_calls: int,
                    verifiers: dict[str, dict[str, Any]], schema: Any) -> Any:
-    """The episodes of one batch of last records (``_episodes``, the single-machine code)."""
+    """The episodes of one batch of last records (``build_episodes``, the single-machine code)."""
     from types import SimpleNamespace
 
     import pyarrow as pa

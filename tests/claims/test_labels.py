@@ -20,14 +20,10 @@ from sklearn.metrics import log_loss
 from amv_calib import cli
 from amv_calib.calibration._calibrators import PlattCalibrator
 from amv_calib.claims._ingest import load_claims
-from amv_calib.claims._labels import (
-    OUTCOME_STATUSES,
-    UNJOINED_REASONS,
-    fit_noisy_labels,
-    label_claims,
-    load_outcomes,
-    read_uses,
-)
+from amv_calib.claims._join import OUTCOME_STATUSES, UNJOINED_REASONS, label_claims
+from amv_calib.claims._logread import read_uses
+from amv_calib.claims._noisy import fit_noisy_labels
+from amv_calib.claims._outcomes import load_outcomes
 from amv_calib.claims._synth import synth_claims
 from amv_calib.contract._features import SEED_FEATURE_MAP, PortableCalibrator, seed_prior_calibrator
 from amv_calib.exceptions import DataContractError, MissingColumnsError
@@ -335,12 +331,12 @@ def mixed_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_columnar_path_equals_line_parser(mixed_log: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    import amv_calib.claims._labels as labels
+    import amv_calib.claims._logread as logread
 
     slow = read_uses(mixed_log, columnar=False)
     # small blocks so that some are parsed columnar and others (camelCase, numbers, blank
     # lines) fall back to the line parser
-    monkeypatch.setattr(labels, "_BLOCK_BYTES", 64 << 10)
+    monkeypatch.setattr(logread, "_BLOCK_BYTES", 64 << 10)
     fast = read_uses(mixed_log, columnar=True)
     pd.testing.assert_frame_equal(fast.entries, slow.entries)
     pd.testing.assert_frame_equal(fast.signals.sort_values(["rec"], ignore_index=True),

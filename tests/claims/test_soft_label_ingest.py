@@ -32,7 +32,7 @@ def test_weighted_pair_is_accepted_and_a_repeated_label_is_not(tmp_path: Path) -
 
 
 def test_label_output_round_trips_through_ingest(tmp_path: Path) -> None:
-    from amv_calib.claims._labels import label_claims
+    from amv_calib.claims._join import label_claims
 
     examples = Path(__file__).resolve().parents[2] / "data" / "examples"
     claims, _ = label_claims([examples / "decisions.jsonl"], examples / "outcomes.csv",

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from amv_calib.claims import load_claims, parse_timestamps
-from amv_calib.claims._labels import load_outcomes
+from amv_calib.claims._outcomes import load_outcomes
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -1,0 +1,904 @@
+"""Claim outcomes from gate decision logs: the label join.
+
+The gate appends one JSON line per decision (:mod:`amv_calib.gate._decision_log`). Whether a
+premise's claim was really violated is learnt later, from *outcome records*. This module
+joins the two into the claim-outcome table of the data contract (DESIGN section 3), one row
+per (claim, use), and accounts for every input record in a :class:`JoinReport`.
+
+Uses
+----
+A *use* is one premise of one action: the key is ``(action_id, premise id)`` (the premise id
+falls back to its ``claim_id``). An action logged several times (a caller that evaluates it
+again after each verification) is one use per premise, and the **last** record of the
+action (in file order, files in the order given) supplies the use time and the claim
+features; ``Gate.run`` logs one record per action, with all its verifier calls. A record
+without ``action_id`` is an action of its own. Premise entries merged this way are counted
+as ``repeated_entries``. A use whose claim id, time or features break the data contract
+(``recency_hours >= 0``, scores in [0, 1], a boolean contradiction flag) is ``invalid_use``.
+
+Outcome records
+---------------
+Columns ``claim_id`` and/or ``action_id``, ``time`` and ``violated`` (camelCase aliases and
+``timestamp``/``observed_at`` accepted; CSV, Parquet or JSONL). Outcomes arrive **after**
+the use: an outcome only labels uses at or before its ``time``. Three kinds, the most
+specific one that has an outcome at or after the use decides:
+
+1. ``action_id`` + ``claim_id``: the claim's truth in that action.
+2. ``action_id`` only: the action's truth. ``violated = false`` means every premise held;
+   ``violated = true`` labels the premise only when the action has one premise, otherwise it
+   is ``ambiguous_action_outcome`` (unless a claim outcome below decides the premise).
+3. ``claim_id`` only: the claim's truth as established at ``time``. A use takes the
+   **earliest** claim outcome at or after it, so each outcome labels the uses since the
+   previous outcome of that claim.
+
+Several outcomes deciding the same use with different ``violated`` values (same kind, and
+for claim outcomes the same earliest time) make it ``conflicting_outcomes``. A use with no
+outcome at or after it is ``outcome_before_use`` if some outcome of its key predates it, else
+``no_outcome_yet``.
+
+Verifier signals as noisy labels
+--------------------------------
+A verifier call logs one signal per premise it resolves (``true`` = confirmed valid) and the
+verifier's symmetric reliability ``r``. With ``soft_labels="posterior"`` (the default) a use
+that no outcome decides but that has signals is labelled by its **posterior**
+``q = sigmoid(logit(p) + LLR)``, where ``p`` is the probability the gate used (its prior)
+and ``LLR = sum over signals of +-log(r / (1 - r))`` (``+`` for a refutation). It becomes two
+rows with the ``label_weight`` column: ``violated = true`` with weight ``q`` and ``violated =
+false`` with weight ``1 - q`` (a row of weight 0 is dropped). When the gate's ``p`` is
+calibrated, ``E[q | features] = P(violated | features)`` (posteriors are a martingale), so
+training on these weights is unbiased; when it is not, :func:`fit_noisy_labels` refines the
+prior by EM (maximum likelihood of the noisy signals). Signals from several records of one
+action are merged as a multiset (each distinct call counted as often as it appears in any
+single record), so logs that repeat earlier calls in later records are not double counted.
+``soft_labels="off"`` ignores signals. The two rows of a soft label share ``claim_id`` and
+``timestamp``; the ingest validator (:func:`amv_calib.claims._ingest.load_claims`) keys rows that
+carry a ``label_weight`` by their label too, so such a pair ingests as one use, and training
+uses the weights (``sample_weight="label_weight"``).
+
+Accounting
+----------
+``joined + sum(unjoined.values()) == uses_read`` and ``sum(outcomes.values()) ==
+outcomes_read`` always; :meth:`JoinReport.check` verifies both, and the decision-line
+counts per file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, cast
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from amv_calib.claims._arrow import BoolArray, FloatArray, IntArray
+from amv_calib.claims._logread import _NAT, LogEntries, PathLike, read_uses
+from amv_calib.claims._outcomes import _is_str_dtype, load_outcomes
+from amv_calib.claims._times import _time_reasons, us_to_datetime
+from amv_calib.contract import CLAIM_FEATURES, sigmoid
+from amv_calib.exceptions import DataContractError, check_choice
+from amv_calib.gate import LogReadStats
+
+SoftLabels = Literal["posterior", "off"]
+
+#: Why a use did not become a training row.
+UNJOINED_REASONS: Final = (
+    "invalid_use",
+    "no_outcome_yet",
+    "outcome_before_use",
+    "conflicting_outcomes",
+    "ambiguous_action_outcome",
+    "conflicting_signals",
+)
+_INVALID, _NO_OUTCOME, _BEFORE, _CONFLICT, _AMBIGUOUS, _BAD_SIGNALS = range(6)
+_JOINED: Final = -1
+
+#: What became of each outcome record.
+OUTCOME_STATUSES: Final = (
+    "used",
+    "conflicting",
+    "ambiguous",
+    "superseded",
+    "before_use",
+    "no_matching_use",
+    "invalid",
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# The report
+# ---------------------------------------------------------------------------------------------
+@dataclass(kw_only=True)
+class JoinReport:
+    """Where every decision line, use and outcome record went.
+
+    Invariants (checked by :meth:`check`): for each decision file ``lines == records + blank
+    + torn + corrupt``; ``joined + sum(unjoined.values()) == uses_read``; ``premise_entries
+    == uses_read + repeated_entries``; ``sum(outcomes.values()) == outcomes_read``.
+    """
+
+    #: Per decision file: its name and how its lines went (lines, records, blank, torn,
+    #: corrupt).
+    decision_files: list[dict[str, Any]]
+    #: Premise entries in the records, and those a later record of the same action and
+    #: premise replaced (the last record wins).
+    premise_entries: int
+    repeated_entries: int
+    #: The uses left, and where they went: joined (by label source) or not (by reason).
+    uses_read: int
+    joined: int
+    joined_by_source: dict[str, int]
+    unjoined: dict[str, int]
+    #: Outcome records read, and what became of each (:data:`OUTCOME_STATUSES`).
+    outcomes_read: int
+    outcomes: dict[str, int]
+    rows: int
+    soft_labels: str
+    ignored_signals: int = 0
+    unjoined_uses: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    outcome_details: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    #: Set when the engine streamed the unjoined uses into this CSV instead of holding them
+    #: (the Spark engine writing ``label``'s files); ``unjoined_uses`` is then empty.
+    unjoined_uses_file: str | None = None
+
+    @property
+    def lines_read(self) -> int:
+        """Decision-log lines over all files."""
+        return sum(int(f["lines"]) for f in self.decision_files)
+
+    @property
+    def records_read(self) -> int:
+        """Decision records parsed over all files."""
+        return sum(int(f["records"]) for f in self.decision_files)
+
+    def check(self) -> None:
+        """Raise ``AssertionError`` if an accounting invariant does not hold."""
+        for f in self.decision_files:
+            parts = f["records"] + f["blank"] + f["torn_last_line"] + f["corrupt"]
+            if f["lines"] != parts:
+                raise AssertionError(f"{f['path']}: lines {f['lines']} != {parts}")
+        if self.joined + sum(self.unjoined.values()) != self.uses_read:
+            raise AssertionError(f"joined {self.joined} + unjoined {self.unjoined} != "
+                                 f"uses {self.uses_read}")
+        if sum(self.joined_by_source.values()) != self.joined:
+            raise AssertionError(f"joined_by_source {self.joined_by_source} != {self.joined}")
+        if self.premise_entries != self.uses_read + self.repeated_entries:
+            raise AssertionError("premise entries != uses + repeated entries")
+        if sum(self.outcomes.values()) != self.outcomes_read:
+            raise AssertionError(f"outcomes {self.outcomes} != read {self.outcomes_read}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as plain data (what ``amv-calib label`` prints as one JSON line)."""
+        return {
+            "decision_lines": self.lines_read,
+            "decision_records": self.records_read,
+            "skipped_lines": {
+                "blank": sum(int(f["blank"]) for f in self.decision_files),
+                "torn_last_line": sum(int(f["torn_last_line"]) for f in self.decision_files),
+                "corrupt": sum(int(f["corrupt"]) for f in self.decision_files),
+                "fragments": sum(int(f["fragments"]) for f in self.decision_files),
+            },
+            "premise_entries": self.premise_entries,
+            "repeated_entries": self.repeated_entries,
+            "uses_read": self.uses_read,
+            "joined": self.joined,
+            "joined_by_source": dict(self.joined_by_source),
+            "unjoined": dict(self.unjoined),
+            "outcomes_read": self.outcomes_read,
+            "outcomes": dict(self.outcomes),
+            "rows": self.rows,
+            "soft_labels": self.soft_labels,
+            "ignored_signals": self.ignored_signals,
+            "decision_files": [dict(f) for f in self.decision_files],
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# The join
+# ---------------------------------------------------------------------------------------------
+def _pairs(u_key: IntArray, o_key: IntArray) -> tuple[IntArray, IntArray]:
+    """All (use, outcome) index pairs with equal keys; negative keys never match."""
+    order = np.argsort(o_key, kind="stable")
+    ok = o_key[order]
+    lo = np.searchsorted(ok, u_key, side="left")
+    hi = np.searchsorted(ok, u_key, side="right")
+    cnt = np.where(u_key < 0, 0, hi - lo)
+    total = int(cnt.sum())
+    ui = np.repeat(np.arange(u_key.size, dtype=np.int64), cnt)
+    starts = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
+    oi = order[np.arange(total, dtype=np.int64) + starts]
+    return ui, oi
+
+
+def _arrow_chunks(s: Any) -> list[Any]:
+    """The string data of a pandas column as pyarrow ``large_string`` chunks (no copy of the
+    characters for pyarrow-backed columns)."""
+    import pyarrow as pa
+
+    ser = pd.Series(s, copy=False)
+    if isinstance(ser.dtype, pd.CategoricalDtype) or not _is_str_dtype(ser):
+        ser = ser.astype("str")
+    if not len(ser):
+        return []
+    arr = pa.array(ser.array)
+    chunks = arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
+    return [c if c.type == pa.large_string() else c.cast(pa.large_string()) for c in chunks]
+
+
+def _codes(chunked: Any) -> IntArray:
+    """Dictionary codes of a chunked string array (one dictionary across chunks), -1 = null."""
+    enc = chunked.dictionary_encode()
+    parts = [c.indices.fill_null(-1).to_numpy(zero_copy_only=False) for c in enc.chunks]
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+
+def _factorize(*series: Any) -> list[IntArray]:
+    """Shared integer codes for several string columns, in order of first appearance
+    (so unique values given first get codes 0, 1, ...); missing values get -1."""
+    import pyarrow as pa
+
+    chunk_lists = [_arrow_chunks(s) for s in series]
+    sizes = [sum(len(c) for c in cl) for cl in chunk_lists]
+    codes = _codes(pa.chunked_array([c for cl in chunk_lists for c in cl],
+                                    type=pa.large_string()))
+    out: list[IntArray] = []
+    start = 0
+    for n in sizes:
+        out.append(codes[start:start + n])
+        start += n
+    return out
+
+
+def _from_codes(codes: NDArray[Any], categories: Any) -> Any:
+    """A pandas ``str`` array from integer codes into ``categories`` (-1 = missing)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    c = np.asarray(codes, dtype=np.int64)
+    cats = pa.array(list(categories) if not isinstance(categories, pa.Array) else categories,
+                    type=pa.string())
+    if len(cats) == 0:
+        return pd.array([None] * c.size, dtype="str")
+    dictionary = pa.DictionaryArray.from_arrays(
+        pa.array(np.where(c < 0, 0, c).astype(np.int32), mask=c < 0), cats)
+    return pd.array(pc.cast(dictionary, pa.string()), dtype="str")
+
+
+def categorical(codes: NDArray[Any], categories: Any) -> pd.Categorical:
+    """A categorical of string ``categories`` from integer codes (-1 = missing)."""
+    cats = pd.Index(list(categories) if not isinstance(categories, pd.Index) else categories,
+                    dtype="str")
+    return pd.Categorical.from_codes(np.asarray(codes, dtype=np.int64), categories=cats)
+
+
+def _cat_subset(col: pd.Series, idx: IntArray) -> pd.Categorical:
+    """``col[idx]`` of a categorical column, sharing its categories (no copy of them)."""
+    dtype = cast(pd.CategoricalDtype, col.dtype)
+    return cast(pd.Categorical, pd.Categorical.from_codes(col.cat.codes.to_numpy()[idx],
+                                                          dtype=dtype))
+
+
+def _cat_take(col: pd.Series, idx: IntArray) -> Any:
+    """``col[idx]`` of a categorical column as a pandas ``str`` array."""
+    import pyarrow as pa
+
+    codes = col.cat.codes.to_numpy()[idx]
+    return _from_codes(codes, pa.array(col.cat.categories.array, type=pa.string()))
+
+
+def _sorted_unique(x: IntArray) -> IntArray:
+    """``np.unique`` by sorting (much faster than hashing for tens of millions of times)."""
+    v = np.sort(x, kind="stable")
+    if v.size:
+        v = v[np.concatenate([[True], v[1:] != v[:-1]])]
+    return v
+
+
+@dataclass(kw_only=True)
+class _Uses:
+    """The uses of decision-log entries: one per (action, premise), the action's last entry."""
+
+    u: pd.DataFrame  # the entry that represents each use
+    idx: IntArray  # position of that entry among the entries
+    action: IntArray  # action code of each use (shared with the outcome codes)
+    pkey: IntArray  # premise-key code of each use
+    t_us: IntArray
+    invalid: BoolArray
+    detail_codes: NDArray[np.int32]  # into detail_categories; 0 = ""
+    detail_categories: list[str]
+    entry_use: IntArray  # for every entry, the position of its use
+    entry_pkey: IntArray  # premise-key code of every entry
+    n_entries: int
+    n_pkey_codes: int
+
+    def premise_ids(self, which: IntArray, *, categorical: bool = False) -> Any:
+        """The premise key (premise id, else claim id, else ``#position``) of some uses,
+        as strings (or a categorical when every use has a premise id)."""
+        u = self.u
+        codes = u["premise_id"].cat.codes.to_numpy()[which]
+        na = codes < 0
+        if categorical and not na.any():
+            return _cat_subset(u["premise_id"], which)
+        pid = _cat_take(u["premise_id"], which)
+        if not na.any():
+            return pid
+        out = pd.Series(pid)
+        claim = pd.Series(u["claim_id"].array[which])
+        pos = "#" + pd.Series(u["pidx"].to_numpy()[which]).astype(str)
+        out = out.where(~na, claim.where(claim.notna(), pos))
+        return pd.array(out.to_numpy(dtype=object), dtype="str")
+
+
+def _use_codes(log: LogEntries, other_action_ids: Any = None
+               ) -> tuple[IntArray, IntArray, IntArray, int, IntArray]:
+    """Per entry its use code (action x premise key), action code and premise-key code; the
+    number of premise-key codes; and the action codes of ``other_action_ids`` (outcome
+    records) in the same code space (an unknown action gets a code of its own)."""
+    entries = log.entries
+    cats = entries["action_id"].cat.categories
+    other = pd.Series(pd.array([], dtype="str")) if other_action_ids is None else \
+        pd.Series(other_action_ids, copy=False)
+    cat_codes, o_action = _factorize(pd.Series(cats.array), other)
+    assert np.array_equal(cat_codes, np.arange(len(cats)))
+    e_action = entries["action_id"].cat.codes.to_numpy().astype(np.int64)
+    no_action = e_action < 0
+    if no_action.any():
+        # A record without action_id is an action of its own.
+        top = int(max(len(cats) - 1, o_action.max(initial=-1)))
+        e_action = e_action.copy()
+        e_action[no_action] = top + 1 + pd.factorize(entries["rec"].to_numpy()[no_action])[0]
+    # premise key: premise id, else claim id, else position
+    pk = entries["premise_id"].cat.codes.to_numpy().astype(np.int64)
+    n_pid = len(entries["premise_id"].cat.categories)
+    na = pk < 0
+    if na.any():
+        (claim_codes,) = _factorize(pd.Series(entries["claim_id"].array[np.flatnonzero(na)]))
+        n_claim = int(claim_codes.max(initial=-1)) + 1
+        fill = np.where(claim_codes >= 0, n_pid + claim_codes,
+                        n_pid + n_claim + entries["pidx"].to_numpy()[na])
+        pk = pk.copy()
+        pk[na] = fill
+    n_pk = int(pk.max(initial=-1)) + 1
+    return e_action * (n_pk + 1) + pk, e_action, pk, n_pk, o_action
+
+
+def _superseded(use_code: IntArray) -> BoolArray:
+    """Which entries a later record of the same (action, premise) supersedes."""
+    if not len(use_code):
+        return np.zeros(0, bool)
+    return np.asarray(pd.Series(use_code).duplicated(keep="last").to_numpy(), dtype=bool)
+
+
+def use_entries(log: LogEntries) -> IntArray:
+    """Positions in ``log.entries`` of the uses: one per (action, premise), the action's
+    last record (the label join's rule)."""
+    return np.flatnonzero(~_superseded(_use_codes(log)[0]))
+
+
+def _collect_uses(log: LogEntries, other_action_ids: Any = None) -> tuple[_Uses, IntArray]:
+    """One use per (action, premise); the action codes of ``other_action_ids`` (outcome
+    records) in the same code space (an unknown action gets a code of its own)."""
+    entries = log.entries
+    n = len(entries)
+    use_code, e_action, pk, n_pk, o_action = _use_codes(log, other_action_ids)
+    dup = _superseded(use_code)
+    if dup.any():
+        idx = np.flatnonzero(~dup)
+        u = entries.iloc[idx].reset_index(drop=True)
+        order = np.argsort(use_code[idx], kind="stable")
+        entry_use = order[np.searchsorted(use_code[idx][order], use_code)]
+        action, pkey = e_action[idx], pk[idx]
+    else:
+        # the common case (every action logged once): the entries are the uses, no copies
+        idx = np.arange(n, dtype=np.int64)
+        u = entries
+        entry_use = idx
+        action, pkey = e_action, pk
+    del use_code, dup
+    t_us = u["t_us"].to_numpy()
+    # judged per entry (a record that repeats a premise id is invalid as a whole), as the
+    # Spark engine does, then taken for the uses
+    invalid, detail_codes, detail_cats = invalid_detail(entries, log.bad_times)
+    invalid, detail_codes = invalid[idx], detail_codes[idx]
+    uses = _Uses(u=u, idx=idx, action=action, pkey=pkey, t_us=t_us, invalid=invalid,
+                 detail_codes=detail_codes, detail_categories=detail_cats,
+                 entry_use=entry_use, entry_pkey=pk, n_entries=n, n_pkey_codes=n_pk)
+    return uses, o_action
+
+
+def _repeated_premises(u: pd.DataFrame) -> tuple[BoolArray, list[str]]:
+    """Which entries belong to a record that gives one premise key (its id, else its claim
+    id) to two premises, and per entry the repeated key (one per record).
+
+    The label join keys a use by (action, premise): the second premise would silently
+    replace the first, so the whole record is refused instead.
+    """
+    rec = u["rec"].to_numpy().astype(np.int64)
+    pid = pd.Series(u["premise_id"], copy=False).astype("str")
+    cid = pd.Series(u["claim_id"], copy=False).astype("str")
+    key = ("premise id\0" + pid).where(pid.notna(), "claim id\0" + cid).to_numpy(dtype=object)
+    has_key = pd.notna(key)
+    codes = pd.factorize(key)[0].astype(np.int64)
+    pair = pd.Series(rec * (int(codes.max(initial=0)) + 2) + codes)
+    dup = pair.duplicated(keep=False).to_numpy() & has_key
+    if not dup.any():
+        return np.zeros(len(rec), dtype=bool), []
+    first = pd.Series(key[dup], index=rec[dup]).groupby(level=0).first()
+    repeated = np.isin(rec, first.index.to_numpy())
+    return repeated, [str(k) for k in first.reindex(rec[repeated]).to_numpy()]
+
+
+def invalid_detail(u: pd.DataFrame, bad_times: Mapping[int, Any]
+                    ) -> tuple[BoolArray, NDArray[np.int32], list[str]]:
+    """Which premise entries break the data contract, and the first problem of each (as
+    codes into a list of messages whose entry 0 is the empty string): a record repeating a
+    premise id, then the fields of the entry. ``u`` needs the columns ``rec``,
+    ``premise_id``, ``claim_id``, ``t_us`` and the four features."""
+    n = len(u)
+    messages: list[str] = [""]
+    index: dict[str, int] = {"": 0}
+    codes = np.zeros(n, dtype=np.int32)
+
+    def code(msg: str) -> int:
+        if msg not in index:
+            index[msg] = len(messages)
+            messages.append(msg)
+        return index[msg]
+
+    rh = u["recency_hours"].to_numpy()
+    st = u["source_trust_score"].to_numpy()
+    mc = u["model_confidence"].to_numpy()
+    cf = u["contradiction_flag"].to_numpy()
+    with np.errstate(invalid="ignore"):
+        checks: list[tuple[BoolArray, str, str | None]] = [
+            (u["claim_id"].isna().to_numpy(), "claim_id missing", None),
+            (u["t_us"].to_numpy() == _NAT, "time", "time"),
+            (~(np.isfinite(rh) & (rh >= 0)), "recency_hours={} must be a finite number >= 0",
+             "recency_hours"),
+            (~(np.isfinite(st) & (st >= 0) & (st <= 1)), "source_trust_score={} outside [0, 1]",
+             "source_trust_score"),
+            (~(np.isfinite(mc) & (mc >= 0) & (mc <= 1)), "model_confidence={} outside [0, 1]",
+             "model_confidence"),
+            (np.isnan(cf), "contradiction_flag missing or not a boolean", None),
+        ]
+    bad, keys = _repeated_premises(u)
+    for i, k in zip(np.flatnonzero(bad).tolist(), keys, strict=True):
+        kind, _, value = k.partition("\0")
+        codes[i] = code(f"the record gives {kind} {value!r} to two premises (which one a "
+                        f"label would be for is ambiguous)")
+    for mask, msg, col in checks:
+        new = np.flatnonzero(mask & ~bad)
+        bad |= mask
+        if not new.size:
+            continue
+        if col is None:
+            codes[new] = code(msg)
+        elif col == "time":
+            rec = u["rec"].to_numpy()
+            raws = [bad_times.get(int(r)) for r in rec[new].tolist()]
+            for i, reason in zip(new.tolist(), _time_reasons("time", raws), strict=True):
+                codes[i] = code(reason)
+        else:
+            vals = u[col].to_numpy()
+            for i in new.tolist():
+                v = vals[i]
+                codes[i] = code(msg.format("missing" if np.isnan(v) else repr(float(v))))
+    return bad, codes, messages
+
+
+def label_claims(
+    decisions: PathLike | Sequence[PathLike],
+    outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None = None,
+    *,
+    soft_labels: SoftLabels = "posterior",
+    on_corrupt: Literal["raise", "skip"] = "raise",
+    columnar: bool = True,
+    log: LogEntries | None = None,
+) -> tuple[pd.DataFrame, JoinReport]:
+    """Join decision logs with outcome records into claim outcomes (module docs: the rules).
+
+    Parameters
+    ----------
+    decisions : path or sequence of paths
+        Decision logs (JSON lines written by the gate, or the seed's camelCase records).
+    outcomes : path, DataFrame, sequence of them, or None
+        Outcome records (``claim_id`` and/or ``action_id``, ``time``, ``violated``).
+        None: only verifier signals label uses.
+    soft_labels : {"posterior", "off"}, default "posterior"
+        Use verifier signals as posterior soft labels for uses that no outcome decides.
+    on_corrupt : {"raise", "skip"}, default "raise"
+        A corrupt decision-log line (other than a torn last line) raises, or is skipped and
+        counted.
+    columnar : bool, default True
+        Parse decision logs with pyarrow where possible (same result, faster).
+    log : LogEntries, optional
+        ``decisions`` as already read by :func:`read_uses` (monitoring reads the logs once
+        for its drift statistics and its labels); ``decisions`` then only names the files.
+
+    Returns
+    -------
+    claims : DataFrame
+        The data contract's columns (``claim_id``, ``timestamp`` = use time, the four claim
+        features, ``violated``) plus ``label_weight`` (1 for outcome labels; ``q`` / ``1 - q``
+        for the two rows of a verifier label), ``action_id``, ``tool_name``, ``premise_id``,
+        ``use_id`` (the use's position among all uses), ``label_source`` (``outcome`` or
+        ``verifier``), ``signal_llr``, ``p_logged`` (the gate's probability), ``calibrator``,
+        ``regime``, ``decision_file`` and ``decision_line``. Rows follow log order.
+    report : JoinReport
+        Counts by reason and status, with per-record details.
+    """
+    check_choice("soft_labels", soft_labels, ("posterior", "off"))
+    plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
+    if log is None:  # a batch given as ``log`` (the monitor's new lines) may be empty
+        log = read_uses(plist, on_corrupt=on_corrupt, columnar=columnar)
+        require_records(plist, log)
+    out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
+    return _join(plist, log, out_df, out_invalid, soft_labels)
+
+
+def require_records(plist: Sequence[PathLike], log: LogEntries) -> None:
+    """Raise :class:`DataContractError` when the logs read hold no decision record, naming
+    each file with its count of lines, blank, torn and corrupt."""
+    if not sum(st.records for st in log.stats):
+        seen = ", ".join(f"{os.fspath(p)} ({st.lines} lines: {st.blank} blank, {st.torn} "
+                         f"torn, {st.corrupt} corrupt)" for p, st in zip(plist, log.stats,
+                                                                          strict=True))
+        raise DataContractError(f"no decision record to label in {seen or 'no file'}")
+
+
+def _signal_llr(log: LogEntries, uses: _Uses, n_uses: int
+                ) -> tuple[FloatArray, BoolArray, int, pd.DataFrame]:
+    """Per use: the summed log-likelihood ratio of its signals (NaN if +inf and -inf); the
+    number of signals ignored; and the answers counted, one row per (use, verifier, answer,
+    declared reliability) with its multiplicity ``n``."""
+    sig = log.signals
+    llr = np.zeros(n_uses)
+    has_sig = np.zeros(n_uses, dtype=bool)
+    answers = pd.DataFrame({"u": np.zeros(0, np.int64), "verifier": pd.array([], dtype="str"),
+                            "confirmed": np.zeros(0, bool), "reliability": np.zeros(0),
+                            "n": np.zeros(0, np.int64)})
+    if not len(sig):
+        return llr, has_sig, 0, answers
+    r = sig["reliability"].to_numpy()
+    good = np.isfinite(r) & (r > 0.5) & (r <= 1.0)
+    ignored = int((~good).sum())
+    s = sig.loc[good].reset_index(drop=True)
+    # signal premise id -> premise-key code (premise ids are codes 0..n_pid-1)
+    pid_cats = log.entries["premise_id"].cat.categories
+    pk = pd.Index(pid_cats).get_indexer(pd.Index(s["premise_id"].astype("str")))
+    rec_e = log.entries["rec"].to_numpy()
+    key_e = rec_e * (uses.n_pkey_codes + 1) + uses.entry_pkey
+    near = np.flatnonzero(np.isin(rec_e, s["rec"].to_numpy()))
+    order = near[np.argsort(key_e[near], kind="stable")]
+    key_sorted = key_e[order]
+    key_s = np.where(pk >= 0, s["rec"].to_numpy() * (uses.n_pkey_codes + 1) + pk, -1)
+    pos = np.searchsorted(key_sorted, key_s)
+    inb = (pos < key_sorted.size) & (key_s >= 0)
+    hit = np.zeros(len(s), dtype=bool)
+    hit[inb] = key_sorted[pos[inb]] == key_s[inb]
+    ignored += int((~hit).sum())
+    if not hit.any():
+        return llr, has_sig, ignored, answers
+    use = uses.entry_use[order[pos[hit]]]
+    rel = s["reliability"].to_numpy()[hit]
+    with np.errstate(divide="ignore"):
+        w = np.log(rel) - np.log1p(-rel)
+    frame = pd.DataFrame({
+        "u": use, "verifier": s["verifier"].to_numpy()[hit],
+        "confirmed": s["confirmed"].to_numpy()[hit], "reliability": rel,
+        "rec": s["rec"].to_numpy()[hit],
+        "w": np.where(s["confirmed"].to_numpy()[hit], -w, w),
+    })
+    # Multiset union over the records of an action: each distinct call counts as often as it
+    # appears in any single record, so logs that repeat earlier calls are not double counted.
+    per_rec = frame.groupby(["u", "verifier", "confirmed", "reliability", "rec"],
+                            sort=False).agg(n=("w", "size"), w=("w", "first"))
+    mult = per_rec.groupby(level=["u", "verifier", "confirmed", "reliability"],
+                           sort=False).agg(n=("n", "max"), w=("w", "first"))
+    contrib = mult["n"].to_numpy() * mult["w"].to_numpy()
+    uu = mult.index.get_level_values("u").to_numpy().astype(np.int64)
+    pos_inf = np.bincount(uu, weights=(contrib == np.inf), minlength=n_uses) > 0
+    neg_inf = np.bincount(uu, weights=(contrib == -np.inf), minlength=n_uses) > 0
+    llr = np.bincount(uu, weights=np.where(np.isfinite(contrib), contrib, 0.0),
+                      minlength=n_uses).astype(np.float64)
+    llr[pos_inf] = np.inf
+    llr[neg_inf] = -np.inf
+    llr[pos_inf & neg_inf] = np.nan
+    has_sig[uu] = True
+    answers = mult["n"].reset_index()
+    return llr, has_sig, ignored, answers
+
+
+def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
+          out_invalid: pd.DataFrame, soft_labels: str,
+          collect: dict[str, Any] | None = None) -> tuple[pd.DataFrame, JoinReport]:
+    """The join (module docs). ``collect``, when given, receives the per-use state the
+    episodes are built from (:mod:`amv_calib.claims._episodes`)."""
+    n_out = len(out_df)
+    uses, o_action = _collect_uses(log, out_df["action_id"])
+    u, u_action, t_us, invalid = uses.u, uses.action, uses.t_us, uses.invalid
+    n_uses = len(u)
+    n_in_action = np.bincount(u_action)[u_action] if n_uses else np.zeros(0, np.int64)
+    llr, has_sig, ignored_signals, answers = _signal_llr(log, uses, n_uses)
+
+    # -- outcomes -------------------------------------------------------------------------------
+    o_claim, u_claim = _factorize(out_df["claim_id"], u["claim_id"])
+    o_t = out_df["t_us"].to_numpy(dtype=np.int64)
+    o_v = out_df["violated"].to_numpy(dtype=bool)
+    has_a = out_df["action_id"].notna().to_numpy()
+    has_c = o_claim >= 0
+    n_claim_codes = int(max(o_claim.max(initial=-1), u_claim.max(initial=-1))) + 2
+
+    valid = ~invalid
+    final = np.zeros(n_uses, dtype=bool)
+    label = np.zeros(n_uses, dtype=bool)
+    reason = np.full(n_uses, _JOINED, dtype=np.int8)
+    reason[invalid] = _INVALID
+    had_before = np.zeros(n_uses, dtype=bool)
+    ambiguous = np.zeros(n_uses, dtype=bool)
+    o_used = np.zeros(n_out, dtype=bool)
+    o_conflict = np.zeros(n_out, dtype=bool)
+    o_ambiguous = np.zeros(n_out, dtype=bool)
+    o_keymatch = np.zeros(n_out, dtype=bool)
+    o_has_earlier_use = np.zeros(n_out, dtype=bool)
+
+    def action_stage(o_mask: BoolArray, u_key: IntArray, o_key: IntArray,
+                     single_premise_only: bool) -> None:
+        sel = np.flatnonzero(o_mask)
+        if not sel.size:
+            return
+        ui, oj = _pairs(np.where(valid, u_key, -1), o_key[sel])
+        oi = sel[oj]
+        after = o_t[oi] >= t_us[ui]
+        o_keymatch[oi] = True
+        o_has_earlier_use[oi[after]] = True
+        live = ~final[ui]
+        ui, oi, after = ui[live], oi[live], after[live]
+        n_after = np.bincount(ui[after], minlength=n_uses)
+        n_true = np.bincount(ui[after], weights=o_v[oi[after]], minlength=n_uses)
+        n_any = np.bincount(ui, minlength=n_uses)
+        had_before[n_any > n_after] = True
+        decided = n_after > 0
+        conflict = decided & (n_true > 0) & (n_true < n_after)
+        lab = decided & ~conflict & (n_true == n_after)
+        amb = lab & (n_in_action > 1) if single_premise_only else np.zeros(n_uses, dtype=bool)
+        ok = decided & ~conflict & ~amb
+        o_used[oi[after & ok[ui]]] = True
+        o_conflict[oi[after & conflict[ui]]] = True
+        o_ambiguous[oi[after & amb[ui]]] = True
+        label[ok] = lab[ok]
+        final[ok | conflict] = True
+        reason[conflict] = _CONFLICT
+        ambiguous[amb] = True
+
+    # 1. action + claim; 2. action only.
+    ac_o = np.where(has_a & has_c, o_action * n_claim_codes + o_claim, -1)
+    ac_u = np.where(u_claim >= 0, u_action * n_claim_codes + u_claim, -1)
+    action_stage(has_a & has_c, ac_u, ac_o, single_premise_only=False)
+    action_stage(has_a & ~has_c, u_action, o_action, single_premise_only=True)
+
+    # 3. claim only: the earliest outcome at or after the use decides. (A function, so
+    # that its large temporaries are freed before the output is built.)
+    def claim_stage(c_sel: IntArray, o_claim: IntArray, u_claim: IntArray) -> None:
+        grp = pd.DataFrame({"c": o_claim[c_sel], "t": o_t[c_sel], "v": o_v[c_sel]})
+        agg = grp.groupby(["c", "t"], sort=True).agg(n=("v", "size"), n_true=("v", "sum"))
+        g_c = agg.index.get_level_values("c").to_numpy().astype(np.int64)
+        g_t = agg.index.get_level_values("t").to_numpy().astype(np.int64)
+        g_n = agg["n"].to_numpy()
+        g_true = agg["n_true"].to_numpy()
+        # Dense time ranks turn (claim, time) into one sortable int64 key.
+        uniq_t = _sorted_unique(np.concatenate([g_t, t_us[valid]]))
+        n_rank = uniq_t.size + 1
+        g_key = g_c * n_rank + np.searchsorted(uniq_t, g_t)
+        u_key = u_claim * n_rank + np.searchsorted(uniq_t, t_us)
+        pos = np.searchsorted(g_key, u_key, side="left")
+        active = valid & ~final & (u_claim >= 0)
+        hit = np.zeros(n_uses, dtype=bool)
+        inb = pos < g_key.size
+        hit[inb] = g_c[pos[inb]] == u_claim[inb]
+        before = np.zeros(n_uses, dtype=bool)
+        pb = pos >= 1
+        before[pb] = g_c[pos[pb] - 1] == u_claim[pb]
+        had_before[active & before] = True
+        cu = np.flatnonzero(active & hit)
+        gi = pos[cu]
+        conflict_c = (g_true[gi] > 0) & (g_true[gi] < g_n[gi])
+        label[cu[~conflict_c]] = g_true[gi[~conflict_c]] == g_n[gi[~conflict_c]]
+        final[cu] = True
+        reason[cu[conflict_c]] = _CONFLICT
+        g_used = np.zeros(g_key.size, dtype=bool)
+        g_used[gi[~conflict_c]] = True
+        g_conf = np.zeros(g_key.size, dtype=bool)
+        g_conf[gi[conflict_c]] = True
+        o_g = np.searchsorted(g_key, o_claim[c_sel] * n_rank
+                              + np.searchsorted(uniq_t, o_t[c_sel]))
+        o_used[c_sel] |= g_used[o_g]
+        o_conflict[c_sel] |= g_conf[o_g]
+        vu = valid & (u_claim >= 0)
+        min_t = np.full(n_claim_codes, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(min_t, u_claim[vu], t_us[vu])
+        seen = np.zeros(n_claim_codes, dtype=bool)
+        seen[u_claim[vu]] = True
+        oc = o_claim[c_sel]
+        o_keymatch[c_sel] |= seen[oc]
+        o_has_earlier_use[c_sel] |= seen[oc] & (min_t[oc] <= o_t[c_sel])
+
+    c_sel = np.flatnonzero(has_c & ~has_a)
+    if c_sel.size and n_uses:
+        claim_stage(c_sel, o_claim, u_claim)
+    del ac_o, ac_u, u_claim, o_claim
+
+    # -- final reasons and verifier soft labels ------------------------------------------------
+    open_ = valid & ~final
+    reason[open_ & ambiguous] = _AMBIGUOUS
+    reason[open_ & ~ambiguous & had_before] = _BEFORE
+    reason[open_ & ~ambiguous & ~had_before] = _NO_OUTCOME
+    soft = np.zeros(n_uses, dtype=bool)
+    if soft_labels == "posterior":
+        soft = open_ & has_sig
+        bad_sig = soft & np.isnan(llr)
+        reason[bad_sig] = _BAD_SIGNALS
+        soft &= ~bad_sig
+        reason[soft] = _JOINED
+    hard = final & (reason == _JOINED)
+    joined = hard | soft
+
+    p_logged = u["p"].to_numpy()
+    q = posterior(p_logged, llr)
+    idx, viol, weight, from_verifier = label_rows(hard, soft, label, q)
+    file_names = [os.fspath(p) for p in plist]
+    file_of = u["file"].to_numpy()
+    claims = pd.DataFrame({
+        "claim_id": u["claim_id"].array[idx],
+        "timestamp": us_to_datetime(t_us[idx]),
+        **{c: u[c].to_numpy()[idx] for c in CLAIM_FEATURES if c != "contradiction_flag"},
+        "contradiction_flag": u["contradiction_flag"].to_numpy()[idx] > 0.5,
+        "violated": viol,
+        "label_weight": weight,
+        "action_id": _cat_take(u["action_id"], idx),
+        "tool_name": _cat_take(u["tool_name"], idx),
+        "premise_id": uses.premise_ids(idx),
+        "use_id": idx.astype(np.int64),
+        "label_source": categorical(from_verifier, ["outcome", "verifier"]),
+        "signal_llr": np.where(has_sig[idx], llr[idx], 0.0),
+        "p_logged": p_logged[idx],
+        "calibrator": _cat_subset(u["calibrator"], idx),
+        "regime": _cat_subset(u["regime"], idx),
+        "decision_file": categorical(file_of[idx], file_names),
+        "decision_line": u["line"].to_numpy(dtype=np.int64)[idx],
+    }, copy=False)
+
+    # -- report ---------------------------------------------------------------------------------
+    unj = np.flatnonzero(~joined)
+    reasons = reason[unj]
+    # Categoricals: most uses of a big log can be unjoined, and these columns repeat a few
+    # values (or share the log's own categories).
+    unjoined_uses = pd.DataFrame({
+        "decision_file": categorical(file_of[unj], file_names),
+        "decision_line": u["line"].to_numpy(dtype=np.int64)[unj],
+        "action_id": _cat_subset(u["action_id"], unj),
+        "premise_id": uses.premise_ids(unj, categorical=True),
+        "claim_id": u["claim_id"].array[unj],
+        "time": us_to_datetime(t_us[unj]),
+        "reason": categorical(reasons, UNJOINED_REASONS),
+        "detail": categorical(uses.detail_codes[unj], uses.detail_categories),
+    }, copy=False)
+    status = outcome_status(o_used, o_conflict, o_ambiguous, o_keymatch, o_has_earlier_use)
+    counts, outcome_details = outcome_report(out_df, out_invalid, status)
+    report = join_report(
+        plist, log.stats, n_entries=uses.n_entries, n_uses=n_uses, n_hard=int(hard.sum()),
+        n_soft=int(soft.sum()), reasons=reasons, n_outcomes=n_out + len(out_invalid),
+        counts=counts, rows=len(claims), soft_labels=soft_labels,
+        ignored_signals=ignored_signals, unjoined_uses=unjoined_uses,
+        outcome_details=outcome_details)
+    if collect is not None:
+        collect.update(uses=uses, hard=hard, soft=soft, label=label, reason=reason,
+                       answers=answers)
+    return claims, report
+
+
+def join_report(files: Sequence[PathLike], stats: Sequence[LogReadStats], *, n_entries: int,
+                 n_uses: int, n_hard: int, n_soft: int, reasons: NDArray[Any] | None,
+                 n_outcomes: int, counts: dict[str, int], rows: int, soft_labels: str,
+                 ignored_signals: int, unjoined_uses: pd.DataFrame,
+                 outcome_details: pd.DataFrame,
+                 unjoined_counts: Sequence[int] | None = None) -> JoinReport:
+    """The checked :class:`JoinReport`; ``reasons`` holds the reason code of each unjoined
+    use, or ``unjoined_counts`` the number of unjoined uses of each reason (in the order of
+    :data:`UNJOINED_REASONS`; an engine that does not hold the unjoined uses)."""
+    if unjoined_counts is None:
+        if reasons is None:
+            raise ValueError("give the unjoined uses' reasons or their counts")
+        unjoined_counts = [int((reasons == i).sum()) for i in range(len(UNJOINED_REASONS))]
+    report = JoinReport(
+        decision_files=[{"path": os.fspath(p), **s.to_dict()}
+                        for p, s in zip(files, stats, strict=True)],
+        premise_entries=n_entries,
+        repeated_entries=n_entries - n_uses,
+        uses_read=n_uses,
+        joined=n_hard + n_soft,
+        joined_by_source={"outcome": n_hard, "verifier": n_soft},
+        unjoined={r: int(unjoined_counts[i]) for i, r in enumerate(UNJOINED_REASONS)},
+        outcomes_read=n_outcomes,
+        outcomes=counts,
+        rows=rows,
+        soft_labels=soft_labels,
+        ignored_signals=ignored_signals,
+        unjoined_uses=unjoined_uses,
+        outcome_details=outcome_details,
+    )
+    report.check()
+    return report
+
+
+def posterior(p_logged: FloatArray, llr: FloatArray) -> FloatArray:
+    """A verifier label's ``q = sigmoid(logit(prior) + LLR)``; the prior is the gate's ``p``
+    clipped to [1e-6, 1 - 1e-6] (0.5 when missing), a NaN LLR counts as 0."""
+    prior = np.where(np.isfinite(p_logged), np.clip(p_logged, 1e-6, 1 - 1e-6), 0.5)
+    return np.asarray(sigmoid(np.log(prior) - np.log1p(-prior)
+                              + np.where(np.isnan(llr), 0.0, llr)), dtype=np.float64)
+
+
+def label_rows(hard: BoolArray, soft: BoolArray, label: BoolArray, q: FloatArray
+                ) -> tuple[IntArray, BoolArray, FloatArray, IntArray]:
+    """The claim rows of some uses, in use order (violated first): one per outcome-labelled
+    (``hard``) use, two (weights ``q``, ``1 - q``; weight 0 dropped) per verifier-labelled
+    (``soft``) one. Returns the use position, ``violated``, the weight and whether the row
+    comes from a verifier (0/1) of each row."""
+    hi = np.flatnonzero(hard)
+    si = np.flatnonzero(soft)
+    pos_rows = si[q[si] > 0]
+    neg_rows = si[q[si] < 1]
+    idx = np.concatenate([hi, pos_rows, neg_rows])
+    viol = np.concatenate([label[hi], np.ones(pos_rows.size, bool),
+                           np.zeros(neg_rows.size, bool)])
+    weight = np.concatenate([np.ones(hi.size), q[pos_rows], 1.0 - q[neg_rows]])
+    from_verifier = np.concatenate([np.zeros(hi.size, np.int64),
+                                    np.ones(pos_rows.size + neg_rows.size, np.int64)])
+    order = np.lexsort((~viol, idx))
+    return idx[order], viol[order], weight[order], from_verifier[order]
+
+
+def outcome_status(used: BoolArray, conflict: BoolArray, ambiguous: BoolArray,
+                    keymatch: BoolArray, has_earlier_use: BoolArray) -> IntArray:
+    """Each outcome record's status (a code into :data:`OUTCOME_STATUSES`, "invalid" aside)
+    from what the join stages did with it."""
+    status = np.full(used.size, -1, dtype=np.int64)
+    status[used] = 0
+    status[~used & conflict] = 1
+    status[~used & ~conflict & ambiguous] = 2
+    rest = status < 0
+    status[rest & keymatch & has_earlier_use] = 3
+    status[rest & keymatch & ~has_earlier_use] = 4
+    status[rest & ~keymatch] = 5
+    return status
+
+
+def outcome_report(out_df: pd.DataFrame, out_invalid: pd.DataFrame, status: IntArray
+                    ) -> tuple[dict[str, int], pd.DataFrame]:
+    """The outcome counts by status and the details of every record not used."""
+    counts = {s: int((status == i).sum()) for i, s in enumerate(OUTCOME_STATUSES)}
+    counts["invalid"] = len(out_invalid)
+    not_used = np.flatnonzero(status != 0)
+    od = out_df.iloc[not_used]
+    n_inv = len(out_invalid)
+    outcome_details = pd.DataFrame({
+        "source": np.concatenate([od["source"].to_numpy(dtype=np.int64),
+                                  out_invalid["source"].to_numpy(dtype=np.int64)]),
+        "row": np.concatenate([od["row"].to_numpy(dtype=np.int64),
+                               out_invalid["row"].to_numpy(dtype=np.int64)]),
+        "action_id": pd.array(pd.concat([od["action_id"], pd.Series([None] * n_inv,
+                                                                    dtype="str")]),
+                              dtype="str"),
+        "claim_id": pd.array(pd.concat([od["claim_id"], pd.Series([None] * n_inv,
+                                                                  dtype="str")]),
+                             dtype="str"),
+        "time": us_to_datetime(np.concatenate([od["t_us"].to_numpy(dtype=np.int64),
+                                                np.full(n_inv, _NAT)])),
+        "status": _from_codes(np.concatenate([status[not_used], np.full(n_inv, 6)]),
+                              OUTCOME_STATUSES),
+        "detail": pd.array([""] * len(od) + out_invalid["reason"].tolist(), dtype="str"),
+    }).sort_values(["source", "row"], kind="stable", ignore_index=True)
+    return counts, outcome_details

@@ -1,0 +1,653 @@
+"""The decision-log reader: records and premise entries of gate decision logs, column by column.
+
+:func:`read_uses` reads decision logs into :class:`LogEntries` (one row per premise of each
+record, the verifier signals and the offered verifiers); :func:`read_chunks` parses
+consecutive bytes of one log (what the Spark engine runs on each split). Blocks are parsed
+with pyarrow where they allow it, line by line otherwise, with the same result. The label
+join (:mod:`amv_calib.claims._join`) and the log adapters read logs through this module.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from amv_calib.claims._arrow import IntArray, strip_ids
+from amv_calib.claims._times import MISSING_US, parse_timestamps
+from amv_calib.contract import CLAIM_FEATURES, loads_strict, open_regular
+from amv_calib.exceptions import check_choice
+from amv_calib.gate import (
+    DECISION_ALIASES,
+    OFFERED_VERIFIER_ALIASES,
+    LogReadStats,
+    normalize_decision,
+    parse_decision_line,
+)
+
+PathLike = str | os.PathLike[str]
+
+_TRUE: Final = frozenset({"true", "t", "yes", "y", "1", "1.0"})
+_FALSE: Final = frozenset({"false", "f", "no", "n", "0", "0.0"})
+
+#: Decision-log bytes parsed per block.
+_BLOCK_BYTES: Final = 16 << 20
+
+#: A time that is missing or did not parse, among int64 microseconds.
+_NAT: Final = MISSING_US
+
+_REC_STR: Final = ("action_id", "tool_name", "calibrator", "regime")
+_REC_NUM: Final = ("theta", "kappa", "has_verifiers")
+_FEATURE_ALIASES: Final = (("recency_hours", "recencyHours"),
+                           ("source_trust_score", "sourceTrustScore"),
+                           ("model_confidence", "modelConfidence"),
+                           ("contradiction_flag", "contradictionFlag"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading decision logs: records and premise entries, column by column
+# ---------------------------------------------------------------------------------------------
+@dataclass(kw_only=True)
+class LogEntries:
+    """The premise entries of decision logs, as read by :func:`read_uses`.
+
+    ``entries`` has one row per premise of each record, in file and line order: ``rec``
+    (record index over all files), ``file`` (index into the paths), ``line`` (1-based),
+    ``pidx`` (position in the record), ``n_premises``, ``action_id``, ``tool_name``,
+    ``calibrator`` (``name@version``) and ``regime`` (categoricals, per record),
+    ``theta`` and ``kappa`` (per record, NaN when missing), ``has_verifiers`` (the record
+    lists its offered verifiers),
+    ``premise_id`` (categorical), ``claim_id``, ``t_us`` (use time, int64 UTC microseconds,
+    ``_NAT`` if missing or unparseable), the four claim features (float, NaN when missing
+    or of the wrong type) and ``p`` (the gate's probability). ``signals`` has one row per
+    verifier signal: ``rec``, ``premise_id``, ``verifier``, ``confirmed``, ``reliability``.
+    ``offers`` (a pyarrow table) has one row per verifier offered in a record: ``rec``,
+    ``id``, ``resolves`` (list of premise ids), ``cost`` and ``reliability`` as declared
+    (null / NaN where missing or of the wrong type).
+    ``bad_times`` maps a record index to a time value that did not parse.
+    """
+
+    entries: pd.DataFrame
+    signals: pd.DataFrame
+    offers: Any
+    records: dict[str, Any]
+    stats: list[LogReadStats]
+    bad_times: dict[int, Any]
+
+
+class EntryAccumulator:
+    """Per-block column chunks of records, premise entries and signals."""
+
+    def __init__(self, offers: bool = False) -> None:
+        self.want_offers = offers  # read the offered verifiers (for the episodes)
+        self.n_records = 0
+        self.rec: dict[str, list[Any]] = {k: [] for k in ("file", "line", "t_us", "n",
+                                                          *_REC_STR, *_REC_NUM)}
+        self.offers: list[Any] = []  # pyarrow tables, see LogEntries.offers
+        self.ent: dict[str, list[Any]] = {k: [] for k in ("rec", "pidx", "premise_id",
+                                                          "claim_id", *CLAIM_FEATURES, "p")}
+        self.sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
+                                                          "confirmed", "reliability")}
+        self.bad_times: dict[int, Any] = {}
+        self.rec_num: dict[str, Any] = {}  # per record: numbers and categoricals
+
+    def add_block(self, file_idx: int, lines: IntArray, rec_str: Mapping[str, Any],
+                  times: Any, n_prem: IntArray, ent: Mapping[str, Any],
+                  rec_num: Mapping[str, Any], offers: Any) -> None:
+        """Append one block: record columns (``rec_str`` as arrow string arrays, ``rec_num``
+        as numpy arrays), the raw times (an arrow array or a list of Python values), entry
+        columns whose ``rec`` indexes the block's records, and the offered verifiers (a
+        pyarrow table whose ``rec`` does too)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        n = int(lines.size)
+        base = self.n_records
+        t_us = parse_timestamps(times).us(_NAT)
+        for i in np.flatnonzero(t_us == _NAT).tolist():
+            raw = times[i].as_py() if isinstance(times, (pa.Array, pa.ChunkedArray)) else times[i]
+            if raw is not None:
+                self.bad_times[base + i] = raw
+        r = self.rec
+        r["file"].append(np.full(n, file_idx, dtype=np.int32))
+        r["line"].append(lines.astype(np.int64))
+        r["t_us"].append(t_us)
+        r["n"].append(n_prem.astype(np.int32))
+        for k in _REC_NUM:
+            r[k].append(np.asarray(rec_num[k], dtype=bool if k == "has_verifiers"
+                                   else np.float64))
+        if offers.num_rows:
+            self.offers.append(offers.set_column(0, "rec", pc.add(offers.column("rec"),
+                                                                   pa.scalar(base, pa.int64()))))
+        for k in _REC_STR:
+            arr = rec_str[k] if isinstance(rec_str[k], pa.Array) \
+                else pa.array(rec_str[k], type=pa.string())
+            # few distinct values: keep them dictionary-encoded while the log is read
+            r[k].append(arr if k == "action_id" else arr.dictionary_encode())
+        e = self.ent
+        e["rec"].append(np.asarray(ent["rec"], dtype=np.int64) + base)
+        e["pidx"].append(np.asarray(ent["pidx"], dtype=np.int32))
+        for k in ("premise_id", "claim_id"):
+            arr = ent[k] if isinstance(ent[k], pa.Array) else pa.array(ent[k], type=pa.string())
+            e[k].append(arr.dictionary_encode() if k == "premise_id" else arr)
+        for k in (*CLAIM_FEATURES, "p"):
+            e[k].append(np.asarray(ent[k], dtype=np.float64))
+        self.n_records += n
+
+    def add_signals(self, rec_local: Sequence[int], premise_id: Sequence[str],
+                    verifier: Sequence[str], confirmed: Sequence[bool],
+                    reliability: Sequence[float], base: int) -> None:
+        s = self.sig
+        s["rec"].extend(base + i for i in rec_local)
+        s["premise_id"].extend(premise_id)
+        s["verifier"].extend(verifier)
+        s["confirmed"].extend(confirmed)
+        s["reliability"].extend(reliability)
+
+    def finish(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The entries and signals frames; the chunks are released as they are joined."""
+        import pyarrow as pa
+
+        r, e = self.rec, self.ent
+
+        def cat(d: dict[str, list[Any]], k: str, codes_at: IntArray | None) -> pd.Categorical:
+            chunks = [c for c in d.pop(k) if len(c)]  # an empty block adds no chunk
+            if not chunks:
+                return pd.Categorical.from_codes(np.zeros(0, np.int64),
+                                                 categories=pd.Index([], dtype="str"))
+            if pa.types.is_dictionary(chunks[0].type):
+                enc = pa.chunked_array(chunks).unify_dictionaries()
+            else:
+                enc = pa.chunked_array(chunks, type=pa.string()).dictionary_encode()
+            del chunks
+            if not enc.num_chunks:  # no record at all (an empty file, or nothing new)
+                return pd.Categorical.from_codes(np.zeros(0, np.int64),
+                                                 categories=pd.Index([], dtype="str"))
+            codes = np.concatenate([c.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+                                    for c in enc.chunks]).astype(np.int64)
+            cats = pd.Index(enc.chunks[0].dictionary.to_pandas(), dtype="str")
+            if codes_at is not None:
+                codes = codes[codes_at]
+            return pd.Categorical.from_codes(codes, categories=cats)
+
+        def cat_np(d: dict[str, list[Any]], k: str, dtype: Any) -> NDArray[Any]:
+            chunks = d.pop(k)
+            return np.concatenate(chunks).astype(dtype, copy=False) if chunks \
+                else np.zeros(0, dtype)
+
+        e_rec = cat_np(e, "rec", np.int64)
+        per_rec = self.rec_num
+        for k in ("file", "line", "n"):
+            per_rec[k] = cat_np(r, k, np.int64)
+        data: dict[str, Any] = {
+            "rec": e_rec,
+            "file": per_rec["file"].astype(np.int32)[e_rec],
+            "line": per_rec["line"][e_rec],
+            "pidx": cat_np(e, "pidx", np.int32),
+            "n_premises": per_rec["n"].astype(np.int32)[e_rec],
+        }
+        for k in _REC_STR:
+            whole = cat(r, k, None)
+            if k in ("action_id", "tool_name"):  # kept per record for the episodes
+                per_rec[k] = whole
+            data[k] = pd.Categorical.from_codes(whole.codes[e_rec], dtype=whole.dtype)
+        data["premise_id"] = cat(e, "premise_id", None)
+        claim = pa.chunked_array(e.pop("claim_id"), type=pa.string()).combine_chunks()
+        claim = _no_empty(strip_ids(claim))  # docs/data.md: one claim, whatever the spaces
+        data["claim_id"] = pd.array(claim, dtype="str")
+        del claim
+        data["t_us"] = cat_np(r, "t_us", np.int64)[e_rec]
+        for k in _REC_NUM:  # per record: entries index them by "rec"
+            self.rec_num[k] = cat_np(r, k, bool if k == "has_verifiers" else np.float64)
+        for k in (*CLAIM_FEATURES, "p"):
+            data[k] = cat_np(e, k, np.float64)
+        entries = pd.DataFrame(data, copy=False)  # no consolidation copy of ~80 B per entry
+        del data
+        s = self.sig
+        signals = pd.DataFrame({
+            "rec": np.asarray(s["rec"], dtype=np.int64),
+            "premise_id": pd.array(s["premise_id"], dtype="str"),
+            "verifier": pd.array(s["verifier"], dtype="str"),
+            "confirmed": np.asarray(s["confirmed"], dtype=bool),
+            "reliability": np.asarray(s["reliability"], dtype=np.float64),
+        })
+        return entries, signals
+
+
+def _as_id(v: Any) -> str | None:
+    if v is None or isinstance(v, (dict, list)):
+        return None
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    s = str(v)
+    return s if s else None
+
+
+def _as_float(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return math.nan
+    return float(v)
+
+
+def _as_flag(v: Any) -> float:
+    if isinstance(v, bool):
+        return 1.0 if v else 0.0
+    if isinstance(v, (int, float)) and v in (0, 1):
+        return float(v)
+    if isinstance(v, str):
+        low = v.strip().lower()
+        if low in _TRUE:
+            return 1.0
+        if low in _FALSE:
+            return 0.0
+    return math.nan
+
+
+def _calibrator_label(cal: Any) -> str | None:
+    if isinstance(cal, Mapping):
+        name = _as_id(cal.get("name"))
+        version = _as_id(cal.get("version"))
+        if name is None:
+            return None
+        return f"{name}@{version}" if version else name
+    return _as_id(cal)
+
+
+def _signals_of(rec: Mapping[str, Any], i: int, out: dict[str, list[Any]]) -> None:
+    calls = rec.get("verifier_calls")
+    if not isinstance(calls, list):
+        return
+    for call in calls:
+        if not isinstance(call, Mapping):
+            continue
+        signals = call.get("signals")
+        if not isinstance(signals, Mapping):
+            continue
+        r = _as_float(call.get("reliability"))
+        verifier = _as_id(call.get("verifier")) or ""
+        for pid, val in signals.items():
+            if isinstance(val, bool):
+                out["rec"].append(i)
+                out["premise_id"].append(str(pid))
+                out["verifier"].append(verifier)
+                out["confirmed"].append(val)
+                out["reliability"].append(r)
+
+
+#: How the plain-Python reader takes a record's string columns: (column, reader).
+_REC_STR_READERS: Final[tuple[tuple[str, Callable[[Any], Any]], ...]] = (
+    ("action_id", _as_id), ("tool_name", _as_id), ("calibrator", _calibrator_label),
+    ("regime", _as_id))
+#: ... and a premise entry's columns: (column, key in the premise, reader).
+_PREMISE_READERS: Final[tuple[tuple[str, str, Callable[[Any], Any]], ...]] = (
+    ("premise_id", "id", _as_id), ("claim_id", "claim_id", _as_id),
+    ("recency_hours", "recency_hours", _as_float),
+    ("source_trust_score", "source_trust_score", _as_float),
+    ("model_confidence", "model_confidence", _as_float),
+    ("contradiction_flag", "contradiction_flag", _as_flag), ("p", "p", _as_float),
+)
+
+
+def _python_records(recs: Sequence[tuple[int, Mapping[str, Any]]], file_idx: int,
+                    acc: EntryAccumulator) -> None:
+    """Add normalised records ``(line, record)`` through plain Python."""
+    rec_str: dict[str, list[Any]] = {k: [] for k in _REC_STR}
+    lines = np.fromiter((ln for ln, _ in recs), dtype=np.int64, count=len(recs))
+    raw_times: list[Any] = []
+    n_prem = np.zeros(len(recs), dtype=np.int64)
+    ent: dict[str, list[Any]] = {k: [] for k in ("rec", "pidx", "premise_id", "claim_id",
+                                                 *CLAIM_FEATURES, "p")}
+    sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
+                                                 "confirmed", "reliability")}
+    rec_num: dict[str, list[Any]] = {k: [] for k in _REC_NUM}
+    off: dict[str, list[Any]] = {k: [] for k in _OFFER_COLUMNS}
+    for i, (_, rec) in enumerate(recs):
+        raw_times.append(rec.get("time"))
+        rec_num["theta"].append(_as_float(rec.get("theta")))
+        rec_num["kappa"].append(_as_float(rec.get("kappa")))
+        offered = rec.get("verifiers") if acc.want_offers else None
+        rec_num["has_verifiers"].append(isinstance(offered, list))
+        for v in offered if isinstance(offered, list) else ():
+            vm = v if isinstance(v, Mapping) else {}
+            res = vm.get("resolves_premise_ids")
+            off["rec"].append(i)
+            off["id"].append(_as_id(vm.get("id")))
+            off["resolves"].append(
+                [str(x) for x in res] if isinstance(res, list)
+                and all(isinstance(x, str) for x in res) else None)
+            off["cost"].append(_as_float(vm.get("execution_cost")))
+            off["reliability"].append(_as_float(vm.get("symmetric_reliability")))
+        for col, read in _REC_STR_READERS:
+            rec_str[col].append(read(rec.get(col)))
+        premises = rec.get("premises")
+        plist = premises if isinstance(premises, list) else []
+        n_prem[i] = len(plist)
+        for idx, prem in enumerate(plist):
+            pm = prem if isinstance(prem, Mapping) else {}
+            ent["rec"].append(i)
+            ent["pidx"].append(idx)
+            for col, key, read in _PREMISE_READERS:
+                ent[col].append(read(pm.get(key)))
+        _signals_of(rec, i, sig)
+    base = acc.n_records
+    acc.add_block(file_idx, lines, rec_str, raw_times, n_prem, ent, rec_num,
+                  _offers_table(off))
+    acc.add_signals(sig["rec"], sig["premise_id"], sig["verifier"], sig["confirmed"],
+                    sig["reliability"], base)
+
+
+_OFFER_COLUMNS: Final = ("rec", "id", "resolves", "cost", "reliability")
+
+
+def _offers_table(cols: Mapping[str, Any]) -> Any:
+    """The offered verifiers of a block as a pyarrow table (columns :data:`_OFFER_COLUMNS`)."""
+    import pyarrow as pa
+
+    return pa.table({
+        "rec": pa.array(cols["rec"], type=pa.int64()),
+        "id": pa.array(cols["id"], type=pa.string()),
+        "resolves": pa.array(cols["resolves"], type=pa.list_(pa.string())),
+        "cost": pa.array(np.asarray(cols["cost"], dtype=np.float64), type=pa.float64()),
+        "reliability": pa.array(np.asarray(cols["reliability"], dtype=np.float64),
+                                type=pa.float64()),
+    })
+
+
+def _arrow_schema(offers: bool) -> Any:
+    import pyarrow as pa
+
+    feats = []
+    for snake, camel in _FEATURE_ALIASES:
+        typ = pa.bool_() if snake == "contradiction_flag" else pa.float64()
+        feats += [(snake, typ), (camel, typ)]
+    claim = pa.struct([("id", pa.string()), ("claim_id", pa.string()),
+                       ("claimId", pa.string()), *feats])
+    premise = pa.struct([
+        ("id", pa.string()), ("premise_id", pa.string()), ("premiseId", pa.string()),
+        ("claim_id", pa.string()), ("claimId", pa.string()), *feats,
+        ("p", pa.float64()), ("calibratedViolationProbability", pa.float64()),
+        ("calibrated_violation_probability", pa.float64()), ("claim", claim),
+    ])
+    call = pa.struct([("reliability", pa.float64())])
+    offered = pa.struct(
+        [(n, pa.string()) for n in OFFERED_VERIFIER_ALIASES["id"]]
+        + [(n, pa.list_(pa.string())) for n in OFFERED_VERIFIER_ALIASES["resolves_premise_ids"]]
+        + [(n, pa.float64()) for n in (*OFFERED_VERIFIER_ALIASES["execution_cost"],
+                                       *OFFERED_VERIFIER_ALIASES["symmetric_reliability"])])
+    fields = [(n, pa.string()) for n in ("time", "timestamp", "ts", "decidedAt", "decided_at",
+                                         "action_id", "actionId", "tool_name", "toolName",
+                                         "regime")]
+    fields += [
+        ("calibrator", pa.struct([("name", pa.string()), ("version", pa.string())])),
+        ("premises", pa.list_(premise)),
+        ("verifier_calls", pa.list_(call)), ("verifierCalls", pa.list_(call)),
+    ]
+    fields += [(n, pa.float64()) for n in (*DECISION_ALIASES["theta"],
+                                           *DECISION_ALIASES["kappa"])]
+    if offers:  # only the episodes need them: the label join alone does not parse them
+        fields += [(n, pa.list_(offered)) for n in DECISION_ALIASES["verifiers"]]
+    return pa.schema(fields)
+
+
+def _coalesce(*arrays: Any) -> Any:
+    import pyarrow.compute as pc
+
+    return arrays[0] if len(arrays) == 1 else pc.coalesce(*arrays)
+
+
+def _no_empty(arr: Any) -> Any:
+    """Empty strings as nulls, as the line parser reads them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    empty = pc.fill_null(pc.equal(arr, ""), False)
+    return pc.if_else(empty, pa.scalar(None, pa.string()), arr)
+
+
+def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
+                    acc: EntryAccumulator) -> bool:
+    """Parse a block of ``n_lines`` complete lines with pyarrow; False if it needs the line
+    parser."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    try:
+        table = pj.read_json(
+            pa.BufferReader(block),
+            read_options=pj.ReadOptions(block_size=max(1 << 20, len(block) + 1)),
+            parse_options=pj.ParseOptions(explicit_schema=_arrow_schema(acc.want_offers),
+                                          unexpected_field_behavior="ignore"),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    if table.num_rows != n_lines:  # blank lines: the line parser numbers them exactly
+        return False
+    table = table.combine_chunks()
+    col = {name: (table.column(name).chunk(0) if table.column(name).num_chunks
+                  else pa.nulls(0, table.schema.field(name).type))
+           for name in table.column_names}
+    premises = col["premises"]
+    lens = pc.fill_null(pc.list_value_length(premises), 0).to_numpy(zero_copy_only=False)
+    lens = lens.astype(np.int64)
+    cal = col["calibrator"]
+    version = _no_empty(cal.field("version"))
+    name = _no_empty(cal.field("name"))
+    rec_str = {
+        "action_id": _no_empty(_coalesce(col["action_id"], col["actionId"])),
+        "tool_name": _no_empty(_coalesce(col["tool_name"], col["toolName"])),
+        "calibrator": pc.if_else(pc.is_valid(version),
+                                 pc.binary_join_element_wise(name, version, "@"), name),
+        "regime": _no_empty(col["regime"]),
+    }
+    time_str = _coalesce(col["time"], col["timestamp"], col["ts"], col["decidedAt"],
+                         col["decided_at"])
+    flat = pc.list_flatten(premises)
+    parents = pc.list_parent_indices(premises).to_numpy(zero_copy_only=False).astype(np.int64)
+    total = int(lens.sum())
+    claim = flat.field("claim")
+
+    def f(n: str) -> Any:
+        return flat.field(n)
+
+    ent: dict[str, Any] = {
+        "rec": parents,
+        "pidx": np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens),
+        "premise_id": _no_empty(_coalesce(f("id"), f("premise_id"), f("premiseId"))),
+        "claim_id": _no_empty(_coalesce(f("claim_id"), f("claimId"), claim.field("claim_id"),
+                                        claim.field("claimId"), claim.field("id"))),
+        "p": _coalesce(f("p"), f("calibratedViolationProbability"),
+                       f("calibrated_violation_probability")).to_numpy(zero_copy_only=False),
+    }
+    for snake, camel in _FEATURE_ALIASES:
+        arr = _coalesce(f(snake), f(camel), claim.field(snake), claim.field(camel))
+        ent[snake] = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)
+    rec_num = {
+        "theta": pc.fill_null(_coalesce(*(col[n] for n in DECISION_ALIASES["theta"])),
+                              math.nan).to_numpy(zero_copy_only=False),
+        "kappa": pc.fill_null(_coalesce(*(col[n] for n in DECISION_ALIASES["kappa"])),
+                              math.nan).to_numpy(zero_copy_only=False),
+        "has_verifiers": np.zeros(n_lines, dtype=bool),
+    }
+    offers_table = _offers_table({k: [] for k in _OFFER_COLUMNS})
+    if acc.want_offers:
+        offers = _coalesce(*(col[n] for n in DECISION_ALIASES["verifiers"]))
+        rec_num["has_verifiers"] = pc.is_valid(offers).to_numpy(zero_copy_only=False)
+        of = pc.list_flatten(offers)
+
+        def o(key: str) -> Any:
+            return _coalesce(*(of.field(n) for n in OFFERED_VERIFIER_ALIASES[key]))
+
+        offers_table = pa.table({
+            "rec": pc.list_parent_indices(offers).cast(pa.int64()),
+            "id": _no_empty(o("id")),
+            "resolves": o("resolves_premise_ids"),
+            "cost": pc.fill_null(o("execution_cost"), math.nan),
+            "reliability": pc.fill_null(o("symmetric_reliability"), math.nan),
+        })
+    # pyarrow refuses a key given twice only in the fields of the schema: every line is
+    # parsed again, strictly, so that a line giving any key twice goes to the line parser
+    # (as corrupt) whatever block it is in. Signals sit in objects with free-form keys
+    # (premise ids): they are read from the same parse.
+    calls = pc.add(pc.fill_null(pc.list_value_length(col["verifier_calls"]), 0),
+                   pc.fill_null(pc.list_value_length(col["verifierCalls"]), 0))
+    has_calls = calls.to_numpy(zero_copy_only=False) > 0
+    sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
+                                                 "confirmed", "reliability")}
+    try:
+        for row, line in enumerate(block.split(b"\n")[:n_lines]):
+            obj = _json_object(line)
+            if has_calls[row]:
+                _signals_of(normalize_decision(obj), row, sig)
+    except (ValueError, RecursionError):
+        return False
+    base = acc.n_records
+    acc.add_block(file_idx, np.arange(first_line, first_line + n_lines, dtype=np.int64),
+                  rec_str, time_str, lens, ent, rec_num, offers_table)
+    if sig["rec"]:
+        acc.add_signals(sig["rec"], sig["premise_id"], sig["verifier"], sig["confirmed"],
+                        sig["reliability"], base)
+    return True
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    """``raw`` as a JSON object, each key given once; ValueError (UnicodeDecodeError) if it is
+    anything else."""
+    obj = loads_strict(raw)
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _parse_lines(data: bytes, first_line: int, st: LogReadStats, name: str,
+                 on_corrupt: str) -> list[tuple[int, dict[str, Any]]]:
+    """The records of the lines of ``data``, numbered from ``first_line``.
+
+    Blank lines are counted; a line that is not a JSON object raises or is skipped as
+    ``on_corrupt`` says, except an unterminated last line (``data`` not ending in a newline),
+    which a writer was cut off in: that one is always skipped as torn.
+    """
+    lines = data.split(b"\n")
+    complete = data.endswith(b"\n")
+    if complete:
+        lines.pop()
+    out: list[tuple[int, dict[str, Any]]] = []
+    for i, raw in enumerate(lines):
+        lineno = first_line + i
+        if not raw.strip():
+            st.blank += 1
+            continue
+        obj = parse_decision_line(raw, name=name, lineno=lineno,
+                                  last=not complete and i == len(lines) - 1,
+                                  on_corrupt=on_corrupt, stats=st, stacklevel=4)
+        if obj is None:
+            continue
+        out.append((lineno, normalize_decision(obj)))
+    return out
+
+
+def _read_one_log(path: PathLike, file_idx: int, on_corrupt: str, columnar: bool,
+                  acc: EntryAccumulator, span: tuple[int, int, int] | None = None) -> LogReadStats:
+    name = os.fspath(path)
+    start, stop, first_line = (0, -1, 1) if span is None else span
+    with open_regular(name, what="decision log") as fh:
+        fh.seek(start)
+        left = [stop - start if stop >= 0 else -1]
+
+        def block() -> bytes:
+            if left[0] == 0:
+                return b""
+            data = fh.read(_BLOCK_BYTES if left[0] < 0 else min(_BLOCK_BYTES, left[0]))
+            if left[0] > 0:
+                left[0] -= len(data)
+            return data
+
+        return read_chunks(iter(block, b""), name, file_idx, first_line, on_corrupt,
+                            columnar, acc)
+
+
+def read_chunks(chunks: Iterable[bytes], name: str, file_idx: int, first_line: int,
+                 on_corrupt: str, columnar: bool, acc: EntryAccumulator) -> LogReadStats:
+    """Read the lines of ``chunks`` (consecutive bytes of the log ``name``, starting at the
+    start of line ``first_line``) into ``acc``; the Spark engine reads a file's byte ranges
+    with it (:mod:`amv_calib.spark._label`)."""
+    st = LogReadStats()
+    records_before = acc.n_records
+    next_line = first_line
+    carry = b""
+    for data in chunks:
+        buf = carry + data if carry else data
+        cut = buf.rfind(b"\n") + 1
+        carry = buf[cut:]
+        if cut == 0:
+            continue
+        block = buf[:cut]
+        n = block.count(b"\n")
+        if not (columnar and _columnar_block(block, n, file_idx, next_line, acc)):
+            recs = _parse_lines(block, next_line, st, name, on_corrupt)
+            if recs:
+                _python_records(recs, file_idx, acc)
+        next_line += n
+        st.lines += n
+    if carry:  # the last line, without its newline
+        st.lines += 1
+        recs = _parse_lines(carry, next_line, st, name, on_corrupt)
+        if recs:
+            _python_records(recs, file_idx, acc)
+    st.records = acc.n_records - records_before
+    return st
+
+
+def read_uses(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    on_corrupt: Literal["raise", "skip"] = "raise",
+    columnar: bool = True,
+    offers: bool = False,
+    spans: Sequence[tuple[int, int, int] | None] | None = None,
+) -> LogEntries:
+    """Read decision logs into one row per premise entry (see :class:`LogEntries`).
+
+    Parameters
+    ----------
+    paths : path or sequence of paths
+        Decision logs (JSON lines), read in the order given.
+    on_corrupt : {"raise", "skip"}, default "raise"
+        As in :func:`amv_calib.gate._decision_log.read_decision_log`.
+    columnar : bool, default True
+        Parse blocks of well-formed lines with ``pyarrow.json`` (several times faster); a
+        block whose values do not fit the expected types (numbers as times, camelCase
+        objects given as strings, blank lines, a corrupt line) falls back to the line
+        parser, which gives the same result.
+    offers : bool, default False
+        Also read each record's offered verifiers (``LogEntries.offers``), which the
+        episodes need; without it ``offers`` is empty and ``has_verifiers`` false.
+    spans : sequence of (start, stop, first_line) or None, optional
+        Per file, read only the bytes ``[start, stop)`` (``stop`` -1: to the end), which
+        begin at the start of line ``first_line``: what a monitor that has read the rest
+        before reads (:mod:`amv_calib.monitoring`). None reads every file whole.
+    """
+    check_choice("on_corrupt", on_corrupt, ("raise", "skip"))
+    plist = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if spans is not None and len(spans) != len(plist):
+        raise ValueError(f"spans: {len(spans)} given for {len(plist)} files")
+    acc = EntryAccumulator(offers)
+    stats = [_read_one_log(p, i, on_corrupt, columnar, acc,
+                           None if spans is None else spans[i]) for i, p in enumerate(plist)]
+    if not acc.rec["file"]:
+        _python_records([], 0, acc)
+    entries, signals = acc.finish()
+    import pyarrow as pa
+
+    offers = (pa.concat_tables(acc.offers) if acc.offers
+              else _offers_table({k: [] for k in _OFFER_COLUMNS}))
+    return LogEntries(entries=entries, signals=signals, offers=offers, records=acc.rec_num,
+                      stats=stats, bad_times=acc.bad_times)
