@@ -38,6 +38,9 @@ _FALSE: Final = frozenset({"false", "f", "no", "n", "0", "0.0"})
 
 #: Decision-log bytes parsed per block.
 _BLOCK_BYTES: Final = 16 << 20
+#: pyarrow parses a block in pieces of this size, on its thread pool (the pieces end at
+#: line ends; the table has one chunk per piece).
+_PARSE_BYTES: Final = 2 << 20
 
 #: A time that is missing or did not parse, among int64 microseconds.
 _NAT: Final = MISSING_US
@@ -423,7 +426,7 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
     try:
         table = pj.read_json(
             pa.BufferReader(block),
-            read_options=pj.ReadOptions(block_size=max(1 << 20, len(block) + 1)),
+            read_options=pj.ReadOptions(block_size=_PARSE_BYTES),
             parse_options=pj.ParseOptions(explicit_schema=_arrow_schema(acc.want_offers),
                                           unexpected_field_behavior="ignore"),
         )
@@ -493,22 +496,29 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
             "cost": pc.fill_null(o("execution_cost"), math.nan),
             "reliability": pc.fill_null(o("symmetric_reliability"), math.nan),
         })
-    # pyarrow refuses a key given twice only in the fields of the schema: every line is
-    # parsed again, strictly, so that a line giving any key twice goes to the line parser
-    # (as corrupt) whatever block it is in. Signals sit in objects with free-form keys
-    # (premise ids): they are read from the same parse.
+    # pyarrow refuses a key given twice only in the fields of the schema: a line giving any
+    # key twice must go to the line parser (as corrupt) whatever block it is in. The
+    # compiled scan finds the lines that could (and those the strict parser must judge for
+    # another reason); only they, and the lines with verifier calls, are parsed again,
+    # strictly. Signals sit in objects with free-form keys (premise ids): they are read
+    # from that parse.
+    from amv_calib.claims._keyscan import suspect_lines
+
     calls = pc.add(pc.fill_null(pc.list_value_length(col["verifier_calls"]), 0),
                    pc.fill_null(pc.list_value_length(col["verifierCalls"]), 0))
     has_calls = calls.to_numpy(zero_copy_only=False) > 0
     sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
                                                  "confirmed", "reliability")}
-    try:
-        for row, line in enumerate(block.split(b"\n")[:n_lines]):
-            obj = _json_object(line)
-            if has_calls[row]:
-                _signals_of(normalize_decision(obj), row, sig)
-    except (ValueError, RecursionError):
-        return False
+    strict = np.flatnonzero(suspect_lines(block, n_lines) | has_calls).tolist()
+    if strict:
+        lines = block.split(b"\n")
+        try:
+            for row in strict:
+                obj = _json_object(lines[row])
+                if has_calls[row]:
+                    _signals_of(normalize_decision(obj), row, sig)
+        except (ValueError, RecursionError):
+            return False
     base = acc.n_records
     acc.add_block(file_idx, np.arange(first_line, first_line + n_lines, dtype=np.int64),
                   rec_str, time_str, lens, ent, rec_num, offers_table)

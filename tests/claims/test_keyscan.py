@@ -1,0 +1,89 @@
+"""The compiled key scan against the strict parser: every line it passes, the strict parser
+accepts as an object; every line giving a key twice, it sends to the strict parser."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from amv_calib.claims._keyscan import MAX_DEPTH, suspect_lines
+from amv_calib.contract import loads_strict
+
+
+def _strict_ok(line: bytes) -> bool:
+    try:
+        return isinstance(loads_strict(line), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _scan(*lines: bytes) -> list[bool]:
+    return suspect_lines(b"".join(line + b"\n" for line in lines), len(lines)).tolist()
+
+
+@pytest.mark.parametrize(("line", "suspect"), [
+    (b'{"a": 1, "b": {"a": 2}, "c": [{"a": 1}, {"a": 2}]}', False),
+    (b'{"a": 1, "a": 2}', True),
+    (b'{"x": {"k": 1, "k": 2}}', True),
+    (b'{"x": [{"k": 1, "j": {"k": 1}, "k": 3}]}', True),
+    (b'{"a": 1, "\\u0061": 2}', True),  # the same key, escaped
+    (b'{"s": "a \\" quoted \\\\ value", "t": "\\u00e9"}', False),  # escapes in values
+    ('{"s": "caf\u00e9"}'.encode(), True),  # non-ASCII: the strict parser judges UTF-8
+    (b'{"s": "\xff"}', True),  # not UTF-8
+    (b'{"s": "tab\there"}', True),  # a raw control byte in a string
+    (b'[1, 2]', True),  # not an object
+    (b'  {"a": {}}  ', False),
+    (b'{"a": ' + b'[' * (MAX_DEPTH + 1) + b']' * (MAX_DEPTH + 1) + b'}', True),
+    (b'{"a": ' + b'[' * (MAX_DEPTH - 2) + b']' * (MAX_DEPTH - 2) + b'}', False),
+    (b'{"": 1, "b": ""}', False),
+], ids=["nested-same-names", "top-level-twice", "nested-twice", "in-a-list-twice",
+        "escaped-key", "escapes-in-values", "non-ascii", "bad-utf8", "control-byte",
+        "array", "spaces", "too-deep", "deep-enough", "empty-key"])
+def test_hand_cases(line: bytes, suspect: bool) -> None:
+    assert _scan(line) == [suspect]
+    if not suspect:
+        assert _strict_ok(line)
+
+
+def test_lines_are_judged_one_by_one() -> None:
+    lines = [b'{"a": 1}', b'{"a": 1, "a": 1}', b'{"b": {"a": 1}, "a": 2}', b'{"k": 1}']
+    assert _scan(*lines) == [False, True, False, False]
+
+
+_KEYS = st.sampled_from(["a", "b", "id", "p", "claim_id", "", "x y", "\\u0061", "é"])
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-5, 5),
+                     st.floats(allow_nan=False, allow_infinity=False),
+                     st.text(max_size=4))
+
+
+def _render(v: Any) -> str:
+    """JSON text of ``v``, where an object is a list of pairs (so keys can repeat) and a
+    key is written as given (so it can be escaped)."""
+    if isinstance(v, tuple) and v and v[0] == "obj":
+        return "{" + ", ".join(f'"{k}": {_render(x)}' for k, x in v[1]) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_render(x) for x in v) + "]"
+    return json.dumps(v)
+
+
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(st.just("obj"), st.lists(st.tuples(_KEYS, inner), max_size=4))),
+    max_leaves=20)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.tuples(_KEYS, _VALUES), max_size=6))
+def test_a_passed_line_is_one_the_strict_parser_accepts(pairs: list[tuple[str, Any]]) -> None:
+    line = _render(("obj", pairs)).encode("utf-8")
+    (suspect,) = _scan(line)
+    if not suspect:
+        assert _strict_ok(line), line
+    if not _strict_ok(line):  # a duplicate key (or anything else refused) is never passed
+        assert suspect, line
