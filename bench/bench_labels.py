@@ -9,6 +9,12 @@ Issue 16: episodes may cost at most 1.3x the label join's time on the same data,
   time-aware join by outcome kind, posterior soft labels, the full accounting report).
 - **episodes**: ``amv_calib.claims._episodes.label_logs`` (the same join, plus one episode
   per fully labelled action, each verifier's reliability) and writing ``episodes.jsonl``.
+- **duckdb**: the same read in an embedded analytical engine (DuckDB, two threads):
+  ``read_json`` with the premises as a typed list of structs, ``unnest``, ``read_csv`` of the
+  outcomes, an ``ASOF JOIN`` of each use to the next outcome of its claim, the rows written
+  to Parquet. It has no verifier soft labels, conflict rules, accounting or unjoined file;
+  issue 32's targets compare with it (at 1 M lines: ours at most 4x its time and 1.5x its
+  peak memory).
 - **baseline**: what one would write with pandas alone: ``pandas.read_json(lines=True,
   chunksize=...)``, explode and normalise the premises, ``read_csv`` the outcomes and
   ``pandas.merge`` on ``claim_id``. It has no time rule, no report and no soft labels, so it
@@ -45,6 +51,8 @@ import numpy as np
 ROOT = _bench.ROOT
 _CHUNK = 200_000
 EPISODES_TARGET = 1.3  # label with episodes / label join, time, at most
+DUCKDB_TIME = 4.0  # label join / DuckDB's read, unnest and ASOF join, time, at most
+DUCKDB_MEMORY = 1.5  # the same, peak memory, at most
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,6 +193,35 @@ def child_baseline(log: str, outcomes: str) -> dict[str, Any]:
             "uses": len(uses)}
 
 
+def child_duckdb(log: str, outcomes: str) -> dict[str, Any]:
+    import duckdb
+
+    t0 = time.perf_counter()
+    con = duckdb.connect()
+    con.execute("SET threads = 2")
+    prem = ("STRUCT(id VARCHAR, claim_id VARCHAR, recency_hours DOUBLE, source_trust_score "
+            "DOUBLE, model_confidence DOUBLE, contradiction_flag BOOLEAN, p DOUBLE)[]")
+    con.execute(
+        "CREATE TABLE u AS SELECT time::TIMESTAMP AS t, action_id, pr.id AS premise_id, "
+        "pr.claim_id AS claim_id, pr.recency_hours, pr.source_trust_score, "
+        "pr.model_confidence, pr.contradiction_flag, pr.p FROM (SELECT time, action_id, "
+        "unnest(premises) AS pr FROM read_json(?, format = 'newline_delimited', "
+        f"columns = {{time: 'VARCHAR', action_id: 'VARCHAR', premises: '{prem}'}}))", [log])
+    con.execute(
+        "CREATE TABLE o AS SELECT claim_id, time::TIMESTAMP AS ot, violated FROM read_csv(?, "
+        "header = true, columns = {'claim_id': 'VARCHAR', 'action_id': 'VARCHAR', "
+        "'time': 'VARCHAR', 'violated': 'BOOLEAN'}) WHERE claim_id IS NOT NULL", [outcomes])
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "claims.parquet"
+        con.execute("COPY (SELECT u.*, o.violated FROM u ASOF JOIN o ON u.claim_id = "
+                    f"o.claim_id AND u.t <= o.ot) TO '{out}' (FORMAT parquet)")
+        rows = con.execute(f"SELECT count(*) FROM '{out}'").fetchone()
+    uses = con.execute("SELECT count(*) FROM u").fetchone()
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "peak_mib": _peak_mib(), "rows": int(rows[0] if rows else 0),
+            "uses": int(uses[0] if uses else 0)}
+
+
 def _run_child(side: str, data: dict[str, Any], mem_limit_gib: float) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", side,
            "--log", data["log"], "--outcomes-file", data["outcomes"],
@@ -247,13 +284,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-dir", default=None, help="where to write the generated data")
     ap.add_argument("--keep", action="store_true", help="keep the generated data")
     ap.add_argument("--no-baseline", action="store_true", help="skip the pandas baseline")
+    ap.add_argument("--no-duckdb", action="store_true", help="skip the DuckDB side")
     ap.add_argument("--mem-limit-gib", type=float, default=18.0,
                     help="address-space limit of each side's process (0: none)")
     ap.add_argument("--rounds", type=int, default=2,
                     help="alternating runs of every side; the fastest of each counts")
     ap.add_argument("--no-episodes", action="store_true",
                     help="skip label with episodes (label --out DIR)")
-    ap.add_argument("--child", choices=("ours", "episodes", "baseline"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=("ours", "episodes", "duckdb", "baseline"),
+                    help=argparse.SUPPRESS)
     ap.add_argument("--log", help=argparse.SUPPRESS)
     ap.add_argument("--outcomes-file", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -264,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             # the kernel kill processes (other work shares this machine).
             limit = int(args.mem_limit_gib * 2**30)
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        fn = {"ours": child_ours, "episodes": child_episodes,
+        fn = {"ours": child_ours, "episodes": child_episodes, "duckdb": child_duckdb,
               "baseline": child_baseline}[args.child]
         print(json.dumps(fn(args.log, args.outcomes_file)))
         return 0
@@ -281,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         # the sides alternate, each --rounds times; the fastest run of each counts (the
         # machine's speed drifts; the minimum is the least disturbed run)
         sides = ["ours"] + ([] if args.no_episodes else ["episodes"]) \
+            + ([] if args.no_duckdb else ["duckdb"]) \
             + ([] if args.no_baseline else ["baseline"])
         runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
         for _ in range(args.rounds):
@@ -322,6 +362,17 @@ def main(argv: list[str] | None = None) -> int:
                       f"{result['ratios']['memory_ours_over_baseline']:.2f}x")
             else:
                 print(f"baseline: {base['failed']}")
+        if not args.no_duckdb:
+            duck = min(runs["duckdb"], key=lambda r: r["seconds"])
+            result["duckdb"] = {**duck, "all_seconds": [r["seconds"] for r in runs["duckdb"]]}
+            result.setdefault("ratios", {}).update({
+                "time_ours_over_duckdb": ours["seconds"] / duck["seconds"],
+                "memory_ours_over_duckdb": ours["peak_mib"] / duck["peak_mib"]})
+            print(f"duckdb:   {duck['seconds']:8.1f} s  peak {duck['peak_mib']:8,.0f} MiB  "
+                  f"rows {duck['rows']:,}; ours/duckdb: time "
+                  f"{result['ratios']['time_ours_over_duckdb']:.2f}x (target <= 4x), peak "
+                  f"memory {result['ratios']['memory_ours_over_duckdb']:.2f}x (target <= 1.5x)",
+                  flush=True)
         lat = writer_latency(folder, 1_000 if args.quick else 100_000)
         result["writer_latency"] = lat
         print(f"writer append: p50 {lat['writer']['p50_us']:.1f} us, p99 "
@@ -337,6 +388,16 @@ def main(argv: list[str] | None = None) -> int:
         if "baseline" in result and "failed" not in result["baseline"]:
             targets.append(_bench.holds("the baseline reads every premise entry written",
                                         result["baseline"]["uses"] == data["premise_entries"]))
+        if not args.no_duckdb:
+            targets += [
+                _bench.holds("DuckDB reads every premise entry written",
+                             result["duckdb"]["uses"] == data["premise_entries"]),
+                _bench.at_most("label join / DuckDB, time",
+                               result["ratios"]["time_ours_over_duckdb"], DUCKDB_TIME,
+                               unit="x", full_only=True),
+                _bench.at_most("label join / DuckDB, peak memory",
+                               result["ratios"]["memory_ours_over_duckdb"], DUCKDB_MEMORY,
+                               unit="x", full_only=True)]
         if not args.no_episodes:
             e = result["episodes"]["episodes"]
             targets += [
