@@ -85,8 +85,7 @@ def _add_options(p: argparse.ArgumentParser, cls: type[Options], *,
         flags = [f"--{name.replace('_', '-')}", *(aliases or {}).get(name, ())]
         shown = "none" if default is None else (",".join(default) if isinstance(default, list)
                                                  else default)
-        text = opt.help if opt.type is bool or "default" in opt.help \
-            else f"{opt.help} (default {shown})"
+        text = opt.help if opt.type is bool else _with_default(opt.help, shown)
         if opt.type is bool:
             p.add_argument(*flags, dest=name, action="store_true", default=default, help=text)
             continue
@@ -95,6 +94,11 @@ def _add_options(p: argparse.ArgumentParser, cls: type[Options], *,
         if opt.choices is not None and opt.type is not list:
             kwargs["choices"] = opt.choices
         p.add_argument(*flags, **kwargs)
+
+
+def _with_default(help: str, default: Any) -> str:
+    """``help`` with ``(default X)`` appended, unless it states its default itself."""
+    return help if "default" in help else f"{help} (default {default})"
 
 
 def _cli_type(flag: str, opt: Option) -> Callable[[str], Any]:
@@ -146,15 +150,14 @@ def _harm_price_option(p: argparse.ArgumentParser, help: str) -> None:
 def _seed_option(p: argparse.ArgumentParser, help: str,
                  default: int = DEFAULT_SEED) -> None:
     """``--seed``: the random seed of the command's draws."""
-    shown = help if "default" in help else f"{help} (default {default})"
-    p.add_argument("--seed", type=int, default=default, help=shown)
+    p.add_argument("--seed", type=int, default=default, help=_with_default(help, default))
 
 
 def _n_boot_option(p: argparse.ArgumentParser, default: int, help: str,
                    metavar: str | None = None) -> None:
     """``--n-boot``: bootstrap resamples of the intervals."""
-    shown = help if "default" in help else f"{help} (default {default})"
-    p.add_argument("--n-boot", type=int, default=default, metavar=metavar, help=shown)
+    p.add_argument("--n-boot", type=int, default=default, metavar=metavar,
+                   help=_with_default(help, default))
 
 
 def _json_option(p: argparse.ArgumentParser,

@@ -671,16 +671,17 @@ def _report(st: MonitorState, art: Any, alpha: float | None, window: str,
         windows.append(_window_stats(st.latest, st.window_arrays, anchor, width, cfg,
                                      profile))
     timeline: list[dict[str, Any]] = []
+    seen = st.buckets.sparse(last_day)  # read once; each window takes its prefix
     for w in windows:
         if w.harm:
             w.harm["alpha"] = alpha
         # from the start: the last window's end may lie past year 9999, which times refuse
         end_us = parse_since(w.start) + width
         d = min(last_day, int(_day(np.array([end_us - 1]), start)[0]))
-        ev = evidence(st.buckets, d, alpha, cfg.delta)
+        ev = evidence(st.buckets, d, alpha, cfg.delta, seen=seen)
         _stats.decide(w, ev, cfg)
         timeline.append({"end": w.end, **ev.to_dict()})
-    ev = evidence(st.buckets, last_day, alpha, cfg.delta)
+    ev = evidence(st.buckets, last_day, alpha, cfg.delta, seen=seen)
     if windows:
         status, reasons = windows[-1].status, list(windows[-1].reasons)
     else:

@@ -376,9 +376,17 @@ class Evidence:
                             for k, v in DELTA_SHARES.items()}}
 
 
-def evidence(buckets: DayBuckets, day: int, alpha: float | None, delta: float) -> Evidence:
-    """The sequential statistics from the buckets of days 0 .. ``day``."""
-    b = buckets.sparse(day)
+def evidence(buckets: DayBuckets, day: int, alpha: float | None, delta: float, *,
+             seen: Mapping[str, NDArray[Any]] | None = None) -> Evidence:
+    """The sequential statistics from the buckets of days 0 .. ``day``.
+
+    ``seen``: ``buckets.sparse(last)`` for some ``last >= day``, read once by a caller that
+    asks for many days (each takes its prefix instead of reading the buckets again)."""
+    if seen is None:
+        b = buckets.sparse(day)
+    else:
+        k = int(np.searchsorted(seen["days"], day, side="right"))
+        b = {name: arr[:k] for name, arr in seen.items()}
     n, s = int(b["actions"].sum()), int(b["harmful"].sum())
     level = _W0 * delta * DELTA_SHARES["harm"]
     return Evidence(

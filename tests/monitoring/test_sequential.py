@@ -223,6 +223,20 @@ def test_quiet_days_cost_nothing_and_change_nothing(gap: int) -> None:
     assert sparse == pytest.approx(dense, rel=1e-9, abs=1e-12)
 
 
+def test_evidence_of_any_day_from_one_read_equals_its_own_read() -> None:
+    # the report reads the buckets once and takes each window's prefix
+    rng = np.random.default_rng(9)
+    b = DayBuckets()
+    for d in (0, 1, 4, 9, 30):
+        n = int(rng.integers(50, 200))
+        b.add_actions(np.full(n, d), rng.random(n) < 0.03)
+        p = rng.uniform(0.05, 0.5, size=n)
+        b.add_uses(np.full(n, d), (rng.random(n) < p).astype(float), p, 0.0)
+    seen = b.sparse(40)
+    for day in (0, 3, 4, 20, 30, 40):
+        assert evidence(b, day, ALPHA, 0.05, seen=seen) == evidence(b, day, ALPHA, 0.05)
+
+
 def _calibration_crossing_share(shift: float, runs: int, log_threshold: float,
                                 sums: str, *, days: int = 60, per_day: int = 600,
                                 seed: int = 1) -> float:
