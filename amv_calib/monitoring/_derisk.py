@@ -27,8 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from amv_calib.exceptions import ArtifactError, ConfigError
+from amv_calib.settings import MonitorOptions
 
 _log = logging.getLogger(__name__)
+#: ``--derisk-steps``' default, from the one source of the monitor's options.
+_STEPS = MonitorOptions.defaults().derisk_steps
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,7 +50,7 @@ class DeriskResult:
         return dict(vars(self))
 
 
-def derisk(artifact: str | os.PathLike[str], *, evidence: str, steps: int | None = None,
+def derisk(artifact: str | os.PathLike[str], *, evidence: str, steps: int | None = _STEPS,
            signing_key: str | os.PathLike[str] | None = None,
            trusted_keys: Any = None) -> DeriskResult:
     """Export the safer configuration as a new version and promote it to the alias the

@@ -17,7 +17,7 @@ from amv_calib import cli
 from amv_calib.artifacts import decide_promotion
 from amv_calib.calibration import compare_calibrators
 from amv_calib.claims import label_logs
-from amv_calib.monitoring import monitor
+from amv_calib.monitoring import derisk, monitor
 from amv_calib.pipeline._steps import STEP_KINDS
 from amv_calib.settings import (
     CertifyOptions,
@@ -173,3 +173,9 @@ def test_compare_ties_and_weights_are_decided_in_one_place() -> None:
     assert weight_column(["w"], "w") == ("w", False)
     assert weight_column(["label_weight"], "none") == (None, False)
     assert _actions("compare")["weights"].option_strings == ["--weights", "--weight-column"]
+
+
+def test_derisk_steps_default_is_the_monitor_options_one() -> None:
+    # the one option monitor() has no parameter for: derisk() takes it, as `steps`
+    assert inspect.signature(derisk).parameters["steps"].default == \
+        MonitorOptions.defaults().derisk_steps
