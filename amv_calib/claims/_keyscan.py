@@ -21,6 +21,10 @@ on first use (cached on disk).
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
@@ -53,10 +57,36 @@ def _string(buf: Any, i: int, e: int, key: bool, offset: Any,
     return i, h, False
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _add_key(keys: Any, first: int, nkeys: int, h: Any) -> Any:  # pragma: no cover
+    """(whether ``h`` is among ``keys[first:nkeys]``, the table with ``h`` added (grown if
+    needed), the new count)."""
+    for k in range(first, nkeys):
+        if keys[k] == h:
+            return True, keys, nkeys
+    if nkeys == keys.shape[0]:
+        grown = np.empty(2 * nkeys, dtype=np.uint64)
+        grown[:nkeys] = keys
+        keys = grown
+    keys[nkeys] = h
+    return False, keys, nkeys + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _index_of(wanted: Any, h: Any) -> int:  # pragma: no cover - compiled
+    for j in range(wanted.shape[0]):
+        if wanted[j] == h:
+            return j
+    return -1
+
+
 @njit(cache=True, nogil=True)
 def _one_line(buf: Any, s: int, e: int, keys: Any, frame: Any, is_obj: Any,
-               max_depth: int, offset: Any, prime: Any) -> Any:  # pragma: no cover
-    """Whether line ``buf[s:e]`` is suspect, and the key table (grown if needed)."""
+              max_depth: int, offset: Any, prime: Any, wanted: Any,
+              span: Any) -> Any:  # pragma: no cover - compiled
+    """Whether line ``buf[s:e]`` is suspect, and the key table (grown if needed). For each
+    top-level key whose hash is in ``wanted``, ``span[j]`` receives the offsets of its
+    opening quote, of its value's first byte and of the byte after its value."""
     i = s
     while i < e and (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
         i += 1
@@ -65,26 +95,29 @@ def _one_line(buf: Any, s: int, e: int, keys: Any, frame: Any, is_obj: Any,
     depth = 0
     nkeys = 0
     expect_key = False
+    open_j = -1  # the wanted key whose value is being read
     while i < e:
         c = buf[i]
         if c >= 128:
             return True, keys
         if c == 34:  # a string: a key where an object expects one
             key = expect_key and is_obj[depth]
+            quote = i
             i, h, bad = _string(buf, i + 1, e, key, offset, prime)
             if bad:
                 return True, keys
             if key:
-                for k in range(frame[depth], nkeys):
-                    if keys[k] == h:
-                        return True, keys
-                if nkeys == keys.shape[0]:
-                    grown = np.empty(2 * nkeys, dtype=np.uint64)
-                    grown[:nkeys] = keys
-                    keys = grown
-                keys[nkeys] = h
-                nkeys += 1
+                twice, keys, nkeys = _add_key(keys, frame[depth], nkeys, h)
+                if twice:
+                    return True, keys
                 expect_key = False
+                if depth == 1:
+                    open_j = _index_of(wanted, h)
+                    if open_j >= 0:
+                        span[open_j, 0] = quote
+        elif c == 58:  # ":"
+            if depth == 1 and open_j >= 0 and span[open_j, 1] < 0:
+                span[open_j, 1] = i + 1
         elif c == 123 or c == 91:  # "{" or "["
             depth += 1
             if depth > max_depth:
@@ -93,36 +126,123 @@ def _one_line(buf: Any, s: int, e: int, keys: Any, frame: Any, is_obj: Any,
             frame[depth] = nkeys
             expect_key = c == 123
         elif c == 125 or c == 93:  # "}" or "]": the object's keys are done with
+            if depth == 1 and open_j >= 0:
+                span[open_j, 2] = i
+                open_j = -1
             if depth > 0:
                 nkeys = frame[depth]
             depth -= 1
             expect_key = False
         elif c == 44:  # ","
+            if depth == 1 and open_j >= 0:
+                span[open_j, 2] = i
+                open_j = -1
             expect_key = True
         i += 1
     return False, keys
 
 
 @njit(cache=True, nogil=True)
-def _scan(buf: Any, starts: Any, ends: Any, max_depth: int, offset: Any,
-         prime: Any) -> Any:  # pragma: no cover - compiled
+def _scan(buf: Any, starts: Any, ends: Any, max_depth: int, offset: Any, prime: Any,
+          wanted: Any) -> Any:  # pragma: no cover - compiled
     n = starts.shape[0]
     suspect = np.zeros(n, dtype=np.bool_)
+    spans = np.full((n, wanted.shape[0], 3), -1, dtype=np.int64)
     keys = np.empty(4096, dtype=np.uint64)
     frame = np.empty(max_depth + 2, dtype=np.int64)  # first key index of each object
     is_obj = np.zeros(max_depth + 2, dtype=np.bool_)
     for line in range(n):
         suspect[line], keys = _one_line(buf, starts[line], ends[line], keys, frame,
-                                       is_obj, max_depth, offset, prime)
-    return suspect
+                                        is_obj, max_depth, offset, prime, wanted,
+                                        spans[line])
+    return suspect, spans
+
+
+def key_hash(key: bytes) -> np.uint64:
+    """The scan's 64-bit hash (FNV-1a) of a key's raw bytes."""
+    h = int(_FNV_OFFSET)
+    for c in key:
+        h = ((h ^ c) * int(_FNV_PRIME)) & 0xFFFFFFFFFFFFFFFF
+    return np.uint64(h)
+
+
+def line_bounds(block: bytes, n_lines: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Start and end (the newline's offset) of each of the first ``n_lines`` lines of
+    ``block``."""
+    buf = np.frombuffer(block, dtype=np.uint8)
+    ends = np.flatnonzero(buf == 10)[:n_lines].astype(np.int64)
+    starts = np.empty_like(ends)
+    if ends.size:
+        starts[0] = 0
+        starts[1:] = ends[:-1] + 1
+    return starts, ends
+
+
+@dataclass(frozen=True)
+class BlockScan:
+    """What :func:`scan_block` found in a block: per line, its ``starts`` and ``ends``
+    (the newline's offset), whether it is ``suspect`` (module docstring), and ``spans``
+    (lines x wanted keys x 3: offsets of the top-level key's opening quote, its value's
+    first byte and the byte after its value; -1 where the line has no such key).
+
+    A span is only meaningful on a line that is not suspect, and names the key by its hash:
+    :meth:`value` checks the key's bytes before reading it.
+    """
+
+    starts: NDArray[np.int64]
+    ends: NDArray[np.int64]
+    suspect: NDArray[np.bool_]
+    spans: NDArray[np.int64]
+
+    def value(self, block: bytes, line: int, j: int, key: bytes) -> bytes | None:
+        """The raw JSON value of wanted key ``j`` (spelled ``key``) on ``line``; None when
+        the line has no such key, or the hash matched another key."""
+        q, v, end = self.spans[line, j].tolist()
+        if end < 0 or block[q:q + len(key) + 2] != b'"' + key + b'"':
+            return None
+        return block[v:end]
+
+
+def scan_block(block: bytes, n_lines: int, wanted: Sequence[bytes] = ()) -> BlockScan:
+    """Scan the ``n_lines`` newline-terminated lines of ``block`` (module docstring), noting
+    where the values of the top-level keys ``wanted`` lie.
+
+    A large block is scanned in slices on threads (the scan holds no GIL); the answer does
+    not depend on how it is sliced, since each line is judged alone.
+    """
+    buf = np.frombuffer(block, dtype=np.uint8)
+    starts, ends = line_bounds(block, n_lines)
+    hashes = np.array([key_hash(k) for k in wanted], dtype=np.uint64)
+    workers = _workers(len(block))
+    cuts = np.linspace(0, starts.size, workers + 1).astype(np.int64).tolist()
+
+    def part(a: int, b: int) -> Any:
+        return _scan(buf, starts[a:b], ends[a:b], MAX_DEPTH, _FNV_OFFSET, _FNV_PRIME, hashes)
+
+    if workers == 1:
+        suspect, spans = part(0, starts.size)
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            parts = list(pool.map(part, cuts[:-1], cuts[1:]))
+        suspect = np.concatenate([p[0] for p in parts])
+        spans = np.concatenate([p[1] for p in parts])
+    return BlockScan(starts=starts, ends=ends, suspect=suspect, spans=spans)
 
 
 def suspect_lines(block: bytes, n_lines: int) -> NDArray[np.bool_]:
     """For each of the ``n_lines`` newline-terminated lines of ``block``: whether the strict
     parser must see it (module docstring)."""
-    buf = np.frombuffer(block, dtype=np.uint8)
-    ends = np.flatnonzero(buf == 10)[:n_lines]
-    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
-    out: NDArray[np.bool_] = _scan(buf, starts, ends.astype(np.int64), MAX_DEPTH,
-                                     _FNV_OFFSET, _FNV_PRIME)
-    return out
+    return scan_block(block, n_lines).suspect
+
+
+#: Bytes below which a block is scanned on the calling thread alone.
+_SLICE_BYTES: Final = 1 << 20
+
+
+def _workers(n_bytes: int) -> int:
+    """Threads for a scan of ``n_bytes``: one per usable core (at most 4), one per MiB."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 4, n_bytes // _SLICE_BYTES))

@@ -9,6 +9,7 @@ join (:mod:`amv_calib.claims._join`) and the log adapters read logs through this
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -27,6 +28,7 @@ from amv_calib.gate import (
     DECISION_ALIASES,
     OFFERED_VERIFIER_ALIASES,
     LogReadStats,
+    decision_verifier_calls,
     normalize_decision,
     parse_decision_line,
 )
@@ -264,8 +266,9 @@ def _calibrator_label(cal: Any) -> str | None:
     return _as_id(cal)
 
 
-def _signals_of(rec: Mapping[str, Any], i: int, out: dict[str, list[Any]]) -> None:
-    calls = rec.get("verifier_calls")
+def _signals_of(calls: Any, i: int, out: dict[str, list[Any]]) -> None:
+    """Add the signals of record ``i``'s verifier calls (as :func:`decision_verifier_calls`
+    gives them) to ``out``."""
     if not isinstance(calls, list):
         return
     for call in calls:
@@ -339,7 +342,7 @@ def _python_records(recs: Sequence[tuple[int, Mapping[str, Any]]], file_idx: int
             ent["pidx"].append(idx)
             for col, key, read in _PREMISE_READERS:
                 ent[col].append(read(pm.get(key)))
-        _signals_of(rec, i, sig)
+        _signals_of(rec.get("verifier_calls"), i, sig)
     base = acc.n_records
     acc.add_block(file_idx, lines, rec_str, raw_times, n_prem, ent, rec_num,
                   _offers_table(off))
@@ -502,23 +505,28 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
     # another reason); only they, and the lines with verifier calls, are parsed again,
     # strictly. Signals sit in objects with free-form keys (premise ids): they are read
     # from that parse.
-    from amv_calib.claims._keyscan import suspect_lines
+    from amv_calib.claims._keyscan import scan_block
 
     calls = pc.add(pc.fill_null(pc.list_value_length(col["verifier_calls"]), 0),
                    pc.fill_null(pc.list_value_length(col["verifierCalls"]), 0))
     has_calls = calls.to_numpy(zero_copy_only=False) > 0
     sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
                                                  "confirmed", "reliability")}
-    strict = np.flatnonzero(suspect_lines(block, n_lines) | has_calls).tolist()
-    if strict:
-        lines = block.split(b"\n")
-        try:
-            for row in strict:
-                obj = _json_object(lines[row])
-                if has_calls[row]:
-                    _signals_of(normalize_decision(obj), row, sig)
-        except (ValueError, RecursionError):
-            return False
+    scan = scan_block(block, n_lines, _CALL_KEYS)
+    suspect = scan.suspect
+    starts, ends = scan.starts.tolist(), scan.ends.tolist()
+    try:
+        for row in np.flatnonzero(suspect | has_calls).tolist():
+            if suspect[row]:
+                obj = _json_object(block[starts[row]:ends[row]])
+            else:
+                # the scan vouches for this line (no key twice): its verifier calls alone
+                # are read, by the C parser
+                obj = _calls_only(block, scan, row)
+            if has_calls[row]:
+                _signals_of(decision_verifier_calls(obj), row, sig)
+    except (ValueError, RecursionError):
+        return False
     base = acc.n_records
     acc.add_block(file_idx, np.arange(first_line, first_line + n_lines, dtype=np.int64),
                   rec_str, time_str, lens, ent, rec_num, offers_table)
@@ -526,6 +534,24 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
         acc.add_signals(sig["rec"], sig["premise_id"], sig["verifier"], sig["confirmed"],
                         sig["reliability"], base)
     return True
+
+
+#: The spellings of a record's verifier calls, as raw keys for the scan.
+_CALL_KEYS: Final = tuple(k.encode() for k in DECISION_ALIASES["verifier_calls"])
+
+
+def _calls_only(block: bytes, scan: Any, row: int) -> dict[str, Any]:
+    """The verifier calls of a line the scan passed, as a record holding only them
+    (``decision_verifier_calls`` picks from it what it picks from the whole record)."""
+    out: dict[str, Any] = {}
+    for j, key in enumerate(_CALL_KEYS):
+        raw = scan.value(block, row, j, key)
+        if raw is not None:
+            out[key.decode()] = json.loads(raw)
+    if not out:  # a hash that matched another key: read the whole line
+        obj: dict[str, Any] = json.loads(block[scan.starts[row]:scan.ends[row]])
+        return obj
+    return out
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from amv_calib.gate._decision_log import (
     DecisionLogWarning,
     DecisionLogWriter,
     LogReadStats,
+    decision_verifier_calls,
     encode_record,
     normalize_decision,
     parse_decision_line,
@@ -94,7 +95,8 @@ __all__ = [
     "posterior_batch", "stopping_value_batch", "update_batch",
     "DECISION_ALIASES", "OFFERED_VERIFIER_ALIASES", "PREMISE_ALIASES",
     "VERIFIER_CALL_ALIASES", "DecisionLogWarning",
-    "DecisionLogWriter", "LogReadStats", "encode_record", "normalize_decision",
+    "DecisionLogWriter", "LogReadStats", "decision_verifier_calls", "encode_record",
+    "normalize_decision",
     "read_decision_log", "utc_now_iso", "parse_decision_line",
     "LoadedArtifact", "gate_from_artifact", "load_artifact",
 ]

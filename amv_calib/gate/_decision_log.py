@@ -103,6 +103,7 @@ __all__ = [
     "DecisionLogWriter",
     "JsonLinesAppender",
     "LogReadStats",
+    "decision_verifier_calls",
     "encode_record",
     "normalize_decision",
     "parse_decision_line",
@@ -443,10 +444,7 @@ def normalize_decision(record: Mapping[str, Any]) -> dict[str, Any]:
         out["premises"] = [_normalize_premise(p) for p in premises]
     calls = out.get("verifier_calls")
     if isinstance(calls, list):
-        out["verifier_calls"] = [
-            _normalize_fields(c, VERIFIER_CALL_ALIASES) if isinstance(c, Mapping) else c
-            for c in calls
-        ]
+        out["verifier_calls"] = _normalize_calls(calls)
     offered = out.get("verifiers")
     if isinstance(offered, list):
         out["verifiers"] = [
@@ -454,6 +452,21 @@ def normalize_decision(record: Mapping[str, Any]) -> dict[str, Any]:
             for v in offered
         ]
     return out
+
+
+def _normalize_calls(calls: list[Any]) -> list[Any]:
+    return [_normalize_fields(c, VERIFIER_CALL_ALIASES) if isinstance(c, Mapping) else c
+            for c in calls]
+
+
+def decision_verifier_calls(record: Mapping[str, Any]) -> Any:
+    """``normalize_decision(record).get("verifier_calls")``, without normalising the rest.
+
+    The label join reads only the verifier calls of the lines that have them; normalising
+    each record's premises too cost it as much as parsing the line.
+    """
+    _, calls = _pick(record, DECISION_ALIASES["verifier_calls"])
+    return _normalize_calls(calls) if isinstance(calls, list) else calls
 
 
 def _json_record(raw: bytes) -> dict[str, Any]:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from amv_calib.claims._keyscan import MAX_DEPTH, suspect_lines
+from amv_calib.claims import _keyscan
+from amv_calib.claims._keyscan import MAX_DEPTH, scan_block, suspect_lines
 from amv_calib.contract import loads_strict
 
 
@@ -87,3 +89,51 @@ def test_a_passed_line_is_one_the_strict_parser_accepts(pairs: list[tuple[str, A
         assert _strict_ok(line), line
     if not _strict_ok(line):  # a duplicate key (or anything else refused) is never passed
         assert suspect, line
+
+
+_WANTED = (b"verifier_calls", b"verifierCalls")
+_TOP_KEYS = st.sampled_from(["verifier_calls", "verifierCalls", "a", "premises", "\\u0061"])
+
+
+@pytest.mark.parametrize(("line", "values"), [
+    (b'{"verifier_calls": [{"a": 1}], "b": 2}', [b' [{"a": 1}]', None]),
+    (b'{"b": 2, "verifierCalls": null}', [None, b' null']),
+    (b'{"x": {"verifier_calls": [1]}, "s": "verifier_calls"}', [None, None]),
+    (b'{"verifier_calls":[],"verifierCalls":{"k":[1,2]}}', [b"[]", b'{"k":[1,2]}']),
+], ids=["first-key", "last-key", "nested-and-in-a-string", "both"])
+def test_spans_hand_cases(line: bytes, values: list[bytes | None]) -> None:
+    block = line + b"\n"
+    scan = scan_block(block, 1, _WANTED)
+    assert not scan.suspect[0]
+    assert [scan.value(block, 0, j, k) for j, k in enumerate(_WANTED)] == values
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_TOP_KEYS, _VALUES), max_size=5))
+def test_spans_read_what_the_strict_parser_reads(pairs: list[tuple[str, Any]]) -> None:
+    line = _render(("obj", pairs)).encode("utf-8")
+    block = line + b"\n"
+    scan = scan_block(block, 1, _WANTED)
+    assume(not scan.suspect[0])
+    obj = loads_strict(line)
+    for j, key in enumerate(_WANTED):
+        raw = scan.value(block, 0, j, key)
+        if key.decode() in obj:
+            assert raw is not None and json.loads(raw) == obj[key.decode()], line
+        else:
+            assert raw is None, line
+
+
+def test_a_block_scanned_on_threads_equals_one_scanned_on_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = [b'{"a": 1, "verifier_calls": [{"s": {"p0": true}}]}', b'{"a": 1, "a": 2}',
+             b'{"b": "\\u00e9", "verifierCalls": []}', b'[1]'] * 40_000  # ~3.6 MB
+    block = b"".join(line + b"\n" for line in lines)
+    monkeypatch.setattr(_keyscan, "_workers", lambda n_bytes: 3)
+    threaded = scan_block(block, len(lines), _WANTED)
+    monkeypatch.setattr(_keyscan, "_workers", lambda n_bytes: 1)
+    single = scan_block(block, len(lines), _WANTED)
+    assert threaded.suspect.tolist() == single.suspect.tolist() == [False, True, False,
+                                                                    True] * 40_000
+    assert np.array_equal(threaded.spans, single.spans)
+    assert threaded.value(block, 4, 0, b"verifier_calls") == b' [{"s": {"p0": true}}]'
