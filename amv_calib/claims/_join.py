@@ -416,18 +416,26 @@ def _repeated_premises(u: pd.DataFrame) -> tuple[BoolArray, list[str]]:
     replace the first, so the whole record is refused instead.
     """
     rec = u["rec"].to_numpy().astype(np.int64)
-    pid = pd.Series(u["premise_id"], copy=False).astype("str")
-    cid = pd.Series(u["claim_id"], copy=False).astype("str")
-    key = ("premise id\0" + pid).where(pid.notna(), "claim id\0" + cid).to_numpy(dtype=object)
-    has_key = pd.notna(key)
-    codes = pd.factorize(key)[0].astype(np.int64)
-    pair = pd.Series(rec * (int(codes.max(initial=0)) + 2) + codes)
-    dup = pair.duplicated(keep=False).to_numpy() & has_key
-    if not dup.any():
+    pid = pd.Series(u["premise_id"], copy=False)
+    if not isinstance(pid.dtype, pd.CategoricalDtype):
+        pid = pid.astype("category")
+    # Keys as codes (premise ids first, then claim ids): no string per entry is built.
+    key = pid.cat.codes.to_numpy().astype(np.int64)
+    n_pid = len(pid.cat.categories)
+    no_pid = np.flatnonzero(key < 0)
+    claim = u["claim_id"].array
+    if no_pid.size:
+        (claim_codes,) = _factorize(pd.Series(claim[no_pid]))
+        key[no_pid] = np.where(claim_codes >= 0, n_pid + claim_codes, -1)
+    pair = pd.Series(rec * (int(key.max(initial=0)) + 2) + key)
+    dup = np.flatnonzero(pair.duplicated(keep=False).to_numpy() & (key >= 0))
+    if not dup.size:
         return np.zeros(len(rec), dtype=bool), []
-    first = pd.Series(key[dup], index=rec[dup]).groupby(level=0).first()
-    repeated = np.isin(rec, first.index.to_numpy())
-    return repeated, [str(k) for k in first.reindex(rec[repeated]).to_numpy()]
+    recs, first = np.unique(rec[dup], return_index=True)
+    names = [f"premise id\0{pid.cat.categories[key[i]]}" if key[i] < n_pid
+             else f"claim id\0{claim[i]}" for i in dup[first].tolist()]
+    repeated = np.isin(rec, recs)
+    return repeated, [names[j] for j in np.searchsorted(recs, rec[repeated]).tolist()]
 
 
 def invalid_detail(u: pd.DataFrame, bad_times: Mapping[int, Any]

@@ -756,3 +756,33 @@ def test_cli_label_options_and_formats(tmp_path: Path, capsys: pytest.CaptureFix
     table = pd.read_csv(out) if ending == ".csv" else pd.read_json(out, lines=True)
     assert table["label_weight"].sum() == pytest.approx(1.0)
     assert table["timestamp"].astype(str).str.startswith("2026-12-01").all()
+
+
+def _repeated_reference(rows: list[tuple[int, str | None, str | None]]
+                        ) -> tuple[list[bool], list[str]]:
+    """Plain Python: per record, the first key (premise id, else claim id) given twice."""
+    first: dict[int, str] = {}
+    for rec in sorted({r for r, _, _ in rows}):
+        keys = [f"premise id\0{p}" if p is not None else f"claim id\0{c}"
+                for r, p, c in rows if r == rec and (p is not None or c is not None)]
+        twice = [k for k in keys if keys.count(k) > 1]
+        if twice:
+            first[rec] = twice[0]
+    return [r in first for r, _, _ in rows], [first[r] for r, _, _ in rows if r in first]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.sampled_from([None, "p0", "p1", "c0"]),
+                          st.sampled_from([None, "c0", "c1"])), max_size=14))
+def test_repeated_premises_match_a_plain_reference(
+        rows: list[tuple[int, str | None, str | None]]) -> None:
+    from amv_calib.claims._join import _repeated_premises
+
+    rows = sorted(rows, key=lambda r: r[0])  # entries come in record order
+    u = pd.DataFrame({
+        "rec": np.array([r for r, _, _ in rows], dtype=np.int64),
+        "premise_id": pd.Categorical([p for _, p, _ in rows]),
+        "claim_id": pd.array([c for _, _, c in rows], dtype="str"),
+    })
+    bad, keys = _repeated_premises(u)
+    assert (bad.tolist(), keys) == _repeated_reference(rows)
