@@ -342,12 +342,12 @@ def _parsers_synth(subparsers: Any) -> None:
 
 def _run_synth(args: argparse.Namespace) -> int:
     """Generate and write; print the summary line."""
-    from amv_calib.claims import synth_claims, synth_episodes, write_claims, write_episodes
+    from amv_calib.datasets import synth_claims, synth_episodes, write_claims, write_episodes
 
     n = _SYNTH_DEFAULT_N[args.kind] if args.n is None else args.n
     out = Path(args.out)
     if args.kind == "logs":
-        from amv_calib.claims import simulate_production
+        from amv_calib.datasets import simulate_production
         from amv_calib.settings import DEFAULT_MODEL_NAME, models_dir
 
         artifact = args.artifact or str(models_dir() / DEFAULT_MODEL_NAME / "v1")

@@ -1,6 +1,6 @@
 """Benchmark: the calibrator comparison beside the bare scikit-learn fits it wraps, same run.
 
-Measured (issue 4 targets) on synthetic claims (``amv_calib.claims._synth``, 1,000,000 by default):
+Measured (issue 4 targets) on synthetic claims (``amv_calib.datasets``, 1,000,000 by default):
 
 * ``compare``: :func:`amv_calib.calibration._compare.compare_calibrators` with the default four
   calibrators (Platt and the isotonic index on the 17-term rich map, Beta with the rich
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     import amv_calib.calibration._calibrators  # noqa: F401
     from amv_calib.calibration._compare import compare_calibrators, make_folds
     from amv_calib.calibration._metrics import METRICS, bootstrap_metrics
-    from amv_calib.claims._synth import synth_claims
+    from amv_calib.datasets._synth import synth_claims
 
     t = time.perf_counter()
     claims = synth_claims(rows, seed=7)

@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from amv_calib.claims._ingest import ingest_file, load_claims
-from amv_calib.claims._synth import synth_claims, write_claims
+from amv_calib.datasets._synth import synth_claims, write_claims
 from amv_calib.settings import DEFAULT_SEED
 
 RATIO_TARGET = 2.0  # load_claims / bare read, wall, at most

@@ -242,7 +242,7 @@ def _run_child(side: str, data: dict[str, Any], mem_limit_gib: float) -> dict[st
 # ---------------------------------------------------------------------------------------------
 def writer_latency(folder: Path, n: int) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
-    from amv_calib.gate._decision_log import DecisionLogWriter, encode_record
+    from amv_calib.gate import DecisionLogWriter, encode_record
 
     rec = {"time": "2026-12-01T10:00:00.000000Z", "action_id": "a", "tool_name": "t",
            "theta": 120.0, "kappa": 4.0,

@@ -1,7 +1,7 @@
 """Benchmark: episode replay and Optuna tuning throughput, beside the scalar gate, same run.
 
 Measured (targets of issue 6 and of the compiled batch engine) on 10,000 synthetic episodes
-(``amv_calib.claims.synth_episodes``):
+(``amv_calib.datasets.synth_episodes``):
 
 * replay throughput of the batch gate (``replay``: sequential stopping over all active
   instances with ``evaluate_batch``, the compiled engine), in instances/s and
@@ -129,7 +129,7 @@ def _rates(n: int, r: _bench.Rounds) -> dict[str, float]:
 
 def bench_replay(n: int, rounds: int, seed: int) -> dict[str, Any]:
     """Batch replay against the scalar loop, per policy, engine only and end to end."""
-    from amv_calib.claims._synth import synth_episodes
+    from amv_calib.datasets._synth import synth_episodes
     from amv_calib.gate import Gate
     from amv_calib.tuning._replay import _gate_policy, episode_set
 
@@ -188,7 +188,7 @@ def bench_replay(n: int, rounds: int, seed: int) -> dict[str, Any]:
 def bench_tuning(n: int, trials: int, seed: int) -> dict[str, Any]:
     import optuna
 
-    from amv_calib.claims._synth import synth_episodes
+    from amv_calib.datasets._synth import synth_episodes
     from amv_calib.tuning._replay import episode_set
     from amv_calib.tuning._search import tune_thresholds
 

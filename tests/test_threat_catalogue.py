@@ -88,7 +88,7 @@ def test_failed_append_before_any_byte_leaves_the_file_as_it_was(tmp_path: Path)
 # -- 7. two pipeline runs at once corrupt the result --------------------------------------
 @pytest.fixture(scope="module")
 def small_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from amv_calib.claims import synth_claims, write_claims
+    from amv_calib.datasets import synth_claims, write_claims
 
     d = tmp_path_factory.mktemp("pipeline")
     claims = write_claims(synth_claims(3000, seed=5), d / "claims.csv")

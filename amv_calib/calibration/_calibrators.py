@@ -486,7 +486,7 @@ class PlattCalibrator(_LogisticCalibrator, _LinearCalibrator):
 
     >>> import numpy as np
     >>> from amv_calib.calibration import PlattCalibrator
-    >>> from amv_calib.claims import synth_claims
+    >>> from amv_calib.datasets import synth_claims
     >>> from amv_calib.contract import CLAIM_FEATURES
     >>> claims = synth_claims(2000, seed=1)
     >>> X, y = claims[list(CLAIM_FEATURES)], claims["violated"]

@@ -10,6 +10,7 @@ inputs give identical bytes with one matplotlib version).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -281,8 +282,38 @@ def overlay_figure(bins: Any, *, champion: str | None = None,
     return fig
 
 
-def write_figure_png(fig: Any, path: str | Path) -> Path:
-    """Write ``fig`` to ``path`` as a PNG without a time stamp; return the path."""
+def write_figure_png(fig: Any, path: str | os.PathLike[str], *, dpi: float | None = None
+                     ) -> Path:
+    """Write ``fig`` to ``path`` as a PNG; the one way the package writes a figure.
+
+    Every PNG file the package writes itself goes through here (the reliability diagram, the
+    certified frontier, the Pareto plot and Optuna's views of a tuning run, the monitoring
+    timeline), so all of them are written alike. Figures logged to MLflow are written by
+    MLflow's ``log_figure``.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure, drawn on an Agg canvas (or under the Agg backend).
+    path : str or os.PathLike
+        Where to write; the format is PNG whatever the ending.
+    dpi : float, optional
+        Resolution; by default matplotlib's ``savefig.dpi`` (the figure's own dpi unless
+        configured otherwise).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Notes
+    -----
+    The ``Software`` text chunk (matplotlib's version) is left out, so the same figure gives
+    the same bytes wherever the same matplotlib draws it. The certified ``frontier.png`` is
+    hashed into each artifact's manifest, and ``make demo`` reuses the shipped version only
+    while it exports the same bytes: ``dpi=None`` keeps matplotlib's default, the resolution
+    that figure has always been written at.
+    """
     out = Path(path)
-    fig.savefig(out, format="png", metadata={"Software": None})
+    fig.savefig(out, format="png", dpi=dpi, metadata={"Software": None})
     return out

@@ -3,8 +3,8 @@
 Ingest of CSV, Parquet and JSONL claim tables (every row accepted or rejected with a reason),
 the one timestamp rule every stage reads times by (``parse_timestamps``), the decision-log x
 outcome join (``label``) with the episodes and verifier reliabilities it yields, which
-command wrote which output (``written_by.json``), memory-store adapters (mem0, Graphiti), the
-synthetic worlds used by the demo and the tests, and simulated production logs.
+command wrote which output (``written_by.json``) and memory-store adapters (mem0, Graphiti).
+The synthetic worlds used by the demo and the tests are :mod:`amv_calib.datasets`.
 """
 
 from __future__ import annotations
@@ -66,19 +66,6 @@ from amv_calib.claims._outputs import (
     write_join_report,
     write_label_folder,
 )
-from amv_calib.claims._production import SimulatedLogs, simulate_production
-from amv_calib.claims._synth import (
-    CLAIM_COLUMNS,
-    EPOCH_START,
-    FAMILIES,
-    Family,
-    family_probability,
-    synth_claims,
-    synth_episodes,
-    true_probability,
-    write_claims,
-    write_episodes,
-)
 from amv_calib.claims._times import ParsedTimestamps, parse_timestamps
 from amv_calib.settings import LabelOptions
 
@@ -86,12 +73,9 @@ __all__ = [
     "ACTION_REASONS",
     "ADAPTER_UNJOINED_REASONS",
     "CLAIMS_SCHEMA",
-    "CLAIM_COLUMNS",
     "DEFAULT_CHUNKSIZE",
     "DEFAULT_FEATURES",
     "DEFAULT_MIN_VERIFIER_CALLS",
-    "EPOCH_START",
-    "FAMILIES",
     "FORMATS",
     "LABEL_FOLDER_FILES",
     "LabelOptions",
@@ -101,7 +85,6 @@ __all__ = [
     "WRITTEN_BY",
     "AdapterReport",
     "EpisodeReport",
-    "Family",
     "Format",
     "IngestSummary",
     "JoinReport",
@@ -110,12 +93,10 @@ __all__ = [
     "NoisyLabelFit",
     "OutputConflictError",
     "ParsedTimestamps",
-    "SimulatedLogs",
     "SoftLabels",
     "beta_interval",
     "claim_outputs",
     "detect_format",
-    "family_probability",
     "fit_noisy_labels",
     "graphiti_adapter",
     "graphiti_edges_to_claims",
@@ -135,15 +116,9 @@ __all__ = [
     "read_uses",
     "use_entries",
     "record_outputs",
-    "simulate_production",
-    "synth_claims",
-    "synth_episodes",
-    "true_probability",
     "unknown_table_ending",
     "verifier_reliabilities",
-    "write_claims",
     "write_claims_table",
-    "write_episodes",
     "write_episodes_jsonl",
     "write_join_report",
     "write_label_folder",

@@ -77,9 +77,8 @@ from amv_calib.claims._arrow import BoolArray, FloatArray, IntArray
 from amv_calib.claims._logread import _NAT, LogEntries, PathLike, read_uses
 from amv_calib.claims._outcomes import _is_str_dtype, load_outcomes
 from amv_calib.claims._times import _time_reasons, us_to_datetime
-from amv_calib.contract import CLAIM_FEATURES, sigmoid
+from amv_calib.contract import CLAIM_FEATURES, LogReadStats, sigmoid
 from amv_calib.exceptions import DataContractError, check_choice
-from amv_calib.gate import LogReadStats
 
 SoftLabels = Literal["posterior", "off"]
 

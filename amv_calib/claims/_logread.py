@@ -22,16 +22,18 @@ from numpy.typing import NDArray
 
 from amv_calib.claims._arrow import IntArray, strip_ids
 from amv_calib.claims._times import MISSING_US, parse_timestamps
-from amv_calib.contract import CLAIM_FEATURES, loads_strict, open_regular
-from amv_calib.exceptions import check_choice
-from amv_calib.gate import (
+from amv_calib.contract import (
+    CLAIM_FEATURES,
     DECISION_ALIASES,
     OFFERED_VERIFIER_ALIASES,
     LogReadStats,
     decision_verifier_calls,
+    loads_strict,
     normalize_decision,
+    open_regular,
     parse_decision_line,
 )
+from amv_calib.exceptions import check_choice
 
 PathLike = str | os.PathLike[str]
 

@@ -2,9 +2,12 @@
 
 The claim columns and their aliases (``_schema``), the closed feature vocabulary, the
 portable calibrator and the one sigmoid (``_features``), the artifact format with its
-loader (``_artifact``, ``_folder``, ``_signature``), and the two rules for reading anything
-from outside: strict JSON (``_json``) and regular files only (``_files``).
+loader (``_artifact``, ``_folder``, ``_signature``), the decision log's format and reader
+(``_decision_log``), and the two rules for reading anything from outside: strict JSON
+(``_json``) and regular files only (``_files``).
 Training writes what this package defines; the gate reads it without importing anything else.
+The gate writes decision logs in the format defined here, and training reads them with the
+reader defined here, without importing the gate.
 """
 
 from __future__ import annotations
@@ -31,6 +34,20 @@ from amv_calib.contract._artifact import (
     resolve_reference,
     thresholds_sha256,
     with_gate_clamp,
+)
+from amv_calib.contract._decision_log import (
+    DECISION_ALIASES,
+    OFFERED_VERIFIER_ALIASES,
+    PREMISE_ALIASES,
+    VERIFIER_CALL_ALIASES,
+    DecisionLogWarning,
+    LogReadStats,
+    decision_verifier_calls,
+    encode_record,
+    normalize_decision,
+    parse_decision_line,
+    read_decision_log,
+    utc_now_iso,
 )
 from amv_calib.contract._features import (
     DEFAULT_EPS,
@@ -117,4 +134,8 @@ __all__ = [
     "sigmoid",
     "thresholds_sha256",
     "with_gate_clamp",
+    # the decision log's format and reader
+    "DECISION_ALIASES", "OFFERED_VERIFIER_ALIASES", "PREMISE_ALIASES", "VERIFIER_CALL_ALIASES",
+    "DecisionLogWarning", "LogReadStats", "decision_verifier_calls", "encode_record",
+    "normalize_decision", "parse_decision_line", "read_decision_log", "utc_now_iso",
 ]

@@ -1,14 +1,31 @@
 """The AMV runtime gate: PROCEED, VERIFY or ABSTAIN before an irreversible tool call.
 
 Model (``_model``), scalar reference engine (``_engine``), planner (``_planner``), batch
-engine (``_batch``), decision log (``_decision_log``), outcome log (``_outcomes``) and the
-gate that follows an alias (``_live``). Imports numpy and the standard library only; the
-artifact loader comes from :mod:`amv_calib.contract`.
+engine (``_batch``), decision-log writer (``_decision_log``), outcome log (``_outcomes``) and
+the gate that follows an alias (``_live``). Imports numpy and the standard library only; the
+artifact loader and the decision log's format and reader come from :mod:`amv_calib.contract`
+(re-exported here, so code that imports them from the gate keeps working).
 """
 
 from __future__ import annotations
 
-from amv_calib.contract import LoadedArtifact, gate_from_artifact, load_artifact
+from amv_calib.contract import (
+    DECISION_ALIASES,
+    OFFERED_VERIFIER_ALIASES,
+    PREMISE_ALIASES,
+    VERIFIER_CALL_ALIASES,
+    DecisionLogWarning,
+    LoadedArtifact,
+    LogReadStats,
+    decision_verifier_calls,
+    encode_record,
+    gate_from_artifact,
+    load_artifact,
+    normalize_decision,
+    parse_decision_line,
+    read_decision_log,
+    utc_now_iso,
+)
 from amv_calib.gate._batch import (
     ABSTAIN,
     PROCEED,
@@ -20,21 +37,7 @@ from amv_calib.gate._batch import (
     stopping_value_batch,
     update_batch,
 )
-from amv_calib.gate._decision_log import (
-    DECISION_ALIASES,
-    OFFERED_VERIFIER_ALIASES,
-    PREMISE_ALIASES,
-    VERIFIER_CALL_ALIASES,
-    DecisionLogWarning,
-    DecisionLogWriter,
-    LogReadStats,
-    decision_verifier_calls,
-    encode_record,
-    normalize_decision,
-    parse_decision_line,
-    read_decision_log,
-    utc_now_iso,
-)
+from amv_calib.gate._decision_log import DecisionLogWriter
 from amv_calib.gate._engine import (
     REGIME_CODES,
     VOI_TOLERANCE,

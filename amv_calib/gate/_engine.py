@@ -78,10 +78,9 @@ from typing import Any, Final, Generic, Literal, NamedTuple, TypeVar, cast, over
 
 import numpy as np
 
-from amv_calib.contract import LoadedArtifact, PortableCalibrator
+from amv_calib.contract import LoadedArtifact, PortableCalibrator, utc_now_iso
 from amv_calib.exceptions import UncalibratedPremiseError
 from amv_calib.gate._batch import BatchDecision, evaluate_batch
-from amv_calib.gate._decision_log import utc_now_iso
 from amv_calib.gate._model import (
     REGIME_CODES,
     VOI_TOLERANCE,

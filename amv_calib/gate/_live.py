@@ -34,9 +34,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from amv_calib.contract import ALIASES_FILE, gate_from_artifact, read_aliases, resolve_reference
+from amv_calib.contract import (
+    ALIASES_FILE,
+    gate_from_artifact,
+    read_aliases,
+    resolve_reference,
+    utc_now_iso,
+)
 from amv_calib.exceptions import ArtifactError
-from amv_calib.gate._decision_log import DecisionLogWriter, utc_now_iso
+from amv_calib.gate._decision_log import DecisionLogWriter
 from amv_calib.gate._engine import Decision, Gate, RunTrace
 from amv_calib.gate._model import CandidateAction, Verifier
 from amv_calib.settings import champion_reference

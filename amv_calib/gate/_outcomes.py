@@ -24,7 +24,8 @@ import os
 from datetime import UTC, datetime
 from typing import Any, Final, Self
 
-from amv_calib.gate._decision_log import JsonLinesAppender, utc_now_iso
+from amv_calib.contract import utc_now_iso
+from amv_calib.gate._decision_log import JsonLinesAppender
 
 __all__ = ["OutcomeLog"]
 

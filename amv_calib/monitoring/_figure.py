@@ -39,6 +39,8 @@ def timeline_figure(report: Mapping[str, Any], path: str | os.PathLike[str]) -> 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    from amv_calib.calibration import write_figure_png
+
     windows = report["windows"]
     cfg = report["config"]
     x = list(range(len(windows)))
@@ -156,4 +158,4 @@ def timeline_figure(report: Mapping[str, Any], path: str | os.PathLike[str]) -> 
         ax.set_xlabel("window end (shaded: yellow WARN, red ALERT, grey insufficient data)")
     fig.suptitle(f"monitoring {report['artifact']}: windows of {report['window']}")
     fig.tight_layout()
-    fig.savefig(os.fspath(path), dpi=90, metadata={"Software": None})
+    write_figure_png(fig, path, dpi=90)

@@ -286,7 +286,7 @@ def _read_and_join(st: MonitorState, plist: Sequence[str], outcomes: Any,
     may decide, and join both with the outcomes by the label join's rules; returns the
     batch and, per pending partition, the rows taken back."""
     from amv_calib.claims import LogEntries, label_claims, load_outcomes, read_uses, use_entries
-    from amv_calib.gate import LogReadStats
+    from amv_calib.contract import LogReadStats
     from amv_calib.monitoring._state import hash_strings
 
     log = read_uses(list(plist), on_corrupt="raise" if on_corrupt == "raise" else "skip",

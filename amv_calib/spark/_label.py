@@ -408,7 +408,7 @@ def _read_logs(spark: SparkSession, paths: list[str], on_corrupt: str, columnar:
     if len(errors):
         parsed.unpersist()
         raise DataContractError(str(errors["error"].iloc[0]))
-    from amv_calib.gate import LogReadStats
+    from amv_calib.contract import LogReadStats
 
     stats = [LogReadStats() for _ in paths]
     for row in meta[meta["kind"] == 1].sort_values("task").to_dict("records"):

@@ -873,6 +873,8 @@ def _optuna_views(study: Any, out: Path) -> dict[str, str]:
     import matplotlib.pyplot as plt
     import optuna.visualization.matplotlib as views
 
+    from amv_calib.calibration import write_figure_png
+
     files: dict[str, str] = {}
     for name, fn in _OPTUNA_VIEWS:
         try:
@@ -887,7 +889,7 @@ def _optuna_views(study: Any, out: Path) -> dict[str, str]:
                 drawn = getattr(views, fn)(study, **kwargs)
                 fig = np.ravel(drawn)[0].figure
                 _readable(fig, fn)
-                fig.savefig(out / name, format="png", metadata={"Software": None})
+                write_figure_png(fig, out / name)
                 plt.close(fig)
         except (ValueError, RuntimeError, ZeroDivisionError) as exc:
             _log.info("optuna view %s not drawn: %s", name, exc)
@@ -942,10 +944,13 @@ def pareto_plot(
     Grey dots are all trials, blue circles the trials on the three-objective Pareto front
     (harm, cost, coverage), the step line the frontier of the two plotted quantities, and
     labelled squares the baseline policies on the same split (a baseline far above the
-    trials is pinned to the top edge with its value written beside it).
+    trials is pinned to the top edge with its value written beside it). Written to ``path``
+    as a PNG (:func:`~amv_calib.calibration.write_figure_png`).
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+
+    from amv_calib.calibration import write_figure_png
 
     done = _completed(study)
     front = {t.number for t in study.best_trials}
@@ -990,7 +995,7 @@ def pareto_plot(
         if k == 0:
             ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
-    fig.savefig(os.fspath(path), dpi=120)
+    write_figure_png(fig, path, dpi=120)
 
 
 # -- transfer -------------------------------------------------------------------------------------

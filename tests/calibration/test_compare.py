@@ -118,7 +118,7 @@ def test_out_of_fold_predictions_are_honest(claims: pd.DataFrame,
 
 
 def _interval_cases() -> list[Any]:
-    from amv_calib.claims import synth_claims
+    from amv_calib.datasets import synth_claims
 
     return [
         pytest.param(lambda: _claims(6000, seed=1), "time", 11, id="platt-family-time"),
@@ -386,7 +386,7 @@ def test_cli_compare_too_little_data(tmp_path: Path, capsys: pytest.CaptureFixtu
 # -- acceptance on the synthetic generator ----------------------------------------------------
 @pytest.mark.slow
 def test_acceptance_on_100k_synthetic_claims() -> None:
-    from amv_calib.claims._synth import synth_claims
+    from amv_calib.datasets._synth import synth_claims
     from amv_calib.settings import DEFAULT_SEED
 
     res = compare_calibrators(synth_claims(100_000, seed=DEFAULT_SEED), folds=3, n_boot=20,

@@ -22,8 +22,8 @@ from amv_calib.claims._adapters import (
     mem0_history_to_claims,
 )
 from amv_calib.claims._ingest import load_claims
+from amv_calib.contract import encode_record
 from amv_calib.exceptions import DataContractError, MissingColumnsError
-from amv_calib.gate._decision_log import encode_record
 from amv_calib.settings import ADAPTERS
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"

@@ -20,8 +20,8 @@ from amv_calib.claims import (
     beta_interval,
     label_claims,
     label_logs,
-    simulate_production,
 )
+from amv_calib.datasets import simulate_production
 from amv_calib.gate import read_decision_log
 from amv_calib.tuning import read_episodes
 

@@ -24,11 +24,13 @@ from amv_calib.claims._join import OUTCOME_STATUSES, UNJOINED_REASONS, label_cla
 from amv_calib.claims._logread import read_uses
 from amv_calib.claims._noisy import fit_noisy_labels
 from amv_calib.claims._outcomes import load_outcomes
-from amv_calib.claims._synth import synth_claims
+from amv_calib.contract import DecisionLogWarning, encode_record
 from amv_calib.contract._features import SEED_FEATURE_MAP, PortableCalibrator, seed_prior_calibrator
+from amv_calib.datasets._synth import synth_claims
 from amv_calib.exceptions import DataContractError, MissingColumnsError
 from amv_calib.gate import (
     CandidateAction,
+    DecisionLogWriter,
     Gate,
     MemoryClaim,
     Premise,
@@ -36,7 +38,6 @@ from amv_calib.gate import (
     posterior_confirm,
     posterior_refute,
 )
-from amv_calib.gate._decision_log import DecisionLogWarning, DecisionLogWriter, encode_record
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "data" / "examples"

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from amv_calib.claims import synth_episodes
+from amv_calib.datasets import synth_episodes
 from amv_calib.gate import CandidateAction, Gate, Premise, Verifier, encode_record
 
 DAY_S = 86400

@@ -28,7 +28,7 @@ def _write(path: Path, text: str) -> Path:
 
 @pytest.fixture(scope="module")
 def small_data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from amv_calib.claims._synth import synth_claims, synth_episodes, write_claims, write_episodes
+    from amv_calib.datasets._synth import synth_claims, synth_episodes, write_claims, write_episodes
 
     d = tmp_path_factory.mktemp("pipeline-data")
     claims = write_claims(synth_claims(4000, seed=11), d / "claims.csv")

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from amv_calib.calibration import compare_calibrators, write_comparison
-from amv_calib.claims import synth_claims
 from amv_calib.contract import CLAIM_FEATURES, PortableCalibrator
+from amv_calib.datasets import synth_claims
 from amv_calib.spark import SparkCalibrator, compare_calibrators_spark
 
 CALIBRATORS = ["platt", "isotonic", "seed_prior"]

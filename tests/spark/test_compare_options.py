@@ -12,7 +12,7 @@ import pytest
 
 import amv_calib.spark._compare as spark_compare
 from amv_calib.calibration import compare_calibrators
-from amv_calib.claims import synth_claims
+from amv_calib.datasets import synth_claims
 from amv_calib.spark import compare_calibrators_spark
 
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from amv_calib.artifacts import DEFAULT_THRESHOLDS
-from amv_calib.claims import synth_claims
 from amv_calib.cli import main
 from amv_calib.contract import load_artifact
+from amv_calib.datasets import synth_claims
 from amv_calib.exceptions import ConfigError
 from amv_calib.pipeline import load_pipeline, run_pipeline
 

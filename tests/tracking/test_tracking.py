@@ -501,7 +501,7 @@ def test_gate_and_cli_do_not_import_mlflow() -> None:
 
 
 def test_replay_results_of_the_replay_module(logged: dict[str, Any], tmp_path: Path) -> None:
-    from amv_calib.claims._synth import synth_episodes
+    from amv_calib.datasets._synth import synth_episodes
     from amv_calib.tuning._replay import replay_many
 
     results = replay_many(synth_episodes(60, seed=3), ["always-proceed", "oracle"], seed=4,

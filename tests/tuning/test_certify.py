@@ -208,7 +208,7 @@ def test_the_validity_check_fails_a_wrong_method(routine: Routine, delta: float,
 # -- the calibration set ----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def pool() -> Any:
-    from amv_calib.claims import synth_episodes
+    from amv_calib.datasets import synth_episodes
 
     return episode_set(synth_episodes(3000, seed=41))
 
@@ -221,7 +221,7 @@ def test_calibration_excludes_exactly_what_the_record_covers_and_uses_all_the_re
     np.testing.assert_array_equal(excluded, tune)
     assert cal.sum() == (~tune).sum() and not test.any()
     # a file of fresh episodes is used whole
-    from amv_calib.claims import synth_episodes
+    from amv_calib.datasets import synth_episodes
 
     fresh = episode_set([{**e, "instance_id": "fresh-" + e["instance_id"]}
                          for e in synth_episodes(500, seed=42)])

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from amv_calib.claims import synth_claims, synth_episodes
 from amv_calib.contract import PortableCalibrator, with_gate_clamp
+from amv_calib.datasets import synth_claims, synth_episodes
 from amv_calib.tuning import (
     HARM_PRICE_STEPS,
     EpisodeSet,

@@ -299,7 +299,7 @@ def test_replay_many_shares_episodes(hand: Any) -> None:
 @pytest.fixture(scope="module")
 def cli_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from amv_calib.artifacts._export import export_artifact
-    from amv_calib.claims._synth import synth_episodes
+    from amv_calib.datasets._synth import synth_episodes
 
     root = tmp_path_factory.mktemp("cli")
     path = root / "episodes.jsonl"
@@ -442,7 +442,7 @@ def _scalar_run(es: Any, rec: dict[str, Any], gate: Any, seed: int) -> tuple[boo
     ids=["myopic", "lookahead", "lookahead-budget1", "seed"],
 )
 def test_batch_replay_equals_scalar_run(gate_kw: dict[str, Any]) -> None:
-    from amv_calib.claims._synth import synth_episodes
+    from amv_calib.datasets._synth import synth_episodes
     from amv_calib.gate import Gate
     from amv_calib.gate._batch import evaluate_batch  # noqa: F401  (the path under test)
     from amv_calib.tuning._replay import _gate_policy
@@ -471,7 +471,7 @@ def test_bench_quick_runs(run_bench: Callable[..., dict[str, Any]]) -> None:
 
 
 def test_lookahead_parallel_rows_give_the_same_replay() -> None:
-    from amv_calib.claims._synth import synth_episodes
+    from amv_calib.datasets._synth import synth_episodes
     from amv_calib.gate import Gate
     from amv_calib.gate._compiled import PARALLEL_MIN_ROWS
 
@@ -506,7 +506,7 @@ def test_reused_verifier_draws_a_fresh_answer_per_call() -> None:
 
 @pytest.mark.parametrize("policy", ["myopic", "lookahead"])
 def test_zero_harm_price_replays_as_the_gate_without_one(policy: Any) -> None:
-    from amv_calib.claims._synth import synth_episodes
+    from amv_calib.datasets._synth import synth_episodes
     from amv_calib.gate import Gate
 
     es = episode_set(synth_episodes(400, seed=13))
@@ -522,8 +522,8 @@ def test_zero_harm_price_replays_as_the_gate_without_one(policy: Any) -> None:
 
 
 def test_raising_the_harm_price_never_raises_gate_harmful() -> None:
-    from amv_calib.claims._synth import synth_episodes
     from amv_calib.contract._features import seed_prior_calibrator
+    from amv_calib.datasets._synth import synth_episodes
     from amv_calib.gate import Gate
 
     # Fixed thresholds, the harm price swept: Gate Harmful falls (by at most a few instances

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from amv_calib import ConfigError
-from amv_calib.claims._synth import synth_episodes
 from amv_calib.contract._artifact import check_thresholds
 from amv_calib.contract._features import seed_prior_calibrator
+from amv_calib.datasets._synth import synth_episodes
 from amv_calib.tuning._replay import EpisodeSet, episode_set
 from amv_calib.tuning._search import (
     make_storage,

@@ -4,7 +4,7 @@
 would, so that ``amv-calib label`` and the retrain-from-logs pipeline can be run (and
 tested) end to end: the project's own :class:`~amv_calib.gate.Gate`, loaded from an
 artifact, runs :meth:`~amv_calib.gate.Gate.run` over synthetic actions
-(:func:`~amv_calib.claims.synth_episodes`: premises with a known truth, theta and kappa),
+(:func:`~amv_calib.datasets.synth_episodes`: premises with a known truth, theta and kappa),
 with a decision log. Two verifiers are offered to every action:
 
 - ``cache-api`` resolves every premise, cheaply, and is *declared* ``declared_reliability``
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from amv_calib.claims._synth import synth_episodes
+from amv_calib.datasets._synth import synth_episodes
 
 #: The first simulated decision.
 SIMULATION_START = datetime(2026, 9, 1, tzinfo=UTC)

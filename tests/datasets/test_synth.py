@@ -20,7 +20,8 @@ import pytest
 
 from amv_calib import ConfigError
 from amv_calib.claims._ingest import load_claims
-from amv_calib.claims._synth import (
+from amv_calib.cli import main
+from amv_calib.datasets._synth import (
     CLAIM_COLUMNS,
     FAMILIES,
     family_posterior,
@@ -31,7 +32,6 @@ from amv_calib.claims._synth import (
     write_claims,
     write_episodes,
 )
-from amv_calib.cli import main
 from amv_calib.settings import DEFAULT_SEED
 
 REPO = Path(__file__).resolve().parents[2]
