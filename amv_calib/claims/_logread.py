@@ -659,7 +659,7 @@ def read_uses(
     paths : path or sequence of paths
         Decision logs (JSON lines), read in the order given.
     on_corrupt : {"raise", "skip"}, default "raise"
-        As in :func:`amv_calib.gate._decision_log.read_decision_log`.
+        As in :func:`amv_calib.contract.read_decision_log`.
     columnar : bool, default True
         Parse blocks of well-formed lines with ``pyarrow.json`` (several times faster); a
         block whose values do not fit the expected types (numbers as times, camelCase
