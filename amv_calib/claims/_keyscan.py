@@ -197,10 +197,19 @@ class BlockScan:
     def value(self, block: bytes, line: int, j: int, key: bytes) -> bytes | None:
         """The raw JSON value of wanted key ``j`` (spelled ``key``) on ``line``; None when
         the line has no such key, or the hash matched another key."""
-        q, v, end = self.spans[line, j].tolist()
-        if end < 0 or block[q:q + len(key) + 2] != b'"' + key + b'"':
-            return None
-        return block[v:end]
+        return self.values(block, np.array([line]), j, key)[0]
+
+    def values(self, block: bytes, lines: NDArray[np.int64], j: int,
+               key: bytes) -> list[bytes | None]:
+        """:meth:`value` for each of ``lines``."""
+        q, v, end = (self.spans[lines, j, k] for k in range(3))
+        quoted = np.frombuffer(b'"' + key + b'"', dtype=np.uint8)
+        buf = np.frombuffer(block, dtype=np.uint8)
+        ok = end >= 0
+        at = np.minimum(np.where(ok, q, 0)[:, None] + np.arange(quoted.size), buf.size - 1)
+        ok &= (buf[at] == quoted).all(axis=1)
+        return [block[a:b] if good else None
+                for a, b, good in zip(v.tolist(), end.tolist(), ok.tolist(), strict=True)]
 
 
 def scan_block(block: bytes, n_lines: int, wanted: Sequence[bytes] = ()) -> BlockScan:

@@ -518,13 +518,12 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
     suspect = scan.suspect
     starts, ends = scan.starts.tolist(), scan.ends.tolist()
     try:
+        # the scan vouches for these lines (no key twice): their verifier calls alone are
+        # read, by the C parser
+        vouched = _calls_only(block, scan, np.flatnonzero(has_calls & ~suspect))
         for row in np.flatnonzero(suspect | has_calls).tolist():
-            if suspect[row]:
-                obj = _json_object(block[starts[row]:ends[row]])
-            else:
-                # the scan vouches for this line (no key twice): its verifier calls alone
-                # are read, by the C parser
-                obj = _calls_only(block, scan, row)
+            obj = _json_object(block[starts[row]:ends[row]]) if suspect[row] \
+                else vouched[row]
             if has_calls[row]:
                 _signals_of(decision_verifier_calls(obj), row, sig)
     except (ValueError, RecursionError):
@@ -542,17 +541,24 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
 _CALL_KEYS: Final = tuple(k.encode() for k in DECISION_ALIASES["verifier_calls"])
 
 
-def _calls_only(block: bytes, scan: Any, row: int) -> dict[str, Any]:
-    """The verifier calls of a line the scan passed, as a record holding only them
-    (``decision_verifier_calls`` picks from it what it picks from the whole record)."""
-    out: dict[str, Any] = {}
+def _calls_only(block: bytes, scan: Any, rows: IntArray) -> dict[int, dict[str, Any]]:
+    """The verifier calls of lines the scan passed, each as a record holding only them
+    (``decision_verifier_calls`` picks from it what it picks from the whole record); the
+    values of a block are parsed together, in one call of the C parser."""
+    found: list[tuple[int, str]] = []
+    raws: list[bytes] = []
     for j, key in enumerate(_CALL_KEYS):
-        raw = scan.value(block, row, j, key)
-        if raw is not None:
-            out[key.decode()] = json.loads(raw)
-    if not out:  # a hash that matched another key: read the whole line
-        obj: dict[str, Any] = json.loads(block[scan.starts[row]:scan.ends[row]])
-        return obj
+        for row, raw in zip(rows.tolist(), scan.values(block, rows, j, key), strict=True):
+            if raw is not None:
+                found.append((row, key.decode()))
+                raws.append(raw)
+    out: dict[int, dict[str, Any]] = {}
+    for (row, name), value in zip(found, json.loads(b"[" + b",".join(raws) + b"]"),
+                                  strict=True):
+        out.setdefault(row, {})[name] = value
+    for row in rows.tolist():
+        if row not in out:  # a hash that matched another key: read the whole line
+            out[row] = json.loads(block[scan.starts[row]:scan.ends[row]])
     return out
 
 
