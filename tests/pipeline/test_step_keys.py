@@ -28,12 +28,14 @@ from amv_calib.settings import (
     PromoteOptions,
     TuneOptions,
 )
+from amv_calib.spark import compare_calibrators_spark
 from amv_calib.tuning import certify_episodes, tune_thresholds
 
 #: command -> (its options class, the library functions taking them, {option: parameter}
 #: where the function spells it otherwise, options the function has no parameter for).
 STAGES: dict[str, tuple[type[Options], list[Callable[..., Any]], dict[str, str], set[str]]] = {
-    "compare": (CompareOptions, [compare_calibrators], {"weights": "sample_weight"},
+    "compare": (CompareOptions, [compare_calibrators, compare_calibrators_spark],
+                {"weights": "sample_weight"},
                 {"holdout_newest"}),  # the step splits the newest claims off first
     "tune": (TuneOptions, [tune_thresholds], {"workers": "n_workers"},
              {"harm_price"}),  # pinned through `space`
