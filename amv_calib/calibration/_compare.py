@@ -26,6 +26,7 @@ relative) are reported too; ``p_true`` is never used for fitting.
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import math
@@ -539,13 +540,22 @@ def compare_arguments(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     ValueError
         ``scoring`` or ``tie_break`` is not a proper scoring rule.
     """
-    import inspect
-
     bound = inspect.signature(compare_calibrators).bind(None, **kwargs)
     bound.apply_defaults()
     arguments = {k: v for k, v in bound.arguments.items() if k != "claims"}
     arguments["tie_break"] = _tie_break(arguments["scoring"], arguments["tie_break"])
     return arguments
+
+
+def compare_signature(engine: Callable[..., Any]) -> inspect.Signature:
+    """The signature of ``engine`` with its ``**kwargs`` spelt out as the keyword parameters
+    of :func:`compare_calibrators` (those :func:`compare_arguments` binds them to): set as
+    ``engine.__signature__``, ``help()`` and :mod:`inspect` show them."""
+    own = inspect.signature(engine)
+    shared = [p for p in inspect.signature(compare_calibrators).parameters.values()
+              if p.kind is p.KEYWORD_ONLY]
+    return own.replace(parameters=[*(p for p in own.parameters.values()
+                                     if p.kind is not p.VAR_KEYWORD), *shared])
 
 
 def comparison_result(

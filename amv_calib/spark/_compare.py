@@ -22,7 +22,6 @@ constraints use the same drop-and-refit rule, each refit an MLlib fit on the kep
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import time
@@ -44,7 +43,7 @@ from amv_calib.calibration import (
     check_enough_data,
     check_fold_labels,
     compare_arguments,
-    compare_calibrators,
+    compare_signature,
     comparison_result,
     describe_calibrator,
     resolve_calibrators,
@@ -630,14 +629,6 @@ def compare_calibrators_spark(
                                 "seed", "allow_constant_features")})
 
 
-def _signature() -> inspect.Signature:
-    # compare_calibrators_spark's **kwargs spelt out as compare_calibrators's keyword
-    # parameters (what compare_arguments binds them to), for help() and inspect
-    own = inspect.signature(compare_calibrators_spark)
-    shared = [p for p in inspect.signature(compare_calibrators).parameters.values()
-              if p.kind is p.KEYWORD_ONLY]
-    return own.replace(parameters=[*(p for p in own.parameters.values()
-                                     if p.kind is not p.VAR_KEYWORD), *shared])
-
-
-compare_calibrators_spark.__signature__ = _signature()  # type: ignore[attr-defined]
+# help() and inspect show the keyword arguments **kwargs takes
+compare_calibrators_spark.__signature__ = compare_signature(  # type: ignore[attr-defined]
+    compare_calibrators_spark)

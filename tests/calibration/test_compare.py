@@ -27,6 +27,7 @@ from amv_calib.calibration._compare import (
     _choose,
     compare_arguments,
     compare_calibrators,
+    compare_signature,
     make_folds,
     write_comparison,
 )
@@ -186,6 +187,12 @@ def test_compare_arguments_are_compare_calibrators_keywords_with_its_defaults() 
         compare_arguments({"fold": 3})
     with pytest.raises(ValueError, match="proper scoring rules"):
         compare_arguments({"tie_break": "ece"})
+
+    def engine(claims: Any, *, where: str = "here", **kwargs: Any) -> Any: ...
+
+    shown = compare_signature(engine).parameters
+    assert list(shown) == ["claims", "where", *list(params)[1:]]
+    assert all(shown[k] == params[k] for k in list(params)[1:])
 
 
 def test_oracle_rows_and_excess(result: ComparisonResult) -> None:
