@@ -102,6 +102,7 @@ def test_every_option_has_one_default_type_and_check_everywhere(command: str) ->
     actions = _actions(command)
     step = STEP_KINDS[command].all_params()
     assert STEP_KINDS[command].options is cls
+    assert dict(cls.PARAMETERS) == renamed
     for name, opt in cls.spec().items():
         want = getattr(defaults, name)
         if opt.cli:
@@ -124,6 +125,10 @@ def test_every_option_has_one_default_type_and_check_everywhere(command: str) ->
                 assert param not in params, (fn.__name__, name)
                 continue
             assert params[param].default == want, (fn.__name__, name, params[param].default)
+    for fn in functions:
+        # what the command line and the step pass: every option the function takes
+        assert defaults.arguments(fn) == {renamed.get(n, n): getattr(defaults, n)
+                                          for n in cls.spec() if n not in not_params}
 
 
 @pytest.mark.parametrize("command", ["ingest", "compare", "tune", "certify", "label",
