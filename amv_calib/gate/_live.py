@@ -42,6 +42,7 @@ from amv_calib.contract import (
     utc_now_iso,
 )
 from amv_calib.exceptions import ArtifactError
+from amv_calib.gate._closing import Closing
 from amv_calib.gate._engine import Decision, Gate, open_decision_log
 from amv_calib.gate._model import CandidateAction, Verifier
 from amv_calib.settings import champion_reference
@@ -90,7 +91,7 @@ def _by_the_version_serving(method: Callable[Concatenate[Gate, _P], _R]
     return call
 
 
-class LiveGate:
+class LiveGate(Closing):
     """A gate that serves the version an alias points at, and follows it.
 
     Parameters
@@ -219,12 +220,6 @@ class LiveGate:
         """Close the decision log this gate opened (a path given as ``decision_log``)."""
         if self._writer is not None:
             self._writer.close()
-
-    def __enter__(self) -> LiveGate:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return (f"LiveGate({self._ref!r}, version={self.version!r}, "
