@@ -347,8 +347,18 @@ class Options:
     def arguments(self, function: Callable[..., Any]) -> dict[str, Any]:
         """The options ``function`` has a parameter for, as its keyword arguments (named as
         ``PARAMETERS`` says), so that the command line and the pipeline step pass them alike;
-        the others are the caller's to act on."""
+        the others are the caller's to act on.
+
+        Raises
+        ------
+        TypeError
+            ``function`` takes ``**kwargs``: its signature cannot say which options it takes
+            (an option it takes that way would be left out without a word).
+        """
         params = inspect.signature(function).parameters
+        if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            raise TypeError(f"{function.__qualname__} takes **kwargs: which options it takes "
+                            f"is not in its signature")
         named = ((name, self.PARAMETERS.get(name, name)) for name in self.spec())
         return {param: getattr(self, name) for name, param in named if param in params}
 

@@ -186,3 +186,12 @@ def test_derisk_steps_default_is_the_monitor_options_one() -> None:
     # the one option monitor() has no parameter for: derisk() takes it, as `steps`
     assert inspect.signature(derisk).parameters["steps"].default == \
         MonitorOptions.defaults().derisk_steps
+
+
+def test_arguments_refuses_a_function_taking_kwargs() -> None:
+    # write_label_spark takes soft_labels through **options: its signature does not say so,
+    # and Options.arguments would have left it out without a word
+    from amv_calib.spark import write_label_spark
+
+    with pytest.raises(TypeError, match=r"write_label_spark takes \*\*kwargs"):
+        LabelOptions().arguments(write_label_spark)
