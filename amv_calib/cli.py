@@ -563,11 +563,7 @@ def _run_compare(args: argparse.Namespace) -> int:
     from amv_calib.claims import load_claims
 
     opts = _options_from(args, CompareOptions)
-    kwargs: dict[str, Any] = {
-        "calibrators": opts.calibrators, "folds": opts.folds, "split": opts.split,
-        "scoring": opts.scoring, "n_bins": opts.n_bins, "n_boot": opts.n_boot,
-        "seed": args.seed, "sample_weight": opts.weights,
-        "allow_constant_features": opts.allow_constant_features}
+    kwargs = {**opts.arguments(compare_calibrators), "seed": args.seed}
     if args.engine == "spark":  # the claims are read, validated and fitted on Spark
         from amv_calib.spark import compare_calibrators_spark
 
@@ -825,12 +821,9 @@ def _run_tune(args: argparse.Namespace) -> int:
     if opts.harm_price is not None:
         space = {**SEARCH_SPACE, "harm_price": (opts.harm_price, opts.harm_price, False)}
     res = tune_thresholds(
-        args.episodes, calibrator=_calibrator_ref(args), trials=opts.trials,
-        storage=args.storage, study_name=args.study_name, seed=args.seed,
-        target_harmful=opts.target_harmful, mode=opts.mode, tune_fraction=opts.tune_fraction,
-        planner=opts.planner, out_dir=args.out, n_workers=opts.workers, n_boot=opts.n_boot,
-        progress=not args.json, space=space,
-    )
+        args.episodes, calibrator=_calibrator_ref(args), storage=args.storage,
+        study_name=args.study_name, seed=args.seed, out_dir=args.out, progress=not args.json,
+        space=space, **opts.arguments(tune_thresholds))
     if args.json:
         print(json.dumps(res.to_dict(), indent=2))
         return 0

@@ -7,9 +7,10 @@ of the environment at the moment it is asked for, so tests and the CLI can overr
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Final, Literal, TypeVar
 
@@ -304,10 +305,13 @@ class Options:
     fields): every value is checked when the object is made.
 
     ``STAGE`` names the stage in messages (``"compare"``). :meth:`from_mapping` builds one
-    from a pipeline step's or a TOML table's keys and refuses unknown ones.
+    from a pipeline step's or a TOML table's keys and refuses unknown ones; :meth:`arguments`
+    passes them to the stage's library function. ``PARAMETERS`` names the options that
+    function spells otherwise (``{"weights": "sample_weight"}``).
     """
 
     STAGE: ClassVar[str] = "options"
+    PARAMETERS: ClassVar[Mapping[str, str]] = {}
 
     def __post_init__(self) -> None:
         for name, opt in self.spec().items():
@@ -340,6 +344,24 @@ class Options:
         """Plain values, for reports and JSON."""
         return {k: getattr(self, k) for k in self.spec()}
 
+    def arguments(self, function: Callable[..., Any]) -> dict[str, Any]:
+        """The options ``function`` has a parameter for, as its keyword arguments (named as
+        ``PARAMETERS`` says), so that the command line and the pipeline step pass them alike;
+        the others are the caller's to act on.
+
+        Raises
+        ------
+        TypeError
+            ``function`` takes ``**kwargs``: its signature cannot say which options it takes
+            (an option it takes that way would be left out without a word).
+        """
+        params = inspect.signature(function).parameters
+        if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            raise TypeError(f"{function.__qualname__} takes **kwargs: which options it takes "
+                            f"is not in its signature")
+        named = ((name, self.PARAMETERS.get(name, name)) for name in self.spec())
+        return {param: getattr(self, name) for name, param in named if param in params}
+
 
 # -- the options of each stage (re-exported by the stage's package) ------------------------
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -348,6 +370,7 @@ class CompareOptions(Options):
     :func:`~amv_calib.calibration.compare_calibrators`)."""
 
     STAGE = "compare"
+    PARAMETERS = {"weights": "sample_weight"}
 
     folds: int = option(5, "leakage-safe folds", int, low=2)
     split: Literal["time", "group"] = option(
@@ -380,6 +403,7 @@ class TuneOptions(Options):
     :func:`~amv_calib.tuning.tune_thresholds`)."""
 
     STAGE = "tune"
+    PARAMETERS = {"workers": "n_workers"}
 
     trials: int = option(60, "completed Optuna trials the study reaches (a resumed study "
                              "runs only the missing ones)", int, low=1, metavar="N")

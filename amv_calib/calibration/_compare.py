@@ -26,6 +26,7 @@ relative) are reported too; ``p_true`` is never used for fitting.
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import math
@@ -34,7 +35,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -54,7 +55,8 @@ if TYPE_CHECKING:
 
 
 _log = logging.getLogger(__name__)
-#: The defaults of :func:`compare_calibrators` (its command line's and step's too).
+#: The defaults of :func:`compare_calibrators` (its command line's, its step's and, through
+#: :func:`compare_arguments`, the Spark engine's too).
 _OPT: Final = CompareOptions()
 
 FloatArray = NDArray[np.float64]
@@ -491,13 +493,7 @@ def compare_calibrators(
     InsufficientDataError
         Too few rows, claims or outcomes for the folds, or a constant feature.
     """
-    if tie_break is None and scoring in ("log_loss", "brier"):
-        tie_break = tie_break_of(scoring)
-    if scoring not in ("log_loss", "brier") or tie_break not in ("log_loss", "brier"):
-        raise ValueError(
-            f"scoring={scoring!r} and tie_break={tie_break!r} must be proper scoring rules: "
-            "'log_loss' or 'brier' (ECE is never used to choose)"
-        )
+    tie_break = _tie_break(scoring, tie_break)
     table, w = _claims_table(claims, split, sample_weight)
     cals = resolve_calibrators(calibrators)
     y = table["violated"].to_numpy(dtype=np.float64)
@@ -517,6 +513,49 @@ def compare_calibrators(
         n_bins=n_bins, n_boot=n_boot, alpha=alpha, seed=seed,
         sample_weight=weight_column([str(c) for c in claims.columns], sample_weight)[0],
         allow_constant_features=allow_constant_features)
+
+
+def _tie_break(scoring: str, tie_break: str | None) -> Scoring:
+    """``tie_break``, by default :func:`tie_break_of` ``scoring``; both checked."""
+    if tie_break is None and scoring in ("log_loss", "brier"):
+        tie_break = tie_break_of(scoring)
+    if scoring not in ("log_loss", "brier") or tie_break not in ("log_loss", "brier"):
+        raise ValueError(
+            f"scoring={scoring!r} and tie_break={tie_break!r} must be proper scoring rules: "
+            "'log_loss' or 'brier' (ECE is never used to choose)"
+        )
+    return cast(Scoring, tie_break)
+
+
+def compare_arguments(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``kwargs`` as :func:`compare_calibrators` takes them, its defaults filled in and
+    ``tie_break`` decided: how another engine
+    (:func:`~amv_calib.spark.compare_calibrators_spark`) takes the same keyword arguments
+    without writing its parameters a second time.
+
+    Raises
+    ------
+    TypeError
+        A keyword :func:`compare_calibrators` does not take (as a call would raise).
+    ValueError
+        ``scoring`` or ``tie_break`` is not a proper scoring rule.
+    """
+    bound = inspect.signature(compare_calibrators).bind(None, **kwargs)
+    bound.apply_defaults()
+    arguments = {k: v for k, v in bound.arguments.items() if k != "claims"}
+    arguments["tie_break"] = _tie_break(arguments["scoring"], arguments["tie_break"])
+    return arguments
+
+
+def compare_signature(engine: Callable[..., Any]) -> inspect.Signature:
+    """The signature of ``engine`` with its ``**kwargs`` spelt out as the keyword parameters
+    of :func:`compare_calibrators` (those :func:`compare_arguments` binds them to): set as
+    ``engine.__signature__``, ``help()`` and :mod:`inspect` show them."""
+    own = inspect.signature(engine)
+    shared = [p for p in inspect.signature(compare_calibrators).parameters.values()
+              if p.kind is p.KEYWORD_ONLY]
+    return own.replace(parameters=[*(p for p in own.parameters.values()
+                                     if p.kind is not p.VAR_KEYWORD), *shared])
 
 
 def comparison_result(

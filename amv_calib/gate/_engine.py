@@ -81,6 +81,7 @@ import numpy as np
 from amv_calib.contract import LoadedArtifact, PortableCalibrator, utc_now_iso
 from amv_calib.exceptions import UncalibratedPremiseError
 from amv_calib.gate._batch import BatchDecision, evaluate_batch
+from amv_calib.gate._decision_log import DecisionLogWriter
 from amv_calib.gate._model import (
     REGIME_CODES,
     VOI_TOLERANCE,
@@ -653,19 +654,7 @@ class Gate:
         self._artifact_name = artifact_name
         self._artifact_version = artifact_version
         self._decision_log = decision_log
-        self._sink: Callable[[dict[str, Any]], None] | None
-        if decision_log is None:
-            self._sink = None
-        elif callable(decision_log):
-            self._sink = decision_log
-        elif isinstance(decision_log, (str, os.PathLike)):
-            from amv_calib.gate._decision_log import DecisionLogWriter
-
-            self._sink = DecisionLogWriter(decision_log).append
-        else:
-            raise ValueError(
-                f"decision_log={decision_log!r} must be a path, a callable or None"
-            )
+        self._sink = open_decision_log(decision_log)[0]
 
     # -- configuration (read-only) --------------------------------------------------------
     settings = _ReadOnly[GateSettings](
@@ -1266,6 +1255,22 @@ class Gate:
     def _emit(self, record: dict[str, Any]) -> None:
         if self._sink is not None:
             self._sink(record)
+
+
+def open_decision_log(
+    decision_log: str | os.PathLike[str] | Callable[[dict[str, Any]], None] | None,
+) -> tuple[Callable[[dict[str, Any]], None] | None, DecisionLogWriter | None]:
+    """The ``decision_log`` of :class:`Gate` and :class:`~amv_calib.gate.LiveGate` as the
+    callable that takes each record (None: no log), and the writer opened for a path (None
+    otherwise; closing it is its owner's)."""
+    if decision_log is None:
+        return None, None
+    if callable(decision_log):
+        return decision_log, None
+    if isinstance(decision_log, (str, os.PathLike)):
+        writer = DecisionLogWriter(decision_log)
+        return writer.append, writer
+    raise ValueError(f"decision_log={decision_log!r} must be a path, a callable or None")
 
 
 def _abstain_reason(rx: float, lim: float, price: float) -> str:

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
-from typing import Any, Final, Self
+from typing import Any, Final
 
 from amv_calib.contract import utc_now_iso
+from amv_calib.gate._closing import Closing
 from amv_calib.gate._decision_log import JsonLinesAppender
 
 __all__ = ["OutcomeLog"]
@@ -64,7 +65,7 @@ def _utc_text(value: Any) -> str:
     return when.astimezone(UTC).strftime(_TIME_FORMAT)
 
 
-class OutcomeLog:
+class OutcomeLog(Closing):
     """Append outcome records (module docstring) to a JSON-lines file that ``label`` reads.
 
     Parameters
@@ -153,12 +154,6 @@ class OutcomeLog:
     def close(self) -> None:
         """Close the file; further records raise ``OSError``. Idempotent."""
         self._log.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"OutcomeLog({self.path!r}, fsync={self._log.fsync})"

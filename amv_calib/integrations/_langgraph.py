@@ -57,18 +57,12 @@ def langgraph_middleware(
 
     Parameters
     ----------
-    gate : Gate or LiveGate
-        What decides; it writes the decision log.
-    to_action : callable
-        ``to_action(tool_name, arguments, context) -> CandidateAction``; ``context`` is the
+    gate, to_action, verifiers, budget
+        As for :class:`~amv_calib.integrations.ToolGuard`; ``to_action``'s ``context`` is the
         call's ``ToolRuntime`` (``state``, ``context``, ``store``, ``tool_call_id``: a good
-        action id), ``arguments`` the tool call's ``args``.
-    verifiers : sequence of (Verifier, callable)
-        As for :class:`~amv_calib.integrations.ToolGuard`.
+        action id), its ``arguments`` the tool call's ``args``.
     tools : sequence of str or BaseTool, optional
         The tools to guard (by name); default every tool call.
-    budget : float, optional
-        Largest total verifier cost per call.
     on_abstain : {"reject", "interrupt"}, default "reject"
         Refuse at once, or ask a person first (module docstring).
 

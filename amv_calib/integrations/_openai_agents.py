@@ -36,19 +36,13 @@ def openai_agents_guardrail(
 
     Parameters
     ----------
-    gate : Gate or LiveGate
-        What decides; it writes the decision log.
-    to_action : callable
-        ``to_action(tool_name, arguments, context) -> CandidateAction``; ``context`` is the
+    gate, to_action, verifiers, budget
+        As for :class:`~amv_calib.integrations.ToolGuard`; ``to_action``'s ``context`` is the
         SDK's ``ToolContext`` (``context.context`` is the run's context, ``context.tool_call_id``
-        a good action id), ``arguments`` the call's parsed JSON arguments.
-    verifiers : sequence of (Verifier, callable)
-        As for :class:`~amv_calib.integrations.ToolGuard`.
+        a good action id), its ``arguments`` the call's parsed JSON arguments.
     tools : sequence of FunctionTool, optional
         Tools to attach the guardrail to (appended to their ``tool_input_guardrails``); or
         pass it yourself: ``@function_tool(tool_input_guardrails=[guardrail])``.
-    budget : float, optional
-        Largest total verifier cost per call.
     on_error : {"reject", "raise"}, default "reject"
         An error in ``to_action`` or in a verifier: refuse the call with a message to the
         model, or halt the run (``ToolInputGuardrailTripwireTriggered``).

@@ -113,17 +113,7 @@ def _compare(ctx: StepContext) -> dict[str, Any]:
     if len(holdout):
         log.info("[%s] %d newest claims held out for promotion, %d compared", ctx.step.name,
                  len(holdout), len(claims))
-    options: dict[str, Any] = {
-        "calibrators": opts.calibrators,
-        "sample_weight": opts.weights,
-        "folds": opts.folds,
-        "split": opts.split,
-        "scoring": opts.scoring,
-        "n_bins": opts.n_bins,
-        "n_boot": opts.n_boot,
-        "seed": ctx.spec.seed,
-        "allow_constant_features": opts.allow_constant_features,
-    }
+    options = {**opts.arguments(compare_calibrators), "seed": ctx.spec.seed}
     if ctx.spec.engine == "spark":
         from amv_calib.spark import compare_calibrators_spark, spark_session
 
@@ -172,19 +162,13 @@ def _tune(ctx: StepContext) -> dict[str, Any]:
     result = tune_thresholds(
         episodes,
         calibrator=calibrator,
-        trials=opts.trials,
         storage=storage,
         study_name=f"{ctx.spec.name}-{ctx.step.name}-{ctx.key[:12]}",
         seed=ctx.spec.seed,
-        mode=opts.mode,
-        target_harmful=opts.target_harmful,
-        tune_fraction=opts.tune_fraction,
-        planner=opts.planner,
-        n_workers=opts.workers,
-        n_boot=opts.n_boot,
         space=space,
         out_dir=ctx.out_dir,
         progress=log.isEnabledFor(logging.INFO),  # --quiet silences the per-trial lines
+        **opts.arguments(tune_thresholds),
     )
     if result.thresholds is None:
         raise InsufficientDataError(

@@ -36,18 +36,18 @@ from numpy.typing import NDArray
 from amv_calib.calibration import (
     DEFAULT_PLATT_MAP,
     BetaCalibrator,
-    CompareOptions,
     ComparisonResult,
     IsotonicCalibrator,
     PlattCalibrator,
     SeedPriorCalibrator,
     check_enough_data,
     check_fold_labels,
+    compare_arguments,
+    compare_signature,
     comparison_result,
     describe_calibrator,
     resolve_calibrators,
     row_weights,
-    tie_break_of,
     time_folds_of_claims,
     weight_column,
 )
@@ -58,11 +58,7 @@ from amv_calib.contract import (
     seed_prior_calibrator,
 )
 from amv_calib.exceptions import DataContractError, InsufficientDataError, check_choice
-from amv_calib.settings import DEFAULT_SEED
 from amv_calib.spark._session import DEFAULT_MASTER
-
-#: The defaults of :func:`compare_calibrators_spark`, the same as the single machine's.
-_OPT: Final = CompareOptions()
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -499,41 +495,30 @@ def compare_calibrators_spark(
     *,
     spark: SparkSession | None = None,
     master: str = DEFAULT_MASTER,
-    calibrators: Mapping[str, Any] | Sequence[Any] | None = _OPT.calibrators,
-    folds: int = _OPT.folds,
-    split: str = _OPT.split,
-    scoring: str = _OPT.scoring,
-    tie_break: str | None = None,
-    n_bins: int = _OPT.n_bins,
-    n_boot: int = _OPT.n_boot,
-    alpha: float = 0.05,
-    seed: int = DEFAULT_SEED,
-    sample_weight: str | None = _OPT.weights,
-    refit: bool = True,
-    allow_constant_features: bool = _OPT.allow_constant_features,
+    **kwargs: Any,
 ) -> ComparisonResult:
     """:func:`amv_calib.calibration.compare_calibrators` on Spark (module docs: what runs
-    where). The same arguments, plus ``claims`` as a path (Parquet file or directory, CSV,
-    JSONL; read by Spark), a pandas or a Spark DataFrame, and ``spark`` (a session) or
-    ``master`` (a master URL for a new one). The result's estimators are
-    :class:`SparkCalibrator` objects (their portable forms); ``config["engine"]`` is
-    ``"spark"``.
+    where). The same keyword arguments with the same defaults (``kwargs``, bound by
+    :func:`~amv_calib.calibration.compare_arguments`), plus ``claims`` as a path (Parquet
+    file or directory, CSV, JSONL; read by Spark), a pandas or a Spark DataFrame, and
+    ``spark`` (a session) or ``master`` (a master URL for a new one). The result's
+    estimators are :class:`SparkCalibrator` objects (their portable forms);
+    ``config["engine"]`` is ``"spark"``.
     """
     from pyspark.ml.feature import VectorAssembler
     from pyspark.sql import functions as F
 
     from amv_calib.spark._session import spark_session
 
-    if tie_break is None and scoring in ("log_loss", "brier"):
-        tie_break = tie_break_of(scoring)
-    if scoring not in ("log_loss", "brier") or tie_break not in ("log_loss", "brier"):
-        raise ValueError(f"scoring={scoring!r} and tie_break={tie_break!r} must be "
-                         "'log_loss' or 'brier'")
+    args = compare_arguments(kwargs)
+    folds: int = args["folds"]
+    split: str = args["split"]
+    refit: bool = args["refit"]
     if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
         raise ValueError(f"folds={folds!r} must be an integer >= 2")
     check_choice("split", split, ("time", "group"))
     session = spark if spark is not None else spark_session(master)
-    cals = resolve_calibrators(calibrators)
+    cals = resolve_calibrators(args["calibrators"])
     plans = {name: _plan(name, est) for name, est in cals.items()}
     maps: list[FeatureMap] = []
     vec_of: dict[str, str] = {}
@@ -546,7 +531,7 @@ def compare_calibrators_spark(
 
     t0 = time.perf_counter()
     raw = _read(session, claims)
-    weight, fill = weight_column(raw.columns, sample_weight)
+    weight, fill = weight_column(raw.columns, args["sample_weight"])
     if weight is not None and weight not in raw.columns:
         from amv_calib.exceptions import MissingColumnsError
 
@@ -584,7 +569,7 @@ def compare_calibrators_spark(
     import pandas as pd
 
     bounds = pd.DataFrame({c: [ext[j], ext[4 + j]] for j, c in enumerate(CLAIM_FEATURES)})
-    check_enough_data(y, bounds, folds, allow_constant_features)
+    check_enough_data(y, bounds, folds, args["allow_constant_features"])
     check_fold_labels(y, fold, folds, split)
     _log.info("spark: %d rows, %d claims prepared in %.1f s", y.size, len(ctab),
               time.perf_counter() - t0)
@@ -639,6 +624,11 @@ def compare_calibrators_spark(
         ts=meta["t_us"].to_numpy(dtype=np.int64) / 1e6 if split == "time" else None,
         p_true=p_true, estimators=estimators,
         descriptions={name: describe_calibrator(est) for name, est in cals.items()},
-        fit_seconds=fit_seconds, split=split, scoring=scoring, tie_break=tie_break,
-        n_bins=n_bins, n_boot=n_boot, alpha=alpha, seed=seed, sample_weight=weight,
-        allow_constant_features=allow_constant_features, engine="spark")
+        fit_seconds=fit_seconds, sample_weight=weight, engine="spark",
+        **{k: args[k] for k in ("split", "scoring", "tie_break", "n_bins", "n_boot", "alpha",
+                                "seed", "allow_constant_features")})
+
+
+# help() and inspect show the keyword arguments **kwargs takes
+compare_calibrators_spark.__signature__ = compare_signature(  # type: ignore[attr-defined]
+    compare_calibrators_spark)

@@ -3,6 +3,7 @@ directory and the ``compare`` command."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,9 @@ from amv_calib.calibration._compare import (
     METRIC_NAMES,
     ComparisonResult,
     _choose,
+    compare_arguments,
     compare_calibrators,
+    compare_signature,
     make_folds,
     write_comparison,
 )
@@ -171,6 +174,25 @@ def test_tie_break_and_scoring_rules() -> None:
     assert _choose(rows, "brier", "log_loss") == "c"
     with pytest.raises(ValueError, match="proper scoring rules"):
         compare_calibrators(_claims(100, 0), scoring="ece")  # type: ignore[arg-type]
+
+
+def test_compare_arguments_are_compare_calibrators_keywords_with_its_defaults() -> None:
+    # how the Spark engine takes the same keyword arguments without a second parameter list
+    params = inspect.signature(compare_calibrators).parameters
+    args = compare_arguments({"folds": 3, "scoring": "brier"})
+    assert set(args) == set(params) - {"claims"}
+    assert args["folds"] == 3 and args["tie_break"] == "log_loss"
+    assert args["n_boot"] == params["n_boot"].default
+    with pytest.raises(TypeError, match="fold"):
+        compare_arguments({"fold": 3})
+    with pytest.raises(ValueError, match="proper scoring rules"):
+        compare_arguments({"tie_break": "ece"})
+
+    def engine(claims: Any, *, where: str = "here", **kwargs: Any) -> Any: ...
+
+    shown = compare_signature(engine).parameters
+    assert list(shown) == ["claims", "where", *list(params)[1:]]
+    assert all(shown[k] == params[k] for k in list(params)[1:])
 
 
 def test_oracle_rows_and_excess(result: ComparisonResult) -> None:

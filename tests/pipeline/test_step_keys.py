@@ -28,12 +28,14 @@ from amv_calib.settings import (
     PromoteOptions,
     TuneOptions,
 )
+from amv_calib.spark import compare_calibrators_spark
 from amv_calib.tuning import certify_episodes, tune_thresholds
 
 #: command -> (its options class, the library functions taking them, {option: parameter}
 #: where the function spells it otherwise, options the function has no parameter for).
 STAGES: dict[str, tuple[type[Options], list[Callable[..., Any]], dict[str, str], set[str]]] = {
-    "compare": (CompareOptions, [compare_calibrators], {"weights": "sample_weight"},
+    "compare": (CompareOptions, [compare_calibrators, compare_calibrators_spark],
+                {"weights": "sample_weight"},
                 {"holdout_newest"}),  # the step splits the newest claims off first
     "tune": (TuneOptions, [tune_thresholds], {"workers": "n_workers"},
              {"harm_price"}),  # pinned through `space`
@@ -100,6 +102,7 @@ def test_every_option_has_one_default_type_and_check_everywhere(command: str) ->
     actions = _actions(command)
     step = STEP_KINDS[command].all_params()
     assert STEP_KINDS[command].options is cls
+    assert dict(cls.PARAMETERS) == renamed
     for name, opt in cls.spec().items():
         want = getattr(defaults, name)
         if opt.cli:
@@ -122,6 +125,10 @@ def test_every_option_has_one_default_type_and_check_everywhere(command: str) ->
                 assert param not in params, (fn.__name__, name)
                 continue
             assert params[param].default == want, (fn.__name__, name, params[param].default)
+    for fn in functions:
+        # what the command line and the step pass: every option the function takes
+        assert defaults.arguments(fn) == {renamed.get(n, n): getattr(defaults, n)
+                                          for n in cls.spec() if n not in not_params}
 
 
 @pytest.mark.parametrize("command", ["ingest", "compare", "tune", "certify", "label",
@@ -179,3 +186,12 @@ def test_derisk_steps_default_is_the_monitor_options_one() -> None:
     # the one option monitor() has no parameter for: derisk() takes it, as `steps`
     assert inspect.signature(derisk).parameters["steps"].default == \
         MonitorOptions.defaults().derisk_steps
+
+
+def test_arguments_refuses_a_function_taking_kwargs() -> None:
+    # write_label_spark takes soft_labels through **options: its signature does not say so,
+    # and Options.arguments would have left it out without a word
+    from amv_calib.spark import write_label_spark
+
+    with pytest.raises(TypeError, match=r"write_label_spark takes \*\*kwargs"):
+        LabelOptions().arguments(write_label_spark)
