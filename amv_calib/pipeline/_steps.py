@@ -333,7 +333,7 @@ def _promote(ctx: StepContext) -> dict[str, Any]:
     (ctx.out_dir / "promotion.json").write_text(
         json.dumps({"version": challenger.version, **decision.to_dict()}, indent=2,
                    sort_keys=True) + "\n", encoding="utf-8")
-    ctx.tracker.log_promotion(ctx.out_dir / "promotion.json")
+    ctx.tracker.log_promotion(decision, file=ctx.out_dir / "promotion.json")
     return {"promoted": decision.promote, "version": challenger.version,
             "reasons": decision.reasons, "decision": str(ctx.out_dir / "promotion.json")}
 

@@ -60,6 +60,8 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
+    from amv_calib.artifacts import PromotionDecision
+
 
 DEFAULT_EXPERIMENT: Final = "amv-calib"
 #: Name of the logged gate model inside its run (``runs:/<id>/gate_model``).
@@ -901,26 +903,37 @@ class PipelineTracker:
                 self.client.log_artifact(parent, str(mdir / name), "monitor")
 
     @_when_enabled
-    def log_promotion(self, decision: str | os.PathLike[str]) -> None:
-        """Log a promote step's ``promotion.json`` on the parent run: whether the challenger
-        went to production (tag ``promotion.promoted``) and, per condition, its verdict
-        (tags ``promotion.certified`` and the like: short, to read in the runs table); the
-        full reasons are the run's artifact ``promote/promotion.json``."""
-        data = _read_json(Path(decision))
+    def log_promotion(self, decision: PromotionDecision, *,
+                      file: str | os.PathLike[str] | None = None) -> None:
+        """Log a promotion decision on the parent run.
+
+        Tags say whether the challenger went to production (``promotion.promoted``), which
+        version was judged (``promotion.version``) and, per condition, its verdict
+        (``promotion.certified`` and the like: short, to read in the runs table); the held-out
+        log losses become ``promotion.*`` metrics.
+
+        Parameters
+        ----------
+        decision : PromotionDecision
+            What :func:`amv_calib.artifacts.decide_promotion` returned.
+        file : path, optional
+            The decision as written (the promote step's ``promotion.json``), logged as the
+            artifact ``promote/promotion.json``: the full reasons, which the tags shorten.
+        """
         parent = str(self.run_id)
         verdicts = {}
-        for reason in data.get("reasons", []):
+        for reason in decision.reasons:
             condition, _, rest = str(reason).partition(": ")
             key = "promotion." + re.sub(r"[^a-z0-9]+", "_", condition.lower()).strip("_")
             verdicts[key[:240]] = rest.partition(" -- ")[0][:240]
         _log_batch(self.client, parent, tags={
-            "promotion.promoted": str(bool(data.get("promote"))).lower(),
-            "promotion.version": str(data.get("version")), **verdicts})
-        holdout = data.get("holdout") or {}
-        values = {k: holdout.get(k) for k in ("challenger_log_loss", "production_log_loss",
-                                              "difference")}
+            "promotion.promoted": str(bool(decision.promote)).lower(),
+            "promotion.version": str(decision.version), **verdicts})
+        values = {k: decision.holdout.get(k) for k in ("challenger_log_loss",
+                                                       "production_log_loss", "difference")}
         _log_batch(self.client, parent, metrics=_metrics(values, prefix="promotion."))
-        self.client.log_artifact(parent, str(decision), "promote")
+        if file is not None:
+            self.client.log_artifact(parent, str(file), "promote")
 
     @_when_enabled
     def log_replay(self, replay: str | os.PathLike[str], *, run_id: str | None = None

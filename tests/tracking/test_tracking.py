@@ -27,6 +27,7 @@ from _mlflow_stages import (
 )
 from mlflow import MlflowClient
 
+from amv_calib.artifacts import PromotionDecision
 from amv_calib.artifacts._export import claims_fingerprint, export_artifact
 from amv_calib.exceptions import ConfigError
 from amv_calib.tracking import _tracker as tracking
@@ -100,10 +101,12 @@ def test_promotion_tags_are_short_verdicts_with_the_reasons_as_an_artifact(
     reasons = ["certified: yes -- Gate Harmful <= 0.01 with probability >= 0.95 " + "x" * 500,
                "beats the constant prediction beyond noise: yes -- on 4000 newest claims ...",
                "not worse than production beyond noise: NO -- on 4000 newest claims ..."]
-    decision.write_text(json.dumps({"promote": False, "version": "v2", "reasons": reasons}))
+    result = PromotionDecision(promote=False, reasons=reasons, certificate_ok=True,
+                               version="v2")
+    decision.write_text(json.dumps({"version": "v2", **result.to_dict()}))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     with tracking.pipeline_run("p", tracking_uri=uri) as tracker:
-        tracker.log_promotion(decision)
+        tracker.log_promotion(result, file=decision)
     client = MlflowClient(tracking_uri=uri)
     tags = client.get_run(tracker.run_id).data.tags
     assert {k: v for k, v in tags.items() if k.startswith("promotion.")} == {
