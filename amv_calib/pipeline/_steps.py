@@ -249,8 +249,11 @@ def _gate_from(t: dict[str, Any], calibrator: Any) -> Any:
 
 def _replay_table(episodes: Any, *, gate: Any, calibrator: Any, seed: int,
                   out_dir: Path, policies: Sequence[str] = ("all",),
-                  certificate: dict[str, Any] | None = None) -> None:
-    """Replay ``policies`` on the same answer stream; write replay.json and replay.md."""
+                  certificate: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Replay ``policies`` on the same answer stream; write replay.json and replay.md.
+
+    Returns the results by policy (the tracker logs them).
+    """
     from amv_calib.tuning import POLICIES, format_table, replay_many
 
     names = list(POLICIES) if "all" in policies else list(dict.fromkeys(policies))
@@ -265,6 +268,7 @@ def _replay_table(episodes: Any, *, gate: Any, calibrator: Any, seed: int,
                          None if bound is None else {gate.planner: bound})
     (out_dir / "replay.md").write_text(
         f"{len(episodes)} instances, seed {seed}\n\n{table}\n", encoding="utf-8")
+    return results
 
 
 def _n_boot(n: int) -> int:
@@ -363,10 +367,10 @@ def _replay(ctx: StepContext) -> dict[str, Any]:
     from amv_calib.tuning import read_episodes
 
     gate = Gate.from_artifact(str(ctx.params["artifact"]), strict=True)
-    _replay_table(read_episodes(ctx.params["episodes"]), gate=gate,
-                  calibrator=gate.calibrator, seed=ctx.spec.seed, out_dir=ctx.out_dir,
-                  policies=ctx.params["policies"])
-    ctx.tracker.log_replay(ctx.out_dir / "replay.json")
+    results = _replay_table(read_episodes(ctx.params["episodes"]), gate=gate,
+                            calibrator=gate.calibrator, seed=ctx.spec.seed,
+                            out_dir=ctx.out_dir, policies=ctx.params["policies"])
+    ctx.tracker.log_replay(results)
     return {"dir": str(ctx.out_dir), "replay_table": str(ctx.out_dir / "replay.md")}
 
 

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from amv_calib.artifacts import PromotionDecision
+    from amv_calib.tuning import ReplayResult
 
 
 DEFAULT_EXPERIMENT: Final = "amv-calib"
@@ -936,21 +937,32 @@ class PipelineTracker:
             self.client.log_artifact(parent, str(file), "promote")
 
     @_when_enabled
-    def log_replay(self, replay: str | os.PathLike[str], *, run_id: str | None = None
-                   ) -> None:
-        """Log a replay result (``--json`` object, its CSV table, or a folder holding one).
+    def log_replay(self, replay: Mapping[str, ReplayResult] | str | os.PathLike[str], *,
+                   run_id: str | None = None) -> None:
+        """Log a replay: every policy's metrics as ``replay.<policy>.<metric>`` on the parent
+        run (and on ``run_id`` when given), the table as ``replay_table.json``.
 
-        Every policy's metrics become ``replay.<policy>.<metric>`` on the parent run (and on
-        ``run_id`` when given); the table is logged as ``replay_table.json``.
+        Parameters
+        ----------
+        replay : mapping or path
+            The results by policy, as :func:`amv_calib.tuning.replay_many` returns them; or,
+            for a replay run elsewhere, a file holding one (the ``--json`` object, its CSV
+            table) or a folder holding such a file.
+        run_id : str, optional
+            A further run to log the same metrics and table on.
         """
-        path = Path(replay)
-        if path.is_dir():
-            found = _first(path, _REPLAY_FILES)
-            if found is None:
-                raise ConfigError(f"{path}: holds no replay table ({', '.join(_REPLAY_FILES)})")
-            path = found
-        self._log_replay_table(_replay_table(path),
-                               [str(self.run_id), *([run_id] if run_id else [])])
+        if isinstance(replay, Mapping):
+            table = _replay_rows(_sorted_keys({n: r.to_dict() for n, r in replay.items()}))
+        else:
+            path = Path(replay)
+            if path.is_dir():
+                found = _first(path, _REPLAY_FILES)
+                if found is None:
+                    raise ConfigError(
+                        f"{path}: holds no replay table ({', '.join(_REPLAY_FILES)})")
+                path = found
+            table = _replay_table(path)
+        self._log_replay_table(table, [str(self.run_id), *([run_id] if run_id else [])])
 
     def _log_replay_table(self, table: pd.DataFrame, run_ids: Sequence[str]) -> None:
         client = self.client
@@ -1402,6 +1414,15 @@ def _replay_rows(data: Mapping[str, Any]) -> pd.DataFrame:
             rows.append({"policy": policy, **_flatten_metrics(
                 flat, skip=frozenset({"by_family", "family_n", "config", "policy"}))})
     return pd.DataFrame(rows)
+
+
+def _sorted_keys(obj: Any) -> Any:
+    """``obj`` with every mapping's keys sorted, as in the ``replay.json`` the steps write:
+    a replay logged from its results gives the table (columns and rows in that order) that
+    logging the file gave."""
+    if isinstance(obj, Mapping):
+        return {k: _sorted_keys(obj[k]) for k in sorted(obj)}
+    return obj
 
 
 def _replay_table(path: Path) -> pd.DataFrame:

@@ -524,6 +524,24 @@ def test_replay_results_of_the_replay_module(logged: dict[str, Any], tmp_path: P
         assert m[f"replay.{policy}.n"] == res.n
 
 
+def test_replay_results_log_the_table_their_replay_json_gives(tmp_path: Path) -> None:
+    # The pipeline logs a replay from its results; `amv-calib replay --json` files are
+    # logged from the file. Both must give one table, to the column order.
+    from amv_calib.datasets._synth import synth_episodes
+    from amv_calib.tuning._replay import replay_many
+
+    results = replay_many(synth_episodes(60, seed=3), ["oracle", "always-proceed"], seed=4,
+                          n_boot=20)
+    path = tmp_path / "replay.json"
+    path.write_text(json.dumps({k: r.to_dict() for k, r in results.items()}, indent=2,
+                               sort_keys=True))
+    from_file = tracking._replay_table(path)
+    from_results = tracking._replay_rows(
+        tracking._sorted_keys({k: r.to_dict() for k, r in results.items()}))
+    pd.testing.assert_frame_equal(from_results, from_file)
+    assert list(from_file["policy"]) == ["always-proceed", "oracle"]
+
+
 def test_the_same_replay_table_is_logged_once_per_run(logged: dict[str, Any],
                                                       tmp_path: Path) -> None:
     path = fake_replay_json(tmp_path)
