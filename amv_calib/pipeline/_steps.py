@@ -228,12 +228,14 @@ def _certify(ctx: StepContext) -> dict[str, Any]:
     outputs = {"dir": str(ctx.out_dir), **files, "harm_price": certified.get("harm_price", 0.0),
                "observed_upper_bound": cert.upper_bound, "calibration_episodes": cert.n,
                "excluded_episodes": int(result.excluded.sum())}
+    replay = None
     if result.test.any():
-        _replay_table(episodes.subset(result.test), gate=_gate_from(certified, calibrator),
-                      calibrator=calibrator, seed=ctx.spec.seed, out_dir=ctx.out_dir,
-                      certificate=cert.to_dict())
-        outputs["replay_table"] = str(ctx.out_dir / "replay.md")
-    ctx.tracker.log_certification(ctx.out_dir)
+        replay = _replay_table(episodes.subset(result.test),
+                               gate=_gate_from(certified, calibrator), calibrator=calibrator,
+                               seed=ctx.spec.seed, out_dir=ctx.out_dir,
+                               certificate=cert.to_dict())
+        files["replay_table"] = outputs["replay_table"] = str(ctx.out_dir / "replay.md")
+    ctx.tracker.log_certification(cert, files=files, replay=replay)
     return outputs
 
 

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from amv_calib.artifacts import PromotionDecision
-    from amv_calib.tuning import ReplayResult
+    from amv_calib.tuning import Certificate, ReplayResult
 
 
 DEFAULT_EXPERIMENT: Final = "amv-calib"
@@ -845,30 +845,45 @@ class PipelineTracker:
         self.client.set_tag(parent, "mlflow.note.content", description)
 
     @_when_enabled
-    def log_certification(self, certify_dir: str | os.PathLike[str]) -> None:
-        """Log a certify step's folder on the parent run: ``certificate.*`` metrics (alpha,
-        delta, n, chosen harm price, calibration harm rate, its observed Clopper-Pearson
-        bound, loss given up), the certified statement as a tag, the certificate, the
-        harm-against-loss frontier and the held-out replay table."""
-        cdir = Path(certify_dir)
-        cert = _read_json(cdir / "certificate.json")
+    def log_certification(self, certificate: Certificate, *,
+                          files: Mapping[str, str | os.PathLike[str]] | None = None,
+                          replay: Mapping[str, ReplayResult] | None = None) -> None:
+        """Log a certification on the parent run.
+
+        ``certificate.*`` metrics (alpha, delta, n, chosen harm price, calibration harm rate,
+        its observed Clopper-Pearson bound, loss given up, supported alpha), the certified
+        statement as a tag, the files as artifacts under ``certify/`` and the held-out replay
+        table.
+
+        Parameters
+        ----------
+        certificate : Certificate
+            What :func:`amv_calib.tuning.certify_episodes` found (its ``certificate``).
+        files : mapping, optional
+            ``{name: path}`` of what was written: ``certificate``, ``frontier`` (as
+            :func:`amv_calib.tuning.write_certification` returns them) and ``replay_table``
+            are logged; other names are not.
+        replay : mapping, optional
+            The held-out replay results by policy (see :meth:`log_replay`).
+        """
+        data = certificate.to_dict()
         parent = str(self.run_id)
-        chosen = cert.get("chosen")
-        values = {k: cert.get(k) for k in ("alpha", "delta", "n", "harm_rate",
+        chosen = certificate.chosen
+        values = {k: data.get(k) for k in ("alpha", "delta", "n", "harm_rate",
                                            "observed_upper_bound", "loss_given_up",
                                            "supported_alpha")}
         if chosen is not None:
-            values["harm_price"] = cert["path"][chosen].get("harm_price", 0.0)
+            values["harm_price"] = certificate.path[chosen].get("harm_price", 0.0)
         tags = {"certified": str(chosen is not None).lower()}
         if chosen is not None:
-            tags["certificate.statement"] = str(cert.get("statement"))
+            tags["certificate.statement"] = certificate.statement
         _log_batch(self.client, parent, metrics=_metrics(values, prefix="certificate."),
                    tags=tags)
-        for name in ("certificate.json", "frontier.png", "replay.md"):
-            if (cdir / name).is_file():
-                self.client.log_artifact(parent, str(cdir / name), "certify")
-        if (cdir / "replay.json").is_file():
-            self.log_replay(cdir / "replay.json")
+        for name in ("certificate", "frontier", "replay_table"):
+            if files and files.get(name) is not None:
+                self.client.log_artifact(parent, str(files[name]), "certify")
+        if replay is not None:
+            self.log_replay(replay)
 
     @_when_enabled
     def log_monitoring(self, monitor_dir: str | os.PathLike[str]) -> None:
