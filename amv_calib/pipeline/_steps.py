@@ -411,7 +411,7 @@ def _monitor(ctx: StepContext) -> dict[str, Any]:
     log.info("[%s] %s", ctx.step.name, report.line())
     for line in report.reasons:
         log.info("[%s]   %s", ctx.step.name, line)
-    ctx.tracker.log_monitoring(ctx.out_dir)
+    ctx.tracker.log_monitoring(report, files=files)
     return {"status": report.status, "alert": report.alert, "report": str(files["report"]),
             "timeline": str(files["timeline"]),
             "claims": str(files["claims"]) if "claims" in files else None,

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from amv_calib.artifacts import PromotionDecision
+    from amv_calib.monitoring import MonitorReport
     from amv_calib.tuning import Certificate, ReplayResult
 
 
@@ -886,15 +887,26 @@ class PipelineTracker:
             self.log_replay(replay)
 
     @_when_enabled
-    def log_monitoring(self, monitor_dir: str | os.PathLike[str]) -> None:
-        """Log a monitor output folder on the parent run: every window's numeric statistics
-        as metrics stepped by window (``monitor.<name>``, step = window index, timestamp =
-        window end), the latest status as tags, the timeline and the report."""
-        mdir = Path(monitor_dir)
-        report = _read_json(mdir / "monitor.json")
+    def log_monitoring(self, report: MonitorReport, *,
+                       files: Mapping[str, str | os.PathLike[str]] | None = None) -> None:
+        """Log a monitoring run on the parent run.
+
+        Every window's numeric statistics become metrics stepped by window
+        (``monitor.<name>``, step = window index, timestamp = window end); the latest status
+        and the artifact monitored are tags; the files are artifacts under ``monitor/``.
+
+        Parameters
+        ----------
+        report : MonitorReport
+            What :func:`amv_calib.monitoring.monitor` returned.
+        files : mapping, optional
+            ``{name: path}`` as :func:`amv_calib.monitoring.write_monitor_outputs` returns
+            it: ``report``, ``table`` and ``timeline`` are logged; the claims are not.
+        """
+        data = report.to_dict()
         codes = {"INSUFFICIENT DATA": -1, "OK": 0, "WARN": 1, "ALERT": 2}
         metrics: list[Metric] = []
-        for step, w in enumerate(report.get("windows", [])):
+        for step, w in enumerate(data.get("windows", [])):
             when = int(np.datetime64(str(w["end"]).rstrip("Z"), "ms").astype(np.int64))
             flat: dict[str, Any] = {"status": codes.get(w.get("status"), -1)}
             for key in ("uses", "labelled", "actions_labelled", "mean_p", "mean_p_shift"):
@@ -912,11 +924,12 @@ class PipelineTracker:
                         if _is_number(v)]
         parent = str(self.run_id)
         _log_batch(self.client, parent, metrics=metrics, tags={
-            "monitor.latest_status": str(report.get("latest_status")),
-            "monitor.artifact": str(report.get("artifact"))})
-        for name in ("monitor.json", "monitor.txt", "timeline.png"):
-            if (mdir / name).is_file():
-                self.client.log_artifact(parent, str(mdir / name), "monitor")
+            "monitor.latest_status": str(data.get("latest_status")),
+            "monitor.artifact": str(data.get("artifact"))})
+        for name in ("report", "table", "timeline"):
+            path = (files or {}).get(name)
+            if path is not None and Path(path).is_file():
+                self.client.log_artifact(parent, str(path), "monitor")
 
     @_when_enabled
     def log_promotion(self, decision: PromotionDecision, *,
