@@ -305,7 +305,7 @@ def _export(ctx: StepContext) -> dict[str, Any]:
         current = read_aliases(models_dir / name)["aliases"].get(alias, {}).get("version")
         if current != res.version:
             promote(name, res.version, alias=alias, models_dir=models_dir)
-    ctx.tracker.log_artifact_export(res.path)
+    ctx.tracker.log_artifact_export(res)
     return {"artifact": str(res.path), "name": name, "version": res.version, "alias": alias,
             "reused": res.reused}
 

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from amv_calib.artifacts import PromotionDecision
+    from amv_calib.artifacts import ExportResult, PromotionDecision
     from amv_calib.monitoring import MonitorReport
     from amv_calib.tuning import Certificate, ReplayResult
 
@@ -1011,27 +1011,38 @@ class PipelineTracker:
 
     # -- export -----------------------------------------------------------------------
     @_when_enabled
-    def log_artifact_export(self, artifact_dir: str | os.PathLike[str]) -> None:
-        """Log an exported artifact version: its files, name, version and sha256 as tags."""
-        art = _load(artifact_dir)
+    def log_artifact_export(self, export: ExportResult) -> None:
+        """Log an exported artifact version on the parent run: its name, version, path and
+        sha256 as tags, its name, version, calibrator kind and thresholds as ``export.*``
+        parameters, its manifest and calibrator as artifacts under ``artifact/<version>``.
+
+        Parameters
+        ----------
+        export : ExportResult
+            What :func:`amv_calib.artifacts.export_artifact` returned.
+        """
+        from amv_calib.contract import CALIBRATOR_FILE, MANIFEST_FILE, check_thresholds
+
         client, parent = self.client, str(self.run_id)
-        manifest_sha = hashlib.sha256((art.path / "manifest.json").read_bytes()).hexdigest()
-        training = art.manifest.get("training_data") or {}
+        manifest = export.manifest
+        training = manifest.get("training_data") or {}
         tags = {
-            "artifact_name": art.name,
-            "artifact_version": art.version,
-            "artifact_path": str(art.path.resolve()),
-            "artifact_sha256": manifest_sha,
-            "calibrator_sha256": art.calibrator_sha256,
+            "artifact_name": export.name,
+            "artifact_version": export.version,
+            "artifact_path": str(export.path.resolve()),
+            "artifact_sha256": export.manifest_sha256,
+            "calibrator_sha256": manifest["files"][CALIBRATOR_FILE],
         }
         if isinstance(training, Mapping) and training.get("sha256"):
             tags[TAG_DATA_FINGERPRINT] = str(training["sha256"])
+        # normalised as load_artifact does, so the parameters are what a loader sees
+        thresholds = check_thresholds(manifest["gate"])
         _log_batch(client, parent, tags=tags,
-                   params={"export.name": art.name, "export.version": art.version,
-                           "export.calibrator_kind": art.calibrator.kind,
-                           **{f"export.{k}": v for k, v in art.thresholds.items()}})
-        for fname in ("manifest.json", "calibrator.json"):
-            client.log_artifact(parent, str(art.path / fname), f"artifact/{art.version}")
+                   params={"export.name": export.name, "export.version": export.version,
+                           "export.calibrator_kind": manifest["calibrator_kind"],
+                           **{f"export.{k}": v for k, v in thresholds.items()}})
+        for fname in (MANIFEST_FILE, CALIBRATOR_FILE):
+            client.log_artifact(parent, str(export.path / fname), f"artifact/{export.version}")
 
     # -- registry ---------------------------------------------------------------------
     @_when_enabled
@@ -1154,9 +1165,17 @@ def log_replay(replay: str | os.PathLike[str], *, parent_run_id: str | None = No
 def log_artifact_export(artifact_dir: str | os.PathLike[str], *,
                         parent_run_id: str | None = None, tracking_uri: str | None = None,
                         experiment: str = DEFAULT_EXPERIMENT) -> None:
-    """Log an exported artifact; under ``parent_run_id`` if given, else in a run "export"."""
+    """Log an exported artifact folder (``models/NAME/vN``, loaded and checked); under
+    ``parent_run_id`` if given, else in a run "export"."""
+    from amv_calib.artifacts import ExportResult
+    from amv_calib.contract import MANIFEST_FILE
+
+    art = _load(artifact_dir)
+    export = ExportResult(path=art.path, name=art.name, version=art.version,
+                          manifest=art.manifest, manifest_sha256=hashlib.sha256(
+                              art.contents[MANIFEST_FILE]).hexdigest())
     with _standalone("export", parent_run_id, tracking_uri, experiment) as t:
-        t.log_artifact_export(artifact_dir)
+        t.log_artifact_export(export)
 
 
 def register_champion(artifact_dir: str | os.PathLike[str], *,

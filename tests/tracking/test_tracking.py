@@ -46,7 +46,7 @@ def stages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     art = export_artifact(calibrator=compare, thresholds=tune / "thresholds.json",
                           name="amv-guard", models_dir=root / "models", claims=claims)
     return {"root": root, "claims": claims, "claims_path": claims_path, "compare": compare,
-            "tune": tune, "artifact": art.path}
+            "tune": tune, "artifact": art.path, "export": art}
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def logged(stages: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
         runs = tracker.log_comparison(stages["compare"], claims=stages["claims"],
                                       claims_path=stages["claims_path"])
         tune_run = tracker.log_tuning(stages["tune"])
-        tracker.log_artifact_export(stages["artifact"])
+        tracker.log_artifact_export(stages["export"])
     assert runs is not None and tune_run is not None
     return {"uri": uri, "db": db, "parent": tracker.run_id, "runs": runs, "tune_run": tune_run,
             "client": MlflowClient(tracking_uri=uri)}
@@ -398,7 +398,7 @@ def test_disabled_tracker_does_nothing(tmp_path: Path, stages: dict[str, Any],
         assert t.log_comparison(stages["compare"]) is None
         assert t.log_tuning(stages["tune"]) is None
         t.log_replay(stages["tune"])
-        t.log_artifact_export(stages["artifact"])
+        t.log_artifact_export(stages["export"])
         assert t.register_champion(stages["artifact"]) is None
         assert t.set_tags({"a": "b"}) is None
         assert t.log_params({"a": 1}) is None
