@@ -1,8 +1,12 @@
-"""MLflow tracking of the pipeline stages, read from what each stage wrote to disk.
+"""MLflow tracking of the pipeline stages.
 
-Every stage leaves a folder behind (``compare --out DIR``, the tuning folder, an exported
-artifact ``models/NAME/vN``); the functions here read those folders and log them, so tracking
-never needs the stages' Python objects and can be re-done from the files afterwards.
+Most stages are logged from the result their library function returned (a promotion
+decision, replay results, a certificate, a monitor report, an export result): metrics,
+parameters and tags come from its fields, and only the files it names are uploaded. The
+comparison and the tuning are still logged from the folder they wrote (``compare --out
+DIR``, the tuning folder), as are the public folder entry points (:func:`log_replay` of a
+``--json`` file, :func:`log_artifact_export` of ``models/NAME/vN``), which can log a stage
+run elsewhere, afterwards.
 
 Layout in MLflow (experiment ``amv-calib`` unless told otherwise)::
 
