@@ -1604,13 +1604,13 @@ def _run_monitor(args: argparse.Namespace) -> int:
             on_alert.setdefault("pipelines", []).append(result.to_json())
     with tempfile.TemporaryDirectory(prefix="amv-monitor-") as tmp:
         out = Path(args.out) if args.out else Path(tmp)
-        write_monitor_outputs(report, claims, out)
+        written = write_monitor_outputs(report, claims, out)
         if not args.no_tracking:
             from amv_calib.tracking import PipelineTracker
 
             with PipelineTracker(run_name="monitor", tracking_uri=args.tracking_uri,
                                  tags={"amv_calib.stage": "monitor"}) as tracker:
-                tracker.log_monitoring(out)
+                tracker.log_monitoring(report, files=written)
     if args.json:
         json.dump({**report.to_dict(), "on_alert": on_alert or None}, sys.stdout,
                   sort_keys=True)

@@ -109,12 +109,18 @@ _log = logging.getLogger(__name__)
 @dataclass(frozen=True, kw_only=True)
 class ExportResult:
     """Where an export landed: ``path`` is ``models_dir / name / version``; ``reused`` when
-    an existing version already held the same content (``reuse_identical``)."""
+    an existing version already held the same content (``reuse_identical``).
+
+    ``manifest_sha256`` is the sha256 of the version's ``manifest.json`` bytes: what names
+    the version in the tracker and the registry, known here so that they need not read the
+    folder again.
+    """
 
     path: Path
     name: str
     version: str
     manifest: dict[str, Any]
+    manifest_sha256: str
     reused: bool = False
 
 
@@ -639,7 +645,10 @@ def export_artifact(
         root, payload, manifest_base,
         sign=None if key is None else (lambda folder: sign_artifact(folder, key)))
     _log.info("exported %s %s to %s", name, version, path)
-    return ExportResult(path=path, name=name, version=version, manifest=manifest)
+    return ExportResult(path=path, name=name, version=version, manifest=manifest,
+                        # the bytes _write_version wrote
+                        manifest_sha256=hashlib.sha256(
+                            canonical_json_bytes(manifest)).hexdigest())
 
 
 #: The manifest keys that are the content of a version (besides its files' sha256).
@@ -673,7 +682,9 @@ def _identical_version(root: Path, manifest_base: Mapping[str, Any],
                       "version is exported", root.name, version)
             return None
         return ExportResult(path=art.path, name=root.name, version=version,
-                            manifest=art.manifest, reused=True)
+                            manifest=art.manifest, reused=True,
+                            manifest_sha256=hashlib.sha256(
+                                art.contents[MANIFEST_FILE]).hexdigest())
     return None
 
 

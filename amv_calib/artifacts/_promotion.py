@@ -37,12 +37,28 @@ _EPS: Final = 1e-15
 
 @dataclass(frozen=True, kw_only=True)
 class PromotionDecision:
-    """Whether the challenger may become production, and why (or why not)."""
+    """Whether the challenger may become production, and why (or why not).
+
+    Attributes
+    ----------
+    promote : bool
+        Whether every condition holds.
+    reasons : list of str
+        One line per condition (see :func:`decide_promotion`).
+    certificate_ok : bool
+        Whether condition (a), the certificate, holds.
+    holdout : dict
+        The held-out comparisons' figures (log losses, their difference and interval).
+    version : str or None
+        The challenger's version judged (``vN``), so that the decision says whom it is
+        about when it is logged or written on its own; None when not known.
+    """
 
     promote: bool
     reasons: list[str]
     certificate_ok: bool
     holdout: dict[str, Any] = field(default_factory=dict)
+    version: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the pipeline's ``promotion.json``)."""
@@ -145,7 +161,8 @@ def decide_promotion(challenger: LoadedArtifact, production: LoadedArtifact | No
                                     seed)
     reasons.append(loss_line)
     return PromotionDecision(promote=cert_ok and loss_ok and skill_ok, reasons=reasons,
-                             certificate_ok=cert_ok, holdout=holdout)
+                             certificate_ok=cert_ok, holdout=holdout,
+                             version=challenger.version)
 
 
 _SKILL: Final = "beats the constant prediction beyond noise"

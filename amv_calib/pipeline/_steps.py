@@ -228,12 +228,14 @@ def _certify(ctx: StepContext) -> dict[str, Any]:
     outputs = {"dir": str(ctx.out_dir), **files, "harm_price": certified.get("harm_price", 0.0),
                "observed_upper_bound": cert.upper_bound, "calibration_episodes": cert.n,
                "excluded_episodes": int(result.excluded.sum())}
+    replay = None
     if result.test.any():
-        _replay_table(episodes.subset(result.test), gate=_gate_from(certified, calibrator),
-                      calibrator=calibrator, seed=ctx.spec.seed, out_dir=ctx.out_dir,
-                      certificate=cert.to_dict())
-        outputs["replay_table"] = str(ctx.out_dir / "replay.md")
-    ctx.tracker.log_certification(ctx.out_dir)
+        replay = _replay_table(episodes.subset(result.test),
+                               gate=_gate_from(certified, calibrator), calibrator=calibrator,
+                               seed=ctx.spec.seed, out_dir=ctx.out_dir,
+                               certificate=cert.to_dict())
+        files["replay_table"] = outputs["replay_table"] = str(ctx.out_dir / "replay.md")
+    ctx.tracker.log_certification(cert, files=files, replay=replay)
     return outputs
 
 
@@ -249,8 +251,11 @@ def _gate_from(t: dict[str, Any], calibrator: Any) -> Any:
 
 def _replay_table(episodes: Any, *, gate: Any, calibrator: Any, seed: int,
                   out_dir: Path, policies: Sequence[str] = ("all",),
-                  certificate: dict[str, Any] | None = None) -> None:
-    """Replay ``policies`` on the same answer stream; write replay.json and replay.md."""
+                  certificate: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Replay ``policies`` on the same answer stream; write replay.json and replay.md.
+
+    Returns the results by policy (the tracker logs them).
+    """
     from amv_calib.tuning import POLICIES, format_table, replay_many
 
     names = list(POLICIES) if "all" in policies else list(dict.fromkeys(policies))
@@ -265,6 +270,7 @@ def _replay_table(episodes: Any, *, gate: Any, calibrator: Any, seed: int,
                          None if bound is None else {gate.planner: bound})
     (out_dir / "replay.md").write_text(
         f"{len(episodes)} instances, seed {seed}\n\n{table}\n", encoding="utf-8")
+    return results
 
 
 def _n_boot(n: int) -> int:
@@ -299,7 +305,7 @@ def _export(ctx: StepContext) -> dict[str, Any]:
         current = read_aliases(models_dir / name)["aliases"].get(alias, {}).get("version")
         if current != res.version:
             promote(name, res.version, alias=alias, models_dir=models_dir)
-    ctx.tracker.log_artifact_export(res.path)
+    ctx.tracker.log_artifact_export(res)
     return {"artifact": str(res.path), "name": name, "version": res.version, "alias": alias,
             "reused": res.reused}
 
@@ -333,7 +339,7 @@ def _promote(ctx: StepContext) -> dict[str, Any]:
     (ctx.out_dir / "promotion.json").write_text(
         json.dumps({"version": challenger.version, **decision.to_dict()}, indent=2,
                    sort_keys=True) + "\n", encoding="utf-8")
-    ctx.tracker.log_promotion(ctx.out_dir / "promotion.json")
+    ctx.tracker.log_promotion(decision, file=ctx.out_dir / "promotion.json")
     return {"promoted": decision.promote, "version": challenger.version,
             "reasons": decision.reasons, "decision": str(ctx.out_dir / "promotion.json")}
 
@@ -363,10 +369,10 @@ def _replay(ctx: StepContext) -> dict[str, Any]:
     from amv_calib.tuning import read_episodes
 
     gate = Gate.from_artifact(str(ctx.params["artifact"]), strict=True)
-    _replay_table(read_episodes(ctx.params["episodes"]), gate=gate,
-                  calibrator=gate.calibrator, seed=ctx.spec.seed, out_dir=ctx.out_dir,
-                  policies=ctx.params["policies"])
-    ctx.tracker.log_replay(ctx.out_dir / "replay.json")
+    results = _replay_table(read_episodes(ctx.params["episodes"]), gate=gate,
+                            calibrator=gate.calibrator, seed=ctx.spec.seed,
+                            out_dir=ctx.out_dir, policies=ctx.params["policies"])
+    ctx.tracker.log_replay(results)
     return {"dir": str(ctx.out_dir), "replay_table": str(ctx.out_dir / "replay.md")}
 
 
@@ -405,7 +411,7 @@ def _monitor(ctx: StepContext) -> dict[str, Any]:
     log.info("[%s] %s", ctx.step.name, report.line())
     for line in report.reasons:
         log.info("[%s]   %s", ctx.step.name, line)
-    ctx.tracker.log_monitoring(ctx.out_dir)
+    ctx.tracker.log_monitoring(report, files=files)
     return {"status": report.status, "alert": report.alert, "report": str(files["report"]),
             "timeline": str(files["timeline"]),
             "claims": str(files["claims"]) if "claims" in files else None,

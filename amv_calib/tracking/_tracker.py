@@ -1,8 +1,12 @@
-"""MLflow tracking of the pipeline stages, read from what each stage wrote to disk.
+"""MLflow tracking of the pipeline stages.
 
-Every stage leaves a folder behind (``compare --out DIR``, the tuning folder, an exported
-artifact ``models/NAME/vN``); the functions here read those folders and log them, so tracking
-never needs the stages' Python objects and can be re-done from the files afterwards.
+Most stages are logged from the result their library function returned (a promotion
+decision, replay results, a certificate, a monitor report, an export result): metrics,
+parameters and tags come from its fields, and only the files it names are uploaded. The
+comparison and the tuning are still logged from the folder they wrote (``compare --out
+DIR``, the tuning folder), as are the public folder entry points (:func:`log_replay` of a
+``--json`` file, :func:`log_artifact_export` of ``models/NAME/vN``), which can log a stage
+run elsewhere, afterwards.
 
 Layout in MLflow (experiment ``amv-calib`` unless told otherwise)::
 
@@ -59,6 +63,10 @@ from amv_calib.settings import tracking_uri as default_tracking_uri
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
+
+    from amv_calib.artifacts import ExportResult, PromotionDecision
+    from amv_calib.monitoring import MonitorReport
+    from amv_calib.tuning import Certificate, ReplayResult
 
 
 DEFAULT_EXPERIMENT: Final = "amv-calib"
@@ -842,41 +850,67 @@ class PipelineTracker:
         self.client.set_tag(parent, "mlflow.note.content", description)
 
     @_when_enabled
-    def log_certification(self, certify_dir: str | os.PathLike[str]) -> None:
-        """Log a certify step's folder on the parent run: ``certificate.*`` metrics (alpha,
-        delta, n, chosen harm price, calibration harm rate, its observed Clopper-Pearson
-        bound, loss given up), the certified statement as a tag, the certificate, the
-        harm-against-loss frontier and the held-out replay table."""
-        cdir = Path(certify_dir)
-        cert = _read_json(cdir / "certificate.json")
+    def log_certification(self, certificate: Certificate, *,
+                          files: Mapping[str, str | os.PathLike[str]] | None = None,
+                          replay: Mapping[str, ReplayResult] | None = None) -> None:
+        """Log a certification on the parent run.
+
+        ``certificate.*`` metrics (alpha, delta, n, chosen harm price, calibration harm rate,
+        its observed Clopper-Pearson bound, loss given up, supported alpha), the certified
+        statement as a tag, the files as artifacts under ``certify/`` and the held-out replay
+        table.
+
+        Parameters
+        ----------
+        certificate : Certificate
+            What :func:`amv_calib.tuning.certify_episodes` found (its ``certificate``).
+        files : mapping, optional
+            ``{name: path}`` of what was written: ``certificate``, ``frontier`` (as
+            :func:`amv_calib.tuning.write_certification` returns them) and ``replay_table``
+            are logged; other names are not.
+        replay : mapping, optional
+            The held-out replay results by policy (see :meth:`log_replay`).
+        """
+        data = certificate.to_dict()
         parent = str(self.run_id)
-        chosen = cert.get("chosen")
-        values = {k: cert.get(k) for k in ("alpha", "delta", "n", "harm_rate",
+        chosen = certificate.chosen
+        values = {k: data.get(k) for k in ("alpha", "delta", "n", "harm_rate",
                                            "observed_upper_bound", "loss_given_up",
                                            "supported_alpha")}
         if chosen is not None:
-            values["harm_price"] = cert["path"][chosen].get("harm_price", 0.0)
+            values["harm_price"] = certificate.path[chosen].get("harm_price", 0.0)
         tags = {"certified": str(chosen is not None).lower()}
         if chosen is not None:
-            tags["certificate.statement"] = str(cert.get("statement"))
+            tags["certificate.statement"] = certificate.statement
         _log_batch(self.client, parent, metrics=_metrics(values, prefix="certificate."),
                    tags=tags)
-        for name in ("certificate.json", "frontier.png", "replay.md"):
-            if (cdir / name).is_file():
-                self.client.log_artifact(parent, str(cdir / name), "certify")
-        if (cdir / "replay.json").is_file():
-            self.log_replay(cdir / "replay.json")
+        for name in ("certificate", "frontier", "replay_table"):
+            if files and files.get(name) is not None:
+                self.client.log_artifact(parent, str(files[name]), "certify")
+        if replay is not None:
+            self.log_replay(replay)
 
     @_when_enabled
-    def log_monitoring(self, monitor_dir: str | os.PathLike[str]) -> None:
-        """Log a monitor output folder on the parent run: every window's numeric statistics
-        as metrics stepped by window (``monitor.<name>``, step = window index, timestamp =
-        window end), the latest status as tags, the timeline and the report."""
-        mdir = Path(monitor_dir)
-        report = _read_json(mdir / "monitor.json")
+    def log_monitoring(self, report: MonitorReport, *,
+                       files: Mapping[str, str | os.PathLike[str]] | None = None) -> None:
+        """Log a monitoring run on the parent run.
+
+        Every window's numeric statistics become metrics stepped by window
+        (``monitor.<name>``, step = window index, timestamp = window end); the latest status
+        and the artifact monitored are tags; the files are artifacts under ``monitor/``.
+
+        Parameters
+        ----------
+        report : MonitorReport
+            What :func:`amv_calib.monitoring.monitor` returned.
+        files : mapping, optional
+            ``{name: path}`` as :func:`amv_calib.monitoring.write_monitor_outputs` returns
+            it: ``report``, ``table`` and ``timeline`` are logged; the claims are not.
+        """
+        data = report.to_dict()
         codes = {"INSUFFICIENT DATA": -1, "OK": 0, "WARN": 1, "ALERT": 2}
         metrics: list[Metric] = []
-        for step, w in enumerate(report.get("windows", [])):
+        for step, w in enumerate(data.get("windows", [])):
             when = int(np.datetime64(str(w["end"]).rstrip("Z"), "ms").astype(np.int64))
             flat: dict[str, Any] = {"status": codes.get(w.get("status"), -1)}
             for key in ("uses", "labelled", "actions_labelled", "mean_p", "mean_p_shift"):
@@ -894,50 +928,73 @@ class PipelineTracker:
                         if _is_number(v)]
         parent = str(self.run_id)
         _log_batch(self.client, parent, metrics=metrics, tags={
-            "monitor.latest_status": str(report.get("latest_status")),
-            "monitor.artifact": str(report.get("artifact"))})
-        for name in ("monitor.json", "monitor.txt", "timeline.png"):
-            if (mdir / name).is_file():
-                self.client.log_artifact(parent, str(mdir / name), "monitor")
+            "monitor.latest_status": str(data.get("latest_status")),
+            "monitor.artifact": str(data.get("artifact"))})
+        for name in ("report", "table", "timeline"):
+            path = (files or {}).get(name)
+            if path is not None and Path(path).is_file():
+                self.client.log_artifact(parent, str(path), "monitor")
 
     @_when_enabled
-    def log_promotion(self, decision: str | os.PathLike[str]) -> None:
-        """Log a promote step's ``promotion.json`` on the parent run: whether the challenger
-        went to production (tag ``promotion.promoted``) and, per condition, its verdict
-        (tags ``promotion.certified`` and the like: short, to read in the runs table); the
-        full reasons are the run's artifact ``promote/promotion.json``."""
-        data = _read_json(Path(decision))
+    def log_promotion(self, decision: PromotionDecision, *,
+                      file: str | os.PathLike[str] | None = None) -> None:
+        """Log a promotion decision on the parent run.
+
+        Tags say whether the challenger went to production (``promotion.promoted``), which
+        version was judged (``promotion.version``) and, per condition, its verdict
+        (``promotion.certified`` and the like: short, to read in the runs table); the held-out
+        log losses become ``promotion.*`` metrics.
+
+        Parameters
+        ----------
+        decision : PromotionDecision
+            What :func:`amv_calib.artifacts.decide_promotion` returned.
+        file : path, optional
+            The decision as written (the promote step's ``promotion.json``), logged as the
+            artifact ``promote/promotion.json``: the full reasons, which the tags shorten.
+        """
         parent = str(self.run_id)
         verdicts = {}
-        for reason in data.get("reasons", []):
+        for reason in decision.reasons:
             condition, _, rest = str(reason).partition(": ")
             key = "promotion." + re.sub(r"[^a-z0-9]+", "_", condition.lower()).strip("_")
             verdicts[key[:240]] = rest.partition(" -- ")[0][:240]
         _log_batch(self.client, parent, tags={
-            "promotion.promoted": str(bool(data.get("promote"))).lower(),
-            "promotion.version": str(data.get("version")), **verdicts})
-        holdout = data.get("holdout") or {}
-        values = {k: holdout.get(k) for k in ("challenger_log_loss", "production_log_loss",
-                                              "difference")}
+            "promotion.promoted": str(bool(decision.promote)).lower(),
+            "promotion.version": str(decision.version), **verdicts})
+        values = {k: decision.holdout.get(k) for k in ("challenger_log_loss",
+                                                       "production_log_loss", "difference")}
         _log_batch(self.client, parent, metrics=_metrics(values, prefix="promotion."))
-        self.client.log_artifact(parent, str(decision), "promote")
+        if file is not None:
+            self.client.log_artifact(parent, str(file), "promote")
 
     @_when_enabled
-    def log_replay(self, replay: str | os.PathLike[str], *, run_id: str | None = None
-                   ) -> None:
-        """Log a replay result (``--json`` object, its CSV table, or a folder holding one).
+    def log_replay(self, replay: Mapping[str, ReplayResult] | str | os.PathLike[str], *,
+                   run_id: str | None = None) -> None:
+        """Log a replay: every policy's metrics as ``replay.<policy>.<metric>`` on the parent
+        run (and on ``run_id`` when given), the table as ``replay_table.json``.
 
-        Every policy's metrics become ``replay.<policy>.<metric>`` on the parent run (and on
-        ``run_id`` when given); the table is logged as ``replay_table.json``.
+        Parameters
+        ----------
+        replay : mapping or path
+            The results by policy, as :func:`amv_calib.tuning.replay_many` returns them; or,
+            for a replay run elsewhere, a file holding one (the ``--json`` object, its CSV
+            table) or a folder holding such a file.
+        run_id : str, optional
+            A further run to log the same metrics and table on.
         """
-        path = Path(replay)
-        if path.is_dir():
-            found = _first(path, _REPLAY_FILES)
-            if found is None:
-                raise ConfigError(f"{path}: holds no replay table ({', '.join(_REPLAY_FILES)})")
-            path = found
-        self._log_replay_table(_replay_table(path),
-                               [str(self.run_id), *([run_id] if run_id else [])])
+        if isinstance(replay, Mapping):
+            table = _replay_rows(_sorted_keys({n: r.to_dict() for n, r in replay.items()}))
+        else:
+            path = Path(replay)
+            if path.is_dir():
+                found = _first(path, _REPLAY_FILES)
+                if found is None:
+                    raise ConfigError(
+                        f"{path}: holds no replay table ({', '.join(_REPLAY_FILES)})")
+                path = found
+            table = _replay_table(path)
+        self._log_replay_table(table, [str(self.run_id), *([run_id] if run_id else [])])
 
     def _log_replay_table(self, table: pd.DataFrame, run_ids: Sequence[str]) -> None:
         client = self.client
@@ -958,27 +1015,38 @@ class PipelineTracker:
 
     # -- export -----------------------------------------------------------------------
     @_when_enabled
-    def log_artifact_export(self, artifact_dir: str | os.PathLike[str]) -> None:
-        """Log an exported artifact version: its files, name, version and sha256 as tags."""
-        art = _load(artifact_dir)
+    def log_artifact_export(self, export: ExportResult) -> None:
+        """Log an exported artifact version on the parent run: its name, version, path and
+        sha256 as tags, its name, version, calibrator kind and thresholds as ``export.*``
+        parameters, its manifest and calibrator as artifacts under ``artifact/<version>``.
+
+        Parameters
+        ----------
+        export : ExportResult
+            What :func:`amv_calib.artifacts.export_artifact` returned.
+        """
+        from amv_calib.contract import CALIBRATOR_FILE, MANIFEST_FILE, check_thresholds
+
         client, parent = self.client, str(self.run_id)
-        manifest_sha = hashlib.sha256((art.path / "manifest.json").read_bytes()).hexdigest()
-        training = art.manifest.get("training_data") or {}
+        manifest = export.manifest
+        training = manifest.get("training_data") or {}
         tags = {
-            "artifact_name": art.name,
-            "artifact_version": art.version,
-            "artifact_path": str(art.path.resolve()),
-            "artifact_sha256": manifest_sha,
-            "calibrator_sha256": art.calibrator_sha256,
+            "artifact_name": export.name,
+            "artifact_version": export.version,
+            "artifact_path": str(export.path.resolve()),
+            "artifact_sha256": export.manifest_sha256,
+            "calibrator_sha256": manifest["files"][CALIBRATOR_FILE],
         }
         if isinstance(training, Mapping) and training.get("sha256"):
             tags[TAG_DATA_FINGERPRINT] = str(training["sha256"])
+        # normalised as load_artifact does, so the parameters are what a loader sees
+        thresholds = check_thresholds(manifest["gate"])
         _log_batch(client, parent, tags=tags,
-                   params={"export.name": art.name, "export.version": art.version,
-                           "export.calibrator_kind": art.calibrator.kind,
-                           **{f"export.{k}": v for k, v in art.thresholds.items()}})
-        for fname in ("manifest.json", "calibrator.json"):
-            client.log_artifact(parent, str(art.path / fname), f"artifact/{art.version}")
+                   params={"export.name": export.name, "export.version": export.version,
+                           "export.calibrator_kind": manifest["calibrator_kind"],
+                           **{f"export.{k}": v for k, v in thresholds.items()}})
+        for fname in (MANIFEST_FILE, CALIBRATOR_FILE):
+            client.log_artifact(parent, str(export.path / fname), f"artifact/{export.version}")
 
     # -- registry ---------------------------------------------------------------------
     @_when_enabled
@@ -1101,9 +1169,17 @@ def log_replay(replay: str | os.PathLike[str], *, parent_run_id: str | None = No
 def log_artifact_export(artifact_dir: str | os.PathLike[str], *,
                         parent_run_id: str | None = None, tracking_uri: str | None = None,
                         experiment: str = DEFAULT_EXPERIMENT) -> None:
-    """Log an exported artifact; under ``parent_run_id`` if given, else in a run "export"."""
+    """Log an exported artifact folder (``models/NAME/vN``, loaded and checked); under
+    ``parent_run_id`` if given, else in a run "export"."""
+    from amv_calib.artifacts import ExportResult
+    from amv_calib.contract import MANIFEST_FILE
+
+    art = _load(artifact_dir)
+    export = ExportResult(path=art.path, name=art.name, version=art.version,
+                          manifest=art.manifest, manifest_sha256=hashlib.sha256(
+                              art.contents[MANIFEST_FILE]).hexdigest())
     with _standalone("export", parent_run_id, tracking_uri, experiment) as t:
-        t.log_artifact_export(artifact_dir)
+        t.log_artifact_export(export)
 
 
 def register_champion(artifact_dir: str | os.PathLike[str], *,
@@ -1389,6 +1465,15 @@ def _replay_rows(data: Mapping[str, Any]) -> pd.DataFrame:
             rows.append({"policy": policy, **_flatten_metrics(
                 flat, skip=frozenset({"by_family", "family_n", "config", "policy"}))})
     return pd.DataFrame(rows)
+
+
+def _sorted_keys(obj: Any) -> Any:
+    """``obj`` with every mapping's keys sorted, as in the ``replay.json`` the steps write:
+    a replay logged from its results gives the table (columns and rows in that order) that
+    logging the file gave."""
+    if isinstance(obj, Mapping):
+        return {k: _sorted_keys(obj[k]) for k in sorted(obj)}
+    return obj
 
 
 def _replay_table(path: Path) -> pd.DataFrame:

@@ -140,7 +140,7 @@ def pipeline(server: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
     with tracking.pipeline_run("retrain", tracking_uri=server["uri"]) as t:
         runs = t.log_comparison(compare_dir, claims=claims, claims_path=claims_path)
         tune_run = t.log_tuning(tune_dir)
-        t.log_artifact_export(art.path)
+        t.log_artifact_export(art)
         version = t.register_champion(art.path)
     assert runs is not None and tune_run is not None and version is not None
     return {"root": root, "claims": claims, "claims_path": claims_path, "compare": compare_dir,

@@ -27,6 +27,7 @@ from _mlflow_stages import (
 )
 from mlflow import MlflowClient
 
+from amv_calib.artifacts import PromotionDecision
 from amv_calib.artifacts._export import claims_fingerprint, export_artifact
 from amv_calib.exceptions import ConfigError
 from amv_calib.tracking import _tracker as tracking
@@ -45,7 +46,7 @@ def stages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     art = export_artifact(calibrator=compare, thresholds=tune / "thresholds.json",
                           name="amv-guard", models_dir=root / "models", claims=claims)
     return {"root": root, "claims": claims, "claims_path": claims_path, "compare": compare,
-            "tune": tune, "artifact": art.path}
+            "tune": tune, "artifact": art.path, "export": art}
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,7 @@ def logged(stages: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
         runs = tracker.log_comparison(stages["compare"], claims=stages["claims"],
                                       claims_path=stages["claims_path"])
         tune_run = tracker.log_tuning(stages["tune"])
-        tracker.log_artifact_export(stages["artifact"])
+        tracker.log_artifact_export(stages["export"])
     assert runs is not None and tune_run is not None
     return {"uri": uri, "db": db, "parent": tracker.run_id, "runs": runs, "tune_run": tune_run,
             "client": MlflowClient(tracking_uri=uri)}
@@ -100,10 +101,12 @@ def test_promotion_tags_are_short_verdicts_with_the_reasons_as_an_artifact(
     reasons = ["certified: yes -- Gate Harmful <= 0.01 with probability >= 0.95 " + "x" * 500,
                "beats the constant prediction beyond noise: yes -- on 4000 newest claims ...",
                "not worse than production beyond noise: NO -- on 4000 newest claims ..."]
-    decision.write_text(json.dumps({"promote": False, "version": "v2", "reasons": reasons}))
+    result = PromotionDecision(promote=False, reasons=reasons, certificate_ok=True,
+                               version="v2")
+    decision.write_text(json.dumps({"version": "v2", **result.to_dict()}))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     with tracking.pipeline_run("p", tracking_uri=uri) as tracker:
-        tracker.log_promotion(decision)
+        tracker.log_promotion(result, file=decision)
     client = MlflowClient(tracking_uri=uri)
     tags = client.get_run(tracker.run_id).data.tags
     assert {k: v for k, v in tags.items() if k.startswith("promotion.")} == {
@@ -395,7 +398,7 @@ def test_disabled_tracker_does_nothing(tmp_path: Path, stages: dict[str, Any],
         assert t.log_comparison(stages["compare"]) is None
         assert t.log_tuning(stages["tune"]) is None
         t.log_replay(stages["tune"])
-        t.log_artifact_export(stages["artifact"])
+        t.log_artifact_export(stages["export"])
         assert t.register_champion(stages["artifact"]) is None
         assert t.set_tags({"a": "b"}) is None
         assert t.log_params({"a": 1}) is None
@@ -519,6 +522,24 @@ def test_replay_results_of_the_replay_module(logged: dict[str, Any], tmp_path: P
         assert m[f"replay.{policy}.total_loss_low"] == ci.lo
         assert m[f"replay.{policy}.total_loss_high"] == ci.hi
         assert m[f"replay.{policy}.n"] == res.n
+
+
+def test_replay_results_log_the_table_their_replay_json_gives(tmp_path: Path) -> None:
+    # The pipeline logs a replay from its results; `amv-calib replay --json` files are
+    # logged from the file. Both must give one table, to the column order.
+    from amv_calib.datasets._synth import synth_episodes
+    from amv_calib.tuning._replay import replay_many
+
+    results = replay_many(synth_episodes(60, seed=3), ["oracle", "always-proceed"], seed=4,
+                          n_boot=20)
+    path = tmp_path / "replay.json"
+    path.write_text(json.dumps({k: r.to_dict() for k, r in results.items()}, indent=2,
+                               sort_keys=True))
+    from_file = tracking._replay_table(path)
+    from_results = tracking._replay_rows(
+        tracking._sorted_keys({k: r.to_dict() for k, r in results.items()}))
+    pd.testing.assert_frame_equal(from_results, from_file)
+    assert list(from_file["policy"]) == ["always-proceed", "oracle"]
 
 
 def test_the_same_replay_table_is_logged_once_per_run(logged: dict[str, Any],
