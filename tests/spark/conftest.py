@@ -11,6 +11,8 @@ import pytest
 
 from amv_calib.spark import spark_session
 
+from ._jvm import JVM_CONF
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
@@ -22,8 +24,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """A ``local[2]`` session: UI off, bound to 127.0.0.1, two shuffle partitions."""
+    """A ``local[2]`` session: UI off, bound to 127.0.0.1, two shuffle partitions, the JVM
+    flags of ``_jvm.py``."""
     session = spark_session("local[2]", app_name="amv-calib-tests", driver_memory="2g",
-                            shuffle_partitions=2)
+                            shuffle_partitions=2, conf=JVM_CONF)
     yield session
     session.stop()

@@ -17,6 +17,7 @@ import pytest
 
 from amv_calib.cli import main
 
+from ._jvm import JVM_OPTIONS
 from ._messy import same_report_file, write_messy
 
 LINES = 80_000
@@ -77,17 +78,18 @@ def test_streamed_table_is_the_single_machine_table(
     assert list((tmp_path / "scratch").iterdir()) == []  # the part files are removed
 
 
-_CAPPED = """
+_CAPPED = f"""
 import sys, warnings
 from amv_calib.spark import spark_session, write_label_spark
 log, outcomes, out = sys.argv[1:]
 spark = spark_session("local[2]", app_name="amv-calib-capped", driver_memory="1g",
-                      shuffle_partitions=4, conf={"spark.driver.maxResultSize": "1m"})
+                      shuffle_partitions=4, conf={{"spark.driver.maxResultSize": "1m",
+                      "spark.driver.extraJavaOptions": "{JVM_OPTIONS}"}})
 try:
     spark.range(1_000_000).toPandas()
     print("COLLECTED")
 except Exception as exc:
-    print("CAPPED" if "maxResultSize" in str(exc) else f"OTHER {exc}")
+    print("CAPPED" if "maxResultSize" in str(exc) else f"OTHER {{exc}}")
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     write_label_spark([log], [outcomes], spark=spark, out=out, on_corrupt="skip")
