@@ -123,8 +123,9 @@ def _compare(ctx: StepContext) -> dict[str, Any]:
                                            **options)
     else:
         result = compare_calibrators(claims, **options)
-    write_comparison(result, ctx.out_dir)
-    ctx.tracker.log_comparison(ctx.out_dir, claims=claims, claims_path=ctx.params["claims"])
+    files = write_comparison(result, ctx.out_dir)
+    ctx.tracker.log_comparison(result, files=files, claims=claims,
+                               claims_path=ctx.params["claims"])
     return {
         "dir": str(ctx.out_dir),
         "champion": str(ctx.out_dir / "champion.json"),
@@ -176,11 +177,13 @@ def _tune(ctx: StepContext) -> dict[str, Any]:
             f"raise trials or target_harmful")
     gate = _gate_from(result.thresholds, calibrator)
     _, holdout = split_episodes(episodes, opts.tune_fraction)
-    _replay_table(episodes.subset(holdout), gate=gate, calibrator=calibrator,
-                  seed=ctx.spec.seed, out_dir=ctx.out_dir)
+    replay = _replay_table(episodes.subset(holdout), gate=gate, calibrator=calibrator,
+                           seed=ctx.spec.seed, out_dir=ctx.out_dir)
     (ctx.out_dir / "calibrator.json").write_text(
         json.dumps(calibrator.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    ctx.tracker.log_tuning(ctx.out_dir)  # includes replay.json
+    files = {**result.files, "calibrator": ctx.out_dir / "calibrator.json",
+             "replay": ctx.out_dir / "replay.json", "replay_table": ctx.out_dir / "replay.md"}
+    ctx.tracker.log_tuning(result, files=files, replay=replay)
     return {
         "dir": str(ctx.out_dir),
         "thresholds": str(ctx.out_dir / "thresholds.json"),

@@ -1,12 +1,11 @@
 """MLflow tracking of the pipeline stages.
 
-Most stages are logged from the result their library function returned (a promotion
-decision, replay results, a certificate, a monitor report, an export result): metrics,
-parameters and tags come from its fields, and only the files it names are uploaded. The
-comparison and the tuning are still logged from the folder they wrote (``compare --out
-DIR``, the tuning folder), as are the public folder entry points (:func:`log_replay` of a
-``--json`` file, :func:`log_artifact_export` of ``models/NAME/vN``), which can log a stage
-run elsewhere, afterwards.
+Every stage is logged from the result its library function returned (a comparison, a
+tuning, a promotion decision, replay results, a certificate, a monitor report, an export
+result): metrics, parameters and tags come from its fields, and only the files it names are
+uploaded. To log a stage run elsewhere, afterwards, the same methods also take what it wrote
+(``compare --out DIR``, a tuning folder, a replay ``--json`` file, ``models/NAME/vN``) and
+log the same runs from it.
 
 Layout in MLflow (experiment ``amv-calib`` unless told otherwise)::
 
@@ -65,8 +64,9 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from amv_calib.artifacts import ExportResult, PromotionDecision
+    from amv_calib.calibration import ComparisonResult
     from amv_calib.monitoring import MonitorReport
-    from amv_calib.tuning import Certificate, ReplayResult
+    from amv_calib.tuning import Certificate, ReplayResult, TuneResult
 
 
 DEFAULT_EXPERIMENT: Final = "amv-calib"
@@ -464,6 +464,125 @@ class ComparisonRuns:
     champion: str | None
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Comparison:
+    """What :meth:`PipelineTracker.log_comparison` logs, from a result or from its folder."""
+
+    where: str  # named in errors and log lines
+    summary: Mapping[str, Any]  # ComparisonResult.to_dict(): comparison.json
+    table: pd.DataFrame
+    bins: pd.DataFrame | None
+    histogram: pd.DataFrame | None
+    portable: dict[str, Mapping[str, Any]]  # calibrator name -> its portable form
+    files: list[Path]  # uploaded to the parent run under compare/
+    portable_files: dict[str, Path]  # calibrator name -> calibrators/<name>.json
+
+    @property
+    def champion(self) -> str | None:
+        champion = self.summary.get("champion")
+        return None if champion is None else str(champion)
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        config = self.summary.get("config")
+        return config if isinstance(config, Mapping) else {}
+
+    @classmethod
+    def from_result(cls, result: ComparisonResult,
+                    files: Mapping[str, str | os.PathLike[str]] | None) -> _Comparison:
+        from amv_calib.calibration import prediction_histogram
+
+        written = {name: Path(path) for name, path in (files or {}).items()}
+        return cls(
+            where=f"the comparison of {', '.join(result.table['name'].astype(str))}",
+            summary=result.to_dict(), table=result.table, bins=result.reliability,
+            histogram=prediction_histogram(result.oof),
+            portable={name: est.to_portable().to_dict()
+                      for name, est in result.estimators.items()},
+            files=[written[n] for n in sorted(written)
+                   if "/" not in n and written[n].suffix in _COMPARE_UPLOADS],
+            portable_files={n.removeprefix("calibrators/").removesuffix(".json"): p
+                            for n, p in written.items()
+                            if n.startswith("calibrators/") and n.endswith(".json")})
+
+    @classmethod
+    def from_folder(cls, cdir: Path) -> _Comparison:
+        import pandas as pd
+
+        where = str(cdir / "comparison.json")
+        summary = _read_json(cdir / "comparison.json")
+        if not isinstance(summary, Mapping) or not isinstance(summary.get("calibrators"), list):
+            raise ConfigError(f"{where}: lacks a 'calibrators' list")
+        table_path = cdir / "comparison.csv"
+        table = (_read_table(table_path) if table_path.is_file() else pd.DataFrame(
+            [_table_row(e) for e in summary["calibrators"] if isinstance(e, Mapping)]))
+        bins_path, hist_path = cdir / "reliability_bins.csv", cdir / "prediction_histogram.csv"
+        portable_files = {p.stem: p for p in sorted((cdir / "calibrators").glob("*.json"))}
+        portable = {}
+        for name, path in portable_files.items():
+            data = _read_json(path)
+            if isinstance(data, Mapping):
+                portable[name] = data
+        return cls(
+            where=where, summary=summary, table=table,
+            bins=_read_table(bins_path) if bins_path.is_file() else None,
+            histogram=_read_table(hist_path) if hist_path.is_file() else None,
+            portable=portable,
+            files=[p for p in sorted(cdir.iterdir())
+                   if p.is_file() and p.suffix in _COMPARE_UPLOADS],
+            portable_files=portable_files)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Tuning:
+    """What :meth:`PipelineTracker.log_tuning` logs, from a result or from its folder."""
+
+    thresholds: Mapping[str, Any]
+    report: Mapping[str, Any]  # tune_report.json: the study settings and the chosen trial
+    trials: pd.DataFrame | None
+    files: list[Path]  # uploaded, in name order
+    tables: dict[str, pd.DataFrame]  # further tables by name (the Pareto front)
+    replay: pd.DataFrame | None  # the held-out replay table, when one was run
+
+    @classmethod
+    def from_result(cls, result: TuneResult, files: Mapping[str, str | os.PathLike[str]] | None,
+                    replay: Mapping[str, ReplayResult] | None) -> _Tuning:
+        import pandas as pd
+
+        if result.thresholds is None:
+            raise ConfigError(f"study {result.study_name!r}: no trial met gate_harmful <= "
+                              f"{result.target_harmful}, so there are no thresholds to log")
+        paths = sorted((Path(p) for p in (result.files if files is None else files).values()),
+                       key=lambda p: p.name)
+        tables = {}
+        if result.pareto:
+            tables["pareto"] = pd.DataFrame(result.pareto)
+        return cls(
+            thresholds=result.thresholds, report=result.report, trials=result.trials,
+            files=paths, tables=tables,
+            replay=None if replay is None else _replay_rows(_sorted_keys(
+                {n: r.to_dict() for n, r in replay.items()})))
+
+    @classmethod
+    def from_folder(cls, tdir: Path) -> _Tuning:
+        thresholds = _read_json(tdir / "thresholds.json")
+        if not isinstance(thresholds, Mapping):
+            raise ConfigError(f"{tdir / 'thresholds.json'}: must hold a JSON object")
+        trials_path = _first(tdir, _TRIALS_FILES)
+        paths = sorted((p for p in tdir.iterdir() if p.is_file()), key=lambda p: p.name)
+        replay = _first(tdir, _REPLAY_FILES)
+        return cls(
+            thresholds=thresholds, report=_tuning_summary(tdir),
+            trials=None if trials_path is None else _read_table(trials_path), files=paths,
+            tables={p.stem: _read_table(p) for p in paths
+                    if p.suffix == ".csv" and p != trials_path},
+            replay=None if replay is None else _replay_table(replay))
+
+
+#: The compare folder's files uploaded to the parent run (not the pickles or the data).
+_COMPARE_UPLOADS: Final = (".csv", ".md", ".json", ".png")
+
+
 # -- the tracker ------------------------------------------------------------------------
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -617,18 +736,25 @@ class PipelineTracker:
 
     # -- compare ----------------------------------------------------------------------
     @_when_enabled
-    def log_comparison(self, compare_dir: str | os.PathLike[str], *,
+    def log_comparison(self, comparison: ComparisonResult | str | os.PathLike[str], *,
+                       files: Mapping[str, str | os.PathLike[str]] | None = None,
                        claims: pd.DataFrame | None = None,
                        claims_path: str | os.PathLike[str] | None = None) -> ComparisonRuns:
-        """Log a compare output folder: one nested run per calibrator.
+        """Log a comparison: one nested run per calibrator.
 
         Parameters
         ----------
-        compare_dir : path
-            What ``amv-calib compare CLAIMS --out DIR`` wrote.
+        comparison : ComparisonResult or path
+            What :func:`amv_calib.calibration.compare_calibrators` returned; or, for a
+            comparison run elsewhere, the folder ``amv-calib compare CLAIMS --out DIR``
+            wrote.
+        files : mapping, optional
+            With a result: the files :func:`amv_calib.calibration.write_comparison` wrote
+            for it (name to path), uploaded as artifacts. Without it only the values and
+            the figures drawn from the result are logged.
         claims : pandas.DataFrame, optional
             The training claims, logged as the runs' dataset input. Read from
-            ``claims_path`` (or the path in ``comparison.json``'s config) when not given.
+            ``claims_path`` (or the path in the comparison's config) when not given.
         claims_path : path, optional
             Where the claims live; the dataset's source.
 
@@ -637,50 +763,37 @@ class PipelineTracker:
         ComparisonRuns or None
             None when the tracker is disabled.
         """
-        client, parent = self.client, str(self.run_id)
-        cdir = Path(compare_dir)
-        comparison = _read_json(cdir / "comparison.json")
-        if not isinstance(comparison, Mapping) or not isinstance(
-                comparison.get("calibrators"), list):
-            raise ConfigError(f"{cdir / 'comparison.json'}: lacks a 'calibrators' list")
-        champion = comparison.get("champion")
-        config_raw = comparison.get("config")
-        config: Mapping[str, Any] = config_raw if isinstance(config_raw, Mapping) else {}
-        dataset, fingerprint = self._dataset(claims, claims_path, config, cdir)
-
-        bins = None
-        bins_path = cdir / "reliability_bins.csv"
-        if bins_path.is_file():
-            bins = _read_table(bins_path)
+        client, parent = self.client, str(self.run_id)  # raises when not entered
+        if isinstance(comparison, (str, os.PathLike)):
+            if files is not None:
+                raise TypeError("files= goes with a ComparisonResult; a folder is its files")
+            got = _Comparison.from_folder(Path(comparison))
+        else:
+            got = _Comparison.from_result(comparison, files)
+        summary, champion, config = got.summary, got.champion, got.config
+        dataset, fingerprint = self._dataset(claims, claims_path, config, got.where)
+        bins, histogram, table = got.bins, got.histogram, got.table
         name_col = "calibrator" if bins is not None and "calibrator" in bins.columns else None
-        hist_path = cdir / "prediction_histogram.csv"
-        histogram = _read_table(hist_path) if hist_path.is_file() else None
 
         # parent: configuration, champion, table, per-fold sizes, overlay, oracle
         config_params = {f"compare.{k}": v for k, v in _flat_params(config).items()}
         _log_batch(client, parent, params=config_params,
                    tags={"champion": champion, TAG_DATA_FINGERPRINT: fingerprint})
-        for path in sorted(cdir.iterdir()):
-            if path.is_file() and path.suffix in (".csv", ".md", ".json", ".png"):
-                client.log_artifact(parent, str(path), "compare")
-        import pandas as pd
-
-        table_path = cdir / "comparison.csv"
-        table = (_read_table(table_path) if table_path.is_file() else pd.DataFrame(
-            [_table_row(e) for e in comparison["calibrators"] if isinstance(e, Mapping)]))
+        for path in got.files:
+            client.log_artifact(parent, str(path), "compare")
         if len(table):
             client.log_table(parent, _table_for_mlflow(table), "comparison.json")
         parent_metrics: list[Metric] = []
-        for i, info in enumerate(comparison.get("folds") or []):
+        for i, info in enumerate(summary.get("folds") or []):
             if isinstance(info, Mapping) and "calibrator" not in info:
                 step = int(info["fold"]) if _is_number(info.get("fold")) else i
                 parent_metrics += _metrics({k: v for k, v in info.items()
                                             if k.startswith("n_")}, step=step, prefix="fold/")
-        oracle = comparison.get("oracle")
+        oracle = summary.get("oracle")
         if isinstance(oracle, Mapping):
             parent_metrics += _metrics(_flatten_metrics(oracle, skip=_ENTRY_SKIP),
                                        prefix="oracle_")
-        champ = next((e for e in comparison["calibrators"]
+        champ = next((e for e in summary["calibrators"]
                       if isinstance(e, Mapping) and e.get("name") == champion), None)
         if champ is not None:
             parent_metrics += _metrics(_flatten_metrics(champ, skip=_ENTRY_SKIP),
@@ -688,21 +801,20 @@ class PipelineTracker:
         _log_batch(client, parent, metrics=parent_metrics)
         if bins is not None:
             client.log_table(parent, _table_for_mlflow(bins), "reliability_bins.json")
-            champ_name = None if champion is None else str(champion)
             fig = comparison_figure(bins, table, histogram=histogram, config=config,
-                                    champion=champ_name)
+                                    champion=champion)
             client.log_figure(parent, fig, "reliability_grid.png")  # one panel each
-            client.log_figure(parent, overlay_figure(bins, champion=champ_name),
+            client.log_figure(parent, overlay_figure(bins, champion=champion),
                               "reliability_overlay.png")  # all on one axes
         if dataset is not None:
             mlflow.log_input(dataset, context="training")
 
         # one nested run per calibrator
         runs: dict[str, str] = {}
-        per_fold = comparison.get("per_fold", comparison.get("folds"))
-        for entry in comparison["calibrators"]:
+        per_fold = summary.get("per_fold", summary.get("folds"))
+        for entry in summary["calibrators"]:
             if not isinstance(entry, Mapping) or "name" not in entry:
-                raise ConfigError(f"{cdir / 'comparison.json'}: a calibrator entry lacks 'name'")
+                raise ConfigError(f"{got.where}: a calibrator entry lacks 'name'")
             name = str(entry["name"])
             is_champion = name == champion
             with self._nested(name, stage="calibrator",
@@ -712,11 +824,10 @@ class PipelineTracker:
                 runs[name] = rid
                 metrics = _metrics(_flatten_metrics(entry, skip=_ENTRY_SKIP))
                 metrics += self._fold_metrics(entry, per_fold, name)
-                params = _calibrator_params(entry, config, cdir / "calibrators" / f"{name}.json")
+                params = _calibrator_params(entry, config, got.portable.get(name))
                 _log_batch(client, rid, metrics=metrics, params=params)
-                portable = cdir / "calibrators" / f"{name}.json"
-                if portable.is_file():
-                    client.log_artifact(rid, str(portable))
+                if name in got.portable_files:
+                    client.log_artifact(rid, str(got.portable_files[name]))
                 if bins is not None:
                     own = bins if name_col is None else bins[bins[name_col] == name]
                     if len(own):
@@ -730,16 +841,15 @@ class PipelineTracker:
                         client.log_figure(parent, fig, f"reliability/{name}.png")
                 if dataset is not None:
                     mlflow.log_input(dataset, context="training")
-        return ComparisonRuns(parent_run_id=parent, calibrator_runs=runs,
-                              champion=None if champion is None else str(champion))
+        return ComparisonRuns(parent_run_id=parent, calibrator_runs=runs, champion=champion)
 
     def _dataset(self, claims: pd.DataFrame | None, claims_path: str | os.PathLike[str] | None,
-                 config: Mapping[str, Any], cdir: Path) -> tuple[Any, str | None]:
+                 config: Mapping[str, Any], what: str) -> tuple[Any, str | None]:
         path = claims_path if claims_path is not None else config.get("claims")
         if claims is None and path is not None and Path(path).exists():
             claims = _read_table(Path(path))
         if claims is None:
-            _log.info("no claims given for %s: no dataset input logged", cdir)
+            _log.info("no claims given for %s: no dataset input logged", what)
             return None, None
         fingerprint = _data_fingerprint(claims)
         from mlflow.data.pandas_dataset import from_pandas
@@ -773,23 +883,45 @@ class PipelineTracker:
 
     # -- tuning -----------------------------------------------------------------------
     @_when_enabled
-    def log_tuning(self, tune_dir: str | os.PathLike[str]) -> str:
-        """Log a tuning output folder as one nested run for the Optuna study.
+    def log_tuning(self, tuning: TuneResult | str | os.PathLike[str], *,
+                   files: Mapping[str, str | os.PathLike[str]] | None = None,
+                   replay: Mapping[str, ReplayResult] | None = None) -> str:
+        """Log a tuning as one nested run for the Optuna study.
 
-        Reads ``thresholds.json`` (the chosen thresholds), ``trials.csv`` (every numeric
-        column becomes the metric ``trial/<column>`` with step = trial number; the table is
-        logged too), ``pareto.csv`` and ``pareto.png`` (multi-objective mode), and
-        ``tune_report.json`` (study settings as parameters, the chosen trial's metrics on
-        the tuning split as ``tune.<metric>`` and on the held-out split as
-        ``holdout.<metric>`` with ``_lo`` / ``_hi`` bounds, and the held-out replay table of
-        the tuned gate beside the baselines). Returns the nested run's id.
+        Logged: the chosen thresholds (parameters ``best.<name>`` and metrics), every
+        numeric column of the trials table as the metric ``trial/<column>`` with step =
+        trial number (the table too), the study settings as parameters, the chosen trial's
+        metrics on the tuning split as ``tune.<metric>`` and on the held-out split as
+        ``holdout.<metric>`` with ``_lo`` / ``_hi`` bounds, the held-out replay table of the
+        tuned gate beside the baselines, the Pareto front and its plot (multi-objective
+        mode), and the files.
+
+        Parameters
+        ----------
+        tuning : TuneResult or path
+            What :func:`amv_calib.tuning.tune_thresholds` returned; or, for a tuning run
+            elsewhere, its output folder (``thresholds.json``, ``trials.csv``,
+            ``tune_report.json``, ...).
+        files : mapping, optional
+            With a result: the files to upload (role to path; default: the result's own
+            ``files``).
+        replay : mapping, optional
+            With a result: replay results by policy on the held-out episodes (the table
+            logged instead of the one built from the result's held-out metrics).
+
+        Returns
+        -------
+        str or None
+            The nested run's id; None when the tracker is disabled.
         """
-        client, parent = self.client, str(self.run_id)
-        tdir = Path(tune_dir)
-        thresholds = _read_json(tdir / "thresholds.json")
-        if not isinstance(thresholds, Mapping):
-            raise ConfigError(f"{tdir / 'thresholds.json'}: must hold a JSON object")
-        report = _tuning_summary(tdir)
+        client, parent = self.client, str(self.run_id)  # raises when not entered
+        if isinstance(tuning, (str, os.PathLike)):
+            if files is not None or replay is not None:
+                raise TypeError("files= and replay= go with a TuneResult; a folder holds them")
+            got = _Tuning.from_folder(Path(tuning))
+        else:
+            got = _Tuning.from_result(tuning, files, replay)
+        thresholds, report = got.thresholds, got.report
         _log_batch(client, parent, params={f"tune.{k}": v for k, v in thresholds.items()})
         with self._nested("tuning", stage="tuning") as run:
             rid = run.info.run_id
@@ -807,9 +939,8 @@ class PipelineTracker:
             if isinstance(tuned, Mapping):
                 metrics += _metrics(_flatten_metrics(tuned, skip=frozenset()),
                                     prefix="holdout.")
-            trials_path = _first(tdir, _TRIALS_FILES)
-            if trials_path is not None:
-                trials = _read_table(trials_path)
+            trials = got.trials
+            if trials is not None:
                 metrics += _trial_metrics(trials)
                 client.log_table(rid, _table_for_mlflow(trials), "trials.json")
                 params["n_trials"] = len(trials)
@@ -821,20 +952,17 @@ class PipelineTracker:
                     client.log_figure(rid, fig, "figures/trials_harm_vs_loss.png")
                     client.log_figure(parent, fig, "tuning/trials_harm_vs_loss.png")
             _log_batch(client, rid, metrics=metrics, params=params)
-            for fname in sorted(p.name for p in tdir.iterdir() if p.is_file()):
-                path = tdir / fname
+            for path in got.files:
                 if path.suffix == ".png":
                     client.log_artifact(rid, str(path), "figures")
-                    if "pareto" in fname:
+                    if "pareto" in path.name:
                         client.log_artifact(parent, str(path), "tuning")
                 elif path.suffix in (".csv", ".json", ".md"):
                     client.log_artifact(rid, str(path), "files")
-                if path.suffix == ".csv" and path != trials_path:
-                    client.log_table(rid, _table_for_mlflow(_read_table(path)),
-                                     f"{path.stem}.json")
-        replay = _first(tdir, _REPLAY_FILES)
-        if replay is not None:
-            self._log_replay_table(_replay_table(replay), [parent, rid])
+            for stem, extra in got.tables.items():
+                client.log_table(rid, _table_for_mlflow(extra), f"{stem}.json")
+        if got.replay is not None:
+            self._log_replay_table(got.replay, [parent, rid])
         elif isinstance(holdout, Mapping) and isinstance(tuned, Mapping):
             planner = str(report.get("planner", "tuned"))
             table = {f"tuned-{planner}": tuned, **dict(holdout.get("baselines") or {})}
@@ -1139,22 +1267,30 @@ def _standalone(stage: str, parent_run_id: str | None, tracking_uri: str | None,
         yield tracker
 
 
-def log_comparison(compare_dir: str | os.PathLike[str], *, claims: pd.DataFrame | None = None,
+def log_comparison(comparison: ComparisonResult | str | os.PathLike[str], *,
+                   files: Mapping[str, str | os.PathLike[str]] | None = None,
+                   claims: pd.DataFrame | None = None,
                    claims_path: str | os.PathLike[str] | None = None,
                    parent_run_id: str | None = None, tracking_uri: str | None = None,
                    experiment: str = DEFAULT_EXPERIMENT) -> ComparisonRuns:
-    """Log a compare folder; under ``parent_run_id`` if given, else in a new run "compare"."""
+    """Log a comparison (a result or a compare folder, as
+    :meth:`PipelineTracker.log_comparison`); under ``parent_run_id`` if given, else in a
+    new run "compare"."""
     with _standalone("compare", parent_run_id, tracking_uri, experiment) as t:
-        out = t.log_comparison(compare_dir, claims=claims, claims_path=claims_path)
+        out = t.log_comparison(comparison, files=files, claims=claims, claims_path=claims_path)
     assert out is not None
     return out
 
 
-def log_tuning(tune_dir: str | os.PathLike[str], *, parent_run_id: str | None = None,
-               tracking_uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT) -> str:
-    """Log a tuning folder; under ``parent_run_id`` if given, else in a new run "tune"."""
+def log_tuning(tuning: TuneResult | str | os.PathLike[str], *,
+               files: Mapping[str, str | os.PathLike[str]] | None = None,
+               replay: Mapping[str, ReplayResult] | None = None,
+               parent_run_id: str | None = None, tracking_uri: str | None = None,
+               experiment: str = DEFAULT_EXPERIMENT) -> str:
+    """Log a tuning (a result or its folder, as :meth:`PipelineTracker.log_tuning`); under
+    ``parent_run_id`` if given, else in a new run "tune"."""
     with _standalone("tune", parent_run_id, tracking_uri, experiment) as t:
-        out = t.log_tuning(tune_dir)
+        out = t.log_tuning(tuning, files=files, replay=replay)
     assert out is not None
     return out
 
@@ -1387,7 +1523,7 @@ def _table_row(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _calibrator_params(entry: Mapping[str, Any], config: Mapping[str, Any],
-                       portable: Path) -> dict[str, Any]:
+                       portable: Mapping[str, Any] | None) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for key in ("folds", "n_folds", "split", "scoring", "tie_break", "seed", "n_boot",
                 "n_bins", "alpha", "n_rows", "sample_weight"):
@@ -1406,16 +1542,14 @@ def _calibrator_params(entry: Mapping[str, Any], config: Mapping[str, Any],
     for key in ("kind", "feature_map"):
         if key in entry:
             params[key] = entry[key]
-    if portable.is_file():
-        data = _read_json(portable)
-        if isinstance(data, Mapping):
-            params.setdefault("kind", data.get("kind"))
-            fmap = data.get("feature_map")
-            if isinstance(fmap, list):
-                from amv_calib.contract import FeatureMap
+    if portable is not None:
+        params.setdefault("kind", portable.get("kind"))
+        fmap = portable.get("feature_map")
+        if isinstance(fmap, list):
+            from amv_calib.contract import FeatureMap
 
-                params["feature_map"] = ", ".join(FeatureMap.from_list(fmap).names)
-                params["n_features"] = len(fmap)
+            params["feature_map"] = ", ".join(FeatureMap.from_list(fmap).names)
+            params["n_features"] = len(fmap)
     return params
 
 

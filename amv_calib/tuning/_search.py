@@ -65,6 +65,7 @@ from amv_calib.tuning._replay import (
 
 if TYPE_CHECKING:
     import optuna
+    import pandas as pd
 
     from amv_calib.gate import Gate
     from amv_calib.tuning._replay import ReplayResult
@@ -254,6 +255,11 @@ class TuneResult:
         Multi-objective mode: the Pareto-optimal trials (params and metrics).
     files : dict
         Written files by role (``thresholds``, ``trials``, ``pareto``, ``plot``, ``report``).
+    report : dict
+        The study's settings and the chosen trial (``tune_report.json`` without ``files``).
+    trials : pandas.DataFrame
+        Every trial of the study (``trials.csv``): ``number``, ``state``, the gate's
+        parameters, the metrics and ``feasible``; missing values are NaN or None.
     """
 
     study_name: str
@@ -273,6 +279,8 @@ class TuneResult:
     n_holdout: int
     pareto: list[dict[str, Any]] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
+    report: dict[str, Any] = field(default_factory=dict)
+    trials: pd.DataFrame | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -776,28 +784,46 @@ def _finish(
         {"number": t.number, **_gate_params(t.params), **{k: t.user_attrs[k] for k in METRICS}}
         for t in front
     ]
+    report = {
+        "study_name": study_name, "storage": storage_label, "mode": mode,
+        "planner": planner, "target_harmful": target_harmful, "calibrator": cal_desc,
+        "seed": seed, "lambda_eval": lambda_eval, "thresholds": thresholds,
+        "best_trial": None if best is None else best.number,
+        "tune_metrics": tune_metrics, "holdout": holdout,
+        "n_tune": len(es_tune), "n_holdout": 0 if es_hold is None else len(es_hold),
+    }
+    header, rows = _trial_rows(study)
     files: dict[str, str] = {}
     if out_dir is not None:
         files = _write_outputs(
             Path(out_dir), study=study, thresholds=thresholds, mode=mode, pareto=pareto,
             es_tune=es_tune, cal=cal, seed=seed, lambda_eval=lambda_eval, split=split,
-            report={
-                "study_name": study_name, "storage": storage_label, "mode": mode,
-                "planner": planner, "target_harmful": target_harmful, "calibrator": cal_desc,
-                "seed": seed, "lambda_eval": lambda_eval, "thresholds": thresholds,
-                "best_trial": None if best is None else best.number,
-                "tune_metrics": tune_metrics, "holdout": holdout,
-                "n_tune": len(es_tune), "n_holdout": 0 if es_hold is None else len(es_hold),
-            },
-        )
+            report=report, trials=(header, rows))
+    import pandas as pd
+
     return TuneResult(
         study_name=study_name, storage=storage_label, mode=mode, planner=planner,
         target_harmful=target_harmful, thresholds=thresholds,
         best_trial=None if best is None else best.number, tune_metrics=tune_metrics,
         holdout_metrics=holdout, n_trials=len(_completed(study)), n_new=n_new,
         n_tune=len(es_tune), n_holdout=0 if es_hold is None else len(es_hold),
-        pareto=pareto, files=files,
+        pareto=pareto, files=files, report=report,
+        trials=pd.DataFrame(rows, columns=header),
     )
+
+
+def _trial_rows(study: Any) -> tuple[list[str], list[list[Any]]]:
+    """The trials table: its header and one row per trial (None where a trial has no
+    value: the gate's parameters of a failed trial, the metrics of a pruned one)."""
+    names = list(SEARCH_SPACE)
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        ua = t.user_attrs
+        feasible = all(v <= 0.0 for v in t.constraints.values()) if ua else None
+        params = _gate_params(t.params) if t.params else {}
+        rows.append([t.number, t.state.name, *[params.get(k) for k in names],
+                     *[ua.get(k) for k in METRICS], feasible])
+    return ["number", "state", *names, *METRICS, "feasible"], rows
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -818,6 +844,7 @@ def _write_outputs(
     lambda_eval: float,
     split: dict[str, Any],
     report: dict[str, Any],
+    trials: tuple[list[str], list[list[Any]]],
 ) -> dict[str, str]:
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
@@ -828,14 +855,9 @@ def _write_outputs(
         files["thresholds"] = str(out / "thresholds.json")
     names = list(SEARCH_SPACE)
     with (out / "trials.csv").open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh, lineterminator="\n")
-        w.writerow(["number", "state", *names, *METRICS, "feasible"])
-        for t in study.get_trials(deepcopy=False):
-            ua = t.user_attrs
-            feasible = all(v <= 0.0 for v in t.constraints.values()) if ua else ""
-            params = _gate_params(t.params) if t.params else {}
-            w.writerow([t.number, t.state.name, *[params.get(k, "") for k in names],
-                        *[ua.get(k, "") for k in METRICS], feasible])
+        w = csv.writer(fh, lineterminator="\n")  # writes None as an empty field
+        w.writerow(trials[0])
+        w.writerows(trials[1])
     files["trials"] = str(out / "trials.csv")
     if mode == "multi":
         with (out / "pareto.csv").open("w", newline="", encoding="utf-8") as fh:

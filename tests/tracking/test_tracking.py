@@ -278,6 +278,93 @@ def test_mlflow_grid_is_the_comparisons_figure(stages: dict[str, Any],
     assert overlay.shape[:2] == (600, 750)  # one axes (7.5 x 6 in at 100 dpi), not the grid
 
 
+def _run_record(client: MlflowClient, run_id: str) -> dict[str, Any]:
+    """What a run holds, without what differs between any two runs (ids, times, names)."""
+    run = client.get_run(run_id)
+    skip = ("mlflow.", "amv_calib.stage")
+    return {"params": run.data.params, "metrics": run.data.metrics,
+            "tags": {k: v for k, v in run.data.tags.items() if not k.startswith(skip)},
+            "artifacts": _artifact_paths(client, run_id),
+            "inputs": len(run.inputs.dataset_inputs)}
+
+
+def test_a_comparison_logs_the_same_from_its_result_and_its_folder(
+        stages: dict[str, Any], tmp_path: Path) -> None:
+    """The pipeline logs the ComparisonResult with the files written for it; a folder
+    written by ``compare --out`` elsewhere logs the same runs, values and files."""
+    from amv_calib.calibration import compare_calibrators, write_comparison
+
+    result = compare_calibrators(stages["claims"], folds=3, n_boot=20, seed=1)
+    files = write_comparison(result, tmp_path / "compare")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with tracking.pipeline_run("from-result", tracking_uri=uri) as by_result:
+        runs_r = by_result.log_comparison(result, files=files, claims=stages["claims"])
+    with tracking.pipeline_run("from-folder", tracking_uri=uri) as by_folder:
+        runs_f = by_folder.log_comparison(tmp_path / "compare", claims=stages["claims"])
+    assert runs_r is not None and runs_f is not None
+    assert runs_r.champion == runs_f.champion == result.champion
+    assert set(runs_r.calibrator_runs) == set(runs_f.calibrator_runs) == set(result.table[
+        "name"]) - {"oracle"}
+    client = MlflowClient(tracking_uri=uri)
+    pairs = [(str(by_result.run_id), str(by_folder.run_id))] + [
+        (runs_r.calibrator_runs[n], runs_f.calibrator_runs[n]) for n in runs_r.calibrator_runs]
+    for rid_r, rid_f in pairs:
+        got, want = _run_record(client, rid_r), _run_record(client, rid_f)
+        assert got == want
+    parent = _run_record(client, str(by_result.run_id))
+    assert {"compare/comparison.json", "compare/reliability.png", "reliability_grid.png",
+            "reliability_bins.json"} <= parent["artifacts"]
+    assert not any(p.endswith(".joblib") for p in parent["artifacts"])
+    assert parent["metrics"]["champion_log_loss"] == pytest.approx(float(
+        result.table.set_index("name").loc[result.champion, "log_loss"]))
+    # Without files only what is drawn from the result is logged.
+    with tracking.pipeline_run("values-only", tracking_uri=uri) as bare:
+        bare.log_comparison(result)
+    only = _run_record(client, str(bare.run_id))
+    assert only["metrics"] == parent["metrics"] and only["params"] == parent["params"]
+    assert not any(p.startswith("compare/") for p in only["artifacts"])
+    with tracking.pipeline_run("refused", tracking_uri=uri) as refused:
+        with pytest.raises(TypeError, match="files= goes with a ComparisonResult"):
+            refused.log_comparison(tmp_path / "compare", files=files)
+
+
+@pytest.mark.parametrize("mode", ["constrained", "multi"])
+def test_a_tuning_logs_the_same_from_its_result_and_its_folder(
+        mode: str, tmp_path: Path) -> None:
+    """The pipeline logs the TuneResult; a tuning folder written elsewhere logs the same
+    run, values and files (the trial metrics exactly as the study holds them)."""
+    from amv_calib.contract._features import seed_prior_calibrator
+    from amv_calib.datasets._synth import synth_episodes
+    from amv_calib.tuning import episode_set, tune_thresholds
+
+    result = tune_thresholds(
+        episode_set(synth_episodes(240, seed=7)), calibrator=seed_prior_calibrator(),
+        trials=8, storage=str(tmp_path / "study.log"), study_name="s", seed=123,
+        target_harmful=0.05, planner="myopic", n_boot=0, mode=mode, out_dir=tmp_path / "tune")
+    assert result.thresholds is not None and result.trials is not None
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with tracking.pipeline_run("from-result", tracking_uri=uri) as by_result:
+        rid_r = by_result.log_tuning(result)
+    with tracking.pipeline_run("from-folder", tracking_uri=uri) as by_folder:
+        rid_f = by_folder.log_tuning(tmp_path / "tune")
+    assert rid_r is not None and rid_f is not None
+    client = MlflowClient(tracking_uri=uri)
+    for a, b in [(str(by_result.run_id), str(by_folder.run_id)), (rid_r, rid_f)]:
+        got, want = _run_record(client, a), _run_record(client, b)
+        # trials.csv holds the study's floats as text: the folder's are equal to ~1 ulp
+        assert got["metrics"] == pytest.approx(want["metrics"], rel=1e-15)
+        assert {k: v for k, v in got.items() if k != "metrics"} == \
+               {k: v for k, v in want.items() if k != "metrics"}
+    assert {"files/trials.csv", "files/tune_report.json", "files/thresholds.json",
+            "trials.json"} <= _run_record(client, rid_r)["artifacts"]
+    # the result's trial metrics are the study's values, step = trial number
+    history = client.get_metric_history(rid_r, "trial/gate_harmful")
+    done = result.trials.dropna(subset=["gate_harmful"])
+    assert sorted((m.step, m.value) for m in history) == sorted(
+        zip(done["number"].tolist(), done["gate_harmful"].tolist(), strict=True))
+    assert client.get_run(rid_r).data.params["best.planner"] == "myopic"
+
+
 def test_reliability_bins_table_matches_csv(logged: dict[str, Any], stages: dict[str, Any],
                                             tmp_path: Path) -> None:
     bins = pd.read_csv(stages["compare"] / "reliability_bins.csv")
