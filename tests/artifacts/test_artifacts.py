@@ -899,6 +899,7 @@ def test_shipped_champion_loads() -> None:
     assert Gate.from_artifact(ref, strict=True).artifact_name == "amv-guard"
 
 
+@pytest.mark.slow
 def test_bench_quick_runs(run_bench: Callable[..., dict[str, Any]]) -> None:
     res = run_bench("bench_artifacts", timeout=120)
     # the timed call gives scikit-learn's probability, within the seed clamp

@@ -422,6 +422,7 @@ def test_acceptance_on_100k_synthetic_claims() -> None:
         "oracle log loss (target 2%)")
 
 
+@pytest.mark.slow
 def test_bench_quick_runs(run_bench: Callable[..., dict[str, Any]]) -> None:
     got = run_bench("bench_calibrators")
     assert got["rows"] == 20_000

@@ -718,6 +718,7 @@ def test_cli_label_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert code == 2
 
 
+@pytest.mark.slow
 def test_bench_quick_runs(run_bench: Callable[..., dict[str, Any]]) -> None:
     res = run_bench("bench_labels", timeout=240)
     assert res["join"]["uses_read"] == res["join"]["joined"] + sum(

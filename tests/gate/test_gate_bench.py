@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 
+@pytest.mark.slow
 @pytest.mark.requires_node
 @pytest.mark.requires_seed
 def test_bench_gate_quick(run_bench: Callable[..., dict[str, Any]]) -> None:

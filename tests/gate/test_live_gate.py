@@ -346,6 +346,7 @@ def test_bad_arguments(kwargs: dict[str, Any], match: str) -> None:
         LiveGate(**kwargs)
 
 
+@pytest.mark.slow
 def test_bench_live_gate_runs(run_bench: Callable[..., dict[str, Any]]) -> None:
     """bench/bench_live_gate.py --quick runs (it checks that both gates decide alike);
     timings are not asserted here (`--check` does, on a quiet machine)."""

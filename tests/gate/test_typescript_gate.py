@@ -939,6 +939,7 @@ def test_node_unit_tests_pass(dist: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.requires_seed
 def test_bench_ts_gate_runs(run_bench: Any, dist: Path) -> None:
     """``bench/bench_ts_gate.py --quick --check`` runs (so that it does not rot), and its

@@ -402,6 +402,7 @@ def test_monitor_step_refuses_missing_logs(models: Path, tmp_path: Path) -> None
         load_pipeline(toml)
 
 
+@pytest.mark.slow
 def test_bench_quick_runs(run_bench: Any) -> None:
     res = run_bench("bench_monitor", timeout=240)
     assert res["agree"] is True  # the daily run and the rebuild

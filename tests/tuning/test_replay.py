@@ -458,6 +458,7 @@ def test_batch_replay_equals_scalar_run(gate_kw: dict[str, Any]) -> None:
         assert cost[i] == pytest.approx(want[2], abs=1e-12)
 
 
+@pytest.mark.slow
 def test_bench_quick_runs(run_bench: Callable[..., dict[str, Any]]) -> None:
     res = run_bench("bench_replay")
     policies = res["replay"]["policies"]
