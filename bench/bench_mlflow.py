@@ -48,8 +48,8 @@ def _trial_logging(tmp: Path, n_trials: int, rounds: int) -> dict[str, Any]:
     from _mlflow_stages import fake_tune_dir
     from mlflow import MlflowClient
 
-    from amv_calib.tracking import _tracker as tracking
-    from amv_calib.tracking._tracker import _log_batch, _trial_metrics
+    from amv_calib import tracking
+    from amv_calib.tracking._values import _log_batch, _trial_metrics
 
     tune = fake_tune_dir(tmp / "t", n_trials=n_trials)
     import pandas as pd
@@ -93,7 +93,7 @@ def _trial_logging(tmp: Path, n_trials: int, rounds: int) -> dict[str, Any]:
 def _stage_logging(tmp: Path) -> dict[str, Any]:
     from _mlflow_stages import fake_compare_dir, fake_tune_dir, make_claims
 
-    from amv_calib.tracking import _tracker as tracking
+    from amv_calib import tracking
     claims = make_claims(2000)
     tmp.mkdir(parents=True, exist_ok=True)
     claims_path = tmp / "claims.parquet"

@@ -13,25 +13,25 @@ from amv_calib.tracking._pyfunc import (
     model_signature,
     pip_requirements,
 )
-from amv_calib.tracking._tracker import (
-    DEFAULT_EXPERIMENT,
+from amv_calib.tracking._registry import (
     MODEL_ARTIFACT_KEY,
     MODEL_NAME,
     REGISTRY_ALIASES,
-    PipelineTracker,
     RegisteredVersion,
-    ensure_tracking_db,
+    registry_promote,
+    sync_registry_aliases,
+)
+from amv_calib.tracking._store import DEFAULT_EXPERIMENT, ensure_tracking_db, resolve_tracking_uri
+from amv_calib.tracking._tracker import (
+    PipelineTracker,
     log_artifact_export,
     log_comparison,
     log_replay,
     log_tuning,
     pipeline_run,
     register_champion,
-    registry_promote,
-    resolve_tracking_uri,
-    sync_registry_aliases,
-    trials_figure,
 )
+from amv_calib.tracking._values import trials_figure
 
 __all__ = [
     "REGISTRY_ALIASES",

@@ -22,11 +22,11 @@ from _mlflow_stages import fake_compare_dir, fake_tune_dir, make_claims
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
+from amv_calib import tracking
 from amv_calib.artifacts._export import export_artifact
 from amv_calib.exceptions import ArtifactError
 from amv_calib.gate import CandidateAction, Gate, Verifier
 from amv_calib.tracking import _pyfunc
-from amv_calib.tracking import _tracker as tracking
 from amv_calib.tracking._pyfunc import decision_example, input_example
 
 NAME = "amv-guard-calibrator"

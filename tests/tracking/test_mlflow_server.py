@@ -33,12 +33,12 @@ import pandas as pd
 import pytest
 from mlflow import MlflowClient
 
+from amv_calib import tracking
 from amv_calib.artifacts._export import claims_fingerprint, export_artifact
 from amv_calib.calibration._compare import compare_calibrators, write_comparison
 from amv_calib.contract._schema import CLAIM_FEATURES
 from amv_calib.datasets._synth import synth_claims, synth_episodes, write_claims, write_episodes
 from amv_calib.gate import CandidateAction, Gate, Verifier
-from amv_calib.tracking import _tracker as tracking
 from amv_calib.tuning._search import tune_thresholds
 
 pytestmark = [pytest.mark.slow, pytest.mark.mlflow_server]

@@ -83,7 +83,7 @@ def test_a_file_alias_on_an_unregistered_version_leaves_the_registry_as_it_was(
                          models_dir=models, include_joblib=False)
     promote("amv-guard", v2.version, alias="challenger", models_dir=models)
     promote("amv-guard", v2.version, alias="production", models_dir=models)
-    with caplog.at_level("WARNING", logger="amv_calib.tracking._tracker"):
+    with caplog.at_level("WARNING", logger="amv_calib.tracking._registry"):
         out = sync_registry_aliases(mdir, registered_name=name, tracking_uri=store)
     assert out == {"champion": r1.version, "challenger": r1.version}
     client = MlflowClient(tracking_uri=store, registry_uri=store)

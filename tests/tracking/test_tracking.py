@@ -1,4 +1,4 @@
-"""amv_calib.tracking._tracker against a SQLite store in a temporary folder (no server).
+"""amv_calib.tracking against a SQLite store in a temporary folder (no server).
 
 The stage folders are written by hand (``_mlflow_stages``) so the logged values can be
 checked against numbers computed here; ``test_mlflow_server.py`` runs the real stages.
@@ -27,10 +27,11 @@ from _mlflow_stages import (
 )
 from mlflow import MlflowClient
 
+from amv_calib import tracking
 from amv_calib.artifacts import PromotionDecision
 from amv_calib.artifacts._export import claims_fingerprint, export_artifact
 from amv_calib.exceptions import ConfigError
-from amv_calib.tracking import _tracker as tracking
+from amv_calib.tracking import _store, _values
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -92,7 +93,7 @@ def test_the_experiment_opens_on_its_runs_table(logged: dict[str, Any]) -> None:
     # MLflow 3 shows an experiment without a kind as a GenAI one (traces overview first)
     client = logged["client"]
     exp = client.get_experiment(client.get_run(logged["parent"]).info.experiment_id)
-    assert exp.tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development"
+    assert exp.tags[_store.EXPERIMENT_KIND_TAG] == "custom_model_development"
 
 
 def test_promotion_tags_are_short_verdicts_with_the_reasons_as_an_artifact(
@@ -150,7 +151,7 @@ def test_concurrent_first_use_of_a_fresh_database(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'fresh.db'}"
     code = textwrap.dedent(f"""
         import sys
-        from amv_calib.tracking._tracker import ensure_tracking_db
+        from amv_calib.tracking import ensure_tracking_db
         ensure_tracking_db({uri!r})
         from mlflow import MlflowClient
         MlflowClient({uri!r}).create_experiment("e-" + sys.argv[1])
@@ -622,9 +623,9 @@ def test_replay_results_log_the_table_their_replay_json_gives(tmp_path: Path) ->
     path = tmp_path / "replay.json"
     path.write_text(json.dumps({k: r.to_dict() for k, r in results.items()}, indent=2,
                                sort_keys=True))
-    from_file = tracking._replay_table(path)
-    from_results = tracking._replay_rows(
-        tracking._sorted_keys({k: r.to_dict() for k, r in results.items()}))
+    from_file = _values._replay_table(path)
+    from_results = _values._replay_rows(
+        _values._sorted_keys({k: r.to_dict() for k, r in results.items()}))
     pd.testing.assert_frame_equal(from_results, from_file)
     assert list(from_file["policy"]) == ["always-proceed", "oracle"]
 
