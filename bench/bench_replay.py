@@ -66,7 +66,7 @@ def _calibrator() -> tuple[Any, str]:
 
 def _answers(rec: Mapping[str, Any], seed: int) -> Callable[[Any, Any], dict[str, bool]]:
     """The replay's answer stream for one instance, as a ``Gate.run`` callback."""
-    from amv_calib.tuning._replay import answer_uniform
+    from amv_calib.tuning._stream import answer_uniform
 
     truth = {pm["id"]: pm["violated"] for pm in rec["premises"]}
     iid = rec["instance_id"]
@@ -131,7 +131,8 @@ def bench_replay(n: int, rounds: int, seed: int) -> dict[str, Any]:
     """Batch replay against the scalar loop, per policy, engine only and end to end."""
     from amv_calib.datasets._synth import synth_episodes
     from amv_calib.gate import Gate
-    from amv_calib.tuning._replay import _gate_policy, episode_set
+    from amv_calib.tuning._episodes import episode_set
+    from amv_calib.tuning._replay import _gate_policy
 
     records = synth_episodes(n, seed=seed)
     es = episode_set(records)
@@ -189,7 +190,7 @@ def bench_tuning(n: int, trials: int, seed: int) -> dict[str, Any]:
     import optuna
 
     from amv_calib.datasets._synth import synth_episodes
-    from amv_calib.tuning._replay import episode_set
+    from amv_calib.tuning._episodes import episode_set
     from amv_calib.tuning._search import tune_thresholds
 
     es = episode_set(synth_episodes(n, seed=seed))

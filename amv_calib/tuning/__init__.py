@@ -23,6 +23,7 @@ from amv_calib.tuning._certify import (
     require_certified,
     write_certification,
 )
+from amv_calib.tuning._episodes import EpisodeSet, episode_set, load_episodes, read_episodes
 from amv_calib.tuning._record import (
     MEMBERS_FILE,
     RECORD_FILE,
@@ -39,19 +40,13 @@ from amv_calib.tuning._replay import (
     METRICS,
     POLICIES,
     POLICY_LABELS,
-    EpisodeSet,
     MetricCI,
     Outcomes,
     Policy,
     ReplayResult,
-    answer_uniform,
-    episode_set,
     format_table,
-    load_episodes,
-    read_episodes,
     replay,
     replay_many,
-    stream_uniform,
     summarise,
 )
 from amv_calib.tuning._search import (
@@ -65,6 +60,7 @@ from amv_calib.tuning._search import (
     transfer_check,
     tune_thresholds,
 )
+from amv_calib.tuning._stream import answer_uniform, stream_uniform
 
 __all__ = [
     "HARM_PRICE_STEPS",

@@ -55,7 +55,7 @@ from amv_calib.settings import CertifyOptions
 from amv_calib.tuning._record import TuningRecord
 
 if TYPE_CHECKING:
-    from amv_calib.tuning._replay import EpisodeSet
+    from amv_calib.tuning._episodes import EpisodeSet
 
 #: What ``Certificate.method`` says.
 METHOD: Final = "learn-then-test: fixed-sequence testing, exact binomial p-values (binary harm)"

@@ -242,7 +242,7 @@ def test_episode_format(synth_sample_episodes: list[dict[str, Any]]) -> None:
 
 
 def test_episodes_load_in_replay() -> None:
-    from amv_calib.tuning._replay import read_episodes
+    from amv_calib.tuning._episodes import read_episodes
 
     assert len(read_episodes(SAMPLE / "episodes.jsonl")) == 3520
 

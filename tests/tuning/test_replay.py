@@ -13,16 +13,9 @@ import pytest
 
 from amv_calib import DataContractError
 from amv_calib.contract._features import FeatureMap, PortableCalibrator, Term
-from amv_calib.tuning._replay import (
-    METRICS,
-    answer_uniform,
-    episode_set,
-    load_episodes,
-    read_episodes,
-    replay,
-    replay_many,
-    stream_uniform,
-)
+from amv_calib.tuning._episodes import episode_set, load_episodes, read_episodes
+from amv_calib.tuning._replay import METRICS, replay, replay_many
+from amv_calib.tuning._stream import answer_uniform, stream_uniform
 
 
 def _premise(pid: str, *, violated: bool, conf: float = 0.9) -> dict[str, Any]:

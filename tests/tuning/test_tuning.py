@@ -16,7 +16,7 @@ from amv_calib import ConfigError
 from amv_calib.contract._artifact import check_thresholds
 from amv_calib.contract._features import seed_prior_calibrator
 from amv_calib.datasets._synth import synth_episodes
-from amv_calib.tuning._replay import EpisodeSet, episode_set
+from amv_calib.tuning._episodes import EpisodeSet, episode_set
 from amv_calib.tuning._search import (
     make_storage,
     split_episodes,
