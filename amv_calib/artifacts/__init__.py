@@ -4,17 +4,15 @@ verify. The format and the loader the gate uses live in :mod:`amv_calib.contract
 
 from __future__ import annotations
 
+from amv_calib.artifacts._aliases import promote, rollback
+from amv_calib.artifacts._bundle import bundle, verify_artifact
 from amv_calib.artifacts._export import (
     CLAIMS_FINGERPRINT_SCHEME,
     DEFAULT_THRESHOLDS,
     ExportResult,
-    bundle,
     claims_fingerprint,
     export_artifact,
     list_versions,
-    promote,
-    rollback,
-    verify_artifact,
 )
 from amv_calib.artifacts._profile import PROFILE_FILE, build_profile
 from amv_calib.artifacts._promotion import (

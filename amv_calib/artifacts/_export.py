@@ -1,4 +1,5 @@
-"""Export, promote, roll back, verify and bundle versioned calibrator artifacts.
+"""Export versioned calibrator artifacts (promote and roll back: ``_aliases``; verify and
+bundle: ``_bundle``).
 
 This is the training side of ``models/<name>/<version>/``; the gate's side (loading) is
 :mod:`amv_calib.contract._artifact`. A version folder is written completely into a hidden
@@ -15,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import errno
-import gzip
 import hashlib
 import io
 import logging
@@ -24,7 +24,6 @@ import os
 import re
 import shutil
 import subprocess
-import tarfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -37,9 +36,6 @@ import numpy as np
 from amv_calib.artifacts._profile import PROFILE_FILE, build_profile
 from amv_calib.artifacts._signing import sign_artifact, signed_with
 from amv_calib.contract import (
-    ALIASES_FILE,
-    ALIASES_FORMAT,
-    ALIASES_FORMAT_VERSION,
     ARTIFACT_FORMAT,
     ARTIFACT_FORMAT_VERSION,
     CALIBRATOR_FILE,
@@ -57,9 +53,7 @@ from amv_calib.contract import (
     check_thresholds,
     load_artifact,
     loads_strict,
-    read_aliases,
     read_json_object,
-    thresholds_sha256,
     with_gate_clamp,
 )
 from amv_calib.exceptions import (
@@ -807,297 +801,3 @@ def _write_version(
         raise
 
 
-# -- aliases -------------------------------------------------------------------------------
-def _model_dir(name: str, models_dir: str | os.PathLike[str] | None) -> Path:
-    root = Path(models_dir) if models_dir is not None else default_models_dir()
-    mdir = root / _check_name(name)
-    if not mdir.is_dir():
-        raise ArtifactError(f"{mdir}: no such model folder")
-    return mdir
-
-
-def _manifest_sha(version_dir: Path) -> str:
-    try:
-        return hashlib.sha256((version_dir / MANIFEST_FILE).read_bytes()).hexdigest()
-    except OSError as exc:
-        raise ArtifactError(f"{version_dir / MANIFEST_FILE}: cannot read ({exc.strerror})") \
-            from None
-
-
-def _write_aliases(mdir: Path, data: Mapping[str, Any]) -> None:
-    _atomic_write(mdir / ALIASES_FILE, canonical_json_bytes(data))
-
-
-def promote(
-    name: str,
-    version: str | int,
-    *,
-    alias: str,
-    models_dir: str | os.PathLike[str] | None = None,
-    reason: str | None = None,
-) -> dict[str, Any]:
-    """Point ``alias`` of model ``name`` at ``version`` after verifying that version.
-
-    The alias file ``models_dir/name/aliases.json`` is rewritten atomically under a lock;
-    the alias keeps its history (a stack: :func:`rollback` pops it) and the sha256 of the
-    promoted ``manifest.json``, which loading through the alias checks. ``reason``, when
-    given, is recorded in the history and the log (the monitor's de-risk records its ALERT).
-
-    Returns
-    -------
-    dict
-        The alias entry: ``{"version", "manifest_sha256", "updated_utc", "history", "log"}``.
-
-    Raises
-    ------
-    ArtifactError
-        The version is missing or fails :func:`amv_calib.gate.load_artifact`.
-    """
-    mdir = _model_dir(name, models_dir)
-    _check_name(alias, "alias")
-    version = _check_version(version)
-    load_artifact(mdir / version)
-    sha = _manifest_sha(mdir / version)
-    with _locked(mdir):
-        data = read_aliases(mdir)
-        data["name"] = name
-        now = _utc_now()
-        entry = data["aliases"].get(alias)
-        if entry is not None and entry["version"] == version \
-                and entry.get("manifest_sha256") == sha:
-            return dict(entry)
-        if entry is None:
-            entry = {"history": [], "log": []}
-        history = list(entry.get("history", []))
-        why = {} if reason is None else {"reason": str(reason)}
-        history.append({"version": version, "manifest_sha256": sha, "promoted_utc": now,
-                        **why})
-        log = list(entry.get("log", []))
-        log.append({"action": "promote", "version": version, "utc": now, **why})
-        entry = {"version": version, "manifest_sha256": sha, "updated_utc": now,
-                 "history": history, "log": log}
-        data["aliases"][alias] = entry
-        _write_aliases(mdir, data)
-    _log.info("alias %s of %s now points at %s", alias, name, version)
-    return dict(entry)
-
-
-def rollback(
-    name: str, *, alias: str, models_dir: str | os.PathLike[str] | None = None
-) -> dict[str, Any]:
-    """Move ``alias`` back to the version it pointed at before the current one.
-
-    The previous version is verified first (and its manifest must be the one that was
-    promoted); the current version is popped from the alias history.
-
-    Returns
-    -------
-    dict
-        The alias entry after the rollback.
-
-    Raises
-    ------
-    ArtifactError
-        No such alias, no earlier version in its history, or the earlier version is missing,
-        changed since it was promoted, or fails verification.
-    """
-    mdir = _model_dir(name, models_dir)
-    _check_name(alias, "alias")
-    with _locked(mdir):
-        data = read_aliases(mdir)
-        entry = data["aliases"].get(alias)
-        if entry is None:
-            raise ArtifactError(f"{mdir / ALIASES_FILE}: no alias {alias!r} to roll back")
-        history = list(entry.get("history", []))
-        if len(history) < 2:
-            raise ArtifactError(
-                f"{mdir / ALIASES_FILE}: alias {alias!r} has no earlier version to roll back "
-                f"to (history: {[h['version'] for h in history]})"
-            )
-        previous = history[-2]
-        prev_dir = mdir / previous["version"]
-        load_artifact(prev_dir)
-        sha = _manifest_sha(prev_dir)
-        recorded = previous.get("manifest_sha256")
-        if recorded is not None and recorded != sha:
-            raise ArtifactError(
-                f"{prev_dir / MANIFEST_FILE}: changed since it was promoted (sha256 {sha}, "
-                f"recorded {recorded}); promote a version explicitly instead"
-            )
-        now = _utc_now()
-        log = list(entry.get("log", []))
-        log.append({"action": "rollback", "version": previous["version"],
-                    "from_version": entry["version"], "utc": now})
-        entry = {"version": previous["version"], "manifest_sha256": sha, "updated_utc": now,
-                 "history": history[:-1], "log": log}
-        data["aliases"][alias] = entry
-        _write_aliases(mdir, data)
-    _log.info("alias %s of %s rolled back to %s", alias, name, entry["version"])
-    return dict(entry)
-
-
-# -- verify and bundle ---------------------------------------------------------------------
-def _summary(art: LoadedArtifact) -> dict[str, Any]:
-    m = art.manifest
-    return {
-        "ok": True,
-        "path": str(art.path),
-        "name": art.name,
-        "version": art.version,
-        "alias": art.alias,
-        "format": m["format"],
-        "format_version": m["format_version"],
-        "created_utc": m.get("created_utc"),
-        "package_version": m.get("package_version"),
-        "git_commit": m.get("git_commit"),
-        "calibrator_kind": art.calibrator.kind,
-        "calibrator_source": art.calibrator.source,
-        "feature_map": art.calibrator.feature_map.names,
-        "gate": art.thresholds,
-        "training_data": m.get("training_data"),
-        "metrics": m.get("metrics"),
-        "files": art.files,
-        "certificate": m.get("certificate"),
-        # the loader refuses a certificate bound to anything else, so a loaded one matches
-        "certificate_check": None if m.get("certificate") is None else {
-            "matches": True,
-            "calibrator_sha256": m["certificate"]["calibrator_sha256"],
-            "thresholds_sha256": thresholds_sha256(art.thresholds),
-            "tuning_record": (m.get("tuning") or {}).get("fingerprint"),
-            "certified": m["certificate"].get("statement"),
-            "observed_upper_bound": m["certificate"].get("observed_upper_bound"),
-        },
-        "tuning": m.get("tuning"),
-        "aliases": _aliases_of(art),
-        "signature": {
-            "file": SIGNATURE_FILE if (art.path / SIGNATURE_FILE).is_file() else None,
-            "verified_by": None if art.signed_by is None else str(art.signed_by),
-        },
-    }
-
-
-def _aliases_of(art: LoadedArtifact) -> list[str]:
-    """The file aliases of the model folder that point at this version."""
-    try:
-        data = read_aliases(art.path.parent)
-    except ArtifactError:
-        return []
-    return sorted(a for a, e in data["aliases"].items() if e.get("version") == art.version)
-
-
-def verify_artifact(path: str | os.PathLike[str], *,
-                    trusted_keys: Sequence[str | os.PathLike[str]] | None = None
-                    ) -> dict[str, Any]:
-    """Check an artifact as the gate would and return its manifest summary.
-
-    ``path`` is any reference :func:`amv_calib.gate.load_artifact` takes (a version folder
-    or ``MODEL_DIR@ALIAS``); with ``trusted_keys`` (or ``$AMV_CALIB_TRUSTED_KEYS``) its
-    signature must verify. Raises :class:`~amv_calib.ArtifactError` when it is refused.
-    """
-    return _summary(load_artifact(path, trusted_keys=trusted_keys))
-
-
-def _epoch(created_utc: Any) -> int:
-    try:
-        when = dt.datetime.strptime(str(created_utc), "%Y-%m-%dT%H:%M:%SZ")
-    except ValueError:
-        return 0
-    return int(when.replace(tzinfo=dt.UTC).timestamp())
-
-
-def bundle(
-    name: str,
-    version: str | int,
-    out: str | os.PathLike[str] | None = None,
-    *,
-    models_dir: str | os.PathLike[str] | None = None,
-) -> Path:
-    """Write one verified version as a deterministic ``.tar.gz`` and return its path.
-
-    Entries are ``NAME/vN/...`` in sorted order with mode 0644/0755, owner 0, and every
-    mtime set to the manifest's ``created_utc``; the gzip header carries no name or time.
-    So the same artifact always gives the same bytes. Extract it into a ``models`` folder
-    (``tar -xzf FILE -C models``) and it is ready to verify and promote.
-
-    Given an alias (``production``) instead of a version, the bundle holds the version the
-    alias points at and ``NAME/aliases.json`` with that one alias (its version, the sha256
-    of the manifest, when it was promoted): extracted into a models folder, ``NAME@ALIAS``
-    resolves and verifies (signature included) with no promote. The alias file is the
-    only file outside the version folder, and it *replaces* an ``aliases.json`` already in
-    that folder (tar's default), other aliases and history with it: on a machine that
-    already has the model, install the bundle with :func:`unbundle` instead.
-
-    Parameters
-    ----------
-    version : str or int
-        ``vN`` (or N), or an alias of the model.
-    out : path, optional
-        Defaults to ``NAME-vN.tar.gz`` (``NAME-ALIAS-vN.tar.gz`` for an alias) in the
-        current directory.
-    """
-    mdir = _model_dir(name, models_dir)
-    alias = None
-    if isinstance(version, int) or _VERSION_RE.fullmatch(str(version)) or version.isdigit():
-        version = _check_version(version)
-        art = load_artifact(mdir / version)
-    else:
-        alias = _check_name(version, "alias")
-        art = load_artifact(f"{mdir}@{alias}")
-        version = art.version
-    target = Path(out) if out is not None else Path(
-        f"{name}-{version}.tar.gz" if alias is None else f"{name}-{alias}-{version}.tar.gz")
-    mtime = _epoch(art.manifest.get("created_utc"))
-    signed = [SIGNATURE_FILE] if (art.path / SIGNATURE_FILE).is_file() else []
-    rels = sorted([MANIFEST_FILE, *art.files, *signed])
-    dirs = sorted({str(Path(r).parent.as_posix()) for r in rels} - {"."})
-    prefix = f"{name}/{version}"
-    entries: list[tuple[str, bytes | None]] = [
-        (f"{prefix}/{d}".rstrip("/"), None) for d in ("", *dirs)]
-    entries += [(f"{prefix}/{r}", (art.path / r).read_bytes()) for r in rels]
-    if alias is not None:
-        entries.append((f"{name}/{ALIASES_FILE}", _bundled_aliases(mdir, art, alias)))
-    buf = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz, \
-            tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-        for arcname, data in sorted(entries, key=lambda e: e[0]):
-            info = tarfile.TarInfo(arcname)
-            info.mtime = mtime
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            if data is None:
-                info.type = tarfile.DIRTYPE
-                info.mode = 0o755
-                tar.addfile(info)
-            else:
-                info.size = len(data)
-                info.mode = 0o644
-                tar.addfile(info, io.BytesIO(data))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(target, buf.getvalue())
-    _log.info("bundled %s %s%s into %s", name, version,
-              "" if alias is None else f" as {alias}", target)
-    return target
-
-
-def _bundled_aliases(mdir: Path, art: LoadedArtifact, alias: str) -> bytes:
-    """``aliases.json`` holding ``alias`` -> ``art``'s version only, from the entry that
-    resolved it (so the same alias entry always gives the same bytes)."""
-    sha = _manifest_sha(art.path)
-    entry = read_aliases(mdir)["aliases"].get(alias)
-    if entry is None or entry["version"] != art.version \
-            or entry.get("manifest_sha256") not in (None, sha):
-        raise ArtifactError(f"{mdir / ALIASES_FILE}: alias {alias!r} moved while bundling "
-                            f"{art.version}; bundle again")
-    history = entry.get("history") or [{}]
-    promoted = history[-1].get("promoted_utc", entry.get("updated_utc"))
-    return canonical_json_bytes({
-        "format": ALIASES_FORMAT, "format_version": ALIASES_FORMAT_VERSION,
-        "name": mdir.name,
-        "aliases": {alias: {
-            "version": art.version, "manifest_sha256": sha,
-            "updated_utc": entry.get("updated_utc"),
-            "history": [{"version": art.version, "manifest_sha256": sha,
-                         "promoted_utc": promoted}],
-            "log": [],
-        }},
-    })

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from amv_calib.artifacts._export import _check_name, _fsync_dir, _locked, _write_aliases
+from amv_calib.artifacts._aliases import _write_aliases
+from amv_calib.artifacts._export import _check_name, _fsync_dir, _locked
 from amv_calib.contract import ALIASES_FILE, load_artifact, read_aliases
 from amv_calib.exceptions import ArtifactError
 from amv_calib.settings import models_dir as default_models_dir

@@ -28,15 +28,13 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
 from amv_calib import ArtifactError, ConfigError, DataContractError
+from amv_calib.artifacts._aliases import promote, rollback
+from amv_calib.artifacts._bundle import bundle, verify_artifact
 from amv_calib.artifacts._export import (
     DEFAULT_THRESHOLDS,
-    bundle,
     claims_fingerprint,
     export_artifact,
     list_versions,
-    promote,
-    rollback,
-    verify_artifact,
 )
 from amv_calib.cli import main
 from amv_calib.contract._artifact import (
@@ -606,7 +604,8 @@ def test_loader_imports_numpy_and_stdlib_only(art: Path) -> None:
 _WORKER = """
 import sys, time
 from pathlib import Path
-from amv_calib.artifacts._export import export_artifact, promote
+from amv_calib.artifacts._aliases import promote
+from amv_calib.artifacts._export import export_artifact
 from amv_calib.contract._features import seed_prior_calibrator
 models, go, n = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 while not go.exists():

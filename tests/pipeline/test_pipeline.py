@@ -181,7 +181,7 @@ def test_retrain_end_to_end_then_skip(tmp_path: Path, small_data: dict[str, Path
                                       capsys: pytest.CaptureFixture[str]) -> None:
     from mlflow import MlflowClient
 
-    from amv_calib.artifacts._export import verify_artifact
+    from amv_calib.artifacts._bundle import verify_artifact
 
     toml = _retrain_toml(tmp_path / "job", small_data, tracking=True)
     monkeypatch.chdir(tmp_path / "job")  # MLflow puts mlruns/ beside the working directory
