@@ -108,6 +108,7 @@ def test_spans_hand_cases(line: bytes, values: list[bytes | None]) -> None:
     assert [scan.value(block, 0, j, k) for j, k in enumerate(_WANTED)] == values
 
 
+@pytest.mark.slow  # 400 generated lines: ~20 s; the hand cases above run in test-fast
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.tuples(_TOP_KEYS, _VALUES), max_size=5))
 def test_spans_read_what_the_strict_parser_reads(pairs: list[tuple[str, Any]]) -> None:
