@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -26,8 +25,6 @@ if TYPE_CHECKING:
 
 
 DEFAULT_EXPERIMENT: Final = "amv-calib"
-
-_log = logging.getLogger(__name__)
 
 
 # -- tracking store ---------------------------------------------------------------------

@@ -321,7 +321,11 @@ class _Comparison:
         table = (_read_table(table_path) if table_path.is_file() else pd.DataFrame(
             [_table_row(e) for e in summary["calibrators"] if isinstance(e, Mapping)]))
         bins_path, hist_path = cdir / "reliability_bins.csv", cdir / "prediction_histogram.csv"
-        portable_files = {p.stem: p for p in sorted((cdir / "calibrators").glob("*.json"))}
+        # only the compared calibrators' files, as the comparison names them
+        names = [str(e["name"]) for e in summary["calibrators"]
+                 if isinstance(e, Mapping) and "name" in e]
+        portable_files = {n: cdir / "calibrators" / f"{n}.json" for n in names
+                          if (cdir / "calibrators" / f"{n}.json").is_file()}
         portable = {}
         for name, path in portable_files.items():
             data = _read_json(path)
