@@ -8,6 +8,7 @@ skips, naming what is missing, where that is not installed; when the environment
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import importlib
 import json
@@ -15,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -89,6 +91,73 @@ _LONG_FIRST = "tests/spark/"
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # a stable sort keeps each file's tests together and in their written order
     items.sort(key=lambda item: not item.nodeid.startswith(_LONG_FIRST))
+
+
+#: Compiles the batch gate's two entry points (``amv_calib/gate/_compiled.py``: the myopic
+#: rule and the planner) into numba's on-disk cache, as the first ``evaluate_batch`` of a
+#: process does when the cache is cold, holding the lock file it is given until it is done.
+_WARM_BATCH_GATE = """
+import fcntl, sys
+import numpy as np
+from amv_calib.gate import Gate
+fcntl.flock(int(sys.argv[1]), fcntl.LOCK_EX)  # taken by the parent already: a no-op
+row = {"p": np.full((1, 3), 0.01), "premise_mask": np.ones((1, 3), dtype=bool),
+       "theta": [100.0], "kappa": [5.0], "resolves": np.ones((1, 2, 3), dtype=bool),
+       "cost": np.full((1, 2), 0.01), "reliability": np.full((1, 2), 0.9)}
+for planner in ("myopic", "lookahead"):
+    Gate(planner=planner).evaluate_batch(**row)
+"""
+#: The lock file the warm-up holds, for the workers (they inherit the environment).
+_WARMING_ENV = "AMV_CALIB_TESTS_BATCH_GATE_WARMING"
+_WARMING = pytest.StashKey[tuple[subprocess.Popen[bytes], Path]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # From a fresh clone numba's cache is cold, and under pytest-xdist each worker compiled
+    # the batch gate at its first use, at the same time (about 40 s of CPU each). The
+    # controller compiles it once, in the background, while the workers collect and run
+    # the first files; a worker's first evaluate_batch waits for it (pytest_collection_finish)
+    # and then loads it from the cache.
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    fd, name = tempfile.mkstemp(prefix="amv-calib-batch-gate-", suffix=".lock")
+    fcntl.flock(fd, fcntl.LOCK_EX)  # held by the warm-up's copy of fd until it exits
+    warming = subprocess.Popen([sys.executable, "-c", _WARM_BATCH_GATE, str(fd)], cwd=REPO,
+                               pass_fds=(fd,), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    os.close(fd)
+    os.environ[_WARMING_ENV] = name
+    config.stash[_WARMING] = (warming, Path(name))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # On a worker of such a run: the first evaluate_batch waits for the warm-up to finish
+    # (or to fail: the lock goes with its process).
+    name = os.environ.get(_WARMING_ENV)
+    if name is None or not hasattr(session.config, "workerinput"):
+        return
+    from amv_calib.gate import _compiled
+
+    decide_rows = _compiled.decide_rows
+
+    @functools.wraps(decide_rows)
+    def after_warm_up(*args: Any, **kwargs: Any) -> int:
+        with open(name, "rb") as lock:
+            fcntl.flock(lock, fcntl.LOCK_SH)
+        _compiled.decide_rows = decide_rows
+        return decide_rows(*args, **kwargs)
+
+    _compiled.decide_rows = after_warm_up
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _WARMING not in config.stash:
+        return
+    warming, lock = config.stash[_WARMING]
+    if warming.poll() is None:
+        warming.kill()  # numba writes each cache file whole, by a rename: none is left half
+        warming.wait()
+    lock.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")

@@ -120,6 +120,7 @@ def _run(toml: Path, *extra: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_second_run_of_a_pipeline_fails_at_once_naming_the_holder(small_pipeline: Path) -> None:
     # Attack: two `amv-calib run` of one pipeline shared its folders and Optuna study.
     lock = small_pipeline.parent / "work" / ".lock"
@@ -138,6 +139,7 @@ def test_second_run_of_a_pipeline_fails_at_once_naming_the_holder(small_pipeline
     assert "--wait" in refused
 
 
+@pytest.mark.slow
 def test_wait_takes_the_lock_when_the_holder_is_done(small_pipeline: Path) -> None:
     workdir = small_pipeline.parent / "work"
     workdir.mkdir(exist_ok=True)
@@ -155,6 +157,7 @@ def test_wait_takes_the_lock_when_the_holder_is_done(small_pipeline: Path) -> No
     holder.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_lock_of_a_dead_run_is_taken_over_and_its_partial_folders_swept(
         small_pipeline: Path) -> None:
     workdir = small_pipeline.parent / "work"

@@ -391,6 +391,7 @@ _STAMP = st.sampled_from(["2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z", "2026-
 @given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", ""]), _STAMP, _CELL, _CELL,
                                _CELL, _FLAG, _FLAG), min_size=1, max_size=120),
        clean_prefix=st.integers(0, 300), chunksize=st.sampled_from([7, 50, 1000]))
+@pytest.mark.slow
 def test_property_fast_and_text_paths_agree(
     tmp_path_factory: pytest.TempPathFactory, rows: list[tuple[str, ...]], clean_prefix: int,
     chunksize: int,

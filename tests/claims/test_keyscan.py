@@ -80,6 +80,7 @@ _VALUES = st.recursive(
     max_leaves=20)
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None)
 @given(st.lists(st.tuples(_KEYS, _VALUES), max_size=6))
 def test_a_passed_line_is_one_the_strict_parser_accepts(pairs: list[tuple[str, Any]]) -> None:

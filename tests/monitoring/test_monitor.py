@@ -126,6 +126,7 @@ def drift_run(drift_world: tuple[Path, Path], models: Path,
     return {"code": code, "report": json.loads(buf.getvalue()), "out": out}
 
 
+@pytest.mark.slow
 def test_drift_world_alerts_after_day_30_and_not_before(drift_run: dict[str, Any]) -> None:
     windows = drift_run["report"]["windows"]
     assert len(windows) == 9  # 60 days in 7-day windows from the first Monday
@@ -141,6 +142,7 @@ def test_drift_world_alerts_after_day_30_and_not_before(drift_run: dict[str, Any
     assert drift_run["code"] == MONITOR_ALERT_EXIT
 
 
+@pytest.mark.slow
 def test_on_alert_produced_a_new_challenger(drift_run: dict[str, Any], models: Path) -> None:
     (on_alert,) = drift_run["report"]["on_alert"]["pipelines"]
     assert drift_run["report"]["actions"] == ["retrain started (retrain-on-alert.toml)"]
@@ -155,6 +157,7 @@ def test_on_alert_produced_a_new_challenger(drift_run: dict[str, Any], models: P
     assert profile["violation_rate"] > 0.15
 
 
+@pytest.mark.slow
 def test_outputs_written(drift_run: dict[str, Any]) -> None:
     out: Path = drift_run["out"]
     assert {p.name for p in out.iterdir()} >= {"monitor.json", "monitor.txt", "timeline.png",

@@ -254,6 +254,7 @@ def test_reliability_figures_are_pngs(logged: dict[str, Any], tmp_path: Path) ->
         assert _download(client, rid, "reliability.png", tmp_path / name).startswith(PNG_MAGIC)
 
 
+@pytest.mark.slow
 def test_mlflow_grid_is_the_comparisons_figure(stages: dict[str, Any],
                                                tmp_path: Path) -> None:
     """One figure everywhere: the grid logged to MLflow for a real comparison shows the
@@ -289,6 +290,7 @@ def _run_record(client: MlflowClient, run_id: str) -> dict[str, Any]:
             "inputs": len(run.inputs.dataset_inputs)}
 
 
+@pytest.mark.slow
 def test_a_comparison_logs_the_same_from_its_result_and_its_folder(
         stages: dict[str, Any], tmp_path: Path) -> None:
     """The pipeline logs the ComparisonResult with the files written for it; a folder
