@@ -38,6 +38,7 @@ def _pytest(root: Path, ci: str | None) -> subprocess.CompletedProcess[str]:
                           timeout=120, check=False)
 
 
+@pytest.mark.slow  # each runs pytest in a subprocess on a bare checkout
 def test_ci_turns_the_skip_into_a_failure_naming_what_is_missing(bare_checkout: Path) -> None:
     proc = _pytest(bare_checkout, "true")
     assert proc.returncode == 1, proc.stdout
@@ -48,6 +49,7 @@ def test_ci_turns_the_skip_into_a_failure_naming_what_is_missing(bare_checkout: 
     assert "1 error" in proc.stdout and "skipped" not in proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ci", [None, "false"], ids=["unset", "false"])
 def test_without_ci_the_test_skips_naming_what_is_missing(bare_checkout: Path,
                                                           ci: str | None) -> None:

@@ -82,7 +82,9 @@ N_CASES = 10_400
 #: each must be a tie (the Python gate decides as the TypeScript one on the TS probabilities).
 LIBM_FLIPS_AT_MOST = 20
 
-pytestmark = [pytest.mark.requires_node, pytest.mark.requires_npm]
+# slow: the module builds the Node package (npm ci, tsc) and runs 10,400 cases through it;
+# make test runs it, make test-fast does not
+pytestmark = [pytest.mark.requires_node, pytest.mark.requires_npm, pytest.mark.slow]
 
 
 # -- artifacts ---------------------------------------------------------------------------------
