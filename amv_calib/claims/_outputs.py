@@ -19,8 +19,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import numpy as np
 import pandas as pd
 
+from amv_calib.claims._csvtext import STAMP, csv_rows
 from amv_calib.contract import loads_strict
 from amv_calib.exceptions import ConfigError, DataContractError
 
@@ -113,9 +115,12 @@ def _safe_text(col: Any) -> Any:
     risky = pc.starts_with(col, FORMULA_START[0])
     for start in FORMULA_START[1:]:
         risky = pc.or_(risky, pc.starts_with(col, start))
+    risky = pc.fill_null(risky, False)
+    if not pc.any(risky).as_py():
+        return col
     quoted = pc.binary_join_element_wise(pa.scalar("'", col.type), col,
                                          pa.scalar("", col.type))
-    return pc.if_else(pc.fill_null(risky, False), quoted, col)
+    return pc.if_else(risky, quoted, col)
 
 
 def spreadsheet_safe(table: pa.Table) -> pa.Table:
@@ -153,8 +158,6 @@ def spreadsheet_safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------
 #: Rows of a Parquet row group: pyarrow's default, which ``DataFrame.to_parquet`` uses.
 PARQUET_ROW_GROUP: Final = 1024 * 1024
-#: How label's CSV files write times.
-_STAMP: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 def write_claims_table(claims: pd.DataFrame | Iterable[pd.DataFrame], out: Path) -> None:
@@ -182,7 +185,7 @@ def write_claims_table(claims: pd.DataFrame | Iterable[pd.DataFrame], out: Path)
     elif suffix in (".parquet", ".pq"):
         claims.to_parquet(out, index=False)
     elif suffix == ".csv":
-        spreadsheet_safe_frame(claims).to_csv(out, index=False, date_format=_STAMP)
+        spreadsheet_safe_frame(claims).to_csv(out, index=False, date_format=STAMP)
     else:
         claims.to_json(out, orient="records", lines=True, date_format="iso", date_unit="us")
 
@@ -199,7 +202,7 @@ def _write_claim_parts(parts: Iterable[pd.DataFrame], out: Path, suffix: str) ->
             for i, part in enumerate(parts):
                 if suffix == ".csv":
                     spreadsheet_safe_frame(part).to_csv(fh, index=False, header=i == 0,
-                                                        date_format=_STAMP)
+                                                        date_format=STAMP)
                 elif len(part):
                     fh.write(jsonl(part))
                 rows, last = rows + len(part), part
@@ -277,26 +280,25 @@ def write_join_report(report: Any, out: Path, outcome_files: Sequence[str],
     outs = report.outcome_details
     names = list(outcome_files)
     # Written in parts (uses, then outcome records) so that a log with millions of
-    # unjoined uses is never materialised as one object table.
+    # unjoined uses is never materialised as one object table; Arrow formats the text
+    # (pandas' to_csv took most of label's time: _csvtext).
     parts = _row_slices(report.unjoined_uses) if use_parts is None else use_parts
-    with open(unjoined_csv, "w", encoding="utf-8", newline="") as fh:
+    with open(unjoined_csv, "wb") as fh:
         for i, uses in enumerate(parts):
-            spreadsheet_safe_frame(pd.DataFrame({
-                "kind": "use", "file": _plain(uses["decision_file"]),
-                "line": uses["decision_line"], "action_id": _plain(uses["action_id"]),
-                "premise_id": _plain(uses["premise_id"]), "claim_id": _plain(uses["claim_id"]),
-                "time": uses["time"], "reason": _plain(uses["reason"]),
-                "detail": _plain(uses["detail"]),
-            })).to_csv(fh, index=False, header=i == 0, date_format=_STAMP)
+            fh.write(csv_rows(_text_table(len(uses), {
+                "kind": "use", "file": uses["decision_file"], "line": uses["decision_line"],
+                "action_id": uses["action_id"], "premise_id": uses["premise_id"],
+                "claim_id": uses["claim_id"], "time": uses["time"], "reason": uses["reason"],
+                "detail": uses["detail"],
+            }), header=i == 0))
+        fh.write(csv_rows(_text_table(len(outs), {
+            "kind": "outcome", "file": [names[int(s)] for s in outs["source"]],
+            "line": outs["row"], "action_id": outs["action_id"], "premise_id": None,
+            "claim_id": outs["claim_id"], "time": outs["time"], "reason": outs["status"],
+            "detail": outs["detail"],
+        })))
     if use_parts is not None:
         report.unjoined_uses_file = str(unjoined_csv)
-    spreadsheet_safe_frame(pd.DataFrame({
-        "kind": "outcome",
-        "file": [names[int(s)] for s in outs["source"]],
-        "line": outs["row"], "action_id": outs["action_id"], "premise_id": None,
-        "claim_id": outs["claim_id"], "time": outs["time"], "reason": outs["status"],
-        "detail": outs["detail"],
-    })).to_csv(unjoined_csv, index=False, date_format=_STAMP, mode="a", header=False)
     line = {k: v for k, v in summary.items() if k != "decision_files"}
     line.update(extra or {})
     line.update(out=str(out), report=str(report_json), unjoined_csv=str(unjoined_csv))
@@ -313,11 +315,28 @@ def _row_slices(frame: pd.DataFrame) -> Iterator[pd.DataFrame]:
         yield frame.iloc[lo:lo + _CSV_ROWS]
 
 
-def _plain(col: pd.Series[Any]) -> Any:
-    """A categorical column's values (the same text in a CSV): pandas formats a categorical
-    per chunk of ~10k rows at a cost that grows with its categories, and the unjoined
-    uses' action ids have one category per action of the log (quadratic on large logs)."""
-    return col.to_numpy() if isinstance(col.dtype, pd.CategoricalDtype) else col
+def _text_table(n: int, columns: Mapping[str, Any]) -> pa.Table:
+    """A spreadsheet-safe (:func:`spreadsheet_safe`) Arrow table of ``n`` rows for
+    :func:`csv_rows`: a str value repeats, None is missing, a categorical column is decoded
+    to its text."""
+    import pyarrow as pa
+
+    cols = {}
+    for name, value in columns.items():
+        if value is None:
+            col = pa.nulls(n, pa.string())
+        elif isinstance(value, str):
+            col = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), [value])
+        elif isinstance(value, list):
+            col = pa.array(value, pa.string())
+        elif isinstance(value.dtype, pd.DatetimeTZDtype):
+            # through numpy: pyarrow would read a zoned Series by its deprecated .values
+            naive = value.dt.tz_convert(None).to_numpy(dtype="datetime64[us]")
+            col = pa.array(naive, from_pandas=True).cast(pa.timestamp("us", "UTC"))
+        else:
+            col = pa.Array.from_pandas(value)
+        cols[name] = col.dictionary_decode() if pa.types.is_dictionary(col.type) else col
+    return spreadsheet_safe(pa.table(cols))
 
 
 def write_label_folder(result: Any, folder: str | os.PathLike[str],
