@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -420,26 +421,50 @@ def _no_empty(arr: Any) -> Any:
     return pc.if_else(empty, pa.scalar(None, pa.string()), arr)
 
 
-def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
-                    acc: EntryAccumulator) -> bool:
-    """Parse a block of ``n_lines`` complete lines with pyarrow; False if it needs the line
-    parser."""
+@dataclass(frozen=True)
+class _Parsed:
+    """What :func:`_parse_block` found in a block: pyarrow's table of it (None if the block
+    needs the line parser) and the key scan of its lines."""
+
+    table: Any
+    scan: Any
+
+
+def _parse_block(block: bytes, n_lines: int, offers: bool) -> _Parsed:
+    """The parse of a block of ``n_lines`` complete lines that holds no GIL for long (pyarrow's
+    JSON reader, the compiled key scan): run on a thread while the previous block's
+    records are taken apart (:func:`read_chunks`)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.json as pj
+
+    from amv_calib.claims._keyscan import scan_block
 
     try:
         table = pj.read_json(
             pa.BufferReader(block),
             read_options=pj.ReadOptions(block_size=_PARSE_BYTES),
-            parse_options=pj.ParseOptions(explicit_schema=_arrow_schema(acc.want_offers),
+            parse_options=pj.ParseOptions(explicit_schema=_arrow_schema(offers),
                                           unexpected_field_behavior="ignore"),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return False
+        return _Parsed(table=None, scan=None)
     if table.num_rows != n_lines:  # blank lines: the line parser numbers them exactly
+        return _Parsed(table=None, scan=None)
+    return _Parsed(table=table.combine_chunks(), scan=scan_block(block, n_lines, _CALL_KEYS))
+
+
+def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
+                    acc: EntryAccumulator, parsed: _Parsed | None = None) -> bool:
+    """Add a block of ``n_lines`` complete lines parsed by pyarrow (``parsed``, or parsed
+    here); False if it needs the line parser."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if parsed is None:
+        parsed = _parse_block(block, n_lines, acc.want_offers)
+    if parsed.table is None:
         return False
-    table = table.combine_chunks()
+    table = parsed.table
     col = {name: (table.column(name).chunk(0) if table.column(name).num_chunks
                   else pa.nulls(0, table.schema.field(name).type))
            for name in table.column_names}
@@ -507,14 +532,12 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
     # another reason); only they, and the lines with verifier calls, are parsed again,
     # strictly. Signals sit in objects with free-form keys (premise ids): they are read
     # from that parse.
-    from amv_calib.claims._keyscan import scan_block
-
     calls = pc.add(pc.fill_null(pc.list_value_length(col["verifier_calls"]), 0),
                    pc.fill_null(pc.list_value_length(col["verifierCalls"]), 0))
     has_calls = calls.to_numpy(zero_copy_only=False) > 0
     sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
                                                  "confirmed", "reliability")}
-    scan = scan_block(block, n_lines, _CALL_KEYS)
+    scan = parsed.scan
     suspect = scan.suspect
     starts, ends = scan.starts.tolist(), scan.ends.tolist()
     try:
@@ -618,32 +641,60 @@ def _read_one_log(path: PathLike, file_idx: int, on_corrupt: str, columnar: bool
                             columnar, acc)
 
 
-def read_chunks(chunks: Iterable[bytes], name: str, file_idx: int, first_line: int,
-                 on_corrupt: str, columnar: bool, acc: EntryAccumulator) -> LogReadStats:
-    """Read the lines of ``chunks`` (consecutive bytes of the log ``name``, starting at the
-    start of line ``first_line``) into ``acc``; the Spark engine reads a file's byte ranges
-    with it (:mod:`amv_calib.spark._label`)."""
-    st = LogReadStats()
-    records_before = acc.n_records
-    next_line = first_line
+def _blocks(chunks: Iterable[bytes], tail: list[bytes]) -> Iterator[tuple[bytes, int]]:
+    """The consecutive blocks of complete lines in ``chunks``, each with its count of lines;
+    the bytes after the last newline are appended to ``tail`` at the end."""
     carry = b""
     for data in chunks:
         buf = carry + data if carry else data
         cut = buf.rfind(b"\n") + 1
         carry = buf[cut:]
-        if cut == 0:
-            continue
-        block = buf[:cut]
-        n = block.count(b"\n")
-        if not (columnar and _columnar_block(block, n, file_idx, next_line, acc)):
+        if cut:
+            block = buf[:cut]
+            yield block, block.count(b"\n")
+    tail.append(carry)
+
+
+def read_chunks(chunks: Iterable[bytes], name: str, file_idx: int, first_line: int,
+                 on_corrupt: str, columnar: bool, acc: EntryAccumulator) -> LogReadStats:
+    """Read the lines of ``chunks`` (consecutive bytes of the log ``name``, starting at the
+    start of line ``first_line``) into ``acc``; the Spark engine reads a file's byte ranges
+    with it (:mod:`amv_calib.spark._label`).
+
+    With ``columnar``, the next block is parsed on a thread (pyarrow and the key scan hold
+    no GIL) while this one's records are taken apart in Python; blocks are added in order,
+    so the result does not depend on it.
+    """
+    st = LogReadStats()
+    records_before = acc.n_records
+    next_line = first_line
+
+    def add(block: bytes, n: int, parsed: _Parsed | None) -> None:
+        nonlocal next_line
+        if parsed is None or not _columnar_block(block, n, file_idx, next_line, acc, parsed):
             recs = _parse_lines(block, next_line, st, name, on_corrupt)
             if recs:
                 _python_records(recs, file_idx, acc)
         next_line += n
         st.lines += n
-    if carry:  # the last line, without its newline
+
+    tail: list[bytes] = []
+    if columnar:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-parse") as pool:
+            ahead: tuple[bytes, int, Future[_Parsed]] | None = None
+            for block, n in _blocks(chunks, tail):
+                parsing = pool.submit(_parse_block, block, n, acc.want_offers)
+                if ahead is not None:
+                    add(ahead[0], ahead[1], ahead[2].result())
+                ahead = (block, n, parsing)
+            if ahead is not None:
+                add(ahead[0], ahead[1], ahead[2].result())
+    else:
+        for block, n in _blocks(chunks, tail):
+            add(block, n, None)
+    if tail[0]:  # the last line, without its newline
         st.lines += 1
-        recs = _parse_lines(carry, next_line, st, name, on_corrupt)
+        recs = _parse_lines(tail[0], next_line, st, name, on_corrupt)
         if recs:
             _python_records(recs, file_idx, acc)
     st.records = acc.n_records - records_before
