@@ -80,13 +80,22 @@ def _index_of(wanted: Any, h: Any) -> int:  # pragma: no cover - compiled
     return -1
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _mark(names: Any, found: Any, h: Any) -> None:  # pragma: no cover - compiled
+    """Set ``found`` at ``h``'s position in the sorted ``names``, if it is there."""
+    k = np.searchsorted(names, h)
+    if k < names.shape[0] and names[k] == h:
+        found[k] = True
+
+
 @njit(cache=True, nogil=True)
 def _one_line(buf: Any, s: int, e: int, keys: Any, frame: Any, is_obj: Any,
               max_depth: int, offset: Any, prime: Any, wanted: Any,
-              span: Any) -> Any:  # pragma: no cover - compiled
+              span: Any, names: Any, found: Any) -> Any:  # pragma: no cover - compiled
     """Whether line ``buf[s:e]`` is suspect, and the key table (grown if needed). For each
     top-level key whose hash is in ``wanted``, ``span[j]`` receives the offsets of its
-    opening quote, of its value's first byte and of the byte after its value."""
+    opening quote, of its value's first byte and of the byte after its value; a key (at any
+    depth) whose hash is in the sorted ``names`` sets its ``found``."""
     i = s
     while i < e and (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
         i += 1
@@ -110,6 +119,7 @@ def _one_line(buf: Any, s: int, e: int, keys: Any, frame: Any, is_obj: Any,
                 twice, keys, nkeys = _add_key(keys, frame[depth], nkeys, h)
                 if twice:
                     return True, keys
+                _mark(names, found, h)
                 expect_key = False
                 if depth == 1:
                     open_j = _index_of(wanted, h)
@@ -144,8 +154,9 @@ def _one_line(buf: Any, s: int, e: int, keys: Any, frame: Any, is_obj: Any,
 
 @njit(cache=True, nogil=True)
 def _scan(buf: Any, starts: Any, ends: Any, max_depth: int, offset: Any, prime: Any,
-          wanted: Any) -> Any:  # pragma: no cover - compiled
+          wanted: Any, names: Any) -> Any:  # pragma: no cover - compiled
     n = starts.shape[0]
+    found = np.zeros(names.shape[0], dtype=np.bool_)
     suspect = np.zeros(n, dtype=np.bool_)
     spans = np.full((n, wanted.shape[0], 3), -1, dtype=np.int64)
     keys = np.empty(4096, dtype=np.uint64)
@@ -154,8 +165,8 @@ def _scan(buf: Any, starts: Any, ends: Any, max_depth: int, offset: Any, prime: 
     for line in range(n):
         suspect[line], keys = _one_line(buf, starts[line], ends[line], keys, frame,
                                         is_obj, max_depth, offset, prime, wanted,
-                                        spans[line])
-    return suspect, spans
+                                        spans[line], names, found)
+    return suspect, spans, found
 
 
 def key_hash(key: bytes) -> np.uint64:
@@ -193,6 +204,9 @@ class BlockScan:
     ends: NDArray[np.int64]
     suspect: NDArray[np.bool_]
     spans: NDArray[np.int64]
+    #: Which of the names asked for are keys of some object in the block (by hash: a
+    #: collision can add a name, never drop one); None if a line is suspect.
+    present: frozenset[str] | None = None
 
     def value(self, block: bytes, line: int, j: int, key: bytes) -> bytes | None:
         """The raw JSON value of wanted key ``j`` (spelled ``key``) on ``line``; None when
@@ -212,9 +226,11 @@ class BlockScan:
                 for a, b, good in zip(v.tolist(), end.tolist(), ok.tolist(), strict=True)]
 
 
-def scan_block(block: bytes, n_lines: int, wanted: Sequence[bytes] = ()) -> BlockScan:
+def scan_block(block: bytes, n_lines: int, wanted: Sequence[bytes] = (),
+               names: Sequence[str] = ()) -> BlockScan:
     """Scan the ``n_lines`` newline-terminated lines of ``block`` (module docstring), noting
-    where the values of the top-level keys ``wanted`` lie.
+    where the values of the top-level keys ``wanted`` lie, and which of ``names`` some
+    object of the block has as a key (:attr:`BlockScan.present`).
 
     A large block is scanned in slices on threads (the scan holds no GIL); the answer does
     not depend on how it is sliced, since each line is judged alone.
@@ -222,20 +238,30 @@ def scan_block(block: bytes, n_lines: int, wanted: Sequence[bytes] = ()) -> Bloc
     buf = np.frombuffer(block, dtype=np.uint8)
     starts, ends = line_bounds(block, n_lines)
     hashes = np.array([key_hash(k) for k in wanted], dtype=np.uint64)
+    by_hash: dict[int, list[str]] = {}
+    for name in names:
+        by_hash.setdefault(int(key_hash(name.encode())), []).append(name)
+    table = np.array(sorted(by_hash), dtype=np.uint64)
     workers = _workers(len(block))
     cuts = np.linspace(0, starts.size, workers + 1).astype(np.int64).tolist()
 
     def part(a: int, b: int) -> Any:
-        return _scan(buf, starts[a:b], ends[a:b], MAX_DEPTH, _FNV_OFFSET, _FNV_PRIME, hashes)
+        return _scan(buf, starts[a:b], ends[a:b], MAX_DEPTH, _FNV_OFFSET, _FNV_PRIME, hashes,
+                     table)
 
     if workers == 1:
-        suspect, spans = part(0, starts.size)
+        suspect, spans, found = part(0, starts.size)
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             parts = list(pool.map(part, cuts[:-1], cuts[1:]))
         suspect = np.concatenate([p[0] for p in parts])
         spans = np.concatenate([p[1] for p in parts])
-    return BlockScan(starts=starts, ends=ends, suspect=suspect, spans=spans)
+        found = np.logical_or.reduce([p[2] for p in parts])
+    # a suspect line was left where its fault was found: its later keys are unknown
+    present = None if suspect.any() else frozenset(
+        n for h, hit in zip(table.tolist(), found.tolist(), strict=True) if hit
+        for n in by_hash[h])
+    return BlockScan(starts=starts, ends=ends, suspect=suspect, spans=spans, present=present)
 
 
 def suspect_lines(block: bytes, n_lines: int) -> NDArray[np.bool_]:

@@ -9,6 +9,7 @@ join (:mod:`amv_calib.claims._join`) and the log adapters read logs through this
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -370,7 +371,12 @@ def _offers_table(cols: Mapping[str, Any]) -> Any:
     })
 
 
-def _arrow_schema(offers: bool) -> Any:
+@functools.cache
+def _arrow_schema(offers: bool, present: frozenset[str] | None = None) -> Any:
+    """The schema pyarrow parses decision records with: every spelling of every field the
+    reader takes; with ``present``, only the fields so named (a struct none of whose fields
+    is present keeps them all). pyarrow fills each absent field of the schema with a null,
+    row by row: a block is parsed fastest with the spellings it uses alone."""
     import pyarrow as pa
 
     feats = []
@@ -403,7 +409,63 @@ def _arrow_schema(offers: bool) -> Any:
                                            *DECISION_ALIASES["kappa"])]
     if offers:  # only the episodes need them: the label join alone does not parse them
         fields += [(n, pa.list_(offered)) for n in DECISION_ALIASES["verifiers"]]
-    return pa.schema(fields)
+    schema = pa.schema(fields)
+    return schema if present is None else pa.schema(_narrow(list(schema), present))
+
+
+def _narrow(fields: Sequence[Any], present: frozenset[str]) -> list[Any]:
+    """The ``fields`` named in ``present``, their structs narrowed alike."""
+    import pyarrow as pa
+
+    return [pa.field(f.name, narrow_type(f.type, present)) for f in fields
+            if f.name in present]
+
+
+def narrow_type(typ: Any, present: frozenset[str] | None) -> Any:
+    """``typ`` with the fields of its structs (within lists too) narrowed to ``present``
+    (as :func:`_arrow_schema` narrows them; None: all)."""
+    import pyarrow as pa
+
+    if present is None:
+        return typ
+    if pa.types.is_struct(typ):
+        kept = _narrow(list(typ), present)
+        return pa.struct(kept) if kept else typ
+    if pa.types.is_list(typ):
+        return pa.list_(narrow_type(typ.value_type, present))
+    return typ
+
+
+@functools.cache
+def _schema_names(offers: bool) -> tuple[str, ...]:
+    """Every field name of :func:`_arrow_schema`, at every depth."""
+    import pyarrow as pa
+
+    names: set[str] = set()
+
+    def walk(t: Any) -> None:
+        if pa.types.is_struct(t):
+            for f in t:
+                names.add(f.name)
+                walk(f.type)
+        elif pa.types.is_list(t):
+            walk(t.value_type)
+
+    for f in _arrow_schema(offers):
+        names.add(f.name)
+        walk(f.type)
+    return tuple(sorted(names))
+
+
+def _child(arr: Any, full: Any, name: str, present: frozenset[str] | None) -> Any:
+    """Field ``name`` of a struct array parsed with a narrowed schema; where the block did
+    not have it, nulls of its type in the full struct type ``full``, narrowed alike (so
+    that it coalesces with the spellings the block had)."""
+    import pyarrow as pa
+
+    if arr.type.get_field_index(name) >= 0:
+        return arr.field(name)
+    return pa.nulls(len(arr), narrow_type(full.field(name).type, present))
 
 
 def _coalesce(*arrays: Any) -> Any:
@@ -439,18 +501,19 @@ def _parse_block(block: bytes, n_lines: int, offers: bool) -> _Parsed:
 
     from amv_calib.claims._keyscan import scan_block
 
+    scan = scan_block(block, n_lines, _CALL_KEYS, _schema_names(offers))
     try:
         table = pj.read_json(
             pa.BufferReader(block),
             read_options=pj.ReadOptions(block_size=_PARSE_BYTES),
-            parse_options=pj.ParseOptions(explicit_schema=_arrow_schema(offers),
+            parse_options=pj.ParseOptions(explicit_schema=_arrow_schema(offers, scan.present),
                                           unexpected_field_behavior="ignore"),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return _Parsed(table=None, scan=None)
     if table.num_rows != n_lines:  # blank lines: the line parser numbers them exactly
         return _Parsed(table=None, scan=None)
-    return _Parsed(table=table.combine_chunks(), scan=scan_block(block, n_lines, _CALL_KEYS))
+    return _Parsed(table=table.combine_chunks(), scan=scan)
 
 
 def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
@@ -465,15 +528,25 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
     if parsed.table is None:
         return False
     table = parsed.table
-    col = {name: (table.column(name).chunk(0) if table.column(name).num_chunks
-                  else pa.nulls(0, table.schema.field(name).type))
-           for name in table.column_names}
+    present = parsed.scan.present
+    full = _arrow_schema(acc.want_offers)
+
+    def top(name: str) -> Any:
+        if table.schema.get_field_index(name) < 0:  # no record of the block has it
+            return pa.nulls(n_lines, narrow_type(full.field(name).type, present))
+        column = table.column(name)
+        return column.chunk(0) if column.num_chunks else pa.nulls(0, column.type)
+
+    col = {name: top(name) for name in full.names}
+    premise_t = full.field("premises").type.value_type
+    claim_t = premise_t.field("claim").type
     premises = col["premises"]
     lens = pc.fill_null(pc.list_value_length(premises), 0).to_numpy(zero_copy_only=False)
     lens = lens.astype(np.int64)
     cal = col["calibrator"]
-    version = _no_empty(cal.field("version"))
-    name = _no_empty(cal.field("name"))
+    cal_t = full.field("calibrator").type
+    version = _no_empty(_child(cal, cal_t, "version", present))
+    name = _no_empty(_child(cal, cal_t, "name", present))
     rec_str = {
         "action_id": _no_empty(_coalesce(col["action_id"], col["actionId"])),
         "tool_name": _no_empty(_coalesce(col["tool_name"], col["toolName"])),
@@ -486,22 +559,25 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
     flat = pc.list_flatten(premises)
     parents = pc.list_parent_indices(premises).to_numpy(zero_copy_only=False).astype(np.int64)
     total = int(lens.sum())
-    claim = flat.field("claim")
+    claim = _child(flat, premise_t, "claim", present)
 
     def f(n: str) -> Any:
-        return flat.field(n)
+        return _child(flat, premise_t, n, present)
+
+    def c(n: str) -> Any:
+        return _child(claim, claim_t, n, present)
 
     ent: dict[str, Any] = {
         "rec": parents,
         "pidx": np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens),
         "premise_id": _no_empty(_coalesce(f("id"), f("premise_id"), f("premiseId"))),
-        "claim_id": _no_empty(_coalesce(f("claim_id"), f("claimId"), claim.field("claim_id"),
-                                        claim.field("claimId"), claim.field("id"))),
+        "claim_id": _no_empty(_coalesce(f("claim_id"), f("claimId"), c("claim_id"),
+                                        c("claimId"), c("id"))),
         "p": _coalesce(f("p"), f("calibratedViolationProbability"),
                        f("calibrated_violation_probability")).to_numpy(zero_copy_only=False),
     }
     for snake, camel in _FEATURE_ALIASES:
-        arr = _coalesce(f(snake), f(camel), claim.field(snake), claim.field(camel))
+        arr = _coalesce(f(snake), f(camel), c(snake), c(camel))
         ent[snake] = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)
     rec_num = {
         "theta": pc.fill_null(_coalesce(*(col[n] for n in DECISION_ALIASES["theta"])),
@@ -516,8 +592,11 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
         rec_num["has_verifiers"] = pc.is_valid(offers).to_numpy(zero_copy_only=False)
         of = pc.list_flatten(offers)
 
+        offered_t = full.field(DECISION_ALIASES["verifiers"][0]).type.value_type
+
         def o(key: str) -> Any:
-            return _coalesce(*(of.field(n) for n in OFFERED_VERIFIER_ALIASES[key]))
+            return _coalesce(*(_child(of, offered_t, n, present)
+                               for n in OFFERED_VERIFIER_ALIASES[key]))
 
         offers_table = pa.table({
             "rec": pc.list_parent_indices(offers).cast(pa.int64()),

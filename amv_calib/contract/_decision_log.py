@@ -221,9 +221,12 @@ def _pick(data: Mapping[str, Any], names: tuple[str, ...]) -> tuple[bool, Any]:
 
 
 def _names(aliases: Mapping[str, tuple[str, ...]]) -> tuple[frozenset[str], frozenset[str]]:
-    """(every spelling, the spellings that are not canonical) of an alias map."""
+    """(every spelling, the spellings that stand for a field of another name) of an alias
+    map. A name can be both canonical and another field's alias (a nested claim's ``id``
+    is its ``claim_id``): a record using it must be renamed too."""
     every = frozenset(n for names in aliases.values() for n in names)
-    return every, every - frozenset(aliases)
+    return every, frozenset(n for canonical, names in aliases.items() for n in names
+                            if n != canonical)
 
 
 _CLAIM_ALIASES: Final[dict[str, tuple[str, ...]]] = {

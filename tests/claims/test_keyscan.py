@@ -139,3 +139,51 @@ def test_a_block_scanned_on_threads_equals_one_scanned_on_one(
                                                                     True] * 40_000
     assert np.array_equal(threaded.spans, single.spans)
     assert threaded.value(block, 4, 0, b"verifier_calls") == b' [{"s": {"p0": true}}]'
+
+
+_NAMES = ("a", "b", "id", "p", "claim_id", "x y", "absent", "f")
+
+
+def _keys(v: Any) -> set[str]:
+    """Every key of the parsed JSON value ``v``, at any depth."""
+    if isinstance(v, dict):
+        return set(v).union(*(_keys(x) for x in v.values()))
+    if isinstance(v, list):
+        return set().union(*(_keys(x) for x in v))
+    return set()
+
+
+@pytest.mark.parametrize(("lines", "present"), [
+    ([b'{"a": {"b": 1}, "c": [{"id": 2}], "p": "f"}'], {"a", "b", "id", "p"}),  # "f": a value
+    ([b'{"a": 1}', b'{"x y": {"claim_id": null}}'], {"a", "x y", "claim_id"}),
+    ([b'{"a": 1}', b'{"b": 1, "b": 2}'], None),  # a suspect line: its keys are unknown
+    ([b'{"\\u0061": 1}'], None),  # an escaped key could spell any name
+], ids=["nested-not-values", "across-lines", "suspect", "escaped"])
+def test_present_hand_cases(lines: list[bytes], present: set[str] | None) -> None:
+    block = b"".join(line + b"\n" for line in lines)
+    got = scan_block(block, len(lines), names=_NAMES).present
+    assert got == (None if present is None else frozenset(present))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.tuples(_KEYS, _VALUES), max_size=4), min_size=1, max_size=4))
+def test_present_holds_every_key_the_strict_parser_reads(
+        objects: list[list[tuple[str, Any]]]) -> None:
+    lines = [_render(("obj", pairs)).encode("utf-8") for pairs in objects]
+    scan = scan_block(b"".join(line + b"\n" for line in lines), len(lines), names=_NAMES)
+    if scan.present is None:
+        assert scan.suspect.any()
+        return
+    keys = set().union(*(_keys(loads_strict(line)) for line in lines))
+    # the names hash apart, so nothing is added by a collision: exactly the keys named
+    assert scan.present == frozenset(keys & set(_NAMES))
+
+
+def test_present_on_threads_equals_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = [b'{"a": 1}'] * 50_000 + [b'{"b": {"claim_id": 1}}'] + [b'{"p": 2}'] * 50_000
+    block = b"".join(line + b"\n" for line in lines)
+    monkeypatch.setattr(_keyscan, "_workers", lambda n_bytes: 3)
+    threaded = scan_block(block, len(lines), names=_NAMES).present
+    monkeypatch.setattr(_keyscan, "_workers", lambda n_bytes: 1)
+    assert threaded == scan_block(block, len(lines), names=_NAMES).present \
+        == frozenset({"a", "b", "claim_id", "p"})

@@ -352,6 +352,93 @@ def test_columnar_path_equals_line_parser(mixed_log: Path,
     pd.testing.assert_frame_equal(a, b)
 
 
+def _spelled_log(path: Path, n: int, seed: int) -> Path:
+    """A log whose first half spells every field canonically and whose second half picks,
+    per field and record, any spelling the contract accepts (a premise's claim nested or
+    not; two spellings of the offered verifiers in one record)."""
+    from amv_calib.contract import DECISION_ALIASES as D
+    from amv_calib.contract import OFFERED_VERIFIER_ALIASES as O
+
+    rng = np.random.default_rng(seed)
+
+    def pick(names: tuple[str, ...], plain: bool) -> str:
+        return names[0] if plain else str(rng.choice(list(names)))
+
+    lines = []
+    for i in range(n):
+        plain = i < n // 2
+        rec: dict[str, Any] = {pick(D["time"], plain): _iso(i),
+                               pick(D["action_id"], plain): f"a{i % (n // 2)}",
+                               pick(D["tool_name"], plain): "t"}
+        for key in ("theta", "kappa"):
+            if rng.random() < 0.8:
+                rec[pick(D[key], plain)] = float(rng.integers(1, 100))
+        if rng.random() < 0.7:
+            rec["calibrator"] = {"name": "g", **({"version": "1"} if rng.random() < 0.8
+                                                 else {})}
+        prems = []
+        for k in range(int(rng.integers(0, 4))):
+            feats = {pick(("recency_hours", "recencyHours"), plain): float(rng.random() * 9),
+                     pick(("source_trust_score", "sourceTrustScore"), plain): float(rng.random()),
+                     pick(("model_confidence", "modelConfidence"), plain): float(rng.random()),
+                     pick(("contradiction_flag", "contradictionFlag"), plain):
+                         bool(rng.random() < 0.5)}
+            cid = f"c{rng.integers(0, 300)}"
+            prem: dict[str, Any] = {pick(("id", "premise_id", "premiseId"), plain): f"p{k}"}
+            if not plain and rng.random() < 0.3:
+                prem["claim"] = {pick(("claim_id", "claimId", "id"), plain): cid, **feats}
+            else:
+                prem.update({pick(("claim_id", "claimId"), plain): cid, **feats})
+            if rng.random() < 0.9:
+                prem[pick(("p", "calibratedViolationProbability",
+                           "calibrated_violation_probability"), plain)] = float(rng.random())
+            prems.append(prem)
+        rec["premises"] = prems
+        if rng.random() < 0.3:
+            rec[pick(D["verifiers"], plain)] = [{
+                pick(O["id"], plain): "v", pick(O["resolves_premise_ids"], plain): ["p0"],
+                pick(O["execution_cost"], plain): 0.2,
+                pick(O["symmetric_reliability"], plain): 0.9}]
+            if not plain and rng.random() < 0.3:
+                rec["offeredVerifiers"] = [{"verifierId": "w", "cost": 0.1}]
+        if prems and rng.random() < 0.15:
+            rec[pick(D["verifier_calls"], plain)] = [
+                {"verifier": "v", "reliability": 0.9, "signals": {"p0": True}}]
+        lines.append(encode_record(rec))
+    path.write_bytes(b"".join(lines))
+    return path
+
+
+def test_columnar_blocks_parse_with_the_spellings_they_hold(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block is parsed with a schema of the field names it holds (issue 32): the result
+    equals the line parser's, whichever spellings a block mixes."""
+    import amv_calib.claims._logread as logread
+
+    log = _spelled_log(tmp_path / "d.jsonl", 2000, seed=3)
+    slow = read_uses(log, columnar=False, offers=True)
+    seen: list[tuple[bool, frozenset[str] | None]] = []
+    parse = logread._parse_block
+
+    def spy(block: bytes, n_lines: int, offers: bool) -> Any:
+        parsed = parse(block, n_lines, offers)
+        seen.append((parsed.table is not None, parsed.scan and parsed.scan.present))
+        return parsed
+
+    monkeypatch.setattr(logread, "_parse_block", spy)
+    monkeypatch.setattr(logread, "_BLOCK_BYTES", 32 << 10)
+    fast = read_uses(log, columnar=True, offers=True)
+    pd.testing.assert_frame_equal(fast.entries, slow.entries)
+    pd.testing.assert_frame_equal(fast.signals, slow.signals)
+    pd.testing.assert_frame_equal(fast.offers.to_pandas(), slow.offers.to_pandas())
+    for k, v in slow.records.items():
+        assert pd.Series(np.asarray(fast.records[k])).equals(pd.Series(np.asarray(v))), k
+    # both kinds of block were parsed by pyarrow: canonical names only, and aliases
+    columnar = [p for ok, p in seen if ok and p is not None]
+    assert any("recencyHours" not in p and "recency_hours" in p for p in columnar)
+    assert any({"recencyHours", "claimId", "offeredVerifiers"} <= p for p in columnar)
+
+
 def test_corrupt_middle_line_raises_or_is_counted(tmp_path: Path) -> None:
     log = tmp_path / "d.jsonl"
     log.write_bytes(encode_record(_record("a", 0, _premise("p1", "x"))) + b"{oops\n"
