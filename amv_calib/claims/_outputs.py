@@ -319,7 +319,7 @@ def write_join_report(report: Any, out: Path, outcome_files: Sequence[str],
 
 
 #: Rows of the unjoined uses written at a time.
-_CSV_ROWS: Final = 1 << 18
+_CSV_ROWS: Final = 1 << 16
 
 
 def _row_slices(frame: pd.DataFrame) -> Iterator[pd.DataFrame]:
