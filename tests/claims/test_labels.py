@@ -439,6 +439,26 @@ def test_columnar_blocks_parse_with_the_spellings_they_hold(
     assert any({"recencyHours", "claimId", "offeredVerifiers"} <= p for p in columnar)
 
 
+def test_a_block_without_premises_or_calibrator_reads_as_the_line_parser(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks whose records lack whole fields (no premises, no calibrator, no regime) are
+    parsed with a schema without them; the absent columns read as nulls."""
+    import amv_calib.claims._logread as logread
+
+    bare = [encode_record({"time": _iso(i), "action_id": f"b{i}"}) for i in range(300)]
+    full = _spelled_log(tmp_path / "s.jsonl", 300, seed=4).read_bytes()
+    log = tmp_path / "d.jsonl"
+    log.write_bytes(b"".join(bare) + full + b"".join(bare))
+    slow = read_uses(log, columnar=False, offers=True)
+    monkeypatch.setattr(logread, "_BLOCK_BYTES", 8 << 10)
+    fast = read_uses(log, columnar=True, offers=True)
+    pd.testing.assert_frame_equal(fast.entries, slow.entries)
+    pd.testing.assert_frame_equal(fast.offers.to_pandas(), slow.offers.to_pandas())
+    for k, v in slow.records.items():
+        assert pd.Series(np.asarray(fast.records[k])).equals(pd.Series(np.asarray(v))), k
+    assert fast.stats[0].records == 900
+
+
 def test_corrupt_middle_line_raises_or_is_counted(tmp_path: Path) -> None:
     log = tmp_path / "d.jsonl"
     log.write_bytes(encode_record(_record("a", 0, _premise("p1", "x"))) + b"{oops\n"
