@@ -371,7 +371,7 @@ def _offers_table(cols: Mapping[str, Any]) -> Any:
     })
 
 
-@functools.cache
+@functools.lru_cache(maxsize=64)  # a few spelling sets per log; bounded whatever the log
 def _arrow_schema(offers: bool, present: frozenset[str] | None = None) -> Any:
     """The schema pyarrow parses decision records with: every spelling of every field the
     reader takes; with ``present``, only the fields so named (a struct none of whose fields
@@ -417,11 +417,11 @@ def _narrow(fields: Sequence[Any], present: frozenset[str]) -> list[Any]:
     """The ``fields`` named in ``present``, their structs narrowed alike."""
     import pyarrow as pa
 
-    return [pa.field(f.name, narrow_type(f.type, present)) for f in fields
+    return [pa.field(f.name, _narrow_type(f.type, present)) for f in fields
             if f.name in present]
 
 
-def narrow_type(typ: Any, present: frozenset[str] | None) -> Any:
+def _narrow_type(typ: Any, present: frozenset[str] | None) -> Any:
     """``typ`` with the fields of its structs (within lists too) narrowed to ``present``
     (as :func:`_arrow_schema` narrows them; None: all)."""
     import pyarrow as pa
@@ -432,7 +432,7 @@ def narrow_type(typ: Any, present: frozenset[str] | None) -> Any:
         kept = _narrow(list(typ), present)
         return pa.struct(kept) if kept else typ
     if pa.types.is_list(typ):
-        return pa.list_(narrow_type(typ.value_type, present))
+        return pa.list_(_narrow_type(typ.value_type, present))
     return typ
 
 
@@ -465,7 +465,7 @@ def _child(arr: Any, full: Any, name: str, present: frozenset[str] | None) -> An
 
     if arr.type.get_field_index(name) >= 0:
         return arr.field(name)
-    return pa.nulls(len(arr), narrow_type(full.field(name).type, present))
+    return pa.nulls(len(arr), _narrow_type(full.field(name).type, present))
 
 
 def _coalesce(*arrays: Any) -> Any:
@@ -533,7 +533,7 @@ def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
 
     def top(name: str) -> Any:
         if table.schema.get_field_index(name) < 0:  # no record of the block has it
-            return pa.nulls(n_lines, narrow_type(full.field(name).type, present))
+            return pa.nulls(n_lines, _narrow_type(full.field(name).type, present))
         column = table.column(name)
         return column.chunk(0) if column.num_chunks else pa.nulls(0, column.type)
 
