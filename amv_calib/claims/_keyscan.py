@@ -21,6 +21,7 @@ on first use (cached on disk).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -81,21 +82,23 @@ def _index_of(wanted: Any, h: Any) -> int:  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _mark(names: Any, found: Any, h: Any) -> None:  # pragma: no cover - compiled
-    """Set ``found`` at ``h``'s position in the sorted ``names``, if it is there."""
-    k = np.searchsorted(names, h)
-    if k < names.shape[0] and names[k] == h:
+def _mark(names: Any, shift: Any, found: Any, h: Any) -> None:  # pragma: no cover
+    """Set ``found`` at ``h``'s slot of the direct-mapped table ``names`` (its size a power
+    of two; :func:`_name_slots`), if ``h`` is there."""
+    k = int((h >> shift) & np.uint64(names.shape[0] - 1))
+    if names[k] == h:
         found[k] = True
 
 
 @njit(cache=True, nogil=True)
 def _one_line(buf: Any, s: int, e: int, keys: Any, frame: Any, is_obj: Any,
               max_depth: int, offset: Any, prime: Any, wanted: Any,
-              span: Any, names: Any, found: Any) -> Any:  # pragma: no cover - compiled
+              span: Any, names: Any, shift: Any,
+              found: Any) -> Any:  # pragma: no cover - compiled
     """Whether line ``buf[s:e]`` is suspect, and the key table (grown if needed). For each
     top-level key whose hash is in ``wanted``, ``span[j]`` receives the offsets of its
     opening quote, of its value's first byte and of the byte after its value; a key (at any
-    depth) whose hash is in the sorted ``names`` sets its ``found``."""
+    depth) whose hash is in the table ``names`` sets its ``found`` (:func:`_mark`)."""
     i = s
     while i < e and (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
         i += 1
@@ -119,7 +122,7 @@ def _one_line(buf: Any, s: int, e: int, keys: Any, frame: Any, is_obj: Any,
                 twice, keys, nkeys = _add_key(keys, frame[depth], nkeys, h)
                 if twice:
                     return True, keys
-                _mark(names, found, h)
+                _mark(names, shift, found, h)
                 expect_key = False
                 if depth == 1:
                     open_j = _index_of(wanted, h)
@@ -154,7 +157,7 @@ def _one_line(buf: Any, s: int, e: int, keys: Any, frame: Any, is_obj: Any,
 
 @njit(cache=True, nogil=True)
 def _scan(buf: Any, starts: Any, ends: Any, max_depth: int, offset: Any, prime: Any,
-          wanted: Any, names: Any) -> Any:  # pragma: no cover - compiled
+          wanted: Any, names: Any, shift: Any) -> Any:  # pragma: no cover - compiled
     n = starts.shape[0]
     found = np.zeros(names.shape[0], dtype=np.bool_)
     suspect = np.zeros(n, dtype=np.bool_)
@@ -165,7 +168,7 @@ def _scan(buf: Any, starts: Any, ends: Any, max_depth: int, offset: Any, prime: 
     for line in range(n):
         suspect[line], keys = _one_line(buf, starts[line], ends[line], keys, frame,
                                         is_obj, max_depth, offset, prime, wanted,
-                                        spans[line], names, found)
+                                        spans[line], names, shift, found)
     return suspect, spans, found
 
 
@@ -226,6 +229,32 @@ class BlockScan:
                 for a, b, good in zip(v.tolist(), end.tolist(), ok.tolist(), strict=True)]
 
 
+@functools.lru_cache(maxsize=16)
+def _name_slots(names: tuple[str, ...]) -> tuple[NDArray[np.uint64], np.uint64,
+                                                 dict[int, tuple[str, ...]]]:
+    """A direct-mapped table of the names' hashes for the scan: a power-of-two array where
+    hash ``h`` sits at ``(h >> shift) & (size - 1)`` (0 where empty), the shift, and the
+    names of each occupied slot. The smallest table (at least 8 slots a name) and shift at
+    which the distinct hashes fall in distinct slots: one load and one compare a key."""
+    by_hash: dict[int, list[str]] = {}
+    for name in names:
+        by_hash.setdefault(int(key_hash(name.encode())), []).append(name)
+    hashes = np.array(sorted(by_hash), dtype=np.uint64)
+    size = 8
+    while size < 8 * max(len(hashes), 1):
+        size *= 2
+    while True:
+        for shift in range(0, 64 - size.bit_length() + 2):
+            slots = (hashes >> np.uint64(shift)) & np.uint64(size - 1)
+            if np.unique(slots).size == slots.size:
+                table = np.zeros(size, dtype=np.uint64)
+                table[slots.astype(np.int64)] = hashes
+                by_slot = {int(k): tuple(by_hash[int(h)])
+                           for k, h in zip(slots.tolist(), hashes.tolist(), strict=True)}
+                return table, np.uint64(shift), by_slot
+        size *= 2
+
+
 def scan_block(block: bytes, n_lines: int, wanted: Sequence[bytes] = (),
                names: Sequence[str] = ()) -> BlockScan:
     """Scan the ``n_lines`` newline-terminated lines of ``block`` (module docstring), noting
@@ -238,16 +267,13 @@ def scan_block(block: bytes, n_lines: int, wanted: Sequence[bytes] = (),
     buf = np.frombuffer(block, dtype=np.uint8)
     starts, ends = line_bounds(block, n_lines)
     hashes = np.array([key_hash(k) for k in wanted], dtype=np.uint64)
-    by_hash: dict[int, list[str]] = {}
-    for name in names:
-        by_hash.setdefault(int(key_hash(name.encode())), []).append(name)
-    table = np.array(sorted(by_hash), dtype=np.uint64)
+    table, shift, by_slot = _name_slots(tuple(names))
     workers = _workers(len(block))
     cuts = np.linspace(0, starts.size, workers + 1).astype(np.int64).tolist()
 
     def part(a: int, b: int) -> Any:
         return _scan(buf, starts[a:b], ends[a:b], MAX_DEPTH, _FNV_OFFSET, _FNV_PRIME, hashes,
-                     table)
+                     table, shift)
 
     if workers == 1:
         suspect, spans, found = part(0, starts.size)
@@ -259,8 +285,7 @@ def scan_block(block: bytes, n_lines: int, wanted: Sequence[bytes] = (),
         found = np.logical_or.reduce([p[2] for p in parts])
     # a suspect line was left where its fault was found: its later keys are unknown
     present = None if suspect.any() else frozenset(
-        n for h, hit in zip(table.tolist(), found.tolist(), strict=True) if hit
-        for n in by_hash[h])
+        n for slot in np.flatnonzero(found).tolist() for n in by_slot.get(slot, ()))
     return BlockScan(starts=starts, ends=ends, suspect=suspect, spans=spans, present=present)
 
 
