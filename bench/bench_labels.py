@@ -144,25 +144,34 @@ def _peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def child_ours(log: str, outcomes: str) -> dict[str, Any]:
-    """``label --out claims.parquet``: the join and the files it writes (the claims, the
-    report and the unjoined-records CSV)."""
+def label_with_files(log: str, outcomes: str, out: Path) -> tuple[dict[str, float], Any]:
+    """``label --out OUT`` (a ``claims.parquet`` path): the join and the files it writes (the
+    claims, the report and the unjoined-records CSV), timed: ``join_seconds`` (the join),
+    ``parquet_seconds`` (and the claims written), ``seconds`` (every file); and the report.
+    ``bench_monitor.py`` times its label side with it too."""
     import warnings
 
     from amv_calib.claims import label_claims, write_claims_table, write_join_report
 
     t0 = time.perf_counter()
-    with warnings.catch_warnings(), tempfile.TemporaryDirectory() as tmp:
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         claims, report = label_claims(log, outcomes)
         joined = time.perf_counter() - t0
-        out = Path(tmp) / "claims.parquet"
+        out.parent.mkdir(parents=True, exist_ok=True)
         write_claims_table(claims, out)
+        parquet = time.perf_counter() - t0
         write_join_report(report, out, [outcomes])
-        seconds = time.perf_counter() - t0
+    return {"seconds": time.perf_counter() - t0, "join_seconds": joined,
+            "parquet_seconds": parquet, "rows": len(claims)}, report
+
+
+def child_ours(log: str, outcomes: str) -> dict[str, Any]:
+    """``label --out claims.parquet`` with its files (:func:`label_with_files`)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        times, report = label_with_files(log, outcomes, Path(tmp) / "claims.parquet")
     d = report.to_dict()
-    return {"seconds": seconds, "join_seconds": joined, "peak_mib": _peak_mib(),
-            "rows": len(claims),
+    return {**times, "peak_mib": _peak_mib(),
             "join": {k: d[k] for k in ("uses_read", "joined", "joined_by_source", "unjoined",
                                        "outcomes_read", "outcomes", "repeated_entries")}}
 

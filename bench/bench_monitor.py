@@ -85,24 +85,14 @@ def child(log: str, outcomes: str, out: str, rebuild: bool) -> dict[str, Any]:
 
 
 def child_label(log: str, outcomes: str, out: str) -> dict[str, Any]:
-    """``label --out claims.parquet`` on the same files: ``parquet_seconds`` is the join
-    with its claims written as Parquet (issue 18's baseline: a rebuild may take at most
-    1.5x of it), ``seconds`` the command with all its files (the report and the
-    unjoined-records CSV too: issue 32's, at most 1.2x)."""
-    import warnings
+    """``label --out claims.parquet`` of the same files (``bench_labels.label_with_files``):
+    ``parquet_seconds`` is the join with its claims written as Parquet (issue 18's baseline:
+    a rebuild may take at most 1.5x of it), ``seconds`` the command with all its files (the
+    report and the unjoined-records CSV too: issue 32's, at most 1.2x)."""
+    from bench_labels import label_with_files
 
-    from amv_calib.claims import label_claims, write_claims_table, write_join_report
-
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        claims, report = label_claims(log, outcomes)
-        where = Path(out) / "claims.parquet"
-        where.parent.mkdir(parents=True, exist_ok=True)
-        write_claims_table(claims, where)
-        parquet = time.perf_counter() - t0
-        write_join_report(report, where, [outcomes])
-    return {"seconds": time.perf_counter() - t0, "parquet_seconds": parquet,
+    times, _ = label_with_files(log, outcomes, Path(out) / "claims.parquet")
+    return {"seconds": times["seconds"], "parquet_seconds": times["parquet_seconds"],
             "peak_mib": _peak_mib()}
 
 
