@@ -37,6 +37,7 @@ from amv_calib.settings import (
     PromoteOptions,
     TuneOptions,
     resolve_adapter,
+    set_process_env,
     trusted_keys,
 )
 
@@ -473,10 +474,10 @@ def _run_label(args: argparse.Namespace) -> int:
                                soft_labels=opts.soft_labels, on_corrupt=on_corrupt)
         line = cl.write_label_folder(result, out, args.outcomes)
     else:
-        claims, report = cl.label_claims(args.decisions, args.outcomes or None,
-                                         soft_labels=opts.soft_labels, on_corrupt=on_corrupt)
-        cl.write_claims_table(claims, out)
-        line = cl.write_join_report(report, out, args.outcomes)
+        # the rows are written part by part, never held as whole tables
+        joined = cl.join_logs(args.decisions, args.outcomes or None,
+                              soft_labels=opts.soft_labels, on_corrupt=on_corrupt)
+        line = cl.write_label_table(joined, out, args.outcomes)
     if as_table:
         cl.record_outputs(out.parent, "label", names)
     _emit(args, line, _label_summary(line))
@@ -1689,6 +1690,7 @@ def _quiet_optuna(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
+    set_process_env()
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.ERROR if args.quiet else logging.INFO

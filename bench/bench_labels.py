@@ -151,19 +151,20 @@ def label_with_files(log: str, outcomes: str, out: Path) -> tuple[dict[str, floa
     ``bench_monitor.py`` times its label side with it too."""
     import warnings
 
-    from amv_calib.claims import label_claims, write_claims_table, write_join_report
+    from amv_calib.claims import join_logs, write_claims_table, write_join_report
 
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        claims, report = label_claims(log, outcomes)
-        joined = time.perf_counter() - t0
+        joined = join_logs(log, outcomes)
+        join_seconds = time.perf_counter() - t0
         out.parent.mkdir(parents=True, exist_ok=True)
-        write_claims_table(claims, out)
+        # write_label_table's two steps (what ``label --out`` runs), timed apart
+        write_claims_table(joined.claim_parts(), out)
         parquet = time.perf_counter() - t0
-        write_join_report(report, out, [outcomes])
-    return {"seconds": time.perf_counter() - t0, "join_seconds": joined,
-            "parquet_seconds": parquet, "rows": len(claims)}, report
+        write_join_report(joined.report, out, [outcomes], use_parts=joined.unjoined_parts())
+    return {"seconds": time.perf_counter() - t0, "join_seconds": join_seconds,
+            "parquet_seconds": parquet, "rows": joined.report.rows}, joined.report
 
 
 def child_ours(log: str, outcomes: str) -> dict[str, Any]:
@@ -318,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.child:
         sys.path.insert(0, str(ROOT))
+        from amv_calib.settings import set_process_env
+
+        set_process_env()  # as the command line does, before Arrow loads
         if args.mem_limit_gib > 0:
             # A run that would exhaust the machine fails with MemoryError instead of making
             # the kernel kill processes (other work shares this machine).

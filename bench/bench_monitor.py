@@ -152,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.child:
         sys.path.insert(0, str(ROOT))
+        from amv_calib.settings import set_process_env
+
+        set_process_env()  # as the command line does, before Arrow loads
         print(json.dumps(child_label(args.log, args.outcomes_file, args.child_out)
                          if args.label else
                          child(args.log, args.outcomes_file, args.child_out, args.rebuild)))

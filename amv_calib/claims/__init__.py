@@ -45,8 +45,10 @@ from amv_calib.claims._ingest import (
 from amv_calib.claims._join import (
     OUTCOME_STATUSES,
     UNJOINED_REASONS,
+    JoinedUses,
     JoinReport,
     SoftLabels,
+    join_logs,
     label_claims,
     use_entries,
 )
@@ -65,6 +67,7 @@ from amv_calib.claims._outputs import (
     write_claims_table,
     write_join_report,
     write_label_folder,
+    write_label_table,
 )
 from amv_calib.claims._times import ParsedTimestamps, parse_timestamps
 from amv_calib.settings import LabelOptions
@@ -88,6 +91,7 @@ __all__ = [
     "Format",
     "IngestSummary",
     "JoinReport",
+    "JoinedUses",
     "LogEntries",
     "LogLabels",
     "NoisyLabelFit",
@@ -102,6 +106,7 @@ __all__ = [
     "graphiti_edges_to_claims",
     "ingest_file",
     "iter_claim_chunks",
+    "join_logs",
     "label_claims",
     "label_logs",
     "label_report_paths",
@@ -122,4 +127,5 @@ __all__ = [
     "write_episodes_jsonl",
     "write_join_report",
     "write_label_folder",
+    "write_label_table",
 ]

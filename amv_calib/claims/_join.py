@@ -65,7 +65,7 @@ counts per file.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, cast
 
@@ -363,11 +363,26 @@ def _use_codes(log: LogEntries, other_action_ids: Any = None
     return e_action * (n_pk + 1) + pk, e_action, pk, n_pk, o_action
 
 
+def _duplicated(keys: IntArray, *, keep: Literal["last", False]) -> BoolArray:
+    """``pandas.Series(keys).duplicated(keep=keep)`` by a stable sort: the keys here come
+    in nearly sorted runs (records in log order), which the sort takes in near-linear
+    time, and it needs two arrays of the keys' size where a hash table needs four."""
+    order = np.argsort(keys, kind="stable")
+    ks = keys[order]
+    same = ks[1:] == ks[:-1]  # each key equal to the next one in sorted order
+    del ks
+    dup_sorted = np.zeros(keys.size, dtype=bool)
+    dup_sorted[:-1] = same  # a later equal key follows (the sort is stable)
+    if keep is False:
+        dup_sorted[1:] |= same
+    out = np.empty(keys.size, dtype=bool)
+    out[order] = dup_sorted
+    return out
+
+
 def _superseded(use_code: IntArray) -> BoolArray:
     """Which entries a later record of the same (action, premise) supersedes."""
-    if not len(use_code):
-        return np.zeros(0, bool)
-    return np.asarray(pd.Series(use_code).duplicated(keep="last").to_numpy(), dtype=bool)
+    return _duplicated(use_code, keep="last")
 
 
 def use_entries(log: LogEntries) -> IntArray:
@@ -426,8 +441,8 @@ def _repeated_premises(u: pd.DataFrame) -> tuple[BoolArray, list[str]]:
     if no_pid.size:
         (claim_codes,) = _factorize(pd.Series(claim[no_pid]))
         key[no_pid] = np.where(claim_codes >= 0, n_pid + claim_codes, -1)
-    pair = pd.Series(rec * (int(key.max(initial=0)) + 2) + key)
-    dup = np.flatnonzero(pair.duplicated(keep=False).to_numpy() & (key >= 0))
+    dup = np.flatnonzero(_duplicated(rec * (int(key.max(initial=0)) + 2) + key, keep=False)
+                         & (key >= 0))
     if not dup.size:
         return np.zeros(len(rec), dtype=bool), []
     recs, first = np.unique(rec[dup], return_index=True)
@@ -536,6 +551,24 @@ def label_claims(
     report : JoinReport
         Counts by reason and status, with per-record details.
     """
+    joined = join_logs(decisions, outcomes, soft_labels=soft_labels, on_corrupt=on_corrupt,
+                       columnar=columnar, log=log)
+    joined.report.unjoined_uses = joined.unjoined_uses()
+    return joined.claims(), joined.report
+
+
+def join_logs(
+    decisions: PathLike | Sequence[PathLike],
+    outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None = None,
+    *,
+    soft_labels: SoftLabels = "posterior",
+    on_corrupt: Literal["raise", "skip"] = "raise",
+    columnar: bool = True,
+    log: LogEntries | None = None,
+) -> JoinedUses:
+    """:func:`label_claims` without building its tables: what the join decided for each
+    use, from which the claim rows and the unjoined uses are built whole or in parts
+    (``label --out`` writes them part by part). Parameters as :func:`label_claims`."""
     check_choice("soft_labels", soft_labels, ("posterior", "off"))
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
     if log is None:  # a batch given as ``log`` (the monitor's new lines) may be empty
@@ -620,7 +653,7 @@ def _signal_llr(log: LogEntries, uses: _Uses, n_uses: int
 
 def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
           out_invalid: pd.DataFrame, soft_labels: str,
-          collect: dict[str, Any] | None = None) -> tuple[pd.DataFrame, JoinReport]:
+          collect: dict[str, Any] | None = None) -> JoinedUses:
     """The join (module docs). ``collect``, when given, receives the per-use state the
     episodes are built from (:mod:`amv_calib.claims._episodes`)."""
     n_out = len(out_df)
@@ -752,58 +785,110 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     hard = final & (reason == _JOINED)
     joined = hard | soft
 
-    p_logged = u["p"].to_numpy()
-    q = posterior(p_logged, llr)
-    idx, viol, weight, from_verifier = label_rows(hard, soft, label, q)
-    file_names = [os.fspath(p) for p in plist]
-    file_of = u["file"].to_numpy()
-    claims = pd.DataFrame({
-        "claim_id": u["claim_id"].array[idx],
-        "timestamp": us_to_datetime(t_us[idx]),
-        **{c: u[c].to_numpy()[idx] for c in CLAIM_FEATURES if c != "contradiction_flag"},
-        "contradiction_flag": u["contradiction_flag"].to_numpy()[idx] > 0.5,
-        "violated": viol,
-        "label_weight": weight,
-        "action_id": _cat_take(u["action_id"], idx),
-        "tool_name": _cat_take(u["tool_name"], idx),
-        "premise_id": uses.premise_ids(idx),
-        "use_id": idx.astype(np.int64),
-        "label_source": categorical(from_verifier, ["outcome", "verifier"]),
-        "signal_llr": np.where(has_sig[idx], llr[idx], 0.0),
-        "p_logged": p_logged[idx],
-        "calibrator": _cat_subset(u["calibrator"], idx),
-        "regime": _cat_subset(u["regime"], idx),
-        "decision_file": categorical(file_of[idx], file_names),
-        "decision_line": u["line"].to_numpy(dtype=np.int64)[idx],
-    }, copy=False)
-
-    # -- report ---------------------------------------------------------------------------------
-    unj = np.flatnonzero(~joined)
-    reasons = reason[unj]
-    # Categoricals: most uses of a big log can be unjoined, and these columns repeat a few
-    # values (or share the log's own categories).
-    unjoined_uses = pd.DataFrame({
-        "decision_file": categorical(file_of[unj], file_names),
-        "decision_line": u["line"].to_numpy(dtype=np.int64)[unj],
-        "action_id": _cat_subset(u["action_id"], unj),
-        "premise_id": uses.premise_ids(unj, categorical=True),
-        "claim_id": u["claim_id"].array[unj],
-        "time": us_to_datetime(t_us[unj]),
-        "reason": categorical(reasons, UNJOINED_REASONS),
-        "detail": categorical(uses.detail_codes[unj], uses.detail_categories),
-    }, copy=False)
+    q = posterior(u["p"].to_numpy(), llr)
+    row_use, row_viol, row_weight, row_verifier = label_rows(hard, soft, label, q)
+    unjoined = np.flatnonzero(~joined)
+    reasons = reason[unjoined]
     status = outcome_status(o_used, o_conflict, o_ambiguous, o_keymatch, o_has_earlier_use)
     counts, outcome_details = outcome_report(out_df, out_invalid, status)
     report = join_report(
         plist, log.stats, n_entries=uses.n_entries, n_uses=n_uses, n_hard=int(hard.sum()),
         n_soft=int(soft.sum()), reasons=reasons, n_outcomes=n_out + len(out_invalid),
-        counts=counts, rows=len(claims), soft_labels=soft_labels,
-        ignored_signals=ignored_signals, unjoined_uses=unjoined_uses,
+        counts=counts, rows=row_use.size, soft_labels=soft_labels,
+        ignored_signals=ignored_signals, unjoined_uses=pd.DataFrame(),
         outcome_details=outcome_details)
     if collect is not None:
         collect.update(uses=uses, hard=hard, soft=soft, label=label, reason=reason,
                        answers=answers)
-    return claims, report
+    return JoinedUses(uses=uses, report=report, file_names=[os.fspath(p) for p in plist],
+                      row_use=row_use, row_violated=row_viol, row_weight=row_weight,
+                      row_verifier=row_verifier, signal_llr=np.where(has_sig, llr, 0.0),
+                      unjoined=unjoined, reasons=reasons)
+
+
+#: Rows of a part built by :meth:`JoinedUses.claim_parts` and
+#: :meth:`JoinedUses.unjoined_parts`.
+PART_ROWS: Final = 1 << 16
+
+
+@dataclass(kw_only=True)
+class JoinedUses:
+    """What the label join decided for each use; the claim rows and the unjoined uses are
+    built from it, whole (:meth:`claims`, :meth:`unjoined_uses`) or in parts
+    (:meth:`claim_parts`, :meth:`unjoined_parts`) so that a writer never holds either table.
+
+    ``report`` is complete but for its ``unjoined_uses``, which is empty.
+    """
+
+    uses: _Uses
+    report: JoinReport
+    file_names: list[str]
+    # the claim rows: the use of each, violated, weight, from a verifier (0/1)
+    row_use: IntArray
+    row_violated: BoolArray
+    row_weight: FloatArray
+    row_verifier: IntArray
+    signal_llr: FloatArray  # per use, 0 without signals
+    # the unjoined uses, in use order, and their reason codes
+    unjoined: IntArray
+    reasons: NDArray[np.int8]
+
+    def claims(self, lo: int = 0, hi: int | None = None) -> pd.DataFrame:
+        """Claim rows ``lo:hi`` (all by default), in the columns of :func:`label_claims`."""
+        sl = slice(lo, hi)
+        idx = self.row_use[sl]
+        u, uses = self.uses.u, self.uses
+        return pd.DataFrame({
+            "claim_id": u["claim_id"].array[idx],
+            "timestamp": us_to_datetime(uses.t_us[idx]),
+            **{c: u[c].to_numpy()[idx] for c in CLAIM_FEATURES if c != "contradiction_flag"},
+            "contradiction_flag": u["contradiction_flag"].to_numpy()[idx] > 0.5,
+            "violated": self.row_violated[sl],
+            "label_weight": self.row_weight[sl],
+            "action_id": _cat_take(u["action_id"], idx),
+            "tool_name": _cat_take(u["tool_name"], idx),
+            "premise_id": uses.premise_ids(idx),
+            "use_id": idx.astype(np.int64),
+            "label_source": categorical(self.row_verifier[sl], ["outcome", "verifier"]),
+            "signal_llr": self.signal_llr[idx],
+            "p_logged": u["p"].to_numpy()[idx],
+            "calibrator": _cat_subset(u["calibrator"], idx),
+            "regime": _cat_subset(u["regime"], idx),
+            "decision_file": categorical(u["file"].to_numpy()[idx], self.file_names),
+            "decision_line": u["line"].to_numpy(dtype=np.int64)[idx],
+        }, copy=False)
+
+    def unjoined_uses(self, lo: int = 0, hi: int | None = None) -> pd.DataFrame:
+        """Unjoined uses ``lo:hi`` (all by default), the columns of
+        ``JoinReport.unjoined_uses``."""
+        unj = self.unjoined[lo:hi]
+        u, uses = self.uses.u, self.uses
+        # Categoricals: most uses of a big log can be unjoined, and these columns repeat a
+        # few values (or share the log's own categories).
+        return pd.DataFrame({
+            "decision_file": categorical(u["file"].to_numpy()[unj], self.file_names),
+            "decision_line": u["line"].to_numpy(dtype=np.int64)[unj],
+            "action_id": _cat_subset(u["action_id"], unj),
+            "premise_id": uses.premise_ids(unj, categorical=True),
+            "claim_id": u["claim_id"].array[unj],
+            "time": us_to_datetime(uses.t_us[unj]),
+            "reason": categorical(self.reasons[lo:hi], UNJOINED_REASONS),
+            "detail": categorical(uses.detail_codes[unj], uses.detail_categories),
+        }, copy=False)
+
+    def claim_parts(self, rows: int | None = None) -> Iterator[pd.DataFrame]:
+        """The claim rows in consecutive parts of ``rows`` (default :data:`PART_ROWS`;
+        one part, empty, if there are none)."""
+        step = rows or PART_ROWS
+        for lo in range(0, max(self.row_use.size, 1), step):
+            yield self.claims(lo, lo + step)
+
+    def unjoined_parts(self, rows: int | None = None) -> Iterator[pd.DataFrame]:
+        """The unjoined uses in consecutive parts of ``rows`` (default :data:`PART_ROWS`;
+        one part, empty, if there are none)."""
+        step = rows or PART_ROWS
+        for lo in range(0, max(self.unjoined.size, 1), step):
+            yield self.unjoined_uses(lo, lo + step)
 
 
 def join_report(files: Sequence[PathLike], stats: Sequence[LogReadStats], *, n_entries: int,

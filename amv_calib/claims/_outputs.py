@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -30,6 +31,8 @@ from amv_calib.exceptions import ConfigError, DataContractError
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from amv_calib.claims._join import JoinedUses
 
 #: The record of a folder's writers.
 WRITTEN_BY: Final = "written_by.json"
@@ -220,7 +223,12 @@ def _write_claim_parts(parts: Iterable[pd.DataFrame], out: Path, suffix: str) ->
     groups = 0
     try:
         for part in parts:
-            table = pa.Table.from_pandas(part, preserve_index=False)
+            with warnings.catch_warnings():
+                # what DataFrame.to_parquet silences too: pyarrow reads a UTC time column
+                # through Series.values, which pandas 3.1 deprecates for such columns
+                warnings.filterwarnings("ignore", message=r"Series\.values returning an "
+                                        r"ndarray that drops timezone")
+                table = pa.Table.from_pandas(part, preserve_index=False)
             if writer is None:
                 writer = pq.ParquetWriter(out, table.schema, compression="snappy")
             pending.append(table)
@@ -238,6 +246,31 @@ def _write_claim_parts(parts: Iterable[pd.DataFrame], out: Path, suffix: str) ->
     finally:
         if writer is not None:
             writer.close()
+
+
+def write_label_table(joined: JoinedUses, out: Path,
+                      outcome_files: Sequence[str]) -> dict[str, Any]:
+    """Write what ``label --out FILE`` writes: the claims table ``out``, the join report and
+    the unjoined-records CSV beside it; return the summary line.
+
+    The claim rows and the unjoined uses are built and written part by part
+    (:meth:`~amv_calib.claims.JoinedUses.claim_parts`), never held whole: the same bytes as
+    :func:`write_claims_table` and :func:`write_join_report` of :func:`label_claims`'s
+    tables.
+
+    Parameters
+    ----------
+    joined : JoinedUses
+        The join (:func:`~amv_calib.claims.join_logs`).
+    out : Path
+        The claims file; its ending chooses the format.
+    outcome_files : sequence of str
+        The outcome files (named in the report and the unjoined CSV).
+    """
+    write_claims_table(joined.claim_parts(), out)
+    line = write_join_report(joined.report, out, outcome_files,
+                             use_parts=joined.unjoined_parts())
+    return line
 
 
 def unknown_table_ending(out: Path) -> DataContractError:

@@ -114,3 +114,41 @@ def test_unjoined_uses_csv_in_slices_is_the_whole_table(
     text = (tmp_path / "c.unjoined.csv").read_text(encoding="utf-8")
     assert text.startswith(expected)
     assert text[len(expected):] == "outcome,o.csv,1,a1,,,2026-12-01T00:00:00Z,used,\n"
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
+def test_label_table_written_in_parts_is_label_claims_written_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str) -> None:
+    # ``label --out FILE`` builds and writes the claim rows and the unjoined uses part by
+    # part (write_label_table); the files are those of label_claims' whole tables.
+    import amv_calib.claims._join as join
+    from amv_calib.claims import (
+        join_logs,
+        label_claims,
+        write_join_report,
+        write_label_table,
+    )
+
+    log, outcomes = EXAMPLES / "logs" / "decisions.jsonl", EXAMPLES / "logs" / "outcomes.csv"
+    names = [str(outcomes)]
+    claims, report = label_claims(log, outcomes)
+    assert len(claims) > 14 and len(report.unjoined_uses) > 14  # more than two parts each
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "parts").mkdir()
+    monkeypatch.chdir(tmp_path / "whole")  # the same relative ``out`` in the report
+    write_claims_table(claims, Path(f"claims{suffix}"))
+    whole_line = write_join_report(report, Path(f"claims{suffix}"), names)
+
+    monkeypatch.setattr(join, "PART_ROWS", 7)
+    joined = join_logs(log, outcomes)
+    pd.testing.assert_frame_equal(pd.concat(list(joined.claim_parts()), ignore_index=True),
+                                  claims)
+    monkeypatch.chdir(tmp_path / "parts")
+    parts_line = write_label_table(joined, Path(f"claims{suffix}"), names)
+    assert parts_line == whole_line
+    for name in (f"claims{suffix}", "claims.join_report.json", "claims.unjoined.csv"):
+        assert (tmp_path / "parts" / name).read_bytes() == \
+            (tmp_path / "whole" / name).read_bytes(), name
