@@ -235,17 +235,38 @@ def _write_claim_parts(parts: Iterable[pd.DataFrame], out: Path, suffix: str) ->
             n_pending += table.num_rows
             while n_pending >= PARQUET_ROW_GROUP:
                 whole = pa.concat_tables(pending)
-                writer.write_table(whole.slice(0, PARQUET_ROW_GROUP).combine_chunks())
+                group, pending = [whole.slice(0, PARQUET_ROW_GROUP)], \
+                    [whole.slice(PARQUET_ROW_GROUP)]
+                del whole
+                _write_row_group(writer, group)
                 groups += 1
-                pending = [whole.slice(PARQUET_ROW_GROUP)]
                 n_pending -= PARQUET_ROW_GROUP
         if writer is None:
             raise ValueError(f"{out}: no parts to write (give at least one, possibly empty)")
         if n_pending or not groups:  # an empty table is one empty row group, as pandas writes
-            writer.write_table(pa.concat_tables(pending).combine_chunks())
+            _write_row_group(writer, pending)
     finally:
         if writer is not None:
             writer.close()
+
+
+def _write_row_group(writer: Any, tables: list[Any]) -> None:
+    """Write ``tables`` (the parts of one row group; the list is emptied) as one row group
+    of single-chunk columns: a column written in chunks can fall back from dictionary
+    encoding at another row than the whole column does, which changes the bytes. Columns
+    are joined one at a time, each freeing its parts, so the row group is held about once.
+    """
+    import pyarrow as pa
+
+    whole = pa.concat_tables(tables)
+    tables.clear()
+    schema = whole.schema
+    columns = list(whole.columns)
+    del whole
+    for i, col in enumerate(columns):
+        columns[i] = col.combine_chunks()
+        del col
+    writer.write_table(pa.table(columns, schema=schema))
 
 
 def write_label_table(joined: JoinedUses, out: Path,

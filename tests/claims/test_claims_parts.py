@@ -19,7 +19,9 @@ def _claims(n: int) -> pd.DataFrame:
     rng = np.random.default_rng(7)
     t = np.datetime64("2026-12-01T00:00:00", "us") + rng.integers(0, 10**12, n) \
         .astype("timedelta64[us]")
-    ids = np.array([f"c{i}" for i in range(5000)], dtype=object)
+    # enough distinct ids that Parquet's dictionary of the column outgrows its page and
+    # falls back to plain encoding (where a column written in chunks differs)
+    ids = np.array([f"claim-{i:09d}" for i in range(200_000)], dtype=object)
     claim = ids[rng.integers(0, ids.size, n)]
     claim[rng.random(n) < 0.01] = None
     return pd.DataFrame({
