@@ -313,21 +313,25 @@ class _Uses:
     n_pkey_codes: int
 
     def premise_ids(self, which: IntArray, *, categorical: bool = False) -> Any:
-        """The premise key (premise id, else claim id, else ``#position``) of some uses,
-        as strings (or a categorical when every use has a premise id)."""
-        u = self.u
-        codes = u["premise_id"].cat.codes.to_numpy()[which]
-        na = codes < 0
-        if categorical and not na.any():
-            return _cat_subset(u["premise_id"], which)
-        pid = _cat_take(u["premise_id"], which)
-        if not na.any():
-            return pid
-        out = pd.Series(pid)
-        claim = pd.Series(u["claim_id"].array[which])
-        pos = "#" + pd.Series(u["pidx"].to_numpy()[which]).astype(str)
-        out = out.where(~na, claim.where(claim.notna(), pos))
-        return pd.array(out.to_numpy(dtype=object), dtype="str")
+        """:func:`_premise_ids` of some uses."""
+        return _premise_ids(self.u, which, categorical=categorical)
+
+
+def _premise_ids(u: pd.DataFrame, which: IntArray, *, categorical: bool = False) -> Any:
+    """The premise key (premise id, else claim id, else ``#position``) of the uses
+    ``u[which]``, as strings (or a categorical when every one has a premise id)."""
+    codes = u["premise_id"].cat.codes.to_numpy()[which]
+    na = codes < 0
+    if categorical and not na.any():
+        return _cat_subset(u["premise_id"], which)
+    pid = _cat_take(u["premise_id"], which)
+    if not na.any():
+        return pid
+    out = pd.Series(pid)
+    claim = pd.Series(u["claim_id"].array[which])
+    pos = "#" + pd.Series(u["pidx"].to_numpy()[which]).astype(str)
+    out = out.where(~na, claim.where(claim.notna(), pos))
+    return pd.array(out.to_numpy(dtype=object), dtype="str")
 
 
 def _use_codes(log: LogEntries, other_action_ids: Any = None
@@ -800,11 +804,20 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     if collect is not None:
         collect.update(uses=uses, hard=hard, soft=soft, label=label, reason=reason,
                        answers=answers)
-    return JoinedUses(uses=uses, report=report, file_names=[os.fspath(p) for p in plist],
+    # only the columns the outputs need: the rest of the log's frame (and the per-entry
+    # arrays of ``uses``) can go while the rows are written
+    u_out = pd.DataFrame({c: u[c] for c in _OUTPUT_COLUMNS}, copy=False)
+    return JoinedUses(u=u_out, t_us=t_us, detail_codes=uses.detail_codes,
+                      detail_categories=uses.detail_categories, report=report,
+                      file_names=[os.fspath(p) for p in plist],
                       row_use=row_use, row_violated=row_viol, row_weight=row_weight,
                       row_verifier=row_verifier, signal_llr=np.where(has_sig, llr, 0.0),
                       unjoined=unjoined, reasons=reasons)
 
+
+#: The columns of the log's entries that the claim rows and the unjoined uses are built from.
+_OUTPUT_COLUMNS: Final = ("claim_id", *CLAIM_FEATURES, "p", "action_id", "tool_name",
+                          "premise_id", "pidx", "calibrator", "regime", "file", "line")
 
 #: Rows of a part built by :meth:`JoinedUses.claim_parts` and
 #: :meth:`JoinedUses.unjoined_parts`.
@@ -820,7 +833,10 @@ class JoinedUses:
     ``report`` is complete but for its ``unjoined_uses``, which is empty.
     """
 
-    uses: _Uses
+    u: pd.DataFrame  # the entry of each use (the columns of _OUTPUT_COLUMNS)
+    t_us: IntArray
+    detail_codes: NDArray[np.int32]
+    detail_categories: list[str]
     report: JoinReport
     file_names: list[str]
     # the claim rows: the use of each, violated, weight, from a verifier (0/1)
@@ -837,17 +853,17 @@ class JoinedUses:
         """Claim rows ``lo:hi`` (all by default), in the columns of :func:`label_claims`."""
         sl = slice(lo, hi)
         idx = self.row_use[sl]
-        u, uses = self.uses.u, self.uses
+        u = self.u
         return pd.DataFrame({
             "claim_id": u["claim_id"].array[idx],
-            "timestamp": us_to_datetime(uses.t_us[idx]),
+            "timestamp": us_to_datetime(self.t_us[idx]),
             **{c: u[c].to_numpy()[idx] for c in CLAIM_FEATURES if c != "contradiction_flag"},
             "contradiction_flag": u["contradiction_flag"].to_numpy()[idx] > 0.5,
             "violated": self.row_violated[sl],
             "label_weight": self.row_weight[sl],
             "action_id": _cat_take(u["action_id"], idx),
             "tool_name": _cat_take(u["tool_name"], idx),
-            "premise_id": uses.premise_ids(idx),
+            "premise_id": _premise_ids(u, idx),
             "use_id": idx.astype(np.int64),
             "label_source": categorical(self.row_verifier[sl], ["outcome", "verifier"]),
             "signal_llr": self.signal_llr[idx],
@@ -862,18 +878,18 @@ class JoinedUses:
         """Unjoined uses ``lo:hi`` (all by default), the columns of
         ``JoinReport.unjoined_uses``."""
         unj = self.unjoined[lo:hi]
-        u, uses = self.uses.u, self.uses
+        u = self.u
         # Categoricals: most uses of a big log can be unjoined, and these columns repeat a
         # few values (or share the log's own categories).
         return pd.DataFrame({
             "decision_file": categorical(u["file"].to_numpy()[unj], self.file_names),
             "decision_line": u["line"].to_numpy(dtype=np.int64)[unj],
             "action_id": _cat_subset(u["action_id"], unj),
-            "premise_id": uses.premise_ids(unj, categorical=True),
+            "premise_id": _premise_ids(u, unj, categorical=True),
             "claim_id": u["claim_id"].array[unj],
-            "time": us_to_datetime(uses.t_us[unj]),
+            "time": us_to_datetime(self.t_us[unj]),
             "reason": categorical(self.reasons[lo:hi], UNJOINED_REASONS),
-            "detail": categorical(uses.detail_codes[unj], uses.detail_categories),
+            "detail": categorical(self.detail_codes[unj], self.detail_categories),
         }, copy=False)
 
     def claim_parts(self, rows: int | None = None) -> Iterator[pd.DataFrame]:
