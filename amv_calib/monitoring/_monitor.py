@@ -3,7 +3,7 @@
 Each run reads the decision lines not read before (:func:`amv_calib.claims.read_uses` over
 byte spans; the state in :mod:`._state` says where each file was left), takes back the
 pending uses that new outcomes or new records may decide, and joins both with the outcome
-records by the label join's rules (:func:`amv_calib.claims.label_claims` with ``log=``),
+records by the label join's rules (:func:`amv_calib.claims.join_logs` with ``log=``),
 with outcome labels only: a verifier's soft label is derived from the gate's own
 probability, so it cannot show that probability wrong.
 
@@ -285,7 +285,7 @@ def _read_and_join(st: MonitorState, plist: Sequence[str], outcomes: Any,
     """Read the new lines, take back the pending entries that new outcomes or new records
     may decide, and join both with the outcomes by the label join's rules; returns the
     batch and, per pending partition, the rows taken back."""
-    from amv_calib.claims import LogEntries, label_claims, load_outcomes, read_uses, use_entries
+    from amv_calib.claims import LogEntries, join_logs, load_outcomes, read_uses, use_entries
     from amv_calib.contract import LogReadStats
     from amv_calib.monitoring._state import hash_strings
 
@@ -347,7 +347,10 @@ def _read_and_join(st: MonitorState, plist: Sequence[str], outcomes: Any,
         "time": pd.DatetimeIndex(sub["t_us"].to_numpy().astype("datetime64[us]"))
         .tz_localize("UTC"),
         "violated": sub["violated"].to_numpy(dtype=bool)})
-    claims, report = label_claims(names, outcome_frame, soft_labels="off", log=batch_log)
+    # the claim rows only: the unjoined uses are counted in the report, not listed
+    joined = join_logs(names, outcome_frame, soft_labels="off", log=batch_log)
+    claims, report = joined.claims(), joined.report
+    del joined
     labelled = np.zeros(len(entries), dtype=bool)
     violated = np.zeros(len(entries), dtype=bool)
     is_use = np.zeros(len(entries), dtype=bool)
