@@ -15,7 +15,8 @@ the per-call test (``time.monotonic() >= due``); a third series with ``poll_seco
 (a ``stat`` of ``aliases.json`` on every call) shows what a check costs.
 
 Run ``.venv/bin/python bench/bench_live_gate.py [--quick] [--check]``; the numbers go to
-``bench/results/live_gate.json``. ``--check`` exits 1 when the ratio exceeds the target.
+``bench/results/live_gate.json``. ``--check`` exits 1 when the ratio exceeds the target (at
+the full size: a ``--quick`` smoke run does not check it).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import _bench
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,10 +156,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['ratio_live_best_vs_gate_best']:.3f}x best/best (target <= {TARGET}x); "
               f"poll_seconds=0 (a stat per call) {r['live_poll_every_call_ns']:.0f} ns, "
               f"{r['ratio_poll_every_call_vs_gate']:.3f}x")
-    if args.check and worst > TARGET:
-        print(f"FAIL: {worst:.3f}x > {TARGET}x", file=sys.stderr)
-        return 1
-    return 0
+    # a smoke run's few calls, often beside other work, are not a measurement
+    targets = [_bench.Target("LiveGate / Gate per call, the worse workload by medians",
+                             worst, TARGET, at_most=True, unit="x", full_only=True)]
+    return _bench.finish(targets, quick=args.quick, check=args.check)
 
 
 if __name__ == "__main__":
