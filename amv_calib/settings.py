@@ -41,9 +41,9 @@ __all__ = [
     "project_root",
     "workspace",
     "resolve_adapter",
+    "set_process_env",
     "tracking_uri",
     "trusted_keys",
-    "set_process_env",
     "ui_command",
 ]
 

@@ -256,9 +256,7 @@ def label_logs(
     require_records(plist, log)
     out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
     state: dict[str, Any] = {}
-    joined = _join(plist, log, out_df, out_invalid, soft_labels, collect=state)
-    claims, report = joined.claims(), joined.report
-    report.unjoined_uses = joined.unjoined_uses()
+    claims, report = _join(plist, log, out_df, out_invalid, soft_labels, collect=state).tables()
     episodes, ep_report, verifiers, actions = build_episodes(
         [os.fspath(p) for p in plist], log, state, min_verifier_calls)
     return LogLabels(claims=claims, report=report, episodes=episodes,

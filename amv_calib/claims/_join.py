@@ -555,10 +555,8 @@ def label_claims(
     report : JoinReport
         Counts by reason and status, with per-record details.
     """
-    joined = join_logs(decisions, outcomes, soft_labels=soft_labels, on_corrupt=on_corrupt,
-                       columnar=columnar, log=log)
-    joined.report.unjoined_uses = joined.unjoined_uses()
-    return joined.claims(), joined.report
+    return join_logs(decisions, outcomes, soft_labels=soft_labels, on_corrupt=on_corrupt,
+                     columnar=columnar, log=log).tables()
 
 
 def join_logs(
@@ -891,6 +889,12 @@ class JoinedUses:
             "reason": categorical(self.reasons[lo:hi], UNJOINED_REASONS),
             "detail": categorical(self.detail_codes[unj], self.detail_categories),
         }, copy=False)
+
+    def tables(self) -> tuple[pd.DataFrame, JoinReport]:
+        """The claim rows and the report with its unjoined uses, whole (what
+        :func:`label_claims` returns)."""
+        self.report.unjoined_uses = self.unjoined_uses()
+        return self.claims(), self.report
 
     def claim_parts(self, rows: int | None = None) -> Iterator[pd.DataFrame]:
         """The claim rows in consecutive parts of ``rows`` (default :data:`PART_ROWS`;

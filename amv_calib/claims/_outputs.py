@@ -289,9 +289,8 @@ def write_label_table(joined: JoinedUses, out: Path,
         The outcome files (named in the report and the unjoined CSV).
     """
     write_claims_table(joined.claim_parts(), out)
-    line = write_join_report(joined.report, out, outcome_files,
+    return write_join_report(joined.report, out, outcome_files,
                              use_parts=joined.unjoined_parts())
-    return line
 
 
 def unknown_table_ending(out: Path) -> DataContractError:
