@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, cast
 
@@ -659,14 +660,21 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     """The join (module docs). ``collect``, when given, receives the per-use state the
     episodes are built from (:mod:`amv_calib.claims._episodes`)."""
     n_out = len(out_df)
-    uses, o_action = _collect_uses(log, out_df["action_id"])
-    u, u_action, t_us, invalid = uses.u, uses.action, uses.t_us, uses.invalid
-    n_uses = len(u)
-    n_in_action = np.bincount(u_action)[u_action] if n_uses else np.zeros(0, np.int64)
-    llr, has_sig, ignored_signals, answers = _signal_llr(log, uses, n_uses)
+    # The claim ids' codes (of every entry: a use is an entry) are built on a thread while
+    # the uses are collected (Arrow's hashing holds no GIL): the join's one long step that
+    # depends on nothing else. Only equality of codes matters below, not their order.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-join") as pool:
+        claim_codes = pool.submit(_factorize, out_df["claim_id"], log.entries["claim_id"])
+        uses, o_action = _collect_uses(log, out_df["action_id"])
+        u, u_action, t_us, invalid = uses.u, uses.action, uses.t_us, uses.invalid
+        n_uses = len(u)
+        n_in_action = np.bincount(u_action)[u_action] if n_uses else np.zeros(0, np.int64)
+        llr, has_sig, ignored_signals, answers = _signal_llr(log, uses, n_uses)
+        o_claim, e_claim = claim_codes.result()
+    u_claim = e_claim if len(e_claim) == n_uses else e_claim[uses.idx]
+    del e_claim
 
     # -- outcomes -------------------------------------------------------------------------------
-    o_claim, u_claim = _factorize(out_df["claim_id"], u["claim_id"])
     o_t = out_df["t_us"].to_numpy(dtype=np.int64)
     o_v = out_df["violated"].to_numpy(dtype=bool)
     has_a = out_df["action_id"].notna().to_numpy()

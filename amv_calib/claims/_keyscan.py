@@ -11,7 +11,8 @@ strict parser enforces, so that only those are parsed again:
   collision only sends a clean line to the strict parser);
 - a key holding a backslash (``"a"`` and ``"\\u0061"`` are the same key);
 - any byte >= 0x80 (UTF-8 is for the strict parser to judge) or a control byte in a string;
-- nesting deeper than :data:`MAX_DEPTH`, or a line that does not start with ``{``.
+- nesting deeper than :data:`MAX_DEPTH`, more than :data:`MAX_OPEN_KEYS` keys in the
+  objects open at one point, or a line that does not start with ``{``.
 
 A line it passes is one the strict parser accepts as an object, given that pyarrow parsed
 the block (so every line is well-formed JSON); ``tests/claims/test_keyscan.py`` holds the
@@ -34,6 +35,10 @@ from numpy.typing import NDArray
 
 #: Deeper nesting goes to the strict parser (Python's own limit is near 1,000).
 MAX_DEPTH: Final = 64
+#: A line with more keys than this in objects open at once goes to the strict parser. The
+#: table is never grown: a scan function returning a new array on each key costs reference
+#: counting on every key (2.6x the scan's time on the bench log).
+MAX_OPEN_KEYS: Final = 4096
 _FNV_OFFSET: Final = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME: Final = np.uint64(0x100000001B3)
 
@@ -59,18 +64,16 @@ def _string(buf: Any, i: int, e: int, key: bool, offset: Any,
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _add_key(keys: Any, first: int, nkeys: int, h: Any) -> Any:  # pragma: no cover
-    """(whether ``h`` is among ``keys[first:nkeys]``, the table with ``h`` added (grown if
-    needed), the new count)."""
+def _add_key(keys: Any, first: int, nkeys: int, h: Any) -> int:  # pragma: no cover
+    """The count of ``keys`` with ``h`` added, or -1 if ``h`` is among ``keys[first:nkeys]``
+    or the table is full."""
     for k in range(first, nkeys):
         if keys[k] == h:
-            return True, keys, nkeys
+            return -1
     if nkeys == keys.shape[0]:
-        grown = np.empty(2 * nkeys, dtype=np.uint64)
-        grown[:nkeys] = keys
-        keys = grown
+        return -1
     keys[nkeys] = h
-    return False, keys, nkeys + 1
+    return nkeys + 1
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -95,7 +98,7 @@ def _one_line(buf: Any, s: int, e: int, keys: Any, frame: Any, is_obj: Any,
               max_depth: int, offset: Any, prime: Any, wanted: Any,
               span: Any, names: Any, shift: Any,
               found: Any) -> Any:  # pragma: no cover - compiled
-    """Whether line ``buf[s:e]`` is suspect, and the key table (grown if needed). For each
+    """Whether line ``buf[s:e]`` is suspect. For each
     top-level key whose hash is in ``wanted``, ``span[j]`` receives the offsets of its
     opening quote, of its value's first byte and of the byte after its value; a key (at any
     depth) whose hash is in the table ``names`` sets its ``found`` (:func:`_mark`)."""
@@ -103,7 +106,7 @@ def _one_line(buf: Any, s: int, e: int, keys: Any, frame: Any, is_obj: Any,
     while i < e and (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
         i += 1
     if i >= e or buf[i] != 123:  # not an object
-        return True, keys
+        return True
     depth = 0
     nkeys = 0
     expect_key = False
@@ -111,17 +114,17 @@ def _one_line(buf: Any, s: int, e: int, keys: Any, frame: Any, is_obj: Any,
     while i < e:
         c = buf[i]
         if c >= 128:
-            return True, keys
+            return True
         if c == 34:  # a string: a key where an object expects one
             key = expect_key and is_obj[depth]
             quote = i
             i, h, bad = _string(buf, i + 1, e, key, offset, prime)
             if bad:
-                return True, keys
+                return True
             if key:
-                twice, keys, nkeys = _add_key(keys, frame[depth], nkeys, h)
-                if twice:
-                    return True, keys
+                nkeys = _add_key(keys, frame[depth], nkeys, h)
+                if nkeys < 0:
+                    return True
                 _mark(names, shift, found, h)
                 expect_key = False
                 if depth == 1:
@@ -134,7 +137,7 @@ def _one_line(buf: Any, s: int, e: int, keys: Any, frame: Any, is_obj: Any,
         elif c == 123 or c == 91:  # "{" or "["
             depth += 1
             if depth > max_depth:
-                return True, keys
+                return True
             is_obj[depth] = c == 123
             frame[depth] = nkeys
             expect_key = c == 123
@@ -152,7 +155,7 @@ def _one_line(buf: Any, s: int, e: int, keys: Any, frame: Any, is_obj: Any,
                 open_j = -1
             expect_key = True
         i += 1
-    return False, keys
+    return False
 
 
 @njit(cache=True, nogil=True)
@@ -162,11 +165,11 @@ def _scan(buf: Any, starts: Any, ends: Any, max_depth: int, offset: Any, prime: 
     found = np.zeros(names.shape[0], dtype=np.bool_)
     suspect = np.zeros(n, dtype=np.bool_)
     spans = np.full((n, wanted.shape[0], 3), -1, dtype=np.int64)
-    keys = np.empty(4096, dtype=np.uint64)
+    keys = np.empty(MAX_OPEN_KEYS, dtype=np.uint64)
     frame = np.empty(max_depth + 2, dtype=np.int64)  # first key index of each object
     is_obj = np.zeros(max_depth + 2, dtype=np.bool_)
     for line in range(n):
-        suspect[line], keys = _one_line(buf, starts[line], ends[line], keys, frame,
+        suspect[line] = _one_line(buf, starts[line], ends[line], keys, frame,
                                         is_obj, max_depth, offset, prime, wanted,
                                         spans[line], names, shift, found)
     return suspect, spans, found
@@ -180,9 +183,10 @@ def key_hash(key: bytes) -> np.uint64:
     return np.uint64(h)
 
 
-def line_bounds(block: bytes, n_lines: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+def line_bounds(block: bytes, n_lines: int | None = None
+                ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Start and end (the newline's offset) of each of the first ``n_lines`` lines of
-    ``block``."""
+    ``block`` (None: of every newline-terminated line)."""
     buf = np.frombuffer(block, dtype=np.uint8)
     ends = np.flatnonzero(buf == 10)[:n_lines].astype(np.int64)
     starts = np.empty_like(ends)
@@ -255,9 +259,10 @@ def _name_slots(names: tuple[str, ...]) -> tuple[NDArray[np.uint64], np.uint64,
         size *= 2
 
 
-def scan_block(block: bytes, n_lines: int, wanted: Sequence[bytes] = (),
+def scan_block(block: bytes, n_lines: int | None, wanted: Sequence[bytes] = (),
                names: Sequence[str] = ()) -> BlockScan:
-    """Scan the ``n_lines`` newline-terminated lines of ``block`` (module docstring), noting
+    """Scan the first ``n_lines`` newline-terminated lines of ``block`` (None: all; module
+    docstring), noting
     where the values of the top-level keys ``wanted`` lie, and which of ``names`` some
     object of the block has as a key (:attr:`BlockScan.present`).
 

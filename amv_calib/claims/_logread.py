@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Final, Literal, cast
+from typing import Any, BinaryIO, Final, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -44,6 +44,8 @@ _FALSE: Final = frozenset({"false", "f", "no", "n", "0", "0.0"})
 
 #: Decision-log bytes parsed per block.
 _BLOCK_BYTES: Final = 16 << 20
+#: How far past a block's end its last line's end is looked for (:func:`_to_line_end`).
+_PEEK_BYTES: Final = 64 << 10
 #: pyarrow parses a block in pieces of this size, on its thread pool (the pieces end at
 #: line ends; the table has one chunk per piece).
 _PARSE_BYTES: Final = 2 << 20
@@ -499,23 +501,26 @@ def _no_empty(arr: Any) -> Any:
 
 @dataclass(frozen=True)
 class _Parsed:
-    """What :func:`_parse_block` found in a block: pyarrow's table of it (None if the block
-    needs the line parser) and the key scan of its lines."""
+    """What :func:`_parse_block` found in a block: its number of lines, pyarrow's table of it
+    (None if the block needs the line parser) and the key scan of its lines."""
 
+    n_lines: int
     table: Any
     scan: Any
 
 
-def _parse_block(block: bytes, n_lines: int, offers: bool) -> _Parsed:
-    """The parse of a block of ``n_lines`` complete lines that holds no GIL for long (pyarrow's
-    JSON reader, the compiled key scan): run on a thread while the previous block's
-    records are taken apart (:func:`read_chunks`)."""
+def _parse_block(block: bytes, n_lines: int | None, offers: bool) -> _Parsed:
+    """The parse of a block of ``n_lines`` complete lines (None: every line of ``block``,
+    which ends with a newline) that holds no GIL for long (pyarrow's JSON reader, the
+    compiled key scan): run on a thread while the previous block's records are taken apart
+    (:func:`read_chunks`)."""
     import pyarrow as pa
     import pyarrow.json as pj
 
     from amv_calib.claims._keyscan import scan_block
 
     scan = scan_block(block, n_lines, _CALL_KEYS, _schema_names(offers))
+    n_lines = scan.starts.size
     try:
         table = pj.read_json(
             pa.BufferReader(block),
@@ -524,10 +529,10 @@ def _parse_block(block: bytes, n_lines: int, offers: bool) -> _Parsed:
                                           unexpected_field_behavior="ignore"),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return _Parsed(table=None, scan=None)
+        return _Parsed(n_lines=n_lines, table=None, scan=None)
     if table.num_rows != n_lines:  # blank lines: the line parser numbers them exactly
-        return _Parsed(table=None, scan=None)
-    return _Parsed(table=table.combine_chunks(), scan=scan)
+        return _Parsed(n_lines=n_lines, table=None, scan=None)
+    return _Parsed(n_lines=n_lines, table=table.combine_chunks(), scan=scan)
 
 
 def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
@@ -725,7 +730,10 @@ def _read_one_log(path: PathLike, file_idx: int, on_corrupt: str, columnar: bool
         def block() -> bytes:
             if left[0] == 0:
                 return b""
-            data = fh.read(_BLOCK_BYTES if left[0] < 0 else min(_BLOCK_BYTES, left[0]))
+            size = _BLOCK_BYTES if left[0] < 0 else min(_BLOCK_BYTES, left[0])
+            if left[0] < 0 or left[0] > size:
+                size = _to_line_end(fh, size, left[0])
+            data = fh.read(size)
             if left[0] > 0:
                 left[0] -= len(data)
             return data
@@ -734,17 +742,34 @@ def _read_one_log(path: PathLike, file_idx: int, on_corrupt: str, columnar: bool
                             columnar, acc)
 
 
-def _blocks(chunks: Iterable[bytes], tail: list[bytes]) -> Iterator[tuple[bytes, int]]:
-    """The consecutive blocks of complete lines in ``chunks``, each with its count of lines;
-    the bytes after the last newline are appended to ``tail`` at the end."""
+def _to_line_end(fh: BinaryIO, size: int, left: int) -> int:
+    """``size`` grown to the end of the line it ends in (at most :data:`_PEEK_BYTES` more,
+    and not past ``left`` bytes if ``left >= 0``), so that a block read is whole lines and
+    :func:`_blocks` passes it on without a copy; ``size`` if the line is longer."""
+    here = fh.tell()
+    fh.seek(here + size)
+    peek = fh.read(_PEEK_BYTES)
+    fh.seek(here)
+    nl = peek.find(b"\n")
+    if nl < 0 or (left >= 0 and size + nl + 1 > left):
+        return size
+    return size + nl + 1
+
+
+def _blocks(chunks: Iterable[bytes], tail: list[bytes]) -> Iterator[bytes]:
+    """The consecutive blocks of complete lines in ``chunks``; the bytes after the last
+    newline are appended to ``tail`` at the end."""
     carry = b""
     for data in chunks:
-        buf = carry + data if carry else data
-        cut = buf.rfind(b"\n") + 1
-        carry = buf[cut:]
-        if cut:
-            block = buf[:cut]
-            yield block, block.count(b"\n")
+        cut = data.rfind(b"\n") + 1
+        if not cut:
+            carry += data
+            continue
+        # one copy of the block at most (none when a chunk ends a line and nothing is carried)
+        block = data if not carry and cut == len(data) else \
+            b"".join((carry, memoryview(data)[:cut]))
+        carry = data[cut:]
+        yield block
     tail.append(carry)
 
 
@@ -762,8 +787,9 @@ def read_chunks(chunks: Iterable[bytes], name: str, file_idx: int, first_line: i
     records_before = acc.n_records
     next_line = first_line
 
-    def add(block: bytes, n: int, parsed: _Parsed | None) -> None:
+    def add(block: bytes, parsed: _Parsed | None) -> None:
         nonlocal next_line
+        n = block.count(b"\n") if parsed is None else parsed.n_lines
         if parsed is None or not _columnar_block(block, n, file_idx, next_line, acc, parsed):
             recs = _parse_lines(block, next_line, st, name, on_corrupt)
             if recs:
@@ -774,17 +800,17 @@ def read_chunks(chunks: Iterable[bytes], name: str, file_idx: int, first_line: i
     tail: list[bytes] = []
     if columnar:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-parse") as pool:
-            ahead: tuple[bytes, int, Future[_Parsed]] | None = None
-            for block, n in _blocks(chunks, tail):
-                parsing = pool.submit(_parse_block, block, n, acc.want_offers)
+            ahead: tuple[bytes, Future[_Parsed]] | None = None
+            for block in _blocks(chunks, tail):
+                parsing = pool.submit(_parse_block, block, None, acc.want_offers)
                 if ahead is not None:
-                    add(ahead[0], ahead[1], ahead[2].result())
-                ahead = (block, n, parsing)
+                    add(ahead[0], ahead[1].result())
+                ahead = (block, parsing)
             if ahead is not None:
-                add(ahead[0], ahead[1], ahead[2].result())
+                add(ahead[0], ahead[1].result())
     else:
-        for block, n in _blocks(chunks, tail):
-            add(block, n, None)
+        for block in _blocks(chunks, tail):
+            add(block, None)
     if tail[0]:  # the last line, without its newline
         st.lines += 1
         recs = _parse_lines(tail[0], next_line, st, name, on_corrupt)

@@ -12,7 +12,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from amv_calib.claims import _keyscan
-from amv_calib.claims._keyscan import MAX_DEPTH, scan_block, suspect_lines
+from amv_calib.claims._keyscan import MAX_DEPTH, MAX_OPEN_KEYS, scan_block, suspect_lines
 from amv_calib.contract import loads_strict
 
 
@@ -42,9 +42,15 @@ def _scan(*lines: bytes) -> list[bool]:
     (b'{"a": ' + b'[' * (MAX_DEPTH + 1) + b']' * (MAX_DEPTH + 1) + b'}', True),
     (b'{"a": ' + b'[' * (MAX_DEPTH - 2) + b']' * (MAX_DEPTH - 2) + b'}', False),
     (b'{"": 1, "b": ""}', False),
+    (("{" + ", ".join(f'"k{i}": 1' for i in range(MAX_OPEN_KEYS + 1)) + "}").encode(), True),
+    (("{" + ", ".join(f'"k{i}": 1' for i in range(MAX_OPEN_KEYS)) + "}").encode(), False),
+    # more keys than the table holds, but never open at once: each object's keys are freed
+    (('{"a": [' + ", ".join(f'{{"k{i}": 1, "j": 2}}' for i in range(MAX_OPEN_KEYS))
+      + "]}").encode(), False),
 ], ids=["nested-same-names", "top-level-twice", "nested-twice", "in-a-list-twice",
         "escaped-key", "escapes-in-values", "non-ascii", "bad-utf8", "control-byte",
-        "array", "spaces", "too-deep", "deep-enough", "empty-key"])
+        "array", "spaces", "too-deep", "deep-enough", "empty-key", "too-many-open-keys",
+        "open-keys-at-the-limit", "many-keys-in-closed-objects"])
 def test_hand_cases(line: bytes, suspect: bool) -> None:
     assert _scan(line) == [suspect]
     if not suspect:

@@ -459,6 +459,57 @@ def test_a_block_without_premises_or_calibrator_reads_as_the_line_parser(
     assert fast.stats[0].records == 900
 
 
+@pytest.mark.parametrize("peek", [64, 1 << 20], ids=["lines-longer-than-the-peek", "whole"])
+def test_blocks_read_to_line_ends_read_as_the_line_parser(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, peek: int) -> None:
+    """Blocks are read to the end of their last line (no copy to cut them); where a line is
+    longer than the look-ahead, the block's tail is carried into the next one as before.
+    Either way the read equals the line parser's, the file's last line unterminated too."""
+    import amv_calib.claims._logread as logread
+
+    log = _spelled_log(tmp_path / "d.jsonl", 600, seed=5)
+    log.write_bytes(log.read_bytes()[:-1])  # the last line without its newline
+    slow = read_uses(log, columnar=False, offers=True)
+    blocks: list[bytes] = []
+    parse = logread._parse_block
+
+    def spy(block: bytes, n_lines: int | None, offers: bool) -> Any:
+        blocks.append(block)
+        return parse(block, n_lines, offers)
+
+    monkeypatch.setattr(logread, "_parse_block", spy)
+    monkeypatch.setattr(logread, "_BLOCK_BYTES", 4 << 10)
+    monkeypatch.setattr(logread, "_PEEK_BYTES", peek)
+    fast = read_uses(log, columnar=True, offers=True)
+    pd.testing.assert_frame_equal(fast.entries, slow.entries)
+    pd.testing.assert_frame_equal(fast.signals, slow.signals)
+    assert fast.stats[0].lines == slow.stats[0].lines == 600
+    assert len(blocks) > 10 and all(b.endswith(b"\n") for b in blocks)
+
+
+def test_blocks_pass_chunks_that_end_lines_without_a_copy() -> None:
+    import amv_calib.claims._logread as logread
+
+    chunks = [b"a\nb\n", b"c\nd", b"d\n", b"e", b"e\nf"]
+    tail: list[bytes] = []
+    blocks = list(logread._blocks(chunks, tail))
+    assert blocks == [b"a\nb\n", b"c\n", b"dd\n", b"ee\n"] and tail == [b"f"]
+    assert blocks[0] is chunks[0]
+
+
+def test_to_line_end_hand_cases(tmp_path: Path) -> None:
+    import amv_calib.claims._logread as logread
+
+    (tmp_path / "f").write_bytes(b"aaaa\nbb\ncccccc\n")
+    with open(tmp_path / "f", "rb") as fh:
+        fh.seek(1)
+        assert logread._to_line_end(fh, 2, -1) == 4  # to the first newline, included
+        assert fh.tell() == 1  # the file position is left as it was
+        assert logread._to_line_end(fh, 2, 3) == 2  # not past the bytes left
+        assert logread._to_line_end(fh, 4, -1) == 7
+        assert logread._to_line_end(fh, 20, -1) == 20  # no newline after: as asked
+
+
 def test_corrupt_middle_line_raises_or_is_counted(tmp_path: Path) -> None:
     log = tmp_path / "d.jsonl"
     log.write_bytes(encode_record(_record("a", 0, _premise("p1", "x"))) + b"{oops\n"
