@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 import functools
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 #: The characters tried for :func:`_quote_triggers` (the ASCII controls, comma, quote).
@@ -35,6 +35,29 @@ def _quote_triggers() -> str:
     return "".join(found)
 
 
+def is_text(typ: Any) -> bool:
+    """Whether an Arrow type is text: a string, or a dictionary of strings."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    return bool(pa.types.is_string(typ) or pa.types.is_large_string(typ))
+
+
+def on_values(col: Any, fn: Callable[[Any], Any]) -> Any:
+    """``fn`` of a string column; of a dictionary column, ``fn`` of its values under the
+    same indices (each distinct value done once). Chunked columns chunk by chunk."""
+    import pyarrow as pa
+
+    if isinstance(col, pa.ChunkedArray):
+        chunks = [on_values(c, fn) for c in col.chunks]
+        return pa.chunked_array(chunks, type=chunks[0].type if chunks else None) \
+            if chunks else col
+    if pa.types.is_dictionary(col.type):
+        return pa.DictionaryArray.from_arrays(col.indices, fn(col.dictionary))
+    return fn(col)
+
+
 def _text(col: Any, name: str) -> Any:
     """A column's cells as CSV fields (a string array, no nulls)."""
     import pyarrow as pa
@@ -42,8 +65,12 @@ def _text(col: Any, name: str) -> Any:
 
     typ = col.type
     if pa.types.is_dictionary(typ):
-        col = pc.cast(col, typ.value_type)
-        typ = col.type
+        # each distinct value formatted once, then taken for its rows (a missing index, or a
+        # missing value, is an empty field)
+        chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+        return pa.chunked_array(
+            [pc.fill_null(pc.take(_text(c.dictionary, name), c.indices), "") for c in chunks],
+            type=pa.large_string())
     if pa.types.is_string(typ) or pa.types.is_large_string(typ):
         pattern = "[" + "".join(f"\\x{ord(c):02x}" for c in _quote_triggers()) + "]"
         needs = pc.fill_null(pc.match_substring_regex(col, pattern), False)
@@ -85,24 +112,64 @@ def _stamps(col: Any) -> Any:
     if us.size and (us.min() < _YEAR_1_US or us.max() >= _YEAR_10000_US):
         # other widths (and pandas' own way with years before 1): pandas formats them
         return pa.array(col.to_pandas().dt.strftime(STAMP), pa.string())
-    t = us.astype("datetime64[us]")
-    day = t.astype("datetime64[D]")
-    month = t.astype("datetime64[M]")
-    year = t.astype("datetime64[Y]")
-    tod = (t - day).astype(np.int64)  # microseconds into the day
-    fields = ((year.astype(np.int64) + 1970, 4, 0), ((month - year).astype(np.int64) + 1, 2, 5),
-              ((day - month).astype(np.int64) + 1, 2, 8), (tod // 3_600_000_000, 2, 11),
-              (tod // 60_000_000 % 60, 2, 14), (tod // 1_000_000 % 60, 2, 17),
-              (tod % 1_000_000, 6, 20))
-    out = np.empty((us.size, 27), dtype=np.uint8)
-    out[:] = np.frombuffer(b"0000-00-00T00:00:00.000000Z", dtype=np.uint8)
-    for value, width, at in fields:
-        for k in range(width):  # digits from the right
-            out[:, at + width - 1 - k] += (value // 10 ** k % 10).astype(np.uint8)
+    out = _stamp_bytes(np.ascontiguousarray(us, dtype=np.int64))
     offsets = np.arange(0, 27 * (us.size + 1), 27, dtype=np.int32)
     text = pa.StringArray.from_buffers(us.size, pa.py_buffer(offsets), pa.py_buffer(out))
     return pc.if_else(pc.is_valid(col), text, pa.scalar(None, pa.string())) \
         if col.null_count else text
+
+
+@functools.cache
+def _stamp_kernel() -> Any:
+    """The compiled kernel of :func:`_stamp_bytes` (numba is imported on first use)."""
+    import numpy as np
+    from numba import njit
+
+    @njit(cache=True, nogil=True)
+    def kernel(us: Any, out: Any) -> None:  # pragma: no cover - compiled
+        for i in range(us.shape[0]):
+            t = us[i]
+            days = t // 86_400_000_000
+            tod = t - days * 86_400_000_000
+            # the civil date of a day count (H. Hinnant's days_from_civil, inverted)
+            z = days + 719_468
+            era = (z if z >= 0 else z - 146_096) // 146_097
+            doe = z - era * 146_097
+            yoe = (doe - doe // 1_460 + doe // 36_524 - doe // 146_096) // 365
+            doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+            mp = (5 * doy + 2) // 153
+            d = doy - (153 * mp + 2) // 5 + 1
+            m = mp + 3 if mp < 10 else mp - 9
+            y = yoe + era * 400 + (1 if m <= 2 else 0)
+            row = out[i]
+            # unsigned 32-bit digits: a division by 10 the compiler makes a multiplication
+            for at, width, value in ((0, 4, np.uint32(y)), (5, 2, np.uint32(m)),
+                                     (8, 2, np.uint32(d)),
+                                     (11, 2, np.uint32(tod // 3_600_000_000)),
+                                     (14, 2, np.uint32(tod // 60_000_000 % 60)),
+                                     (17, 2, np.uint32(tod // 1_000_000 % 60)),
+                                     (20, 6, np.uint32(tod % 1_000_000))):
+                for k in range(width - 1, -1, -1):
+                    row[at + k] = np.uint8(48 + value % np.uint32(10))
+                    value //= np.uint32(10)
+            row[4] = 45
+            row[7] = 45
+            row[10] = 84
+            row[13] = 58
+            row[16] = 58
+            row[19] = 46
+            row[26] = 90
+
+    return kernel
+
+
+def _stamp_bytes(us: Any) -> Any:
+    """The :data:`STAMP` text of UTC microseconds in years 1-9999: ``(n, 27)`` bytes."""
+    import numpy as np
+
+    out = np.empty((us.size, 27), dtype=np.uint8)
+    _stamp_kernel()(us, out)
+    return out
 
 
 def csv_rows(table: Any, *, header: bool = False) -> bytes:

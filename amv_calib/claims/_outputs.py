@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 import pandas as pd
 
-from amv_calib.claims._csvtext import STAMP, csv_rows
+from amv_calib.claims._csvtext import STAMP, csv_rows, is_text, on_values
 from amv_calib.contract import loads_strict
 from amv_calib.exceptions import ConfigError, DataContractError
 
@@ -131,12 +131,12 @@ def _safe_text(col: Any) -> Any:
 def spreadsheet_safe(table: pa.Table) -> pa.Table:
     """The text columns of ``table`` (all but ``row``) with every cell a spreadsheet would
     run as a formula (starting ``=``, ``+``, ``-``, ``@``, a tab or a carriage return)
-    prefixed by ``'``, as OWASP recommends; numbers and times are left as they are."""
+    prefixed by ``'``, as OWASP recommends; numbers and times are left as they are. A
+    dictionary column of text keeps its indices and has its values made safe."""
     import pyarrow as pa
 
-    cols = [_safe_text(col) if name != "row" and (pa.types.is_string(col.type)
-                                                   or pa.types.is_large_string(col.type))
-            else col
+
+    cols = [on_values(col, _safe_text) if name != "row" and is_text(col.type) else col
             for name, col in zip(table.column_names, table.columns, strict=True)]
     return pa.table(cols, names=table.column_names)
 
@@ -383,8 +383,9 @@ def _row_slices(frame: pd.DataFrame) -> Iterator[pd.DataFrame]:
 
 def _text_table(n: int, columns: Mapping[str, Any]) -> pa.Table:
     """A spreadsheet-safe (:func:`spreadsheet_safe`) Arrow table of ``n`` rows for
-    :func:`csv_rows`: a str value repeats, None is missing, a categorical column is decoded
-    to its text."""
+    :func:`csv_rows`: a str value repeats, None is missing, a categorical column stays a
+    dictionary (each distinct value is made safe and formatted once) unless it has more
+    values than rows."""
     import pyarrow as pa
 
     cols = {}
@@ -401,7 +402,9 @@ def _text_table(n: int, columns: Mapping[str, Any]) -> pa.Table:
             col = pa.array(naive, from_pandas=True).cast(pa.timestamp("us", "UTC"))
         else:
             col = pa.Array.from_pandas(value)
-        cols[name] = col.dictionary_decode() if pa.types.is_dictionary(col.type) else col
+        if pa.types.is_dictionary(col.type) and len(col.dictionary) > n:
+            col = col.dictionary_decode()  # more values than rows (a log's action ids)
+        cols[name] = col
     return spreadsheet_safe(pa.table(cols))
 
 

@@ -81,6 +81,7 @@ def test_times_at_the_edges(us: list[int]) -> None:
 def test_a_slice_of_a_table_is_written_as_its_rows() -> None:
     rng = np.random.default_rng(9)
     frame = pd.DataFrame({"text": pd.array(_strings(rng, 50), dtype="str"),
+                          "category": pd.Categorical(_strings(rng, 50)),
                           "time": _times(rng.integers(0, 2**50, 50), rng)})
     table = _arrow(frame).slice(7, 20)
     assert csv_rows(table) == _reference(frame.iloc[7:27], False)
