@@ -40,7 +40,8 @@ ts:
 	cd examples/agents-guardrail; npm ci --no-audit --no-fund; npm test
 
 # Two workers, one test file each at a time (module fixtures are built once); tests/conftest.py
-# starts the longest files (Spark) first. TEST_WORKERS=0 runs in one process.
+# starts the longest files (Spark, then the others of more than ~20 s) first. TEST_WORKERS=0
+# runs in one process.
 TEST_WORKERS ?= 2
 
 test: $(STAMP) lint typecheck ts

@@ -82,15 +82,25 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(f"CI is set, so this test must run, but it needs {'; '.join(missing)}",
                     pytrace=False)
     pytest.skip(f"needs {'; '.join(missing)}")
-#: Files that take minutes each (a Spark session and jobs of tens of seconds): run first, so
-#: that under ``make test``'s two workers (pytest-xdist, one file per worker at a time) the
-#: longest files start first and both workers finish about together.
-_LONG_FIRST = "tests/spark/"
+#: The files that take longest (the Spark files: a session and jobs of tens of seconds;
+#: then the others of more than ~20 s, longest first, as measured from a fresh clone): run
+#: first, so that under ``make test``'s two workers (pytest-xdist, one file per worker at a
+#: time) no long file starts last and both workers finish about together.
+_LONG_FIRST = ("tests/spark/", "tests/monitoring/test_monitor.py",
+               "tests/test_readme_recipes.py", "tests/tuning/test_certify_validity.py",
+               "tests/claims/test_episodes.py", "tests/pipeline/test_pipeline.py",
+               "tests/tracking/test_tracking.py", "tests/tracking/test_mlflow_server.py",
+               "tests/claims/test_keyscan.py", "tests/monitoring/test_sequential.py")
+
+
+def _start_rank(item: pytest.Item) -> int:
+    return next((i for i, prefix in enumerate(_LONG_FIRST) if item.nodeid.startswith(prefix)),
+                len(_LONG_FIRST))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # a stable sort keeps each file's tests together and in their written order
-    items.sort(key=lambda item: not item.nodeid.startswith(_LONG_FIRST))
+    items.sort(key=_start_rank)
 
 
 #: Compiles the batch gate's two entry points (``amv_calib/gate/_compiled.py``: the myopic
