@@ -98,10 +98,10 @@ def _one_line(buf: Any, s: int, e: int, keys: Any, frame: Any, is_obj: Any,
               max_depth: int, offset: Any, prime: Any, wanted: Any,
               span: Any, names: Any, shift: Any,
               found: Any) -> Any:  # pragma: no cover - compiled
-    """Whether line ``buf[s:e]`` is suspect. For each
-    top-level key whose hash is in ``wanted``, ``span[j]`` receives the offsets of its
-    opening quote, of its value's first byte and of the byte after its value; a key (at any
-    depth) whose hash is in the table ``names`` sets its ``found`` (:func:`_mark`)."""
+    """Whether line ``buf[s:e]`` is suspect. For each top-level key whose hash is in
+    ``wanted``, ``span[j]`` receives the offsets of its opening quote, of its value's first
+    byte and of the byte after its value; a key (at any depth) whose hash is in the table
+    ``names`` sets its ``found`` (:func:`_mark`)."""
     i = s
     while i < e and (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
         i += 1
@@ -169,9 +169,9 @@ def _scan(buf: Any, starts: Any, ends: Any, max_depth: int, offset: Any, prime: 
     frame = np.empty(max_depth + 2, dtype=np.int64)  # first key index of each object
     is_obj = np.zeros(max_depth + 2, dtype=np.bool_)
     for line in range(n):
-        suspect[line] = _one_line(buf, starts[line], ends[line], keys, frame,
-                                        is_obj, max_depth, offset, prime, wanted,
-                                        spans[line], names, shift, found)
+        suspect[line] = _one_line(buf, starts[line], ends[line], keys, frame, is_obj,
+                                  max_depth, offset, prime, wanted, spans[line], names,
+                                  shift, found)
     return suspect, spans, found
 
 
@@ -262,9 +262,8 @@ def _name_slots(names: tuple[str, ...]) -> tuple[NDArray[np.uint64], np.uint64,
 def scan_block(block: bytes, n_lines: int | None, wanted: Sequence[bytes] = (),
                names: Sequence[str] = ()) -> BlockScan:
     """Scan the first ``n_lines`` newline-terminated lines of ``block`` (None: all; module
-    docstring), noting
-    where the values of the top-level keys ``wanted`` lie, and which of ``names`` some
-    object of the block has as a key (:attr:`BlockScan.present`).
+    docstring), noting where the values of the top-level keys ``wanted`` lie, and which of
+    ``names`` some object of the block has as a key (:attr:`BlockScan.present`).
 
     A large block is scanned in slices on threads (the scan holds no GIL); the answer does
     not depend on how it is sliced, since each line is judged alone.

@@ -135,7 +135,6 @@ def spreadsheet_safe(table: pa.Table) -> pa.Table:
     dictionary column of text keeps its indices and has its values made safe."""
     import pyarrow as pa
 
-
     cols = [on_values(col, _safe_text) if name != "row" and is_text(col.type) else col
             for name, col in zip(table.column_names, table.columns, strict=True)]
     return pa.table(cols, names=table.column_names)
