@@ -509,17 +509,16 @@ class _Parsed:
     scan: Any
 
 
-def _parse_block(block: bytes, n_lines: int | None, offers: bool) -> _Parsed:
-    """The parse of a block of ``n_lines`` complete lines (None: every line of ``block``,
-    which ends with a newline) that holds no GIL for long (pyarrow's JSON reader, the
-    compiled key scan): run on a thread while the previous block's records are taken apart
-    (:func:`read_chunks`)."""
+def _parse_block(block: bytes, offers: bool) -> _Parsed:
+    """The parse of a block of complete lines (``block`` ends with a newline) that holds no
+    GIL for long (pyarrow's JSON reader, the compiled key scan): run on a thread while the
+    previous block's records are taken apart (:func:`read_chunks`)."""
     import pyarrow as pa
     import pyarrow.json as pj
 
     from amv_calib.claims._keyscan import scan_block
 
-    scan = scan_block(block, n_lines, _CALL_KEYS, _schema_names(offers))
+    scan = scan_block(block, None, _CALL_KEYS, _schema_names(offers))
     n_lines = scan.starts.size
     try:
         table = pj.read_json(
@@ -535,18 +534,17 @@ def _parse_block(block: bytes, n_lines: int | None, offers: bool) -> _Parsed:
     return _Parsed(n_lines=n_lines, table=table.combine_chunks(), scan=scan)
 
 
-def _columnar_block(block: bytes, n_lines: int, file_idx: int, first_line: int,
-                    acc: EntryAccumulator, parsed: _Parsed | None = None) -> bool:
-    """Add a block of ``n_lines`` complete lines parsed by pyarrow (``parsed``, or parsed
-    here); False if it needs the line parser."""
+def _columnar_block(block: bytes, parsed: _Parsed, file_idx: int, first_line: int,
+                    acc: EntryAccumulator) -> bool:
+    """Add a block of complete lines parsed by pyarrow (``parsed``); False if it needs the
+    line parser."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if parsed is None:
-        parsed = _parse_block(block, n_lines, acc.want_offers)
     if parsed.table is None:
         return False
     table = parsed.table
+    n_lines = parsed.n_lines
     present = parsed.scan.present
     full = _arrow_schema(acc.want_offers)
 
@@ -790,7 +788,7 @@ def read_chunks(chunks: Iterable[bytes], name: str, file_idx: int, first_line: i
     def add(block: bytes, parsed: _Parsed | None) -> None:
         nonlocal next_line
         n = block.count(b"\n") if parsed is None else parsed.n_lines
-        if parsed is None or not _columnar_block(block, n, file_idx, next_line, acc, parsed):
+        if parsed is None or not _columnar_block(block, parsed, file_idx, next_line, acc):
             recs = _parse_lines(block, next_line, st, name, on_corrupt)
             if recs:
                 _python_records(recs, file_idx, acc)
@@ -802,7 +800,7 @@ def read_chunks(chunks: Iterable[bytes], name: str, file_idx: int, first_line: i
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-parse") as pool:
             ahead: tuple[bytes, Future[_Parsed]] | None = None
             for block in _blocks(chunks, tail):
-                parsing = pool.submit(_parse_block, block, None, acc.want_offers)
+                parsing = pool.submit(_parse_block, block, acc.want_offers)
                 if ahead is not None:
                     add(ahead[0], ahead[1].result())
                 ahead = (block, parsing)

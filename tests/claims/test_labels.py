@@ -420,8 +420,8 @@ def test_columnar_blocks_parse_with_the_spellings_they_hold(
     seen: list[tuple[bool, frozenset[str] | None]] = []
     parse = logread._parse_block
 
-    def spy(block: bytes, n_lines: int, offers: bool) -> Any:
-        parsed = parse(block, n_lines, offers)
+    def spy(block: bytes, offers: bool) -> Any:
+        parsed = parse(block, offers)
         seen.append((parsed.table is not None, parsed.scan and parsed.scan.present))
         return parsed
 
@@ -473,9 +473,9 @@ def test_blocks_read_to_line_ends_read_as_the_line_parser(
     blocks: list[bytes] = []
     parse = logread._parse_block
 
-    def spy(block: bytes, n_lines: int | None, offers: bool) -> Any:
+    def spy(block: bytes, offers: bool) -> Any:
         blocks.append(block)
-        return parse(block, n_lines, offers)
+        return parse(block, offers)
 
     monkeypatch.setattr(logread, "_parse_block", spy)
     monkeypatch.setattr(logread, "_BLOCK_BYTES", 4 << 10)
