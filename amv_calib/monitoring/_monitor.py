@@ -287,7 +287,7 @@ def _read_and_join(st: MonitorState, plist: Sequence[str], outcomes: Any,
     batch and, per pending partition, the rows taken back."""
     from amv_calib.claims import LogEntries, join_logs, load_outcomes, read_uses, use_entries
     from amv_calib.contract import LogReadStats
-    from amv_calib.monitoring._state import hash_strings
+    from amv_calib.monitoring._state import hash_strings, is_in
 
     log = read_uses(list(plist), on_corrupt="raise" if on_corrupt == "raise" else "skip",
                     spans=list(spans))
@@ -301,7 +301,7 @@ def _read_and_join(st: MonitorState, plist: Sequence[str], outcomes: Any,
     row_hash = (pd.util.hash_pandas_object(
         out_df[["claim_id", "action_id", "t_us", "violated"]], index=False).to_numpy()
         .astype(np.uint64) if len(out_df) else np.zeros(0, np.uint64))
-    seen = np.isin(row_hash, st.outcome_hashes)
+    seen = is_in(row_hash, st.outcome_hashes)
     st.outcome_hashes = np.union1d(st.outcome_hashes, row_hash).astype(np.uint64)
     o_akey = hash_strings(out_df["action_id"])
     o_ckey = hash_strings(out_df["claim_id"])
@@ -339,7 +339,7 @@ def _read_and_join(st: MonitorState, plist: Sequence[str], outcomes: Any,
                            records={}, stats=stats, bad_times=bad_times)
     b_akey = hash_strings(entries["action_id"])
     b_ckey = hash_strings(entries["claim_id"])
-    keep = np.isin(o_akey, b_akey[b_akey != 0]) | np.isin(o_ckey, b_ckey[b_ckey != 0])
+    keep = is_in(o_akey, b_akey[b_akey != 0]) | is_in(o_ckey, b_ckey[b_ckey != 0])
     sub = out_df.loc[keep]
     outcome_frame = pd.DataFrame({
         "claim_id": sub["claim_id"].to_numpy(dtype=object),

@@ -22,10 +22,12 @@ killed half-way leaves the previous state whole.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -39,7 +41,7 @@ from amv_calib.monitoring._sequential import DayBuckets
 STATE_DIR: Final = "monitor.state"
 STATE_FILE: Final = "state.json"
 _FORMAT: Final = "amv-calib/monitor-state"
-_FORMAT_VERSION: Final = 1
+_FORMAT_VERSION: Final = 2  # 2: keys hashed by hash_strings' FNV-1a
 _HEAD_BYTES: Final = 4096
 _TAIL_BLOCK: Final = 1 << 16
 #: Beside each pending partition: its key hashes sorted, and the rows in that order.
@@ -51,20 +53,69 @@ IntArray = NDArray[np.int64]
 
 
 def hash_strings(values: Any) -> U64Array:
-    """64-bit hashes of strings (missing values hash to 0): how pending entries and outcome
-    records are matched by key (a collision only joins an entry again, never mislabels). A
-    categorical is hashed through its categories."""
+    """64-bit hashes of strings (missing values hash to 0, present ones never): how pending
+    entries and outcome records are matched by key (a collision only joins an entry again,
+    never mislabels). FNV-1a of the UTF-8 bytes, finished by splitmix64's mixer (FNV's low
+    bits mix poorly, and the keys are sorted and searched). A categorical is hashed through
+    its categories; other values through their text."""
+    import pyarrow as pa
+
     arr = pd.Series(values, copy=False)
     if isinstance(arr.dtype, pd.CategoricalDtype):
-        cats = hash_strings(pd.Series(arr.cat.categories.to_numpy(dtype=object)))
+        cats = hash_strings(pd.Series(arr.cat.categories, copy=False))
         codes = arr.cat.codes.to_numpy()
         return np.where(codes >= 0, cats[np.maximum(codes, 0)] if len(cats) else 0,
                         0).astype(np.uint64)
-    na = arr.isna().to_numpy()
-    out = np.zeros(len(arr), dtype=np.uint64)
-    if (~na).any():
-        out[~na] = pd.util.hash_array(arr[~na].to_numpy(dtype=object))
+    text = pa.array(arr, from_pandas=True)
+    if isinstance(text, pa.ChunkedArray):
+        text = text.combine_chunks()
+    if not pa.types.is_large_string(text.type):
+        text = text.cast(pa.large_string())
+    out = np.zeros(len(text), dtype=np.uint64)
+    if len(text):
+        offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)[
+            text.offset:text.offset + len(text) + 1]
+        data = text.buffers()[2]
+        _hash_kernel()(offsets, np.frombuffer(data, dtype=np.uint8) if data is not None
+                       else np.zeros(0, np.uint8),
+                       text.is_valid().to_numpy(zero_copy_only=False), out)
     return out
+
+
+def is_in(keys: U64Array, among: U64Array) -> BoolArray:
+    """Whether each of ``keys`` is one of ``among``: ``np.isin``'s answer, by sorting
+    ``among`` and searching it (``np.isin`` sorts both with a stable argsort, some 20x
+    slower on millions of hashes)."""
+    if not len(among):
+        return np.zeros(len(keys), dtype=bool)
+    ref = np.sort(among)
+    pos = np.minimum(np.searchsorted(ref, keys), len(ref) - 1)
+    return np.asarray(ref[pos] == keys)
+
+
+@functools.cache
+def _hash_kernel() -> Any:
+    """The compiled kernel of :func:`hash_strings` (numba is imported on first use)."""
+    from numba import njit
+
+    basis, prime = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
+    m1, m2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+    s30, s27, s31 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+    @njit(cache=True, nogil=True)
+    def kernel(offsets: Any, data: Any, valid: Any, out: Any) -> None:  # pragma: no cover
+        for i in range(out.shape[0]):
+            if not valid[i]:
+                continue
+            h = basis
+            for j in range(offsets[i], offsets[i + 1]):
+                h = (h ^ np.uint64(data[j])) * prime
+            h = (h ^ (h >> s30)) * m1
+            h = (h ^ (h >> s27)) * m2
+            h = h ^ (h >> s31)
+            out[i] = h if h != np.uint64(0) else np.uint64(1)
+
+    return kernel
 
 
 def complete_end(path: str, size: int) -> int:
@@ -174,10 +225,12 @@ class Pending:
     next_part: int = 1
     masks: dict[int, NDArray[np.uint8]] = field(default_factory=dict)
     changed: set[int] = field(default_factory=set)
+    _writes: dict[int, Future[None]] = field(default_factory=dict, repr=False)
 
     def _table(self, p: Partition) -> Any:
         import pyarrow as pa
 
+        self._written(p)
         return pa.ipc.open_file(pa.memory_map(str(self.folder / p.file))).read_all()
 
     def mask(self, p: Partition) -> NDArray[np.uint8]:
@@ -189,6 +242,7 @@ class Pending:
     def _index(self, p: Partition, name: str) -> tuple[U64Array, IntArray]:
         """A key column of the partition sorted, and the rows in that order (kept beside
         the partition: finding a few keys costs their logarithm, not a scan)."""
+        self._written(p)
         base = self.folder / f"pending-{p.part:06d}.{name}"
         return (np.load(f"{base}.npy", mmap_mode="r"),
                 np.load(f"{base}-order.npy", mmap_mode="r"))
@@ -262,17 +316,36 @@ class Pending:
                       t_min=int(frame["t_us"].min()), t_max=int(frame["t_us"].max()))
         self.next_part += 1
         self.folder.mkdir(parents=True, exist_ok=True)
-        with pa.OSFile(str(self.folder / p.file), "wb") as sink, \
-                pa.ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
-        for name, keys in (("akey", akey), ("ckey", ckey)):
-            order = np.argsort(keys, kind="stable")
-            np.save(self.folder / f"pending-{p.part:06d}.{name}.npy", keys[order])
-            np.save(self.folder / f"pending-{p.part:06d}.{name}-order.npy", order)
+        # written on a thread (Arrow's writer and numpy's sort hold no GIL) while the run
+        # computes its windows; whatever reads the partition's files waits for it first
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-pending")
+        self._writes[p.part] = pool.submit(self._write, p, table, akey, ckey)
+        pool.shutdown(wait=False)
         self.masks[p.part] = (counted.astype(np.uint8)
                               | (counted_y.astype(np.uint8) << 2)).astype(np.uint8)
         self.changed.add(p.part)
         self.parts.append(p)
+
+    def _write(self, p: Partition, table: Any, akey: U64Array, ckey: U64Array) -> None:
+        """The partition's table and its key indexes (see :meth:`_index`)."""
+        import pyarrow as pa
+
+        with pa.OSFile(str(self.folder / p.file), "wb") as sink, \
+                pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        for name, keys in (("akey", akey), ("ckey", ckey)):
+            order = np.argsort(keys)  # ties in any order: lookups take the rows as a set
+            np.save(self.folder / f"pending-{p.part:06d}.{name}.npy", keys[order])
+            np.save(self.folder / f"pending-{p.part:06d}.{name}-order.npy", order)
+
+    def _written(self, p: Partition | None = None) -> None:
+        """Wait for the partition's files (every partition's when None); a failed write
+        raises here."""
+        parts = list(self._writes) if p is None else [p.part]
+        for part in parts:
+            fut = self._writes.pop(part, None)
+            if fut is not None:
+                fut.result()
 
     def expire(self, cutoff_us: int) -> tuple[int, int]:
         """Mark done the entries decided before ``cutoff_us``; returns the uses and records
@@ -301,6 +374,7 @@ class Pending:
     def commit(self, seq: int) -> list[str]:
         """Write the changed masks under new names, drop finished partitions; returns the
         files the previous state used that can go once ``state.json`` is replaced."""
+        self._written()
         stale: list[str] = []
         keep: list[Partition] = []
         for p in self.parts:

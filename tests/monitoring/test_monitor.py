@@ -568,6 +568,22 @@ def test_a_truncated_log_forces_a_rebuild(small_world: tuple[Path, Path], models
         third.run["rebuilt_because"]
 
 
+def test_a_state_of_another_format_version_is_rebuilt(small_world: tuple[Path, Path],
+                                                     models: Path, tmp_path: Path) -> None:
+    # e.g. a state whose key hashes were made by an earlier hash function: continuing it
+    # would never match its pending uses again
+    state = tmp_path / "state"
+    ref = f"{models}/amv-guard@production"
+    first, _ = monitor(ref, small_world[0], small_world[1], state=state)
+    doc = json.loads((state / "state.json").read_text())
+    doc["format_version"] -= 1
+    (state / "state.json").write_text(json.dumps(doc))
+    again, claims = monitor(ref, small_world[0], small_world[1], state=state)
+    assert again.run["mode"] == "rebuild"
+    assert "not a monitor state of this version" in again.run["rebuilt_because"]
+    assert again.uses_read == first.uses_read and claims is not None
+
+
 def test_a_rotated_log_is_followed_and_old_uses_expire(small_world: tuple[Path, Path],
                                                        models: Path, tmp_path: Path) -> None:
     # logrotate: the file is renamed, a new one takes its name; given both, the old one is
