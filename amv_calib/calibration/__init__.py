@@ -4,40 +4,9 @@ score), metrics, the leakage-safe comparison and the reliability figure.
 
 from __future__ import annotations
 
-from amv_calib.calibration._calibrators import (
-    BETA_EXTRA_MAP,
-    BETA_SCORES,
-    DEFAULT_PLATT_MAP,
-    RICH_BETA_EXTRA_MAP,
-    RICH_PLATT_MAP,
-    SCORE_COLUMN,
-    SCORE_EPS,
-    BetaCalibrator,
-    IsotonicCalibrator,
-    PlattCalibrator,
-    SeedPriorCalibrator,
-    score_features,
-    score_map,
-)
-from amv_calib.calibration._compare import (
-    METRIC_NAMES,
-    ComparisonResult,
-    check_enough_data,
-    check_fold_labels,
-    compare_arguments,
-    compare_calibrators,
-    compare_signature,
-    comparison_result,
-    describe_calibrator,
-    make_folds,
-    newest_split,
-    resolve_calibrators,
-    row_weights,
-    tie_break_of,
-    time_folds_of_claims,
-    weight_column,
-    write_comparison,
-)
+import importlib
+import typing as _typing
+
 from amv_calib.calibration._figures import (
     comparison_figure,
     overlay_figure,
@@ -63,6 +32,60 @@ from amv_calib.calibration._metrics import (
     smooth_ece_sigma,
 )
 from amv_calib.settings import CompareOptions
+
+if _typing.TYPE_CHECKING:
+    from amv_calib.calibration._calibrators import (
+        BETA_EXTRA_MAP,
+        BETA_SCORES,
+        DEFAULT_PLATT_MAP,
+        RICH_BETA_EXTRA_MAP,
+        RICH_PLATT_MAP,
+        SCORE_COLUMN,
+        SCORE_EPS,
+        BetaCalibrator,
+        IsotonicCalibrator,
+        PlattCalibrator,
+        SeedPriorCalibrator,
+        score_features,
+        score_map,
+    )
+    from amv_calib.calibration._compare import (
+        METRIC_NAMES,
+        ComparisonResult,
+        check_enough_data,
+        check_fold_labels,
+        compare_arguments,
+        compare_calibrators,
+        compare_signature,
+        comparison_result,
+        describe_calibrator,
+        make_folds,
+        newest_split,
+        resolve_calibrators,
+        row_weights,
+        tie_break_of,
+        time_folds_of_claims,
+        weight_column,
+        write_comparison,
+    )
+
+# the calibrators and the comparison need scikit-learn (and scipy.stats, ~1.3 s to
+# import): they load on first use (PEP 562), so that the metrics and figures (what the
+# monitor uses) do not pull them in
+_LAZY: dict[str, str] = {
+    **dict.fromkeys((
+        "BETA_EXTRA_MAP", "BETA_SCORES", "DEFAULT_PLATT_MAP", "RICH_BETA_EXTRA_MAP",
+        "RICH_PLATT_MAP", "SCORE_COLUMN", "SCORE_EPS", "BetaCalibrator", "IsotonicCalibrator",
+        "PlattCalibrator", "SeedPriorCalibrator", "score_features", "score_map",
+    ), "amv_calib.calibration._calibrators"),
+    **dict.fromkeys((
+        "METRIC_NAMES", "ComparisonResult", "check_enough_data", "check_fold_labels",
+        "compare_arguments", "compare_calibrators", "compare_signature", "comparison_result",
+        "describe_calibrator", "make_folds", "newest_split", "resolve_calibrators",
+        "row_weights", "tie_break_of", "time_folds_of_claims", "weight_column",
+        "write_comparison",
+    ), "amv_calib.calibration._compare"),
+}
 
 __all__ = [
     "BETA_EXTRA_MAP",
@@ -117,3 +140,16 @@ __all__ = [
     "write_comparison",
     "write_figure_png",
 ]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'amv_calib.calibration' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

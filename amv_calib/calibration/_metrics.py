@@ -514,14 +514,16 @@ def _binomial_interval(
 def _clopper_pearson(k: FloatArray, n: FloatArray, tail: float) -> tuple[FloatArray, FloatArray]:
     """Clopper-Pearson bounds of ``k`` events in ``n`` trials, ``tail`` outside each bound;
     0 and 1 at the ends where ``k`` is 0 or ``n``."""
-    from scipy.stats import beta
+    # the beta quantile (scipy.stats' beta.ppf computes it the same way, to the bit);
+    # scipy.special spares the monitor importing scipy.stats. Only evaluated where its
+    # shape parameters are positive.
+    from scipy.special import betaincinv
 
-    # beta.ppf is only evaluated where its shape parameters are positive.
     lo = np.zeros_like(k)
     hi = np.ones_like(k)
     pos, below = k > 0, k < n
-    lo[pos] = beta.ppf(tail, k[pos], n[pos] - k[pos] + 1.0)
-    hi[below] = beta.ppf(1.0 - tail, k[below] + 1.0, n[below] - k[below])
+    lo[pos] = betaincinv(k[pos], n[pos] - k[pos] + 1.0, tail)
+    hi[below] = betaincinv(k[below] + 1.0, n[below] - k[below], 1.0 - tail)
     return lo, hi
 
 

@@ -92,23 +92,32 @@ def _read_csv_table(raw: bytes, name: str, sep: str
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    text = raw.decode("utf-8", "surrogateescape").removeprefix("\ufeff")
-    rows = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
+    def text_rows(text: bytes) -> Any:
+        return csv.reader(io.StringIO(text.decode("utf-8", "surrogateescape")
+                                      .removeprefix("\ufeff"), newline=""), delimiter=sep)
+
+    # the header from the first line alone (a header with a quoted line break differs from
+    # pyarrow's, and the file is then read row by row, as any file pyarrow refuses)
     try:
-        header = next(rows, None)
-        if header is None:
-            return pd.DataFrame(), []
-        if _undecodable(header):
-            raise DataContractError(f"{name}: line 1 (the header) is not UTF-8 text")
-        try:
-            table = pacsv.read_csv(
-                pa.BufferReader(raw), parse_options=pacsv.ParseOptions(delimiter=sep),
-                convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(
-                    header, pa.string())))
-            if table.column_names == header:
-                return table.to_pandas(), []
-        except pa.ArrowInvalid:
-            pass
+        header = next(text_rows(raw[:raw.find(b"\n") + 1] if b"\n" in raw else raw), None)
+    except csv.Error as exc:
+        raise DataContractError(f"{name}: line 1: {exc}") from None
+    if header is None:
+        return pd.DataFrame(), []
+    if _undecodable(header):
+        raise DataContractError(f"{name}: line 1 (the header) is not UTF-8 text")
+    try:
+        table = pacsv.read_csv(
+            pa.BufferReader(raw), parse_options=pacsv.ParseOptions(delimiter=sep),
+            convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(
+                header, pa.string())))
+        if table.column_names == header:
+            return table.to_pandas(), []
+    except pa.ArrowInvalid:
+        pass
+    rows = text_rows(raw)
+    try:
+        header = next(rows)
         records: list[dict[str, str]] = []
         bad: list[tuple[int, str]] = []
         for fields in rows:
@@ -264,6 +273,8 @@ def load_outcomes(
     MissingColumnsError
         An input lacks ``time`` or ``violated``, or both ``claim_id`` and ``action_id``.
     """
+    import pyarrow as pa
+
     items: list[Any]
     if isinstance(paths, (str, os.PathLike, pd.DataFrame)):
         items = [paths]
@@ -305,7 +316,7 @@ def load_outcomes(
                 "reason": pd.array(reason.tolist(), dtype="str")}))
             offset += n
             continue
-        none = pd.Series(pd.array([None] * n, dtype="str"))
+        none = pd.Series(pd.array(pa.nulls(n, pa.large_string()), dtype="str"))
         claim = _claim_ids(table[found["claim_id"]]) if "claim_id" in found else none
         action = _id_series(table[found["action_id"]]) if "action_id" in found else none
         t_us = _time_series(table[found["time"]])

@@ -287,7 +287,7 @@ def _read_and_join(st: MonitorState, plist: Sequence[str], outcomes: Any,
     batch and, per pending partition, the rows taken back."""
     from amv_calib.claims import LogEntries, join_logs, load_outcomes, read_uses, use_entries
     from amv_calib.contract import LogReadStats
-    from amv_calib.monitoring._state import hash_strings, is_in
+    from amv_calib.monitoring._state import hash_rows, hash_strings, is_in, unique_keys
 
     log = read_uses(list(plist), on_corrupt="raise" if on_corrupt == "raise" else "skip",
                     spans=list(spans))
@@ -298,13 +298,12 @@ def _read_and_join(st: MonitorState, plist: Sequence[str], outcomes: Any,
         st.files[fi].offset = spans[i][1]
         st.files[fi].lines += s.lines
     out_df, _ = load_outcomes([] if outcomes is None else outcomes)
-    row_hash = (pd.util.hash_pandas_object(
-        out_df[["claim_id", "action_id", "t_us", "violated"]], index=False).to_numpy()
-        .astype(np.uint64) if len(out_df) else np.zeros(0, np.uint64))
-    seen = is_in(row_hash, st.outcome_hashes)
-    st.outcome_hashes = np.union1d(st.outcome_hashes, row_hash).astype(np.uint64)
     o_akey = hash_strings(out_df["action_id"])
     o_ckey = hash_strings(out_df["claim_id"])
+    row_hash = hash_rows([o_ckey, o_akey, out_df["t_us"].to_numpy(np.int64),
+                          out_df["violated"].to_numpy(bool)])
+    seen = is_in(row_hash, st.outcome_hashes)
+    st.outcome_hashes = unique_keys(np.concatenate([st.outcome_hashes, row_hash]))
     if st.pending is not None and st.pending.parts:
         new_akey = hash_strings(new["action_id"])
         cand, taken = st.pending.candidates(
@@ -342,8 +341,8 @@ def _read_and_join(st: MonitorState, plist: Sequence[str], outcomes: Any,
     keep = is_in(o_akey, b_akey[b_akey != 0]) | is_in(o_ckey, b_ckey[b_ckey != 0])
     sub = out_df.loc[keep]
     outcome_frame = pd.DataFrame({
-        "claim_id": sub["claim_id"].to_numpy(dtype=object),
-        "action_id": sub["action_id"].to_numpy(dtype=object),
+        "claim_id": sub["claim_id"].reset_index(drop=True),
+        "action_id": sub["action_id"].reset_index(drop=True),
         "time": pd.DatetimeIndex(sub["t_us"].to_numpy().astype("datetime64[us]"))
         .tz_localize("UTC"),
         "violated": sub["violated"].to_numpy(dtype=bool)})
@@ -380,12 +379,13 @@ def _concat_entries(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
         y = b[c]
         # "rec" is renumbered by the caller
         x = a[c] if c in a else pd.Series(np.zeros(len(a), dtype=np.int64))
+        # text through Arrow strings: factorised in C++ (object values were hashed one by
+        # one in Python, most of a daily run's merge)
         if isinstance(y.dtype, pd.CategoricalDtype) or isinstance(x.dtype, pd.CategoricalDtype):
-            vals = pd.concat([x.astype(object), y.astype(object)], ignore_index=True)
-            out[c] = pd.Categorical(vals.where(vals.notna(), None))
+            out[c] = pd.Categorical(pd.concat([x.astype("str"), y.astype("str")],
+                                              ignore_index=True))
         elif c == "claim_id":
-            out[c] = pd.array(np.concatenate([x.to_numpy(dtype=object),
-                                              y.to_numpy(dtype=object)]), dtype="str")
+            out[c] = pd.concat([x.astype("str"), y.astype("str")], ignore_index=True).array
         else:
             out[c] = np.concatenate([x.to_numpy(), y.to_numpy()]).astype(y.to_numpy().dtype)
     return pd.DataFrame(out)

@@ -66,10 +66,11 @@ def ks(sample: Sequence[float], values: FloatArray) -> tuple[float, float]:
 
 
 def _z(confidence: float) -> float:
-    """The two-sided normal quantile of ``confidence``."""
-    from scipy.stats import norm
+    """The two-sided normal quantile of ``confidence`` (``ndtri`` is what scipy.stats'
+    ``norm.ppf`` computes)."""
+    from scipy.special import ndtri
 
-    return float(norm.ppf(0.5 + confidence / 2.0))
+    return float(ndtri(0.5 + confidence / 2.0))
 
 
 def _mean_interval(values: FloatArray, confidence: float) -> tuple[float, float]:

@@ -568,6 +568,28 @@ def test_a_truncated_log_forces_a_rebuild(small_world: tuple[Path, Path], models
         third.run["rebuilt_because"]
 
 
+def test_a_monitor_run_imports_neither_scikit_learn_nor_scipy_stats(
+        small_world: tuple[Path, Path], models: Path, tmp_path: Path) -> None:
+    # a daily run is short: importing the calibrators' scikit-learn and scipy.stats (~1.3 s)
+    # would be a sixth of it; the monitor needs the metrics and figures only
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from amv_calib.cli import main\n"
+            "try:\n"
+            f"    main(['monitor', '--artifact', {f'{models}/amv-guard@production'!r}, "
+            f"'--decisions', {str(small_world[0])!r}, '--outcomes', {str(small_world[1])!r}, "
+            f"'--out', {str(tmp_path / 'out')!r}, '--no-tracking'])\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "print(sorted(m for m in ('sklearn', 'scipy.stats') if m in sys.modules))\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert (tmp_path / "out" / "timeline.png").is_file(), run.stderr
+    assert run.stdout.strip().splitlines()[-1] == "[]", run.stdout
+
+
 def test_a_state_of_another_format_version_is_rebuilt(small_world: tuple[Path, Path],
                                                      models: Path, tmp_path: Path) -> None:
     # e.g. a state whose key hashes were made by an earlier hash function: continuing it

@@ -7,7 +7,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from amv_calib.monitoring._state import hash_strings, is_in
+from amv_calib.monitoring._state import hash_rows, hash_strings, is_in
 
 _M64 = (1 << 64) - 1
 
@@ -75,3 +75,35 @@ def test_is_in_equals_numpys(n_keys: int, n_among: int) -> None:
     np.testing.assert_array_equal(got, np.isin(keys, among))
     if n_keys and n_among:
         assert 0 < got.sum() < len(keys)
+
+
+def _reference_mix(h: int) -> int:
+    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & _M64
+    return h ^ (h >> 31)
+
+
+def test_hash_rows_by_hand() -> None:
+    claim = hash_strings(pd.Series(["c1", "c2", None], dtype=object))
+    action = hash_strings(pd.Series([None, "a9", "a9"], dtype=object))
+    t_us = np.array([-5, 1_798_761_600_000_000, 0], dtype=np.int64)
+    violated = np.array([True, False, True])
+    got = hash_rows([claim, action, t_us, violated])
+    for i in range(3):
+        h = 0
+        for v in (int(claim[i]), int(action[i]), int(t_us[i]) & _M64, int(violated[i])):
+            h = _reference_mix(((h * 0x9E3779B97F4A7C15) & _M64) ^ v)
+        assert int(got[i]) == h
+
+
+def test_hash_rows_tell_rows_apart() -> None:
+    rng = np.random.default_rng(5)
+    cols = [rng.integers(0, 50, 20_000), rng.integers(0, 50, 20_000),
+            rng.integers(0, 2, 20_000)]
+    rows = np.stack(cols, axis=1)
+    distinct = len(np.unique(rows, axis=0))
+    got = hash_rows(cols)
+    assert len(np.unique(got)) == distinct  # equal rows equal, different rows different
+    # the order of the columns counts: (a, b) is not (b, a)
+    assert not np.array_equal(hash_rows([cols[0], cols[1]]), hash_rows([cols[1], cols[0]]))
+    assert hash_rows([]).shape == (0,)
