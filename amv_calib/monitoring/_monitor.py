@@ -30,6 +30,7 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -289,15 +290,19 @@ def _read_and_join(st: MonitorState, plist: Sequence[str], outcomes: Any,
     from amv_calib.contract import LogReadStats
     from amv_calib.monitoring._state import hash_rows, hash_strings, is_in, unique_keys
 
-    log = read_uses(list(plist), on_corrupt="raise" if on_corrupt == "raise" else "skip",
-                    spans=list(spans))
+    # the outcomes load on a thread while the logs are read (Arrow's CSV reader holds no
+    # GIL, and the read waits on its own parse threads): a log error still comes first
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-outcomes") as pool:
+        loading = pool.submit(load_outcomes, [] if outcomes is None else outcomes)
+        log = read_uses(list(plist), on_corrupt="raise" if on_corrupt == "raise" else "skip",
+                        spans=list(spans))
+        out_df, _ = loading.result()
     new = log.entries
     new["file"] = np.asarray(file_index, dtype=np.int32)[new["file"].to_numpy()] \
         if len(new) else new["file"]
     for i, (fi, s) in enumerate(zip(file_index, log.stats, strict=True)):
         st.files[fi].offset = spans[i][1]
         st.files[fi].lines += s.lines
-    out_df, _ = load_outcomes([] if outcomes is None else outcomes)
     o_akey = hash_strings(out_df["action_id"])
     o_ckey = hash_strings(out_df["claim_id"])
     row_hash = hash_rows([o_ckey, o_akey, out_df["t_us"].to_numpy(np.int64),
