@@ -50,6 +50,7 @@ from amv_calib.claims._join import (
     SoftLabels,
     join_logs,
     label_claims,
+    read_with_outcomes,
     use_entries,
 )
 from amv_calib.claims._logread import LogEntries, read_uses
@@ -119,6 +120,7 @@ __all__ = [
     "mem0_history_to_claims",
     "parse_timestamps",
     "read_uses",
+    "read_with_outcomes",
     "use_entries",
     "record_outputs",
     "unknown_table_ending",

@@ -575,10 +575,31 @@ def join_logs(
     check_choice("soft_labels", soft_labels, ("posterior", "off"))
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
     if log is None:  # a batch given as ``log`` (the monitor's new lines) may be empty
-        log = read_uses(plist, on_corrupt=on_corrupt, columnar=columnar)
+        log, out_df, out_invalid = read_with_outcomes(plist, outcomes, on_corrupt=on_corrupt,
+                                                      columnar=columnar)
         require_records(plist, log)
-    out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
+    else:
+        out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
     return _join(plist, log, out_df, out_invalid, soft_labels)
+
+
+def read_with_outcomes(
+    decisions: Sequence[PathLike],
+    outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None,
+    *,
+    on_corrupt: Literal["raise", "skip"] = "raise",
+    columnar: bool = True,
+    spans: Sequence[tuple[int, int, int] | None] | None = None,
+) -> tuple[LogEntries, pd.DataFrame, pd.DataFrame]:
+    """:func:`read_uses` of the logs and :func:`load_outcomes` of the outcomes, the outcomes
+    loaded on a thread while the logs are read (Arrow's CSV reader holds no GIL, and the
+    read waits on its own parse threads). An error of the logs is raised first."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-outcomes") as pool:
+        loading = pool.submit(load_outcomes, [] if outcomes is None else outcomes)
+        log = read_uses(list(decisions), on_corrupt=on_corrupt, columnar=columnar,
+                        spans=spans)
+        out_df, out_invalid = loading.result()
+    return log, out_df, out_invalid
 
 
 def require_records(plist: Sequence[PathLike], log: LogEntries) -> None:

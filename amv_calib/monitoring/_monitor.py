@@ -30,7 +30,6 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -286,17 +285,13 @@ def _read_and_join(st: MonitorState, plist: Sequence[str], outcomes: Any,
     """Read the new lines, take back the pending entries that new outcomes or new records
     may decide, and join both with the outcomes by the label join's rules; returns the
     batch and, per pending partition, the rows taken back."""
-    from amv_calib.claims import LogEntries, join_logs, load_outcomes, read_uses, use_entries
+    from amv_calib.claims import LogEntries, join_logs, read_with_outcomes, use_entries
     from amv_calib.contract import LogReadStats
     from amv_calib.monitoring._state import hash_rows, hash_strings, is_in, unique_keys
 
-    # the outcomes load on a thread while the logs are read (Arrow's CSV reader holds no
-    # GIL, and the read waits on its own parse threads): a log error still comes first
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-outcomes") as pool:
-        loading = pool.submit(load_outcomes, [] if outcomes is None else outcomes)
-        log = read_uses(list(plist), on_corrupt="raise" if on_corrupt == "raise" else "skip",
-                        spans=list(spans))
-        out_df, _ = loading.result()
+    log, out_df, _ = read_with_outcomes(
+        list(plist), outcomes, on_corrupt="raise" if on_corrupt == "raise" else "skip",
+        spans=list(spans))
     new = log.entries
     new["file"] = np.asarray(file_index, dtype=np.int32)[new["file"].to_numpy()] \
         if len(new) else new["file"]

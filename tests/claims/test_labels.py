@@ -20,7 +20,12 @@ from sklearn.metrics import log_loss
 from amv_calib import cli
 from amv_calib.calibration._calibrators import PlattCalibrator
 from amv_calib.claims._ingest import load_claims
-from amv_calib.claims._join import OUTCOME_STATUSES, UNJOINED_REASONS, label_claims
+from amv_calib.claims._join import (
+    OUTCOME_STATUSES,
+    UNJOINED_REASONS,
+    label_claims,
+    read_with_outcomes,
+)
 from amv_calib.claims._logread import read_uses
 from amv_calib.claims._noisy import fit_noisy_labels
 from amv_calib.claims._outcomes import load_outcomes
@@ -519,6 +524,29 @@ def test_corrupt_middle_line_raises_or_is_counted(tmp_path: Path) -> None:
     with pytest.warns(DecisionLogWarning, match="corrupt line 2"):
         _, rep = label_claims(log, on_corrupt="skip")
     assert rep.decision_files[0]["corrupt"] == 1 and rep.uses_read == 2
+
+
+def test_read_with_outcomes_equals_reading_each_and_reports_the_log_first(
+        mixed_log: Path, tmp_path: Path) -> None:
+    outcomes = tmp_path / "o.csv"
+    outcomes.write_text("claim_id,time,violated\nc1,2026-12-01T00:00:00Z,true\n"
+                        "c2,not a time,false\n")
+    log, out_df, invalid = read_with_outcomes([mixed_log], outcomes)
+    alone = read_uses([mixed_log])
+    pd.testing.assert_frame_equal(log.entries, alone.entries)
+    want_df, want_invalid = load_outcomes(outcomes)
+    pd.testing.assert_frame_equal(out_df, want_df)
+    pd.testing.assert_frame_equal(invalid, want_invalid)
+    assert len(out_df) == 1 and len(invalid) == 1
+    # both inputs broken: the log's error is the one raised, as when read one after the other
+    bad_log = tmp_path / "d.jsonl"
+    bad_log.write_bytes(b"{oops\n")
+    bad_outcomes = tmp_path / "bad.csv"
+    bad_outcomes.write_text("claim_id\nc1\n")
+    with pytest.raises(DataContractError, match="line 1 is not a JSON object"):
+        read_with_outcomes([bad_log], bad_outcomes)
+    with pytest.raises(MissingColumnsError, match="time"):
+        read_with_outcomes([mixed_log], bad_outcomes)
 
 
 def test_writer_after_a_crash_keeps_new_lines(tmp_path: Path) -> None:
