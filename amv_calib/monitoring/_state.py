@@ -71,15 +71,17 @@ def hash_strings(values: Any) -> U64Array:
         text = text.combine_chunks()
     if not pa.types.is_large_string(text.type):
         text = text.cast(pa.large_string())
-    out = np.zeros(len(text), dtype=np.uint64)
-    if len(text):
-        offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)[
-            text.offset:text.offset + len(text) + 1]
-        data = text.buffers()[2]
-        _hash_kernel()(offsets, np.frombuffer(data, dtype=np.uint8) if data is not None
-                       else np.zeros(0, np.uint8),
-                       text.is_valid().to_numpy(zero_copy_only=False), out)
-    return out
+    fnv = np.zeros(len(text), dtype=np.uint64)
+    if not len(text):
+        return fnv
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)[
+        text.offset:text.offset + len(text) + 1]
+    data = text.buffers()[2]
+    _fnv_kernel()(offsets, np.frombuffer(data, dtype=np.uint8) if data is not None
+                  else np.zeros(0, np.uint8), fnv)
+    h = _mix(fnv)
+    return np.where(text.is_valid().to_numpy(zero_copy_only=False),
+                    np.where(h == 0, np.uint64(1), h), np.uint64(0)).astype(np.uint64)
 
 
 _M1: Final = np.uint64(0xBF58476D1CE4E5B9)
@@ -128,26 +130,20 @@ def is_in(keys: U64Array, among: U64Array) -> BoolArray:
 
 
 @functools.cache
-def _hash_kernel() -> Any:
-    """The compiled kernel of :func:`hash_strings` (numba is imported on first use)."""
+def _fnv_kernel() -> Any:
+    """The compiled FNV-1a of each Arrow string (its offsets into the UTF-8 bytes) for
+    :func:`hash_strings` (numba is imported on first use)."""
     from numba import njit
 
     basis, prime = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
-    m1, m2 = _M1, _M2
-    s30, s27, s31 = np.uint64(30), np.uint64(27), np.uint64(31)
 
     @njit(cache=True, nogil=True)
-    def kernel(offsets: Any, data: Any, valid: Any, out: Any) -> None:  # pragma: no cover
+    def kernel(offsets: Any, data: Any, out: Any) -> None:  # pragma: no cover - compiled
         for i in range(out.shape[0]):
-            if not valid[i]:
-                continue
             h = basis
             for j in range(offsets[i], offsets[i + 1]):
                 h = (h ^ np.uint64(data[j])) * prime
-            h = (h ^ (h >> s30)) * m1
-            h = (h ^ (h >> s27)) * m2
-            h = h ^ (h >> s31)
-            out[i] = h if h != np.uint64(0) else np.uint64(1)
+            out[i] = h
 
     return kernel
 
