@@ -587,13 +587,14 @@ def read_with_outcomes(
     decisions: Sequence[PathLike],
     outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None,
     *,
-    on_corrupt: Literal["raise", "skip"] = "raise",
+    on_corrupt: Literal["raise", "skip"],
     columnar: bool = True,
     spans: Sequence[tuple[int, int, int] | None] | None = None,
 ) -> tuple[LogEntries, pd.DataFrame, pd.DataFrame]:
     """:func:`read_uses` of the logs and :func:`load_outcomes` of the outcomes, the outcomes
     loaded on a thread while the logs are read (Arrow's CSV reader holds no GIL, and the
-    read waits on its own parse threads). An error of the logs is raised first."""
+    read waits on its own parse threads). An error of the logs is raised first.
+    ``on_corrupt`` is the caller's (no default of its own); the rest as :func:`read_uses`."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-outcomes") as pool:
         loading = pool.submit(load_outcomes, [] if outcomes is None else outcomes)
         log = read_uses(list(decisions), on_corrupt=on_corrupt, columnar=columnar,

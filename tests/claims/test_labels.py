@@ -531,7 +531,7 @@ def test_read_with_outcomes_equals_reading_each_and_reports_the_log_first(
     outcomes = tmp_path / "o.csv"
     outcomes.write_text("claim_id,time,violated\nc1,2026-12-01T00:00:00Z,true\n"
                         "c2,not a time,false\n")
-    log, out_df, invalid = read_with_outcomes([mixed_log], outcomes)
+    log, out_df, invalid = read_with_outcomes([mixed_log], outcomes, on_corrupt="raise")
     alone = read_uses([mixed_log])
     pd.testing.assert_frame_equal(log.entries, alone.entries)
     want_df, want_invalid = load_outcomes(outcomes)
@@ -544,9 +544,9 @@ def test_read_with_outcomes_equals_reading_each_and_reports_the_log_first(
     bad_outcomes = tmp_path / "bad.csv"
     bad_outcomes.write_text("claim_id\nc1\n")
     with pytest.raises(DataContractError, match="line 1 is not a JSON object"):
-        read_with_outcomes([bad_log], bad_outcomes)
+        read_with_outcomes([bad_log], bad_outcomes, on_corrupt="raise")
     with pytest.raises(MissingColumnsError, match="time"):
-        read_with_outcomes([mixed_log], bad_outcomes)
+        read_with_outcomes([mixed_log], bad_outcomes, on_corrupt="raise")
 
 
 def test_writer_after_a_crash_keeps_new_lines(tmp_path: Path) -> None:
