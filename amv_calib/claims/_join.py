@@ -251,6 +251,37 @@ def _factorize(*series: Any) -> list[IntArray]:
     return out
 
 
+def _codes_in(categories: pd.Index, other: Any) -> IntArray:
+    """Codes of the strings ``other`` in the code space of the distinct ``categories`` (a
+    value's code is its position there), as :func:`_factorize` of the two gives them: values
+    not among the categories numbered after them, in order of first appearance; missing
+    values -1. Only ``other``'s values are hashed and the categories probed against them
+    (a log's million action ids against an outcome file's few: 0.02 s, where hashing the
+    million took 0.2-0.5 s)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunks = _arrow_chunks(other)
+    if not chunks:
+        return np.zeros(0, np.int64)
+    enc = pa.chunked_array(chunks, type=pa.large_string()).dictionary_encode()
+    local = np.concatenate([c.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+                            for c in enc.chunks]).astype(np.int64)
+    distinct = enc.chunk(enc.num_chunks - 1).dictionary  # first appearance first
+    if not len(distinct):
+        return local  # every value missing
+    code = np.full(len(distinct), -1, dtype=np.int64)
+    if len(categories):
+        cats = pa.chunked_array(_arrow_chunks(pd.Series(categories.array, copy=False)),
+                                type=pa.large_string())
+        at = pc.fill_null(pc.index_in(cats, value_set=distinct), -1).to_numpy()
+        known = np.flatnonzero(at >= 0)
+        code[at[known].astype(np.int64)] = known
+    unknown = code < 0
+    code[unknown] = len(categories) + np.arange(int(unknown.sum()), dtype=np.int64)
+    return np.where(local >= 0, code[np.maximum(local, 0)], -1)
+
+
 def _from_codes(codes: NDArray[Any], categories: Any) -> Any:
     """A pandas ``str`` array from integer codes into ``categories`` (-1 = missing)."""
     import pyarrow as pa
@@ -344,8 +375,7 @@ def _use_codes(log: LogEntries, other_action_ids: Any = None
     cats = entries["action_id"].cat.categories
     other = pd.Series(pd.array([], dtype="str")) if other_action_ids is None else \
         pd.Series(other_action_ids, copy=False)
-    cat_codes, o_action = _factorize(pd.Series(cats.array), other)
-    assert np.array_equal(cat_codes, np.arange(len(cats)))
+    o_action = _codes_in(cats, other)
     e_action = entries["action_id"].cat.codes.to_numpy().astype(np.int64)
     no_action = e_action < 0
     if no_action.any():

@@ -9,11 +9,13 @@ join (:mod:`amv_calib.claims._join`) and the log adapters read logs through this
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Final, Literal, cast
@@ -740,6 +742,26 @@ def _read_one_log(path: PathLike, file_idx: int, on_corrupt: str, columnar: bool
                             columnar, acc)
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Generator[None, None, None]:
+    """Pause Python's cyclic garbage collector while a log is read, if it runs.
+
+    The reader builds many short-lived containers (the verifier calls' JSON objects, the
+    per-block lists) and keeps none in a reference cycle, so the collector finds nothing;
+    but each pass re-scans every tracked object the process holds: ~0.4 s of a 1 M-line
+    read (``bench/bench_labels.py``). It runs again afterwards, also on an error; a caller
+    that paused it itself keeps it paused.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _to_line_end(fh: BinaryIO, size: int, left: int) -> int:
     """``size`` grown to the end of the line it ends in (at most :data:`_PEEK_BYTES` more,
     and not past ``left`` bytes if ``left >= 0``), so that a block read is whole lines and
@@ -796,24 +818,25 @@ def read_chunks(chunks: Iterable[bytes], name: str, file_idx: int, first_line: i
         st.lines += n
 
     tail: list[bytes] = []
-    if columnar:
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-parse") as pool:
-            ahead: tuple[bytes, Future[_Parsed]] | None = None
-            for block in _blocks(chunks, tail):
-                parsing = pool.submit(_parse_block, block, acc.want_offers)
+    with _collector_paused():
+        if columnar:
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-parse") as pool:
+                ahead: tuple[bytes, Future[_Parsed]] | None = None
+                for block in _blocks(chunks, tail):
+                    parsing = pool.submit(_parse_block, block, acc.want_offers)
+                    if ahead is not None:
+                        add(ahead[0], ahead[1].result())
+                    ahead = (block, parsing)
                 if ahead is not None:
                     add(ahead[0], ahead[1].result())
-                ahead = (block, parsing)
-            if ahead is not None:
-                add(ahead[0], ahead[1].result())
-    else:
-        for block in _blocks(chunks, tail):
-            add(block, None)
-    if tail[0]:  # the last line, without its newline
-        st.lines += 1
-        recs = _parse_lines(tail[0], next_line, st, name, on_corrupt)
-        if recs:
-            _python_records(recs, file_idx, acc)
+        else:
+            for block in _blocks(chunks, tail):
+                add(block, None)
+        if tail[0]:  # the last line, without its newline
+            st.lines += 1
+            recs = _parse_lines(tail[0], next_line, st, name, on_corrupt)
+            if recs:
+                _python_records(recs, file_idx, acc)
     st.records = acc.n_records - records_before
     return st
 
@@ -852,11 +875,13 @@ def read_uses(
     if spans is not None and len(spans) != len(plist):
         raise ValueError(f"spans: {len(spans)} given for {len(plist)} files")
     acc = EntryAccumulator(offers)
-    stats = [_read_one_log(p, i, on_corrupt, columnar, acc,
-                           None if spans is None else spans[i]) for i, p in enumerate(plist)]
-    if not acc.rec["file"]:
-        _python_records([], 0, acc)
-    entries, signals = acc.finish()
+    with _collector_paused():
+        stats = [_read_one_log(p, i, on_corrupt, columnar, acc,
+                               None if spans is None else spans[i])
+                 for i, p in enumerate(plist)]
+        if not acc.rec["file"]:
+            _python_records([], 0, acc)
+        entries, signals = acc.finish()
     import pyarrow as pa
 
     offers = (pa.concat_tables(acc.offers) if acc.offers
