@@ -199,17 +199,23 @@ class JoinReport:
 # The join
 # ---------------------------------------------------------------------------------------------
 def _pairs(u_key: IntArray, o_key: IntArray) -> tuple[IntArray, IntArray]:
-    """All (use, outcome) index pairs with equal keys; negative keys never match."""
+    """All (use, outcome) index pairs with equal keys, in use order, then outcome order;
+    negative keys never match."""
     order = np.argsort(o_key, kind="stable")
     ok = o_key[order]
+    if not ok.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    # the outcomes are few beside the uses: the uses with a match are found by one search,
+    # and only theirs are counted
     lo = np.searchsorted(ok, u_key, side="left")
-    hi = np.searchsorted(ok, u_key, side="right")
-    cnt = np.where(u_key < 0, 0, hi - lo)
+    m = np.flatnonzero((ok[np.minimum(lo, ok.size - 1)] == u_key) & (u_key >= 0))
+    lo = lo[m]
+    cnt = np.searchsorted(ok, u_key[m], side="right") - lo
     total = int(cnt.sum())
-    ui = np.repeat(np.arange(u_key.size, dtype=np.int64), cnt)
+    ui = np.repeat(m, cnt)
     starts = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
     oi = order[np.arange(total, dtype=np.int64) + starts]
-    return ui, oi
+    return ui.astype(np.int64), oi
 
 
 def _arrow_chunks(s: Any) -> list[Any]:
@@ -847,7 +853,10 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     hard = final & (reason == _JOINED)
     joined = hard | soft
 
-    q = posterior(u["p"].to_numpy(), llr)
+    # q is read at the verifier-labelled uses alone (a few percent of a big log's)
+    q = np.zeros(n_uses)
+    si = np.flatnonzero(soft)
+    q[si] = posterior(u["p"].to_numpy()[si], llr[si])
     row_use, row_viol, row_weight, row_verifier = label_rows(hard, soft, label, q)
     unjoined = np.flatnonzero(~joined)
     reasons = reason[unjoined]

@@ -1043,3 +1043,16 @@ def test_read_uses_pauses_the_collector_and_restores_it(
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-2, 6), max_size=20), st.lists(st.integers(-2, 6), max_size=12))
+def test_pairs_are_every_equal_key_pair_in_use_then_outcome_order(
+        u_key: list[int], o_key: list[int]) -> None:
+    from amv_calib.claims._join import _pairs
+
+    ui, oi = _pairs(np.array(u_key, dtype=np.int64), np.array(o_key, dtype=np.int64))
+    want = [(i, j) for i, k in enumerate(u_key) if k >= 0
+            for j, o in enumerate(o_key) if o == k]
+    assert list(zip(ui.tolist(), oi.tolist(), strict=True)) == want
+    assert ui.dtype == oi.dtype == np.int64
