@@ -148,7 +148,10 @@ class EntryAccumulator:
         e["pidx"].append(np.asarray(ent["pidx"], dtype=np.int32))
         for k in ("premise_id", "claim_id"):
             arr = ent[k] if isinstance(ent[k], pa.Array) else pa.array(ent[k], type=pa.string())
-            e[k].append(arr.dictionary_encode() if k == "premise_id" else arr)
+            # docs/data.md: one claim, whatever the spaces (block by block: while the next
+            # block is parsed, not after the last)
+            e[k].append(arr.dictionary_encode() if k == "premise_id"
+                        else _no_empty(strip_ids(arr)))
         for k in (*CLAIM_FEATURES, "p"):
             e[k].append(np.asarray(ent[k], dtype=np.float64))
         self.n_records += n
@@ -212,7 +215,6 @@ class EntryAccumulator:
             data[k] = pd.Categorical.from_codes(whole.codes[e_rec], dtype=whole.dtype)
         data["premise_id"] = cat(e, "premise_id", None)
         claim = pa.chunked_array(e.pop("claim_id"), type=pa.string()).combine_chunks()
-        claim = _no_empty(strip_ids(claim))  # docs/data.md: one claim, whatever the spaces
         data["claim_id"] = pd.array(claim, dtype="str")
         del claim
         data["t_us"] = cat_np(r, "t_us", np.int64)[e_rec]
