@@ -796,22 +796,26 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         g_t = agg.index.get_level_values("t").to_numpy().astype(np.int64)
         g_n = agg["n"].to_numpy()
         g_true = agg["n_true"].to_numpy()
+        # Only the open uses of a claim that has such an outcome can meet one: the rest are
+        # not searched (most uses of a big log with few outcomes).
+        has_group = np.zeros(n_claim_codes, dtype=bool)
+        has_group[g_c] = True
+        cand = np.flatnonzero(valid & ~final & (u_claim >= 0))
+        cand = cand[has_group[u_claim[cand]]]
+        c_claim, c_t = u_claim[cand], t_us[cand]
         # Dense time ranks turn (claim, time) into one sortable int64 key.
-        uniq_t = _sorted_unique(np.concatenate([g_t, t_us[valid]]))
+        uniq_t = _sorted_unique(np.concatenate([g_t, c_t]))
         n_rank = uniq_t.size + 1
         g_key = g_c * n_rank + np.searchsorted(uniq_t, g_t)
-        u_key = u_claim * n_rank + np.searchsorted(uniq_t, t_us)
-        pos = np.searchsorted(g_key, u_key, side="left")
-        active = valid & ~final & (u_claim >= 0)
-        hit = np.zeros(n_uses, dtype=bool)
-        inb = pos < g_key.size
-        hit[inb] = g_c[pos[inb]] == u_claim[inb]
-        before = np.zeros(n_uses, dtype=bool)
-        pb = pos >= 1
-        before[pb] = g_c[pos[pb] - 1] == u_claim[pb]
-        had_before[active & before] = True
-        cu = np.flatnonzero(active & hit)
-        gi = pos[cu]
+        pos = np.searchsorted(g_key, c_claim * n_rank + np.searchsorted(uniq_t, c_t),
+                              side="left")
+        hit = pos < g_key.size  # an outcome of the claim at or after the use
+        hit[hit] = g_c[pos[hit]] == c_claim[hit]
+        before = pos >= 1  # ... and one before it
+        before[before] = g_c[pos[before] - 1] == c_claim[before]
+        had_before[cand[before]] = True
+        cu = cand[hit]
+        gi = pos[hit]
         conflict_c = (g_true[gi] > 0) & (g_true[gi] < g_n[gi])
         label[cu[~conflict_c]] = g_true[gi[~conflict_c]] == g_n[gi[~conflict_c]]
         final[cu] = True
