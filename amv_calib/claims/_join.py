@@ -764,22 +764,30 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         o_has_earlier_use[oi[after]] = True
         live = ~final[ui]
         ui, oi, after = ui[live], oi[live], after[live]
-        n_after = np.bincount(ui[after], minlength=n_uses)
-        n_true = np.bincount(ui[after], weights=o_v[oi[after]], minlength=n_uses)
-        n_any = np.bincount(ui, minlength=n_uses)
-        had_before[n_any > n_after] = True
+        if not ui.size:
+            return
+        # counted over the uses with a pair (few beside all uses): ``ui`` ascends
+        first = np.ones(ui.size, dtype=bool)
+        first[1:] = ui[1:] != ui[:-1]
+        uu = ui[first]  # the distinct uses
+        k = np.cumsum(first) - 1  # each pair's position in ``uu``
+        n_after = np.bincount(k[after], minlength=uu.size)
+        n_true = np.bincount(k[after], weights=o_v[oi[after]], minlength=uu.size)
+        n_any = np.bincount(k, minlength=uu.size)
+        had_before[uu[n_any > n_after]] = True
         decided = n_after > 0
         conflict = decided & (n_true > 0) & (n_true < n_after)
         lab = decided & ~conflict & (n_true == n_after)
-        amb = lab & (n_in_action > 1) if single_premise_only else np.zeros(n_uses, dtype=bool)
+        amb = lab & (n_in_action[uu] > 1) if single_premise_only \
+            else np.zeros(uu.size, dtype=bool)
         ok = decided & ~conflict & ~amb
-        o_used[oi[after & ok[ui]]] = True
-        o_conflict[oi[after & conflict[ui]]] = True
-        o_ambiguous[oi[after & amb[ui]]] = True
-        label[ok] = lab[ok]
-        final[ok | conflict] = True
-        reason[conflict] = _CONFLICT
-        ambiguous[amb] = True
+        o_used[oi[after & ok[k]]] = True
+        o_conflict[oi[after & conflict[k]]] = True
+        o_ambiguous[oi[after & amb[k]]] = True
+        label[uu[ok]] = lab[ok]
+        final[uu[ok | conflict]] = True
+        reason[uu[conflict]] = _CONFLICT
+        ambiguous[uu[amb]] = True
 
     # 1. action + claim; 2. action only.
     ac_o = np.where(has_a & has_c, o_action * n_claim_codes + o_claim, -1)

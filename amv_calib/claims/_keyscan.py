@@ -41,6 +41,16 @@ MAX_DEPTH: Final = 64
 MAX_OPEN_KEYS: Final = 4096
 _FNV_OFFSET: Final = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME: Final = np.uint64(0x100000001B3)
+#: Bytes a string's scan must stop at: a quote, a backslash, a control byte or >= 0x80.
+_STRING_STOPS: Final = np.zeros(256, dtype=np.uint8)
+_STRING_STOPS[:32] = 1
+_STRING_STOPS[128:] = 1
+_STRING_STOPS[[34, 92]] = 1
+#: Bytes the scan of a line must look at outside strings (the rest, numbers, literals and
+#: white space, are passed over with one load each): >= 0x80 and ``":{[}],``.
+_STRUCTURAL: Final = np.zeros(256, dtype=np.uint8)
+_STRUCTURAL[128:] = 1
+_STRUCTURAL[list(b'":{[}],')] = 1
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -49,16 +59,25 @@ def _string(buf: Any, i: int, e: int, key: bool, offset: Any,
     """From the byte after an opening quote: (index of the closing quote, the key's
     hash, whether the line is suspect)."""
     h = offset
+    if not key:
+        while i < e:
+            c = buf[i]
+            if _STRING_STOPS[c] == 0:
+                i += 1
+            elif c == 34:
+                return i, h, False
+            elif c == 92:  # the escaped byte cannot end the string
+                i += 2
+            else:
+                return i, h, True
+        return i, h, False
     while i < e:
         c = buf[i]
         if c == 34:
             return i, h, False
-        if c >= 128 or c < 32 or (c == 92 and key):
+        if _STRING_STOPS[c] != 0:  # a backslash too: "a" and "\u0061" are one key
             return i, h, True
-        if c == 92:  # the escaped byte cannot end the string
-            i += 1
-        elif key:
-            h = (h ^ np.uint64(c)) * prime
+        h = (h ^ np.uint64(c)) * prime
         i += 1
     return i, h, False
 
@@ -113,8 +132,9 @@ def _one_line(buf: Any, s: int, e: int, keys: Any, frame: Any, is_obj: Any,
     open_j = -1  # the wanted key whose value is being read
     while i < e:
         c = buf[i]
-        if c >= 128:
-            return True
+        if _STRUCTURAL[c] == 0:
+            i += 1
+            continue
         if c == 34:  # a string: a key where an object expects one
             key = expect_key and is_obj[depth]
             quote = i
@@ -154,6 +174,8 @@ def _one_line(buf: Any, s: int, e: int, keys: Any, frame: Any, is_obj: Any,
                 span[open_j, 2] = i
                 open_j = -1
             expect_key = True
+        else:  # the one structural byte left: >= 0x80
+            return True
         i += 1
     return False
 
