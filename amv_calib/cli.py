@@ -468,11 +468,14 @@ def _run_label(args: argparse.Namespace) -> int:
                                  min_verifier_calls=opts.min_verifier_calls,
                                  soft_labels=opts.soft_labels, on_corrupt=on_corrupt,
                                  scratch=args.spark_scratch)[0]
-    elif not as_table:
-        result = cl.label_logs(args.decisions, args.outcomes or None,
-                               min_verifier_calls=opts.min_verifier_calls,
-                               soft_labels=opts.soft_labels, on_corrupt=on_corrupt)
-        line = cl.write_label_folder(result, out, args.outcomes)
+    elif not as_table:  # the rows written part by part, as for a table
+        joined, result = cl.label_logs_parts(args.decisions, args.outcomes or None,
+                                             min_verifier_calls=opts.min_verifier_calls,
+                                             soft_labels=opts.soft_labels,
+                                             on_corrupt=on_corrupt)
+        line = cl.write_label_folder(result, out, args.outcomes,
+                                     claim_parts=joined.claim_parts(),
+                                     use_parts=joined.unjoined_parts())
     else:
         # the rows are written part by part, never held as whole tables
         joined = cl.join_logs(args.decisions, args.outcomes or None,

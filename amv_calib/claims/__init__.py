@@ -28,6 +28,7 @@ from amv_calib.claims._episodes import (
     LogLabels,
     beta_interval,
     label_logs,
+    label_logs_parts,
     verifier_reliabilities,
     write_episodes_jsonl,
 )
@@ -110,6 +111,7 @@ __all__ = [
     "join_logs",
     "label_claims",
     "label_logs",
+    "label_logs_parts",
     "label_report_paths",
     "load_claims",
     "load_graphiti_edges",

@@ -60,6 +60,7 @@ from numpy.typing import NDArray
 
 from amv_calib.claims._join import (
     UNJOINED_REASONS,
+    JoinedUses,
     JoinReport,
     SoftLabels,
     _join,
@@ -247,6 +248,28 @@ def label_logs(
         Labelled answers a verifier needs before episodes use its estimated reliability
         instead of the declared one.
     """
+    joined, labels = label_logs_parts(decisions, outcomes,
+                                      min_verifier_calls=min_verifier_calls,
+                                      soft_labels=soft_labels, on_corrupt=on_corrupt,
+                                      columnar=columnar)
+    labels.claims, labels.report = joined.tables()
+    return labels
+
+
+def label_logs_parts(
+    decisions: PathLike | Sequence[PathLike],
+    outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None = None,
+    *,
+    min_verifier_calls: int = _LABEL.min_verifier_calls,
+    soft_labels: SoftLabels = _LABEL.soft_labels,
+    on_corrupt: Literal["raise", "skip"] = "skip" if _LABEL.skip_corrupt else "raise",
+    columnar: bool = True,
+) -> tuple[JoinedUses, LogLabels]:
+    """:func:`label_logs` without building its tables (what ``label --out DIR`` writes, part
+    by part): the join, from which the claim rows and the unjoined uses are built in parts
+    (:meth:`~amv_calib.claims.JoinedUses.claim_parts`), and the labels with an empty
+    ``claims`` table and a report whose ``unjoined_uses`` is empty. Parameters as
+    :func:`label_logs`; :func:`~amv_calib.claims.write_label_folder` writes the two."""
     if isinstance(min_verifier_calls, bool) or not isinstance(min_verifier_calls, int) \
             or min_verifier_calls < 0:
         raise ValueError(f"min_verifier_calls={min_verifier_calls!r} must be an int >= 0")
@@ -256,11 +279,12 @@ def label_logs(
     require_records(plist, log)
     out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
     state: dict[str, Any] = {}
-    claims, report = _join(plist, log, out_df, out_invalid, soft_labels, collect=state).tables()
+    joined = _join(plist, log, out_df, out_invalid, soft_labels, collect=state)
     episodes, ep_report, verifiers, actions = build_episodes(
         [os.fspath(p) for p in plist], log, state, min_verifier_calls)
-    return LogLabels(claims=claims, report=report, episodes=episodes,
-                     episode_report=ep_report, verifiers=verifiers, episode_actions=actions)
+    return joined, LogLabels(claims=pd.DataFrame(), report=joined.report, episodes=episodes,
+                             episode_report=ep_report, verifiers=verifiers,
+                             episode_actions=actions)
 
 
 # ---------------------------------------------------------------------------------------------

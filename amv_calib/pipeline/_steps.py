@@ -58,7 +58,12 @@ def _ingest(ctx: StepContext) -> dict[str, Any]:
 
 # -- label --------------------------------------------------------------------------------
 def _label(ctx: StepContext) -> dict[str, Any]:
-    from amv_calib.claims import LABEL_FOLDER_FILES, claim_outputs, label_logs, write_label_folder
+    from amv_calib.claims import (
+        LABEL_FOLDER_FILES,
+        claim_outputs,
+        label_logs_parts,
+        write_label_folder,
+    )
 
     opts = ctx.options
     outcomes = [str(p) for p in ctx.params["outcomes"]]
@@ -75,8 +80,11 @@ def _label(ctx: StepContext) -> dict[str, Any]:
             decisions, outcomes, spark=spark_session(ctx.spec.spark_master), out=ctx.out_dir,
             scratch=ctx.spec.spark_scratch, **options)
     else:
-        result = label_logs(decisions, outcomes or None, **options)
-        line = write_label_folder(result, ctx.out_dir, outcomes)
+        # the rows written part by part, never held as whole tables
+        joined, result = label_logs_parts(decisions, outcomes or None, **options)
+        line = write_label_folder(result, ctx.out_dir, outcomes,
+                                  claim_parts=joined.claim_parts(),
+                                  use_parts=joined.unjoined_parts())
         report, ep = result.report, result.episode_report
     if report.joined == 0 or ep.episodes == 0:
         raise InsufficientDataError(

@@ -20,6 +20,8 @@ from amv_calib.claims import (
     beta_interval,
     label_claims,
     label_logs,
+    label_logs_parts,
+    write_label_folder,
 )
 from amv_calib.datasets import simulate_production
 from amv_calib.gate import read_decision_log
@@ -241,6 +243,30 @@ def test_label_out_dir_writes_the_folder(production: dict[str, Any], tmp_path: P
     assert verifiers["min_verifier_calls"] == 150
     report = json.loads((out / "claims.join_report.json").read_text(encoding="utf-8"))
     assert report["episodes"]["actions_read"] == 4000
+
+
+@pytest.mark.parametrize("rows", [None, 97], ids=["default-parts", "many-small-parts"])
+def test_folder_written_in_parts_is_the_folder_of_the_whole_tables(
+        production: dict[str, Any], tmp_path: Path, rows: int | None) -> None:
+    # what `label --out DIR` writes (part by part) is, byte for byte, what the whole tables
+    # of label_logs write
+    sim = production["sim"]
+    whole = tmp_path / "whole"
+    write_label_folder(production["result"], whole, [str(sim.outcomes)])
+    joined, labels = label_logs_parts([sim.decisions], sim.outcomes)
+    assert labels.claims.empty and labels.report.unjoined_uses.empty
+    assert labels.episode_report == production["result"].episode_report
+    parts = tmp_path / "parts"
+    write_label_folder(labels, parts, [str(sim.outcomes)],
+                       claim_parts=joined.claim_parts(rows), use_parts=joined.unjoined_parts(rows))
+    names = sorted(p.name for p in whole.iterdir())
+    assert names == sorted(p.name for p in parts.iterdir()) and len(names) == 6
+    for name in names:
+        a, b = (whole / name).read_bytes(), (parts / name).read_bytes()
+        if name == "claims.join_report.json":  # each names its own output path
+            a, b = (json.loads(x) for x in (a, b))
+            assert a.pop("out") != b.pop("out")
+        assert a == b, name
 
 
 def test_example_logs_regenerate_byte_for_byte(tmp_path: Path,
