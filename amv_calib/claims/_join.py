@@ -456,7 +456,8 @@ def _collect_uses(log: LogEntries, other_action_ids: Any = None) -> tuple[_Uses,
     # judged per entry (a record that repeats a premise id is invalid as a whole), as the
     # Spark engine does, then taken for the uses
     invalid, detail_codes, detail_cats = invalid_detail(entries, log.bad_times)
-    invalid, detail_codes = invalid[idx], detail_codes[idx]
+    if len(u) < n:
+        invalid, detail_codes = invalid[idx], detail_codes[idx]
     uses = _Uses(u=u, idx=idx, action=action, pkey=pkey, t_us=t_us, invalid=invalid,
                  detail_codes=detail_codes, detail_categories=detail_cats,
                  entry_use=entry_use, entry_pkey=pk, n_entries=n, n_pkey_codes=n_pk)
@@ -470,7 +471,7 @@ def _repeated_premises(u: pd.DataFrame) -> tuple[BoolArray, list[str]]:
     The label join keys a use by (action, premise): the second premise would silently
     replace the first, so the whole record is refused instead.
     """
-    rec = u["rec"].to_numpy().astype(np.int64)
+    rec = u["rec"].to_numpy().astype(np.int64, copy=False)
     pid = pd.Series(u["premise_id"], copy=False)
     if not isinstance(pid.dtype, pd.CategoricalDtype):
         pid = pid.astype("category")
@@ -726,7 +727,7 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         uses, o_action = _collect_uses(log, out_df["action_id"])
         u, u_action, t_us, invalid = uses.u, uses.action, uses.t_us, uses.invalid
         n_uses = len(u)
-        n_in_action = np.bincount(u_action)[u_action] if n_uses else np.zeros(0, np.int64)
+        per_action = np.bincount(u_action)  # uses of each action code
         llr, has_sig, ignored_signals, answers = _signal_llr(log, uses, n_uses)
         o_claim, e_claim = claim_codes.result()
     u_claim = e_claim if len(e_claim) == n_uses else e_claim[uses.idx]
@@ -752,13 +753,26 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     o_keymatch = np.zeros(n_out, dtype=bool)
     o_has_earlier_use = np.zeros(n_out, dtype=bool)
 
-    def action_stage(o_mask: BoolArray, u_key: IntArray, o_key: IntArray,
+    n_action_codes = int(max(u_action.max(initial=-1), o_action.max(initial=-1))) + 1
+
+    def action_stage(o_mask: BoolArray, o_key: IntArray, u_claim: IntArray | None,
                      single_premise_only: bool) -> None:
+        # o_key: the outcomes' keys (action, or action x claim when ``u_claim`` is given)
         sel = np.flatnonzero(o_mask)
         if not sel.size:
             return
-        ui, oj = _pairs(np.where(valid, u_key, -1), o_key[sel])
-        oi = sel[oj]
+        # Only the valid uses of an action these outcomes name can pair with one: the keys
+        # are built and searched for them alone (few beside a big log's uses).
+        named = np.zeros(n_action_codes, dtype=bool)
+        named[o_action[sel]] = True
+        cand = np.flatnonzero(valid & named[u_action])
+        key = u_action[cand]
+        if u_claim is not None:
+            c = u_claim[cand]
+            key = np.where(c >= 0, key * n_claim_codes + c, -1)
+        uj, oj = _pairs(key, o_key[sel])
+        ui, oi = cand[uj], sel[oj]
+        del cand, key, uj, oj
         after = o_t[oi] >= t_us[ui]
         o_keymatch[oi] = True
         o_has_earlier_use[oi[after]] = True
@@ -778,7 +792,7 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         decided = n_after > 0
         conflict = decided & (n_true > 0) & (n_true < n_after)
         lab = decided & ~conflict & (n_true == n_after)
-        amb = lab & (n_in_action[uu] > 1) if single_premise_only \
+        amb = lab & (per_action[u_action[uu]] > 1) if single_premise_only \
             else np.zeros(uu.size, dtype=bool)
         ok = decided & ~conflict & ~amb
         o_used[oi[after & ok[k]]] = True
@@ -791,9 +805,8 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
 
     # 1. action + claim; 2. action only.
     ac_o = np.where(has_a & has_c, o_action * n_claim_codes + o_claim, -1)
-    ac_u = np.where(u_claim >= 0, u_action * n_claim_codes + u_claim, -1)
-    action_stage(has_a & has_c, ac_u, ac_o, single_premise_only=False)
-    action_stage(has_a & ~has_c, u_action, o_action, single_premise_only=True)
+    action_stage(has_a & has_c, ac_o, u_claim, single_premise_only=False)
+    action_stage(has_a & ~has_c, o_action, None, single_premise_only=True)
 
     # 3. claim only: the earliest outcome at or after the use decides. (A function, so
     # that its large temporaries are freed before the output is built.)
@@ -848,7 +861,7 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     c_sel = np.flatnonzero(has_c & ~has_a)
     if c_sel.size and n_uses:
         claim_stage(c_sel, o_claim, u_claim)
-    del ac_o, ac_u, u_claim, o_claim
+    del ac_o, u_claim, o_claim
 
     # -- final reasons and verifier soft labels ------------------------------------------------
     open_ = valid & ~final
@@ -869,6 +882,7 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     q = np.zeros(n_uses)
     si = np.flatnonzero(soft)
     q[si] = posterior(u["p"].to_numpy()[si], llr[si])
+    llr[~has_sig] = 0.0  # the claim rows' signal_llr (in place: a big log's uses are many)
     row_use, row_viol, row_weight, row_verifier = label_rows(hard, soft, label, q)
     unjoined = np.flatnonzero(~joined)
     reasons = reason[unjoined]
@@ -890,7 +904,7 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
                       detail_categories=uses.detail_categories, report=report,
                       file_names=[os.fspath(p) for p in plist],
                       row_use=row_use, row_violated=row_viol, row_weight=row_weight,
-                      row_verifier=row_verifier, signal_llr=np.where(has_sig, llr, 0.0),
+                      row_verifier=row_verifier, signal_llr=llr,
                       unjoined=unjoined, reasons=reasons)
 
 
