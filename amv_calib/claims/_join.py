@@ -811,6 +811,8 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     # 3. claim only: the earliest outcome at or after the use decides. (A function, so
     # that its large temporaries are freed before the output is built.)
     def claim_stage(c_sel: IntArray, o_claim: IntArray, u_claim: IntArray) -> None:
+        from amv_calib.claims._kernels import earliest_per_code
+
         grp = pd.DataFrame({"c": o_claim[c_sel], "t": o_t[c_sel], "v": o_v[c_sel]})
         agg = grp.groupby(["c", "t"], sort=True).agg(n=("v", "size"), n_true=("v", "sum"))
         g_c = agg.index.get_level_values("c").to_numpy().astype(np.int64)
@@ -824,8 +826,11 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         cand = np.flatnonzero(valid & ~final & (u_claim >= 0))
         cand = cand[has_group[u_claim[cand]]]
         c_claim, c_t = u_claim[cand], t_us[cand]
-        # Dense time ranks turn (claim, time) into one sortable int64 key.
-        uniq_t = _sorted_unique(np.concatenate([g_t, c_t]))
+        # Time ranks turn (claim, time) into one sortable int64 key. The outcomes' times
+        # alone are ranked (a use at ``t`` ranks at the count of outcome times before
+        # ``t``): an outcome ranks at or after a use exactly when its time is at or after
+        # the use's, and the ranks are searched in an array the size of the outcomes'.
+        uniq_t = _sorted_unique(g_t)
         n_rank = uniq_t.size + 1
         g_key = g_c * n_rank + np.searchsorted(uniq_t, g_t)
         pos = np.searchsorted(g_key, c_claim * n_rank + np.searchsorted(uniq_t, c_t),
@@ -849,11 +854,7 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
                               + np.searchsorted(uniq_t, o_t[c_sel]))
         o_used[c_sel] |= g_used[o_g]
         o_conflict[c_sel] |= g_conf[o_g]
-        vu = valid & (u_claim >= 0)
-        min_t = np.full(n_claim_codes, np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(min_t, u_claim[vu], t_us[vu])
-        seen = np.zeros(n_claim_codes, dtype=bool)
-        seen[u_claim[vu]] = True
+        min_t, seen = earliest_per_code(u_claim, t_us, valid, n_claim_codes)
         oc = o_claim[c_sel]
         o_keymatch[c_sel] |= seen[oc]
         o_has_earlier_use[c_sel] |= seen[oc] & (min_t[oc] <= o_t[c_sel])
