@@ -288,6 +288,37 @@ def _codes_in(categories: pd.Index, other: Any) -> IntArray:
     return np.where(local >= 0, code[np.maximum(local, 0)], -1)
 
 
+def _codes_against(known: Any, other: Any) -> tuple[IntArray, IntArray]:
+    """Codes of the strings ``known`` (as :func:`_factorize` gives them) and of ``other`` in
+    the same space: a value of ``other`` among ``known`` takes its code, every other value
+    one shared code after ``known``'s; missing values -1.
+
+    For matching that needs only ``known``'s values told apart (the log's claim ids against
+    the outcomes'): the outcomes' few are hashed and the log's many probed against them
+    (10 M lines' 25 M claim ids: half the time of numbering them all).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunks = _arrow_chunks(known)
+    enc = pa.chunked_array(chunks, type=pa.large_string()).dictionary_encode()
+    k_codes = np.concatenate([c.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+                              for c in enc.chunks]).astype(np.int64) if chunks \
+        else np.zeros(0, np.int64)
+    distinct = enc.chunk(enc.num_chunks - 1).dictionary if enc.num_chunks \
+        else pa.array([], pa.large_string())
+    values = pa.chunked_array(_arrow_chunks(other), type=pa.large_string())
+    at = pc.index_in(values, value_set=distinct)  # one hash table of ``distinct``
+    codes = np.empty(len(values), dtype=np.int64)
+    step = 1 << 22  # the conversion's temporaries a few MB, not the log's size
+    for lo in range(0, len(values), step):
+        a, v = at.slice(lo, step), values.slice(lo, step)
+        codes[lo:lo + len(a)] = np.where(
+            a.is_valid().to_numpy(), a.fill_null(0).to_numpy(),
+            np.where(v.is_valid().to_numpy(), len(distinct), -1))
+    return k_codes, codes
+
+
 def _from_codes(codes: NDArray[Any], categories: Any) -> Any:
     """A pandas ``str`` array from integer codes into ``categories`` (-1 = missing)."""
     import pyarrow as pa
@@ -721,9 +752,10 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     n_out = len(out_df)
     # The claim ids' codes (of every entry: a use is an entry) are built on a thread while
     # the uses are collected (Arrow's hashing holds no GIL): the join's one long step that
-    # depends on nothing else. Only equality of codes matters below, not their order.
+    # depends on nothing else. Only equality of codes matters below, not their order, and
+    # only with an outcome's claim: the claims no outcome names share one code.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-join") as pool:
-        claim_codes = pool.submit(_factorize, out_df["claim_id"], log.entries["claim_id"])
+        claim_codes = pool.submit(_codes_against, out_df["claim_id"], log.entries["claim_id"])
         uses, o_action = _collect_uses(log, out_df["action_id"])
         u, u_action, t_us, invalid = uses.u, uses.action, uses.t_us, uses.invalid
         n_uses = len(u)

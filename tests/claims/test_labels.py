@@ -1077,3 +1077,24 @@ def test_earliest_per_code_is_the_plain_minimum(rows: list[tuple[int, int, bool]
     got, seen = earliest_per_code(codes, t, valid, n_codes)
     assert seen.tolist() == [c in want for c in range(n_codes)]
     assert got.tolist() == [want.get(c, np.iinfo(np.int64).max) for c in range(n_codes)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(known=st.lists(st.one_of(st.none(), st.sampled_from(["c1", "c2", " c3", "é", ""])),
+                      max_size=12),
+       other=st.lists(st.one_of(st.none(), st.sampled_from(["c1", "c2", " c3", "é", "", "x"])),
+                      max_size=20))
+def test_codes_against_tells_known_values_apart_only(known: list[str | None],
+                                                     other: list[str | None]) -> None:
+    # The log's claim ids coded against the outcomes': an outcome's claim keeps its code
+    # (first appearance among the outcomes), every other claim one shared code after them.
+    from amv_calib.claims._join import _codes_against
+
+    first: dict[str, int] = {}
+    for v in known:
+        if v is not None:
+            first.setdefault(v, len(first))
+    k_codes, o_codes = _codes_against(pd.Series(pd.array(known, dtype="str")),
+                                      pd.Series(pd.array(other, dtype="str")))
+    assert k_codes.tolist() == [-1 if v is None else first[v] for v in known]
+    assert o_codes.tolist() == [-1 if v is None else first.get(v, len(first)) for v in other]
