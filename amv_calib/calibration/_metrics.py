@@ -511,9 +511,11 @@ def _binomial_interval(
     return _clopper_pearson(rate * n, n, alpha / 2.0)
 
 
-def _clopper_pearson(k: FloatArray, n: FloatArray, tail: float) -> tuple[FloatArray, FloatArray]:
-    """Clopper-Pearson bounds of ``k`` events in ``n`` trials, ``tail`` outside each bound;
-    0 and 1 at the ends where ``k`` is 0 or ``n``."""
+def _clopper_pearson(k: FloatArray, n: FloatArray, tail: float,
+                     upper_level: float | None = None) -> tuple[FloatArray, FloatArray]:
+    """Clopper-Pearson bounds of ``k`` events in ``n`` trials, ``tail`` outside each bound
+    (the upper bound at ``upper_level`` instead when given: a one-sided bound); 0 and 1 at
+    the ends where ``k`` is 0 or ``n``."""
     # the beta quantile (scipy.stats' beta.ppf computes it the same way, to the bit);
     # scipy.special spares the monitor importing scipy.stats. Only evaluated where its
     # shape parameters are positive.
@@ -523,7 +525,8 @@ def _clopper_pearson(k: FloatArray, n: FloatArray, tail: float) -> tuple[FloatAr
     hi = np.ones_like(k)
     pos, below = k > 0, k < n
     lo[pos] = betaincinv(k[pos], n[pos] - k[pos] + 1.0, tail)
-    hi[below] = betaincinv(k[below] + 1.0, n[below] - k[below], 1.0 - tail)
+    hi[below] = betaincinv(k[below] + 1.0, n[below] - k[below],
+                           1.0 - tail if upper_level is None else upper_level)
     return lo, hi
 
 
@@ -532,6 +535,14 @@ def clopper_pearson(k: int, n: int, confidence: float) -> tuple[float, float]:
     lo, hi = _clopper_pearson(np.array([k], dtype=np.float64), np.array([n], dtype=np.float64),
                               (1.0 - confidence) / 2.0)
     return float(lo[0]), float(hi[0])
+
+
+def clopper_pearson_upper(k: int, n: int, confidence: float) -> float:
+    """One-sided Clopper-Pearson (exact) upper bound of a rate, ``k`` events in ``n``
+    trials, at ``confidence``: 1 when ``k >= n`` (no trial: 1 too)."""
+    _, hi = _clopper_pearson(np.array([k], dtype=np.float64), np.array([n], dtype=np.float64),
+                             0.0, upper_level=confidence)
+    return float(hi[0])
 
 
 def smooth_ece(

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
+from amv_calib.calibration import clopper_pearson_upper
 from amv_calib.contract import (
     PortableCalibrator,
     calibrator_sha256,
@@ -103,17 +104,6 @@ def fixed_sequence(p_values: Sequence[float], delta: float) -> list[int]:
             break
         out.append(j)
     return out
-
-
-def clopper_pearson_upper(harms: int, n: int, confidence: float) -> float:
-    """One-sided Clopper-Pearson upper bound of a binomial rate at ``confidence``."""
-    from scipy.stats import beta
-
-    if n <= 0:
-        return 1.0
-    if harms >= n:
-        return 1.0
-    return float(beta.ppf(confidence, harms + 1, n - harms))
 
 
 def supported_alpha(harms: int, n: int, delta: float) -> float:

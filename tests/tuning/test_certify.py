@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom, binomtest
 
+from amv_calib.calibration import clopper_pearson_upper
 from amv_calib.exceptions import ConfigError
 from amv_calib.tuning import (
     CertificationError,
@@ -28,7 +29,7 @@ from amv_calib.tuning import (
     require_certified,
     split_episodes,
 )
-from amv_calib.tuning._certify import clopper_pearson_upper, fixed_sequence, supported_alpha
+from amv_calib.tuning._certify import fixed_sequence, supported_alpha
 
 
 # -- the statistics -------------------------------------------------------------------------
@@ -78,6 +79,20 @@ def test_clopper_pearson_upper_solves_its_defining_equation(k: int, n: int) -> N
     u = clopper_pearson_upper(k, n, 0.95)
     assert binom.cdf(k, n, u) == pytest.approx(0.05, rel=1e-9)
     assert clopper_pearson_upper(n, n, 0.95) == 1.0
+
+
+@pytest.mark.parametrize("confidence", [0.9, 0.95, 0.99, 0.999])
+def test_clopper_pearson_upper_is_scipy_stats_beta_quantile_to_the_bit(confidence: float
+                                                                       ) -> None:
+    # Certificates record this bound: it is scipy.stats' beta quantile exactly (computed
+    # through scipy.special, which the monitor imports without scipy.stats).
+    from scipy.stats import beta
+
+    for n in (1, 7, 50, 880, 10_000):
+        for k in sorted({0, 1, n // 3, n - 1} - {n}):  # k = n: the bound is 1
+            assert clopper_pearson_upper(k, n, confidence) == \
+                float(beta.ppf(confidence, k + 1, n - k)), (k, n)
+    assert clopper_pearson_upper(0, 0, confidence) == 1.0
 
 
 def test_supported_alpha_is_the_smallest_alpha_that_certifies() -> None:
