@@ -64,8 +64,9 @@ counts per file.
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, cast
@@ -77,6 +78,7 @@ from numpy.typing import NDArray
 from amv_calib.claims._arrow import BoolArray, FloatArray, IntArray
 from amv_calib.claims._logread import _NAT, LogEntries, PathLike, read_uses
 from amv_calib.claims._outcomes import _is_str_dtype, load_outcomes
+from amv_calib.claims._spill import SpilledColumns
 from amv_calib.claims._times import _time_reasons, us_to_datetime
 from amv_calib.contract import CLAIM_FEATURES, LogReadStats, sigmoid
 from amv_calib.exceptions import DataContractError, check_choice
@@ -356,6 +358,15 @@ def _cat_take(col: pd.Series, idx: IntArray) -> Any:
     return _from_codes(codes, pa.array(col.cat.categories.array, type=pa.string()))
 
 
+def _floats_at(u: pd.DataFrame, name: str, which: IntArray, spilled: SpilledColumns | None,
+               entry_of_use: IntArray | None) -> FloatArray:
+    """Column ``name`` (a feature or ``p``) of the uses ``which`` (ascending), from the
+    uses' frame or, when the log was read with ``spill=True``, from its file."""
+    if spilled is None:
+        return np.asarray(u[name].to_numpy()[which], dtype=np.float64)
+    return spilled.take(name, which if entry_of_use is None else entry_of_use[which])
+
+
 def _sorted_unique(x: IntArray) -> IntArray:
     """``np.unique`` by sorting (much faster than hashing for tens of millions of times)."""
     v = np.sort(x, kind="stable")
@@ -486,7 +497,7 @@ def _collect_uses(log: LogEntries, other_action_ids: Any = None) -> tuple[_Uses,
     t_us = u["t_us"].to_numpy()
     # judged per entry (a record that repeats a premise id is invalid as a whole), as the
     # Spark engine does, then taken for the uses
-    invalid, detail_codes, detail_cats = invalid_detail(entries, log.bad_times)
+    invalid, detail_codes, detail_cats = invalid_detail(entries, log.bad_times, log.spilled)
     if len(u) < n:
         invalid, detail_codes = invalid[idx], detail_codes[idx]
     uses = _Uses(u=u, idx=idx, action=action, pkey=pkey, t_us=t_us, invalid=invalid,
@@ -525,12 +536,14 @@ def _repeated_premises(u: pd.DataFrame) -> tuple[BoolArray, list[str]]:
     return repeated, [names[j] for j in np.searchsorted(recs, rec[repeated]).tolist()]
 
 
-def invalid_detail(u: pd.DataFrame, bad_times: Mapping[int, Any]
-                    ) -> tuple[BoolArray, NDArray[np.int32], list[str]]:
+def invalid_detail(u: pd.DataFrame, bad_times: Mapping[int, Any],
+                   spilled: SpilledColumns | None = None
+                   ) -> tuple[BoolArray, NDArray[np.int32], list[str]]:
     """Which premise entries break the data contract, and the first problem of each (as
     codes into a list of messages whose entry 0 is the empty string): a record repeating a
     premise id, then the fields of the entry. ``u`` needs the columns ``rec``,
-    ``premise_id``, ``claim_id``, ``t_us`` and the four features."""
+    ``premise_id``, ``claim_id``, ``t_us`` and the four features (or ``spilled`` them, row
+    for row: they are then read window by window)."""
     n = len(u)
     messages: list[str] = [""]
     index: dict[str, int] = {"": 0}
@@ -542,21 +555,29 @@ def invalid_detail(u: pd.DataFrame, bad_times: Mapping[int, Any]
             messages.append(msg)
         return index[msg]
 
-    rh = u["recency_hours"].to_numpy()
-    st = u["source_trust_score"].to_numpy()
-    mc = u["model_confidence"].to_numpy()
-    cf = u["contradiction_flag"].to_numpy()
+    def faulty(col: str, fault: Callable[[FloatArray], BoolArray]) -> BoolArray:
+        if spilled is None:
+            return fault(u[col].to_numpy())
+        out = np.empty(n, dtype=bool)
+        for lo, v in spilled.windows(col):
+            out[lo:lo + v.size] = fault(v)
+        return out
+
+    def in_unit(v: FloatArray) -> BoolArray:
+        return ~(np.isfinite(v) & (v >= 0) & (v <= 1))
+
     with np.errstate(invalid="ignore"):
         checks: list[tuple[BoolArray, str, str | None]] = [
             (u["claim_id"].isna().to_numpy(), "claim_id missing", None),
             (u["t_us"].to_numpy() == _NAT, "time", "time"),
-            (~(np.isfinite(rh) & (rh >= 0)), "recency_hours={} must be a finite number >= 0",
-             "recency_hours"),
-            (~(np.isfinite(st) & (st >= 0) & (st <= 1)), "source_trust_score={} outside [0, 1]",
+            (faulty("recency_hours", lambda v: ~(np.isfinite(v) & (v >= 0))),
+             "recency_hours={} must be a finite number >= 0", "recency_hours"),
+            (faulty("source_trust_score", in_unit), "source_trust_score={} outside [0, 1]",
              "source_trust_score"),
-            (~(np.isfinite(mc) & (mc >= 0) & (mc <= 1)), "model_confidence={} outside [0, 1]",
+            (faulty("model_confidence", in_unit), "model_confidence={} outside [0, 1]",
              "model_confidence"),
-            (np.isnan(cf), "contradiction_flag missing or not a boolean", None),
+            (faulty("contradiction_flag", np.isnan),
+             "contradiction_flag missing or not a boolean", None),
         ]
     bad, keys = _repeated_premises(u)
     for i, k in zip(np.flatnonzero(bad).tolist(), keys, strict=True):
@@ -576,10 +597,9 @@ def invalid_detail(u: pd.DataFrame, bad_times: Mapping[int, Any]
             for i, reason in zip(new.tolist(), _time_reasons("time", raws), strict=True):
                 codes[i] = code(reason)
         else:
-            vals = u[col].to_numpy()
-            for i in new.tolist():
-                v = vals[i]
-                codes[i] = code(msg.format("missing" if np.isnan(v) else repr(float(v))))
+            vals = u[col].to_numpy()[new] if spilled is None else spilled.take(col, new)
+            for i, v in zip(new.tolist(), vals.tolist(), strict=True):
+                codes[i] = code(msg.format("missing" if math.isnan(v) else repr(float(v))))
     return bad, codes, messages
 
 
@@ -643,8 +663,10 @@ def join_logs(
     check_choice("soft_labels", soft_labels, ("posterior", "off"))
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
     if log is None:  # a batch given as ``log`` (the monitor's new lines) may be empty
+        # the features and p wait in a temporary file until the rows are written (1 GB of
+        # memory at 10 M lines); a log given is the caller's, read as it chose
         log, out_df, out_invalid = read_with_outcomes(plist, outcomes, on_corrupt=on_corrupt,
-                                                      columnar=columnar)
+                                                      columnar=columnar, spill=True)
         require_records(plist, log)
     else:
         out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
@@ -658,6 +680,7 @@ def read_with_outcomes(
     on_corrupt: Literal["raise", "skip"],
     columnar: bool = True,
     spans: Sequence[tuple[int, int, int] | None] | None = None,
+    spill: bool = False,
 ) -> tuple[LogEntries, pd.DataFrame, pd.DataFrame]:
     """:func:`read_uses` of the logs and :func:`load_outcomes` of the outcomes, the outcomes
     loaded on a thread while the logs are read (Arrow's CSV reader holds no GIL, and the
@@ -666,7 +689,7 @@ def read_with_outcomes(
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-outcomes") as pool:
         loading = pool.submit(load_outcomes, [] if outcomes is None else outcomes)
         log = read_uses(list(decisions), on_corrupt=on_corrupt, columnar=columnar,
-                        spans=spans)
+                        spans=spans, spill=spill)
         out_df, out_invalid = loading.result()
     return log, out_df, out_invalid
 
@@ -914,7 +937,8 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     # q is read at the verifier-labelled uses alone (a few percent of a big log's)
     q = np.zeros(n_uses)
     si = np.flatnonzero(soft)
-    q[si] = posterior(u["p"].to_numpy()[si], llr[si])
+    entry_of_use = uses.idx if n_uses < uses.n_entries else None  # None: the same
+    q[si] = posterior(_floats_at(u, "p", si, log.spilled, entry_of_use), llr[si])
     llr[~has_sig] = 0.0  # the claim rows' signal_llr (in place: a big log's uses are many)
     row_use, row_viol, row_weight, row_verifier = label_rows(hard, soft, label, q)
     unjoined = np.flatnonzero(~joined)
@@ -932,8 +956,10 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
                        answers=answers)
     # only the columns the outputs need: the rest of the log's frame (and the per-entry
     # arrays of ``uses``) can go while the rows are written
-    u_out = pd.DataFrame({c: u[c] for c in _OUTPUT_COLUMNS}, copy=False)
-    return JoinedUses(u=u_out, t_us=t_us, detail_codes=uses.detail_codes,
+    kept = [c for c in _OUTPUT_COLUMNS if log.spilled is None or c not in log.spilled.names]
+    u_out = pd.DataFrame({c: u[c] for c in kept}, copy=False)
+    return JoinedUses(u=u_out, spilled=log.spilled, entry_of_use=entry_of_use, t_us=t_us,
+                      detail_codes=uses.detail_codes,
                       detail_categories=uses.detail_categories, report=report,
                       file_names=[os.fspath(p) for p in plist],
                       row_use=row_use, row_violated=row_viol, row_weight=row_weight,
@@ -959,7 +985,9 @@ class JoinedUses:
     ``report`` is complete but for its ``unjoined_uses``, which is empty.
     """
 
-    u: pd.DataFrame  # the entry of each use (the columns of _OUTPUT_COLUMNS)
+    u: pd.DataFrame  # the entry of each use (the columns of _OUTPUT_COLUMNS not spilled)
+    spilled: SpilledColumns | None  # the rest, by entry (see read_uses)
+    entry_of_use: IntArray | None  # the entry of each use (None: use i is entry i)
     t_us: IntArray
     detail_codes: NDArray[np.int32]
     detail_categories: list[str]
@@ -980,11 +1008,15 @@ class JoinedUses:
         sl = slice(lo, hi)
         idx = self.row_use[sl]
         u = self.u
+
+        def floats(c: str) -> FloatArray:
+            return _floats_at(u, c, idx, self.spilled, self.entry_of_use)
+
         return pd.DataFrame({
             "claim_id": u["claim_id"].array[idx],
             "timestamp": us_to_datetime(self.t_us[idx]),
-            **{c: u[c].to_numpy()[idx] for c in CLAIM_FEATURES if c != "contradiction_flag"},
-            "contradiction_flag": u["contradiction_flag"].to_numpy()[idx] > 0.5,
+            **{c: floats(c) for c in CLAIM_FEATURES if c != "contradiction_flag"},
+            "contradiction_flag": floats("contradiction_flag") > 0.5,
             "violated": self.row_violated[sl],
             "label_weight": self.row_weight[sl],
             "action_id": _cat_take(u["action_id"], idx),
@@ -993,7 +1025,7 @@ class JoinedUses:
             "use_id": idx.astype(np.int64),
             "label_source": categorical(self.row_verifier[sl], ["outcome", "verifier"]),
             "signal_llr": self.signal_llr[idx],
-            "p_logged": u["p"].to_numpy()[idx],
+            "p_logged": floats("p"),
             "calibrator": _cat_subset(u["calibrator"], idx),
             "regime": _cat_subset(u["regime"], idx),
             "decision_file": categorical(u["file"].to_numpy()[idx], self.file_names),

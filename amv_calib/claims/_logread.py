@@ -25,6 +25,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from amv_calib.claims._arrow import IntArray, strip_ids
+from amv_calib.claims._spill import SpilledColumns
 from amv_calib.claims._times import MISSING_US, parse_timestamps
 from amv_calib.contract import (
     CLAIM_FEATURES,
@@ -56,6 +57,8 @@ _PARSE_BYTES: Final = 2 << 20
 _NAT: Final = MISSING_US
 
 _REC_STR: Final = ("action_id", "tool_name", "calibrator", "regime")
+#: The entry columns that ``read_uses(spill=True)`` keeps in a temporary file.
+SPILLED: Final = (*CLAIM_FEATURES, "p")
 _REC_NUM: Final = ("theta", "kappa", "has_verifiers")
 _FEATURE_ALIASES: Final = (("recency_hours", "recencyHours"),
                            ("source_trust_score", "sourceTrustScore"),
@@ -83,7 +86,9 @@ class LogEntries:
     ``offers`` (a pyarrow table) has one row per verifier offered in a record: ``rec``,
     ``id``, ``resolves`` (list of premise ids), ``cost`` and ``reliability`` as declared
     (null / NaN where missing or of the wrong type).
-    ``bad_times`` maps a record index to a time value that did not parse.
+    ``bad_times`` maps a record index to a time value that did not parse. ``spilled``, when
+    the log was read with ``spill=True``, holds the four features and ``p`` (row for row with
+    ``entries``, which then lacks them) in a temporary file.
     """
 
     entries: pd.DataFrame
@@ -92,13 +97,15 @@ class LogEntries:
     records: dict[str, Any]
     stats: list[LogReadStats]
     bad_times: dict[int, Any]
+    spilled: SpilledColumns | None = None
 
 
 class EntryAccumulator:
     """Per-block column chunks of records, premise entries and signals."""
 
-    def __init__(self, offers: bool = False) -> None:
+    def __init__(self, offers: bool = False, spill: SpilledColumns | None = None) -> None:
         self.want_offers = offers  # read the offered verifiers (for the episodes)
+        self.spill = spill  # where the features and p go, if not into ``ent``
         self.n_records = 0
         self.rec: dict[str, list[Any]] = {k: [] for k in ("file", "line", "t_us", "n",
                                                           *_REC_STR, *_REC_NUM)}
@@ -152,8 +159,11 @@ class EntryAccumulator:
             # block is parsed, not after the last)
             e[k].append(arr.dictionary_encode() if k == "premise_id"
                         else _no_empty(strip_ids(arr)))
-        for k in (*CLAIM_FEATURES, "p"):
-            e[k].append(np.asarray(ent[k], dtype=np.float64))
+        if self.spill is not None:
+            self.spill.append({k: ent[k] for k in SPILLED})
+        else:
+            for k in SPILLED:
+                e[k].append(np.asarray(ent[k], dtype=np.float64))
         self.n_records += n
 
     def add_signals(self, rec_local: Sequence[int], premise_id: Sequence[str],
@@ -227,8 +237,11 @@ class EntryAccumulator:
         data["t_us"] = cat_np(r, "t_us", np.int64)[e_rec]
         for k in _REC_NUM:  # per record: entries index them by "rec"
             self.rec_num[k] = cat_np(r, k, bool if k == "has_verifiers" else np.float64)
-        for k in (*CLAIM_FEATURES, "p"):
-            data[k] = cat_np(e, k, np.float64)
+        if self.spill is not None:
+            self.spill.finish_writing()
+        else:
+            for k in SPILLED:
+                data[k] = cat_np(e, k, np.float64)
         entries = pd.DataFrame(data, copy=False)  # no consolidation copy of ~80 B per entry
         del data
         s = self.sig
@@ -857,6 +870,7 @@ def read_uses(
     columnar: bool = True,
     offers: bool = False,
     spans: Sequence[tuple[int, int, int] | None] | None = None,
+    spill: bool = False,
 ) -> LogEntries:
     """Read decision logs into one row per premise entry (see :class:`LogEntries`).
 
@@ -878,12 +892,16 @@ def read_uses(
         Per file, read only the bytes ``[start, stop)`` (``stop`` -1: to the end), which
         begin at the start of line ``first_line``: what a monitor that has read the rest
         before reads (:mod:`amv_calib.monitoring`). None reads every file whole.
+    spill : bool, default False
+        Keep the four claim features and ``p`` in a temporary file (``LogEntries.spilled``,
+        ~40 bytes an entry of temporary disk) instead of ``entries``: the label join reads
+        them back as it checks them and writes its rows.
     """
     check_choice("on_corrupt", on_corrupt, ("raise", "skip"))
     plist = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if spans is not None and len(spans) != len(plist):
         raise ValueError(f"spans: {len(spans)} given for {len(plist)} files")
-    acc = EntryAccumulator(offers)
+    acc = EntryAccumulator(offers, SpilledColumns(SPILLED) if spill else None)
     with _collector_paused():
         stats = [_read_one_log(p, i, on_corrupt, columnar, acc,
                                None if spans is None else spans[i])
@@ -896,4 +914,4 @@ def read_uses(
     offers = (pa.concat_tables(acc.offers) if acc.offers
               else _offers_table({k: [] for k in _OFFER_COLUMNS}))
     return LogEntries(entries=entries, signals=signals, offers=offers, records=acc.rec_num,
-                      stats=stats, bad_times=acc.bad_times)
+                      stats=stats, bad_times=acc.bad_times, spilled=acc.spill)

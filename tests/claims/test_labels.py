@@ -23,6 +23,7 @@ from amv_calib.claims._ingest import load_claims
 from amv_calib.claims._join import (
     OUTCOME_STATUSES,
     UNJOINED_REASONS,
+    join_logs,
     label_claims,
     read_with_outcomes,
 )
@@ -1098,3 +1099,37 @@ def test_codes_against_tells_known_values_apart_only(known: list[str | None],
                                       pd.Series(pd.array(other, dtype="str")))
     assert k_codes.tolist() == [-1 if v is None else first[v] for v in known]
     assert o_codes.tolist() == [-1 if v is None else first.get(v, len(first)) for v in other]
+
+
+def test_join_with_spilled_features_equals_join_in_memory(tmp_path: Path) -> None:
+    # ``join_logs`` reads the features and p into a temporary file and takes them back as it
+    # checks them, computes posteriors and writes rows; a log read into memory first gives
+    # the same tables: repeated actions (a use is not its entry), invalid features (their
+    # messages quote the values), verifier signals (the posterior reads p).
+    rng = np.random.default_rng(3)
+    recs: list[dict[str, Any]] = []
+    outs: list[tuple[str | None, str | None, int, bool]] = []
+    for i in range(400):
+        prem = _premise("p0", f"c{i % 37}", trust=float(rng.random()), p=float(rng.random()))
+        if i % 11 == 0:
+            prem["recency_hours"] = -1.5
+        if i % 13 == 0:
+            prem["source_trust_score"] = 1.25
+        calls = [{"verifier": "v", "signals": {"p0": bool(rng.random() < 0.5)},
+                  "cost": 0.1, "reliability": 0.8}] if i % 3 == 0 else None
+        action = f"a{i // 2}"  # each action logged twice: the later record is the use
+        recs.append(_record(action, i, prem, _premise("p1", f"c{i % 5}"), calls=calls))
+        if i % 4 == 0:
+            outs.append((f"c{i % 37}", None, i + 3, bool(rng.random() < 0.3)))
+    log = _write(tmp_path / "d.jsonl", recs)
+    out_df = _outcomes(outs)
+    joined = join_logs(log, out_df)
+    assert joined.spilled is not None
+    spilled_claims, spilled_report = joined.tables()
+    mem_claims, mem_report = label_claims(log, out_df, log=read_uses(log))
+    pd.testing.assert_frame_equal(spilled_claims, mem_claims)
+    pd.testing.assert_frame_equal(spilled_report.unjoined_uses, mem_report.unjoined_uses)
+    assert spilled_report.to_dict() == mem_report.to_dict()
+    assert (spilled_claims["label_source"] == "verifier").any()
+    assert spilled_report.unjoined.get("invalid_use", 0) > 0
+    assert spilled_report.repeated_entries > 0
