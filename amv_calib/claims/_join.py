@@ -663,14 +663,27 @@ def join_logs(
     check_choice("soft_labels", soft_labels, ("posterior", "off"))
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
     if log is None:  # a batch given as ``log`` (the monitor's new lines) may be empty
-        # the features and p wait in a temporary file until the rows are written (1 GB of
-        # memory at 10 M lines); a log given is the caller's, read as it chose
+        # A big log's features and p wait in a temporary file until the rows are written
+        # (1 GB of memory at 10 M lines); a log given is the caller's, read as it chose.
         log, out_df, out_invalid = read_with_outcomes(plist, outcomes, on_corrupt=on_corrupt,
-                                                      columnar=columnar, spill=True)
+                                                      columnar=columnar,
+                                                      spill=_log_bytes(plist) >= SPILL_BYTES)
         require_records(plist, log)
     else:
         out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
     return _join(plist, log, out_df, out_invalid, soft_labels)
+
+
+#: Decision-log bytes from which :func:`join_logs` keeps the features and ``p`` in a
+#: temporary file while it joins (``read_uses(spill=True)``). Below, the file's writes and
+#: reads cost more than the memory they save matters: 1 M lines (0.7 GiB) took 0.2 s longer
+#: (3 %) for 90 MiB less; 10 M lines saved 0.95 GiB and no time.
+SPILL_BYTES: Final = 1 << 30
+
+
+def _log_bytes(paths: Sequence[PathLike]) -> int:
+    """The logs' total size (a path that is not a file counts 0: the reader reports it)."""
+    return sum(os.stat(p).st_size for p in paths if os.path.isfile(p))
 
 
 def read_with_outcomes(

@@ -1101,11 +1101,14 @@ def test_codes_against_tells_known_values_apart_only(known: list[str | None],
     assert o_codes.tolist() == [-1 if v is None else first.get(v, len(first)) for v in other]
 
 
-def test_join_with_spilled_features_equals_join_in_memory(tmp_path: Path) -> None:
-    # ``join_logs`` reads the features and p into a temporary file and takes them back as it
-    # checks them, computes posteriors and writes rows; a log read into memory first gives
-    # the same tables: repeated actions (a use is not its entry), invalid features (their
-    # messages quote the values), verifier signals (the posterior reads p).
+def test_join_with_spilled_features_equals_join_in_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ``join_logs`` reads a big log's features and p into a temporary file and takes them
+    # back as it checks them, computes posteriors and writes rows; a log read into memory
+    # first gives the same tables: repeated actions (a use is not its entry), invalid
+    # features (their messages quote the values), verifier signals (the posterior reads p).
+    import amv_calib.claims._join as join_module
+
     rng = np.random.default_rng(3)
     recs: list[dict[str, Any]] = []
     outs: list[tuple[str | None, str | None, int, bool]] = []
@@ -1123,6 +1126,8 @@ def test_join_with_spilled_features_equals_join_in_memory(tmp_path: Path) -> Non
             outs.append((f"c{i % 37}", None, i + 3, bool(rng.random() < 0.3)))
     log = _write(tmp_path / "d.jsonl", recs)
     out_df = _outcomes(outs)
+    assert join_logs(log, out_df).spilled is None  # a small log stays in memory
+    monkeypatch.setattr(join_module, "SPILL_BYTES", 1)  # ... this one is big
     joined = join_logs(log, out_df)
     assert joined.spilled is not None
     spilled_claims, spilled_report = joined.tables()
