@@ -49,8 +49,13 @@ class SpilledColumns:
         sizes = {int(np.asarray(columns[n]).size) for n in self.names}
         if len(sizes) != 1:
             raise ValueError(f"spilled columns of different lengths: {sorted(sizes)}")
-        for n in self.names:
-            np.ascontiguousarray(columns[n], dtype=np.float64).tofile(self._files[n])
+        try:
+            for n in self.names:
+                np.ascontiguousarray(columns[n], dtype=np.float64).tofile(self._files[n])
+        except OSError as exc:  # a full disk, most likely: say which, and what to do
+            raise OSError(exc.errno, f"the label join's temporary columns could not be "
+                          f"written to {self._folder} ({exc.strerror}); point TMPDIR at a "
+                          f"disk with room (about 40 bytes a premise entry)") from exc
         self.n_rows += sizes.pop()
 
     def finish_writing(self) -> None:

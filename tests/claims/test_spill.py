@@ -68,3 +68,19 @@ def test_the_folder_goes_with_the_object() -> None:
     del spill
     gc.collect()
     assert not os.path.exists(folder)
+
+
+def test_a_failed_write_names_the_folder_and_what_to_do(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    import errno
+
+    class FullDisk:
+        def tofile(self, fh: object) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    spill = SpilledColumns(("a",))
+    monkeypatch.setattr(np, "ascontiguousarray", lambda *a, **k: FullDisk())
+    with pytest.raises(OSError, match="point TMPDIR at a disk with room") as info:
+        spill.append({"a": np.zeros(3)})
+    assert info.value.errno == errno.ENOSPC and spill._folder in str(info.value)
+    assert spill.n_rows == 0
