@@ -235,11 +235,14 @@ def _arrow_chunks(s: Any) -> list[Any]:
     return [c if c.type == pa.large_string() else c.cast(pa.large_string()) for c in chunks]
 
 
-def _codes(chunked: Any) -> IntArray:
-    """Dictionary codes of a chunked string array (one dictionary across chunks), -1 = null."""
+def _codes(chunked: Any) -> tuple[IntArray, Any]:
+    """Dictionary codes of a chunked string array (one dictionary across chunks, in order of
+    first appearance), -1 = null; and that dictionary (None when there is no chunk)."""
     enc = chunked.dictionary_encode()
     parts = [c.indices.fill_null(-1).to_numpy(zero_copy_only=False) for c in enc.chunks]
-    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+    codes = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+    # each chunk's dictionary holds the values seen so far: the last one holds them all
+    return codes, enc.chunk(enc.num_chunks - 1).dictionary if enc.num_chunks else None
 
 
 def _factorize(*series: Any) -> list[IntArray]:
@@ -249,8 +252,8 @@ def _factorize(*series: Any) -> list[IntArray]:
 
     chunk_lists = [_arrow_chunks(s) for s in series]
     sizes = [sum(len(c) for c in cl) for cl in chunk_lists]
-    codes = _codes(pa.chunked_array([c for cl in chunk_lists for c in cl],
-                                    type=pa.large_string()))
+    codes, _ = _codes(pa.chunked_array([c for cl in chunk_lists for c in cl],
+                                       type=pa.large_string()))
     out: list[IntArray] = []
     start = 0
     for n in sizes:
@@ -272,10 +275,7 @@ def _codes_in(categories: pd.Index, other: Any) -> IntArray:
     chunks = _arrow_chunks(other)
     if not chunks:
         return np.zeros(0, np.int64)
-    enc = pa.chunked_array(chunks, type=pa.large_string()).dictionary_encode()
-    local = np.concatenate([c.indices.fill_null(-1).to_numpy(zero_copy_only=False)
-                            for c in enc.chunks]).astype(np.int64)
-    distinct = enc.chunk(enc.num_chunks - 1).dictionary  # first appearance first
+    local, distinct = _codes(pa.chunked_array(chunks, type=pa.large_string()))
     if not len(distinct):
         return local  # every value missing
     code = np.full(len(distinct), -1, dtype=np.int64)
@@ -303,12 +303,9 @@ def _codes_against(known: Any, other: Any) -> tuple[IntArray, IntArray]:
     import pyarrow.compute as pc
 
     chunks = _arrow_chunks(known)
-    enc = pa.chunked_array(chunks, type=pa.large_string()).dictionary_encode()
-    k_codes = np.concatenate([c.indices.fill_null(-1).to_numpy(zero_copy_only=False)
-                              for c in enc.chunks]).astype(np.int64) if chunks \
-        else np.zeros(0, np.int64)
-    distinct = enc.chunk(enc.num_chunks - 1).dictionary if enc.num_chunks \
-        else pa.array([], pa.large_string())
+    k_codes, distinct = _codes(pa.chunked_array(chunks, type=pa.large_string()))
+    if distinct is None:
+        distinct = pa.array([], pa.large_string())
     values = pa.chunked_array(_arrow_chunks(other), type=pa.large_string())
     at = pc.index_in(values, value_set=distinct)  # one hash table of ``distinct``
     codes = np.empty(len(values), dtype=np.int64)
