@@ -29,7 +29,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -338,8 +338,12 @@ def _read_and_join(st: MonitorState, plist: Sequence[str], outcomes: Any,
                            records={}, stats=stats, bad_times=bad_times)
     b_akey = hash_strings(entries["action_id"])
     b_ckey = hash_strings(entries["claim_id"])
-    keep = is_in(o_akey, b_akey[b_akey != 0]) | is_in(o_ckey, b_ckey[b_ckey != 0])
-    sub = out_df.loc[keep]
+    if n_pending or any(s[0] > 0 for s in spans):
+        # a part of the logs: the outcomes that may name it (a collision only keeps one)
+        keep = is_in(o_akey, b_akey[b_akey != 0]) | is_in(o_ckey, b_ckey[b_ckey != 0])
+        sub = out_df.loc[keep]
+    else:  # every line of every log: the join leaves the outcomes naming none unjoined
+        sub = out_df
     outcome_frame = pd.DataFrame({
         "claim_id": sub["claim_id"].reset_index(drop=True),
         "action_id": sub["action_id"].reset_index(drop=True),
@@ -598,7 +602,8 @@ def _windows(st: MonitorState, e: pd.DataFrame, t: IntArray, use: NDArray[np.boo
     def win(tt: IntArray) -> IntArray:
         return np.asarray((tt - anchor) // width, dtype=np.int64)
 
-    w_use, w_lab, w_act = win(t[use]), win(t[lab]), win(t[act_pos])
+    use_at, lab_at = np.flatnonzero(use), np.flatnonzero(lab)
+    w_use, w_lab, w_act = win(t[use_at]), win(t[lab_at]), win(t[act_pos])
     if not len(w_use) and st.latest is None:
         return
     first = st.latest if st.latest is not None else int(w_use.min())
@@ -615,13 +620,19 @@ def _windows(st: MonitorState, e: pd.DataFrame, t: IntArray, use: NDArray[np.boo
                                     + (w_act < first).sum()))
     y = e["p"].to_numpy()
     feats = {f: e[f].to_numpy() for f in CLAIM_FEATURES}
-    y_lab = violated[lab].astype(np.float64)
+    y_lab = violated[lab_at].astype(np.float64)
+    act_harm = act_harm.astype(np.float64)
+    # each window's rows, in log order, found once (a mask per window and column scanned
+    # every row of the batch once per window)
+    use_k, lab_k, act_k = (_by_window(w, first, last) for w in (w_use, w_lab, w_act))
     for k in range(first, last + 1):
-        part = {f: feats[f][use][w_use == k] for f in CLAIM_FEATURES}
-        part["p"] = y[use][w_use == k]
-        part["y"] = y_lab[w_lab == k]
-        part["py"] = y[lab][w_lab == k]
-        part["harm"] = act_harm[w_act == k].astype(np.float64)
+        at = use_at[use_k(k)]
+        part = {f: feats[f][at] for f in CLAIM_FEATURES}
+        part["p"] = y[at]
+        rows = lab_k(k)
+        part["y"] = y_lab[rows]
+        part["py"] = y[lab_at[rows]]
+        part["harm"] = act_harm[act_k(k)]
         if k == st.latest and st.window_arrays:
             part = {n: np.concatenate([st.window_arrays[n], part[n]]) for n in _ARRAYS}
         if k < last:
@@ -630,6 +641,14 @@ def _windows(st: MonitorState, e: pd.DataFrame, t: IntArray, use: NDArray[np.boo
             st.latest = k
             st.window_arrays = part
     del st.windows[:-MAX_WINDOWS]
+
+
+def _by_window(w: IntArray, first: int, last: int) -> Callable[[int], IntArray]:
+    """Positions in ``w`` of each window ``first..last``, in order (a stable sort of the
+    window numbers, sliced)."""
+    order = np.argsort(w, kind="stable")
+    bounds = np.searchsorted(w[order], np.arange(first, last + 2))
+    return lambda k: order[bounds[k - first]:bounds[k - first + 1]]
 
 
 def _window_stats(k: int, a: Mapping[str, NDArray[Any]], anchor: int, width: int,

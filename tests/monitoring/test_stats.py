@@ -46,6 +46,17 @@ def test_ks_statistic_equals_scipys(seed: int) -> None:
     # finite-sample correction, so it is only close)
     assert p == pytest.approx(kstwobign.sf(math.sqrt(700 * 300 / 1000) * d), rel=1e-12)
     assert p == pytest.approx(ref.pvalue, rel=0.3)
+    # a window already sorted (as the monitor passes it) is not sorted again: same answer
+    assert ks(a.tolist(), np.sort(b)) == (d, p)
+
+
+def test_ks_evaluates_every_pooled_value() -> None:
+    # D at a window value tied many times, and at a training value inside the window's run
+    a = np.array([0.0, 1.0, 2.0, 3.0])
+    b = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 5.0])
+    assert ks(a.tolist(), b)[0] == pytest.approx(ks_2samp(a, b).statistic, abs=1e-15)
+    assert ks(a.tolist(), b)[0] == pytest.approx(abs(2 / 4 - 5 / 6), abs=1e-15)
+    assert ks([0.5], np.array([0.1, 0.9]))[0] == pytest.approx(0.5, abs=1e-15)
 
 
 def test_clopper_pearson_covers_at_its_level() -> None:
