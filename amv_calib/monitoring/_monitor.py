@@ -564,8 +564,8 @@ def _account(st: MonitorState, b: _Batch, taken: list[tuple[int, IntArray]],
         st.pending.update(taken, counted[:npend], done[:npend], counted_y[:npend])
         keep = np.zeros(len(e), dtype=bool)
         keep[npend:] = (rec_scope & ~complete)[b.rec[npend:]]
-        st.pending.add(e.loc[keep].drop(columns=["rec"]), counted[keep], counted_y[keep],
-                       b.rec[keep], b.akey[keep], b.ckey[keep])
+        st.pending.add(e.drop(columns=["rec"]), keep, counted, counted_y, b.rec, b.akey,
+                       b.ckey)
     new_use = b.is_use.copy()
     new_use[:npend] = False
     st.count("uses_read", int(new_use.sum()))

@@ -454,7 +454,12 @@ def _comparable(report: Any) -> dict[str, Any]:
 
 
 def test_daily_incremental_runs_agree_with_a_rebuild(pool: Pool, models: Path,
-                                                     tmp_path: Path) -> None:
+                                                     tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from amv_calib.monitoring import _state
+
+    # pending partitions written in many slices (a million rows at a time in production)
+    monkeypatch.setattr(_state, "_WRITE_ROWS", 97)
     decisions, outcomes = simulate(pool, f"{models}/amv-guard@production", tmp_path / "w",
                                    days=16, per_day=200, seed=21, drift_day=None)
     state = tmp_path / "state"

@@ -7,7 +7,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from amv_calib.monitoring._state import hash_rows, hash_strings, is_in
+from amv_calib.monitoring._state import hash_rows, hash_strings, is_in, sort_keys
 
 _M64 = (1 << 64) - 1
 
@@ -75,6 +75,23 @@ def test_is_in_equals_numpys(n_keys: int, n_among: int) -> None:
     np.testing.assert_array_equal(got, np.isin(keys, among))
     if n_keys and n_among:
         assert 0 < got.sum() < len(keys)
+
+
+@pytest.mark.parametrize("kind", ["hashes", "few-distinct", "one-byte-differs", "tiny"])
+def test_sort_keys_is_numpys_stable_argsort(kind: str) -> None:
+    rng = np.random.default_rng(len(kind))
+    keys = {"hashes": rng.integers(0, 2**64, 50_000, dtype=np.uint64, endpoint=False),
+            "few-distinct": rng.integers(0, 7, 50_000).astype(np.uint64),
+            # every byte but one the same: the passes over equal bytes are skipped
+            "one-byte-differs": (np.uint64(0xAB00CDEF01234567)
+                                 | (rng.integers(0, 256, 5_000).astype(np.uint64)
+                                    << np.uint64(48))),
+            "tiny": np.array([np.iinfo(np.uint64).max, 0, 5], dtype=np.uint64)}[kind]
+    sorted_keys, order = sort_keys(keys)
+    expected = np.argsort(keys, kind="stable")
+    np.testing.assert_array_equal(order, expected)
+    np.testing.assert_array_equal(sorted_keys, keys[expected])
+    assert sort_keys(keys[:1])[1].tolist() == [0] and len(sort_keys(keys[:0])[0]) == 0
 
 
 def _reference_mix(h: int) -> int:
