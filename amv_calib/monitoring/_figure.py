@@ -62,7 +62,7 @@ def timeline_figure(report: Mapping[str, Any], path: str | os.PathLike[str]) -> 
                specs: Sequence[tuple[Callable[[Mapping[str, Any]], Any], str, str]]) -> None:
         for get, style, label in specs:
             ax.plot(x, _series(windows, get), style, label=label)
-        ax.set_title(title)
+        ax.set_title(title, y=1.0)
         ax.legend(fontsize=8, loc="upper left")
 
     curves(axes[0], "mean predicted p and observed violation rate", [
@@ -75,7 +75,7 @@ def timeline_figure(report: Mapping[str, Any], path: str | os.PathLike[str]) -> 
     band(ax, "warn_ci", "warn_ci", "calibration", "in_the_large", "C0")
     band(ax, "alert_ci", "alert_ci", "calibration", "in_the_large", "C3")
     ax.axhline(0.0, color="k", lw=0.8)
-    ax.set_title("calibration in the large (descriptive 95% and 99.9% intervals)")
+    ax.set_title("calibration in the large (descriptive 95% and 99.9% intervals)", y=1.0)
 
     ax = axes[2]
     ax.axhline(cfg["loss_margin"], color="C3", ls="--", lw=1, label="loss margin")
@@ -109,7 +109,7 @@ def timeline_figure(report: Mapping[str, Any], path: str | os.PathLike[str]) -> 
             label="this window alone")
     if report.get("alpha") is not None:
         ax.axhline(report["alpha"], color="C3", ls="--", lw=1, label="certified alpha")
-    ax.set_title("harm: the anytime-valid band against alpha (ALERT when above it)")
+    ax.set_title("harm: the anytime-valid band against alpha (ALERT when above it)", y=1.0)
     ax.legend(fontsize=8, loc="upper left")
 
     ax = axes[8]
@@ -125,7 +125,7 @@ def timeline_figure(report: Mapping[str, Any], path: str | os.PathLike[str]) -> 
             ax.axhline(first["alert_at"][part], color=colour, ls="--", lw=1,
                        label=f"ALERT at {first['alert_at'][part]:.0f}")
     ax.set_yscale("log")
-    ax.set_title("e-values as of each window's end (anytime-valid evidence)")
+    ax.set_title("e-values as of each window's end (anytime-valid evidence)", y=1.0)
     ax.legend(fontsize=8)
     axes[9].set_visible(False)
 
@@ -138,7 +138,7 @@ def timeline_figure(report: Mapping[str, Any], path: str | os.PathLike[str]) -> 
             ax.plot(x, _series(windows, _drift(f, stat)), "o-", color=f"C{i}", label=f)
         for key, colour, label in lines:
             ax.axhline(cfg[key], color=colour, ls="--", lw=1, label=label)
-        ax.set_title(title)
+        ax.set_title(title, y=1.0)
         ax.legend(fontsize=8, loc="upper left")
 
     # one shaded collection per status and panel, whatever the number of windows (a patch

@@ -345,10 +345,7 @@ class Pending:
             hit = hit[(m[hit] & 2) == 0]
             if not len(hit):
                 continue
-            recid = t.column("recid").to_numpy()  # non-decreasing: a record's rows adjoin
-            ids = unique_keys(recid[hit])
-            rows = _ranges(np.searchsorted(recid, ids, "left"),
-                           np.searchsorted(recid, ids, "right"))
+            rows = _record_rows(t.column("recid"), hit)
             rows = rows[(m[rows] & 2) == 0]
             sub = _take_plain(t.drop_columns(["akey", "ckey", "recid"]), rows).to_pandas()
             sub["counted"] = (m[rows] & 1) > 0
@@ -491,6 +488,26 @@ def _plain(table: Any) -> Any:
         if pa.types.is_dictionary(f.type):
             table = table.set_column(i, f.name, table.column(i).cast(pa.string()))
     return table
+
+
+def _record_rows(recid: Any, hit: IntArray) -> IntArray:
+    """Every row (ascending) of the records of rows ``hit`` (ascending), ``recid`` the
+    partition's non-decreasing record column (a record's rows adjoin), searched batch by
+    batch of its file (its batches joined would be a copy of the whole column)."""
+    views, starts = [], [0]
+    for chunk in recid.chunks:
+        views.append(chunk.to_numpy())
+        starts.append(starts[-1] + len(chunk))
+    cut = np.searchsorted(hit, starts)
+    ids = unique_keys(np.concatenate(
+        [v[hit[cut[i]:cut[i + 1]] - starts[i]] for i, v in enumerate(views)]))
+    rows = []
+    for v, start in zip(views, starts[:-1], strict=True):
+        if len(v):
+            near = ids[np.searchsorted(ids, v[0]):np.searchsorted(ids, v[-1], "right")]
+            rows.append(start + _ranges(np.searchsorted(v, near, "left"),
+                                        np.searchsorted(v, near, "right")))
+    return np.concatenate(rows) if rows else np.zeros(0, np.int64)
 
 
 def _take_plain(table: Any, rows: IntArray) -> Any:
