@@ -7,7 +7,8 @@ claim outcomes only, 80% of them: its action outcomes name random actions at ran
 and one arriving after a use was counted would change that use's label, which an
 incremental run keeps and a rebuild does not):
 ``--lines`` (default 10 M, 116 days) lines, of which the last day (86,400 lines) is held
-back. Steps, each in its own subprocess (peak memory is its ``ru_maxrss``):
+back. Steps, each in its own subprocess (peak memory is its ``ru_maxrss``), each after the
+previous one's files are on disk (``os.sync``):
 
 1. **history**: ``monitor(..., state=S, rebuild=True)`` over the history without its last
    day, outputs written (what the first ``amv-calib monitor --out DIR`` does);
@@ -104,6 +105,10 @@ def _run_child(data: dict[str, str], out: Path, rebuild: bool,
         cmd.append("--rebuild")
     if label:
         cmd.append("--label")
+    # what the previous step wrote reaches the disk first (the history's pending state is
+    # gigabytes): a daily run comes a day after the last one, not during its write-back, and
+    # each step is timed on a quiet disk
+    os.sync()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"monitor failed:\n{proc.stderr}")
