@@ -1004,7 +1004,7 @@ def test_decision_log_and_outcome_records_giving_a_key_twice_are_refused(
                 read_uses(log, columnar=columnar)
             with pytest.warns(UserWarning, match="skipped corrupt line 2"):
                 entries = read_uses(log, columnar=columnar, on_corrupt="skip")
-            assert sorted(entries.entries["action_id"].astype(str)) == ["a", "b"]
+            assert sorted(entries.wide()["action_id"].astype(str)) == ["a", "b"]
     outcomes = tmp_path / "outcomes.jsonl"
     outcomes.write_text('{"claim_id": "c", "time": "2026-01-02T00:00:00Z", "violated": false}\n'
                         '{"claim_id": "c", "time": "2026-01-02T00:00:00Z", "violated": false,'
@@ -1131,7 +1131,7 @@ def test_reader_resynchronises_at_the_record_inside_a_corrupt_line(tmp_path: Pat
     for columnar in (True, False):  # label reads it the same way
         with pytest.warns(UserWarning, match="70-byte fragment"):
             log_entries = read_uses(log, on_corrupt="skip", columnar=columnar)
-        assert log_entries.entries["action_id"].astype(str).tolist() == ["a", "b", "c"]
+        assert log_entries.wide()["action_id"].astype(str).tolist() == ["a", "b", "c"]
         assert log_entries.stats[0].fragments == 1
 
 

@@ -453,16 +453,18 @@ def _num(v: Any) -> float:
 def _decision_uses(decisions: PathLike | Sequence[PathLike]) -> pd.DataFrame:
     """The uses of decision logs, in the layout of :func:`load_uses_table`."""
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
-    uses, _ = _collect_uses(read_uses(plist))
+    log = read_uses(plist)
+    uses, _ = _collect_uses(log)
     u = uses.u
-    every = np.arange(len(u), dtype=np.int64)
+    rec = u["rec"].to_numpy()
+    recs = {c: pd.Series(log.records[c], copy=False) for c in ("action_id", "tool_name")}
     out = pd.DataFrame({
         "claim_id": u["claim_id"].array,
-        "t_us": uses.t_us,
-        "action_id": _cat_take(u["action_id"], every),
-        "tool_name": _cat_take(u["tool_name"], every),
-        "origin": _from_codes(u["file"].to_numpy(), [os.fspath(p) for p in plist]),
-        "line": u["line"].to_numpy(dtype=np.int64),
+        "t_us": log.records["t_us"][rec],
+        "action_id": _cat_take(recs["action_id"], rec),
+        "tool_name": _cat_take(recs["tool_name"], rec),
+        "origin": _from_codes(log.records["file"][rec], [os.fspath(p) for p in plist]),
+        "line": log.records["line"][rec].astype(np.int64),
     })
     for name in CLAIM_FEATURES:
         out[name] = u[name].to_numpy(dtype=np.float64)

@@ -380,7 +380,6 @@ class _Uses:
     idx: IntArray  # position of that entry among the entries
     action: IntArray  # action code of each use (shared with the outcome codes)
     pkey: IntArray  # premise-key code of each use
-    t_us: IntArray
     invalid: BoolArray
     detail_codes: NDArray[np.int32]  # into detail_categories; 0 = ""
     detail_categories: list[str]
@@ -417,11 +416,12 @@ def _use_codes(log: LogEntries, other_action_ids: Any = None
     number of premise-key codes; and the action codes of ``other_action_ids`` (outcome
     records) in the same code space (an unknown action gets a code of its own)."""
     entries = log.entries
-    cats = entries["action_id"].cat.categories
+    actions = log.records["action_id"]
+    cats = actions.categories
     other = pd.Series(pd.array([], dtype="str")) if other_action_ids is None else \
         pd.Series(other_action_ids, copy=False)
     o_action = _codes_in(cats, other)
-    e_action = entries["action_id"].cat.codes.to_numpy().astype(np.int64)
+    e_action = actions.codes[entries["rec"].to_numpy()].astype(np.int64)
     no_action = e_action < 0
     if no_action.any():
         # A record without action_id is an action of its own.
@@ -491,13 +491,15 @@ def _collect_uses(log: LogEntries, other_action_ids: Any = None) -> tuple[_Uses,
         entry_use = idx
         action, pkey = e_action, pk
     del use_code, dup
-    t_us = u["t_us"].to_numpy()
+    no_time = (log.records["t_us"] == _NAT)[entries["rec"].to_numpy()]
     # judged per entry (a record that repeats a premise id is invalid as a whole), as the
     # Spark engine does, then taken for the uses
-    invalid, detail_codes, detail_cats = invalid_detail(entries, log.bad_times, log.spilled)
+    invalid, detail_codes, detail_cats = invalid_detail(entries, no_time, log.bad_times,
+                                                        log.spilled)
+    del no_time
     if len(u) < n:
         invalid, detail_codes = invalid[idx], detail_codes[idx]
-    uses = _Uses(u=u, idx=idx, action=action, pkey=pkey, t_us=t_us, invalid=invalid,
+    uses = _Uses(u=u, idx=idx, action=action, pkey=pkey, invalid=invalid,
                  detail_codes=detail_codes, detail_categories=detail_cats,
                  entry_use=entry_use, entry_pkey=pk, n_entries=n, n_pkey_codes=n_pk)
     return uses, o_action
@@ -533,14 +535,15 @@ def _repeated_premises(u: pd.DataFrame) -> tuple[BoolArray, list[str]]:
     return repeated, [names[j] for j in np.searchsorted(recs, rec[repeated]).tolist()]
 
 
-def invalid_detail(u: pd.DataFrame, bad_times: Mapping[int, Any],
+def invalid_detail(u: pd.DataFrame, no_time: BoolArray, bad_times: Mapping[int, Any],
                    spilled: SpilledColumns | None = None
                    ) -> tuple[BoolArray, NDArray[np.int32], list[str]]:
     """Which premise entries break the data contract, and the first problem of each (as
     codes into a list of messages whose entry 0 is the empty string): a record repeating a
     premise id, then the fields of the entry. ``u`` needs the columns ``rec``,
-    ``premise_id``, ``claim_id``, ``t_us`` and the four features (or ``spilled`` them, row
-    for row: they are then read window by window)."""
+    ``premise_id``, ``claim_id`` and the four features (or ``spilled`` them, row for row:
+    they are then read window by window); ``no_time`` says which entries' record has no
+    time (missing or unparseable)."""
     n = len(u)
     messages: list[str] = [""]
     index: dict[str, int] = {"": 0}
@@ -566,7 +569,7 @@ def invalid_detail(u: pd.DataFrame, bad_times: Mapping[int, Any],
     with np.errstate(invalid="ignore"):
         checks: list[tuple[BoolArray, str, str | None]] = [
             (u["claim_id"].isna().to_numpy(), "claim_id missing", None),
-            (u["t_us"].to_numpy() == _NAT, "time", "time"),
+            (np.asarray(no_time, dtype=bool), "time", "time"),
             (faulty("recency_hours", lambda v: ~(np.isfinite(v) & (v >= 0))),
              "recency_hours={} must be a finite number >= 0", "recency_hours"),
             (faulty("source_trust_score", in_unit), "source_trust_score={} outside [0, 1]",
@@ -790,7 +793,8 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-join") as pool:
         claim_codes = pool.submit(_codes_against, out_df["claim_id"], log.entries["claim_id"])
         uses, o_action = _collect_uses(log, out_df["action_id"])
-        u, u_action, t_us, invalid = uses.u, uses.action, uses.t_us, uses.invalid
+        u, u_action, invalid = uses.u, uses.action, uses.invalid
+        t_us = log.records["t_us"][u["rec"].to_numpy()]  # of each use, until the stages end
         n_uses = len(u)
         per_action = np.bincount(u_action)  # uses of each action code
         llr, has_sig, ignored_signals, answers = _signal_llr(log, uses, n_uses)
@@ -821,7 +825,7 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     n_action_codes = int(max(u_action.max(initial=-1), o_action.max(initial=-1))) + 1
 
     def action_stage(o_mask: BoolArray, o_key: IntArray, u_claim: IntArray | None,
-                     single_premise_only: bool) -> None:
+                     t_us: IntArray, single_premise_only: bool) -> None:
         # o_key: the outcomes' keys (action, or action x claim when ``u_claim`` is given)
         sel = np.flatnonzero(o_mask)
         if not sel.size:
@@ -870,12 +874,13 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
 
     # 1. action + claim; 2. action only.
     ac_o = np.where(has_a & has_c, o_action * n_claim_codes + o_claim, -1)
-    action_stage(has_a & has_c, ac_o, u_claim, single_premise_only=False)
-    action_stage(has_a & ~has_c, o_action, None, single_premise_only=True)
+    action_stage(has_a & has_c, ac_o, u_claim, t_us, single_premise_only=False)
+    action_stage(has_a & ~has_c, o_action, None, t_us, single_premise_only=True)
 
     # 3. claim only: the earliest outcome at or after the use decides. (A function, so
     # that its large temporaries are freed before the output is built.)
-    def claim_stage(c_sel: IntArray, o_claim: IntArray, u_claim: IntArray) -> None:
+    def claim_stage(c_sel: IntArray, o_claim: IntArray, u_claim: IntArray,
+                    t_us: IntArray) -> None:
         from amv_calib.claims._kernels import earliest_per_code
 
         grp = pd.DataFrame({"c": o_claim[c_sel], "t": o_t[c_sel], "v": o_v[c_sel]})
@@ -926,8 +931,8 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
 
     c_sel = np.flatnonzero(has_c & ~has_a)
     if c_sel.size and n_uses:
-        claim_stage(c_sel, o_claim, u_claim)
-    del ac_o, u_claim, o_claim
+        claim_stage(c_sel, o_claim, u_claim, t_us)
+    del ac_o, u_claim, o_claim, t_us
 
     # -- final reasons and verifier soft labels ------------------------------------------------
     open_ = valid & ~final
@@ -945,12 +950,11 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     joined = hard | soft
 
     # q is read at the verifier-labelled uses alone (a few percent of a big log's)
-    q = np.zeros(n_uses)
     si = np.flatnonzero(soft)
     entry_of_use = uses.idx if n_uses < uses.n_entries else None  # None: the same
-    q[si] = posterior(_floats_at(u, "p", si, log.spilled, entry_of_use), llr[si])
+    q_soft = posterior(_floats_at(u, "p", si, log.spilled, entry_of_use), llr[si])
     llr[~has_sig] = 0.0  # the claim rows' signal_llr (in place: a big log's uses are many)
-    row_use, row_viol, row_weight, row_verifier = label_rows(hard, soft, label, q)
+    row_use, row_viol, row_weight, row_verifier = label_rows(hard, soft, label, q_soft)
     unjoined = np.flatnonzero(~joined)
     reasons = reason[unjoined]
     status = outcome_status(o_used, o_conflict, o_ambiguous, o_keymatch, o_has_earlier_use)
@@ -968,7 +972,9 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     # arrays of ``uses``) can go while the rows are written
     kept = [c for c in _OUTPUT_COLUMNS if log.spilled is None or c not in log.spilled.names]
     u_out = pd.DataFrame({c: u[c] for c in kept}, copy=False)
-    return JoinedUses(u=u_out, spilled=log.spilled, entry_of_use=entry_of_use, t_us=t_us,
+    records = {c: pd.Series(log.records[c], copy=False) for c in _OUTPUT_RECORD_COLUMNS}
+    return JoinedUses(u=u_out, records=records, spilled=log.spilled,
+                      entry_of_use=entry_of_use,
                       detail_codes=uses.detail_codes,
                       detail_categories=uses.detail_categories, report=report,
                       file_names=[os.fspath(p) for p in plist],
@@ -978,8 +984,10 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
 
 
 #: The columns of the log's entries that the claim rows and the unjoined uses are built from.
-_OUTPUT_COLUMNS: Final = ("claim_id", *CLAIM_FEATURES, "p", "action_id", "tool_name",
-                          "premise_id", "pidx", "calibrator", "regime", "file", "line")
+_OUTPUT_COLUMNS: Final = ("rec", "claim_id", *CLAIM_FEATURES, "p", "premise_id", "pidx")
+#: The columns of the log's records that they are built from.
+_OUTPUT_RECORD_COLUMNS: Final = ("t_us", "action_id", "tool_name", "calibrator", "regime",
+                                 "file", "line")
 
 #: Rows of a part built by :meth:`JoinedUses.claim_parts` and
 #: :meth:`JoinedUses.unjoined_parts`.
@@ -996,9 +1004,9 @@ class JoinedUses:
     """
 
     u: pd.DataFrame  # the entry of each use (the columns of _OUTPUT_COLUMNS not spilled)
+    records: dict[str, pd.Series]  # the log's records (_OUTPUT_RECORD_COLUMNS), by ``rec``
     spilled: SpilledColumns | None  # the rest, by entry (see read_uses)
     entry_of_use: IntArray | None  # the entry of each use (None: use i is entry i)
-    t_us: IntArray
     detail_codes: NDArray[np.int32]
     detail_categories: list[str]
     report: JoinReport
@@ -1017,45 +1025,47 @@ class JoinedUses:
         """Claim rows ``lo:hi`` (all by default), in the columns of :func:`label_claims`."""
         sl = slice(lo, hi)
         idx = self.row_use[sl]
-        u = self.u
+        u, r = self.u, self.records
+        rec = u["rec"].to_numpy()[idx]
 
         def floats(c: str) -> FloatArray:
             return _floats_at(u, c, idx, self.spilled, self.entry_of_use)
 
         return pd.DataFrame({
             "claim_id": u["claim_id"].array[idx],
-            "timestamp": us_to_datetime(self.t_us[idx]),
+            "timestamp": us_to_datetime(r["t_us"].to_numpy()[rec]),
             **{c: floats(c) for c in CLAIM_FEATURES if c != "contradiction_flag"},
             "contradiction_flag": floats("contradiction_flag") > 0.5,
             "violated": self.row_violated[sl],
             "label_weight": self.row_weight[sl],
-            "action_id": _cat_take(u["action_id"], idx),
-            "tool_name": _cat_take(u["tool_name"], idx),
+            "action_id": _cat_take(r["action_id"], rec),
+            "tool_name": _cat_take(r["tool_name"], rec),
             "premise_id": _premise_ids(u, idx),
             "use_id": idx.astype(np.int64),
             "label_source": categorical(self.row_verifier[sl], ["outcome", "verifier"]),
             "signal_llr": self.signal_llr[idx],
             "p_logged": floats("p"),
-            "calibrator": _cat_subset(u["calibrator"], idx),
-            "regime": _cat_subset(u["regime"], idx),
-            "decision_file": categorical(u["file"].to_numpy()[idx], self.file_names),
-            "decision_line": u["line"].to_numpy(dtype=np.int64)[idx],
+            "calibrator": _cat_subset(r["calibrator"], rec),
+            "regime": _cat_subset(r["regime"], rec),
+            "decision_file": categorical(r["file"].to_numpy()[rec], self.file_names),
+            "decision_line": r["line"].to_numpy(dtype=np.int64)[rec],
         }, copy=False)
 
     def unjoined_uses(self, lo: int = 0, hi: int | None = None) -> pd.DataFrame:
         """Unjoined uses ``lo:hi`` (all by default), the columns of
         ``JoinReport.unjoined_uses``."""
         unj = self.unjoined[lo:hi]
-        u = self.u
+        u, r = self.u, self.records
+        rec = u["rec"].to_numpy()[unj]
         # Categoricals: most uses of a big log can be unjoined, and these columns repeat a
         # few values (or share the log's own categories).
         return pd.DataFrame({
-            "decision_file": categorical(u["file"].to_numpy()[unj], self.file_names),
-            "decision_line": u["line"].to_numpy(dtype=np.int64)[unj],
-            "action_id": _cat_subset(u["action_id"], unj),
+            "decision_file": categorical(r["file"].to_numpy()[rec], self.file_names),
+            "decision_line": r["line"].to_numpy(dtype=np.int64)[rec],
+            "action_id": _cat_subset(r["action_id"], rec),
             "premise_id": _premise_ids(u, unj, categorical=True),
             "claim_id": u["claim_id"].array[unj],
-            "time": us_to_datetime(self.t_us[unj]),
+            "time": us_to_datetime(r["t_us"].to_numpy()[rec]),
             "reason": categorical(self.reasons[lo:hi], UNJOINED_REASONS),
             "detail": categorical(self.detail_codes[unj], self.detail_categories),
         }, copy=False)
@@ -1123,20 +1133,24 @@ def posterior(p_logged: FloatArray, llr: FloatArray) -> FloatArray:
                               + np.where(np.isnan(llr), 0.0, llr)), dtype=np.float64)
 
 
-def label_rows(hard: BoolArray, soft: BoolArray, label: BoolArray, q: FloatArray
-                ) -> tuple[IntArray, BoolArray, FloatArray, IntArray]:
+def label_rows(hard: BoolArray, soft: BoolArray, label: BoolArray, q_soft: FloatArray
+               ) -> tuple[IntArray, BoolArray, FloatArray, IntArray]:
     """The claim rows of some uses, in use order (violated first): one per outcome-labelled
     (``hard``) use, two (weights ``q``, ``1 - q``; weight 0 dropped) per verifier-labelled
-    (``soft``) one. Returns the use position, ``violated``, the weight and whether the row
-    comes from a verifier (0/1) of each row."""
+    (``soft``) one, ``q_soft`` holding ``q`` of the soft uses in order. Returns the use
+    position, ``violated``, the weight and whether the row comes from a verifier (0/1) of
+    each row."""
     hi = np.flatnonzero(hard)
     si = np.flatnonzero(soft)
-    pos_rows = si[q[si] > 0]
-    neg_rows = si[q[si] < 1]
+    q = np.asarray(q_soft, dtype=np.float64)
+    if q.size != si.size:
+        raise ValueError(f"q_soft: {q.size} values for {si.size} soft uses")
+    pos_rows = si[q > 0]
+    neg_rows = si[q < 1]
     idx = np.concatenate([hi, pos_rows, neg_rows])
     viol = np.concatenate([label[hi], np.ones(pos_rows.size, bool),
                            np.zeros(neg_rows.size, bool)])
-    weight = np.concatenate([np.ones(hi.size), q[pos_rows], 1.0 - q[neg_rows]])
+    weight = np.concatenate([np.ones(hi.size), q[q > 0], 1.0 - q[q < 1]])
     from_verifier = np.concatenate([np.zeros(hi.size, np.int64),
                                     np.ones(pos_rows.size + neg_rows.size, np.int64)])
     order = np.lexsort((~viol, idx))

@@ -74,18 +74,18 @@ class LogEntries:
     """The premise entries of decision logs, as read by :func:`read_uses`.
 
     ``entries`` has one row per premise of each record, in file and line order: ``rec``
-    (record index over all files), ``file`` (index into the paths), ``line`` (1-based),
-    ``pidx`` (position in the record), ``n_premises``, ``action_id``, ``tool_name``,
-    ``calibrator`` (``name@version``) and ``regime`` (categoricals, per record),
-    ``theta`` and ``kappa`` (per record, NaN when missing), ``has_verifiers`` (the record
-    lists its offered verifiers),
-    ``premise_id`` (categorical), ``claim_id``, ``t_us`` (use time, int64 UTC microseconds,
-    ``_NAT`` if missing or unparseable), the four claim features (float, NaN when missing
-    or of the wrong type) and ``p`` (the gate's probability). ``signals`` has one row per
-    verifier signal: ``rec``, ``premise_id``, ``verifier``, ``confirmed``, ``reliability``.
-    ``offers`` (a pyarrow table) has one row per verifier offered in a record: ``rec``,
-    ``id``, ``resolves`` (list of premise ids), ``cost`` and ``reliability`` as declared
-    (null / NaN where missing or of the wrong type).
+    (record index over all files), ``pidx`` (position in the record), ``premise_id``
+    (categorical), ``claim_id``, the four claim features (float, NaN when missing or of the
+    wrong type) and ``p`` (the gate's probability). ``records`` has the columns of each
+    record, indexed by ``rec``: ``file`` (index into the paths), ``line`` (1-based), ``n``
+    (its number of premises), ``t_us`` (decision time, int64 UTC microseconds, ``_NAT`` if
+    missing or unparseable), ``action_id``, ``tool_name``, ``calibrator`` (``name@version``)
+    and ``regime`` (categoricals), ``theta`` and ``kappa`` (NaN when missing),
+    ``has_verifiers`` (the record lists its offered verifiers); :meth:`wide` repeats them
+    per entry. ``signals`` has one row per verifier signal: ``rec``, ``premise_id``,
+    ``verifier``, ``confirmed``, ``reliability``. ``offers`` (a pyarrow table) has one row
+    per verifier offered in a record: ``rec``, ``id``, ``resolves`` (list of premise ids),
+    ``cost`` and ``reliability`` as declared (null / NaN where missing or of the wrong type).
     ``bad_times`` maps a record index to a time value that did not parse. ``spilled``, when
     the log was read with ``spill=True``, holds the four features and ``p`` (row for row with
     ``entries``, which then lacks them) in a temporary file.
@@ -98,6 +98,55 @@ class LogEntries:
     stats: list[LogReadStats]
     bad_times: dict[int, Any]
     spilled: SpilledColumns | None = None
+
+    def record_values(self, name: str, rec: IntArray) -> Any:
+        """Record column ``name`` at the record indexes ``rec``: a numpy array, or a
+        categorical sharing the column's categories."""
+        col = self.records[name]
+        if isinstance(col, pd.Categorical):
+            return pd.Categorical.from_codes(col.codes[rec], dtype=col.dtype)
+        return col[rec]
+
+    def wide(self) -> pd.DataFrame:
+        """``entries`` with their record's columns, as :data:`WIDE_COLUMNS` names them (the
+        features and ``p`` only if not spilled)."""
+        e = self.entries
+        rec = e["rec"].to_numpy()
+        data: dict[str, Any] = {c: e[c] for c in e.columns}
+        for name, rcol, dtype in _WIDE_RECORD_COLUMNS:
+            values = self.record_values(rcol, rec)
+            data[name] = values if dtype is None else np.asarray(values, dtype=dtype)
+        return pd.DataFrame({c: data[c] for c in WIDE_COLUMNS if c in data}, copy=False)
+
+    @classmethod
+    def from_wide(cls, wide: pd.DataFrame, **fields: Any) -> LogEntries:
+        """The entries of a frame in :meth:`wide`'s columns whose ``rec`` numbers the records
+        0, 1, ... in row order (a record's entries contiguous), with the other fields."""
+        rec = wide["rec"].to_numpy()
+        first = np.flatnonzero(np.diff(rec, prepend=-1) != 0)
+        if rec.size and (first.size != int(rec[-1]) + 1 or rec[0] != 0):
+            raise ValueError("from_wide: rec must number the records 0, 1, ... in row order")
+        records: dict[str, Any] = {}
+        for name, rcol, _ in _WIDE_RECORD_COLUMNS:
+            col = wide[name]
+            records[rcol] = pd.Categorical.from_codes(col.cat.codes.to_numpy()[first],
+                                                      dtype=col.dtype) \
+                if isinstance(col.dtype, pd.CategoricalDtype) else col.to_numpy()[first]
+        per_record = {n for n, _, _ in _WIDE_RECORD_COLUMNS}
+        entries = pd.DataFrame({c: wide[c] for c in wide.columns if c not in per_record},
+                               copy=False)
+        return cls(entries=entries, records=records, **fields)
+
+
+#: :meth:`LogEntries.wide`'s record columns: (name per entry, record column, dtype).
+_WIDE_RECORD_COLUMNS: Final = (("file", "file", np.int32), ("line", "line", np.int64),
+                               ("n_premises", "n", np.int32), ("action_id", "action_id", None),
+                               ("tool_name", "tool_name", None),
+                               ("calibrator", "calibrator", None), ("regime", "regime", None),
+                               ("t_us", "t_us", np.int64))
+#: The columns of :meth:`LogEntries.wide`, in order.
+WIDE_COLUMNS: Final = ("rec", "file", "line", "pidx", "n_premises", "action_id", "tool_name",
+                       "calibrator", "regime", "premise_id", "claim_id", "t_us", *SPILLED)
 
 
 class EntryAccumulator:
@@ -183,7 +232,7 @@ class EntryAccumulator:
         r, e = self.rec, self.ent
         pool = pa.default_memory_pool()
 
-        def cat(d: dict[str, list[Any]], k: str, codes_at: IntArray | None) -> pd.Categorical:
+        def cat(d: dict[str, list[Any]], k: str) -> pd.Categorical:
             chunks = [c for c in d.pop(k) if len(c)]  # an empty block adds no chunk
             if not chunks:
                 return pd.Categorical.from_codes(np.zeros(0, np.int64),
@@ -199,8 +248,6 @@ class EntryAccumulator:
             codes = np.concatenate([c.indices.fill_null(-1).to_numpy(zero_copy_only=False)
                                     for c in enc.chunks]).astype(np.int64)
             cats = pd.Index(enc.chunks[0].dictionary.to_pandas(), dtype="str")
-            if codes_at is not None:
-                codes = codes[codes_at]
             return pd.Categorical.from_codes(codes, dtype=distinct_categories(cats))
 
         def cat_np(d: dict[str, list[Any]], k: str, dtype: Any) -> NDArray[Any]:
@@ -214,29 +261,22 @@ class EntryAccumulator:
             pool.release_unused()
             return out
 
-        e_rec = cat_np(e, "rec", np.int64)
         per_rec = self.rec_num
         for k in ("file", "line", "n"):
             per_rec[k] = cat_np(r, k, np.int64)
-        data: dict[str, Any] = {
-            "rec": e_rec,
-            "file": per_rec["file"].astype(np.int32)[e_rec],
-            "line": per_rec["line"][e_rec],
-            "pidx": cat_np(e, "pidx", np.int32),
-            "n_premises": per_rec["n"].astype(np.int32)[e_rec],
-        }
+        per_rec["t_us"] = cat_np(r, "t_us", np.int64)
         for k in _REC_STR:
-            whole = cat(r, k, None)
-            if k in ("action_id", "tool_name"):  # kept per record for the episodes
-                per_rec[k] = whole
-            data[k] = pd.Categorical.from_codes(whole.codes[e_rec], dtype=whole.dtype)
-        data["premise_id"] = cat(e, "premise_id", None)
+            per_rec[k] = cat(r, k)
+        for k in _REC_NUM:
+            per_rec[k] = cat_np(r, k, bool if k == "has_verifiers" else np.float64)
+        # the entries hold their own columns only: the record columns stay per record
+        # (a 10 M-line log's 25 M entries would repeat them, ~0.75 GB)
+        data: dict[str, Any] = {"rec": cat_np(e, "rec", np.int64),
+                                "pidx": cat_np(e, "pidx", np.int32),
+                                "premise_id": cat(e, "premise_id")}
         claim = pa.chunked_array(e.pop("claim_id"), type=pa.string()).combine_chunks()
         data["claim_id"] = pd.array(claim, dtype="str")
         del claim
-        data["t_us"] = cat_np(r, "t_us", np.int64)[e_rec]
-        for k in _REC_NUM:  # per record: entries index them by "rec"
-            self.rec_num[k] = cat_np(r, k, bool if k == "has_verifiers" else np.float64)
         if self.spill is not None:
             self.spill.finish_writing()
         else:

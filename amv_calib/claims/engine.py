@@ -30,11 +30,12 @@ from amv_calib.claims._join import (
 )
 from amv_calib.claims._logread import EntryAccumulator, PathLike, read_chunks
 from amv_calib.claims._outcomes import load_outcomes
-from amv_calib.claims._times import us_to_datetime
+from amv_calib.claims._times import MISSING_US, us_to_datetime
 
 __all__ = [
     "ACTION_REASONS",
     "UNJOINED_REASONS",
+    "MISSING_US",
     "EntryAccumulator",
     "EpisodeReport",
     "JoinReport",

@@ -292,7 +292,7 @@ def _read_and_join(st: MonitorState, plist: Sequence[str], outcomes: Any,
     log, out_df, _ = read_with_outcomes(
         list(plist), outcomes, on_corrupt="raise" if on_corrupt == "raise" else "skip",
         spans=list(spans))
-    new = log.entries
+    new = log.wide()
     new["file"] = np.asarray(file_index, dtype=np.int32)[new["file"].to_numpy()] \
         if len(new) else new["file"]
     for i, (fi, s) in enumerate(zip(file_index, log.stats, strict=True)):
@@ -334,8 +334,8 @@ def _read_and_join(st: MonitorState, plist: Sequence[str], outcomes: Any,
     stats = [LogReadStats() for _ in names]
     for fi, s in zip(file_index, log.stats, strict=True):
         stats[fi] = s
-    batch_log = LogEntries(entries=entries, signals=log.signals.iloc[:0], offers=log.offers,
-                           records={}, stats=stats, bad_times=bad_times)
+    batch_log = LogEntries.from_wide(entries, signals=log.signals.iloc[:0], offers=log.offers,
+                                     stats=stats, bad_times=bad_times)
     b_akey = hash_strings(entries["action_id"])
     b_ckey = hash_strings(entries["claim_id"])
     if n_pending or any(s[0] > 0 for s in spans):

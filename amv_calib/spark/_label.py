@@ -184,9 +184,9 @@ class _PartWriter:
         joined = np.flatnonzero(reason == -1)
         hard = arr("hard", False, bool)[joined]
         llr, p = arr("llr", nan, np.float64), arr("p", nan, np.float64)
-        q = posterior(p[joined], llr[joined])
+        soft = joined[~hard]
         idx, viol, weight, from_verifier = label_rows(
-            hard, ~hard, arr("label", False, bool)[joined], q)
+            hard, ~hard, arr("label", False, bool)[joined], posterior(p[soft], llr[soft]))
         rows = joined[idx]
         take = pa.array(rows, type=pa.int64())
         has_sig = arr("has_sig", False, bool)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from amv_calib.claims.engine import (
+    MISSING_US,
     EntryAccumulator,
     invalid_detail,
     read_chunks,
@@ -249,8 +250,9 @@ def _parse_task(task: tuple[int, str, int, int], task_idx: int, first_line: int,
     bad_times = dict(acc.bad_times)
     entries, signals = acc.finish()
     e_rec = entries["rec"].to_numpy()
-    check = entries[["rec", "premise_id", "claim_id", "t_us", *_FEATS]]
-    invalid, codes, messages = invalid_detail(check, bad_times)
+    check = entries[["rec", "premise_id", "claim_id", *_FEATS]]
+    no_time = (rec_cols["t_us"].to_numpy() == MISSING_US)[e_rec]
+    invalid, codes, messages = invalid_detail(check, no_time, bad_times)
     detail = pa.array(np.asarray(messages, dtype=object)[codes], type=pa.string())
     detail = pa.compute.if_else(pa.array(invalid), detail, pa.scalar(None, pa.string()))
     rec_cols["premises"] = _nested(np.bincount(e_rec, minlength=n_rec), {

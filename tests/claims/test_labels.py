@@ -345,12 +345,12 @@ def test_columnar_path_equals_line_parser(mixed_log: Path,
     # lines) fall back to the line parser
     monkeypatch.setattr(logread, "_BLOCK_BYTES", 64 << 10)
     fast = read_uses(mixed_log, columnar=True)
-    pd.testing.assert_frame_equal(fast.entries, slow.entries)
+    pd.testing.assert_frame_equal(fast.wide(), slow.wide())
     pd.testing.assert_frame_equal(fast.signals.sort_values(["rec"], ignore_index=True),
                                   slow.signals.sort_values(["rec"], ignore_index=True))
     assert fast.stats[0].to_dict() == slow.stats[0].to_dict()
     assert slow.stats[0].blank == 1 and slow.stats[0].records == 3002
-    e = slow.entries
+    e = slow.wide()
     camel = e.loc[e["action_id"] == "seed-1"].iloc[0]
     assert (camel["claim_id"], camel["p"], camel["contradiction_flag"]) == ("c1", 0.3, 1.0)
     a, _ = label_claims(mixed_log, columnar=False)
@@ -434,7 +434,7 @@ def test_columnar_blocks_parse_with_the_spellings_they_hold(
     monkeypatch.setattr(logread, "_parse_block", spy)
     monkeypatch.setattr(logread, "_BLOCK_BYTES", 32 << 10)
     fast = read_uses(log, columnar=True, offers=True)
-    pd.testing.assert_frame_equal(fast.entries, slow.entries)
+    pd.testing.assert_frame_equal(fast.wide(), slow.wide())
     pd.testing.assert_frame_equal(fast.signals, slow.signals)
     pd.testing.assert_frame_equal(fast.offers.to_pandas(), slow.offers.to_pandas())
     for k, v in slow.records.items():
@@ -458,7 +458,7 @@ def test_a_block_without_premises_or_calibrator_reads_as_the_line_parser(
     slow = read_uses(log, columnar=False, offers=True)
     monkeypatch.setattr(logread, "_BLOCK_BYTES", 8 << 10)
     fast = read_uses(log, columnar=True, offers=True)
-    pd.testing.assert_frame_equal(fast.entries, slow.entries)
+    pd.testing.assert_frame_equal(fast.wide(), slow.wide())
     pd.testing.assert_frame_equal(fast.offers.to_pandas(), slow.offers.to_pandas())
     for k, v in slow.records.items():
         assert pd.Series(np.asarray(fast.records[k])).equals(pd.Series(np.asarray(v))), k
@@ -487,7 +487,7 @@ def test_blocks_read_to_line_ends_read_as_the_line_parser(
     monkeypatch.setattr(logread, "_BLOCK_BYTES", 4 << 10)
     monkeypatch.setattr(logread, "_PEEK_BYTES", peek)
     fast = read_uses(log, columnar=True, offers=True)
-    pd.testing.assert_frame_equal(fast.entries, slow.entries)
+    pd.testing.assert_frame_equal(fast.wide(), slow.wide())
     pd.testing.assert_frame_equal(fast.signals, slow.signals)
     assert fast.stats[0].lines == slow.stats[0].lines == 600
     assert len(blocks) > 10 and all(b.endswith(b"\n") for b in blocks)
@@ -534,7 +534,7 @@ def test_read_with_outcomes_equals_reading_each_and_reports_the_log_first(
                         "c2,not a time,false\n")
     log, out_df, invalid = read_with_outcomes([mixed_log], outcomes, on_corrupt="raise")
     alone = read_uses([mixed_log])
-    pd.testing.assert_frame_equal(log.entries, alone.entries)
+    pd.testing.assert_frame_equal(log.wide(), alone.wide())
     want_df, want_invalid = load_outcomes(outcomes)
     pd.testing.assert_frame_equal(out_df, want_df)
     pd.testing.assert_frame_equal(invalid, want_invalid)
