@@ -422,7 +422,7 @@ def build_episodes(files: list[str], log: Any, state: Mapping[str, Any], min_ver
     mark(bad_act, _BAD_VERIFIER)
 
     # -- labels of the premises ------------------------------------------------------------------
-    e_use = uses.entry_use[ent]
+    e_use = uses.use_of(ent)
     prem_why = np.where(hard[e_use], _LABELLED,
                         np.where(soft[e_use], _SOFT_ONLY,
                                  _PREMISE_CODE[np.clip(reason[e_use], 0, None)]))

@@ -377,13 +377,13 @@ class _Uses:
     """The uses of decision-log entries: one per (action, premise), the action's last entry."""
 
     u: pd.DataFrame  # the entry that represents each use
-    idx: IntArray  # position of that entry among the entries
+    idx: IntArray | None  # position of that entry among the entries (None: use i is entry i)
     action: IntArray  # action code of each use (shared with the outcome codes)
     pkey: IntArray  # premise-key code of each use
     invalid: BoolArray
     detail_codes: NDArray[np.int32]  # into detail_categories; 0 = ""
     detail_categories: list[str]
-    entry_use: IntArray  # for every entry, the position of its use
+    entry_use: IntArray | None  # for every entry, the position of its use (None: the same)
     entry_pkey: IntArray  # premise-key code of every entry
     n_entries: int
     n_pkey_codes: int
@@ -391,6 +391,10 @@ class _Uses:
     def premise_ids(self, which: IntArray, *, categorical: bool = False) -> Any:
         """:func:`_premise_ids` of some uses."""
         return _premise_ids(self.u, which, categorical=categorical)
+
+    def use_of(self, entries: IntArray) -> IntArray:
+        """The position of the use of each of the ``entries``."""
+        return entries if self.entry_use is None else self.entry_use[entries]
 
 
 def _premise_ids(u: pd.DataFrame, which: IntArray, *, categorical: bool = False) -> Any:
@@ -440,7 +444,9 @@ def _use_codes(log: LogEntries, other_action_ids: Any = None
         pk = pk.copy()
         pk[na] = fill
     n_pk = int(pk.max(initial=-1)) + 1
-    return e_action * (n_pk + 1) + pk, e_action, pk, n_pk, o_action
+    use_code = e_action * (n_pk + 1)
+    use_code += pk  # in place: one array of the entries' size less at once
+    return use_code, e_action, pk, n_pk, o_action
 
 
 def _duplicated(keys: IntArray, *, keep: Literal["last", False]) -> BoolArray:
@@ -478,6 +484,8 @@ def _collect_uses(log: LogEntries, other_action_ids: Any = None) -> tuple[_Uses,
     n = len(entries)
     use_code, e_action, pk, n_pk, o_action = _use_codes(log, other_action_ids)
     dup = _superseded(use_code)
+    idx: IntArray | None = None
+    entry_use: IntArray | None = None
     if dup.any():
         idx = np.flatnonzero(~dup)
         u = entries.iloc[idx].reset_index(drop=True)
@@ -486,9 +494,7 @@ def _collect_uses(log: LogEntries, other_action_ids: Any = None) -> tuple[_Uses,
         action, pkey = e_action[idx], pk[idx]
     else:
         # the common case (every action logged once): the entries are the uses, no copies
-        idx = np.arange(n, dtype=np.int64)
         u = entries
-        entry_use = idx
         action, pkey = e_action, pk
     del use_code, dup
     no_time = (log.records["t_us"] == _NAT)[entries["rec"].to_numpy()]
@@ -497,7 +503,7 @@ def _collect_uses(log: LogEntries, other_action_ids: Any = None) -> tuple[_Uses,
     invalid, detail_codes, detail_cats = invalid_detail(entries, no_time, log.bad_times,
                                                         log.spilled)
     del no_time
-    if len(u) < n:
+    if idx is not None:
         invalid, detail_codes = invalid[idx], detail_codes[idx]
     uses = _Uses(u=u, idx=idx, action=action, pkey=pkey, invalid=invalid,
                  detail_codes=detail_codes, detail_categories=detail_cats,
@@ -738,10 +744,18 @@ def _signal_llr(log: LogEntries, uses: _Uses, n_uses: int
     pid_cats = log.entries["premise_id"].cat.categories
     pk = pd.Index(pid_cats).get_indexer(pd.Index(s["premise_id"].astype("str")))
     rec_e = log.entries["rec"].to_numpy()
-    key_e = rec_e * (uses.n_pkey_codes + 1) + uses.entry_pkey
-    near = np.flatnonzero(np.isin(rec_e, s["rec"].to_numpy()))
-    order = near[np.argsort(key_e[near], kind="stable")]
-    key_sorted = key_e[order]
+    s_rec = s["rec"].to_numpy()
+    # the entries of the records with signals (few of a big log's): only their keys are
+    # built and sorted
+    with_sig = np.zeros(int(max(rec_e.max(initial=-1), s_rec.max(initial=-1))) + 1, dtype=bool)
+    with_sig[s_rec] = True
+    near = np.flatnonzero(with_sig[rec_e])
+    del with_sig
+    key_near = rec_e[near] * (uses.n_pkey_codes + 1) + uses.entry_pkey[near]
+    o = np.argsort(key_near, kind="stable")
+    order = near[o]
+    key_sorted = key_near[o]
+    del key_near, o
     key_s = np.where(pk >= 0, s["rec"].to_numpy() * (uses.n_pkey_codes + 1) + pk, -1)
     pos = np.searchsorted(key_sorted, key_s)
     inb = (pos < key_sorted.size) & (key_s >= 0)
@@ -750,7 +764,7 @@ def _signal_llr(log: LogEntries, uses: _Uses, n_uses: int
     ignored += int((~hit).sum())
     if not hit.any():
         return llr, has_sig, ignored, answers
-    use = uses.entry_use[order[pos[hit]]]
+    use = uses.use_of(order[pos[hit]])
     rel = s["reliability"].to_numpy()[hit]
     with np.errstate(divide="ignore"):
         w = np.log(rel) - np.log1p(-rel)
@@ -798,8 +812,12 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         n_uses = len(u)
         per_action = np.bincount(u_action)  # uses of each action code
         llr, has_sig, ignored_signals, answers = _signal_llr(log, uses, n_uses)
+        # kept for the uses with signals alone (a few percent of a big log's)
+        sig_use = np.flatnonzero(has_sig)
+        sig_llr = llr[sig_use]
+        del llr
         o_claim, e_claim = claim_codes.result()
-    u_claim = e_claim if len(e_claim) == n_uses else e_claim[uses.idx]
+    u_claim = e_claim if uses.idx is None else e_claim[uses.idx]
     del e_claim
 
     # -- outcomes -------------------------------------------------------------------------------
@@ -942,7 +960,10 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     soft = np.zeros(n_uses, dtype=bool)
     if soft_labels == "posterior":
         soft = open_ & has_sig
-        bad_sig = soft & np.isnan(llr)
+        nan_llr = np.zeros(n_uses, dtype=bool)
+        nan_llr[sig_use[np.isnan(sig_llr)]] = True
+        bad_sig = soft & nan_llr
+        del nan_llr
         reason[bad_sig] = _BAD_SIGNALS
         soft &= ~bad_sig
         reason[soft] = _JOINED
@@ -951,9 +972,9 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
 
     # q is read at the verifier-labelled uses alone (a few percent of a big log's)
     si = np.flatnonzero(soft)
-    entry_of_use = uses.idx if n_uses < uses.n_entries else None  # None: the same
-    q_soft = posterior(_floats_at(u, "p", si, log.spilled, entry_of_use), llr[si])
-    llr[~has_sig] = 0.0  # the claim rows' signal_llr (in place: a big log's uses are many)
+    entry_of_use = uses.idx  # None: use i is entry i
+    q_soft = posterior(_floats_at(u, "p", si, log.spilled, entry_of_use),
+                       sig_llr[np.searchsorted(sig_use, si)])  # soft uses have signals
     row_use, row_viol, row_weight, row_verifier = label_rows(hard, soft, label, q_soft)
     unjoined = np.flatnonzero(~joined)
     reasons = reason[unjoined]
@@ -979,7 +1000,8 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
                       detail_categories=uses.detail_categories, report=report,
                       file_names=[os.fspath(p) for p in plist],
                       row_use=row_use, row_violated=row_viol, row_weight=row_weight,
-                      row_verifier=row_verifier, signal_llr=llr,
+                      row_verifier=row_verifier, signal_uses=sig_use,
+                      signal_llr=sig_llr,
                       unjoined=unjoined, reasons=reasons)
 
 
@@ -1016,7 +1038,8 @@ class JoinedUses:
     row_violated: BoolArray
     row_weight: FloatArray
     row_verifier: IntArray
-    signal_llr: FloatArray  # per use, 0 without signals
+    signal_uses: IntArray  # the uses with signals, ascending
+    signal_llr: FloatArray  # their summed log-likelihood ratio
     # the unjoined uses, in use order, and their reason codes
     unjoined: IntArray
     reasons: NDArray[np.int8]
@@ -1043,13 +1066,23 @@ class JoinedUses:
             "premise_id": _premise_ids(u, idx),
             "use_id": idx.astype(np.int64),
             "label_source": categorical(self.row_verifier[sl], ["outcome", "verifier"]),
-            "signal_llr": self.signal_llr[idx],
+            "signal_llr": self.signal_llr_at(idx),
             "p_logged": floats("p"),
             "calibrator": _cat_subset(r["calibrator"], rec),
             "regime": _cat_subset(r["regime"], rec),
             "decision_file": categorical(r["file"].to_numpy()[rec], self.file_names),
             "decision_line": r["line"].to_numpy(dtype=np.int64)[rec],
         }, copy=False)
+
+    def signal_llr_at(self, which: IntArray) -> FloatArray:
+        """The summed log-likelihood ratio of the signals of the uses ``which`` (0 for a use
+        without signals)."""
+        out = np.zeros(which.size)
+        pos = np.searchsorted(self.signal_uses, which)
+        hit = pos < self.signal_uses.size
+        hit[hit] = self.signal_uses[pos[hit]] == which[hit]
+        out[hit] = self.signal_llr[pos[hit]]
+        return out
 
     def unjoined_uses(self, lo: int = 0, hi: int | None = None) -> pd.DataFrame:
         """Unjoined uses ``lo:hi`` (all by default), the columns of

@@ -562,9 +562,11 @@ class _BatchUses:
 
     def __init__(self, pk_codes: Any, pk_str: Any) -> None:
         self.entry_pkey = pk_codes
-        self.entry_use = np.arange(pk_codes.size, dtype=np.int64)
         self.n_pkey_codes = int(pk_codes.max(initial=-1)) + 1
         self._pk = pk_str
+
+    def use_of(self, entries: Any) -> Any:
+        return entries
 
     def premise_ids(self, which: Any) -> Any:
         return _str(self._pk[which])
