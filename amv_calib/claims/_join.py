@@ -69,7 +69,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal, TypeAlias, cast
 
 import numpy as np
 import pandas as pd
@@ -372,19 +372,28 @@ def _sorted_unique(x: IntArray) -> IntArray:
     return v
 
 
+#: Codes held per use or entry through the join: int32 when they fit (:func:`_narrow`).
+Codes: TypeAlias = NDArray[np.signedinteger[Any]]
+
+
+def _narrow(codes: IntArray) -> Codes:
+    """``codes`` (-1 or more) as int32 when they fit, else as they are."""
+    return codes.astype(np.int32) if codes.max(initial=-1) < 2**31 - 1 else codes
+
+
 @dataclass(kw_only=True)
 class _Uses:
     """The uses of decision-log entries: one per (action, premise), the action's last entry."""
 
     u: pd.DataFrame  # the entry that represents each use
     idx: IntArray | None  # position of that entry among the entries (None: use i is entry i)
-    action: IntArray  # action code of each use (shared with the outcome codes)
-    pkey: IntArray  # premise-key code of each use
+    action: Codes  # action code of each use (shared with the outcome codes)
+    pkey: Codes  # premise-key code of each use
     invalid: BoolArray
     detail_codes: NDArray[np.int32]  # into detail_categories; 0 = ""
     detail_categories: list[str]
     entry_use: IntArray | None  # for every entry, the position of its use (None: the same)
-    entry_pkey: IntArray  # premise-key code of every entry
+    entry_pkey: Codes  # premise-key code of every entry
     n_entries: int
     n_pkey_codes: int
 
@@ -415,10 +424,11 @@ def _premise_ids(u: pd.DataFrame, which: IntArray, *, categorical: bool = False)
 
 
 def _use_codes(log: LogEntries, other_action_ids: Any = None
-               ) -> tuple[IntArray, IntArray, IntArray, int, IntArray]:
-    """Per entry its use code (action x premise key), action code and premise-key code; the
-    number of premise-key codes; and the action codes of ``other_action_ids`` (outcome
-    records) in the same code space (an unknown action gets a code of its own)."""
+               ) -> tuple[IntArray, Codes, Codes, int, IntArray]:
+    """Per entry its use code (action x premise key), action code and premise-key code (the
+    last two :func:`_narrow`); the number of premise-key codes; and the action codes of
+    ``other_action_ids`` (outcome records) in the same code space (an unknown action gets a
+    code of its own)."""
     entries = log.entries
     actions = log.records["action_id"]
     cats = actions.categories
@@ -446,7 +456,7 @@ def _use_codes(log: LogEntries, other_action_ids: Any = None
     n_pk = int(pk.max(initial=-1)) + 1
     use_code = e_action * (n_pk + 1)
     use_code += pk  # in place: one array of the entries' size less at once
-    return use_code, e_action, pk, n_pk, o_action
+    return use_code, _narrow(e_action), _narrow(pk), n_pk, o_action
 
 
 def _duplicated(keys: IntArray, *, keep: Literal["last", False]) -> BoolArray:
@@ -496,7 +506,7 @@ def _collect_uses(log: LogEntries, other_action_ids: Any = None) -> tuple[_Uses,
         # the common case (every action logged once): the entries are the uses, no copies
         u = entries
         action, pkey = e_action, pk
-    del use_code, dup
+    del use_code, dup, e_action
     no_time = (log.records["t_us"] == _NAT)[entries["rec"].to_numpy()]
     # judged per entry (a record that repeats a premise id is invalid as a whole), as the
     # Spark engine does, then taken for the uses
@@ -530,14 +540,17 @@ def _repeated_premises(u: pd.DataFrame) -> tuple[BoolArray, list[str]]:
     if no_pid.size:
         (claim_codes,) = _factorize(pd.Series(claim[no_pid]))
         key[no_pid] = np.where(claim_codes >= 0, n_pid + claim_codes, -1)
-    dup = np.flatnonzero(_duplicated(rec * (int(key.max(initial=0)) + 2) + key, keep=False)
-                         & (key >= 0))
+    from amv_calib.claims._kernels import repeated_in_records
+
+    dup = np.flatnonzero(repeated_in_records(rec, key))
     if not dup.size:
         return np.zeros(len(rec), dtype=bool), []
     recs, first = np.unique(rec[dup], return_index=True)
     names = [f"premise id\0{pid.cat.categories[key[i]]}" if key[i] < n_pid
              else f"claim id\0{claim[i]}" for i in dup[first].tolist()]
-    repeated = np.isin(rec, recs)
+    has_repeat = np.zeros(int(rec[-1]) + 1, dtype=bool)  # rec ascends
+    has_repeat[recs] = True
+    repeated = has_repeat[rec]
     return repeated, [names[j] for j in np.searchsorted(recs, rec[repeated]).tolist()]
 
 
@@ -723,19 +736,18 @@ def require_records(plist: Sequence[PathLike], log: LogEntries) -> None:
         raise DataContractError(f"no decision record to label in {seen or 'no file'}")
 
 
-def _signal_llr(log: LogEntries, uses: _Uses, n_uses: int
-                ) -> tuple[FloatArray, BoolArray, int, pd.DataFrame]:
-    """Per use: the summed log-likelihood ratio of its signals (NaN if +inf and -inf); the
-    number of signals ignored; and the answers counted, one row per (use, verifier, answer,
-    declared reliability) with its multiplicity ``n``."""
+def _signal_llr(log: LogEntries, uses: _Uses
+                ) -> tuple[IntArray, FloatArray, int, pd.DataFrame]:
+    """The uses with signals (ascending) and the summed log-likelihood ratio of each one's
+    signals (NaN if +inf and -inf); the number of signals ignored; and the answers counted,
+    one row per (use, verifier, answer, declared reliability) with its multiplicity ``n``."""
     sig = log.signals
-    llr = np.zeros(n_uses)
-    has_sig = np.zeros(n_uses, dtype=bool)
+    none = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
     answers = pd.DataFrame({"u": np.zeros(0, np.int64), "verifier": pd.array([], dtype="str"),
                             "confirmed": np.zeros(0, bool), "reliability": np.zeros(0),
                             "n": np.zeros(0, np.int64)})
     if not len(sig):
-        return llr, has_sig, 0, answers
+        return *none, 0, answers
     r = sig["reliability"].to_numpy()
     good = np.isfinite(r) & (r > 0.5) & (r <= 1.0)
     ignored = int((~good).sum())
@@ -763,7 +775,7 @@ def _signal_llr(log: LogEntries, uses: _Uses, n_uses: int
     hit[inb] = key_sorted[pos[inb]] == key_s[inb]
     ignored += int((~hit).sum())
     if not hit.any():
-        return llr, has_sig, ignored, answers
+        return *none, ignored, answers
     use = uses.use_of(order[pos[hit]])
     rel = s["reliability"].to_numpy()[hit]
     with np.errstate(divide="ignore"):
@@ -782,16 +794,17 @@ def _signal_llr(log: LogEntries, uses: _Uses, n_uses: int
                            sort=False).agg(n=("n", "max"), w=("w", "first"))
     contrib = mult["n"].to_numpy() * mult["w"].to_numpy()
     uu = mult.index.get_level_values("u").to_numpy().astype(np.int64)
-    pos_inf = np.bincount(uu, weights=(contrib == np.inf), minlength=n_uses) > 0
-    neg_inf = np.bincount(uu, weights=(contrib == -np.inf), minlength=n_uses) > 0
-    llr = np.bincount(uu, weights=np.where(np.isfinite(contrib), contrib, 0.0),
-                      minlength=n_uses).astype(np.float64)
+    # summed per use with signals (a few percent of a big log's uses), in the rows' order
+    sig_use, at = np.unique(uu, return_inverse=True)
+    pos_inf = np.bincount(at, weights=(contrib == np.inf), minlength=sig_use.size) > 0
+    neg_inf = np.bincount(at, weights=(contrib == -np.inf), minlength=sig_use.size) > 0
+    llr = np.bincount(at, weights=np.where(np.isfinite(contrib), contrib, 0.0),
+                      minlength=sig_use.size).astype(np.float64)
     llr[pos_inf] = np.inf
     llr[neg_inf] = -np.inf
     llr[pos_inf & neg_inf] = np.nan
-    has_sig[uu] = True
     answers = mult["n"].reset_index()
-    return llr, has_sig, ignored, answers
+    return sig_use.astype(np.int64), llr, ignored, answers
 
 
 def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
@@ -811,12 +824,11 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         t_us = log.records["t_us"][u["rec"].to_numpy()]  # of each use, until the stages end
         n_uses = len(u)
         per_action = np.bincount(u_action)  # uses of each action code
-        llr, has_sig, ignored_signals, answers = _signal_llr(log, uses, n_uses)
-        # kept for the uses with signals alone (a few percent of a big log's)
-        sig_use = np.flatnonzero(has_sig)
-        sig_llr = llr[sig_use]
-        del llr
+        sig_use, sig_llr, ignored_signals, answers = _signal_llr(log, uses)
+        has_sig = np.zeros(n_uses, dtype=bool)
+        has_sig[sig_use] = True
         o_claim, e_claim = claim_codes.result()
+        del claim_codes  # the future holds its result
     u_claim = e_claim if uses.idx is None else e_claim[uses.idx]
     del e_claim
 
@@ -853,7 +865,7 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         named = np.zeros(n_action_codes, dtype=bool)
         named[o_action[sel]] = True
         cand = np.flatnonzero(valid & named[u_action])
-        key = u_action[cand]
+        key = u_action[cand].astype(np.int64)
         if u_claim is not None:
             c = u_claim[cand]
             key = np.where(c >= 0, key * n_claim_codes + c, -1)
@@ -907,13 +919,6 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         g_t = agg.index.get_level_values("t").to_numpy().astype(np.int64)
         g_n = agg["n"].to_numpy()
         g_true = agg["n_true"].to_numpy()
-        # Only the open uses of a claim that has such an outcome can meet one: the rest are
-        # not searched (most uses of a big log with few outcomes).
-        has_group = np.zeros(n_claim_codes, dtype=bool)
-        has_group[g_c] = True
-        cand = np.flatnonzero(valid & ~final & (u_claim >= 0))
-        cand = cand[has_group[u_claim[cand]]]
-        c_claim, c_t = u_claim[cand], t_us[cand]
         # Time ranks turn (claim, time) into one sortable int64 key. The outcomes' times
         # alone are ranked (a use at ``t`` ranks at the count of outcome times before
         # ``t``): an outcome ranks at or after a use exactly when its time is at or after
@@ -921,23 +926,35 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         uniq_t = _sorted_unique(g_t)
         n_rank = uniq_t.size + 1
         g_key = g_c * n_rank + np.searchsorted(uniq_t, g_t)
-        pos = np.searchsorted(g_key, c_claim * n_rank + np.searchsorted(uniq_t, c_t),
-                              side="left")
-        hit = pos < g_key.size  # an outcome of the claim at or after the use
-        hit[hit] = g_c[pos[hit]] == c_claim[hit]
-        before = pos >= 1  # ... and one before it
-        before[before] = g_c[pos[before] - 1] == c_claim[before]
-        had_before[cand[before]] = True
-        cu = cand[hit]
-        gi = pos[hit]
-        conflict_c = (g_true[gi] > 0) & (g_true[gi] < g_n[gi])
-        label[cu[~conflict_c]] = g_true[gi[~conflict_c]] == g_n[gi[~conflict_c]]
-        final[cu] = True
-        reason[cu[conflict_c]] = _CONFLICT
+        has_group = np.zeros(n_claim_codes, dtype=bool)  # its last code is no claim's: -1
+        has_group[g_c] = True
         g_used = np.zeros(g_key.size, dtype=bool)
-        g_used[gi[~conflict_c]] = True
         g_conf = np.zeros(g_key.size, dtype=bool)
-        g_conf[gi[conflict_c]] = True
+        # Only the open uses of a claim that has such an outcome can meet one: the rest are
+        # not searched (most uses of a big log with few outcomes). A slice of the uses at a
+        # time: a use's search depends on it alone, and the searches take several arrays
+        # the size of the candidates (most of a big log's uses can be).
+        for lo in range(0, n_uses, _STAGE_ROWS):
+            hi = min(lo + _STAGE_ROWS, n_uses)
+            open_c = valid[lo:hi] & ~final[lo:hi]
+            open_c &= has_group[u_claim[lo:hi]]
+            cand = lo + np.flatnonzero(open_c)
+            c_claim = u_claim[cand]
+            pos = np.searchsorted(g_key, c_claim * n_rank + np.searchsorted(uniq_t, t_us[cand]),
+                                  side="left")
+            hit = pos < g_key.size  # an outcome of the claim at or after the use
+            hit[hit] = g_c[pos[hit]] == c_claim[hit]
+            before = pos >= 1  # ... and one before it
+            before[before] = g_c[pos[before] - 1] == c_claim[before]
+            had_before[cand[before]] = True
+            cu = cand[hit]
+            gi = pos[hit]
+            conflict_c = (g_true[gi] > 0) & (g_true[gi] < g_n[gi])
+            label[cu[~conflict_c]] = g_true[gi[~conflict_c]] == g_n[gi[~conflict_c]]
+            final[cu] = True
+            reason[cu[conflict_c]] = _CONFLICT
+            g_used[gi[~conflict_c]] = True
+            g_conf[gi[conflict_c]] = True
         o_g = np.searchsorted(g_key, o_claim[c_sel] * n_rank
                               + np.searchsorted(uniq_t, o_t[c_sel]))
         o_used[c_sel] |= g_used[o_g]
@@ -1010,6 +1027,9 @@ _OUTPUT_COLUMNS: Final = ("rec", "claim_id", *CLAIM_FEATURES, "p", "premise_id",
 #: The columns of the log's records that they are built from.
 _OUTPUT_RECORD_COLUMNS: Final = ("t_us", "action_id", "tool_name", "calibrator", "regime",
                                  "file", "line")
+
+#: Uses searched at once by the claim-only stage of the join.
+_STAGE_ROWS: Final = 1 << 20
 
 #: Rows of a part built by :meth:`JoinedUses.claim_parts` and
 #: :meth:`JoinedUses.unjoined_parts`.

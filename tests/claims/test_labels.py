@@ -272,10 +272,18 @@ _instance = st.fixed_dictionaries({
 })
 
 
+@pytest.mark.parametrize("stage_rows", [1 << 20, 2], ids=["one-slice", "slices-of-2"])
 @settings(max_examples=50, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=_instance)
-def test_join_matches_brute_force_reference(tmp_path: Path, data: dict[str, Any]) -> None:
+def test_join_matches_brute_force_reference(tmp_path: Path, data: dict[str, Any],
+                                            stage_rows: int,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import amv_calib.claims._join as join
+
+    # the claim-only stage searches the uses a slice at a time: slices of 2 cut through
+    # actions and claims
+    monkeypatch.setattr(join, "_STAGE_ROWS", stage_rows)
     records, uses = [], []
     for k, (minute, prems) in enumerate(data["actions"]):
         ps = []
@@ -975,6 +983,40 @@ def test_repeated_premises_match_a_plain_reference(
     })
     bad, keys = _repeated_premises(u)
     assert (bad.tolist(), keys) == _repeated_reference(rows)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-1, 40)), max_size=300))
+def test_repeated_in_records_matches_a_plain_reference(rows: list[tuple[int, int]]) -> None:
+    from amv_calib.claims._kernels import repeated_in_records
+
+    # records of up to ~300 rows: both the pairwise check and the sort of a long record
+    rows = sorted(rows, key=lambda r: r[0])
+    rec = np.array([r for r, _ in rows], dtype=np.int64)
+    key = np.array([k for _, k in rows], dtype=np.int64)
+    expect = [k >= 0 and sum(1 for r2, k2 in rows if (r2, k2) == (r, k)) > 1 for r, k in rows]
+    assert repeated_in_records(rec, key).tolist() == expect
+
+
+@pytest.mark.parametrize("length", [2, 64, 65, 500], ids=["pair", "64", "65-sorted", "500"])
+def test_repeated_in_records_long_records(length: int) -> None:
+    from amv_calib.claims._kernels import repeated_in_records
+
+    # records longer than 64 rows are checked by a sort of their keys
+    rng = np.random.default_rng(length)
+    rec = np.repeat(np.arange(3), length)
+    key = rng.integers(-1, length, size=rec.size)
+    key[length + 1] = key[length] = 0  # one repeat at least
+    expect = [k >= 0 and int(((rec == r) & (key == k)).sum()) > 1
+              for r, k in zip(rec, key, strict=True)]
+    assert repeated_in_records(rec, key).tolist() == expect
+
+
+def test_repeated_in_records_refuses_rows_out_of_record_order() -> None:
+    from amv_calib.claims._kernels import repeated_in_records
+
+    with pytest.raises(ValueError, match="record order"):
+        repeated_in_records(np.array([0, 1, 0]), np.array([5, 5, 5]))
 
 
 @pytest.mark.parametrize("fastpath", [True, False], ids=["unchecked", "pandas-without-it"])
