@@ -821,7 +821,8 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         claim_codes = pool.submit(_codes_against, out_df["claim_id"], log.entries["claim_id"])
         uses, o_action = _collect_uses(log, out_df["action_id"])
         u, u_action, invalid = uses.u, uses.action, uses.invalid
-        t_us = log.records["t_us"][u["rec"].to_numpy()]  # of each use, until the stages end
+        # a use's time is its record's: taken for the uses a stage compares alone
+        u_rec, rec_t = u["rec"].to_numpy(), log.records["t_us"]
         n_uses = len(u)
         per_action = np.bincount(u_action)  # uses of each action code
         sig_use, sig_llr, ignored_signals, answers = _signal_llr(log, uses)
@@ -829,6 +830,7 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         has_sig[sig_use] = True
         o_claim, e_claim = claim_codes.result()
         del claim_codes  # the future holds its result
+        e_claim = _narrow(e_claim)
     u_claim = e_claim if uses.idx is None else e_claim[uses.idx]
     del e_claim
 
@@ -855,7 +857,7 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     n_action_codes = int(max(u_action.max(initial=-1), o_action.max(initial=-1))) + 1
 
     def action_stage(o_mask: BoolArray, o_key: IntArray, u_claim: IntArray | None,
-                     t_us: IntArray, single_premise_only: bool) -> None:
+                     single_premise_only: bool) -> None:
         # o_key: the outcomes' keys (action, or action x claim when ``u_claim`` is given)
         sel = np.flatnonzero(o_mask)
         if not sel.size:
@@ -872,7 +874,7 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         uj, oj = _pairs(key, o_key[sel])
         ui, oi = cand[uj], sel[oj]
         del cand, key, uj, oj
-        after = o_t[oi] >= t_us[ui]
+        after = o_t[oi] >= rec_t[u_rec[ui]]
         o_keymatch[oi] = True
         o_has_earlier_use[oi[after]] = True
         live = ~final[ui]
@@ -904,13 +906,12 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
 
     # 1. action + claim; 2. action only.
     ac_o = np.where(has_a & has_c, o_action * n_claim_codes + o_claim, -1)
-    action_stage(has_a & has_c, ac_o, u_claim, t_us, single_premise_only=False)
-    action_stage(has_a & ~has_c, o_action, None, t_us, single_premise_only=True)
+    action_stage(has_a & has_c, ac_o, u_claim, single_premise_only=False)
+    action_stage(has_a & ~has_c, o_action, None, single_premise_only=True)
 
     # 3. claim only: the earliest outcome at or after the use decides. (A function, so
     # that its large temporaries are freed before the output is built.)
-    def claim_stage(c_sel: IntArray, o_claim: IntArray, u_claim: IntArray,
-                    t_us: IntArray) -> None:
+    def claim_stage(c_sel: IntArray, o_claim: IntArray, u_claim: Codes) -> None:
         from amv_calib.claims._kernels import earliest_per_code
 
         grp = pd.DataFrame({"c": o_claim[c_sel], "t": o_t[c_sel], "v": o_v[c_sel]})
@@ -939,9 +940,9 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
             open_c = valid[lo:hi] & ~final[lo:hi]
             open_c &= has_group[u_claim[lo:hi]]
             cand = lo + np.flatnonzero(open_c)
-            c_claim = u_claim[cand]
-            pos = np.searchsorted(g_key, c_claim * n_rank + np.searchsorted(uniq_t, t_us[cand]),
-                                  side="left")
+            c_claim = u_claim[cand].astype(np.int64)
+            c_key = c_claim * n_rank + np.searchsorted(uniq_t, rec_t[u_rec[cand]])
+            pos = np.searchsorted(g_key, c_key, side="left")
             hit = pos < g_key.size  # an outcome of the claim at or after the use
             hit[hit] = g_c[pos[hit]] == c_claim[hit]
             before = pos >= 1  # ... and one before it
@@ -959,15 +960,15 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
                               + np.searchsorted(uniq_t, o_t[c_sel]))
         o_used[c_sel] |= g_used[o_g]
         o_conflict[c_sel] |= g_conf[o_g]
-        min_t, seen = earliest_per_code(u_claim, t_us, valid, n_claim_codes)
+        min_t, seen = earliest_per_code(u_claim, rec_t, u_rec, valid, n_claim_codes)
         oc = o_claim[c_sel]
         o_keymatch[c_sel] |= seen[oc]
         o_has_earlier_use[c_sel] |= seen[oc] & (min_t[oc] <= o_t[c_sel])
 
     c_sel = np.flatnonzero(has_c & ~has_a)
     if c_sel.size and n_uses:
-        claim_stage(c_sel, o_claim, u_claim, t_us)
-    del ac_o, u_claim, o_claim, t_us
+        claim_stage(c_sel, o_claim, u_claim)
+    del ac_o, u_claim, o_claim
 
     # -- final reasons and verifier soft labels ------------------------------------------------
     open_ = valid & ~final

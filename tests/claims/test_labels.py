@@ -1114,10 +1114,13 @@ def test_earliest_per_code_is_the_plain_minimum(rows: list[tuple[int, int, bool]
     for c, t, ok in rows:
         if ok and c >= 0:
             want[c] = min(t, want.get(c, t))
-    codes = np.array([r[0] for r in rows], dtype=np.int64)
-    t = np.array([r[1] for r in rows], dtype=np.int64)
+    codes = np.array([r[0] for r in rows], dtype=np.int32)  # the join's codes
+    # each position's time through an index (a use's time is its record's): reversed here
+    at = np.arange(len(rows), dtype=np.int64)[::-1].copy()
+    t = np.empty(len(rows), dtype=np.int64)
+    t[at] = [r[1] for r in rows]
     valid = np.array([r[2] for r in rows], dtype=bool)
-    got, seen = earliest_per_code(codes, t, valid, n_codes)
+    got, seen = earliest_per_code(codes, t, at, valid, n_codes)
     assert seen.tolist() == [c in want for c in range(n_codes)]
     assert got.tolist() == [want.get(c, np.iinfo(np.int64).max) for c in range(n_codes)]
 
