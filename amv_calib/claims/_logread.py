@@ -25,6 +25,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from amv_calib.claims._arrow import IntArray, strip_ids
+from amv_calib.claims._hashing import factorize_strings
 from amv_calib.claims._spill import SpilledColumns
 from amv_calib.claims._times import MISSING_US, parse_timestamps
 from amv_calib.contract import (
@@ -239,7 +240,13 @@ class EntryAccumulator:
                                                  categories=pd.Index([], dtype="str"))
             if pa.types.is_dictionary(chunks[0].type):
                 enc = pa.chunked_array(chunks).unify_dictionaries()
-            else:
+            else:  # the action ids: most are distinct, many millions in a big log
+                coded = factorize_strings(chunks)
+                if coded is not None:
+                    del chunks
+                    return pd.Categorical.from_codes(coded[0], dtype=distinct_categories(
+                        pd.Index(coded[1].to_pandas(), dtype="str")))
+                # two ids share a hash (never seen): Arrow's exact hash table
                 enc = pa.chunked_array(chunks, type=pa.string()).dictionary_encode()
             del chunks
             if not enc.num_chunks:  # no record at all (an empty file, or nothing new)

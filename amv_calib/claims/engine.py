@@ -4,7 +4,8 @@
 decision-log reader over consecutive bytes of a log, the data-contract check of premise
 entries, the soft-label posterior, the claim rows, the outcome statuses and the report, and
 the episode rule. One implementation of each rule: the single-machine join uses the same
-functions.
+functions. :mod:`amv_calib.monitoring` matches keys by the same string hashes
+(:func:`hash_strings`, :func:`sort_keys`) that the reader codes a big log's action ids with.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from amv_calib.claims._episodes import (
     build_episodes,
     verifier_reliabilities,
 )
+from amv_calib.claims._hashing import GOLDEN, hash_strings, mix64, sort_keys
 from amv_calib.claims._join import (
     UNJOINED_REASONS,
     JoinReport,
@@ -34,8 +36,9 @@ from amv_calib.claims._times import MISSING_US, us_to_datetime
 
 __all__ = [
     "ACTION_REASONS",
-    "UNJOINED_REASONS",
+    "GOLDEN",
     "MISSING_US",
+    "UNJOINED_REASONS",
     "EntryAccumulator",
     "EpisodeReport",
     "JoinReport",
@@ -44,14 +47,17 @@ __all__ = [
     "SoftLabels",
     "build_episodes",
     "categorical",
+    "hash_strings",
     "invalid_detail",
     "join_report",
     "label_rows",
     "load_outcomes",
+    "mix64",
     "outcome_report",
     "outcome_status",
     "posterior",
     "read_chunks",
+    "sort_keys",
     "us_to_datetime",
     "verifier_reliabilities",
 ]

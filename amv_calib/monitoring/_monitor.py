@@ -286,8 +286,9 @@ def _read_and_join(st: MonitorState, plist: Sequence[str], outcomes: Any,
     may decide, and join both with the outcomes by the label join's rules; returns the
     batch and, per pending partition, the rows taken back."""
     from amv_calib.claims import LogEntries, join_logs, read_with_outcomes, use_entries
+    from amv_calib.claims.engine import hash_strings
     from amv_calib.contract import LogReadStats
-    from amv_calib.monitoring._state import hash_rows, hash_strings, is_in, unique_keys
+    from amv_calib.monitoring._state import hash_rows, is_in, unique_keys
 
     log, out_df, _ = read_with_outcomes(
         list(plist), outcomes, on_corrupt="raise" if on_corrupt == "raise" else "skip",

@@ -22,7 +22,6 @@ killed half-way leaves the previous state whole.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -36,6 +35,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from amv_calib.claims.engine import GOLDEN, mix64, sort_keys
 from amv_calib.monitoring._sequential import DayBuckets
 
 STATE_DIR: Final = "monitor.state"
@@ -53,57 +53,13 @@ BoolArray = NDArray[np.bool_]
 IntArray = NDArray[np.int64]
 
 
-def hash_strings(values: Any) -> U64Array:
-    """64-bit hashes of strings (missing values hash to 0, present ones never): how pending
-    entries and outcome records are matched by key (a collision only joins an entry again,
-    never mislabels). FNV-1a of the UTF-8 bytes, finished by splitmix64's mixer (FNV's low
-    bits mix poorly, and the keys are sorted and searched). A categorical is hashed through
-    its categories; other values through their text."""
-    import pyarrow as pa
-
-    arr = pd.Series(values, copy=False)
-    if isinstance(arr.dtype, pd.CategoricalDtype):
-        cats = hash_strings(pd.Series(arr.cat.categories, copy=False))
-        codes = arr.cat.codes.to_numpy()
-        return np.where(codes >= 0, cats[np.maximum(codes, 0)] if len(cats) else 0,
-                        0).astype(np.uint64)
-    text = pa.array(arr, from_pandas=True)
-    if isinstance(text, pa.ChunkedArray):
-        text = text.combine_chunks()
-    if not pa.types.is_large_string(text.type):
-        text = text.cast(pa.large_string())
-    fnv = np.zeros(len(text), dtype=np.uint64)
-    if not len(text):
-        return fnv
-    offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)[
-        text.offset:text.offset + len(text) + 1]
-    data = text.buffers()[2]
-    _fnv_kernel()(offsets, np.frombuffer(data, dtype=np.uint8) if data is not None
-                  else np.zeros(0, np.uint8), fnv)
-    h = _mix(fnv)
-    return np.where(text.is_valid().to_numpy(zero_copy_only=False),
-                    np.where(h == 0, np.uint64(1), h), np.uint64(0)).astype(np.uint64)
-
-
-_M1: Final = np.uint64(0xBF58476D1CE4E5B9)
-_M2: Final = np.uint64(0x94D049BB133111EB)
-_GOLDEN: Final = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _mix(h: U64Array) -> U64Array:
-    """splitmix64's finaliser (a bijection of 64-bit words), wrapping as unsigned."""
-    h = (h ^ (h >> np.uint64(30))) * _M1
-    h = (h ^ (h >> np.uint64(27))) * _M2
-    return np.asarray(h ^ (h >> np.uint64(31)))
-
-
 def hash_rows(columns: Sequence[NDArray[Any]]) -> U64Array:
     """A 64-bit hash of each row of integer-like columns (key hashes, times, flags), in
     column order: how the outcome records already seen are recognised."""
     n = len(columns[0]) if columns else 0
     h = np.zeros(n, dtype=np.uint64)
     for col in columns:
-        h = _mix((h * _GOLDEN) ^ np.asarray(col).astype(np.int64).view(np.uint64))
+        h = mix64((h * GOLDEN) ^ np.asarray(col).astype(np.int64).view(np.uint64))
     return h
 
 
@@ -128,68 +84,6 @@ def is_in(keys: U64Array, among: U64Array) -> BoolArray:
     out = np.empty(len(keys), dtype=bool)
     out[order] = ref[pos] == keys[order]
     return out
-
-
-def sort_keys(keys: U64Array) -> tuple[U64Array, IntArray]:
-    """``keys`` sorted and the stable order that sorts them: ``np.argsort(keys,
-    kind="stable")``'s order, by a least-significant-digit radix sort (8 passes of a byte;
-    the argsort took 4.4-5.5 s on 25 M hashes, this 1.6 s)."""
-    keys = np.ascontiguousarray(keys, dtype=np.uint64)
-    if len(keys) < 2:
-        return keys.copy(), np.arange(len(keys), dtype=np.int64)
-    out, order = _radix_kernel()(keys)
-    return out, order
-
-
-@functools.cache
-def _radix_kernel() -> Any:
-    """The compiled radix passes of :func:`sort_keys` (numba is imported on first use)."""
-    from numba import njit
-
-    @njit(cache=True, nogil=True)
-    def kernel(keys: Any) -> Any:  # pragma: no cover - compiled
-        n = keys.size
-        k0, o0 = keys.copy(), np.arange(n)
-        k1, o1 = np.empty_like(k0), np.empty_like(o0)
-        for shift in range(0, 64, 8):
-            s = np.uint64(shift)
-            at = np.zeros(257, np.int64)
-            for i in range(n):
-                at[((k0[i] >> s) & np.uint64(255)) + np.uint64(1)] += 1
-            if at.max() == n:  # every key has this byte: the pass would change nothing
-                continue
-            for b in range(256):
-                at[b + 1] += at[b]
-            for i in range(n):
-                d = (k0[i] >> s) & np.uint64(255)
-                j = at[d]
-                at[d] = j + 1
-                k1[j] = k0[i]
-                o1[j] = o0[i]
-            k0, k1 = k1, k0
-            o0, o1 = o1, o0
-        return k0, o0
-
-    return kernel
-
-
-@functools.cache
-def _fnv_kernel() -> Any:
-    """The compiled FNV-1a of each Arrow string (its offsets into the UTF-8 bytes) for
-    :func:`hash_strings` (numba is imported on first use)."""
-    from numba import njit
-
-    basis, prime = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
-
-    @njit(cache=True, nogil=True)
-    def kernel(offsets: Any, data: Any, out: Any) -> None:  # pragma: no cover - compiled
-        for i in range(out.shape[0]):
-            h = basis
-            for j in range(offsets[i], offsets[i + 1]):
-                h = (h ^ np.uint64(data[j])) * prime
-            out[i] = h
-
-    return kernel
 
 
 def complete_end(path: str, size: int) -> int:

@@ -7,7 +7,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from amv_calib.monitoring._state import hash_rows, hash_strings, is_in, sort_keys
+from amv_calib.claims.engine import hash_strings, sort_keys
+from amv_calib.monitoring._state import hash_rows, is_in
 
 _M64 = (1 << 64) - 1
 
