@@ -81,10 +81,11 @@ class LogEntries:
     record, indexed by ``rec``: ``file`` (index into the paths), ``line`` (1-based), ``n``
     (its number of premises), ``t_us`` (decision time, int64 UTC microseconds, ``_NAT`` if
     missing or unparseable), ``action_id``, ``tool_name``, ``calibrator`` (``name@version``)
-    and ``regime`` (categoricals), ``theta`` and ``kappa`` (NaN when missing),
-    ``has_verifiers`` (the record lists its offered verifiers); :meth:`wide` repeats them
-    per entry. ``signals`` has one row per verifier signal: ``rec``, ``premise_id``,
-    ``verifier``, ``confirmed``, ``reliability``. ``offers`` (a pyarrow table) has one row
+    and ``regime`` (categoricals); read with ``offers=True`` (for the episodes), also
+    ``theta`` and ``kappa`` (NaN when missing) and ``has_verifiers`` (the record lists its
+    offered verifiers). :meth:`wide` repeats the first eight per entry. ``signals`` has one
+    row per verifier signal: ``rec``, ``premise_id``, ``verifier``, ``confirmed``,
+    ``reliability``. ``offers`` (a pyarrow table) has one row
     per verifier offered in a record: ``rec``, ``id``, ``resolves`` (list of premise ids),
     ``cost`` and ``reliability`` as declared (null / NaN where missing or of the wrong type).
     ``bad_times`` maps a record index to a time value that did not parse. ``spilled``, when
@@ -277,7 +278,10 @@ class EntryAccumulator:
         for k in _REC_STR:
             per_rec[k] = cat(r, k)
         for k in _REC_NUM:
-            per_rec[k] = cat_np(r, k, bool if k == "has_verifiers" else np.float64)
+            if self.want_offers:
+                per_rec[k] = cat_np(r, k, bool if k == "has_verifiers" else np.float64)
+            else:  # only the episodes read them (~16 bytes a record)
+                del r[k]
         # the entries hold their own columns only: the record columns stay per record
         # (a 10 M-line log's 25 M entries would repeat them, ~0.75 GB)
         data: dict[str, Any] = {"rec": cat_np(e, "rec", np.int64),
@@ -961,7 +965,8 @@ def read_uses(
         parser, which gives the same result.
     offers : bool, default False
         Also read each record's offered verifiers (``LogEntries.offers``), which the
-        episodes need; without it ``offers`` is empty and ``has_verifiers`` false.
+        episodes need, and the records' ``theta``, ``kappa`` and ``has_verifiers``;
+        without it ``offers`` is empty and the records lack those three.
     spans : sequence of (start, stop, first_line) or None, optional
         Per file, read only the bytes ``[start, stop)`` (``stop`` -1: to the end), which
         begin at the start of line ``first_line``: what a monitor that has read the rest
