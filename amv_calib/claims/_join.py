@@ -994,7 +994,9 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     q_soft = posterior(_floats_at(u, "p", si, log.spilled, entry_of_use),
                        sig_llr[np.searchsorted(sig_use, si)])  # soft uses have signals
     row_use, row_viol, row_weight, row_verifier = label_rows(hard, soft, label, q_soft)
-    unjoined = np.flatnonzero(~joined)
+    # int32 positions a million uses at a time (most of a big log's uses can be unjoined)
+    unjoined = np.concatenate([_narrow(lo + np.flatnonzero(~joined[lo:lo + _STAGE_ROWS]))
+                               for lo in range(0, max(n_uses, 1), _STAGE_ROWS)])
     reasons = reason[unjoined]
     status = outcome_status(o_used, o_conflict, o_ambiguous, o_keymatch, o_has_earlier_use)
     counts, outcome_details = outcome_report(out_df, out_invalid, status)
@@ -1058,11 +1060,11 @@ class JoinedUses:
     row_use: IntArray
     row_violated: BoolArray
     row_weight: FloatArray
-    row_verifier: IntArray
+    row_verifier: NDArray[np.int8]
     signal_uses: IntArray  # the uses with signals, ascending
     signal_llr: FloatArray  # their summed log-likelihood ratio
     # the unjoined uses, in use order, and their reason codes
-    unjoined: IntArray
+    unjoined: Codes
     reasons: NDArray[np.int8]
 
     def claims(self, lo: int = 0, hi: int | None = None) -> pd.DataFrame:
@@ -1188,7 +1190,7 @@ def posterior(p_logged: FloatArray, llr: FloatArray) -> FloatArray:
 
 
 def label_rows(hard: BoolArray, soft: BoolArray, label: BoolArray, q_soft: FloatArray
-               ) -> tuple[IntArray, BoolArray, FloatArray, IntArray]:
+               ) -> tuple[IntArray, BoolArray, FloatArray, NDArray[np.int8]]:
     """The claim rows of some uses, in use order (violated first): one per outcome-labelled
     (``hard``) use, two (weights ``q``, ``1 - q``; weight 0 dropped) per verifier-labelled
     (``soft``) one, ``q_soft`` holding ``q`` of the soft uses in order. Returns the use
@@ -1201,13 +1203,23 @@ def label_rows(hard: BoolArray, soft: BoolArray, label: BoolArray, q_soft: Float
         raise ValueError(f"q_soft: {q.size} values for {si.size} soft uses")
     pos_rows = si[q > 0]
     neg_rows = si[q < 1]
+    n_h, n_s = hi.size, pos_rows.size + neg_rows.size
     idx = np.concatenate([hi, pos_rows, neg_rows])
-    viol = np.concatenate([label[hi], np.ones(pos_rows.size, bool),
-                           np.zeros(neg_rows.size, bool)])
-    weight = np.concatenate([np.ones(hi.size), q[q > 0], 1.0 - q[q < 1]])
-    from_verifier = np.concatenate([np.zeros(hi.size, np.int64),
-                                    np.ones(pos_rows.size + neg_rows.size, np.int64)])
-    order = np.lexsort((~viol, idx))
+    # filled in place: a big log's rows are millions, each array of them a copy less
+    viol = np.zeros(idx.size, dtype=bool)
+    viol[:n_h] = label[hi]
+    viol[n_h:n_h + pos_rows.size] = True
+    weight = np.empty(idx.size)
+    weight[:n_h] = 1.0
+    weight[n_h:n_h + pos_rows.size] = q[q > 0]
+    weight[n_h + pos_rows.size:] = 1.0 - q[q < 1]
+    from_verifier = np.zeros(idx.size, dtype=np.int8)
+    from_verifier[n_h:] = 1
+    if not n_s:  # the outcome rows alone: in use order already
+        return idx, viol, weight, from_verifier
+    # Use order, a verifier-labelled use's violated row first: the hard and soft uses are
+    # distinct, and a soft use's rows were concatenated violated first (stable sort).
+    order = np.argsort(idx, kind="stable")
     return idx[order], viol[order], weight[order], from_verifier[order]
 
 
