@@ -290,10 +290,11 @@ def _codes_in(categories: pd.Index, other: Any) -> IntArray:
     return np.where(local >= 0, code[np.maximum(local, 0)], -1)
 
 
-def _codes_against(known: Any, other: Any) -> tuple[IntArray, IntArray]:
+def _codes_against(known: Any, other: Any) -> tuple[IntArray, Codes]:
     """Codes of the strings ``known`` (as :func:`_factorize` gives them) and of ``other`` in
-    the same space: a value of ``other`` among ``known`` takes its code, every other value
-    one shared code after ``known``'s; missing values -1.
+    the same space (int32 when ``known`` has fewer than 2**31 - 1 values: the outcomes'
+    claims): a value of ``other`` among ``known`` takes its code, every other value one
+    shared code after ``known``'s; missing values -1.
 
     For matching that needs only ``known``'s values told apart (the log's claim ids against
     the outcomes'): the outcomes' few are hashed and the log's many probed against them
@@ -308,7 +309,8 @@ def _codes_against(known: Any, other: Any) -> tuple[IntArray, IntArray]:
         distinct = pa.array([], pa.large_string())
     values = pa.chunked_array(_arrow_chunks(other), type=pa.large_string())
     at = pc.index_in(values, value_set=distinct)  # one hash table of ``distinct``
-    codes = np.empty(len(values), dtype=np.int64)
+    codes: Codes = np.empty(len(values),
+                            dtype=np.int32 if len(distinct) < 2**31 - 1 else np.int64)
     step = 1 << 22  # the conversion's temporaries a few MB, not the log's size
     for lo in range(0, len(values), step):
         a, v = at.slice(lo, step), values.slice(lo, step)
@@ -378,7 +380,7 @@ Codes: TypeAlias = NDArray[np.signedinteger[Any]]
 
 def _narrow(codes: IntArray) -> Codes:
     """``codes`` (-1 or more) as int32 when they fit, else as they are."""
-    return codes.astype(np.int32) if codes.max(initial=-1) < 2**31 - 1 else codes
+    return codes.astype(np.int32, copy=False) if codes.max(initial=-1) < 2**31 - 1 else codes
 
 
 @dataclass(kw_only=True)
