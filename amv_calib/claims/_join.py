@@ -461,26 +461,19 @@ def _use_codes(log: LogEntries, other_action_ids: Any = None
     return use_code, _narrow(e_action), _narrow(pk), n_pk, o_action
 
 
-def _duplicated(keys: IntArray, *, keep: Literal["last", False]) -> BoolArray:
-    """``pandas.Series(keys).duplicated(keep=keep)`` by a stable sort: the keys here come
-    in nearly sorted runs (records in log order), which the sort takes in near-linear
-    time, and it needs two arrays of the keys' size where a hash table needs four."""
-    order = np.argsort(keys, kind="stable")
-    ks = keys[order]
-    same = ks[1:] == ks[:-1]  # each key equal to the next one in sorted order
+def _superseded(use_code: IntArray) -> BoolArray:
+    """Which entries a later record of the same (action, premise) supersedes:
+    ``pandas.Series(use_code).duplicated(keep="last")`` by a stable sort (the codes come in
+    nearly sorted runs, records in log order, which the sort takes in near-linear time, and
+    it needs two arrays of the codes' size where a hash table needs four)."""
+    order = np.argsort(use_code, kind="stable")
+    ks = use_code[order]
+    dup_sorted = np.zeros(use_code.size, dtype=bool)
+    dup_sorted[:-1] = ks[1:] == ks[:-1]  # a later equal code follows (the sort is stable)
     del ks
-    dup_sorted = np.zeros(keys.size, dtype=bool)
-    dup_sorted[:-1] = same  # a later equal key follows (the sort is stable)
-    if keep is False:
-        dup_sorted[1:] |= same
-    out = np.empty(keys.size, dtype=bool)
+    out = np.empty(use_code.size, dtype=bool)
     out[order] = dup_sorted
     return out
-
-
-def _superseded(use_code: IntArray) -> BoolArray:
-    """Which entries a later record of the same (action, premise) supersedes."""
-    return _duplicated(use_code, keep="last")
 
 
 def use_entries(log: LogEntries) -> IntArray:
