@@ -2,8 +2,10 @@
 
 :func:`read_uses` reads decision logs into :class:`LogEntries` (one row per premise of each
 record, the verifier signals and the offered verifiers); :func:`read_chunks` parses
-consecutive bytes of one log (what the Spark engine runs on each split). Blocks are parsed
-with pyarrow where they allow it, line by line otherwise, with the same result. The label
+consecutive bytes of one log (what the Spark engine runs on each split). A block is read by
+the compiled extraction (:mod:`amv_calib.claims._logextract`) where it can vouch for every
+line, else parsed with pyarrow where pyarrow takes it, else line by line: the same result
+each way. The label
 join (:mod:`amv_calib.claims._join`) and the log adapters read logs through this module.
 """
 
@@ -603,23 +605,36 @@ def _no_empty(arr: Any) -> Any:
 
 @dataclass(frozen=True)
 class _Parsed:
-    """What :func:`_parse_block` found in a block: its number of lines, pyarrow's table of it
-    (None if the block needs the line parser) and the key scan of its lines."""
+    """What :func:`_parse_block` found in a block: its number of lines, its columns as the
+    compiled extraction took them or else pyarrow's table of it (both None if the block
+    needs the line parser), and the key scan of its lines (for an extracted block, its
+    line bounds and the spans of the verifier calls only)."""
 
     n_lines: int
     table: Any
     scan: Any
+    extracted: Any = None
 
 
 def _parse_block(block: bytes, offers: bool) -> _Parsed:
     """The parse of a block of complete lines (``block`` ends with a newline) that holds no
-    GIL for long (pyarrow's JSON reader, the compiled key scan): run on a thread while the
-    previous block's records are taken apart (:func:`read_chunks`)."""
+    GIL for long (the compiled extraction; else the compiled key scan and pyarrow's JSON
+    reader): run on a thread while the previous block's records are taken apart
+    (:func:`read_chunks`)."""
     import pyarrow as pa
     import pyarrow.json as pj
 
-    from amv_calib.claims._keyscan import scan_block
+    from amv_calib.claims._keyscan import BlockScan, line_bounds, scan_block
+    from amv_calib.claims._logextract import extract_block
 
+    if not offers:  # the offered verifiers are pyarrow's to read
+        starts, ends = line_bounds(block)
+        ext = extract_block(block, starts, ends)
+        if ext is not None:
+            return _Parsed(n_lines=starts.size, table=None, extracted=ext,
+                           scan=BlockScan(starts=starts, ends=ends,
+                                          suspect=np.zeros(starts.size, dtype=bool),
+                                          spans=ext.call_spans))
     scan = scan_block(block, None, _CALL_KEYS, _schema_names(offers))
     n_lines = scan.starts.size
     try:
@@ -636,19 +651,49 @@ def _parse_block(block: bytes, offers: bool) -> _Parsed:
     return _Parsed(n_lines=n_lines, table=table.combine_chunks(), scan=scan)
 
 
-def _columnar_block(block: bytes, parsed: _Parsed, file_idx: int, first_line: int,
-                    acc: EntryAccumulator) -> bool:
-    """Add a block of complete lines parsed by pyarrow (``parsed``); False if it needs the
-    line parser."""
+@dataclass(frozen=True)
+class _BlockColumns:
+    """A block's columns as the reader takes them, each field's spellings coalesced and
+    empty strings not yet nulls: per record the string fields (Arrow), ``theta`` and
+    ``kappa`` (NaN where null), whether it has verifier calls and offered verifiers, its
+    number of premises (``lens``); per premise entry its record (``parents``), ids (Arrow)
+    and numbers (``numbers``: ``p`` and the four features, NaN where null); the offered
+    verifiers (:func:`_offers_table`'s columns)."""
+
+    strings: dict[str, Any]
+    theta: NDArray[np.float64]
+    kappa: NDArray[np.float64]
+    has_calls: NDArray[np.bool_]
+    has_verifiers: NDArray[np.bool_]
+    lens: IntArray
+    parents: IntArray
+    premise_id: Any
+    claim_id: Any
+    numbers: dict[str, NDArray[np.float64]]
+    offers: Any
+
+
+def _extracted_columns(ext: Any) -> _BlockColumns:
+    """The columns of a block the compiled extraction took (:mod:`_logextract`)."""
+    n = ext.n_premises.size
+    return _BlockColumns(
+        strings=ext.record_strings, theta=ext.record_numbers["theta"],
+        kappa=ext.record_numbers["kappa"], has_calls=ext.n_calls > 0,
+        has_verifiers=np.zeros(n, dtype=bool), lens=ext.n_premises, parents=ext.parents,
+        premise_id=ext.premise_id, claim_id=ext.claim_id,
+        numbers={**ext.entry_numbers, "contradiction_flag": ext.contradiction_flag},
+        offers=_offers_table({k: [] for k in _OFFER_COLUMNS}))
+
+
+def _table_columns(parsed: _Parsed, want_offers: bool) -> _BlockColumns:
+    """The columns of a block pyarrow parsed."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if parsed.table is None:
-        return False
     table = parsed.table
     n_lines = parsed.n_lines
     present = parsed.scan.present
-    full = _arrow_schema(acc.want_offers)
+    full = _arrow_schema(want_offers)
 
     def top(name: str) -> Any:
         if table.schema.get_field_index(name) < 0:  # no record of the block has it
@@ -661,23 +706,18 @@ def _columnar_block(block: bytes, parsed: _Parsed, file_idx: int, first_line: in
     claim_t = premise_t.field("claim").type
     premises = col["premises"]
     lens = pc.fill_null(pc.list_value_length(premises), 0).to_numpy(zero_copy_only=False)
-    lens = lens.astype(np.int64)
     cal = col["calibrator"]
     cal_t = full.field("calibrator").type
-    version = _no_empty(_child(cal, cal_t, "version", present))
-    name = _no_empty(_child(cal, cal_t, "name", present))
-    rec_str = {
-        "action_id": _no_empty(_coalesce(col["action_id"], col["actionId"])),
-        "tool_name": _no_empty(_coalesce(col["tool_name"], col["toolName"])),
-        "calibrator": pc.if_else(pc.is_valid(version),
-                                 pc.binary_join_element_wise(name, version, "@"), name),
-        "regime": _no_empty(col["regime"]),
+    strings = {
+        "action_id": _coalesce(col["action_id"], col["actionId"]),
+        "tool_name": _coalesce(col["tool_name"], col["toolName"]),
+        "regime": col["regime"],
+        "time": _coalesce(col["time"], col["timestamp"], col["ts"], col["decidedAt"],
+                          col["decided_at"]),
+        "calibrator_name": _child(cal, cal_t, "name", present),
+        "calibrator_version": _child(cal, cal_t, "version", present),
     }
-    time_str = _coalesce(col["time"], col["timestamp"], col["ts"], col["decidedAt"],
-                         col["decided_at"])
     flat = pc.list_flatten(premises)
-    parents = pc.list_parent_indices(premises).to_numpy(zero_copy_only=False).astype(np.int64)
-    total = int(lens.sum())
     claim = _child(flat, premise_t, "claim", present)
 
     def f(n: str) -> Any:
@@ -686,29 +726,17 @@ def _columnar_block(block: bytes, parsed: _Parsed, file_idx: int, first_line: in
     def c(n: str) -> Any:
         return _child(claim, claim_t, n, present)
 
-    ent: dict[str, Any] = {
-        "rec": parents,
-        "pidx": np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens),
-        "premise_id": _no_empty(_coalesce(f("id"), f("premise_id"), f("premiseId"))),
-        "claim_id": _no_empty(_coalesce(f("claim_id"), f("claimId"), c("claim_id"),
-                                        c("claimId"), c("id"))),
-        "p": _coalesce(f("p"), f("calibratedViolationProbability"),
-                       f("calibrated_violation_probability")).to_numpy(zero_copy_only=False),
-    }
+    numbers = {"p": _coalesce(f("p"), f("calibratedViolationProbability"),
+                              f("calibrated_violation_probability")
+                              ).to_numpy(zero_copy_only=False)}
     for snake, camel in _FEATURE_ALIASES:
         arr = _coalesce(f(snake), f(camel), c(snake), c(camel))
-        ent[snake] = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)
-    rec_num = {
-        "theta": pc.fill_null(_coalesce(*(col[n] for n in DECISION_ALIASES["theta"])),
-                              math.nan).to_numpy(zero_copy_only=False),
-        "kappa": pc.fill_null(_coalesce(*(col[n] for n in DECISION_ALIASES["kappa"])),
-                              math.nan).to_numpy(zero_copy_only=False),
-        "has_verifiers": np.zeros(n_lines, dtype=bool),
-    }
+        numbers[snake] = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)
+    has_verifiers = np.zeros(n_lines, dtype=bool)
     offers_table = _offers_table({k: [] for k in _OFFER_COLUMNS})
-    if acc.want_offers:
+    if want_offers:
         offers = _coalesce(*(col[n] for n in DECISION_ALIASES["verifiers"]))
-        rec_num["has_verifiers"] = pc.is_valid(offers).to_numpy(zero_copy_only=False)
+        has_verifiers = pc.is_valid(offers).to_numpy(zero_copy_only=False)
         of = pc.list_flatten(offers)
 
         offered_t = full.field(DECISION_ALIASES["verifiers"][0]).type.value_type
@@ -724,15 +752,64 @@ def _columnar_block(block: bytes, parsed: _Parsed, file_idx: int, first_line: in
             "cost": pc.fill_null(o("execution_cost"), math.nan),
             "reliability": pc.fill_null(o("symmetric_reliability"), math.nan),
         })
+    calls = pc.add(pc.fill_null(pc.list_value_length(col["verifier_calls"]), 0),
+                   pc.fill_null(pc.list_value_length(col["verifierCalls"]), 0))
+    return _BlockColumns(
+        strings=strings,
+        theta=pc.fill_null(_coalesce(*(col[n] for n in DECISION_ALIASES["theta"])),
+                           math.nan).to_numpy(zero_copy_only=False),
+        kappa=pc.fill_null(_coalesce(*(col[n] for n in DECISION_ALIASES["kappa"])),
+                           math.nan).to_numpy(zero_copy_only=False),
+        has_calls=calls.to_numpy(zero_copy_only=False) > 0, has_verifiers=has_verifiers,
+        lens=lens.astype(np.int64),
+        parents=pc.list_parent_indices(premises).to_numpy(zero_copy_only=False
+                                                          ).astype(np.int64),
+        premise_id=_coalesce(f("id"), f("premise_id"), f("premiseId")),
+        claim_id=_coalesce(f("claim_id"), f("claimId"), c("claim_id"), c("claimId"),
+                           c("id")),
+        numbers=numbers, offers=offers_table)
+
+
+def _columnar_block(block: bytes, parsed: _Parsed, file_idx: int, first_line: int,
+                    acc: EntryAccumulator) -> bool:
+    """Add a block of complete lines parsed by the compiled extraction or pyarrow
+    (``parsed``); False if it needs the line parser."""
+    import pyarrow.compute as pc
+
+    if parsed.extracted is not None:
+        cols = _extracted_columns(parsed.extracted)
+    elif parsed.table is not None:
+        cols = _table_columns(parsed, acc.want_offers)
+    else:
+        return False
+    n_lines = parsed.n_lines
+    s = cols.strings
+    version = _no_empty(s["calibrator_version"])
+    name = _no_empty(s["calibrator_name"])
+    rec_str = {
+        "action_id": _no_empty(s["action_id"]),
+        "tool_name": _no_empty(s["tool_name"]),
+        "calibrator": pc.if_else(pc.is_valid(version),
+                                 pc.binary_join_element_wise(name, version, "@"), name),
+        "regime": _no_empty(s["regime"]),
+    }
+    lens = cols.lens
+    total = int(lens.sum())
+    ent: dict[str, Any] = {
+        "rec": cols.parents,
+        "pidx": np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens),
+        "premise_id": _no_empty(cols.premise_id),
+        "claim_id": _no_empty(cols.claim_id),
+        **cols.numbers,
+    }
+    rec_num = {"theta": cols.theta, "kappa": cols.kappa, "has_verifiers": cols.has_verifiers}
     # pyarrow refuses a key given twice only in the fields of the schema: a line giving any
     # key twice must go to the line parser (as corrupt) whatever block it is in. The
     # compiled scan finds the lines that could (and those the strict parser must judge for
     # another reason); only they, and the lines with verifier calls, are parsed again,
     # strictly. Signals sit in objects with free-form keys (premise ids): they are read
-    # from that parse.
-    calls = pc.add(pc.fill_null(pc.list_value_length(col["verifier_calls"]), 0),
-                   pc.fill_null(pc.list_value_length(col["verifierCalls"]), 0))
-    has_calls = calls.to_numpy(zero_copy_only=False) > 0
+    # from that parse. (The compiled extraction takes no block with such a line.)
+    has_calls = cols.has_calls
     sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
                                                  "confirmed", "reliability")}
     scan = parsed.scan
@@ -751,7 +828,7 @@ def _columnar_block(block: bytes, parsed: _Parsed, file_idx: int, first_line: in
         return False
     base = acc.n_records
     acc.add_block(file_idx, np.arange(first_line, first_line + n_lines, dtype=np.int64),
-                  rec_str, time_str, lens, ent, rec_num, offers_table)
+                  rec_str, s["time"], lens, ent, rec_num, cols.offers)
     if sig["rec"]:
         acc.add_signals(sig["rec"], sig["premise_id"], sig["verifier"], sig["confirmed"],
                         sig["reliability"], base)
@@ -959,10 +1036,12 @@ def read_uses(
     on_corrupt : {"raise", "skip"}, default "raise"
         As in :func:`amv_calib.contract.read_decision_log`.
     columnar : bool, default True
-        Parse blocks of well-formed lines with ``pyarrow.json`` (several times faster); a
-        block whose values do not fit the expected types (numbers as times, camelCase
-        objects given as strings, blank lines, a corrupt line) falls back to the line
-        parser, which gives the same result.
+        Read blocks of well-formed lines column by column (several times faster): by the
+        compiled extraction, or ``pyarrow.json`` for a block it does not take (bytes >=
+        0x80, escapes in the values read, offered verifiers); a block whose values do not
+        fit the expected types (numbers as times, camelCase objects given as strings,
+        blank lines, a corrupt line) falls back to the line parser, which gives the same
+        result.
     offers : bool, default False
         Also read each record's offered verifiers (``LogEntries.offers``), which the
         episodes need, and the records' ``theta``, ``kappa`` and ``has_verifiers``;

@@ -1,0 +1,756 @@
+"""A compiled extraction of the fields the label join reads from decision-log lines.
+
+pyarrow's JSON reader builds every field of its schema for every line (~85 ms of CPU a 16
+MiB block, ~55 % of a 10 M-line label), though the join reads a dozen. :func:`extract_block`
+walks a block's bytes once, validating each line as strict JSON and noting where the values
+of those fields lie; the values are then cut out (strings) and converted (numbers, by the
+same Arrow routine pyarrow's reader converts them with) column by column.
+
+It takes only what it can vouch for and returns None for anything else, so that the block
+goes to pyarrow (and from there, where pyarrow refuses it, to the line parser), which gives
+the same result: a line that is not a JSON object of ASCII bytes in strict JSON syntax, a
+blank line, a string value of a field it reads holding an escape, a value of a field it
+reads of another JSON type than the schema's (:func:`amv_calib.claims._logread._arrow_schema`),
+a number the conversion refuses. Keys given twice, escapes in keys, bytes >= 0x80 and deep
+nesting are the key scan's to find (:mod:`amv_calib.claims._keyscan`): a block with a
+suspect line is not given to it. ``tests/claims/test_logextract.py`` holds it equal to
+pyarrow's parse and to the line parser.
+
+Importing this module imports numba, which compiles the walk on first use (cached on disk).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+# the scan's FNV-1a constants, and the bytes a string's walk must stop at
+from amv_calib.claims._keyscan import (
+    _FNV_OFFSET,
+    _FNV_PRIME,
+    _STRING_STOPS,
+    MAX_DEPTH,
+    MAX_OPEN_KEYS,
+)
+from amv_calib.contract import DECISION_ALIASES
+
+# What a key's value is for (a target), per kind of object holding it (a role).
+# Record columns: strings, then numbers.
+_T_ACTION, _T_TOOL, _T_REGIME, _T_TIME, _T_CAL_NAME, _T_CAL_VERSION = range(6)
+_T_THETA, _T_KAPPA = 6, 7
+# Containers of a record.
+_T_PREMISES, _T_CALIBRATOR, _T_CALLS = 8, 9, 10
+# Entry columns: strings, numbers, the flag; then a premise's claim and a premise itself.
+_T_PREMISE_ID, _T_CLAIM_ID = 11, 12
+_T_P, _T_RECENCY, _T_TRUST, _T_CONFIDENCE = 13, 14, 15, 16
+_T_FLAG = 17
+_T_CLAIM = 18
+_T_PREMISE = 19
+_T_NONE = -1
+
+_ROLE_TOP, _ROLE_CALIBRATOR, _ROLE_PREMISE, _ROLE_CLAIM = 0, 1, 2, 3
+_ROLE_PREMISES, _ROLE_CALLS, _ROLE_OTHER = 4, 5, 6
+_N_REC_STRINGS: Final = 6
+_N_KEYED_ROLES: Final = 4
+#: The role of an object, and of an array, holding a value of target ``t``, at ``t + 1``
+#: (-1: the schema has no such container there).
+_OBJECT_ROLE: Final = np.full(_T_PREMISE + 2, -1, dtype=np.int64)
+_OBJECT_ROLE[[_T_NONE + 1, _T_PREMISE + 1, _T_CALIBRATOR + 1, _T_CLAIM + 1]] = (
+    _ROLE_OTHER, _ROLE_PREMISE, _ROLE_CALIBRATOR, _ROLE_CLAIM)
+_ARRAY_ROLE: Final = np.full(_T_PREMISE + 2, -1, dtype=np.int64)
+_ARRAY_ROLE[[_T_NONE + 1, _T_PREMISES + 1, _T_CALLS + 1]] = (
+    _ROLE_OTHER, _ROLE_PREMISES, _ROLE_CALLS)
+
+#: Record string columns, in the order of :attr:`Extracted.record_strings`.
+RECORD_STRINGS: Final = ("action_id", "tool_name", "regime", "time", "calibrator_name",
+                         "calibrator_version")
+#: Record number columns (:attr:`Extracted.record_numbers`).
+RECORD_NUMBERS: Final = ("theta", "kappa")
+#: Entry number columns (:attr:`Extracted.entry_numbers`).
+ENTRY_NUMBERS: Final = ("p", "recency_hours", "source_trust_score", "model_confidence")
+
+
+def _keys() -> list[tuple[int, str, int, int]]:
+    """(role, key, target, rank): the keys read, per kind of object. A column given under
+    several keys takes the value of the lowest rank that is not null, as pyarrow's path
+    coalesces its spellings (:func:`amv_calib.claims._logread._columnar_block`)."""
+    keys: list[tuple[int, str, int, int]] = []
+
+    def add(role: int, names: tuple[str, ...], target: int, first_rank: int = 0) -> None:
+        keys.extend((role, n, target, first_rank + r) for r, n in enumerate(names))
+
+    add(_ROLE_TOP, DECISION_ALIASES["action_id"], _T_ACTION)
+    add(_ROLE_TOP, DECISION_ALIASES["tool_name"], _T_TOOL)
+    add(_ROLE_TOP, DECISION_ALIASES["regime"], _T_REGIME)
+    add(_ROLE_TOP, DECISION_ALIASES["time"], _T_TIME)
+    add(_ROLE_TOP, DECISION_ALIASES["theta"], _T_THETA)
+    add(_ROLE_TOP, DECISION_ALIASES["kappa"], _T_KAPPA)
+    add(_ROLE_TOP, DECISION_ALIASES["premises"], _T_PREMISES)
+    add(_ROLE_TOP, DECISION_ALIASES["calibrator"], _T_CALIBRATOR)
+    add(_ROLE_TOP, DECISION_ALIASES["verifier_calls"], _T_CALLS)
+    add(_ROLE_CALIBRATOR, ("name",), _T_CAL_NAME)
+    add(_ROLE_CALIBRATOR, ("version",), _T_CAL_VERSION)
+    add(_ROLE_PREMISE, ("id", "premise_id", "premiseId"), _T_PREMISE_ID)
+    add(_ROLE_PREMISE, ("claim_id", "claimId"), _T_CLAIM_ID)
+    add(_ROLE_CLAIM, ("claim_id", "claimId", "id"), _T_CLAIM_ID, first_rank=2)
+    add(_ROLE_PREMISE, ("p", "calibratedViolationProbability",
+                        "calibrated_violation_probability"), _T_P)
+    add(_ROLE_PREMISE, ("claim",), _T_CLAIM)
+    for target, names in ((_T_RECENCY, ("recency_hours", "recencyHours")),
+                          (_T_TRUST, ("source_trust_score", "sourceTrustScore")),
+                          (_T_CONFIDENCE, ("model_confidence", "modelConfidence")),
+                          (_T_FLAG, ("contradiction_flag", "contradictionFlag"))):
+        add(_ROLE_PREMISE, names, target)
+        add(_ROLE_CLAIM, names, target, first_rank=2)
+    return keys
+
+
+def key_word_hash(key: bytes) -> int:
+    """The walk's 64-bit hash of a key's raw bytes: FNV-1a over little-endian 8-byte words
+    (the last one zero-padded; a key holds no zero byte), then a shift-xor. A word at a
+    time: a byte at a time, the multiplications' chain took ~40 % of the walk."""
+    h = int(_FNV_OFFSET)
+    words = [key[k:k + 8] for k in range(0, len(key), 8)] or [b""]
+    if len(key) % 8 == 0 and key:
+        words.append(b"")
+    for word in words:
+        h = ((h ^ int.from_bytes(word, "little")) * int(_FNV_PRIME)) & 0xFFFFFFFFFFFFFFFF
+    return h ^ (h >> 29)
+
+
+#: A key longer than this is none of the keys read (the longest has 32 bytes).
+_KEY_WORDS: Final = 4
+
+
+def _words(key: bytes) -> list[int]:
+    """``key``'s bytes as :data:`_KEY_WORDS` little-endian words, zero-padded."""
+    padded = key.ljust(8 * _KEY_WORDS, b"\0")
+    return [int.from_bytes(padded[k:k + 8], "little") for k in range(0, len(padded), 8)]
+
+
+@dataclass(frozen=True)
+class _KeyTable:
+    """The keys read, as a direct-mapped table of their hashes: slot ``(h * mult) >>
+    shift`` holds hash ``h``, its length and bytes (as :func:`_words`) and, per role,
+    its target and rank (-1: not read in that role). At most 128 slots: an object's keys
+    read are noted in two 64-bit masks."""
+
+    hashes: NDArray[np.uint64]
+    length: NDArray[np.int64]
+    words: NDArray[np.uint64]
+    target: NDArray[np.int64]
+    rank: NDArray[np.int64]
+    mult: np.uint64
+    shift: np.uint64
+
+
+@functools.cache
+def _key_table() -> _KeyTable:
+    keys = _keys()
+    distinct = sorted({k for _, k, _, _ in keys})
+    assert max(len(k) for k in distinct) <= 8 * _KEY_WORDS
+    hashes = np.array([key_word_hash(k.encode()) for k in distinct], dtype=np.uint64)
+    mult = np.uint64(0)
+    for size in (64, 128):
+        shift = np.uint64(64 - (size.bit_length() - 1))
+        for k in range(1, 1 << 16):  # odd multipliers, in a fixed order
+            mult = np.uint64((k * 0x9E3779B97F4A7C15 | 1) & 0xFFFFFFFFFFFFFFFF)
+            if np.unique((hashes * mult) >> shift).size == hashes.size:
+                break
+        else:
+            continue
+        break
+    else:  # pragma: no cover - the keys are fixed; tests build the table
+        raise AssertionError("no collision-free slot table of at most 128 slots")
+    slots = ((hashes * mult) >> shift).astype(np.int64)
+    table = _KeyTable(hashes=np.zeros(size, dtype=np.uint64),
+                      length=np.full(size, -1, dtype=np.int64),
+                      words=np.zeros((size, _KEY_WORDS), dtype=np.uint64),
+                      target=np.full((size, _N_KEYED_ROLES), _T_NONE, dtype=np.int64),
+                      rank=np.zeros((size, _N_KEYED_ROLES), dtype=np.int64),
+                      mult=mult, shift=shift)
+    slot_of = {}
+    for name, h, slot in zip(distinct, hashes.tolist(), slots.tolist(), strict=True):
+        table.hashes[slot], table.length[slot] = h, len(name)
+        table.words[slot] = _words(name.encode())
+        slot_of[name] = slot
+    for role, name, target, rank in keys:
+        table.target[slot_of[name], role] = target
+        table.rank[slot_of[name], role] = rank
+    return table
+
+
+_NO_RANK: Final = 127
+_S_KEY_OR_END, _S_KEY, _S_VALUE_OR_END, _S_VALUE, _S_AFTER = range(5)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ws(buf: Any, i: int, e: int) -> int:  # pragma: no cover - compiled
+    while i < e:
+        c = buf[i]
+        if c != 32 and c != 9 and c != 13:
+            return i
+        i += 1
+    return i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _string_end(buf: Any, i: int, e: int) -> Any:  # pragma: no cover - compiled
+    """From the byte after an opening quote: (index of the closing quote or -1 if the
+    string is not strict JSON of ASCII bytes, whether it holds an escape)."""
+    escaped = False
+    while i < e:
+        c = buf[i]
+        if _STRING_STOPS[c] == 0:
+            i += 1
+            continue
+        if c == 34:
+            return i, escaped
+        if c == 92:
+            escaped = True
+            if i + 1 >= e:
+                return -1, escaped
+            d = buf[i + 1]
+            if d == 117:  # \uXXXX
+                if i + 5 >= e:
+                    return -1, escaped
+                for k in range(i + 2, i + 6):
+                    h = buf[k]
+                    if not (48 <= h <= 57 or 65 <= h <= 70 or 97 <= h <= 102):
+                        return -1, escaped
+                i += 6
+                continue
+            if not (d == 34 or d == 92 or d == 47 or d == 98 or d == 102 or d == 110
+                    or d == 114 or d == 116):
+                return -1, escaped
+            i += 2
+            continue
+        return -1, escaped  # a control byte or >= 0x80
+    return -1, escaped
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _number_end(buf: Any, i: int, e: int) -> int:  # pragma: no cover - compiled
+    """The index after a JSON number starting at ``i``, or -1 if none starts there."""
+    if i < e and buf[i] == 45:  # "-"
+        i += 1
+    if i >= e:
+        return -1
+    if buf[i] == 48:  # "0": no digit may follow
+        i += 1
+    elif 49 <= buf[i] <= 57:
+        while i < e and 48 <= buf[i] <= 57:
+            i += 1
+    else:
+        return -1
+    if i < e and buf[i] == 46:  # "."
+        i += 1
+        if i >= e or not 48 <= buf[i] <= 57:
+            return -1
+        while i < e and 48 <= buf[i] <= 57:
+            i += 1
+    if i < e and (buf[i] == 101 or buf[i] == 69):  # "e"
+        i += 1
+        if i < e and (buf[i] == 43 or buf[i] == 45):
+            i += 1
+        if i >= e or not 48 <= buf[i] <= 57:
+            return -1
+        while i < e and 48 <= buf[i] <= 57:
+            i += 1
+    return i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _literal(buf: Any, i: int, e: int, word: Any) -> Any:  # pragma: no cover - compiled
+    """The index after ``word`` if it starts at ``i``, else -1."""
+    n = word.shape[0]
+    if i + n > e:
+        return -1
+    for k in range(n):
+        if buf[i + k] != word[k]:
+            return -1
+    return i + n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put(spans: Any, row: int, col: int, a: int, b: int, r: int) -> None:  # pragma: no cover
+    """Note value ``[a, b)`` of rank ``r`` for ``spans[row, col]`` unless a lower rank has
+    one."""
+    if r < spans[row, col, 2]:
+        spans[row, col, 0] = a
+        spans[row, col, 1] = b
+        spans[row, col, 2] = r
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _copy(buf: Any, a: int, b: int, out: Any, col: int, used: Any, spans: Any, row: int,
+          scol: int, r: int) -> None:  # pragma: no cover - compiled
+    """Copy string ``buf[a:b]`` of rank ``r`` to the end of string column ``col``
+    (``out[col]``, ``used[col]`` bytes of it taken) as ``spans[row, scol]``'s value unless
+    a lower rank has one; a value of a higher rank is overwritten, in place: the row is the
+    column's last (rows are filled in order). While the walk has just read them, the bytes
+    are at hand; cut out afterwards, each row's another cache miss (~1.8 ms a column of a
+    16 MiB block)."""
+    if r < spans[row, scol, 2]:
+        at = spans[row, scol, 0] if spans[row, scol, 0] >= 0 else used[col]
+        for k in range(a, b):
+            out[col, at + k - a] = buf[k]
+        spans[row, scol, 0] = at
+        spans[row, scol, 1] = at + b - a
+        spans[row, scol, 2] = r
+        used[col] = at + b - a
+
+
+@njit(cache=True, nogil=True)
+def _extract(  # noqa: C901 - one state machine, compiled whole
+        buf: Any, starts: Any, ends: Any, hashes: Any, length: Any, words: Any, target: Any,
+        rank: Any, mult: Any, shift: Any, max_depth: int, max_keys: int, tens: Any,
+        rec_spans: Any, rec_num: Any, n_prem: Any, calls: Any, call_spans: Any,
+        ent_spans: Any, ent_num: Any, flag: Any, parents: Any, inexact: Any, out: Any,
+        used: Any) -> int:  # pragma: no cover - compiled
+    """Walk every line; -1 if one is outside what this takes (module docstring), -2 if
+    there are more premise entries than ``parents`` has room for, else their number.
+
+    Per line: ``rec_spans`` (lines x 8 x (start, end, rank)) receives the record columns'
+    values, ``n_prem`` and ``calls`` count its premises and verifier calls, ``call_spans``
+    (lines x 2 x 3) where each spelling of the verifier calls lies, as
+    :class:`~amv_calib.claims._keyscan.BlockScan` spans them. Per premise entry:
+    ``ent_spans`` (entries x 6 x 3) its ids and numbers, ``flag`` (entries x 2: value,
+    rank) the contradiction flag, ``parents`` its line. A span's start is -1 where the
+    value is null. String values are copied to ``out`` as they are read (:func:`_copy`;
+    their spans are into it); numbers are converted by :func:`_decimal` into ``rec_num``
+    and ``ent_num`` (``inexact`` per number column: some did not convert exactly).
+
+    A key given twice in an object is refused as the key scan refuses it, so that a block
+    this takes needs no scan: a key read is known by its bytes (a bit of the object's two
+    masks marks it), any other by its hash (a collision refuses a clean line)."""
+    true_ = np.array([116, 114, 117, 101], dtype=np.uint8)
+    false_ = np.array([102, 97, 108, 115, 101], dtype=np.uint8)
+    null_ = np.array([110, 117, 108, 108], dtype=np.uint8)
+    is_obj = np.zeros(max_depth + 2, dtype=np.bool_)
+    role = np.zeros(max_depth + 2, dtype=np.int64)
+    frame = np.zeros(max_depth + 2, dtype=np.int64)  # first key index of each object
+    keys = np.empty(max_keys, dtype=np.uint64)  # the hashes of keys not read
+    seen = np.zeros((max_depth + 2, 2), dtype=np.uint64)  # the keys read, by slot
+    kw = np.zeros(_KEY_WORDS, dtype=np.uint64)  # a key's first words
+
+    n_ent = 0
+    cap = parents.shape[0]
+    for line in range(starts.shape[0]):
+        e = ends[line]
+        i = _ws(buf, starts[line], e)
+        if i >= e or buf[i] != 123:
+            return -1
+        depth = 0
+        is_obj[0] = True
+        role[0] = _ROLE_TOP
+        i += 1
+        state = _S_KEY_OR_END
+        tgt = _T_NONE
+        rnk = 0
+        ent = -1
+        nkeys = 0
+        frame[0] = 0
+        seen[0, 0] = 0
+        seen[0, 1] = 0
+        open_call = -1  # the spelling of the verifier calls whose value is being read
+        while True:
+            i = _ws(buf, i, e)
+            if i >= e:
+                return -1
+            c = buf[i]
+            close = False
+            if state == _S_KEY_OR_END or state == _S_KEY:
+                if c == 125 and state == _S_KEY_OR_END:
+                    close = True
+                elif c == 34:
+                    # the key's hash, eight bytes at a time (key_word_hash), and its
+                    # first words
+                    h = _FNV_OFFSET
+                    w = np.uint64(0)
+                    sh = np.uint64(0)
+                    nw = 0
+                    for k in range(_KEY_WORDS):
+                        kw[k] = 0
+                    j = i + 1
+                    while j < e:
+                        d = buf[j]
+                        if _STRING_STOPS[d] != 0:
+                            break
+                        w |= np.uint64(d) << sh
+                        sh += np.uint64(8)
+                        if sh == np.uint64(64):
+                            h = (h ^ w) * _FNV_PRIME
+                            if nw < _KEY_WORDS:
+                                kw[nw] = w
+                            nw += 1
+                            w = np.uint64(0)
+                            sh = np.uint64(0)
+                        j += 1
+                    if j >= e or buf[j] != 34:  # an escape, a control byte, >= 0x80
+                        return -1
+                    h = (h ^ w) * _FNV_PRIME
+                    h ^= h >> np.uint64(29)
+                    if nw < _KEY_WORDS:
+                        kw[nw] = w
+                    slot = int((h * mult) >> shift)
+                    tgt = _T_NONE
+                    rnk = 0
+                    if (hashes[slot] == h and length[slot] == j - i - 1
+                            and words[slot, 0] == kw[0] and words[slot, 1] == kw[1]
+                            and words[slot, 2] == kw[2] and words[slot, 3] == kw[3]):
+                        bit = np.uint64(1) << np.uint64(slot & 63)
+                        half = slot >> 6
+                        if seen[depth, half] & bit:
+                            return -1
+                        seen[depth, half] |= bit
+                        if role[depth] < _N_KEYED_ROLES:
+                            tgt = target[slot, role[depth]]
+                            rnk = rank[slot, role[depth]]
+                    else:
+                        for k in range(frame[depth], nkeys):
+                            if keys[k] == h:
+                                return -1
+                        if nkeys == max_keys:
+                            return -1
+                        keys[nkeys] = h
+                        nkeys += 1
+                    if tgt == _T_CALLS:
+                        open_call = rnk
+                        call_spans[line, rnk, 0] = i
+                    i = _ws(buf, j + 1, e)
+                    if i >= e or buf[i] != 58:
+                        return -1
+                    i += 1
+                    if tgt == _T_CALLS:
+                        call_spans[line, rnk, 1] = _ws(buf, i, e)
+                    state = _S_VALUE
+                    continue
+                else:
+                    return -1
+            elif state == _S_AFTER:
+                if depth == 0 and open_call >= 0:
+                    call_spans[line, open_call, 2] = i
+                    open_call = -1
+                if c == 44:
+                    if is_obj[depth]:
+                        state = _S_KEY
+                    else:
+                        state = _S_VALUE
+                        tgt = _T_PREMISE if role[depth] == _ROLE_PREMISES else _T_NONE
+                    i += 1
+                    continue
+                if (c == 125 and is_obj[depth]) or (c == 93 and not is_obj[depth]):
+                    close = True
+                else:
+                    return -1
+            else:  # a value
+                if c == 93 and state == _S_VALUE_OR_END:
+                    close = True
+                else:
+                    if role[depth] == _ROLE_CALLS:
+                        calls[line] += 1
+                    if c == 123 or c == 91:
+                        if depth + 2 > max_depth:  # the key scan's depth counts from 1
+                            return -1
+                        new_role = (_OBJECT_ROLE if c == 123 else _ARRAY_ROLE)[tgt + 1]
+                        if new_role < 0:  # the schema has no such container here
+                            return -1
+                        if new_role == _ROLE_PREMISE:
+                            if n_ent >= cap:
+                                return -2
+                            ent = n_ent
+                            n_ent += 1
+                            parents[ent] = line
+                            n_prem[line] += 1
+                        depth += 1
+                        is_obj[depth] = c == 123
+                        role[depth] = new_role
+                        frame[depth] = nkeys
+                        seen[depth, 0] = 0
+                        seen[depth, 1] = 0
+                        i += 1
+                        if c == 123:
+                            state = _S_KEY_OR_END
+                        else:
+                            state = _S_VALUE_OR_END
+                            tgt = _T_PREMISE if new_role == _ROLE_PREMISES else _T_NONE
+                        continue
+                    if c == 34:
+                        j, escaped = _string_end(buf, i + 1, e)
+                        if j < 0:
+                            return -1
+                        if tgt != _T_NONE:
+                            if escaped or not (tgt <= _T_CAL_VERSION or tgt == _T_PREMISE_ID
+                                               or tgt == _T_CLAIM_ID):
+                                return -1
+                            if tgt <= _T_CAL_VERSION:
+                                _copy(buf, i + 1, j, out, tgt, used, rec_spans, line, tgt, rnk)
+                            else:
+                                _copy(buf, i + 1, j, out, tgt - _T_PREMISE_ID + _N_REC_STRINGS,
+                                      used, ent_spans, ent, tgt - _T_PREMISE_ID, rnk)
+                        i = j + 1
+                    elif c == 45 or 48 <= c <= 57:
+                        j = _number_end(buf, i, e)
+                        if j < 0:
+                            return -1
+                        if tgt != _T_NONE:
+                            if tgt == _T_THETA or tgt == _T_KAPPA:
+                                if rnk < rec_spans[line, tgt, 2]:
+                                    _put(rec_spans, line, tgt, i, j, rnk)
+                                    v, exact = _decimal(buf, i, j, tens)
+                                    rec_num[line, tgt - _T_THETA] = v
+                                    inexact[tgt - _T_THETA] |= not exact
+                            elif _T_P <= tgt <= _T_CONFIDENCE:
+                                col = tgt - _T_PREMISE_ID
+                                if rnk < ent_spans[ent, col, 2]:
+                                    _put(ent_spans, ent, col, i, j, rnk)
+                                    v, exact = _decimal(buf, i, j, tens)
+                                    ent_num[ent, col - 2] = v
+                                    inexact[col] |= not exact
+                            else:
+                                return -1
+                        i = j
+                    elif c == 116 or c == 102:
+                        j = _literal(buf, i, e, true_ if c == 116 else false_)
+                        if j < 0:
+                            return -1
+                        if tgt != _T_NONE:
+                            if tgt != _T_FLAG:
+                                return -1
+                            if rnk < flag[ent, 1]:
+                                flag[ent, 0] = 1 if c == 116 else 0
+                                flag[ent, 1] = rnk
+                        i = j
+                    elif c == 110:
+                        j = _literal(buf, i, e, null_)
+                        if j < 0:
+                            return -1
+                        if tgt == _T_PREMISE:  # a null premise: an entry of nulls
+                            if n_ent >= cap:
+                                return -2
+                            parents[n_ent] = line
+                            n_ent += 1
+                            n_prem[line] += 1
+                        i = j
+                    else:
+                        return -1
+                    state = _S_AFTER
+                    continue
+            if close:
+                i += 1
+                if is_obj[depth]:
+                    nkeys = frame[depth]
+                depth -= 1
+                if depth < 0:
+                    if _ws(buf, i, e) != e:
+                        return -1
+                    break
+                state = _S_AFTER
+    return n_ent
+
+
+@njit(cache=True, nogil=True)
+def _gather(buf: Any, spans: Any, col: int) -> Any:  # pragma: no cover - compiled
+    """The bytes of ``spans[:, col]`` one after another, their int32 offsets and validity."""
+    n = spans.shape[0]
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    valid = np.zeros(n, dtype=np.bool_)
+    total = 0
+    for r in range(n):
+        a = spans[r, col, 0]
+        if a >= 0:
+            valid[r] = True
+            total += spans[r, col, 1] - a
+        offsets[r + 1] = total
+    data = np.empty(total, dtype=np.uint8)
+    for r in range(n):
+        a = spans[r, col, 0]
+        if a >= 0:
+            data[offsets[r]:offsets[r + 1]] = buf[a:spans[r, col, 1]]
+    return data, offsets, valid
+
+
+#: Powers of ten a double holds exactly (10**22 = 2**22 * 5**22, 5**22 < 2**53).
+_EXACT_TENS: Final = np.array([10.0 ** k for k in range(23)])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _decimal(buf: Any, i: int, e: int, tens: Any) -> Any:  # pragma: no cover - compiled
+    """The JSON number ``buf[i:e]`` as a double, and whether it converted exactly: a number
+    whose digits make an integer m <= 2**53 and whose decimal exponent k has |k| <= 22 is
+    m * 10**k or m / 10**-k, one correctly rounded operation on exact operands, so the
+    correctly rounded value of the decimal (Clinger's fast path), as Python's float() and
+    Arrow's conversion give it. For any other (False), the caller asks Arrow."""
+    neg = buf[i] == 45
+    if neg:
+        i += 1
+    m = np.uint64(0)
+    digits = 0
+    k = 0
+    frac = False
+    while i < e:
+        c = buf[i]
+        if 48 <= c <= 57:
+            if m != 0 or c != 48:
+                digits += 1
+                if digits > 19:
+                    return np.nan, False
+            m = m * np.uint64(10) + np.uint64(c - 48)
+            if frac:
+                k -= 1
+        elif c == 46:
+            frac = True
+        else:  # the exponent
+            i += 1
+            sign = 1
+            if buf[i] == 45 or buf[i] == 43:
+                if buf[i] == 45:
+                    sign = -1
+                i += 1
+            x = 0
+            while i < e:
+                x = x * 10 + (buf[i] - 48)
+                if x > 400:
+                    return np.nan, False
+                i += 1
+            k += sign * x
+            break
+        i += 1
+    if m > np.uint64(1 << 53) or k < -22 or k > 22:
+        return np.nan, False
+    v = float(m)
+    v = v * tens[k] if k >= 0 else v / tens[-k]
+    return (-v if neg else v), True
+
+
+def _copied(out: NDArray[np.uint8], used: int, spans: NDArray[np.int32], col: int) -> Any:
+    """String column ``col`` of ``spans`` (spans into ``out``, filled in row order by
+    :func:`_copy`, ``used`` bytes) as an Arrow string array (null where no value)."""
+    import pyarrow as pa
+
+    n = spans.shape[0]
+    valid = spans[:, col, 0] >= 0
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.maximum.accumulate(np.where(valid, spans[:, col, 1], 0), out=offsets[1:])
+    nulls = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(out[:used].copy()),
+                                       nulls)
+
+
+def _strings(buf: NDArray[np.uint8], spans: NDArray[np.int32], col: int) -> Any:
+    """Column ``col`` of ``spans`` as an Arrow string array (null where no value)."""
+    import pyarrow as pa
+
+    data, offsets, valid = _gather(buf, spans, col)
+    n = spans.shape[0]
+    nulls = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data), nulls)
+
+
+def _numbers(buf: NDArray[np.uint8], spans: NDArray[np.int32], col: int) -> Any:
+    """Column ``col`` of ``spans`` (JSON numbers) by Arrow's conversion (the one pyarrow's
+    reader uses) as float64, NaN where no value; None if it refuses one."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        floats = pc.cast(_strings(buf, spans, col), pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return pc.fill_null(floats, np.nan).to_numpy(zero_copy_only=False)
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """The columns :func:`extract_block` took from a block: per line the record's strings
+    (Arrow string arrays, :data:`RECORD_STRINGS`), numbers (float64, NaN where null,
+    :data:`RECORD_NUMBERS`), number of premises and of verifier calls; per premise entry
+    its line (``parents``), ``premise_id`` and ``claim_id`` (Arrow strings), numbers
+    (:data:`ENTRY_NUMBERS`) and contradiction flag (1.0, 0.0, NaN). Each column is the
+    first spelling that is not null, in the order pyarrow's path coalesces them; strings
+    as given (empty ones not yet nulls)."""
+
+    record_strings: dict[str, Any]
+    record_numbers: dict[str, NDArray[np.float64]]
+    n_premises: NDArray[np.int64]
+    n_calls: NDArray[np.int64]
+    parents: NDArray[np.int64]
+    premise_id: Any
+    claim_id: Any
+    entry_numbers: dict[str, NDArray[np.float64]]
+    contradiction_flag: NDArray[np.float64]
+    #: Per line and spelling of the verifier calls, where the key and its value lie
+    #: (:attr:`amv_calib.claims._keyscan.BlockScan.spans`).
+    call_spans: NDArray[np.int64]
+
+
+def extract_block(block: bytes, starts: NDArray[np.int64],
+                  ends: NDArray[np.int64]) -> Extracted | None:
+    """The columns of the lines ``block[starts[i]:ends[i]]``, or None if a line is outside
+    what this takes (module docstring)."""
+    if len(block) >= 1 << 31:  # int32 offsets
+        return None
+    buf = np.frombuffer(block, dtype=np.uint8)
+    n = starts.size
+    t = _key_table()
+    # room for four premises a line, then (seldom) for every premise the block could hold:
+    # each is at least two bytes and a separator
+    for cap in (4 * n + 64, len(block) // 3 + 1):
+        rec_spans = np.full((n, 8, 3), -1, dtype=np.int32)
+        rec_spans[:, :, 2] = _NO_RANK
+        ent_spans = np.full((cap, 6, 3), -1, dtype=np.int32)
+        ent_spans[:, :, 2] = _NO_RANK
+        flag = np.full((cap, 2), -1, dtype=np.int8)
+        flag[:, 1] = _NO_RANK
+        parents = np.empty(cap, dtype=np.int64)
+        n_prem = np.zeros(n, dtype=np.int64)
+        calls = np.zeros(n, dtype=np.int64)
+        rec_num = np.full((n, len(RECORD_NUMBERS)), np.nan)
+        ent_num = np.full((cap, len(ENTRY_NUMBERS)), np.nan)
+        inexact = np.zeros(len(RECORD_NUMBERS) + len(ENTRY_NUMBERS), dtype=np.bool_)
+        # each string column's bytes are at most the block's (pages never written are
+        # never backed)
+        out = np.empty((_N_REC_STRINGS + 2, len(block)), dtype=np.uint8)
+        used = np.zeros(_N_REC_STRINGS + 2, dtype=np.int64)
+        call_spans = np.full((n, len(DECISION_ALIASES["verifier_calls"]), 3), -1,
+                             dtype=np.int64)
+        n_ent = _extract(buf, starts, ends, t.hashes, t.length, t.words, t.target,
+                         t.rank, t.mult, t.shift, MAX_DEPTH, MAX_OPEN_KEYS, _EXACT_TENS,
+                         rec_spans, rec_num, n_prem, calls, call_spans, ent_spans, ent_num,
+                         flag, parents, inexact, out, used)
+        if n_ent != -2:
+            break
+    if n_ent < 0:
+        return None
+    ent_spans = ent_spans[:n_ent]
+    rec_numbers = {}
+    for k, name in enumerate(RECORD_NUMBERS):
+        arr = _numbers(buf, rec_spans, len(RECORD_STRINGS) + k) if inexact[k] \
+            else rec_num[:, k].copy()
+        if arr is None:
+            return None
+        rec_numbers[name] = arr
+    ent_numbers = {}
+    for k, name in enumerate(ENTRY_NUMBERS):
+        arr = _numbers(buf, ent_spans, 2 + k) if inexact[len(RECORD_NUMBERS) + k] \
+            else ent_num[:n_ent, k].copy()
+        if arr is None:
+            return None
+        ent_numbers[name] = arr
+    f = flag[:n_ent, 0]
+    return Extracted(
+        record_strings={name: _copied(out[k], int(used[k]), rec_spans, k)
+                        for k, name in enumerate(RECORD_STRINGS)},
+        record_numbers=rec_numbers, n_premises=n_prem, n_calls=calls,
+        parents=parents[:n_ent].copy(),
+        premise_id=_copied(out[_N_REC_STRINGS], int(used[_N_REC_STRINGS]), ent_spans, 0),
+        claim_id=_copied(out[_N_REC_STRINGS + 1], int(used[_N_REC_STRINGS + 1]), ent_spans, 1),
+        entry_numbers=ent_numbers,
+        contradiction_flag=np.where(f < 0, np.nan, f.astype(np.float64)),
+        call_spans=call_spans)

@@ -1,0 +1,360 @@
+"""The compiled extraction of decision-log blocks against pyarrow's parse and the line parser:
+whatever it takes, it reads as they do; whatever it cannot vouch for, it refuses."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from amv_calib.claims import _logextract, read_uses
+from amv_calib.claims._keyscan import MAX_DEPTH, line_bounds, suspect_lines
+from amv_calib.contract import DECISION_ALIASES
+
+
+def _extract(*lines: bytes) -> Any:
+    block = b"".join(line + b"\n" for line in lines)
+    return _logextract.extract_block(block, *line_bounds(block))
+
+
+def _read_both(path: Path, monkeypatch: pytest.MonkeyPatch,
+               block_bytes: int) -> tuple[Any, Any, list[bool]]:
+    """The log read by the line parser and by blocks of ``block_bytes``; and, per block,
+    whether the extraction took it."""
+    import amv_calib.claims._logread as logread
+
+    slow = read_uses(path, columnar=False)
+    taken: list[bool] = []
+    extract = _logextract.extract_block
+
+    def spy(block: bytes, starts: Any, ends: Any) -> Any:
+        out = extract(block, starts, ends)
+        taken.append(out is not None)
+        return out
+
+    monkeypatch.setattr(_logextract, "extract_block", spy)
+    monkeypatch.setattr(logread, "_BLOCK_BYTES", block_bytes)
+    fast = read_uses(path, columnar=True)
+    return slow, fast, taken
+
+
+def _assert_same_read(slow: Any, fast: Any) -> None:
+    pd.testing.assert_frame_equal(fast.wide(), slow.wide())
+    pd.testing.assert_frame_equal(fast.signals, slow.signals)
+    for k, v in slow.records.items():
+        assert pd.Series(np.asarray(fast.records[k])).equals(pd.Series(np.asarray(v))), k
+    assert [s.to_dict() for s in fast.stats] == [s.to_dict() for s in slow.stats]
+
+
+# ---------------------------------------------------------------------------------------------
+# Records of every spelling and odd value, written in any JSON layout
+# ---------------------------------------------------------------------------------------------
+_NUMBER_TEXTS = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.integers(-10**25, 10**25).map(str),
+    st.tuples(st.integers(0, 10**20), st.integers(0, 30), st.integers(-340, 320)).map(
+        lambda t: f"{t[0]}.{'0' * t[1]}1e{t[2]}"),
+    st.sampled_from(["0", "-0", "0.0", "-0.0", "1e5", "2.5E+3", "1E-7", "0.1", "1e22",
+                     "1e23", "9007199254740993", "123456789012345678901", "1e400",
+                     "4.9e-324", "2.2250738585072014e-308"]),
+)
+
+
+class _Raw:
+    """A JSON value written as given (a number's text)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+_IDS = st.one_of(st.sampled_from(["p0", "p1", "c7", "", " c7 ", "a\\b", "caf\u00e9",
+                                  "q\"uote"]),
+                 st.text("abc01 -_", max_size=6))
+#: Any value, of any type, escapes and bytes >= 0x80 included.
+_VALUE = st.one_of(st.none(), st.booleans(), _NUMBER_TEXTS.map(_Raw), _IDS,
+                   st.lists(st.integers(0, 3), max_size=2),
+                   st.dictionaries(st.sampled_from(["x", "y"]), st.integers(0, 3), max_size=2))
+#: Any value a field not read may hold in a line the extraction takes.
+_ASCII_VALUE = st.one_of(st.none(), st.booleans(), st.integers(-5, 5).map(str).map(_Raw),
+                         st.sampled_from(["a\\b", "q\"uote", "\\u00e9", ""]),
+                         st.lists(st.integers(0, 3), max_size=2))
+
+
+def _odd(draw: Any, odd: float) -> bool:
+    return odd > 0 and draw(st.floats(0, 1)) < odd
+
+
+def _field(draw: Any, names: tuple[str, ...], value: Any, odd: float) -> dict[str, Any]:
+    """Any subset of the spellings of one field (usually one), each a typical value or,
+    with probability ``odd``, any value."""
+    k = draw(st.sampled_from([0, 1, 1, 1, 1, 2]))
+    picked = draw(st.permutations(list(names)))[:k]
+    return {n: draw(_VALUE) if _odd(draw, odd) else draw(value) for n in picked}
+
+
+_PLAIN_IDS = st.sampled_from(["p0", "p1", "p2", "c1", "c2", ""])
+_FEATURES = (("recency_hours", "recencyHours"), ("source_trust_score", "sourceTrustScore"),
+             ("model_confidence", "modelConfidence"))
+
+
+@st.composite
+def _premise(draw: Any, odd: float) -> Any:
+    if draw(st.floats(0, 1)) < 0.05:
+        return draw(st.sampled_from([None, 3, "p", []] if odd else [None]))
+    num = st.one_of(st.none(), _NUMBER_TEXTS.map(_Raw)) if odd else \
+        st.one_of(st.none(), st.floats(-1e6, 1e6).map(repr).map(_Raw))
+    prem: dict[str, Any] = {}
+    prem.update(_field(draw, ("id", "premise_id", "premiseId"), _PLAIN_IDS, odd))
+    prem.update(_field(draw, ("claim_id", "claimId"), _PLAIN_IDS, odd))
+    prem.update(_field(draw, ("p", "calibratedViolationProbability",
+                              "calibrated_violation_probability"), num, odd))
+    for names in _FEATURES:
+        prem.update(_field(draw, names, num, odd))
+    prem.update(_field(draw, ("contradiction_flag", "contradictionFlag"),
+                       st.one_of(st.none(), st.booleans()), odd))
+    if draw(st.booleans()):
+        claim: dict[str, Any] = {}
+        claim.update(_field(draw, ("claim_id", "claimId", "id"), _PLAIN_IDS, odd))
+        for names in _FEATURES:
+            claim.update(_field(draw, names, num, odd))
+        claim.update(_field(draw, ("contradiction_flag", "contradictionFlag"),
+                            st.one_of(st.none(), st.booleans()), odd))
+        prem["claim"] = draw(_VALUE) if _odd(draw, odd) else claim
+    if draw(st.booleans()):
+        prem["note"] = draw(_VALUE if odd else _ASCII_VALUE)
+    return prem
+
+
+@st.composite
+def _record(draw: Any, odd: float) -> dict[str, Any]:
+    """A decision record; ``odd``: how often a field read holds a value of any type (0:
+    never, and no byte >= 0x80 anywhere)."""
+    d = DECISION_ALIASES
+    times = st.sampled_from(["2026-05-01T10:00:00Z", "2026-05-01T10:00:00+02:00",
+                             "not a time", "", None])
+    rec: dict[str, Any] = {}
+    rec.update(_field(draw, d["time"], times, odd))
+    rec.update(_field(draw, d["action_id"], st.sampled_from(["a1", "a2", "", None]), odd))
+    rec.update(_field(draw, d["tool_name"], st.sampled_from(["bank", None]), odd))
+    rec.update(_field(draw, d["regime"], st.sampled_from(["PROCEED", "", None]), odd))
+    num = _NUMBER_TEXTS if odd else st.floats(-1e6, 1e6).map(repr)
+    rec.update(_field(draw, d["theta"], num.map(_Raw), odd))
+    rec.update(_field(draw, d["kappa"], num.map(_Raw), odd))
+    if draw(st.booleans()):
+        cal = {"name": draw(st.sampled_from(["g", "", None])),
+               "version": draw(st.sampled_from(["1", "", None]))}
+        rec["calibrator"] = draw(_VALUE) if _odd(draw, odd) else cal
+    if draw(st.floats(0, 1)) < 0.9:
+        rec["premises"] = draw(_VALUE) if _odd(draw, odd) else \
+            draw(st.lists(_premise(odd), max_size=4))
+    for name in d["verifier_calls"]:
+        if draw(st.floats(0, 1)) < 0.2:
+            rec[name] = [{"verifier": "v", "reliability": _Raw("0.9"),
+                          "signals": {draw(_PLAIN_IDS): draw(_VALUE if odd else _ASCII_VALUE)}}
+                         for _ in range(draw(st.integers(0, 2)))]
+    if draw(st.booleans()):
+        junk = _VALUE if odd else _ASCII_VALUE
+        rec["planner"] = {"nested": [draw(junk), {"premises": draw(junk)}]}
+    keys = draw(st.permutations(list(rec)))
+    return {k: rec[k] for k in keys}
+
+
+def _dump(value: Any, sep: tuple[str, str]) -> str:
+    if isinstance(value, _Raw):
+        return value.text
+    if isinstance(value, dict):
+        return "{" + sep[0].join(json.dumps(k) + sep[1] + _dump(v, sep)
+                                 for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + sep[0].join(_dump(v, sep) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data(), odd=st.sampled_from([0.0, 0.0, 0.01, 0.1]),
+       sep=st.sampled_from([(",", ":"), (", ", ": "), (" ,\t", " :\r ")]),
+       block_bytes=st.sampled_from([256, 4096, 1 << 20]))
+def test_reads_as_the_line_parser(data: Any, odd: float, sep: tuple[str, str],
+                                  block_bytes: int, tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    records = data.draw(st.lists(_record(odd), min_size=1, max_size=40))
+    path = tmp_path / "d.jsonl"
+    path.write_bytes("".join(_dump(r, sep) + "\n" for r in records).encode())
+    slow, fast, taken = _read_both(path, monkeypatch, block_bytes)
+    _assert_same_read(slow, fast)
+    if not odd:  # every field read of the type the schema says: every block is taken
+        assert taken and all(taken)
+
+
+def test_a_canonical_log_is_taken_whole_and_reads_as_the_line_parser(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gate's own form (compact, canonical names, every field typed) is what the
+    extraction is for: it takes every block of it."""
+    from amv_calib.contract import encode_record
+
+    rng = np.random.default_rng(11)
+    lines = []
+    for i in range(2000):
+        prems = [{"id": f"p{j}", "claim_id": f"c{rng.integers(0, 300)}",
+                  "recency_hours": float(np.round(rng.random() * 900, 3)),
+                  "source_trust_score": float(rng.random()),
+                  "model_confidence": float(np.round(rng.random(), 4)),
+                  "contradiction_flag": bool(rng.random() < 0.3), "p": float(rng.random())}
+                 for j in range(int(rng.integers(0, 5)))]
+        rec: dict[str, Any] = {"time": f"2026-05-01T10:{i // 60 % 60:02d}:{i % 60:02d}Z",
+                               "action_id": f"a{i}", "tool_name": "bank_transfer",
+                               "theta": 120.0, "kappa": 4.0, "premises": prems,
+                               "calibrator": {"name": "g", "version": "3"},
+                               "regime": "PROCEED", "verifiers": [{"id": "v"}]}
+        if prems and rng.random() < 0.2:
+            rec["verifier_calls"] = [{"verifier": "v", "reliability": 0.9, "cost": 0.1,
+                                      "signals": {prems[0]["id"]: bool(rng.random() < 0.5)}}]
+        lines.append(encode_record(rec))
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(b"".join(lines))
+    slow, fast, taken = _read_both(path, monkeypatch, 16 << 10)
+    _assert_same_read(slow, fast)
+    assert len(taken) > 20 and all(taken)
+    assert len(slow.signals) > 100
+
+
+# ---------------------------------------------------------------------------------------------
+# What it refuses, and what it takes
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("line", [
+    b'{"action_id": 5}',  # a number where the schema has a string
+    b'{"premises": [{"p": "0.5"}]}',  # a string where it has a number
+    b'{"premises": [{"contradiction_flag": 1}]}',  # a number where it has a boolean
+    b'{"premises": [{"id": true}]}',
+    b'{"premises": {"id": "p0"}}',  # an object where it has a list
+    b'{"premises": ["p0"]}',  # a premise that is a string
+    b'{"calibrator": "g@1"}',  # a string where it has an object
+    b'{"premises": [{"claim": "c1"}]}',
+    b'{"verifier_calls": {"v": 1}}',
+    b'{"premises": [{"id": "p\\u0030"}]}',  # an escape in a value read
+    b'{"action_id": "a1", "action_id": "a2"}',  # a key twice
+    b'{"x": {"k": 1, "k": 2}}',  # a key twice, in an object not read
+    b'{"premises": [{"id": "p0", "id": "p1"}]}',
+    b'{"premises": [{"claim": {"id": "c", "id": "d"}}]}',
+    b'{"a\\u0063tion_id": "a1"}',  # an escape in a key
+    '{"action_id": "caf\u00e9"}'.encode(),  # bytes >= 0x80: UTF-8 is the strict parser's
+    b'{"x": "tab\there"}',  # a control byte in a string
+    b'{"x": NaN}', b'{"x": 01}', b'{"x": 1.}', b'{"x": .5}', b'{"x": 1e}', b'{"x": +1}',
+    b'{"x": tru}', b'{"x": nul}', b'{"x": [1,]}', b'{"x": 1,}', b'{"x" 1}', b'{x: 1}',
+    b'{"x": 1} 2', b'{"x": 1}}', b'{"x": [1}', b'{"x": "\\q"}', b'{"x": "\\u12"}',
+    b'[1, 2]', b'"a"', b'', b'   ',
+    b'{"a": ' + b'[' * MAX_DEPTH + b']' * MAX_DEPTH + b'}',
+], ids=lambda b: b.decode("utf-8", "replace")[:40])
+def test_refuses_what_it_cannot_vouch_for(line: bytes) -> None:
+    assert _extract(b'{"action_id": "ok"}', line) is None
+
+
+@pytest.mark.parametrize("line", [
+    b'{}',
+    b'{"x": "a \\" quoted \\\\ value \\u00e9", "y": [1, {"z": null}, -0.5e-3, true]}',
+    b'  {"premises": null, "calibrator": null, "verifier_calls": null}  \r',
+    b'{"premises": [null, {}], "calibrator": {}}',
+    b'{"a": ' + b'[' * (MAX_DEPTH - 2) + b']' * (MAX_DEPTH - 2) + b'}',
+    b'{"x": {"k": 1}, "y": {"k": 1}, "z": [{"k": 1}, {"k": 1}]}',  # same keys, apart
+    b'{"premises": [{"id": "p0", "claim": {"id": "c0"}}, {"id": "p1"}]}',
+], ids=["empty", "escapes-in-values-not-read", "nulls-and-spaces", "null-and-empty-premises",
+        "deep-enough", "same-keys-in-other-objects", "nested-claims"])
+def test_takes_strict_json_it_can_read(line: bytes) -> None:
+    assert suspect_lines(line + b"\n", 1).tolist() == [False]
+    assert _extract(line) is not None
+
+
+def test_takes_the_first_spelling_that_is_not_null() -> None:
+    ext = _extract(b'{"actionId": "b", "action_id": null, "premises": [{"premiseId": "x", '
+                   b'"id": "y", "claim": {"id": "c3", "claimId": "c2"}, '
+                   b'"calibrated_violation_probability": 0.5, "p": null, '
+                   b'"contradictionFlag": true, "claim_id": null, '
+                   b'"claim2": {"contradiction_flag": false}}], '
+                   b'"calibrator": {"version": "2", "name": "g"}}')
+    assert ext.record_strings["action_id"].to_pylist() == ["b"]
+    assert ext.record_strings["calibrator_name"].to_pylist() == ["g"]
+    assert ext.premise_id.to_pylist() == ["y"] and ext.claim_id.to_pylist() == ["c2"]
+    assert ext.entry_numbers["p"].tolist() == [0.5]
+    assert ext.contradiction_flag.tolist() == [1.0]
+
+
+def test_counts_premises_and_verifier_calls_per_line() -> None:
+    ext = _extract(b'{"premises": [{}, null, {"id": "p"}], "verifier_calls": [{}, 1]}',
+                   b'{"premises": [], "verifierCalls": [{"x": [1, 2]}], "verifier_calls": []}',
+                   b'{"x": {"premises": [{}]}}')
+    assert ext.n_premises.tolist() == [3, 0, 0]
+    assert ext.n_calls.tolist() == [2, 1, 0]
+    assert ext.parents.tolist() == [0, 0, 0]
+
+
+def test_many_premises_a_line_are_given_room() -> None:
+    """Room is first made for four premises a line; a block with more takes the second,
+    larger, allocation."""
+    line = ('{"premises": [' + ", ".join(f'{{"id": "p{i}"}}' for i in range(300)) + "]}")
+    ext = _extract(line.encode(), b'{"premises": [null, null, null, null, null, null]}')
+    assert ext.n_premises.tolist() == [300, 6]
+    assert ext.premise_id.to_pylist() == [f"p{i}" for i in range(300)] + [None] * 6
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers: bit for bit Python's float()
+# ---------------------------------------------------------------------------------------------
+def _bits(x: float) -> int:
+    return struct.unpack("<q", struct.pack("<d", x))[0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(_NUMBER_TEXTS, min_size=1, max_size=30))
+def test_numbers_convert_as_python_float(texts: list[str]) -> None:
+    lines = [f'{{"theta": {t}, "premises": [{{"p": {t}}}]}}'.encode() for t in texts]
+    ext = _extract(*lines)
+    if any(abs(float(t)) == float("inf") for t in texts):  # Arrow refuses what overflows
+        return
+    assert ext is not None
+    want = [_bits(float(t)) for t in texts]
+    assert [_bits(x) for x in ext.entry_numbers["p"].tolist()] == want
+    assert [_bits(x) for x in ext.record_numbers["theta"].tolist()] == want
+
+
+@pytest.mark.parametrize(("text", "exact"), [
+    ("0.1", True), ("-0", True), ("123456789.5e-3", True), ("9007199254740992", True),
+    ("9007199254740993", False),  # more than 2**53: Arrow converts it
+    ("1e22", True), ("1e23", False), ("1.5e-21", True), ("1.5e-22", False),
+    ("0.00000000000000000000001", False), ("12345678901234567890", False),
+])
+def test_the_fast_conversion_takes_exactly_what_it_can(text: str, exact: bool) -> None:
+    buf = np.frombuffer(text.encode(), dtype=np.uint8)
+    value, ok = _logextract._decimal(buf, 0, buf.size, _logextract._EXACT_TENS)
+    assert ok is exact
+    if ok:
+        assert _bits(value) == _bits(float(text))
+
+
+def test_key_hashes_agree_with_the_compiled_walk() -> None:
+    """Every key read is found by the walk (its hash and words as the table has them): a
+    line giving each spelling once yields a value for each."""
+    table = _logextract._key_table()
+    assert table.hashes.size in (64, 128)
+    assert len({int(h) for h in table.hashes if h}) == sum(table.length >= 0)
+    x = _logextract
+    for role, key, target, _ in x._keys():
+        if target not in (x._T_PREMISE_ID, x._T_CLAIM_ID):
+            continue
+        line = ('{"premises": [{"' + key + '": "v"}]}' if role == x._ROLE_PREMISE
+                else '{"premises": [{"claim": {"' + key + '": "v"}}]}')
+        ext = _extract(line.encode())
+        got = ext.premise_id if target == x._T_PREMISE_ID else ext.claim_id
+        assert got.to_pylist() == ["v"], key
+    for n in DECISION_ALIASES["time"]:
+        ext = _extract(f'{{"{n}": "t"}}'.encode())
+        assert ext.record_strings["time"].to_pylist() == ["t"], n
+    # a key that is not read, however like one it is, is not taken for it
+    assert _extract(b'{"timex": "t", "tim": "u"}').record_strings["time"].to_pylist() == [None]
