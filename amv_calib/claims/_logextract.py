@@ -37,7 +37,7 @@ from amv_calib.claims._keyscan import (
     MAX_DEPTH,
     MAX_OPEN_KEYS,
 )
-from amv_calib.contract import DECISION_ALIASES
+from amv_calib.contract import DECISION_ALIASES, VERIFIER_CALL_ALIASES
 
 # What a key's value is for (a target), per kind of object holding it (a role).
 # Record columns: strings, then numbers.
@@ -51,20 +51,34 @@ _T_P, _T_RECENCY, _T_TRUST, _T_CONFIDENCE = 13, 14, 15, 16
 _T_FLAG = 17
 _T_CLAIM = 18
 _T_PREMISE = 19
+# A verifier call (an element of the calls), its fields, its signals and one signal (a
+# value under a premise id).
+_T_CALL, _T_CALL_VERIFIER, _T_CALL_RELIABILITY, _T_SIGNALS, _T_SIGNAL = 20, 21, 22, 23, 24
 _T_NONE = -1
 
-_ROLE_TOP, _ROLE_CALIBRATOR, _ROLE_PREMISE, _ROLE_CLAIM = 0, 1, 2, 3
-_ROLE_PREMISES, _ROLE_CALLS, _ROLE_OTHER = 4, 5, 6
+_ROLE_TOP, _ROLE_CALIBRATOR, _ROLE_PREMISE, _ROLE_CLAIM, _ROLE_CALL = 0, 1, 2, 3, 4
+_ROLE_PREMISES, _ROLE_CALLS, _ROLE_SIGNALS, _ROLE_OTHER = 5, 6, 7, 8
+_N_KEYED_ROLES: Final = 5
+#: The string columns: the record's, the entry's two ids, a call's verifier, a signal's
+#: premise id.
 _N_REC_STRINGS: Final = 6
-_N_KEYED_ROLES: Final = 4
+_COL_VERIFIER: Final = _N_REC_STRINGS + 2
+_COL_SIGNAL: Final = _N_REC_STRINGS + 3
 #: The role of an object, and of an array, holding a value of target ``t``, at ``t + 1``
-#: (-1: the schema has no such container there).
-_OBJECT_ROLE: Final = np.full(_T_PREMISE + 2, -1, dtype=np.int64)
-_OBJECT_ROLE[[_T_NONE + 1, _T_PREMISE + 1, _T_CALIBRATOR + 1, _T_CLAIM + 1]] = (
-    _ROLE_OTHER, _ROLE_PREMISE, _ROLE_CALIBRATOR, _ROLE_CLAIM)
-_ARRAY_ROLE: Final = np.full(_T_PREMISE + 2, -1, dtype=np.int64)
-_ARRAY_ROLE[[_T_NONE + 1, _T_PREMISES + 1, _T_CALLS + 1]] = (
-    _ROLE_OTHER, _ROLE_PREMISES, _ROLE_CALLS)
+#: (-1: the schema has no such container there). A call, a call's signals or a signal of
+#: another type is passed over, as the line parser passes it over.
+_OBJECT_ROLE: Final = np.full(_T_SIGNAL + 2, -1, dtype=np.int64)
+_OBJECT_ROLE[[_T_NONE + 1, _T_PREMISE + 1, _T_CALIBRATOR + 1, _T_CLAIM + 1, _T_CALL + 1,
+              _T_SIGNALS + 1, _T_SIGNAL + 1]] = (
+    _ROLE_OTHER, _ROLE_PREMISE, _ROLE_CALIBRATOR, _ROLE_CLAIM, _ROLE_CALL, _ROLE_SIGNALS,
+    _ROLE_OTHER)
+_ARRAY_ROLE: Final = np.full(_T_SIGNAL + 2, -1, dtype=np.int64)
+_ARRAY_ROLE[[_T_NONE + 1, _T_PREMISES + 1, _T_CALLS + 1, _T_CALL + 1, _T_SIGNALS + 1,
+             _T_SIGNAL + 1]] = (
+    _ROLE_OTHER, _ROLE_PREMISES, _ROLE_CALLS, _ROLE_OTHER, _ROLE_OTHER, _ROLE_OTHER)
+#: The target of an array's elements, by the array's role.
+_ELEMENT: Final = np.full(_ROLE_OTHER + 1, _T_NONE, dtype=np.int64)
+_ELEMENT[[_ROLE_PREMISES, _ROLE_CALLS]] = (_T_PREMISE, _T_CALL)
 
 #: Record string columns, in the order of :attr:`Extracted.record_strings`.
 RECORD_STRINGS: Final = ("action_id", "tool_name", "regime", "time", "calibrator_name",
@@ -93,6 +107,9 @@ def _keys() -> list[tuple[int, str, int, int]]:
     add(_ROLE_TOP, DECISION_ALIASES["premises"], _T_PREMISES)
     add(_ROLE_TOP, DECISION_ALIASES["calibrator"], _T_CALIBRATOR)
     add(_ROLE_TOP, DECISION_ALIASES["verifier_calls"], _T_CALLS)
+    add(_ROLE_CALL, VERIFIER_CALL_ALIASES["verifier"], _T_CALL_VERIFIER)
+    add(_ROLE_CALL, VERIFIER_CALL_ALIASES["reliability"], _T_CALL_RELIABILITY)
+    add(_ROLE_CALL, VERIFIER_CALL_ALIASES["signals"], _T_SIGNALS)
     add(_ROLE_CALIBRATOR, ("name",), _T_CAL_NAME)
     add(_ROLE_CALIBRATOR, ("version",), _T_CAL_VERSION)
     add(_ROLE_PREMISE, ("id", "premise_id", "premiseId"), _T_PREMISE_ID)
@@ -155,18 +172,14 @@ def _key_table() -> _KeyTable:
     distinct = sorted({k for _, k, _, _ in keys})
     assert max(len(k) for k in distinct) <= 8 * _KEY_WORDS
     hashes = np.array([key_word_hash(k.encode()) for k in distinct], dtype=np.uint64)
-    mult = np.uint64(0)
-    for size in (64, 128):
-        shift = np.uint64(64 - (size.bit_length() - 1))
-        for k in range(1, 1 << 16):  # odd multipliers, in a fixed order
-            mult = np.uint64((k * 0x9E3779B97F4A7C15 | 1) & 0xFFFFFFFFFFFFFFFF)
-            if np.unique((hashes * mult) >> shift).size == hashes.size:
-                break
-        else:
-            continue
-        break
+    size = 128  # the ~40 keys fall in distinct slots after a few hundred multipliers
+    shift = np.uint64(64 - (size.bit_length() - 1))
+    for k in range(1, 1 << 16):  # odd multipliers, in a fixed order
+        mult = np.uint64((k * 0x9E3779B97F4A7C15 | 1) & 0xFFFFFFFFFFFFFFFF)
+        if np.unique((hashes * mult) >> shift).size == hashes.size:
+            break
     else:  # pragma: no cover - the keys are fixed; tests build the table
-        raise AssertionError("no collision-free slot table of at most 128 slots")
+        raise AssertionError("no collision-free slot table of 128 slots")
     slots = ((hashes * mult) >> shift).astype(np.int64)
     table = _KeyTable(hashes=np.zeros(size, dtype=np.uint64),
                       length=np.full(size, -1, dtype=np.int64),
@@ -306,20 +319,35 @@ def _copy(buf: Any, a: int, b: int, out: Any, col: int, used: Any, spans: Any, r
         used[col] = at + b - a
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _take(counts: Any, k: int, room: int) -> int:  # pragma: no cover - compiled
+    """The next row of table ``k`` (``counts[k]`` taken of ``room``), or -1 if it is full."""
+    at: int = counts[k]
+    if at >= room:
+        return -1
+    counts[k] += 1
+    return at
+
+
 @njit(cache=True, nogil=True)
 def _extract(  # noqa: C901 - one state machine, compiled whole
         buf: Any, starts: Any, ends: Any, hashes: Any, length: Any, words: Any, target: Any,
         rank: Any, mult: Any, shift: Any, max_depth: int, max_keys: int, tens: Any,
-        rec_spans: Any, rec_num: Any, n_prem: Any, calls: Any, call_spans: Any,
-        ent_spans: Any, ent_num: Any, flag: Any, parents: Any, inexact: Any, out: Any,
-        used: Any) -> int:  # pragma: no cover - compiled
+        rec_spans: Any, rec_num: Any, n_prem: Any, ent_spans: Any, ent_num: Any, flag: Any,
+        parents: Any, inexact: Any, out: Any, used: Any, calls_min: Any, call_line: Any,
+        call_spelling: Any, call_rel: Any, ver_spans: Any, sig_call: Any, sig_conf: Any,
+        sig_spans: Any, counts: Any) -> int:  # pragma: no cover - compiled
     """Walk every line; -1 if one is outside what this takes (module docstring), -2 if
     there are more premise entries than ``parents`` has room for, else their number.
 
     Per line: ``rec_spans`` (lines x 8 x (start, end, rank)) receives the record columns'
-    values, ``n_prem`` and ``calls`` count its premises and verifier calls, ``call_spans``
-    (lines x 2 x 3) where each spelling of the verifier calls lies, as
-    :class:`~amv_calib.claims._keyscan.BlockScan` spans them. Per premise entry:
+    values, ``n_prem`` counts its premises, ``calls_min`` the lowest rank of a spelling of
+    the verifier calls given as a list (the one the line parser reads). Per verifier call
+    (an object in such a list; ``counts[0]`` of them): ``call_line``, ``call_spelling``
+    (the list's rank), ``call_rel`` (reliability and rank; NaN where null) and
+    ``ver_spans`` (its verifier). Per signal (a true or false under a premise id in a
+    call's ``signals``; ``counts[1]``): ``sig_call``, ``sig_conf`` and ``sig_spans`` (the
+    premise id). Per premise entry:
     ``ent_spans`` (entries x 6 x 3) its ids and numbers, ``flag`` (entries x 2: value,
     rank) the contradiction flag, ``parents`` its line. A span's start is -1 where the
     value is null. String values are copied to ``out`` as they are read (:func:`_copy`;
@@ -359,6 +387,8 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
         seen[0, 0] = 0
         seen[0, 1] = 0
         open_call = -1  # the spelling of the verifier calls whose value is being read
+        call = -1
+        key_a = key_b = 0  # a signal's premise id
         while True:
             i = _ws(buf, i, e)
             if i >= e:
@@ -422,27 +452,27 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                         nkeys += 1
                     if tgt == _T_CALLS:
                         open_call = rnk
-                        call_spans[line, rnk, 0] = i
+                    elif role[depth] == _ROLE_SIGNALS:
+                        tgt = _T_SIGNAL
+                        key_a = i + 1
+                        key_b = j
                     i = _ws(buf, j + 1, e)
                     if i >= e or buf[i] != 58:
                         return -1
                     i += 1
-                    if tgt == _T_CALLS:
-                        call_spans[line, rnk, 1] = _ws(buf, i, e)
                     state = _S_VALUE
                     continue
                 else:
                     return -1
             elif state == _S_AFTER:
-                if depth == 0 and open_call >= 0:
-                    call_spans[line, open_call, 2] = i
+                if depth == 0:
                     open_call = -1
                 if c == 44:
                     if is_obj[depth]:
                         state = _S_KEY
                     else:
                         state = _S_VALUE
-                        tgt = _T_PREMISE if role[depth] == _ROLE_PREMISES else _T_NONE
+                        tgt = _ELEMENT[role[depth]]
                     i += 1
                     continue
                 if (c == 125 and is_obj[depth]) or (c == 93 and not is_obj[depth]):
@@ -453,8 +483,9 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                 if c == 93 and state == _S_VALUE_OR_END:
                     close = True
                 else:
-                    if role[depth] == _ROLE_CALLS:
-                        calls[line] += 1
+                    # a field read whose value must be of the schema's type
+                    typed = not (tgt == _T_NONE or tgt == _T_CALL or tgt == _T_SIGNALS
+                                 or tgt == _T_SIGNAL)
                     if c == 123 or c == 91:
                         if depth + 2 > max_depth:  # the key scan's depth counts from 1
                             return -1
@@ -468,6 +499,14 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                             n_ent += 1
                             parents[ent] = line
                             n_prem[line] += 1
+                        elif new_role == _ROLE_CALLS:
+                            calls_min[line] = min(calls_min[line], rnk)
+                        elif new_role == _ROLE_CALL:
+                            call = _take(counts, 0, call_line.shape[0])
+                            if call < 0:
+                                return -2
+                            call_line[call] = line
+                            call_spelling[call] = open_call
                         depth += 1
                         is_obj[depth] = c == 123
                         role[depth] = new_role
@@ -479,17 +518,21 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                             state = _S_KEY_OR_END
                         else:
                             state = _S_VALUE_OR_END
-                            tgt = _T_PREMISE if new_role == _ROLE_PREMISES else _T_NONE
+                            tgt = _ELEMENT[new_role]
                         continue
                     if c == 34:
                         j, escaped = _string_end(buf, i + 1, e)
                         if j < 0:
                             return -1
-                        if tgt != _T_NONE:
+                        if typed:
                             if escaped or not (tgt <= _T_CAL_VERSION or tgt == _T_PREMISE_ID
-                                               or tgt == _T_CLAIM_ID):
+                                               or tgt == _T_CLAIM_ID
+                                               or tgt == _T_CALL_VERIFIER):
                                 return -1
-                            if tgt <= _T_CAL_VERSION:
+                            if tgt == _T_CALL_VERIFIER:
+                                _copy(buf, i + 1, j, out, _COL_VERIFIER, used, ver_spans, call,
+                                      0, rnk)
+                            elif tgt <= _T_CAL_VERSION:
                                 _copy(buf, i + 1, j, out, tgt, used, rec_spans, line, tgt, rnk)
                             else:
                                 _copy(buf, i + 1, j, out, tgt - _T_PREMISE_ID + _N_REC_STRINGS,
@@ -499,8 +542,15 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                         j = _number_end(buf, i, e)
                         if j < 0:
                             return -1
-                        if tgt != _T_NONE:
-                            if tgt == _T_THETA or tgt == _T_KAPPA:
+                        if typed:
+                            if tgt == _T_CALL_RELIABILITY:
+                                if rnk < call_rel[call, 1]:
+                                    v, exact = _decimal(buf, i, j, tens)
+                                    if not exact:  # seldom: the line parser's
+                                        return -1
+                                    call_rel[call, 0] = v
+                                    call_rel[call, 1] = rnk
+                            elif tgt == _T_THETA or tgt == _T_KAPPA:
                                 if rnk < rec_spans[line, tgt, 2]:
                                     _put(rec_spans, line, tgt, i, j, rnk)
                                     v, exact = _decimal(buf, i, j, tens)
@@ -520,7 +570,16 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                         j = _literal(buf, i, e, true_ if c == 116 else false_)
                         if j < 0:
                             return -1
-                        if tgt != _T_NONE:
+                        if tgt == _T_SIGNAL:
+                            k = _take(counts, 1, sig_call.shape[0])
+                            if k < 0:
+                                return -2
+                            sig_call[k] = call
+                            sig_conf[k] = c == 116
+                            _copy(buf, key_a, key_b, out, _COL_SIGNAL, used, sig_spans, k, 0, 0)
+                        elif tgt == _T_CALL_VERIFIER:  # the line parser's "true", "false"
+                            _copy(buf, i, j, out, _COL_VERIFIER, used, ver_spans, call, 0, rnk)
+                        elif typed:
                             if tgt != _T_FLAG:
                                 return -1
                             if rnk < flag[ent, 1]:
@@ -670,60 +729,75 @@ def _numbers(buf: NDArray[np.uint8], spans: NDArray[np.int32], col: int) -> Any:
 class Extracted:
     """The columns :func:`extract_block` took from a block: per line the record's strings
     (Arrow string arrays, :data:`RECORD_STRINGS`), numbers (float64, NaN where null,
-    :data:`RECORD_NUMBERS`), number of premises and of verifier calls; per premise entry
-    its line (``parents``), ``premise_id`` and ``claim_id`` (Arrow strings), numbers
+    :data:`RECORD_NUMBERS`) and number of premises; per premise entry its line
+    (``parents``), ``premise_id`` and ``claim_id`` (Arrow strings), numbers
     (:data:`ENTRY_NUMBERS`) and contradiction flag (1.0, 0.0, NaN). Each column is the
     first spelling that is not null, in the order pyarrow's path coalesces them; strings
-    as given (empty ones not yet nulls)."""
+    as given (empty ones not yet nulls). ``signals``: the verifier signals as the line
+    parser reads them (``_signals_of``): ``rec`` (the line), ``premise_id`` and
+    ``verifier`` (Arrow strings), ``confirmed`` and ``reliability`` (numpy)."""
 
     record_strings: dict[str, Any]
     record_numbers: dict[str, NDArray[np.float64]]
     n_premises: NDArray[np.int64]
-    n_calls: NDArray[np.int64]
     parents: NDArray[np.int64]
     premise_id: Any
     claim_id: Any
     entry_numbers: dict[str, NDArray[np.float64]]
     contradiction_flag: NDArray[np.float64]
-    #: Per line and spelling of the verifier calls, where the key and its value lie
-    #: (:attr:`amv_calib.claims._keyscan.BlockScan.spans`).
-    call_spans: NDArray[np.int64]
+    signals: dict[str, Any]
+
+
+def _spans(rows: int, cols: int) -> NDArray[np.int32]:
+    """Empty spans (start -1, rank none) for ``rows`` x ``cols`` values."""
+    spans = np.full((rows, cols, 3), -1, dtype=np.int32)
+    spans[:, :, 2] = _NO_RANK
+    return spans
 
 
 def extract_block(block: bytes, starts: NDArray[np.int64],
                   ends: NDArray[np.int64]) -> Extracted | None:
     """The columns of the lines ``block[starts[i]:ends[i]]``, or None if a line is outside
     what this takes (module docstring)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     if len(block) >= 1 << 31:  # int32 offsets
         return None
     buf = np.frombuffer(block, dtype=np.uint8)
     n = starts.size
     t = _key_table()
-    # room for four premises a line, then (seldom) for every premise the block could hold:
-    # each is at least two bytes and a separator
-    for cap in (4 * n + 64, len(block) // 3 + 1):
-        rec_spans = np.full((n, 8, 3), -1, dtype=np.int32)
-        rec_spans[:, :, 2] = _NO_RANK
-        ent_spans = np.full((cap, 6, 3), -1, dtype=np.int32)
-        ent_spans[:, :, 2] = _NO_RANK
+    # room for four premises and a verifier call and signal a line, then (seldom) for as
+    # many as the block could hold: each is at least two bytes and a separator
+    for cap, small in ((4 * n + 64, n + 64), (len(block) // 3 + 1, len(block) // 3 + 1)):
+        rec_spans = _spans(n, 8)
+        ent_spans = _spans(cap, 6)
         flag = np.full((cap, 2), -1, dtype=np.int8)
         flag[:, 1] = _NO_RANK
         parents = np.empty(cap, dtype=np.int64)
         n_prem = np.zeros(n, dtype=np.int64)
-        calls = np.zeros(n, dtype=np.int64)
         rec_num = np.full((n, len(RECORD_NUMBERS)), np.nan)
         ent_num = np.full((cap, len(ENTRY_NUMBERS)), np.nan)
         inexact = np.zeros(len(RECORD_NUMBERS) + len(ENTRY_NUMBERS), dtype=np.bool_)
         # each string column's bytes are at most the block's (pages never written are
         # never backed)
-        out = np.empty((_N_REC_STRINGS + 2, len(block)), dtype=np.uint8)
-        used = np.zeros(_N_REC_STRINGS + 2, dtype=np.int64)
-        call_spans = np.full((n, len(DECISION_ALIASES["verifier_calls"]), 3), -1,
-                             dtype=np.int64)
-        n_ent = _extract(buf, starts, ends, t.hashes, t.length, t.words, t.target,
-                         t.rank, t.mult, t.shift, MAX_DEPTH, MAX_OPEN_KEYS, _EXACT_TENS,
-                         rec_spans, rec_num, n_prem, calls, call_spans, ent_spans, ent_num,
-                         flag, parents, inexact, out, used)
+        out = np.empty((_COL_SIGNAL + 1, len(block)), dtype=np.uint8)
+        used = np.zeros(_COL_SIGNAL + 1, dtype=np.int64)
+        calls_min = np.full(n, _NO_RANK, dtype=np.int64)
+        call_line = np.empty(small, dtype=np.int64)
+        call_spelling = np.empty(small, dtype=np.int64)
+        call_rel = np.full((small, 2), np.nan)
+        call_rel[:, 1] = _NO_RANK
+        ver_spans = _spans(small, 1)
+        sig_call = np.empty(small, dtype=np.int64)
+        sig_conf = np.empty(small, dtype=np.bool_)
+        sig_spans = _spans(small, 1)
+        counts = np.zeros(2, dtype=np.int64)
+        n_ent = _extract(buf, starts, ends, t.hashes, t.length, t.words, t.target, t.rank,
+                         t.mult, t.shift, MAX_DEPTH, MAX_OPEN_KEYS, _EXACT_TENS, rec_spans,
+                         rec_num, n_prem, ent_spans, ent_num, flag, parents, inexact, out,
+                         used, calls_min, call_line, call_spelling, call_rel, ver_spans,
+                         sig_call, sig_conf, sig_spans, counts)
         if n_ent != -2:
             break
     if n_ent < 0:
@@ -743,14 +817,27 @@ def extract_block(block: bytes, starts: NDArray[np.int64],
         if arr is None:
             return None
         ent_numbers[name] = arr
+    # the signals of the calls the line parser reads: the first spelling given as a list
+    n_calls, n_sigs = (int(x) for x in counts)
+    of = sig_call[:n_sigs]
+    keep = np.flatnonzero(call_spelling[of] == calls_min[call_line[of]])
+    of = of[keep]
+    verifiers = pc.fill_null(_copied(out[_COL_VERIFIER], int(used[_COL_VERIFIER]),
+                                     ver_spans[:n_calls], 0), "")
+    signals = {
+        "rec": call_line[of],
+        "premise_id": _copied(out[_COL_SIGNAL], int(used[_COL_SIGNAL]), sig_spans[:n_sigs],
+                              0).take(pa.array(keep)),
+        "verifier": verifiers.take(pa.array(of)),
+        "confirmed": sig_conf[:n_sigs][keep],
+        "reliability": call_rel[of, 0],
+    }
     f = flag[:n_ent, 0]
     return Extracted(
         record_strings={name: _copied(out[k], int(used[k]), rec_spans, k)
                         for k, name in enumerate(RECORD_STRINGS)},
-        record_numbers=rec_numbers, n_premises=n_prem, n_calls=calls,
-        parents=parents[:n_ent].copy(),
+        record_numbers=rec_numbers, n_premises=n_prem, parents=parents[:n_ent].copy(),
         premise_id=_copied(out[_N_REC_STRINGS], int(used[_N_REC_STRINGS]), ent_spans, 0),
         claim_id=_copied(out[_N_REC_STRINGS + 1], int(used[_N_REC_STRINGS + 1]), ent_spans, 1),
         entry_numbers=ent_numbers,
-        contradiction_flag=np.where(f < 0, np.nan, f.astype(np.float64)),
-        call_spans=call_spans)
+        contradiction_flag=np.where(f < 0, np.nan, f.astype(np.float64)), signals=signals)

@@ -11,6 +11,7 @@ join (:mod:`amv_calib.claims._join`) and the log adapters read logs through this
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import gc
@@ -52,6 +53,10 @@ _FALSE: Final = frozenset({"false", "f", "no", "n", "0", "0.0"})
 _BLOCK_BYTES: Final = 16 << 20
 #: How far past a block's end its last line's end is looked for (:func:`_to_line_end`).
 _PEEK_BYTES: Final = 64 << 10
+#: Blocks parsed at once, ahead of the one being added: the compiled extraction of a block
+#: takes ~8x the time its records take to add (a 10 M-line log's read: one thread 25.7 s,
+#: two 18.1 s).
+_PARSE_THREADS: Final = 2
 #: pyarrow parses a block in pieces of this size, on its thread pool (the pieces end at
 #: line ends; the table has one chunk per piece).
 _PARSE_BYTES: Final = 2 << 20
@@ -219,15 +224,20 @@ class EntryAccumulator:
                 e[k].append(np.asarray(ent[k], dtype=np.float64))
         self.n_records += n
 
-    def add_signals(self, rec_local: Sequence[int], premise_id: Sequence[str],
-                    verifier: Sequence[str], confirmed: Sequence[bool],
-                    reliability: Sequence[float], base: int) -> None:
+    def add_signals(self, rec_local: Any, premise_id: Any, verifier: Any, confirmed: Any,
+                    reliability: Any, base: int) -> None:
+        """Append one block's signals (sequences or arrays; ``rec_local`` indexes the
+        block's records), kept as arrays: a log's million signals as Python objects took
+        ~0.1 GB, and their interleaving with the read's short-lived objects kept as much
+        again in Python's allocator after they were freed."""
+        import pyarrow as pa
+
         s = self.sig
-        s["rec"].extend(base + i for i in rec_local)
-        s["premise_id"].extend(premise_id)
-        s["verifier"].extend(verifier)
-        s["confirmed"].extend(confirmed)
-        s["reliability"].extend(reliability)
+        s["rec"].append(np.asarray(rec_local, dtype=np.int64) + base)
+        for k, v in (("premise_id", premise_id), ("verifier", verifier)):
+            s[k].append(v if isinstance(v, pa.Array) else pa.array(v, type=pa.string()))
+        s["confirmed"].append(np.asarray(confirmed, dtype=bool))
+        s["reliability"].append(np.asarray(reliability, dtype=np.float64))
 
     def finish(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The entries and signals frames; the chunks are released as they are joined."""
@@ -300,12 +310,17 @@ class EntryAccumulator:
         entries = pd.DataFrame(data, copy=False)  # no consolidation copy of ~80 B per entry
         del data
         s = self.sig
+
+        def strings(k: str) -> Any:
+            return pd.array(pa.concat_arrays(s[k]) if s[k] else pa.array([], pa.string()),
+                            dtype="str")
+
         signals = pd.DataFrame({
-            "rec": np.asarray(s["rec"], dtype=np.int64),
-            "premise_id": pd.array(s["premise_id"], dtype="str"),
-            "verifier": pd.array(s["verifier"], dtype="str"),
-            "confirmed": np.asarray(s["confirmed"], dtype=bool),
-            "reliability": np.asarray(s["reliability"], dtype=np.float64),
+            "rec": cat_np(s, "rec", np.int64),
+            "premise_id": strings("premise_id"),
+            "verifier": strings("verifier"),
+            "confirmed": cat_np(s, "confirmed", bool),
+            "reliability": cat_np(s, "reliability", np.float64),
         })
         _trim_heap()
         return entries, signals
@@ -607,8 +622,7 @@ def _no_empty(arr: Any) -> Any:
 class _Parsed:
     """What :func:`_parse_block` found in a block: its number of lines, its columns as the
     compiled extraction took them or else pyarrow's table of it (both None if the block
-    needs the line parser), and the key scan of its lines (for an extracted block, its
-    line bounds and the spans of the verifier calls only)."""
+    needs the line parser), and the key scan of its lines (None for an extracted block)."""
 
     n_lines: int
     table: Any
@@ -624,17 +638,14 @@ def _parse_block(block: bytes, offers: bool) -> _Parsed:
     import pyarrow as pa
     import pyarrow.json as pj
 
-    from amv_calib.claims._keyscan import BlockScan, line_bounds, scan_block
+    from amv_calib.claims._keyscan import line_bounds, scan_block
     from amv_calib.claims._logextract import extract_block
 
     if not offers:  # the offered verifiers are pyarrow's to read
         starts, ends = line_bounds(block)
         ext = extract_block(block, starts, ends)
         if ext is not None:
-            return _Parsed(n_lines=starts.size, table=None, extracted=ext,
-                           scan=BlockScan(starts=starts, ends=ends,
-                                          suspect=np.zeros(starts.size, dtype=bool),
-                                          spans=ext.call_spans))
+            return _Parsed(n_lines=starts.size, table=None, scan=None, extracted=ext)
     scan = scan_block(block, None, _CALL_KEYS, _schema_names(offers))
     n_lines = scan.starts.size
     try:
@@ -658,7 +669,8 @@ class _BlockColumns:
     ``kappa`` (NaN where null), whether it has verifier calls and offered verifiers, its
     number of premises (``lens``); per premise entry its record (``parents``), ids (Arrow)
     and numbers (``numbers``: ``p`` and the four features, NaN where null); the offered
-    verifiers (:func:`_offers_table`'s columns)."""
+    verifiers (:func:`_offers_table`'s columns); the verifier signals (as
+    :attr:`_logextract.Extracted.signals`) if they were read with the columns."""
 
     strings: dict[str, Any]
     theta: NDArray[np.float64]
@@ -671,6 +683,7 @@ class _BlockColumns:
     claim_id: Any
     numbers: dict[str, NDArray[np.float64]]
     offers: Any
+    signals: dict[str, Any] | None = None
 
 
 def _extracted_columns(ext: Any) -> _BlockColumns:
@@ -678,11 +691,11 @@ def _extracted_columns(ext: Any) -> _BlockColumns:
     n = ext.n_premises.size
     return _BlockColumns(
         strings=ext.record_strings, theta=ext.record_numbers["theta"],
-        kappa=ext.record_numbers["kappa"], has_calls=ext.n_calls > 0,
+        kappa=ext.record_numbers["kappa"], has_calls=np.zeros(n, dtype=bool),
         has_verifiers=np.zeros(n, dtype=bool), lens=ext.n_premises, parents=ext.parents,
         premise_id=ext.premise_id, claim_id=ext.claim_id,
         numbers={**ext.entry_numbers, "contradiction_flag": ext.contradiction_flag},
-        offers=_offers_table({k: [] for k in _OFFER_COLUMNS}))
+        offers=_offers_table({k: [] for k in _OFFER_COLUMNS}), signals=ext.signals)
 
 
 def _table_columns(parsed: _Parsed, want_offers: bool) -> _BlockColumns:
@@ -808,11 +821,27 @@ def _columnar_block(block: bytes, parsed: _Parsed, file_idx: int, first_line: in
     # compiled scan finds the lines that could (and those the strict parser must judge for
     # another reason); only they, and the lines with verifier calls, are parsed again,
     # strictly. Signals sit in objects with free-form keys (premise ids): they are read
-    # from that parse. (The compiled extraction takes no block with such a line.)
-    has_calls = cols.has_calls
+    # from that parse. (The compiled extraction takes no block with such a line, and
+    # reads the signals itself.)
+    sig = cols.signals if cols.signals is not None else _parsed_signals(block, parsed.scan,
+                                                                        cols.has_calls)
+    if sig is None:
+        return False
+    base = acc.n_records
+    acc.add_block(file_idx, np.arange(first_line, first_line + n_lines, dtype=np.int64),
+                  rec_str, s["time"], lens, ent, rec_num, cols.offers)
+    if len(sig["rec"]):
+        acc.add_signals(sig["rec"], sig["premise_id"], sig["verifier"], sig["confirmed"],
+                        sig["reliability"], base)
+    return True
+
+
+def _parsed_signals(block: bytes, scan: Any,
+                    has_calls: NDArray[np.bool_]) -> dict[str, list[Any]] | None:
+    """The verifier signals of a block pyarrow parsed (as :func:`_signals_of` gives them),
+    its suspect lines checked by the strict parser; None if one is not a JSON object."""
     sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
                                                  "confirmed", "reliability")}
-    scan = parsed.scan
     suspect = scan.suspect
     starts, ends = scan.starts.tolist(), scan.ends.tolist()
     try:
@@ -825,14 +854,8 @@ def _columnar_block(block: bytes, parsed: _Parsed, file_idx: int, first_line: in
             if has_calls[row]:
                 _signals_of(decision_verifier_calls(obj), row, sig)
     except (ValueError, RecursionError):
-        return False
-    base = acc.n_records
-    acc.add_block(file_idx, np.arange(first_line, first_line + n_lines, dtype=np.int64),
-                  rec_str, s["time"], lens, ent, rec_num, cols.offers)
-    if sig["rec"]:
-        acc.add_signals(sig["rec"], sig["premise_id"], sig["verifier"], sig["confirmed"],
-                        sig["reliability"], base)
-    return True
+        return None
+    return sig
 
 
 #: The spellings of a record's verifier calls, as raw keys for the scan.
@@ -970,15 +993,20 @@ def _blocks(chunks: Iterable[bytes], tail: list[bytes]) -> Iterator[bytes]:
     tail.append(carry)
 
 
+def _result(parsing: tuple[bytes, Future[_Parsed]]) -> tuple[bytes, _Parsed]:
+    return parsing[0], parsing[1].result()
+
+
 def read_chunks(chunks: Iterable[bytes], name: str, file_idx: int, first_line: int,
                  on_corrupt: str, columnar: bool, acc: EntryAccumulator) -> LogReadStats:
     """Read the lines of ``chunks`` (consecutive bytes of the log ``name``, starting at the
     start of line ``first_line``) into ``acc``; the Spark engine reads a file's byte ranges
     with it (:mod:`amv_calib.spark._label`).
 
-    With ``columnar``, the next block is parsed on a thread (pyarrow and the key scan hold
-    no GIL) while this one's records are taken apart in Python; blocks are added in order,
-    so the result does not depend on it.
+    With ``columnar``, the next blocks are parsed on :data:`_PARSE_THREADS` threads (the
+    compiled extraction, pyarrow and the key scan hold no GIL) while this one's records
+    are taken apart in Python; blocks are added in order, so the result does not depend
+    on it.
     """
     st = LogReadStats()
     records_before = acc.n_records
@@ -997,15 +1025,15 @@ def read_chunks(chunks: Iterable[bytes], name: str, file_idx: int, first_line: i
     tail: list[bytes] = []
     with _collector_paused():
         if columnar:
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-parse") as pool:
-                ahead: tuple[bytes, Future[_Parsed]] | None = None
+            with ThreadPoolExecutor(max_workers=_PARSE_THREADS,
+                                    thread_name_prefix="amv-calib-parse") as pool:
+                ahead: collections.deque[tuple[bytes, Future[_Parsed]]] = collections.deque()
                 for block in _blocks(chunks, tail):
-                    parsing = pool.submit(_parse_block, block, acc.want_offers)
-                    if ahead is not None:
-                        add(ahead[0], ahead[1].result())
-                    ahead = (block, parsing)
-                if ahead is not None:
-                    add(ahead[0], ahead[1].result())
+                    ahead.append((block, pool.submit(_parse_block, block, acc.want_offers)))
+                    if len(ahead) > _PARSE_THREADS:
+                        add(*_result(ahead.popleft()))
+                while ahead:
+                    add(*_result(ahead.popleft()))
         else:
             for block in _blocks(chunks, tail):
                 add(block, None)

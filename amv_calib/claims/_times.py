@@ -139,7 +139,9 @@ def parse_timestamps(values: Any) -> ParsedTimestamps:
     if pa.types.is_timestamp(t) or pa.types.is_date(t):
         values_, out_of_range = _typed_to_us(arr)
     elif _arrow.is_number_type(t):
-        x = np.asarray(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False))
+        # an integer past 2**53 to the nearest double, as Python's float() takes it (a
+        # safe cast refuses it): far out of range as a time, and said so
+        x = np.asarray(pc.cast(arr, pa.float64(), safe=False).to_numpy(zero_copy_only=False))
         with np.errstate(invalid="ignore"):
             nonfinite = ~nulls & ~np.isfinite(x)
         us, rng = _epoch_to_us(x)

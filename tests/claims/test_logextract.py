@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from amv_calib.claims import _logextract, read_uses
 from amv_calib.claims._keyscan import MAX_DEPTH, line_bounds, suspect_lines
-from amv_calib.contract import DECISION_ALIASES
+from amv_calib.contract import DECISION_ALIASES, VERIFIER_CALL_ALIASES
 
 
 def _extract(*lines: bytes) -> Any:
@@ -133,6 +133,27 @@ def _premise(draw: Any, odd: float) -> Any:
 
 
 @st.composite
+def _call(draw: Any, odd: float) -> Any:
+    """A verifier call: usually an object of any spellings, its signals true, false or
+    anything else under premise ids."""
+    if draw(st.floats(0, 1)) < 0.05:
+        return draw(st.sampled_from([None, 3, "v", [1]]))
+    v = VERIFIER_CALL_ALIASES
+    call: dict[str, Any] = {}
+    call.update(_field(draw, v["verifier"], st.sampled_from(["v", "w", "", None, True]), odd))
+    call.update(_field(draw, v["reliability"], st.one_of(
+        st.none(), st.sampled_from(["0.9", "0.75", "1", "0"]).map(_Raw)), odd))
+    call.update(_field(draw, v["cost"], st.just(_Raw("0.1")), odd))
+    if draw(st.floats(0, 1)) < 0.9:
+        signal = st.one_of(st.booleans(), st.booleans(),
+                           _VALUE if odd else _ASCII_VALUE)
+        call["signals"] = draw(st.dictionaries(_PLAIN_IDS, signal, min_size=1, max_size=3)) \
+            if not _odd(draw, odd) else draw(_VALUE)
+    keys = draw(st.permutations(list(call)))
+    return {k: call[k] for k in keys}
+
+
+@st.composite
 def _record(draw: Any, odd: float) -> dict[str, Any]:
     """A decision record; ``odd``: how often a field read holds a value of any type (0:
     never, and no byte >= 0x80 anywhere)."""
@@ -155,10 +176,9 @@ def _record(draw: Any, odd: float) -> dict[str, Any]:
         rec["premises"] = draw(_VALUE) if _odd(draw, odd) else \
             draw(st.lists(_premise(odd), max_size=4))
     for name in d["verifier_calls"]:
-        if draw(st.floats(0, 1)) < 0.2:
-            rec[name] = [{"verifier": "v", "reliability": _Raw("0.9"),
-                          "signals": {draw(_PLAIN_IDS): draw(_VALUE if odd else _ASCII_VALUE)}}
-                         for _ in range(draw(st.integers(0, 2)))]
+        if draw(st.booleans()):
+            rec[name] = None if draw(st.floats(0, 1)) < 0.1 else \
+                [draw(_call(odd)) for _ in range(draw(st.integers(0, 3)))]
     if draw(st.booleans()):
         junk = _VALUE if odd else _ASCII_VALUE
         rec["planner"] = {"nested": [draw(junk), {"premises": draw(junk)}]}
@@ -286,13 +306,40 @@ def test_takes_the_first_spelling_that_is_not_null() -> None:
     assert ext.contradiction_flag.tolist() == [1.0]
 
 
-def test_counts_premises_and_verifier_calls_per_line() -> None:
+def test_counts_premises_per_line() -> None:
     ext = _extract(b'{"premises": [{}, null, {"id": "p"}], "verifier_calls": [{}, 1]}',
                    b'{"premises": [], "verifierCalls": [{"x": [1, 2]}], "verifier_calls": []}',
                    b'{"x": {"premises": [{}]}}')
     assert ext.n_premises.tolist() == [3, 0, 0]
-    assert ext.n_calls.tolist() == [2, 1, 0]
     assert ext.parents.tolist() == [0, 0, 0]
+
+
+def sig(ext: Any) -> dict[str, list[Any]]:
+    return {k: v.tolist() if isinstance(v, np.ndarray) else v.to_pylist()
+            for k, v in ext.signals.items()}
+
+
+def test_reads_signals_as_the_line_parser() -> None:
+    """The calls of the first spelling given as a list; per call the first verifier and
+    reliability that are not null (a verifier given as true is "true"); per signal a
+    premise id and a boolean (anything else under a premise id is no signal)."""
+    ext = _extract(
+        b'{"verifierCalls": [{"verifier": "x", "signals": {"p9": true}}], "verifier_calls": '
+        b'[{"signals": {"p0": true, "p1": 1, "p2": false, "p3": null, "p4": {"a": true}}, '
+        b'"reliability": null, "symmetricReliability": 0.75, "verifier_id": "w"}, '
+        b'null, 3, {"verifier": true, "signals": {"p5": false}}, {"signals": [true]}]}',
+        b'{"verifier_calls": null, "verifierCalls": [{"id": "", "signals": {"p6": true}}]}',
+        b'{"verifier_calls": [], "verifierCalls": [{"signals": {"p7": true}}]}')
+    assert sig(ext)["premise_id"] == ["p0", "p2", "p5", "p6"]
+    assert np.isnan(sig(ext)["reliability"][2:]).all()
+    assert sig(ext)["reliability"][:2] == [0.75, 0.75]
+    assert sig(ext)["verifier"] == ["w", "w", "true", ""]
+    assert sig(ext)["rec"] == [0, 0, 0, 1]
+    assert sig(ext)["confirmed"] == [True, False, False, True]
+    # the lowest rank wins, wherever it stands in the call
+    ext = _extract(b'{"verifier_calls": [{"reliability": 0.25, "verifier": "a", '
+                   b'"signals": {"p0": true}, "symmetric_reliability": 0.5, "verifierId": "b"}]}')
+    assert (sig(ext)["reliability"], sig(ext)["verifier"]) == ([0.25], ["a"])
 
 
 def test_many_premises_a_line_are_given_room() -> None:
@@ -302,6 +349,11 @@ def test_many_premises_a_line_are_given_room() -> None:
     ext = _extract(line.encode(), b'{"premises": [null, null, null, null, null, null]}')
     assert ext.n_premises.tolist() == [300, 6]
     assert ext.premise_id.to_pylist() == [f"p{i}" for i in range(300)] + [None] * 6
+    calls = ", ".join(f'{{"verifier": "v{i}", "signals": {{"p{i}": true, "q": false}}}}'
+                      for i in range(100))
+    ext = _extract(f'{{"verifier_calls": [{calls}]}}'.encode())
+    assert sig(ext)["premise_id"] == [p for i in range(100) for p in (f"p{i}", "q")]
+    assert sig(ext)["verifier"] == [f"v{i}" for i in range(100) for _ in range(2)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,7 +394,7 @@ def test_key_hashes_agree_with_the_compiled_walk() -> None:
     """Every key read is found by the walk (its hash and words as the table has them): a
     line giving each spelling once yields a value for each."""
     table = _logextract._key_table()
-    assert table.hashes.size in (64, 128)
+    assert table.hashes.size == 128
     assert len({int(h) for h in table.hashes if h}) == sum(table.length >= 0)
     x = _logextract
     for role, key, target, _ in x._keys():

@@ -76,6 +76,8 @@ def test_epoch_numbers_seconds_then_milliseconds(value: Any, expected: datetime)
         (1e15, "timestamp=1e+15 is out of range (years 1 to 9999)"),
         ("1e15", "timestamp=1e15 is out of range (years 1 to 9999)"),
         (253_402_300_800_000, "timestamp=253402300800000 is out of range (years 1 to 9999)"),
+        # past 2**53: no double holds it (a safe cast to float refused it, a crash)
+        (2**53 + 1, "timestamp=9007199254740993 is out of range (years 1 to 9999)"),
         ("-62135596801", "timestamp=-62135596801 is out of range (years 1 to 9999)"),
         ("nan", "timestamp=nan is not finite"),
         ("yesterday", "timestamp='yesterday' is not ISO-8601 or epoch seconds"),
