@@ -1,20 +1,25 @@
 """A compiled extraction of the fields the label join reads from decision-log lines.
 
 pyarrow's JSON reader builds every field of its schema for every line (~85 ms of CPU a 16
-MiB block, ~55 % of a 10 M-line label), though the join reads a dozen. :func:`extract_block`
-walks a block's bytes once, validating each line as strict JSON and noting where the values
-of those fields lie; the values are then cut out (strings) and converted (numbers, by the
-same Arrow routine pyarrow's reader converts them with) column by column.
+MiB block, ~55 % of a 10 M-line label), though the join reads a dozen; the verifier signals
+were then parsed again in Python. :func:`extract_block` walks a block's bytes once: it
+validates each line as strict JSON, refuses a key given twice in an object (the rule the key
+scan, :mod:`amv_calib.claims._keyscan`, enforces for pyarrow's path), copies the string
+values it reads to their columns and converts the numbers (exactly, by Clinger's fast path,
+else by the Arrow routine pyarrow's reader converts them with), and reads the verifier
+signals as the line parser does. Blocks are extracted on two threads
+(:func:`amv_calib.claims._logread.read_chunks`).
 
 It takes only what it can vouch for and returns None for anything else, so that the block
-goes to pyarrow (and from there, where pyarrow refuses it, to the line parser), which gives
-the same result: a line that is not a JSON object of ASCII bytes in strict JSON syntax, a
-blank line, a string value of a field it reads holding an escape, a value of a field it
-reads of another JSON type than the schema's (:func:`amv_calib.claims._logread._arrow_schema`),
-a number the conversion refuses. Keys given twice, escapes in keys, bytes >= 0x80 and deep
-nesting are the key scan's to find (:mod:`amv_calib.claims._keyscan`): a block with a
-suspect line is not given to it. ``tests/claims/test_logextract.py`` holds it equal to
-pyarrow's parse and to the line parser.
+goes to the key scan and pyarrow (and from there, where pyarrow refuses it, to the line
+parser), which give the same result: a line that is not a JSON object of ASCII bytes in
+strict JSON syntax, a blank line, a key holding an escape, a key given twice, nesting
+deeper than the scan's limit, a string value of a field it reads holding an escape, a value
+of a field it reads of another JSON type than pyarrow's schema has
+(:func:`amv_calib.claims._logread._arrow_schema`), a number Arrow refuses. The episodes'
+offered verifiers are pyarrow's to read: a read with ``offers=True`` does not come here.
+``tests/claims/test_logextract.py`` holds the read equal to the line parser's on generated
+logs of every spelling and odd value.
 
 Importing this module imports numba, which compiles the walk on first use (cached on disk).
 """
@@ -93,37 +98,33 @@ def _keys() -> list[tuple[int, str, int, int]]:
     """(role, key, target, rank): the keys read, per kind of object. A column given under
     several keys takes the value of the lowest rank that is not null, as pyarrow's path
     coalesces its spellings (:func:`amv_calib.claims._logread._columnar_block`)."""
-    keys: list[tuple[int, str, int, int]] = []
-
-    def add(role: int, names: tuple[str, ...], target: int, first_rank: int = 0) -> None:
-        keys.extend((role, n, target, first_rank + r) for r, n in enumerate(names))
-
-    add(_ROLE_TOP, DECISION_ALIASES["action_id"], _T_ACTION)
-    add(_ROLE_TOP, DECISION_ALIASES["tool_name"], _T_TOOL)
-    add(_ROLE_TOP, DECISION_ALIASES["regime"], _T_REGIME)
-    add(_ROLE_TOP, DECISION_ALIASES["time"], _T_TIME)
-    add(_ROLE_TOP, DECISION_ALIASES["theta"], _T_THETA)
-    add(_ROLE_TOP, DECISION_ALIASES["kappa"], _T_KAPPA)
-    add(_ROLE_TOP, DECISION_ALIASES["premises"], _T_PREMISES)
-    add(_ROLE_TOP, DECISION_ALIASES["calibrator"], _T_CALIBRATOR)
-    add(_ROLE_TOP, DECISION_ALIASES["verifier_calls"], _T_CALLS)
-    add(_ROLE_CALL, VERIFIER_CALL_ALIASES["verifier"], _T_CALL_VERIFIER)
-    add(_ROLE_CALL, VERIFIER_CALL_ALIASES["reliability"], _T_CALL_RELIABILITY)
-    add(_ROLE_CALL, VERIFIER_CALL_ALIASES["signals"], _T_SIGNALS)
-    add(_ROLE_CALIBRATOR, ("name",), _T_CAL_NAME)
-    add(_ROLE_CALIBRATOR, ("version",), _T_CAL_VERSION)
-    add(_ROLE_PREMISE, ("id", "premise_id", "premiseId"), _T_PREMISE_ID)
-    add(_ROLE_PREMISE, ("claim_id", "claimId"), _T_CLAIM_ID)
-    add(_ROLE_CLAIM, ("claim_id", "claimId", "id"), _T_CLAIM_ID, first_rank=2)
-    add(_ROLE_PREMISE, ("p", "calibratedViolationProbability",
-                        "calibrated_violation_probability"), _T_P)
-    add(_ROLE_PREMISE, ("claim",), _T_CLAIM)
+    d, c = DECISION_ALIASES, VERIFIER_CALL_ALIASES
+    # (role, spellings in rank order, target, rank of the first spelling)
+    table: list[tuple[int, tuple[str, ...], int, int]] = [
+        *((_ROLE_TOP, d[name], target, 0) for name, target in (
+            ("action_id", _T_ACTION), ("tool_name", _T_TOOL), ("regime", _T_REGIME),
+            ("time", _T_TIME), ("theta", _T_THETA), ("kappa", _T_KAPPA),
+            ("premises", _T_PREMISES), ("calibrator", _T_CALIBRATOR),
+            ("verifier_calls", _T_CALLS))),
+        *((_ROLE_CALL, c[name], target, 0) for name, target in (
+            ("verifier", _T_CALL_VERIFIER), ("reliability", _T_CALL_RELIABILITY),
+            ("signals", _T_SIGNALS))),
+        (_ROLE_CALIBRATOR, ("name",), _T_CAL_NAME, 0),
+        (_ROLE_CALIBRATOR, ("version",), _T_CAL_VERSION, 0),
+        (_ROLE_PREMISE, ("id", "premise_id", "premiseId"), _T_PREMISE_ID, 0),
+        (_ROLE_PREMISE, ("claim_id", "claimId"), _T_CLAIM_ID, 0),
+        (_ROLE_CLAIM, ("claim_id", "claimId", "id"), _T_CLAIM_ID, 2),
+        (_ROLE_PREMISE, ("p", "calibratedViolationProbability",
+                         "calibrated_violation_probability"), _T_P, 0),
+        (_ROLE_PREMISE, ("claim",), _T_CLAIM, 0),
+    ]
     for target, names in ((_T_RECENCY, ("recency_hours", "recencyHours")),
                           (_T_TRUST, ("source_trust_score", "sourceTrustScore")),
                           (_T_CONFIDENCE, ("model_confidence", "modelConfidence")),
                           (_T_FLAG, ("contradiction_flag", "contradictionFlag"))):
-        add(_ROLE_PREMISE, names, target)
-        add(_ROLE_CLAIM, names, target, first_rank=2)
+        table += [(_ROLE_PREMISE, names, target, 0), (_ROLE_CLAIM, names, target, 2)]
+    keys = [(role, n, target, first + r) for role, names, target, first in table
+            for r, n in enumerate(names)]
     return keys
 
 

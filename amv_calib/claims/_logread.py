@@ -5,8 +5,8 @@ record, the verifier signals and the offered verifiers); :func:`read_chunks` par
 consecutive bytes of one log (what the Spark engine runs on each split). A block is read by
 the compiled extraction (:mod:`amv_calib.claims._logextract`) where it can vouch for every
 line, else parsed with pyarrow where pyarrow takes it, else line by line: the same result
-each way. The label
-join (:mod:`amv_calib.claims._join`) and the log adapters read logs through this module.
+each way. The label join (:mod:`amv_calib.claims._join`) and the log adapters read logs
+through this module.
 """
 
 from __future__ import annotations
