@@ -756,6 +756,16 @@ def _spans(rows: int, cols: int) -> NDArray[np.int32]:
     return spans
 
 
+def _string_room(columns: int, size: int) -> NDArray[np.uint8] | None:
+    """Room for ``columns`` string columns of at most ``size`` bytes each (a block's); the
+    pages never written are never backed, but a system that commits memory strictly may
+    refuse the address space: then None, and the block goes to pyarrow."""
+    try:
+        return np.empty((columns, size), dtype=np.uint8)
+    except MemoryError:
+        return None
+
+
 def extract_block(block: bytes, starts: NDArray[np.int64],
                   ends: NDArray[np.int64]) -> Extracted | None:
     """The columns of the lines ``block[starts[i]:ends[i]]``, or None if a line is outside
@@ -770,6 +780,9 @@ def extract_block(block: bytes, starts: NDArray[np.int64],
     t = _key_table()
     # room for four premises and a verifier call and signal a line, then (seldom) for as
     # many as the block could hold: each is at least two bytes and a separator
+    out = _string_room(_COL_SIGNAL + 1, len(block))
+    if out is None:
+        return None
     for cap, small in ((4 * n + 64, n + 64), (len(block) // 3 + 1, len(block) // 3 + 1)):
         rec_spans = _spans(n, 8)
         ent_spans = _spans(cap, 6)
@@ -780,9 +793,6 @@ def extract_block(block: bytes, starts: NDArray[np.int64],
         rec_num = np.full((n, len(RECORD_NUMBERS)), np.nan)
         ent_num = np.full((cap, len(ENTRY_NUMBERS)), np.nan)
         inexact = np.zeros(len(RECORD_NUMBERS) + len(ENTRY_NUMBERS), dtype=np.bool_)
-        # each string column's bytes are at most the block's (pages never written are
-        # never backed)
-        out = np.empty((_COL_SIGNAL + 1, len(block)), dtype=np.uint8)
         used = np.zeros(_COL_SIGNAL + 1, dtype=np.int64)
         calls_min = np.full(n, _NO_RANK, dtype=np.int64)
         call_line = np.empty(small, dtype=np.int64)

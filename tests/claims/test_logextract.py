@@ -356,6 +356,24 @@ def test_many_premises_a_line_are_given_room() -> None:
     assert sig(ext)["verifier"] == [f"v{i}" for i in range(100) for _ in range(2)]
 
 
+def test_a_block_without_room_goes_to_pyarrow(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the system refuses the string columns' address space, the block is read as
+    pyarrow reads it: the same result, no error."""
+    line = b'{"action_id": "a", "premises": [{"id": "p0", "claim_id": "c", "p": 0.5}]}\n'
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(line * 50)
+
+    def refuse(columns: int, size: int) -> None:
+        return None
+
+    monkeypatch.setattr(_logextract, "_string_room", refuse)
+    assert _extract(line.rstrip()) is None
+    slow, fast, taken = _read_both(path, monkeypatch, 1 << 20)
+    _assert_same_read(slow, fast)
+    assert taken == [False] and len(fast.wide()) == 50
+
+
 # ---------------------------------------------------------------------------------------------
 # Numbers: bit for bit Python's float()
 # ---------------------------------------------------------------------------------------------
@@ -388,6 +406,15 @@ def test_the_fast_conversion_takes_exactly_what_it_can(text: str, exact: bool) -
     assert ok is exact
     if ok:
         assert _bits(value) == _bits(float(text))
+
+
+def test_reads_every_field_pyarrow_reads() -> None:
+    """A field added to pyarrow's schema (the join reads it) must be read here too, or the
+    extraction would take blocks and leave it null."""
+    from amv_calib.claims._logread import _schema_names
+
+    read = {key for _, key, _, _ in _logextract._keys()}
+    assert set(_schema_names(False)) <= read
 
 
 def test_key_hashes_agree_with_the_compiled_walk() -> None:
