@@ -666,16 +666,15 @@ def _parse_block(block: bytes, offers: bool) -> _Parsed:
 class _BlockColumns:
     """A block's columns as the reader takes them, each field's spellings coalesced and
     empty strings not yet nulls: per record the string fields (Arrow), ``theta`` and
-    ``kappa`` (NaN where null), whether it has verifier calls and offered verifiers, its
-    number of premises (``lens``); per premise entry its record (``parents``), ids (Arrow)
-    and numbers (``numbers``: ``p`` and the four features, NaN where null); the offered
-    verifiers (:func:`_offers_table`'s columns); the verifier signals (as
-    :attr:`_logextract.Extracted.signals`) if they were read with the columns."""
+    ``kappa`` (NaN where null), whether it has offered verifiers, its number of premises
+    (``lens``); per premise entry its record (``parents``), ids (Arrow) and numbers
+    (``numbers``: ``p`` and the four features, NaN where null); the offered verifiers
+    (:func:`_offers_table`'s columns); the verifier signals (as
+    :attr:`_logextract.Extracted.signals`, or lists)."""
 
     strings: dict[str, Any]
     theta: NDArray[np.float64]
     kappa: NDArray[np.float64]
-    has_calls: NDArray[np.bool_]
     has_verifiers: NDArray[np.bool_]
     lens: IntArray
     parents: IntArray
@@ -683,7 +682,7 @@ class _BlockColumns:
     claim_id: Any
     numbers: dict[str, NDArray[np.float64]]
     offers: Any
-    signals: dict[str, Any] | None = None
+    signals: dict[str, Any]
 
 
 def _extracted_columns(ext: Any) -> _BlockColumns:
@@ -691,15 +690,16 @@ def _extracted_columns(ext: Any) -> _BlockColumns:
     n = ext.n_premises.size
     return _BlockColumns(
         strings=ext.record_strings, theta=ext.record_numbers["theta"],
-        kappa=ext.record_numbers["kappa"], has_calls=np.zeros(n, dtype=bool),
-        has_verifiers=np.zeros(n, dtype=bool), lens=ext.n_premises, parents=ext.parents,
-        premise_id=ext.premise_id, claim_id=ext.claim_id,
+        kappa=ext.record_numbers["kappa"], has_verifiers=np.zeros(n, dtype=bool),
+        lens=ext.n_premises, parents=ext.parents, premise_id=ext.premise_id,
+        claim_id=ext.claim_id,
         numbers={**ext.entry_numbers, "contradiction_flag": ext.contradiction_flag},
         offers=_offers_table({k: [] for k in _OFFER_COLUMNS}), signals=ext.signals)
 
 
-def _table_columns(parsed: _Parsed, want_offers: bool) -> _BlockColumns:
-    """The columns of a block pyarrow parsed."""
+def _table_columns(block: bytes, parsed: _Parsed, want_offers: bool) -> _BlockColumns | None:
+    """The columns of a block pyarrow parsed; None if a line the key scan suspects is not
+    a JSON object to the strict parser (the block needs the line parser)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -767,20 +767,23 @@ def _table_columns(parsed: _Parsed, want_offers: bool) -> _BlockColumns:
         })
     calls = pc.add(pc.fill_null(pc.list_value_length(col["verifier_calls"]), 0),
                    pc.fill_null(pc.list_value_length(col["verifierCalls"]), 0))
+    signals = _parsed_signals(block, parsed.scan, calls.to_numpy(zero_copy_only=False) > 0)
+    if signals is None:
+        return None
     return _BlockColumns(
         strings=strings,
         theta=pc.fill_null(_coalesce(*(col[n] for n in DECISION_ALIASES["theta"])),
                            math.nan).to_numpy(zero_copy_only=False),
         kappa=pc.fill_null(_coalesce(*(col[n] for n in DECISION_ALIASES["kappa"])),
                            math.nan).to_numpy(zero_copy_only=False),
-        has_calls=calls.to_numpy(zero_copy_only=False) > 0, has_verifiers=has_verifiers,
+        has_verifiers=has_verifiers,
         lens=lens.astype(np.int64),
         parents=pc.list_parent_indices(premises).to_numpy(zero_copy_only=False
                                                           ).astype(np.int64),
         premise_id=_coalesce(f("id"), f("premise_id"), f("premiseId")),
         claim_id=_coalesce(f("claim_id"), f("claimId"), c("claim_id"), c("claimId"),
                            c("id")),
-        numbers=numbers, offers=offers_table)
+        numbers=numbers, offers=offers_table, signals=signals)
 
 
 def _columnar_block(block: bytes, parsed: _Parsed, file_idx: int, first_line: int,
@@ -792,7 +795,10 @@ def _columnar_block(block: bytes, parsed: _Parsed, file_idx: int, first_line: in
     if parsed.extracted is not None:
         cols = _extracted_columns(parsed.extracted)
     elif parsed.table is not None:
-        cols = _table_columns(parsed, acc.want_offers)
+        table_cols = _table_columns(block, parsed, acc.want_offers)
+        if table_cols is None:
+            return False
+        cols = table_cols
     else:
         return False
     n_lines = parsed.n_lines
@@ -816,17 +822,7 @@ def _columnar_block(block: bytes, parsed: _Parsed, file_idx: int, first_line: in
         **cols.numbers,
     }
     rec_num = {"theta": cols.theta, "kappa": cols.kappa, "has_verifiers": cols.has_verifiers}
-    # pyarrow refuses a key given twice only in the fields of the schema: a line giving any
-    # key twice must go to the line parser (as corrupt) whatever block it is in. The
-    # compiled scan finds the lines that could (and those the strict parser must judge for
-    # another reason); only they, and the lines with verifier calls, are parsed again,
-    # strictly. Signals sit in objects with free-form keys (premise ids): they are read
-    # from that parse. (The compiled extraction takes no block with such a line, and
-    # reads the signals itself.)
-    sig = cols.signals if cols.signals is not None else _parsed_signals(block, parsed.scan,
-                                                                        cols.has_calls)
-    if sig is None:
-        return False
+    sig = cols.signals
     base = acc.n_records
     acc.add_block(file_idx, np.arange(first_line, first_line + n_lines, dtype=np.int64),
                   rec_str, s["time"], lens, ent, rec_num, cols.offers)
@@ -839,7 +835,15 @@ def _columnar_block(block: bytes, parsed: _Parsed, file_idx: int, first_line: in
 def _parsed_signals(block: bytes, scan: Any,
                     has_calls: NDArray[np.bool_]) -> dict[str, list[Any]] | None:
     """The verifier signals of a block pyarrow parsed (as :func:`_signals_of` gives them),
-    its suspect lines checked by the strict parser; None if one is not a JSON object."""
+    its suspect lines checked by the strict parser; None if one is not a JSON object.
+
+    pyarrow refuses a key given twice only in the fields of the schema: a line giving any
+    key twice must go to the line parser (as corrupt) whatever block it is in. The compiled
+    scan finds the lines that could (and those the strict parser must judge for another
+    reason); only they, and the lines with verifier calls, are parsed again, strictly.
+    Signals sit in objects with free-form keys (premise ids): they are read from that
+    parse. (The compiled extraction takes no block with such a line, and reads the signals
+    itself.)"""
     sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
                                                  "confirmed", "reliability")}
     suspect = scan.suspect
