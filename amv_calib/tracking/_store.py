@@ -9,7 +9,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import unquote
 
 import mlflow
@@ -103,10 +103,11 @@ _QUIET_ENV: Final = {"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
 
 @contextlib.contextmanager
 def _use_uri(uri: str) -> Iterator[None]:
-    """Point MLflow's fluent API at ``uri`` (quietly) and restore the caller's settings."""
-    from mlflow.tracking._tracking_service import utils as tracking_utils
+    """Point MLflow's fluent API at ``uri`` (quietly) and restore the caller's settings.
 
-    old_global = getattr(tracking_utils, "_tracking_uri", None)
+    ``mlflow.set_tracking_uri`` mirrors the URI it sets into ``$MLFLOW_TRACKING_URI`` (so that
+    subprocesses inherit it), so that variable is the caller's setting, whichever way it was made.
+    """
     names = ("MLFLOW_TRACKING_URI", *_QUIET_ENV)
     old_env = {k: os.environ.get(k) for k in names}
     os.environ.update(_QUIET_ENV)
@@ -114,12 +115,8 @@ def _use_uri(uri: str) -> Iterator[None]:
     try:
         yield
     finally:
-        if old_global:
-            mlflow.set_tracking_uri(old_global)
-        else:
-            # Unset, so that a later MLFLOW_TRACKING_URI is honoured again.
-            tracking_utils._tracking_uri = None
-        # set_tracking_uri mirrors the URI into the environment; put the caller's back.
+        # None unsets MLflow's global, so that a later $MLFLOW_TRACKING_URI is honoured again.
+        mlflow.set_tracking_uri(cast(Any, old_env["MLFLOW_TRACKING_URI"]))
         for key, value in old_env.items():
             if value is None:
                 os.environ.pop(key, None)

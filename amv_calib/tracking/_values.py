@@ -535,12 +535,10 @@ def _replay_table(path: Path) -> pd.DataFrame:
 
 def _dataset_source(path: str | os.PathLike[str]) -> Any:
     """A local file's dataset source, built directly: MLflow 3.17 registers the local source
-    class twice and warns on every string it resolves."""
-    from mlflow.data.dataset_source_registry import get_registered_sources
+    class twice and warns on every string it resolves. ``mlflow.data.sources`` is where MLflow
+    publishes its registered source classes; without that class the plain path is given."""
+    from mlflow.data import sources
 
     text = str(Path(path).resolve())
-    for cls in get_registered_sources():
-        if getattr(cls, "__name__", "") == "LocalArtifactDatasetSource":
-            return cast(Any, cls)(text)
-    return text
-
+    cls = getattr(sources, "LocalArtifactDatasetSource", None)
+    return text if cls is None else cast(Any, cls)(text)
