@@ -73,7 +73,7 @@ from amv_calib.contract._files import (
     read_toml,
     require_regular,
 )
-from amv_calib.contract._json import DuplicateKeyError, loads_strict
+from amv_calib.contract._json import DuplicateKeyError, loads_line, loads_strict
 from amv_calib.contract._schema import (
     ALIASES,
     CLAIM_FEATURES,
@@ -87,6 +87,7 @@ __all__ = [
     "DuplicateKeyError",
     "SIGNATURE_FILE",
     "file_kind",
+    "loads_line",
     "loads_strict",
     "open_regular",
     "read_regular",
