@@ -73,7 +73,13 @@ from amv_calib.contract._files import (
     read_toml,
     require_regular,
 )
-from amv_calib.contract._json import DuplicateKeyError, loads_line, loads_strict
+from amv_calib.contract._json import (
+    DuplicateKeyError,
+    loads_line,
+    loads_strict,
+    lone_surrogate,
+    surrogate_message,
+)
 from amv_calib.contract._schema import (
     ALIASES,
     CLAIM_FEATURES,
@@ -89,6 +95,8 @@ __all__ = [
     "file_kind",
     "loads_line",
     "loads_strict",
+    "lone_surrogate",
+    "surrogate_message",
     "open_regular",
     "read_regular",
     "read_toml",

@@ -13,7 +13,8 @@ import json
 import re
 from typing import Any
 
-__all__ = ["DuplicateKeyError", "loads_line", "loads_strict"]
+__all__ = ["DuplicateKeyError", "loads_line", "loads_strict", "lone_surrogate",
+           "surrogate_message"]
 
 #: A ``\u`` escape of a UTF-16 surrogate (D800-DFFF) in JSON text: a cheap filter for the
 #: texts whose strings must be checked (:func:`loads_line`). An escaped backslash before it
@@ -65,9 +66,11 @@ def loads_strict(data: str | bytes | bytearray, *, allow_nan: bool = True) -> An
     return json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
 
 
-def _lone_surrogate(obj: Any) -> str | None:
-    """The first string (key or value) of a parsed JSON value that holds a surrogate code
-    point (``json`` pairs a valid ``\\ud83d\\ude00``; one left alone stays), or None."""
+def lone_surrogate(obj: Any) -> str | None:
+    """A string (key or value, at any depth) of a parsed JSON value that holds a surrogate
+    code point, or None: ``json`` joins a valid pair (``"\\ud83d\\ude00"``) into one
+    character and leaves a lone ``"\\ud800"`` as it is, which no UTF-8 text (and no Arrow
+    string) can hold."""
     stack = [obj]
     while stack:
         v = stack.pop()
@@ -104,8 +107,13 @@ def loads_line(data: str | bytes | bytearray) -> Any:
         else data.removeprefix("\ufeff")
     obj = loads_strict(text, allow_nan=False)
     if _SURROGATE_ESCAPE.search(text):
-        bad = _lone_surrogate(obj)
+        bad = lone_surrogate(obj)
         if bad is not None:
-            raise ValueError(f"a string holds a lone surrogate escape (not Unicode text): "
-                             f"{bad.encode('utf-8', 'backslashreplace')[:60].decode()!r}")
+            raise ValueError(surrogate_message(bad))
     return obj
+
+
+def surrogate_message(text: str) -> str:
+    """The reason given for a string :func:`lone_surrogate` found."""
+    shown = text.encode("utf-8", "backslashreplace")[:60].decode("ascii", "replace")
+    return f"a string holds a lone surrogate escape, so it is not Unicode text: {shown!r}"
