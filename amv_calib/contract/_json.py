@@ -115,5 +115,6 @@ def loads_line(data: str | bytes | bytearray) -> Any:
 
 def surrogate_message(text: str) -> str:
     """The reason given for a string :func:`lone_surrogate` found."""
-    shown = text.encode("utf-8", "backslashreplace")[:60].decode("ascii", "replace")
-    return f"a string holds a lone surrogate escape, so it is not Unicode text: {shown!r}"
+    shown = text.encode("ascii", "backslashreplace").decode("ascii")
+    return (f"a string holds a lone surrogate escape, so it is not Unicode text: "
+            f"\"{shown[:60]}\"")
