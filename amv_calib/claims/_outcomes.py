@@ -177,14 +177,14 @@ def _read_jsonl_table(raw: bytes, name: str) -> tuple[pd.DataFrame, list[tuple[i
             rows = loads_strict(raw)
         except (ValueError, RecursionError) as exc:
             raise DataContractError(f"{name}: not valid JSON ({exc})") from exc
-        records: list[dict[str, Any]] = []
-        bad: list[tuple[int, str]] = []
+        kept: list[dict[str, Any]] = []
+        refused: list[tuple[int, str]] = []
         for r in rows:
             odd = lone_surrogate(r)
             if odd is not None:  # no Arrow string holds it: the row, not the file, is refused
-                bad.append((len(records) + 1, surrogate_message(odd)))
-            records.append(r if isinstance(r, dict) and odd is None else {})
-        return pd.DataFrame.from_records(records), bad
+                refused.append((len(kept) + 1, surrogate_message(odd)))
+            kept.append(r if isinstance(r, dict) and odd is None else {})
+        return pd.DataFrame.from_records(kept), refused
     # pyarrow's JSON reader takes bad UTF-8 into its strings, and NaN/Inf literals and keys
     # given twice, which the line parser refuses: a file with such a line (the key scan's
     # suspects) is read line by line, so that a line's verdict never depends on the others
