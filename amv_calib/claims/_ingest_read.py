@@ -30,7 +30,13 @@ from amv_calib.claims._arrow import arrow_column
 from amv_calib.claims._ingest_chunk import _batch_columns, _Chunk, _RawReject
 from amv_calib.claims._ingest_columns import _resolve_columns
 from amv_calib.claims._ingest_fastcsv import _FastCsv
-from amv_calib.contract import canonical_name, loads_strict, require_regular
+from amv_calib.contract import (
+    canonical_name,
+    loads_strict,
+    lone_surrogate,
+    require_regular,
+    surrogate_message,
+)
 from amv_calib.exceptions import DataContractError, MissingColumnsError
 
 # --------------------------------------------------------------------------------------
@@ -389,6 +395,10 @@ def _jsonl_record(raw: bytes) -> tuple[Any, str, tuple[str, str] | None]:
     if not isinstance(rec, dict):
         return None, text, ("not a JSON object", f"line is not a JSON object (got "
                                                  f"{type(rec).__name__}): {text[:80]!r}")
+    if "\\u" in text:  # only an escape makes a lone surrogate (the text decoded as UTF-8)
+        bad = lone_surrogate(rec)
+        if bad is not None:  # no Arrow string holds it: the row, not the run, is refused
+            return None, text, ("not Unicode text", f"line: {surrogate_message(bad)}")
     return rec, text, None
 
 

@@ -11,6 +11,7 @@ strict parser enforces, so that only those are parsed again:
   collision only sends a clean line to the strict parser);
 - a key holding a backslash (``"a"`` and ``"\\u0061"`` are the same key);
 - any byte >= 0x80 (UTF-8 is for the strict parser to judge) or a control byte in a string;
+- a ``NaN`` or ``Inf`` literal (pyarrow reads them as numbers; strict JSON has none);
 - nesting deeper than :data:`MAX_DEPTH`, more than :data:`MAX_OPEN_KEYS` keys in the
   objects open at one point, or a line that does not start with ``{``.
 
@@ -47,10 +48,12 @@ _STRING_STOPS[:32] = 1
 _STRING_STOPS[128:] = 1
 _STRING_STOPS[[34, 92]] = 1
 #: Bytes the scan of a line must look at outside strings (the rest, numbers, literals and
-#: white space, are passed over with one load each): >= 0x80 and ``":{[}],``.
+#: white space, are passed over with one load each): >= 0x80, ``":{[}],``, and the ``N`` and
+#: ``I`` that start pyarrow's non-JSON number literals (``NaN``, ``-NaN``, ``Inf``,
+#: ``Infinity``), which strict JSON refuses: outside a string they occur in nothing else.
 _STRUCTURAL: Final = np.zeros(256, dtype=np.uint8)
 _STRUCTURAL[128:] = 1
-_STRUCTURAL[list(b'":{[}],')] = 1
+_STRUCTURAL[list(b'":{[}],NI')] = 1
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -174,7 +177,7 @@ def _one_line(buf: Any, s: int, e: int, keys: Any, frame: Any, is_obj: Any,
                 span[open_j, 2] = i
                 open_j = -1
             expect_key = True
-        else:  # the one structural byte left: >= 0x80
+        else:  # the structural bytes left: >= 0x80, or a non-finite number literal
             return True
         i += 1
     return False

@@ -14,7 +14,8 @@ It takes only what it can vouch for and returns None for anything else, so that 
 goes to the key scan and pyarrow (and from there, where pyarrow refuses it, to the line
 parser), which give the same result: a line that is not a JSON object of ASCII bytes in
 strict JSON syntax, a blank line, a key holding an escape, a key given twice, nesting
-deeper than the scan's limit, a string value of a field it reads holding an escape, a value
+deeper than the scan's limit, a ``\\u`` escape of a surrogate in any string (a lone one
+is not Unicode text), a string value of a field it reads holding an escape, a value
 of a field it reads of another JSON type than pyarrow's schema has
 (:func:`amv_calib.claims._logread._arrow_schema`), a number Arrow refuses. The episodes'
 offered verifiers are pyarrow's to read: a read with ``offers=True`` does not come here.
@@ -237,6 +238,10 @@ def _string_end(buf: Any, i: int, e: int) -> Any:  # pragma: no cover - compiled
                     h = buf[k]
                     if not (48 <= h <= 57 or 65 <= h <= 70 or 97 <= h <= 102):
                         return -1, escaped
+                # a surrogate (D800-DFFF), paired or not: the strict parser's to judge
+                if (buf[i + 2] | 32) == 100 and (56 <= buf[i + 3] <= 57
+                                                 or 97 <= (buf[i + 3] | 32) <= 102):
+                    return -1, escaped
                 i += 6
                 continue
             if not (d == 34 or d == 92 or d == 47 or d == 98 or d == 102 or d == 110

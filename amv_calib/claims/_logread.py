@@ -37,7 +37,7 @@ from amv_calib.contract import (
     OFFERED_VERIFIER_ALIASES,
     LogReadStats,
     decision_verifier_calls,
-    loads_strict,
+    loads_line,
     normalize_decision,
     open_regular,
     parse_decision_line,
@@ -198,11 +198,15 @@ class EntryAccumulator:
         r["t_us"].append(t_us)
         r["n"].append(n_prem.astype(np.int32))
         for k in _REC_NUM:
-            r[k].append(np.asarray(rec_num[k], dtype=bool if k == "has_verifiers"
-                                   else np.float64))
+            r[k].append(np.asarray(rec_num[k], dtype=bool) if k == "has_verifiers"
+                        else _number_column(rec_num[k]))
         if offers.num_rows:
-            self.offers.append(offers.set_column(0, "rec", pc.add(offers.column("rec"),
-                                                                   pa.scalar(base, pa.int64()))))
+            offers = offers.set_column(0, "rec", pc.add(offers.column("rec"),
+                                                        pa.scalar(base, pa.int64())))
+            for k in ("cost", "reliability"):
+                offers = offers.set_column(offers.schema.get_field_index(k), k,
+                                           pa.array(_number_column(offers.column(k))))
+            self.offers.append(offers)
         for k in _REC_STR:
             arr = rec_str[k] if isinstance(rec_str[k], pa.Array) \
                 else pa.array(rec_str[k], type=pa.string())
@@ -218,10 +222,10 @@ class EntryAccumulator:
             e[k].append(arr.dictionary_encode() if k == "premise_id"
                         else _no_empty(strip_ids(arr)))
         if self.spill is not None:
-            self.spill.append({k: ent[k] for k in SPILLED})
+            self.spill.append({k: _number_column(ent[k]) for k in SPILLED})
         else:
             for k in SPILLED:
-                e[k].append(np.asarray(ent[k], dtype=np.float64))
+                e[k].append(_number_column(ent[k]))
         self.n_records += n
 
     def add_signals(self, rec_local: Any, premise_id: Any, verifier: Any, confirmed: Any,
@@ -237,7 +241,7 @@ class EntryAccumulator:
         for k, v in (("premise_id", premise_id), ("verifier", verifier)):
             s[k].append(v if isinstance(v, pa.Array) else pa.array(v, type=pa.string()))
         s["confirmed"].append(np.asarray(confirmed, dtype=bool))
-        s["reliability"].append(np.asarray(reliability, dtype=np.float64))
+        s["reliability"].append(_number_column(reliability))
 
     def finish(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The entries and signals frames; the chunks are released as they are joined."""
@@ -326,6 +330,16 @@ class EntryAccumulator:
         return entries, signals
 
 
+def _number_column(values: Any) -> NDArray[np.float64]:
+    """``values`` (a sequence or array of floats) as float64, every zero ``+0.0``.
+
+    ``-0`` is one value on every parse path: the compiled extraction and pyarrow read the
+    text ``-0`` as ``-0.0``, Python's ``json`` as the integer 0; adding ``+0.0`` maps
+    ``-0.0`` to ``0.0`` (IEEE 754) and leaves every other value as it is."""
+    out: NDArray[np.float64] = np.asarray(values, dtype=np.float64) + 0.0
+    return out
+
+
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
     """glibc's ``malloc_trim``, or None where the C library has none."""
@@ -378,7 +392,10 @@ def _as_id(v: Any) -> str | None:
 def _as_float(v: Any) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return math.nan
-    return float(v)
+    try:
+        return float(v)
+    except OverflowError:  # an integer out of float range: +-inf, as pyarrow reads it
+        return math.inf if v > 0 else -math.inf
 
 
 def _as_flag(v: Any) -> float:
@@ -890,7 +907,7 @@ def _calls_only(block: bytes, scan: Any, rows: IntArray) -> dict[int, dict[str, 
 def _json_object(raw: bytes) -> dict[str, Any]:
     """``raw`` as a JSON object, each key given once; ValueError (UnicodeDecodeError) if it is
     anything else."""
-    obj = loads_strict(raw)
+    obj = loads_line(raw)
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     return obj

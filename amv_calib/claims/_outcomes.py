@@ -29,7 +29,12 @@ from amv_calib.claims._logread import (
     _json_object,
 )
 from amv_calib.claims._times import _time_reasons, _time_series
-from amv_calib.contract import loads_strict, require_regular
+from amv_calib.contract import (
+    loads_strict,
+    lone_surrogate,
+    require_regular,
+    surrogate_message,
+)
 from amv_calib.exceptions import DataContractError, MissingColumnsError
 
 _OUTCOME_ALIASES: Final[dict[str, tuple[str, ...]]] = {
@@ -156,6 +161,13 @@ def _undecodable(fields: Sequence[str]) -> bool:
     return False
 
 
+def _suspect_lines(raw: bytes) -> bool:
+    """Whether a line of ``raw`` (whole lines) is one the strict parser must judge."""
+    from amv_calib.claims._keyscan import suspect_lines
+
+    return bool(suspect_lines(raw, raw.count(b"\n")).any())
+
+
 def _read_jsonl_table(raw: bytes, name: str) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
     import pyarrow as pa
     import pyarrow.json as pj
@@ -165,9 +177,19 @@ def _read_jsonl_table(raw: bytes, name: str) -> tuple[pd.DataFrame, list[tuple[i
             rows = loads_strict(raw)
         except (ValueError, RecursionError) as exc:
             raise DataContractError(f"{name}: not valid JSON ({exc})") from exc
-        return pd.DataFrame.from_records([r if isinstance(r, dict) else {} for r in rows]), []
+        kept: list[dict[str, Any]] = []
+        refused: list[tuple[int, str]] = []
+        for r in rows:
+            odd = lone_surrogate(r)
+            if odd is not None:  # no Arrow string holds it: the row, not the file, is refused
+                refused.append((len(kept) + 1, surrogate_message(odd)))
+            kept.append(r if isinstance(r, dict) and odd is None else {})
+        return pd.DataFrame.from_records(kept), refused
+    # pyarrow's JSON reader takes bad UTF-8 into its strings, and NaN/Inf literals and keys
+    # given twice, which the line parser refuses: a file with such a line (the key scan's
+    # suspects) is read line by line, so that a line's verdict never depends on the others
     if raw.endswith(b"\n") and b"\n\n" not in raw and not raw.startswith(b"\n") \
-            and _is_utf8(raw):  # pyarrow's JSON reader takes bad UTF-8 into its strings
+            and _is_utf8(raw) and not _suspect_lines(raw):
         try:
             return pj.read_json(pa.BufferReader(raw)).to_pandas(), []
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):

@@ -73,7 +73,13 @@ from amv_calib.contract._files import (
     read_toml,
     require_regular,
 )
-from amv_calib.contract._json import DuplicateKeyError, loads_strict
+from amv_calib.contract._json import (
+    DuplicateKeyError,
+    loads_line,
+    loads_strict,
+    lone_surrogate,
+    surrogate_message,
+)
 from amv_calib.contract._schema import (
     ALIASES,
     CLAIM_FEATURES,
@@ -87,7 +93,10 @@ __all__ = [
     "DuplicateKeyError",
     "SIGNATURE_FILE",
     "file_kind",
+    "loads_line",
     "loads_strict",
+    "lone_surrogate",
+    "surrogate_message",
     "open_regular",
     "read_regular",
     "read_toml",

@@ -62,7 +62,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from amv_calib.contract._files import open_regular
-from amv_calib.contract._json import loads_strict
+from amv_calib.contract._json import loads_line
 from amv_calib.exceptions import DataContractError, check_choice
 
 __all__ = [
@@ -314,7 +314,7 @@ def decision_verifier_calls(record: Mapping[str, Any]) -> Any:
 
 
 def _json_record(raw: bytes) -> dict[str, Any]:
-    obj = loads_strict(raw)
+    obj = loads_line(raw)
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     return obj
