@@ -301,9 +301,15 @@ def _run_ingest(args: argparse.Namespace) -> int:
                      "number and reason)")
     for reason, n in d["rejected_by_reason"].items():
         lines.append(f"  rejected {n:,}: {reason}")
-    if d["ignored_columns"]:
-        lines.append(f"  ignored columns: {', '.join(d['ignored_columns'])}")
-    lines.append("next: amv-calib compare CLAIMS --out DIR (fit and compare the calibrators)")
+    from amv_calib.claims import LABEL_COLUMNS
+
+    # label's provenance columns are known: left out of the claims table, not "ignored"
+    unknown = [c for c in d["ignored_columns"] if c not in LABEL_COLUMNS]
+    if unknown:
+        lines.append(f"  ignored columns: {', '.join(unknown)}")
+    if d["out"] is not None:
+        lines.append(f"next: {_compare_command(Path(d['out']) / 'claims.parquet')} (fit and "
+                     f"compare the calibrators)")
     _emit(args, d, lines)
     return 0
 
@@ -510,11 +516,53 @@ def _label_summary(line: Mapping[str, Any]) -> list[str]:
     if skipped:
         out.append("  skipped lines: " + ", ".join(f"{v:,} {k.replace('_', ' ')}"
                                                    for k, v in skipped.items()))
-    for key, what in (("out", "claims"), ("report", "report"), ("unjoined_csv", "unjoined")):
+    episodes = line.get("episodes")
+    for key, what in (("out", "claims"), ("episodes_file", "episodes"),
+                      ("verifiers_file", "verifiers"), ("report", "report"),
+                      ("unjoined_csv", "unjoined")):
         if line.get(key):
-            out.append(f"  {what + ':':<9} {_where(line[key])}")
-    out.append("next: amv-calib compare CLAIMS --out DIR, or the retrain-from-logs pipeline")
+            extra = (f" ({episodes['episodes']:,} replayable episodes of "
+                     f"{episodes['actions_read']:,} actions)"
+                     if key == "episodes_file" and isinstance(episodes, Mapping) else "")
+            out.append(f"  {what + ':':<10} {_where(line[key])}{extra}")
+    out += _flagged_lines(line)
+    if line.get("out"):
+        out.append(f"next: {_compare_command(Path(line['out']))}, or the retrain-from-logs "
+                   f"pipeline")
     return out
+
+
+def _flagged_lines(line: Mapping[str, Any]) -> list[str]:
+    """A verifier whose declared reliability lies outside the interval its labelled answers
+    give: what was declared, what was measured, and which one the episodes use."""
+    flagged = line.get("verifiers_flagged") or []
+    if not flagged or not line.get("verifiers_file"):
+        return []
+    try:
+        verifiers = json.loads(Path(line["verifiers_file"]).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return [f"  flagged verifiers: {', '.join(flagged)} (declared reliability outside "
+                f"the measured interval)"]
+    out = []
+    for name in flagged:
+        v = (verifiers.get("verifiers") or {}).get(name) or {}
+        r = v.get("reliability") or {}
+        if not r:
+            out.append(f"  flagged: verifier {name} (declared reliability outside the measured "
+                       f"interval)")
+            continue
+        out.append(f"  flagged: verifier {name} declares reliability {v.get('declared'):g}, "
+                   f"its labelled answers give {r['estimate']:.3f} [{r['lower']:.3f}, "
+                   f"{r['upper']:.3f}]; the episodes use the "
+                   + ("measured one" if v.get("used_in_episodes") == "estimate"
+                      else "declared one"))
+    return out
+
+
+def _compare_command(claims: Path) -> str:
+    """The ``compare`` command for ``claims``, its output beside the claims' folder."""
+    out = claims.resolve().parent.parent / "compare"
+    return f"amv-calib compare {claims.resolve()} --out {out}"
 
 
 # -- compare -----------------------------------------------------------------------------------
