@@ -137,7 +137,7 @@ def rollback(
         if len(history) < 2:
             raise ArtifactError(
                 f"{mdir / ALIASES_FILE}: alias {alias!r} has no earlier version to roll back "
-                f"to (history: {[h['version'] for h in history]})"
+                f"to (history: {', '.join(h['version'] for h in history) or 'empty'})"
             )
         previous = history[-2]
         prev_dir = mdir / previous["version"]
