@@ -221,9 +221,14 @@ def _resolve_version(args: argparse.Namespace) -> None:
     from amv_calib.settings import models_dir as default_models_dir
 
     mdir = Path(args.models_dir or default_models_dir()) / args.name
-    entry = read_aliases(mdir)["aliases"].get(args.version)
+    aliases = read_aliases(mdir)["aliases"]
+    entry = aliases.get(args.version)
     if entry is None:
-        raise ConfigError(f"VERSION {args.version!r} is neither vN nor an alias of {mdir}")
+        from amv_calib.contract import unknown_alias_message
+        from amv_calib.exceptions import UnknownAliasError
+
+        raise UnknownAliasError(f"VERSION {args.version!r} is not vN; "
+                                + unknown_alias_message(mdir, args.version, aliases))
     args.version = entry["version"]
 
 
@@ -296,9 +301,15 @@ def _run_ingest(args: argparse.Namespace) -> int:
                      "number and reason)")
     for reason, n in d["rejected_by_reason"].items():
         lines.append(f"  rejected {n:,}: {reason}")
-    if d["ignored_columns"]:
-        lines.append(f"  ignored columns: {', '.join(d['ignored_columns'])}")
-    lines.append("next: amv-calib compare CLAIMS --out DIR (fit and compare the calibrators)")
+    from amv_calib.claims import LABEL_COLUMNS
+
+    # label's provenance columns are known: left out of the claims table, not "ignored"
+    unknown = [c for c in d["ignored_columns"] if c not in LABEL_COLUMNS]
+    if unknown:
+        lines.append(f"  ignored columns: {', '.join(unknown)}")
+    if d["out"] is not None:
+        lines.append(f"next: {_compare_command(Path(d['out']) / 'claims.parquet')} (fit and "
+                     f"compare the calibrators)")
     _emit(args, d, lines)
     return 0
 
@@ -505,11 +516,53 @@ def _label_summary(line: Mapping[str, Any]) -> list[str]:
     if skipped:
         out.append("  skipped lines: " + ", ".join(f"{v:,} {k.replace('_', ' ')}"
                                                    for k, v in skipped.items()))
-    for key, what in (("out", "claims"), ("report", "report"), ("unjoined_csv", "unjoined")):
+    episodes = line.get("episodes")
+    for key, what in (("out", "claims"), ("episodes_file", "episodes"),
+                      ("verifiers_file", "verifiers"), ("report", "report"),
+                      ("unjoined_csv", "unjoined")):
         if line.get(key):
-            out.append(f"  {what + ':':<9} {_where(line[key])}")
-    out.append("next: amv-calib compare CLAIMS --out DIR, or the retrain-from-logs pipeline")
+            extra = (f" ({episodes['episodes']:,} replayable episodes of "
+                     f"{episodes['actions_read']:,} actions)"
+                     if key == "episodes_file" and isinstance(episodes, Mapping) else "")
+            out.append(f"  {what + ':':<10} {_where(line[key])}{extra}")
+    out += _flagged_lines(line)
+    if line.get("out"):
+        out.append(f"next: {_compare_command(Path(line['out']))}, or the retrain-from-logs "
+                   f"pipeline")
     return out
+
+
+def _flagged_lines(line: Mapping[str, Any]) -> list[str]:
+    """A verifier whose declared reliability lies outside the interval its labelled answers
+    give: what was declared, what was measured, and which one the episodes use."""
+    flagged = line.get("verifiers_flagged") or []
+    if not flagged or not line.get("verifiers_file"):
+        return []
+    try:
+        verifiers = json.loads(Path(line["verifiers_file"]).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return [f"  flagged verifiers: {', '.join(flagged)} (declared reliability outside "
+                f"the measured interval)"]
+    out = []
+    for name in flagged:
+        v = (verifiers.get("verifiers") or {}).get(name) or {}
+        r = v.get("reliability") or {}
+        if not r:
+            out.append(f"  flagged: verifier {name} (declared reliability outside the measured "
+                       f"interval)")
+            continue
+        out.append(f"  flagged: verifier {name} declares reliability {v.get('declared'):g}, "
+                   f"its labelled answers give {r['estimate']:.3f} [{r['lower']:.3f}, "
+                   f"{r['upper']:.3f}]; the episodes use the "
+                   + ("measured one" if v.get("used_in_episodes") == "estimate"
+                      else "declared one"))
+    return out
+
+
+def _compare_command(claims: Path) -> str:
+    """The ``compare`` command for ``claims``, its output beside the claims' folder."""
+    out = claims.resolve().parent.parent / "compare"
+    return f"amv-calib compare {claims.resolve()} --out {out}"
 
 
 # -- compare -----------------------------------------------------------------------------------
@@ -877,14 +930,18 @@ def _print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
-def _print_alias(args: argparse.Namespace, entry: Mapping[str, Any]) -> None:
-    """Where ``promote`` or ``rollback`` left the alias: its version and history."""
+def _print_alias(args: argparse.Namespace, entry: Mapping[str, Any],
+                 undo: str | None) -> None:
+    """Where ``promote`` or ``rollback`` left the alias, the versions it named before (the
+    stack rollback pops) and the command that undoes this change (``undo``)."""
     history = [h["version"] for h in entry["history"]]
+    earlier = history[:-1]  # the last entry is the current version
     _emit(args, {"name": args.name, "alias": args.alias, "version": entry["version"],
                  "history": history},
           [f"{args.name}@{args.alias} is {entry['version']} now "
-           f"(earlier: {', '.join(history) or 'none'})",
-           f"undo: amv-calib rollback {args.name} --alias {args.alias}"])
+           f"(earlier: {', '.join(earlier) or 'none'})",
+           f"undo: {undo}" if undo else
+           f"undo: none ({args.name}@{args.alias} is new: no earlier version to go back to)"])
 
 
 def _parsers_artifacts(subparsers: Any) -> None:
@@ -958,7 +1015,8 @@ def _parsers_artifacts(subparsers: Any) -> None:
         description="Check manifest, sha256 of every file, calibrator.json, the certificate's "
                     "binding and (with trusted keys) the signature, as the gate does; print "
                     "what was checked and what the version holds (--json: the manifest "
-                    "summary as one object). Exit 1 when the artifact is refused.")
+                    "summary as one object). Exit 1 when the artifact is refused, 2 when "
+                    "PATH names an alias the model does not have.")
     p.add_argument("path", metavar="PATH", help="models/NAME/vN or models/NAME@ALIAS")
     _trusted_key_option(p)
 
@@ -1056,7 +1114,10 @@ def _run_promote(args: argparse.Namespace) -> int:
     if args.alias == DEFAULT_ALIAS and not args.force:
         _check_promotion(args)
     entry = promote(args.name, args.version, alias=args.alias, models_dir=args.models_dir)
-    _print_alias(args, entry)
+    # rollback pops the version just pushed; a re-promotion of the same version pushed nothing
+    undo = (f"amv-calib rollback {args.name} --alias {args.alias}"
+            if len(entry["history"]) > 1 else None)
+    _print_alias(args, entry, undo)
     _sync_registry(args)
     return 0
 
@@ -1089,7 +1150,11 @@ def _run_rollback(args: argparse.Namespace) -> int:
     from amv_calib.artifacts import rollback
 
     entry = rollback(args.name, alias=args.alias, models_dir=args.models_dir)
-    _print_alias(args, entry)
+    # rolling back again would go further back: promoting the version left undoes this one
+    left = entry["log"][-1]["from_version"]
+    force = " --force" if args.alias == DEFAULT_ALIAS else ""
+    _print_alias(args, entry, f"amv-calib promote {args.name} {left} --alias {args.alias}"
+                 f"{force}")
     _sync_registry(args)
     return 0
 
@@ -1102,17 +1167,19 @@ def _sync_registry(args: argparse.Namespace) -> None:
     uri = args.tracking_uri or tracking_uri()
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
         return  # no tracking store here: nothing to keep in sync
-    from amv_calib.tracking import sync_registry_aliases
+    from amv_calib.tracking import describe_registry_aliases, sync_registry_aliases
 
     mdir = Path(args.models_dir or default_models_dir()) / args.name
     try:
+        # the warnings that concern the alias this command moved, not the others
         synced = sync_registry_aliases(mdir, registered_name=args.registered_name,
-                                       tracking_uri=uri)
+                                       tracking_uri=uri, warn_for={args.alias})
+        line = describe_registry_aliases(synced, registered_name=args.registered_name,
+                                         tracking_uri=uri)
     except Exception as exc:  # noqa: BLE001 - the file alias moved; say the mirror did not
         print(f"amv-calib: warning: MLflow registry not updated ({exc})", file=sys.stderr)
         return
-    logging.getLogger(__name__).info("registry aliases of %s: %s", args.registered_name,
-                                     synced)
+    logging.getLogger(__name__).info("%s", line)
 
 
 def _run_verify_artifact(args: argparse.Namespace) -> int:
@@ -1371,6 +1438,21 @@ def _default_artifact() -> str:
     return ref
 
 
+def _check_alias(ref: str) -> None:
+    """Exit 2 on a reference through an alias the model does not have (a typo, usually):
+    a usage error, not a refused artifact. Any other refusal is the gate's to report: it
+    ABSTAINs, saying why (fail closed)."""
+    from amv_calib.contract import resolve_reference
+    from amv_calib.exceptions import UnknownAliasError
+
+    try:
+        resolve_reference(ref)
+    except UnknownAliasError:
+        raise
+    except ArtifactError:
+        pass  # the gate refuses it below and ABSTAINs with the reason
+
+
 def _run_gate(args: argparse.Namespace) -> int:
     """Evaluate the action and print the decision as one JSON object."""
     from amv_calib.contract import PortableCalibrator
@@ -1403,6 +1485,7 @@ def _run_gate(args: argparse.Namespace) -> int:
                 and args.mode != "seed"):
             args.artifact = _default_artifact()
         if args.artifact is not None:
+            _check_alias(args.artifact)
             gate = Gate.from_artifact(args.artifact, strict=args.strict,
                                       trusted_keys=args.trusted_keys or None, **overrides)
         else:

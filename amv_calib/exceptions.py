@@ -21,6 +21,7 @@ __all__ = [
     "PipelineError",
     "PortableFormatError",
     "UncalibratedPremiseError",
+    "UnknownAliasError",
     "check_choice",
 ]
 
@@ -56,6 +57,13 @@ class PortableFormatError(AmvCalibError, ValueError):
 
 class ArtifactError(AmvCalibError):
     """An artifact is missing, tampered with, of unknown format or otherwise refused."""
+
+
+class UnknownAliasError(ArtifactError, ValueError):
+    """A reference names an alias the model folder does not have: a usage error (a gate
+    loading it still fails closed, as for any refused artifact)."""
+
+    exit_code = 2
 
 
 class CertificateMismatchError(ArtifactError, ValueError):

@@ -83,7 +83,8 @@ def test_artifact_commands_summary_and_json_agree(tmp_path: Path, repo_root: Pat
     base = ("--models-dir", str(models))
     text, data = both("promote", "amv-guard", "v1", "--alias", "staging", *base)
     assert data["version"] == "v1" and text.startswith("amv-guard@staging is v1 now")
-    assert "amv-calib rollback amv-guard --alias staging" in text
+    # a new alias: nothing earlier, nothing to roll back to
+    assert "(earlier: none)" in text and "undo: none" in text
 
     out = tmp_path / "b.tar.gz"
     text, data = both("bundle", "amv-guard", "v1", "--out", str(out), *base)
@@ -100,3 +101,117 @@ def test_artifact_commands_summary_and_json_agree(tmp_path: Path, repo_root: Pat
 def test_synth_summary_and_json_agree(tmp_path: Path, both: Run) -> None:
     text, data = both("synth", "claims", "--n", "50", "--out", str(tmp_path / "c.csv"))
     assert text.startswith("wrote 50 synthetic claims") and data["sha256"] in text
+
+
+def _two_versions(tmp_path: Path, repo_root: Path) -> Path:
+    """models/amv-guard with v1 and v2 (the same files), production at v1."""
+    models = tmp_path / "models"
+    shutil.copytree(repo_root / "models" / "amv-guard", models / "amv-guard")
+    from amv_calib.artifacts import export_artifact
+
+    v1 = models / "amv-guard" / "v1"
+    thresholds = tmp_path / "thresholds.json"
+    thresholds.write_text(json.dumps(
+        json.loads((v1 / "manifest.json").read_text(encoding="utf-8"))["gate"]), "utf-8")
+    assert export_artifact(calibrator=v1 / "calibrator.json", thresholds=thresholds,
+                           name="amv-guard", models_dir=models).version == "v2"
+    return models
+
+
+def test_promote_and_rollback_print_the_command_that_undoes_them(
+        tmp_path: Path, repo_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    models = _two_versions(tmp_path, repo_root)
+    base = ["--models-dir", str(models), "--alias", "staging"]
+    assert cli.main(["promote", "amv-guard", "v1", *base]) == 0
+    assert cli.main(["promote", "amv-guard", "v2", *base]) == 0
+    out, err = capsys.readouterr()
+    last = out.splitlines()[-2:]
+    # "earlier" holds the versions before the current one, not the current one
+    assert last[0] == "amv-guard@staging is v2 now (earlier: v1)"
+    assert last[1] == "undo: amv-calib rollback amv-guard --alias staging"
+    assert "now points at" not in err  # announced once, on stdout
+    assert cli.main(["rollback", "amv-guard", *base]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "amv-guard@staging is v1 now (earlier: none)"
+    undo = out[1].removeprefix("undo: ")
+    assert undo == "amv-calib promote amv-guard v2 --alias staging"
+    # running the printed command restores the state before the rollback
+    assert cli.main([*undo.split()[1:], "--models-dir", str(models), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["history"] == ["v1", "v2"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["verify-artifact", "{models}/amv-guard@prod"],
+    ["promote", "amv-guard", "prod", "--alias", "staging", "--models-dir", "{models}"],
+    ["bundle", "amv-guard", "prod", "--out", "{models}/b.tar.gz", "--models-dir", "{models}"],
+    ["rollback", "amv-guard", "--alias", "prod", "--models-dir", "{models}"],
+    ["gate", "--artifact", "{models}/amv-guard@prod", "--action", "{action}"],
+])
+def test_an_unknown_alias_is_a_usage_error_with_a_hint(
+        argv: list[str], tmp_path: Path, repo_root: Path, examples_dir: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    models = _two_versions(tmp_path, repo_root)
+    args = [a.format(models=models, action=examples_dir / "action.json") for a in argv]
+    assert cli.main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # the gate prints no decision for a mistyped alias
+    assert "no alias 'prod'" in captured.err
+    aliases = json.loads((models / "amv-guard" / "aliases.json").read_text("utf-8"))
+    assert f"known aliases: {', '.join(sorted(aliases['aliases']))})" in captured.err
+    assert "did you mean production?" in captured.err
+
+
+def test_the_runtime_gate_still_abstains_on_an_unknown_alias(
+        tmp_path: Path, repo_root: Path, examples_dir: Path) -> None:
+    from amv_calib.gate import CandidateAction, Gate
+
+    models = _two_versions(tmp_path, repo_root)
+    gate = Gate.from_artifact(f"{models / 'amv-guard'}@prod")
+    data = json.loads((examples_dir / "action.json").read_text(encoding="utf-8"))
+    action = CandidateAction.from_dict({k: v for k, v in data["action"].items()
+                                        if k != "verifiers"})
+    d = gate.evaluate(action, [])
+    assert d.regime == "ABSTAIN" and "did you mean production?" in d.reason
+
+
+def test_label_and_ingest_say_what_they_wrote(tmp_path: Path, examples_dir: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    logs = examples_dir / "logs"
+    out = tmp_path / "label"
+    assert cli.main(["label", "--decisions", str(logs / "decisions.jsonl"), "--outcomes",
+                     str(logs / "outcomes.csv"), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    verifiers = json.loads((out / "verifiers.json").read_text(encoding="utf-8"))
+    assert f"episodes:  {(out / 'episodes.jsonl').resolve()}" in text
+    assert f"verifiers: {(out / 'verifiers.json').resolve()}" in text
+    flagged = [n for n, v in verifiers["verifiers"].items() if v["declared_outside_interval"]]
+    assert flagged  # the example logs hold a verifier that overstates its reliability
+    for name in flagged:
+        v = verifiers["verifiers"][name]
+        assert (f"flagged: verifier {name} declares reliability {v['declared']:g}, its "
+                f"labelled answers give {v['reliability']['estimate']:.3f}") in text
+    nxt = text.splitlines()[-1]
+    assert nxt.startswith(f"next: amv-calib compare {(out / 'claims.parquet').resolve()} --out ")
+    assert "CLAIMS" not in nxt and "DIR" not in nxt
+
+    assert cli.main(["ingest", str(out / "claims.parquet"), "--out",
+                     str(tmp_path / "ingest")]) == 0
+    captured = capsys.readouterr()
+    # label's own columns are known: no warning, no "ignored" line
+    assert "ignor" not in captured.out + captured.err
+    assert captured.out.splitlines()[-1].startswith(
+        f"next: amv-calib compare {(tmp_path / 'ingest' / 'claims.parquet').resolve()} --out ")
+
+
+def test_label_columns_are_every_column_label_adds(tmp_path: Path,
+                                                   examples_dir: Path) -> None:
+    import pandas as pd
+
+    from amv_calib.claims import LABEL_COLUMNS
+    from amv_calib.contract import OPTIONAL_COLUMNS, REQUIRED_COLUMNS
+
+    logs = examples_dir / "logs"
+    assert cli.main(["label", "--decisions", str(logs / "decisions.jsonl"), "--outcomes",
+                     str(logs / "outcomes.csv"), "--out", str(tmp_path / "c.parquet")]) == 0
+    columns = set(pd.read_parquet(tmp_path / "c.parquet").columns)
+    assert columns - set(REQUIRED_COLUMNS) - set(OPTIONAL_COLUMNS) == set(LABEL_COLUMNS)

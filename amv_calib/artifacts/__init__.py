@@ -18,7 +18,9 @@ from amv_calib.artifacts._profile import PROFILE_FILE, build_profile
 from amv_calib.artifacts._promotion import (
     PromotionDecision,
     decide_promotion,
+    describe_training_rate,
     paired_log_loss,
+    training_violation_rate,
 )
 from amv_calib.artifacts._signing import (
     PRIVATE_KEY_FILE,
@@ -36,7 +38,9 @@ __all__ = [
     "PromoteOptions",
     "PromotionDecision",
     "decide_promotion",
+    "describe_training_rate",
     "paired_log_loss",
+    "training_violation_rate",
     "PRIVATE_KEY_FILE",
     "PUBLIC_KEY_FILE",
     "keygen",

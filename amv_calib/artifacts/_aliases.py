@@ -23,10 +23,9 @@ from amv_calib.contract import (
     canonical_json_bytes,
     load_artifact,
     read_aliases,
+    unknown_alias_message,
 )
-from amv_calib.exceptions import (
-    ArtifactError,
-)
+from amv_calib.exceptions import ArtifactError, UnknownAliasError
 from amv_calib.settings import models_dir as default_models_dir
 
 _log = logging.getLogger(__name__)
@@ -103,7 +102,8 @@ def promote(
                  "history": history, "log": log}
         data["aliases"][alias] = entry
         _write_aliases(mdir, data)
-    _log.info("alias %s of %s now points at %s", alias, name, version)
+    # debug: the caller announces the change (the command on stdout, a step in its report)
+    _log.debug("alias %s of %s now points at %s", alias, name, version)
     return dict(entry)
 
 
@@ -132,12 +132,12 @@ def rollback(
         data = read_aliases(mdir)
         entry = data["aliases"].get(alias)
         if entry is None:
-            raise ArtifactError(f"{mdir / ALIASES_FILE}: no alias {alias!r} to roll back")
+            raise UnknownAliasError(unknown_alias_message(mdir, alias, data["aliases"]))
         history = list(entry.get("history", []))
         if len(history) < 2:
             raise ArtifactError(
                 f"{mdir / ALIASES_FILE}: alias {alias!r} has no earlier version to roll back "
-                f"to (history: {[h['version'] for h in history]})"
+                f"to (history: {', '.join(h['version'] for h in history) or 'empty'})"
             )
         previous = history[-2]
         prev_dir = mdir / previous["version"]
@@ -157,7 +157,7 @@ def rollback(
                  "history": history[:-1], "log": log}
         data["aliases"][alias] = entry
         _write_aliases(mdir, data)
-    _log.info("alias %s of %s rolled back to %s", alias, name, entry["version"])
+    _log.debug("alias %s of %s rolled back to %s", alias, name, entry["version"])
     return dict(entry)
 
 

@@ -173,7 +173,7 @@ def _skill(challenger: LoadedArtifact, claims: Any, holdout: dict[str, Any], n_b
            seed: int) -> tuple[bool, str]:
     """(c): its log loss on the held-out claims beats the constant prediction of its training
     violation rate beyond noise (the interval of the difference lies below 0)."""
-    base_rate = _training_rate(challenger)
+    base_rate = training_violation_rate(challenger)
     if base_rate is None:
         return True, f"{_SKILL}: not checked -- no profile.json (no training violation rate)"
     if not len(claims):
@@ -185,7 +185,7 @@ def _skill(challenger: LoadedArtifact, claims: Any, holdout: dict[str, Any], n_b
     ok = high is not None and high < 0.0
     detail = (f"on {skill['n']} newest held-out claims its log loss "
               f"{skill['challenger_log_loss']:.4f} against {skill['production_log_loss']:.4f} "
-              f"for the constant prediction of its training violation rate {base_rate:.4f} "
+              f"for the constant prediction of its {describe_training_rate(base_rate)} "
               f"(difference {skill['difference']:+.4f}, 95% interval up to {high:+.4f})")
     if ok:
         return True, f"{_SKILL}: yes -- {detail}"
@@ -221,9 +221,17 @@ def _not_worse(challenger: LoadedArtifact, production: LoadedArtifact | None, cl
     return True, f"{_LOSS}: yes -- {detail}: {verdict}"
 
 
-def _training_rate(art: LoadedArtifact) -> float | None:
+def describe_training_rate(rate: float) -> str:
+    """The training violation rate as every output words it (promotion reasons, the MLflow
+    description): one figure, rounded, saying what it is the rate of."""
+    return (f"training violation rate {rate:.4f} (the share of the training claims' weight "
+            f"labelled violated)")
+
+
+def training_violation_rate(art: LoadedArtifact) -> float | None:
     """The training violation rate recorded in the artifact's profile, if any (read from
-    the bytes the loader hashed, not from the folder again)."""
+    the bytes the loader hashed, not from the folder again): the weighted share of the
+    training claims labelled violated (a soft label counts by its weight)."""
     from amv_calib.contract import loads_strict
 
     raw = art.contents.get("profile.json")

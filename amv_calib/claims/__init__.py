@@ -43,6 +43,7 @@ from amv_calib.claims._ingest import (
     iter_claim_chunks,
     load_claims,
 )
+from amv_calib.claims._ingest_columns import LABEL_COLUMNS
 from amv_calib.claims._join import (
     OUTCOME_STATUSES,
     UNJOINED_REASONS,
@@ -82,6 +83,7 @@ __all__ = [
     "DEFAULT_FEATURES",
     "DEFAULT_MIN_VERIFIER_CALLS",
     "FORMATS",
+    "LABEL_COLUMNS",
     "LABEL_FOLDER_FILES",
     "LabelOptions",
     "OUTCOME_STATUSES",

@@ -36,7 +36,12 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from amv_calib.claims._ingest_chunk import _Chunk, _ParsedChunk
-from amv_calib.claims._ingest_columns import _ARROW_TYPES, _SPECS, _resolve_columns
+from amv_calib.claims._ingest_columns import (
+    _ARROW_TYPES,
+    _SPECS,
+    LABEL_COLUMNS,
+    _resolve_columns,
+)
 from amv_calib.claims._ingest_dedupe import _SeenKeys
 from amv_calib.claims._ingest_read import (
     _frame_table,
@@ -225,8 +230,12 @@ def _start(source: Source, format: str | None, chunksize: int) -> _Run:
     reader, name = _open(source, format, chunksize)
     mapping, ignored = _resolve_columns(reader.columns)
     out_columns = [c for c in _SPECS if c in mapping]
-    if ignored:
-        _log.info("ingest: ignoring columns not in the data contract: %s", ", ".join(ignored))
+    unknown = [c for c in ignored if c not in LABEL_COLUMNS]
+    if unknown:
+        _log.info("ingest: ignoring columns not in the data contract: %s", ", ".join(unknown))
+    if len(unknown) < len(ignored):  # label's own: known, expected, not worth a warning
+        _log.debug("ingest: label's provenance columns left out of the claims table: %s",
+                   ", ".join(c for c in ignored if c in LABEL_COLUMNS))
     claims_schema = pa.schema(
         [("row", pa.int64())] + [(c, _ARROW_TYPES[_SPECS[c].kind]) for c in out_columns]
     )

@@ -29,6 +29,13 @@ class _Spec:
     hi: float = math.inf
 
 
+#: The columns ``label`` writes beside the data contract's: where each labelled use came from
+#: (its decision-log line, premise, use and label source). Ingest knows them: they are not
+#: calibration inputs, so they are left out of the claims table without a warning.
+LABEL_COLUMNS: Final[frozenset[str]] = frozenset({
+    "premise_id", "use_id", "label_source", "signal_llr", "p_logged", "calibrator", "regime",
+    "decision_file", "decision_line"})
+
 _SPECS: Final[dict[str, _Spec]] = {
     "claim_id": _Spec(kind="id", required=True),
     "timestamp": _Spec(kind="timestamp", required=True),

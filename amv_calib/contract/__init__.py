@@ -33,6 +33,7 @@ from amv_calib.contract._artifact import (
     read_regular_bytes,
     resolve_reference,
     thresholds_sha256,
+    unknown_alias_message,
     with_gate_clamp,
 )
 from amv_calib.contract._decision_log import (
@@ -142,6 +143,7 @@ __all__ = [
     "seed_prior_calibrator",
     "sigmoid",
     "thresholds_sha256",
+    "unknown_alias_message",
     "with_gate_clamp",
     # the decision log's format and reader
     "DECISION_ALIASES", "OFFERED_VERIFIER_ALIASES", "PREMISE_ALIASES", "VERIFIER_CALL_ALIASES",

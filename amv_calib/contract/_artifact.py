@@ -28,7 +28,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -50,6 +50,7 @@ from amv_calib.exceptions import (
     CertificateMismatchError,
     ConfigError,
     PortableFormatError,
+    UnknownAliasError,
     check_choice,
 )
 from amv_calib.settings import champion_reference, models_dir, trusted_keys
@@ -488,11 +489,7 @@ def _resolve(ref: str | os.PathLike[str] | None) -> _Resolved:
     data = read_aliases(folder)
     entry = data["aliases"].get(alias)
     if entry is None:
-        known = sorted(data["aliases"]) or "none"
-        raise ArtifactError(
-            f"{folder / ALIASES_FILE}: no alias {alias!r} (known aliases: {known}); "
-            f"promote a version first: amv-calib promote {folder.name} vN --alias {alias}"
-        )
+        raise UnknownAliasError(unknown_alias_message(folder, alias, data["aliases"]))
     target = folder / entry["version"]
     if not target.is_dir():
         raise ArtifactError(
@@ -500,6 +497,21 @@ def _resolve(ref: str | os.PathLike[str] | None) -> _Resolved:
             f"does not exist"
         )
     return _Resolved(path=target, alias=alias, manifest_sha256=entry.get("manifest_sha256"))
+
+
+def unknown_alias_message(folder: Path, alias: str, known: Iterable[str]) -> str:
+    """Why ``alias`` does not resolve in ``folder``: the known aliases, the closest of them
+    (a typo is the usual cause), and how to create the alias."""
+    import difflib
+
+    names = sorted(known)
+    close = difflib.get_close_matches(alias, names, n=1, cutoff=0.5)
+    if not close:  # a prefix ("prod") is what a person usually shortens to
+        close = [n for n in names if n.startswith(alias) or alias.startswith(n)][:1]
+    hint = f"did you mean {close[0]}? " if close else ""
+    return (f"{folder / ALIASES_FILE}: no alias {alias!r} (known aliases: "
+            f"{', '.join(names) or 'none'}); {hint}to create it, promote a version: "
+            f"amv-calib promote {folder.name} vN --alias {alias}")
 
 
 def resolve_reference(ref: str | os.PathLike[str] | None = None) -> Path:

@@ -22,7 +22,8 @@ def pipeline_report(result: PipelineResult) -> str:
     for s in result.steps:
         lines.append(f"- {s.name:<10} {s.status:<8} {s.seconds:7.1f} s")
     lines.append("")
-    for s in result.steps:
+    kinds = [s.kind for s in result.steps]
+    for i, s in enumerate(result.steps):
         if s.kind == "ingest":
             lines += [f"## ingest: {s.outputs.get('read')} rows read, "
                       f"{s.outputs.get('accepted')} accepted, "
@@ -30,6 +31,14 @@ def pipeline_report(result: PipelineResult) -> str:
         elif s.kind == "compare":
             lines += [f"## calibrator comparison (champion: {s.outputs.get('champion_name')})",
                       "", _read(s.outputs.get("table")) or "(no table)", ""]
+        elif s.kind == "tune" and "certify" in kinds[i:]:
+            # What ships is what certify chooses (its harm price), replayed on episodes
+            # neither tune nor certify used; tune's own replay is of another configuration,
+            # on the episodes that calibrate the certificate: not shown (it is in MLflow).
+            lines += [f"## tuning: {s.outputs.get('trials')} trials", "",
+                      "the certify step below chooses the harm price; the thresholds that ship "
+                      "are printed with the artifact", ""]
+            lines += _optuna_lines(s)
         elif s.kind == "tune":
             th = _read(s.outputs.get("thresholds"))
             if th:
@@ -37,18 +46,16 @@ def pipeline_report(result: PipelineResult) -> str:
                           json.dumps(json.loads(th), indent=2, sort_keys=True), ""]
             lines += ["## replay on held-out episodes", "",
                       _read(s.outputs.get("replay_table")) or "(no replay table)", ""]
-            storage = s.outputs.get("storage")
-            if isinstance(storage, str) and "://" not in storage:
-                lines += [f"Optuna study {s.outputs.get('study')!r} in the journal file "
-                          f"{storage}; browse it with", "",
-                          f"    optuna-dashboard {storage}   # pip install optuna-dashboard",
-                          ""]
+            lines += _optuna_lines(s)
         elif s.kind == "certify":
             lines += _certificate_lines(s.outputs.get("certificate"))
-            lines += ["## replay of the certified gate on held-out episodes", "",
-                      _read(s.outputs.get("replay_table"))
-                      or "(none: every unseen episode calibrated; set the certify step's "
-                         "test_fraction to keep a share for this table)", ""]
+            table = _read(s.outputs.get("replay_table"))
+            lines += (["## replay of the certified gate on held-out episodes", "", table, ""]
+                      if table else
+                      ["no held-out table: no episode was set aside (every episode the "
+                       "thresholds did not see calibrated the certificate; the certify "
+                       "step's test_fraction sets a share aside when tune and certify share "
+                       "their episodes)", ""])
         elif s.kind == "promote":
             reasons = s.outputs.get("reasons", [])
             if any(str(r).endswith("is production already") for r in reasons):
@@ -67,12 +74,18 @@ def pipeline_report(result: PipelineResult) -> str:
         elif s.kind == "export":
             lines += [f"## artifact{_cached(s)}: {s.outputs.get('name')} "
                       f"{s.outputs.get('version')}", f"{s.outputs.get('artifact')}", "",
+                      *_gate_lines(s.outputs.get("artifact")),
                       *_aliases_now(s.outputs.get("artifact"))]
         elif s.kind == "register" and s.outputs.get("registered"):
             held = [f"@{a}" for a, v in (s.outputs.get("registry_aliases") or {}).items()
                     if v == s.outputs.get("model_version")]
-            lines += [f"## MLflow model{_cached(s)}: {s.outputs.get('registered_name')} version "
-                      f"{s.outputs.get('model_version')} {' '.join(held)}".rstrip(), ""]
+            version = s.outputs.get("artifact_version")
+            lines += [f"## MLflow model{_cached(s)}: "
+                      + (f"{version} registered as " if version else "")
+                      + f"{s.outputs.get('registered_name')} (MLflow version "
+                      f"{s.outputs.get('model_version')}) {' '.join(held)}".rstrip(), ""]
+            if s.outputs.get("registry_line"):
+                lines += [str(s.outputs["registry_line"]), ""]
     if result.tracking:
         uri = result.tracking_uri or tracking_uri()
         lines += ["## inspect in MLflow", "", f"    {ui_command(uri)}",
@@ -80,6 +93,34 @@ def pipeline_report(result: PipelineResult) -> str:
                   f"{result.spec.experiment!r}"
                   + (f", run {result.run_id})" if result.run_id else ")"), ""]
     return "\n".join(lines)
+
+
+def _optuna_lines(step: object) -> list[str]:
+    """Where the tune step's Optuna study is, and the command that browses it."""
+    outputs = getattr(step, "outputs", {})
+    storage = outputs.get("storage")
+    if not isinstance(storage, str) or "://" in storage:
+        return []
+    return [f"Optuna study {outputs.get('study')!r} in the journal file {storage}; browse "
+            f"it with", "", f"    optuna-dashboard {storage}   # pip install optuna-dashboard",
+            ""]
+
+
+def _gate_lines(artifact: object) -> list[str]:
+    """The gate thresholds as the exported manifest holds them (what ships, once)."""
+    from amv_calib.contract import read_json_object
+    from amv_calib.exceptions import AmvCalibError
+
+    if not isinstance(artifact, str):
+        return []
+    try:
+        gate = read_json_object(Path(artifact) / "manifest.json", what="manifest").get("gate")
+    except AmvCalibError:
+        return []
+    if not isinstance(gate, dict):
+        return []
+    return ["gate thresholds (the manifest's):", "",
+            json.dumps(gate, indent=2, sort_keys=True), ""]
 
 
 def _certificate_lines(path: object) -> list[str]:

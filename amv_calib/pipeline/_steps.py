@@ -226,12 +226,20 @@ def _certify(ctx: StepContext) -> dict[str, Any]:
     thresholds = read_json_object(p["thresholds"], what="thresholds")
     episodes = read_episodes(p["episodes"])
     seen = None if p["tuning"] is None else read_tuning_record(p["tuning"])
+    test_fraction = opts.test_fraction
+    if test_fraction > 0 and (seen is None or not seen.contains(episodes.instance_id).any()):
+        # Episodes of the user's own, none of which tuned the thresholds, are a calibration
+        # set: every one of them certifies. Setting some aside is for the shared pool that
+        # tune and certify split (the demo's held-out table).
+        log.info("[%s] test_fraction=%g not applied: no episode given tuned the thresholds, "
+                 "so every one calibrates (no held-out table)", ctx.step.name, test_fraction)
+        test_fraction = 0.0
     result = certify_episodes(episodes, calibrator, thresholds, seen=seen, alpha=opts.alpha,
                               delta=opts.delta, seed=ctx.spec.seed,
-                              test_fraction=opts.test_fraction)
+                              test_fraction=test_fraction)
     cert = result.certificate
     log.info("[%s] certified on %d calibration episodes of %d (%d excluded: they shaped the "
-             "thresholds; %d kept for the held-out table); alpha=%g, delta=%g",
+             "thresholds; %d set aside for the held-out table); alpha=%g, delta=%g",
              ctx.step.name, cert.n, len(episodes), int(result.excluded.sum()),
              int(result.test.sum()), opts.alpha, opts.delta)
     files = write_certification(result, ctx.out_dir)
@@ -357,7 +365,7 @@ def _promote(ctx: StepContext) -> dict[str, Any]:
 
 # -- register -----------------------------------------------------------------------------
 def _register(ctx: StepContext) -> dict[str, Any]:
-    from amv_calib.tracking import sync_registry_aliases
+    from amv_calib.tracking import describe_registry_aliases, sync_registry_aliases
 
     if not ctx.tracker.enabled:
         log.info("[%s] tracking is off: nothing registered", ctx.step.name)
@@ -367,11 +375,15 @@ def _register(ctx: StepContext) -> dict[str, Any]:
         artifact, registered_name=ctx.params["registered_name"], alias=None)
     # The file aliases are the source of truth: production -> @champion,
     # challenger -> @challenger.
+    uri = ctx.tracker.get().tracking_uri
     synced = sync_registry_aliases(artifact.parent, registered_name=ctx.params["registered_name"],
-                                   tracking_uri=ctx.tracker.get().tracking_uri)
+                                   tracking_uri=uri)
     return {"registered": True, "registered_name": ctx.params["registered_name"],
             "model_version": None if version is None else version.version,
-            "registry_aliases": synced}
+            "artifact_version": artifact.name,
+            "registry_aliases": synced,
+            "registry_line": describe_registry_aliases(
+                synced, registered_name=ctx.params["registered_name"], tracking_uri=uri)}
 
 
 # -- replay (evaluate a shipped artifact) -------------------------------------------------

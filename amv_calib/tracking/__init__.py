@@ -18,6 +18,7 @@ from amv_calib.tracking._registry import (
     MODEL_NAME,
     REGISTRY_ALIASES,
     RegisteredVersion,
+    describe_registry_aliases,
     registry_promote,
     sync_registry_aliases,
 )
@@ -36,6 +37,7 @@ from amv_calib.tracking._values import trials_figure
 __all__ = [
     "REGISTRY_ALIASES",
     "sync_registry_aliases",
+    "describe_registry_aliases",
     "ARTIFACT_KEY",
     "DECISION_COLUMNS",
     "DEFAULT_EXPERIMENT",

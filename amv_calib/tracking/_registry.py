@@ -7,7 +7,7 @@ import contextlib
 import hashlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -114,7 +114,8 @@ REGISTRY_ALIASES: Final = {"production": "champion", "challenger": "challenger"}
 
 def sync_registry_aliases(model_dir: str | os.PathLike[str], *,
                           registered_name: str = DEFAULT_REGISTERED_MODEL,
-                          tracking_uri: str | None = None) -> dict[str, str | None]:
+                          tracking_uri: str | None = None,
+                          warn_for: Collection[str] | None = None) -> dict[str, str | None]:
     """Make the registry's ``@champion`` / ``@challenger`` name the versions the file
     aliases ``production`` / ``challenger`` of ``model_dir`` name (matched by manifest
     sha256).
@@ -122,7 +123,9 @@ def sync_registry_aliases(model_dir: str | os.PathLike[str], *,
     A registry alias whose file alias is gone is removed (the mirror follows the files). A
     file alias whose version the registry does not hold leaves the registry alias as it is
     (never emptied) and logs a warning naming the command that registers it. Returns
-    ``{registry alias: the registry version it names now, or None}``.
+    ``{registry alias: the registry version it names now, or None}``. ``warn_for`` limits
+    those warnings to the named file aliases (a command that moved one alias warns about
+    that one; default: every alias).
     """
     from amv_calib.contract import read_aliases
 
@@ -144,12 +147,40 @@ def sync_registry_aliases(model_dir: str | os.PathLike[str], *,
             out[reg_alias] = None
         else:
             out[reg_alias] = _registry_alias_version(client, registered_name, reg_alias)
+            if warn_for is not None and file_alias not in warn_for:
+                continue
+            left = out[reg_alias]
             _log.warning(
                 "the registry %r does not hold %s (alias %s): @%s left at %s; register it with "
                 "`amv-calib register %s`", registered_name, entry["version"], file_alias,
-                reg_alias, out[reg_alias] or "nothing",
+                reg_alias, "nothing" if left is None else
+                registry_version_label(client, registered_name, left),
                 Path(model_dir) / str(entry["version"]))
     return out
+
+
+def registry_version_label(client: MlflowClient, registered_name: str, version: str) -> str:
+    """``"v2 (MLflow version 1)"``: a registry version named by its file version too (from
+    its ``artifact_version`` tag), so that neither numbering is mistaken for the other."""
+    try:
+        file_version = client.get_model_version(registered_name, version).tags.get(
+            "artifact_version")
+    except Exception:  # noqa: BLE001 - deleted meanwhile: the registry number alone
+        file_version = None
+    return (f"{file_version} (MLflow version {version})" if file_version
+            else f"MLflow version {version}")
+
+
+def describe_registry_aliases(synced: Mapping[str, str | None], *,
+                              registered_name: str = DEFAULT_REGISTERED_MODEL,
+                              tracking_uri: str | None = None) -> str:
+    """One line for a person about what :func:`sync_registry_aliases` left: each registry
+    alias with the file version and MLflow version it names."""
+    client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+    parts = [f"@{alias} = " + ("nothing" if v is None else
+                               registry_version_label(client, registered_name, v))
+             for alias, v in synced.items()]
+    return f"MLflow registry {registered_name}: {', '.join(parts) or 'no alias'}"
 
 
 def _registry_alias_version(client: MlflowClient, registered_name: str, alias: str
@@ -185,14 +216,19 @@ def _version_description(art: Any, manifest_sha: str) -> str:
     lines = [f"amv-calib artifact {art.name} {art.version} (manifest sha256 {manifest_sha})",
              f"calibrator: {m.get('calibrator_source')} ({art.calibrator.kind})"]
     if td.get("rows"):
-        lines.append(f"training data: {td['rows']} claims {td.get('time_min')} .. "
-                     f"{td.get('time_max')}, violation rate {td.get('label_rate')}, sha256 "
-                     f"{td.get('sha256')}")
+        from amv_calib.artifacts import describe_training_rate, training_violation_rate
+
+        # the promotion's figure (the profile's weighted rate), worded as promote words it
+        rate = training_violation_rate(art)
+        lines.append(f"training data: {td['rows']} claim rows {td.get('time_min')} .. "
+                     f"{td.get('time_max')}, sha256 {td.get('sha256')}"
+                     + ("" if rate is None else f"; {describe_training_rate(rate)}"))
     if cert.get("chosen") is not None:
-        lines.append(f"certified: Gate Harmful <= {cert.get('alpha')} with probability >= "
-                     f"{1 - float(cert.get('delta') or 0)} on episodes like the "
+        lines.append(f"certified: Gate Harmful <= {cert.get('alpha'):g} with probability >= "
+                     f"{1 - float(cert.get('delta') or 0):g} on episodes like the "
                      f"{cert.get('n')} calibration ones (observed calibration harm bound "
-                     f"{cert.get('observed_upper_bound')}, not certified)")
+                     f"{100 * float(cert.get('observed_upper_bound') or 0):.2f}%, not "
+                     f"certified)")
     else:
         lines.append("certificate: none")
     return "\n".join(lines)

@@ -483,8 +483,9 @@ def describe_certificate(data: Mapping[str, Any]) -> list[str]:
     return [
         f"certified: {data['statement']}",
         f"calibration episodes: {cal.get('n')} of {cal.get('read')} given ("
-        f"{cal.get('excluded')} excluded: they shaped the thresholds; {cal.get('test')} kept "
-        f"for a held-out table)",
+        f"{cal.get('excluded')} excluded: they shaped the thresholds"
+        + (f"; {cal.get('test')} set aside for the held-out table)" if cal.get("test")
+           else ")"),
         f"chosen: harm price {mu:g}, {len(data['certified'])} of {len(data['path'])} "
         f"configurations certified; mean loss {data['losses'][data['chosen']]:.4f}, "
         f"{data['loss_given_up']:.4f} above the best of the path",

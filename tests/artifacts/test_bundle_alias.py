@@ -89,7 +89,7 @@ def test_cli_bundle_by_alias_then_verify(source: Path, tmp_path: Path,
     _tar_x(out, tmp_path / "box")
     assert main(["verify-artifact", f"{tmp_path / 'box' / 'm'}@production", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["version"] == "v2"
-    assert main(["bundle", "m", "nightly", "--models-dir", str(source)]) == 1
+    assert main(["bundle", "m", "nightly", "--models-dir", str(source)]) == 2
     assert "no alias 'nightly'" in capsys.readouterr().err
 
 

@@ -187,9 +187,11 @@ def test_retrain_end_to_end_then_skip(tmp_path: Path, small_data: dict[str, Path
     monkeypatch.chdir(tmp_path / "job")  # MLflow puts mlruns/ beside the working directory
     assert main(["run", str(toml)]) == 0
     report = capsys.readouterr().out
-    for heading in ("## calibrator comparison (champion:", "## tuned gate thresholds",
-                    "## replay on held-out episodes", "## artifact: amv-guard v1",
-                    "## MLflow model: amv-guard-calibrator version 1 @champion",
+    for heading in ("## calibrator comparison (champion:", "## tuning: 8 trials",
+                    "## replay of the certified gate on held-out episodes",
+                    "## artifact: amv-guard v1", "gate thresholds (the manifest's):",
+                    "## MLflow model: v1 registered as amv-guard-calibrator (MLflow version 1) "
+                    "@champion",
                     "mlflow ui --backend-store-uri"):  # .venv/bin/mlflow off the venv
         assert heading in report
     for policy in ("Always Proceed", "Always Verify", "Seed engine", "AMV-Guard (lookahead)",
