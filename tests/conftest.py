@@ -182,6 +182,41 @@ def repo_root() -> Path:
     return REPO
 
 
+@functools.cache
+def _shipped_model_files() -> tuple[tuple[str, bytes], ...]:
+    """The files of ``models/`` as the repository ships them: each git-tracked path with its
+    content in the index (a fresh clone's), never what a run left in the working tree."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "--", "models"], cwd=REPO,
+                                capture_output=True, check=True).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        listed = ""
+    names = [n for n in listed.split("\0") if n]
+    if not names:
+        # Not a git checkout (an unpacked source archive): its models/ is what shipped.
+        return tuple((p.relative_to(REPO).as_posix(), p.read_bytes())
+                     for p in sorted((REPO / "models").rglob("*")) if p.is_file())
+    return tuple((n, subprocess.run(["git", "show", f":{n}"], cwd=REPO, capture_output=True,
+                                    check=True).stdout) for n in names)
+
+
+@pytest.fixture(scope="session")
+def shipped_models() -> Callable[[Path], Path]:
+    """A function that writes the shipped ``models/`` folder (``amv-guard/v1``, its
+    ``aliases.json`` with ``production`` -> v1, ``README.md``) into a new folder and returns
+    it: tests that promote, roll back or resolve aliases start from what a fresh clone has,
+    whatever a user's runs did to the working tree."""
+
+    def write(dest: Path) -> Path:
+        for name, data in _shipped_model_files():
+            target = dest / Path(name).relative_to("models")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        return dest
+
+    return write
+
+
 @pytest.fixture(scope="session")
 def examples_dir() -> Path:
     """``data/examples``: the hand-written decision logs, outcomes and store exports."""

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 from amv_calib.gate import read_decision_log
 
@@ -45,3 +48,33 @@ def test_agent_loop_promotes_and_rolls_back_under_a_running_agent(tmp_path: Path
                            .read_text())["aliases"]["production"]
     assert [h["version"] for h in promotion["history"]] == ["v1"]
     assert [e["action"] for e in promotion["log"]] == ["promote", "promote", "rollback"]
+
+
+def test_demo_check_says_whether_the_demo_reproduced_the_shipped_champion(
+        tmp_path: Path, shipped_models: Callable[[Path], Path],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The same bytes: said so. Coefficients moved by last-bit noise (as another CPU's BLAS
+    kernels move them): said so, with the largest difference, and the decisions compared."""
+    import dataclasses
+
+    from amv_calib.artifacts import export_artifact
+    from amv_calib.contract import load_artifact
+
+    check = _example("demo_check")
+    models = shipped_models(tmp_path / "models")
+    v1 = models / "amv-guard" / "v1"
+    assert check.main(["--mine", str(v1)]) == 0
+    assert "reproduces the shipped models/amv-guard/v1" in capsys.readouterr().out
+
+    shipped = load_artifact(v1)
+    cal = shipped.calibrator
+    noisy = dataclasses.replace(cal, intercept=cal.intercept + 2e-14)
+    mine = export_artifact(calibrator=noisy, thresholds=dict(shipped.thresholds),
+                           name="amv-guard", models_dir=tmp_path / "mine",
+                           include_joblib=False)
+    assert check.main(["--mine", str(mine.path)]) == 0
+    out = capsys.readouterr().out
+    assert "is not the shipped models/amv-guard/v1" in out
+    assert "largest coefficient difference 2e-14" in out
+    assert "its decisions equal v1's on every one" in out
+    assert check.main(["--mine", str(tmp_path / "none")]) == 2

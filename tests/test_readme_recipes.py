@@ -1,13 +1,15 @@
 """The README's "Your three jobs" recipes run as written, in order, in a fresh copy of the
-repository (its tracked and untracked-but-not-ignored files; ``.venv`` linked, not copied).
+repository (its tracked and untracked-but-not-ignored files, ``models/`` as shipped; ``.venv``
+linked, not copied).
 
 Each ```bash block runs in its own ``bash -e`` in the copy, so a failing command fails the
 test with the block and its output. Two substitutions, printed when they happen:
 
 - ``mlflow ui ... --port 5000`` serves until stopped: it runs in the background on a free port
   until it answers HTTP, then it is stopped;
-- ``AMV_CALIB_MODELS_DIR`` points at the copy's ``models/``, because the installed package
-  (an editable install of this checkout) would otherwise write into this checkout's.
+- ``AMV_CALIB_MODELS_DIR`` points at the copy's ``models/`` (unless a block sets it), because
+  the installed package (an editable install of this checkout) would otherwise look in this
+  checkout's.
 
 The recipes need no other placeholder: where a user gives their own files, the README names
 the example ones (``data/examples/logs/``).
@@ -22,6 +24,7 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,16 +39,18 @@ def recipe_blocks(readme: str) -> list[str]:
     return re.findall(r"```bash\n(.*?)```", readme[start:end], flags=re.S)
 
 
-def _fresh_copy(dest: Path) -> None:
+def _fresh_copy(dest: Path, shipped_models: Callable[[Path], Path]) -> None:
     files = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
     for name in filter(None, files):
         src = REPO / name
-        if not src.is_file():
-            continue  # deleted in the working tree
+        if name.startswith("models/") or not src.is_file():
+            continue  # models/ as shipped (below); or deleted in the working tree
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dest / name)
+    # What a fresh clone has, whatever a run of this checkout did to its models/.
+    shipped_models(dest / "models")
     (dest / ".venv").symlink_to(REPO / ".venv")
 
 
@@ -87,9 +92,10 @@ def test_the_readme_names_three_jobs_with_recipes() -> None:
 
 
 @pytest.mark.slow
-def test_readme_recipes_run_as_written(tmp_path: Path) -> None:
+def test_readme_recipes_run_as_written(tmp_path: Path,
+                                      shipped_models: Callable[[Path], Path]) -> None:
     copy = tmp_path / "repo"
-    _fresh_copy(copy)
+    _fresh_copy(copy, shipped_models)
     env = {**os.environ, "AMV_CALIB_MODELS_DIR": str(copy / "models"),
            "PYTHONHASHSEED": "0"}
     env.pop("MLFLOW_TRACKING_URI", None)
@@ -104,3 +110,26 @@ def test_readme_recipes_run_as_written(tmp_path: Path) -> None:
         assert proc.returncode == 0, (f"README block {i + 1} failed ({proc.returncode}):\n"
                                       f"{block}\n--- stdout\n{proc.stdout[-3000:]}\n"
                                       f"--- stderr\n{proc.stderr[-3000:]}")
+    # The shipped models/ is as a fresh clone has it: the recipes wrote to out/models.
+    shipped = shipped_models(tmp_path / "shipped")
+    for path in sorted(p for p in shipped.rglob("*") if p.is_file()):
+        rel = path.relative_to(shipped)
+        assert (copy / "models" / rel).read_bytes() == path.read_bytes(), f"models/{rel} changed"
+    assert sorted(p.name for p in (copy / "models" / "amv-guard").iterdir()) == \
+        sorted(p.name for p in (shipped / "amv-guard").iterdir())
+    assert (copy / "out" / "models" / "amv-guard" / "aliases.json").is_file()
+
+
+def test_pipelines_write_versions_to_an_ignored_folder(repo_root: Path) -> None:
+    # make demo (and every pipeline) must leave the tracked models/ as shipped: their
+    # versions go to out/models, which git ignores.
+    import tomllib
+
+    for toml in sorted((repo_root / "pipelines").glob("*.toml")):
+        spec = tomllib.loads(toml.read_text(encoding="utf-8"))["pipeline"]
+        target = (toml.parent / spec["models_dir"]).resolve()
+        assert target == repo_root / "out" / "models", toml.name
+        ignored = subprocess.run(["git", "check-ignore", "-q", "out/models/amv-guard/v9"],
+                                 cwd=repo_root, check=False)
+        assert ignored.returncode == 0, "out/models/ is not ignored by git"
+

@@ -20,6 +20,7 @@ import textwrap
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -340,11 +341,8 @@ def _load_in_child(ref: Path) -> dict[str, Any]:
 
 
 @pytest.fixture
-def v1(tmp_path: Path, repo_root: Path) -> Path:
-    version = tmp_path / "models" / "amv-guard" / "v1"
-    shutil.copytree(repo_root / "models" / "amv-guard" / "v1", version)
-    shutil.copy(repo_root / "models" / "amv-guard" / "aliases.json", version.parent)
-    return version
+def v1(tmp_path: Path, shipped_models: Callable[[Path], Path]) -> Path:
+    return shipped_models(tmp_path / "models") / "amv-guard" / "v1"
 
 
 @pytest.mark.parametrize("name", ["calibrator.json", "manifest.json"])
@@ -1462,7 +1460,8 @@ def test_monitor_refuses_impossible_windows_with_exit_2(
 
 
 # -- R2-10. smaller ones -------------------------------------------------------------------------
-def test_version_folder_linked_out_of_models_is_refused(tmp_path: Path, repo_root: Path) -> None:
+def test_version_folder_linked_out_of_models_is_refused(
+        tmp_path: Path, repo_root: Path, shipped_models: Callable[[Path], Path]) -> None:
     # Attack: models/amv-guard/v1 a symlink to a folder elsewhere loaded when no key was set
     # (a link out of the version folder was already refused). Now the version folder is
     # opened without following links, by path or through an alias.
@@ -1470,9 +1469,8 @@ def test_version_folder_linked_out_of_models_is_refused(tmp_path: Path, repo_roo
 
     elsewhere = tmp_path / "elsewhere" / "v1"
     shutil.copytree(repo_root / "models" / "amv-guard" / "v1", elsewhere)
-    model = tmp_path / "models" / "amv-guard"
-    model.mkdir(parents=True)
-    shutil.copy(repo_root / "models" / "amv-guard" / "aliases.json", model)
+    model = shipped_models(tmp_path / "models") / "amv-guard"
+    shutil.rmtree(model / "v1")
     (model / "v1").symlink_to(elsewhere, target_is_directory=True)
     assert Gate.from_artifact(elsewhere).refusal is None  # the folder itself is sound
     for ref in (model / "v1", f"{model}@production"):

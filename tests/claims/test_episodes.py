@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -291,10 +291,10 @@ def test_example_logs_label_into_episodes(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_retrain_from_logs_pipeline_runs_on_simulated_production(
-        production: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        production: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        shipped_models: Callable[[Path], Path]) -> None:
     sim = production["sim"]
-    models = tmp_path / "models"
-    shutil.copytree(REPO / "models" / "amv-guard", models / "amv-guard")
+    models = shipped_models(tmp_path / "models")
     code = cli.main([
         "run", str(REPO / "pipelines" / "retrain-from-logs.toml"), "--no-tracking", "--json",
         "--set", f'pipeline.workdir="{tmp_path / "work"}"',

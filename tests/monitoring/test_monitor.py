@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +42,10 @@ def pool() -> Pool:
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the shipped champion's folder: --on-alert exports into it, not the repo."""
-    root = tmp_path_factory.mktemp("models")
-    shutil.copytree(REPO / "models" / "amv-guard", root / "amv-guard")
-    return root
+def models(tmp_path_factory: pytest.TempPathFactory,
+           shipped_models: Callable[[Path], Path]) -> Path:
+    """The shipped models folder, copied: --on-alert exports into it, not the repo."""
+    return shipped_models(tmp_path_factory.mktemp("models"))
 
 
 @pytest.fixture(scope="module")
@@ -494,11 +494,11 @@ def _cli_json(argv: list[str]) -> tuple[int, dict[str, Any]]:
 
 @pytest.mark.slow
 def test_wrong_world_alerts_derisks_and_rollback_restores(
-        pool: Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        pool: Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        shipped_models: Callable[[Path], Path]) -> None:
     # the shipped champion where the verifiers are right 0.3 less often than declared:
     # harm about 1.7% against its certified 1%
-    models = tmp_path / "models"
-    shutil.copytree(REPO / "models" / "amv-guard", models / "amv-guard")
+    models = shipped_models(tmp_path / "models")
     ref = f"{models}/amv-guard@production"
     world = tmp_path / "world"
     decisions, outcomes = simulate(pool, ref, world, days=25, per_day=300, seed=5,
@@ -635,13 +635,12 @@ def test_a_rotated_log_is_followed_and_old_uses_expire(small_world: tuple[Path, 
 
 
 def test_derisk_moves_along_the_certified_path_and_refuses_what_it_cannot_vouch_for(
-        tmp_path: Path) -> None:
+        tmp_path: Path, shipped_models: Callable[[Path], Path]) -> None:
     from amv_calib.artifacts import export_artifact
     from amv_calib.contract import load_artifact
     from amv_calib.monitoring import derisk
 
-    models = tmp_path / "models"
-    shutil.copytree(REPO / "models" / "amv-guard", models / "amv-guard")
+    models = shipped_models(tmp_path / "models")
     one_step = derisk(f"{models}/amv-guard@production", evidence="test", steps=1)
     assert (one_step.version, one_step.position, one_step.chosen_before) == ("v2", 20, 21)
     v2 = load_artifact(f"{models}/amv-guard@production")  # the loader checks the binding

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -335,7 +335,8 @@ signing_key = "{key}"
 
 @pytest.mark.slow
 def test_retrain_on_shuffled_labels_leaves_production_where_it_was(
-        tmp_path: Path, repo_root: Path, sample_dir: Path) -> None:
+        tmp_path: Path, repo_root: Path, sample_dir: Path,
+        shipped_models: Callable[[Path], Path]) -> None:
     # A useless calibrator (labels shuffled) is still certifiable (the safest gates abstain),
     # and judged on the same shuffled new labels production looks no better: the promotion
     # must refuse it for learning nothing, and say so.
@@ -347,7 +348,7 @@ def test_retrain_on_shuffled_labels_leaves_production_where_it_was(
     claims = pd.read_csv(sample_dir / "claims.csv").drop(columns=["p_true"])
     claims["violated"] = np.random.default_rng(0).permutation(claims["violated"].to_numpy())
     claims.to_csv(tmp_path / "shuffled.csv", index=False)
-    shutil.copytree(repo_root / "models", tmp_path / "models")
+    shipped_models(tmp_path / "models")
     before = read_aliases(tmp_path / "models" / "amv-guard")["aliases"]["production"]
     spec = load_pipeline(repo_root / "pipelines" / "retrain.toml", [
         f'ingest.input="{tmp_path / "shuffled.csv"}"',

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,10 +19,9 @@ def store(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'mlflow.db'}"
 
 
-def test_registry_aliases_follow_promote_and_rollback(tmp_path: Path, store: str,
-                                                      repo_root: Path) -> None:
-    models = tmp_path / "models"
-    shutil.copytree(repo_root / "models" / "amv-guard", models / "amv-guard")
+def test_registry_aliases_follow_promote_and_rollback(
+        tmp_path: Path, store: str, shipped_models: Callable[[Path], Path]) -> None:
+    models = shipped_models(tmp_path / "models")
     v2 = export_artifact(calibrator=seed_prior_calibrator(), name="amv-guard",
                          models_dir=models, include_joblib=False)
     mdir = models / "amv-guard"
@@ -50,10 +49,9 @@ def test_registry_aliases_follow_promote_and_rollback(tmp_path: Path, store: str
     assert str(client.get_model_version_by_alias(name, "champion").version) == r1.version
 
 
-def test_an_alias_whose_version_is_not_registered_is_removed(tmp_path: Path, store: str,
-                                                             repo_root: Path) -> None:
-    models = tmp_path / "models"
-    shutil.copytree(repo_root / "models" / "amv-guard", models / "amv-guard")
+def test_an_alias_whose_version_is_not_registered_is_removed(
+        tmp_path: Path, store: str, shipped_models: Callable[[Path], Path]) -> None:
+    models = shipped_models(tmp_path / "models")
     mdir = models / "amv-guard"
     aliases = json.loads((mdir / "aliases.json").read_text(encoding="utf-8"))
     aliases["aliases"].pop("challenger", None)  # the file names production only
@@ -69,11 +67,11 @@ def test_an_alias_whose_version_is_not_registered_is_removed(tmp_path: Path, sto
 
 
 def test_a_file_alias_on_an_unregistered_version_leaves_the_registry_as_it_was(
-        tmp_path: Path, store: str, repo_root: Path, caplog: pytest.LogCaptureFixture) -> None:
+        tmp_path: Path, store: str, shipped_models: Callable[[Path], Path],
+        caplog: pytest.LogCaptureFixture) -> None:
     # Job 3 as written: export v2, promote it; the registry holds v1 only. Its aliases must
     # not be emptied: they stay, and the warning says what to run.
-    models = tmp_path / "models"
-    shutil.copytree(repo_root / "models" / "amv-guard", models / "amv-guard")
+    models = shipped_models(tmp_path / "models")
     mdir = models / "amv-guard"
     name = "gate-model"
     r1 = register_champion(mdir / "v1", registered_name=name, alias=None, tracking_uri=store)
