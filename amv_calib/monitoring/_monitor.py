@@ -156,8 +156,11 @@ class MonitorReport:
         else:
             lo, hi = ev["harm_cs"]
             rate = ev.get("harm_rate")
-            harm = (f"harm {'-' if rate is None else format(rate, '.4f')} "
-                    f"CS [{lo:.4f}, {hi:.4f}] vs alpha {self.alpha:g}")
+            both = ev.get("harm_cs_confidence", 0.0)
+            side = ev.get("harm_cs_side_confidence", 0.0)
+            harm = (f"harm {'-' if rate is None else format(rate, '.4f')}, "
+                    f"{100 * both:g} % confidence sequence ({100 * side:g} % each side) "
+                    f"[{lo:.4f}, {hi:.4f}] vs alpha {self.alpha:g}")
         return (f"{self.status}: {self.scope.get('calibrator', self.artifact)} {harm}, "
                 f"{ev.get('labelled_actions', 0)} labelled actions since {since[:10]}; "
                 f"{what}")
@@ -258,7 +261,8 @@ def _scope(art: Any, since: str | None, width: int, cfg: MonitorConfig) -> dict[
     return {"calibrator": f"{art.name}@{art.version}", "go_live": _iso(live),
             "since": None if since_us is None else _iso(since_us), "start": _iso(start),
             "start_us": start, "anchor_us": anchor, "window_us": width,
-            "loss_margin": cfg.loss_margin, "label_horizon_days": cfg.label_horizon_days}
+            "loss_margin": cfg.loss_margin, "calibration_margin": cfg.calibration_margin,
+            "label_horizon_days": cfg.label_horizon_days}
 
 
 # -- reading and joining (one function: the reader can change behind it) --------------------
@@ -543,7 +547,7 @@ def _account(st: MonitorState, b: _Batch, taken: list[tuple[int, IntArray]],
     newly = b.labelled & in_scope & ~b.counted_before & np.isfinite(p)
     day = _day(t, start)
     st.buckets.add_uses(day[newly], b.violated[newly].astype(np.float64), p[newly],
-                        cfg.loss_margin)
+                        cfg.loss_margin, cfg.calibration_margin)
     # actions: a record whose entries are all labelled uses
     n_rec = int(b.rec[-1]) + 1 if len(b.rec) else 0
     first = np.flatnonzero(np.diff(b.rec, prepend=-1) != 0)
@@ -554,7 +558,9 @@ def _account(st: MonitorState, b: _Batch, taken: list[tuple[int, IntArray]],
     complete = (n_lab == n_prem) & rec_scope
     proceed = (e["regime"].astype(object).to_numpy()[first] == "PROCEED")
     harmful = proceed & any_v
-    st.buckets.add_actions(day[first][complete], harmful[complete])
+    # what p too high costs: actions held back (verified or abstained) on valid premises
+    cautious = ~proceed & ~any_v
+    st.buckets.add_actions(day[first][complete], harmful[complete], cautious[complete])
     done = complete[b.rec]
     counted = b.counted_before | newly
     counted_y = np.where(b.counted_before, b.counted_y, b.violated & newly)
@@ -707,10 +713,12 @@ def _report(st: MonitorState, art: Any, alpha: float | None, window: str,
         # from the start: the last window's end may lie past year 9999, which times refuse
         end_us = parse_since(w.start) + width
         d = min(last_day, int(_day(np.array([end_us - 1]), start)[0]))
-        ev = evidence(st.buckets, d, alpha, cfg.delta, seen=seen)
+        ev = evidence(st.buckets, d, alpha, cfg.delta, margin=cfg.calibration_margin,
+                      seen=seen)
         _stats.decide(w, ev, cfg)
         timeline.append({"end": w.end, **ev.to_dict()})
-    ev = evidence(st.buckets, last_day, alpha, cfg.delta, seen=seen)
+    ev = evidence(st.buckets, last_day, alpha, cfg.delta, margin=cfg.calibration_margin,
+                  seen=seen)
     if windows:
         status, reasons = windows[-1].status, list(windows[-1].reasons)
     else:
