@@ -1583,6 +1583,7 @@ def _run_monitor(args: argparse.Namespace) -> int:
 
     from amv_calib.monitoring import (
         derisk,
+        harm_alert_recomputed,
         load_monitor_config,
         monitor,
         write_monitor_outputs,
@@ -1609,9 +1610,20 @@ def _run_monitor(args: argparse.Namespace) -> int:
                 if not report.harm_alert:
                     report.actions.append("not de-risked (the ALERT is not on harm)")
                     continue
+                # only evidence read from the logs in this run moves production
+                acting = harm_alert_recomputed(
+                    report, artifact, args.decisions, args.outcomes or None,
+                    window=opts.window, since=opts.since, config=config,
+                    on_corrupt="skip" if args.skip_corrupt else "raise",
+                    trusted_keys=args.trusted_keys or None,
+                    other_artifacts=opts.other_artifacts)
+                if acting is None:
+                    report.actions.append("not de-risked (the harm ALERT did not hold when "
+                                          "recomputed from the logs)")
+                    continue
                 try:
-                    done = derisk(artifact, evidence=report.line().split("; ")[0] + "; "
-                                  + report.reasons[0], steps=opts.derisk_steps,
+                    done = derisk(artifact, evidence=acting.line().split("; ")[0] + "; "
+                                  + acting.reasons[0], steps=opts.derisk_steps,
                                   signing_key=args.signing_key,
                                   trusted_keys=args.trusted_keys or None)
                 except ArtifactError as exc:  # the ALERT is still reported, exit 3

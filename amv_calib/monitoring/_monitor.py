@@ -24,6 +24,7 @@ it later count in the sequential statistics, not in its descriptive ones.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -258,7 +259,10 @@ def _scope(art: Any, since: str | None, width: int, cfg: MonitorConfig) -> dict[
     since_us = parse_since(since) if since is not None else None
     start = live if since_us is None else max(live, since_us)
     anchor = since_us if since_us is not None else (start // _DAY_US) * _DAY_US
+    # the artifact itself, not only its name: its manifest binds every file's sha256
+    manifest = json.dumps(art.manifest, sort_keys=True, separators=(",", ":"))
     return {"calibrator": f"{art.name}@{art.version}", "go_live": _iso(live),
+            "artifact_manifest_sha256": hashlib.sha256(manifest.encode("utf-8")).hexdigest(),
             "since": None if since_us is None else _iso(since_us), "start": _iso(start),
             "start_us": start, "anchor_us": anchor, "window_us": width,
             "loss_margin": cfg.loss_margin, "calibration_margin": cfg.calibration_margin,
@@ -484,13 +488,14 @@ def monitor(
             index, spans, refused = plan_reads(plist, st.files)
             if refused:
                 why = refused
-                _log.warning("monitor state in %s not continued: %s; rebuilding from the "
-                             "logs", folder, why)
                 st = None
             else:
                 run["mode"] = "incremental"
         if st is None:
             run["rebuilt_because"] = why
+            if why != "no state yet":
+                _log.warning("monitor: state in %s not continued (%s); rebuilt from the logs",
+                             folder, why)
     if st is None:
         st = MonitorState.empty(scope, folder)
         index, spans, _ = plan_reads(plist, st.files)
@@ -514,6 +519,30 @@ def monitor(
     report.reasons.extend(_left_out(st.counts, scope))
     claims = batch.claims if run["mode"] != "incremental" else None
     return report, claims
+
+
+def harm_alert_recomputed(report: MonitorReport, artifact: str | os.PathLike[str],
+                          decisions: PathLike | Sequence[PathLike], outcomes: Any,
+                          **kwargs: Any) -> MonitorReport | None:
+    """The report whose harm ALERT de-risking may act on, or None.
+
+    A run that read every log (``run.mode`` full or rebuild) is its own evidence. An
+    incremental run's evidence comes partly from its state, which a person or program
+    with write access to the folder could have forged consistently: the logs are read
+    again in full here (:func:`monitor` without a state, ``kwargs`` as given to it), and
+    only that recomputation's harm ALERT counts (None when it does not hold).
+    """
+    if not report.harm_alert:
+        return None
+    if report.run.get("mode") != "incremental":
+        return report
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("state", "rebuild")}
+    again, _ = monitor(artifact, decisions, outcomes, state=None, **kwargs)
+    if not again.harm_alert:
+        _log.warning("monitor: the harm ALERT of the state did not hold when recomputed from "
+                     "the logs (%s): not de-risked", again.line())
+        return None
+    return again
 
 
 def _left_out(counts: Mapping[str, int], scope: Mapping[str, Any]) -> list[str]:
