@@ -10,8 +10,10 @@ seed: the worst status of the weekly runs and the final one, the ALERT reasons' 
 the harm since go-live, and the mean p of the labelled uses against their observed rate.
 
 ``--too-low X`` makes the world where p is ``X`` too low on average: every outcome record
-that says valid is turned violated with probability ``X / (1 - rate)`` (``rate``: the
-observed violation rate of the outcome records; seeded), after the gate decided.
+that says valid is turned violated with probability ``(mean_p + X - rate) / (1 - rate)``
+(``mean_p``: the mean p of the logged premises; ``rate``: the violated share of the outcome
+records; seeded), after the gate decided, so that the observed rate is about ``mean_p +
+X``.
 
     .venv/bin/python bench/monitor_acceptance.py --seeds 1-10 [--too-low 0.02] [--json]
 """
@@ -43,15 +45,15 @@ def _t_us(stamp: str) -> int:
     return int(np.datetime64(stamp.rstrip("Z"), "us").astype(np.int64))
 
 
-def _make_too_low(outcomes: Path, shift: float, seed: int) -> None:
-    """Turn valid outcome records violated with probability ``shift / (1 - rate)``."""
+def _make_too_low(outcomes: Path, mean_p: float, shift: float, seed: int) -> None:
+    """Turn valid outcome records violated until the rate is about ``mean_p + shift``."""
     with open(outcomes, encoding="utf-8", newline="") as fh:
         rows = list(csv.reader(fh))
     head, body = rows[0], rows[1:]
     col = head.index("violated")
     rate = sum(r[col] == "true" for r in body) / len(body)
     rng = np.random.default_rng([seed, 49])
-    flip = rng.random(len(body)) < shift / (1.0 - rate)
+    flip = rng.random(len(body)) < (mean_p + shift - rate) / (1.0 - rate)
     for r, f in zip(body, flip, strict=True):
         if f and r[col] == "false":
             r[col] = "true"
@@ -70,9 +72,10 @@ def run_seed(seed: int, n: int, reliability: float, too_low: float, work: Path
                      "--true-reliability", str(reliability), "--out", str(src)])
     if code:
         raise SystemExit(f"synth logs exited {code}")
-    if too_low:
-        _make_too_low(src / "outcomes.csv", too_low, seed)
     lines = (src / "decisions.jsonl").read_bytes().splitlines(keepends=True)
+    if too_low:
+        ps = [q["p"] for x in lines for q in json.loads(x)["premises"]]
+        _make_too_low(src / "outcomes.csv", float(np.mean(ps)), too_low, seed)
     times = [_t_us(json.loads(x)["time"]) for x in lines]
     with open(src / "outcomes.csv", encoding="utf-8", newline="") as fh:
         out_rows = list(csv.reader(fh))

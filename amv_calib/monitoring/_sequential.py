@@ -298,17 +298,18 @@ class DayBuckets:
     x_sums: dict[int, list[int]] = field(default_factory=dict)
 
     def add_actions(self, day: IntArray, harmful: NDArray[np.bool_],
-                    cautious: NDArray[np.bool_]) -> None:
-        """Count labelled actions by decision day."""
+                    cautious: NDArray[np.bool_] | None = None) -> None:
+        """Count labelled actions by decision day (``cautious`` None: none)."""
+        held = np.zeros(len(day), np.int64) if cautious is None else cautious
         for d, n, h, c in _grouped(day, np.ones(len(day), np.int64),
                                    np.asarray(harmful, dtype=np.int64),
-                                   np.asarray(cautious, dtype=np.int64)):
+                                   np.asarray(held, dtype=np.int64)):
             self.actions[d] = self.actions.get(d, 0) + n
             self.harmful[d] = self.harmful.get(d, 0) + h
             self.cautious[d] = self.cautious.get(d, 0) + c
 
     def add_uses(self, day: IntArray, y: FloatArray, p: FloatArray, loss_margin: float,
-                 margin: float) -> None:
+                 margin: float = 0.0) -> None:
         """Add labelled uses (their bets' fixed-point terms) by decision day;
         ``margin``: the calibration margin of both in-the-large directions."""
         if not len(day):
