@@ -9,6 +9,7 @@ Results go to stdout (JSON where a script reads them), progress and logs to stde
 from __future__ import annotations
 
 import argparse
+import datetime
 import hashlib
 import json
 import logging
@@ -347,6 +348,10 @@ def _parsers_synth(subparsers: Any) -> None:
                    help="logs: how often cache-api answers right (default 0.85)")
     p.add_argument("--declared-reliability", type=float, default=0.95, metavar="R",
                    help="logs: the reliability cache-api declares (default 0.95)")
+    p.add_argument("--start", default=None, metavar="TIME",
+                   help="logs: time of the first decision, ISO-8601 (UTC when no offset; "
+                   "default: midnight UTC after the artifact went live, so that "
+                   "'amv-calib monitor' counts them)")
     _seed_option(p, f"random seed (default: {DEFAULT_SEED})")
     p.add_argument("--out", required=True, metavar="PATH",
                    help="output file (a folder for logs)")
@@ -363,16 +368,22 @@ def _run_synth(args: argparse.Namespace) -> int:
         from amv_calib.settings import DEFAULT_MODEL_NAME, models_dir
 
         artifact = args.artifact or str(models_dir() / DEFAULT_MODEL_NAME / "v1")
-        sim = simulate_production(artifact, out, n_actions=n, seed=args.seed,
-                                  true_reliability=args.true_reliability,
-                                  declared_reliability=args.declared_reliability)
+        start = _synth_start(artifact, args.start)
+        try:
+            sim = simulate_production(artifact, out, n_actions=n, seed=args.seed,
+                                      true_reliability=args.true_reliability,
+                                      declared_reliability=args.declared_reliability,
+                                      start=start)
+        except ValueError as exc:  # an argument out of range: said as such, exit 2
+            raise ConfigError(str(exc)) from None
         data = {"kind": "logs", "n": n, "seed": args.seed, "artifact": artifact,
+                "start": start.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
                 "answers": sim.answers, "outcome_records": sim.outcome_records,
                 "sha256": {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
                            for p in (sim.decisions, sim.outcomes)}}
         _emit(args, data, [
-            f"simulated {n:,} actions of {artifact} (seed {args.seed}): "
-            f"{sim.outcome_records:,} outcome records",
+            f"simulated {n:,} actions of {artifact} (seed {args.seed}) from "
+            f"{data['start']}: {sim.outcome_records:,} outcome records",
             f"  decisions: {_where(sim.decisions)}", f"  outcomes:  {_where(sim.outcomes)}",
             f"next: amv-calib label --decisions {sim.decisions} --outcomes {sim.outcomes} "
             "--out claims.parquet"])
@@ -389,6 +400,22 @@ def _run_synth(args: argparse.Namespace) -> int:
           [f"wrote {n:,} synthetic {args.kind} (seed {args.seed}): {_where(path)}",
            f"  sha256 {digest}"])
     return 0
+
+
+def _synth_start(artifact: str, start: str | None) -> datetime.datetime:
+    """``synth logs``' first decision: ``--start``, else midnight UTC after the artifact
+    went live (the monitor counts only decisions since go-live)."""
+    from amv_calib.monitoring._monitor import go_live, parse_since
+
+    if start is not None:
+        t_us = parse_since(start)
+    else:
+        from amv_calib.contract import load_artifact
+
+        day_us = 86_400_000_000
+        t_us = (parse_since(go_live(load_artifact(artifact))) // day_us + 1) * day_us
+    return (datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+            + datetime.timedelta(microseconds=t_us))
 
 
 # -- label -------------------------------------------------------------------------------------
@@ -1639,6 +1666,7 @@ def _run_monitor(args: argparse.Namespace) -> int:
 
     from amv_calib.monitoring import (
         derisk,
+        harm_alert_recomputed,
         load_monitor_config,
         monitor,
         write_monitor_outputs,
@@ -1665,9 +1693,20 @@ def _run_monitor(args: argparse.Namespace) -> int:
                 if not report.harm_alert:
                     report.actions.append("not de-risked (the ALERT is not on harm)")
                     continue
+                # only evidence read from the logs in this run moves production
+                acting = harm_alert_recomputed(
+                    report, artifact, args.decisions, args.outcomes or None,
+                    window=opts.window, since=opts.since, config=config,
+                    on_corrupt="skip" if args.skip_corrupt else "raise",
+                    trusted_keys=args.trusted_keys or None,
+                    other_artifacts=opts.other_artifacts)
+                if acting is None:
+                    report.actions.append("not de-risked (the harm ALERT did not hold when "
+                                          "recomputed from the logs)")
+                    continue
                 try:
-                    done = derisk(artifact, evidence=report.line().split("; ")[0] + "; "
-                                  + report.reasons[0], steps=opts.derisk_steps,
+                    done = derisk(artifact, evidence=acting.line().split("; ")[0] + "; "
+                                  + acting.reasons[0], steps=opts.derisk_steps,
                                   signing_key=args.signing_key,
                                   trusted_keys=args.trusted_keys or None)
                 except ArtifactError as exc:  # the ALERT is still reported, exit 3

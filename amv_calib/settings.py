@@ -520,7 +520,8 @@ class MonitorConfig(Options):
 
     delta: float = option(
         0.05, "probability of any false ALERT over unlimited monitoring, split by a union "
-        "bound (harm delta/2, calibration in the large and log-loss excess delta/4 each)",
+        "bound (harm above alpha delta/2, p too low beyond calibration_margin delta/2); p too "
+        "high and the log-loss excess WARN at delta/4 each",
         float, low=0.0, high=1.0, low_open=True, high_open=True)
     label_horizon_days: int = option(
         90, "days of decision time a use waits for its outcome before it expires (counted)",
@@ -545,6 +546,10 @@ class MonitorConfig(Options):
     loss_margin: float = option(0.0, "log loss (nats) above what a calibrated p scores that "
                                 "is tolerated: the log-loss detector bets on loss - H(p) - "
                                 "loss_margin", float, low=0.0, high=1.0)
+    calibration_margin: float = option(
+        0.005, "mean p of the labelled uses off from their observed rate by at most this is "
+        "tolerated: p lower by more ALERTs (harm ahead), higher by more WARNs (cost)", float,
+        low=0.0, high=0.2)
 
     def __post_init__(self) -> None:
         super().__post_init__()

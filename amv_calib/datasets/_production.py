@@ -33,7 +33,7 @@ import numpy as np
 
 from amv_calib.datasets._synth import synth_episodes
 
-#: The first simulated decision.
+#: The first simulated decision unless ``start`` says otherwise (the example logs' start).
 SIMULATION_START = datetime(2026, 9, 1, tzinfo=UTC)
 
 
@@ -63,6 +63,7 @@ def simulate_production(
     step_minutes: float = 15.0,
     outcome_delay_days: float = 3.0,
     action_outcome_share: float = 0.1,
+    start: datetime = SIMULATION_START,
 ) -> SimulatedLogs:
     """Run the gate of ``artifact`` over ``n_actions`` synthetic actions; write
     ``OUT/decisions.jsonl`` and ``OUT/outcomes.csv`` (module docs: how).
@@ -81,6 +82,8 @@ def simulate_production(
         ``cache-api``'s real and declared symmetric reliability, in (0.5, 1].
     step_minutes, outcome_delay_days, action_outcome_share : float
         Time between actions, mean delay of an outcome, share of action-level outcomes.
+    start : datetime, default :data:`SIMULATION_START`
+        Time of the first decision (timezone-aware).
     """
     from amv_calib.gate import CandidateAction, DecisionLogWriter, Gate, Premise
     from amv_calib.gate import Verifier as GateVerifier
@@ -91,12 +94,20 @@ def simulate_production(
             raise ValueError(f"{name}={r!r} must lie in (0.5, 1]")
     if n_actions < 1:
         raise ValueError(f"n_actions={n_actions!r} must be >= 1")
+    if start.tzinfo is None:
+        raise ValueError(f"start={start.isoformat()!r} must name its UTC offset")
+    start = start.astimezone(UTC)
+    try:  # the last decision and its outcomes' horizon must be times too
+        start + timedelta(minutes=step_minutes * n_actions, days=1)
+    except OverflowError:
+        raise ValueError(f"start={start.isoformat()!r}: {n_actions} actions every "
+                         f"{step_minutes:g} minutes run past the year 9999") from None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     decisions, outcomes = out / "decisions.jsonl", out / "outcomes.csv"
     decisions.unlink(missing_ok=True)  # the writer appends
     rng = np.random.default_rng([seed, 2])
-    clock = {"now": SIMULATION_START}
+    clock = {"now": start}
     writer = DecisionLogWriter(decisions)
 
     def sink(record: dict[str, Any]) -> None:
@@ -107,10 +118,10 @@ def simulate_production(
     truth_r = {"cache-api": true_reliability, "registry-api": 0.99}
     answers = dict.fromkeys(truth_r, 0)
     rows: list[tuple[datetime, str, str, bool]] = []
-    last = SIMULATION_START
+    last = start
     try:
         for i, ep in enumerate(synth_episodes(n_actions, seed=seed)):
-            now = SIMULATION_START + timedelta(minutes=step_minutes * i)
+            now = start + timedelta(minutes=step_minutes * i)
             clock["now"] = last = now
             action_id = f"act-{i + 1:05d}"
             premises = tuple(Premise.from_dict(p) for p in ep["premises"])

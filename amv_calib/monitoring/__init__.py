@@ -8,6 +8,7 @@ from amv_calib.monitoring._derisk import DeriskResult, derisk
 from amv_calib.monitoring._monitor import (
     MonitorReport,
     go_live,
+    harm_alert_recomputed,
     load_monitor_config,
     monitor,
     parse_since,
@@ -43,5 +44,6 @@ __all__ = [
     "parse_since",
     "parse_window",
     "write_monitor_outputs",
+    "harm_alert_recomputed",
     "psi",
 ]

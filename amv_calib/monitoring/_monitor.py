@@ -24,6 +24,7 @@ it later count in the sequential statistics, not in its descriptive ones.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -156,8 +157,11 @@ class MonitorReport:
         else:
             lo, hi = ev["harm_cs"]
             rate = ev.get("harm_rate")
-            harm = (f"harm {'-' if rate is None else format(rate, '.4f')} "
-                    f"CS [{lo:.4f}, {hi:.4f}] vs alpha {self.alpha:g}")
+            both = ev.get("harm_cs_confidence", 0.0)
+            side = ev.get("harm_cs_side_confidence", 0.0)
+            harm = (f"harm {'-' if rate is None else format(rate, '.4f')}, "
+                    f"{100 * both:g} % confidence sequence ({100 * side:g} % each side) "
+                    f"[{lo:.4f}, {hi:.4f}] vs alpha {self.alpha:g}")
         return (f"{self.status}: {self.scope.get('calibrator', self.artifact)} {harm}, "
                 f"{ev.get('labelled_actions', 0)} labelled actions since {since[:10]}; "
                 f"{what}")
@@ -255,10 +259,14 @@ def _scope(art: Any, since: str | None, width: int, cfg: MonitorConfig) -> dict[
     since_us = parse_since(since) if since is not None else None
     start = live if since_us is None else max(live, since_us)
     anchor = since_us if since_us is not None else (start // _DAY_US) * _DAY_US
+    # the artifact itself, not only its name: its manifest binds every file's sha256
+    manifest = json.dumps(art.manifest, sort_keys=True, separators=(",", ":"))
     return {"calibrator": f"{art.name}@{art.version}", "go_live": _iso(live),
+            "artifact_manifest_sha256": hashlib.sha256(manifest.encode("utf-8")).hexdigest(),
             "since": None if since_us is None else _iso(since_us), "start": _iso(start),
             "start_us": start, "anchor_us": anchor, "window_us": width,
-            "loss_margin": cfg.loss_margin, "label_horizon_days": cfg.label_horizon_days}
+            "loss_margin": cfg.loss_margin, "calibration_margin": cfg.calibration_margin,
+            "label_horizon_days": cfg.label_horizon_days}
 
 
 # -- reading and joining (one function: the reader can change behind it) --------------------
@@ -480,13 +488,14 @@ def monitor(
             index, spans, refused = plan_reads(plist, st.files)
             if refused:
                 why = refused
-                _log.warning("monitor state in %s not continued: %s; rebuilding from the "
-                             "logs", folder, why)
                 st = None
             else:
                 run["mode"] = "incremental"
         if st is None:
             run["rebuilt_because"] = why
+            if why != "no state yet":
+                _log.warning("monitor: state in %s not continued (%s); rebuilt from the logs",
+                             folder, why)
     if st is None:
         st = MonitorState.empty(scope, folder)
         index, spans, _ = plan_reads(plist, st.files)
@@ -510,6 +519,30 @@ def monitor(
     report.reasons.extend(_left_out(st.counts, scope))
     claims = batch.claims if run["mode"] != "incremental" else None
     return report, claims
+
+
+def harm_alert_recomputed(report: MonitorReport, artifact: str | os.PathLike[str],
+                          decisions: PathLike | Sequence[PathLike], outcomes: Any,
+                          **kwargs: Any) -> MonitorReport | None:
+    """The report whose harm ALERT de-risking may act on, or None.
+
+    A run that read every log (``run.mode`` full or rebuild) is its own evidence. An
+    incremental run's evidence comes partly from its state, which a person or program
+    with write access to the folder could have forged consistently: the logs are read
+    again in full here (:func:`monitor` without a state, ``kwargs`` as given to it), and
+    only that recomputation's harm ALERT counts (None when it does not hold).
+    """
+    if not report.harm_alert:
+        return None
+    if report.run.get("mode") != "incremental":
+        return report
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("state", "rebuild")}
+    again, _ = monitor(artifact, decisions, outcomes, state=None, **kwargs)
+    if not again.harm_alert:
+        _log.warning("monitor: the harm ALERT of the state did not hold when recomputed from "
+                     "the logs (%s): not de-risked", again.line())
+        return None
+    return again
 
 
 def _left_out(counts: Mapping[str, int], scope: Mapping[str, Any]) -> list[str]:
@@ -543,7 +576,7 @@ def _account(st: MonitorState, b: _Batch, taken: list[tuple[int, IntArray]],
     newly = b.labelled & in_scope & ~b.counted_before & np.isfinite(p)
     day = _day(t, start)
     st.buckets.add_uses(day[newly], b.violated[newly].astype(np.float64), p[newly],
-                        cfg.loss_margin)
+                        cfg.loss_margin, cfg.calibration_margin)
     # actions: a record whose entries are all labelled uses
     n_rec = int(b.rec[-1]) + 1 if len(b.rec) else 0
     first = np.flatnonzero(np.diff(b.rec, prepend=-1) != 0)
@@ -554,7 +587,9 @@ def _account(st: MonitorState, b: _Batch, taken: list[tuple[int, IntArray]],
     complete = (n_lab == n_prem) & rec_scope
     proceed = (e["regime"].astype(object).to_numpy()[first] == "PROCEED")
     harmful = proceed & any_v
-    st.buckets.add_actions(day[first][complete], harmful[complete])
+    # what p too high costs: actions held back (verified or abstained) on valid premises
+    cautious = ~proceed & ~any_v
+    st.buckets.add_actions(day[first][complete], harmful[complete], cautious[complete])
     done = complete[b.rec]
     counted = b.counted_before | newly
     counted_y = np.where(b.counted_before, b.counted_y, b.violated & newly)
@@ -707,10 +742,12 @@ def _report(st: MonitorState, art: Any, alpha: float | None, window: str,
         # from the start: the last window's end may lie past year 9999, which times refuse
         end_us = parse_since(w.start) + width
         d = min(last_day, int(_day(np.array([end_us - 1]), start)[0]))
-        ev = evidence(st.buckets, d, alpha, cfg.delta, seen=seen)
+        ev = evidence(st.buckets, d, alpha, cfg.delta, margin=cfg.calibration_margin,
+                      seen=seen)
         _stats.decide(w, ev, cfg)
         timeline.append({"end": w.end, **ev.to_dict()})
-    ev = evidence(st.buckets, last_day, alpha, cfg.delta, seen=seen)
+    ev = evidence(st.buckets, last_day, alpha, cfg.delta, margin=cfg.calibration_margin,
+                  seen=seen)
     if windows:
         status, reasons = windows[-1].status, list(windows[-1].reasons)
     else:

@@ -27,18 +27,29 @@ per side, so that its lower bound above alpha implies ``M >= 1/delta_harm`` (ALE
 
 Calibration (per labelled use)
 ------------------------------
-``D = y - p`` (calibration in the large, two-sided: ``E[D] = 0`` for a calibrated ``p``)
-and ``X = loss - H(p) - margin`` (the paired log-loss excess, one-sided: ``E[X] <= 0``
-for a calibrated ``p``; ``X >= -0.2785 - margin``). Betting e-processes: the average over
-a fixed grid of ``lambda`` of ``prod (1 + lambda D_i)`` (each a test martingale under the
-null), combined over start days as above. Each day's ``sum log(1 + lambda D_i)`` is kept
-in fixed point, every term rounded down (``floor(term 2^32) - 1``: the ``-1`` covers the
-float rounding of ``log1p``), so the e-value only gets smaller (still valid) and the sums
-are exact integers, the same in any order.
+Every calibrator is off by something, so a test of exact calibration rejects every real one
+once it has data enough; the monitor tests a tolerance, one-sided, and tells the two
+directions apart. With ``D = y - p`` and ``m`` the calibration margin:
 
-Levels (a union bound): harm ``delta / 2``, calibration in the large ``delta / 4``,
-log-loss excess ``delta / 4``. ALERT when a detector reaches ``1 / delta_part``, WARN at
-``1 / sqrt(delta_part)``.
+- **p too low** (the dangerous direction: the gate PROCEEDs on premises staler than it
+  thinks): ``H0: E[D] <= m``, bets on ``D - m``;
+- **p too high** (the costly direction: verifications and abstentions wasted): ``H0:
+  E[-D] <= m``, bets on ``-D - m``;
+- the paired log-loss excess ``X = loss - H(p) - loss_margin`` (``E[X] <= 0`` when
+  calibrated; ``X >= -0.2785 - loss_margin``): any miscalibration, no direction.
+
+Betting e-processes (Waudby-Smith and Ramdas, JRSS-B 2024): the average over a fixed grid
+of ``lambda > 0`` of ``prod (1 + lambda V_i)`` (each a nonnegative supermartingale while
+the conditional mean of ``V`` is at most 0), combined over start days as above. Each day's
+``sum log(1 + lambda V_i)`` is kept in fixed point, every term rounded down
+(``floor(term 2^32) - 1``: the ``-1`` covers the float rounding of ``log1p``), so the
+e-value only gets smaller (still valid) and the sums are exact integers, the same in any
+order.
+
+Levels: only harm and p too low ALERT, and they split ``delta`` (``delta / 2`` each: the
+chance of any false ALERT over unlimited monitoring is at most ``delta``); they WARN at
+``1 / sqrt(delta_part)`` (evidence building). p too high and the log-loss excess never
+ALERT: each WARNs at ``1 / (delta / 4)`` with the cost and a hint to retrain.
 """
 
 from __future__ import annotations
@@ -56,16 +67,21 @@ IntArray = NDArray[np.int64]
 
 #: Alternatives of the harm mixture, as multiples of the null rate.
 HARM_FACTORS: Final = (1.25, 1.5, 2.0, 3.0, 5.0)
-#: Bets of calibration in the large (two-sided) and of the log-loss excess (one-sided).
-LAMBDAS_D: Final = (0.05, 0.1, 0.2, 0.4, -0.05, -0.1, -0.2, -0.4)
+#: Bets of calibration in the large, each direction (p too low: on ``y - p - m``; p too
+#: high: on ``p - y - m``), and of the log-loss excess; all below ``1 / (1 + m)`` for
+#: ``m <= 0.2``, so that ``1 + lambda V > 0``.
+LAMBDAS_D: Final = (0.05, 0.1, 0.2, 0.4)
 LAMBDAS_X: Final = (0.05, 0.1, 0.2, 0.4)
 #: Fixed-point resolution of the log-wealth sums.
 FIXED_BITS: Final = 32
 _SCALE: Final = float(2**FIXED_BITS)
 #: ``min_p p ln(p / (1 - p))``: the smallest paired log-loss excess of one use.
 X_MIN: Final = -0.27846454276107374
-#: Share of the error budget of each detector.
-DELTA_SHARES: Final = {"harm": 0.5, "in_the_large": 0.25, "log_loss": 0.25}
+#: Share of the error budget of each detector: the two that ALERT split delta; the two
+#: that only WARN have delta / 4 each.
+DELTA_SHARES: Final = {"harm": 0.5, "in_the_large": 0.5, "too_high": 0.25, "log_loss": 0.25}
+#: The detectors that can ALERT (the others WARN at their full level, never ALERT).
+ALERTING: Final = ("harm", "in_the_large")
 _P_CLIP: Final = 1e-15
 _W0: Final = 0.5
 
@@ -239,6 +255,12 @@ def calibration_values(y: FloatArray, p: FloatArray, margin: float
     return yy - np.asarray(p, dtype=np.float64), loss - h - margin
 
 
+def fixed_p(p: FloatArray) -> NDArray[np.int64]:
+    """``floor(p 2^32)`` per use: the mean p since go-live kept as an exact integer sum."""
+    return np.floor(np.clip(np.asarray(p, dtype=np.float64), 0.0, 1.0) * _SCALE
+                    ).astype(np.int64)
+
+
 def betting_detector(sums_by_day: Any, days: IntArray | None = None) -> float:
     """log M of a betting detector from its per-day fixed-point sums (days x lambdas);
     ``days`` as in :func:`harm_detector`."""
@@ -252,44 +274,66 @@ def betting_detector(sums_by_day: Any, days: IntArray | None = None) -> float:
 
 
 # -- the day buckets -------------------------------------------------------------------------
+#: The per-day counts (integers) and the per-day fixed-point sums of each bet (lists).
+_COUNTS: Final = ("actions", "harmful", "cautious", "uses", "violated", "p_sums")
+_SUMS: Final = {"d_sums": LAMBDAS_D, "h_sums": LAMBDAS_D, "x_sums": LAMBDAS_X}
+
+
 @dataclass(kw_only=True)
 class DayBuckets:
-    """Per decision day since go-live: labelled actions, harmful ones, labelled uses, and
-    the fixed-point log-wealth sums of each bet (integers: exact, order-free)."""
+    """Per decision day since go-live: labelled actions, harmful ones (PROCEEDed on a
+    violated premise), cautious ones (not PROCEEDed, every premise valid), labelled uses,
+    violated ones, ``sum floor(p 2^32)``, and the fixed-point log-wealth sums of each bet
+    (p too low ``d_sums``, p too high ``h_sums``, log-loss excess ``x_sums``): integers,
+    exact and order-free."""
 
     actions: dict[int, int] = field(default_factory=dict)
     harmful: dict[int, int] = field(default_factory=dict)
+    cautious: dict[int, int] = field(default_factory=dict)
     uses: dict[int, int] = field(default_factory=dict)
+    violated: dict[int, int] = field(default_factory=dict)
+    p_sums: dict[int, int] = field(default_factory=dict)
     d_sums: dict[int, list[int]] = field(default_factory=dict)
+    h_sums: dict[int, list[int]] = field(default_factory=dict)
     x_sums: dict[int, list[int]] = field(default_factory=dict)
 
-    def add_actions(self, day: IntArray, harmful: NDArray[np.bool_]) -> None:
-        """Count labelled actions by decision day."""
-        for d, n, h in _grouped(day, np.ones(len(day), np.int64),
-                                np.asarray(harmful, dtype=np.int64)):
+    def add_actions(self, day: IntArray, harmful: NDArray[np.bool_],
+                    cautious: NDArray[np.bool_] | None = None) -> None:
+        """Count labelled actions by decision day (``cautious`` None: none)."""
+        held = np.zeros(len(day), np.int64) if cautious is None else cautious
+        for d, n, h, c in _grouped(day, np.ones(len(day), np.int64),
+                                   np.asarray(harmful, dtype=np.int64),
+                                   np.asarray(held, dtype=np.int64)):
             self.actions[d] = self.actions.get(d, 0) + n
             self.harmful[d] = self.harmful.get(d, 0) + h
+            self.cautious[d] = self.cautious.get(d, 0) + c
 
-    def add_uses(self, day: IntArray, y: FloatArray, p: FloatArray, margin: float) -> None:
-        """Add labelled uses (their bets' fixed-point terms) by decision day."""
+    def add_uses(self, day: IntArray, y: FloatArray, p: FloatArray, loss_margin: float,
+                 margin: float = 0.0) -> None:
+        """Add labelled uses (their bets' fixed-point terms) by decision day;
+        ``margin``: the calibration margin of both in-the-large directions."""
         if not len(day):
             return
-        dv, xv = calibration_values(y, p, margin)
-        td = fixed_log_terms(dv, LAMBDAS_D)
-        tx = fixed_log_terms(xv, LAMBDAS_X)
+        dv, xv = calibration_values(y, p, loss_margin)
+        terms = {"d_sums": fixed_log_terms(dv - margin, LAMBDAS_D),
+                 "h_sums": fixed_log_terms(-dv - margin, LAMBDAS_D),
+                 "x_sums": fixed_log_terms(xv, LAMBDAS_X)}
         order = np.argsort(day, kind="stable")
         d_sorted = np.asarray(day)[order]
         cuts = np.flatnonzero(np.diff(d_sorted)) + 1
         starts = np.concatenate([[0], cuts])
-        sd = np.add.reduceat(td[order], starts, axis=0)
-        sx = np.add.reduceat(tx[order], starts, axis=0)
+        summed = {k: np.add.reduceat(t[order], starts, axis=0) for k, t in terms.items()}
+        viol = np.add.reduceat((np.asarray(y) > 0.5).astype(np.int64)[order], starts)
+        psum = np.add.reduceat(fixed_p(p)[order], starts)
         for k, d in enumerate(d_sorted[starts].tolist()):
             n = int((cuts[k] if k < len(cuts) else len(d_sorted)) - starts[k])
             self.uses[d] = self.uses.get(d, 0) + n
-            self.d_sums[d] = [a + int(b) for a, b in
-                              zip(self.d_sums.get(d, [0] * len(LAMBDAS_D)), sd[k], strict=True)]
-            self.x_sums[d] = [a + int(b) for a, b in
-                              zip(self.x_sums.get(d, [0] * len(LAMBDAS_X)), sx[k], strict=True)]
+            self.violated[d] = self.violated.get(d, 0) + int(viol[k])
+            self.p_sums[d] = self.p_sums.get(d, 0) + int(psum[k])
+            for name, lams in _SUMS.items():
+                mine: dict[int, list[int]] = getattr(self, name)
+                mine[d] = [a + int(b) for a, b in
+                           zip(mine.get(d, [0] * len(lams)), summed[name][k], strict=True)]
 
     def last_day(self) -> int:
         """The newest day with anything counted (-1 when empty)."""
@@ -302,26 +346,54 @@ class DayBuckets:
                         dtype=np.int64)
         listed = days.tolist()
         out: dict[str, NDArray[Any]] = {"days": days}
-        for name in ("actions", "harmful", "uses"):
+        for name in _COUNTS:
             values = getattr(self, name)
-            out[name] = np.array([values.get(d, 0) for d in listed], dtype=np.int64)
-        for name, width in (("d_sums", len(LAMBDAS_D)), ("x_sums", len(LAMBDAS_X))):
+            # p_sums reach 2^32 per use: Python ints summed exactly, then as float
+            out[name] = np.array([values.get(d, 0) for d in listed],
+                                 dtype=np.float64 if name == "p_sums" else np.int64)
+        for name, lams in _SUMS.items():
             values = getattr(self, name)
             # exact ints as float64 (|sum| < 2^53 per day)
-            out[name] = np.array([values.get(d, [0] * width) for d in listed],
-                                 dtype=np.float64).reshape(len(listed), width)
+            out[name] = np.array([values.get(d, [0] * len(lams)) for d in listed],
+                                 dtype=np.float64).reshape(len(listed), len(lams))
         return out
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: day -> numbers, days as strings, sorted."""
         return {name: {str(d): v for d, v in sorted(getattr(self, name).items())}
-                for name in ("actions", "harmful", "uses", "d_sums", "x_sums")}
+                for name in (*_COUNTS, *_SUMS)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DayBuckets:
-        """Inverse of :meth:`to_dict`."""
-        return cls(**{name: {int(d): v for d, v in data.get(name, {}).items()}
-                      for name in ("actions", "harmful", "uses", "d_sums", "x_sums")})
+        """Inverse of :meth:`to_dict`, checked: every day an integer string, every count a
+        non-negative integer, every sum a list of integers of its bets' length, and no day
+        with more harmful or cautious actions than actions, or more violated uses than
+        uses (ValueError naming the field and day)."""
+        out = cls()
+        for name in (*_COUNTS, *_SUMS):
+            raw = data.get(name)
+            if not isinstance(raw, dict):
+                raise ValueError(f"buckets.{name} is not an object")
+            mine: dict[int, Any] = getattr(out, name)
+            for key, v in raw.items():
+                if not (isinstance(key, str) and key.isdigit() and len(key) < 10):
+                    raise ValueError(f"buckets.{name}: day {key!r} is not a day number")
+                if name in _SUMS:
+                    ok = (isinstance(v, list) and len(v) == len(_SUMS[name])
+                          and all(type(x) is int and abs(x) < 2**62 for x in v))
+                else:
+                    ok = type(v) is int and 0 <= v < 2**62
+                if not ok:
+                    raise ValueError(f"buckets.{name}[{key}] = {v!r} is not valid")
+                mine[int(key)] = v
+        for name, of, scale in (("harmful", "actions", 1), ("cautious", "actions", 1),
+                                ("violated", "uses", 1), ("p_sums", "uses", 2**FIXED_BITS)):
+            total = getattr(out, of)
+            for d, v in getattr(out, name).items():
+                if v > total.get(d, 0) * scale:
+                    raise ValueError(f"buckets.{name}[{d}] = {v} exceeds what "
+                                     f"buckets.{of}[{d}] allows")
+        return out
 
 
 def _grouped(day: IntArray, *values: IntArray) -> list[tuple[int, ...]]:
@@ -340,16 +412,22 @@ class Evidence:
     day: int
     actions: int
     harmful: int
+    cautious: int
     uses: int
+    violated: int
+    mean_p: float | None
     alpha: float | None
     delta: float
+    margin: float
     harm_log_m: float | None
     harm_cs: tuple[float, float]
     in_the_large_log_m: float
+    too_high_log_m: float
     log_loss_log_m: float
 
     def threshold(self, part: str, warn: bool = False) -> float:
-        """log of the e-value that ALERTs (or WARNs) for detector ``part``."""
+        """log of the e-value that ALERTs (or, ``warn``, shows evidence building) for
+        detector ``part``; a detector that never ALERTs WARNs at the first."""
         d = self.delta * DELTA_SHARES[part]
         return math.log(1.0 / d) * (0.5 if warn else 1.0)
 
@@ -357,6 +435,11 @@ class Evidence:
     def cs_level(self) -> float:
         """Per-side level of the harm confidence sequence (``w_0 delta_harm``)."""
         return _W0 * self.delta * DELTA_SHARES["harm"]
+
+    @property
+    def observed_rate(self) -> float | None:
+        """Violated share of the labelled uses since go-live."""
+        return self.violated / self.uses if self.uses else None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (e-values as values, not logs)."""
@@ -366,51 +449,70 @@ class Evidence:
             return float(math.exp(min(x, 700.0)))
 
         return {"day": self.day, "labelled_actions": self.actions, "harmful": self.harmful,
-                "labelled_uses": self.uses, "alpha": self.alpha, "delta": self.delta,
+                "cautious_valid_actions": self.cautious,
+                "labelled_uses": self.uses, "violated_uses": self.violated,
+                "mean_p": self.mean_p, "observed_rate": self.observed_rate,
+                "alpha": self.alpha, "delta": self.delta, "calibration_margin": self.margin,
                 "harm_rate": self.harmful / self.actions if self.actions else None,
-                "harm_cs": list(self.harm_cs), "harm_cs_confidence": 1.0 - self.cs_level,
+                "harm_cs": list(self.harm_cs), "harm_cs_confidence": 1.0 - 2 * self.cs_level,
+                "harm_cs_side_confidence": 1.0 - self.cs_level,
                 "harm_e": ev(self.harm_log_m), "in_the_large_e": ev(self.in_the_large_log_m),
-                "log_loss_e": ev(self.log_loss_log_m),
-                "alert_at": {k: 1.0 / (self.delta * v) for k, v in DELTA_SHARES.items()},
-                "warn_at": {k: 1.0 / math.sqrt(self.delta * v)
+                "too_high_e": ev(self.too_high_log_m), "log_loss_e": ev(self.log_loss_log_m),
+                "alert_at": {k: 1.0 / (self.delta * DELTA_SHARES[k]) for k in ALERTING},
+                "warn_at": {k: (1.0 / math.sqrt(self.delta * v) if k in ALERTING
+                                else 1.0 / (self.delta * v))
                             for k, v in DELTA_SHARES.items()}}
 
 
 def evidence(buckets: DayBuckets, day: int, alpha: float | None, delta: float, *,
-             seen: Mapping[str, NDArray[Any]] | None = None) -> Evidence:
+             margin: float = 0.0, seen: Mapping[str, NDArray[Any]] | None = None
+             ) -> Evidence:
     """The sequential statistics from the buckets of days 0 .. ``day``.
 
-    ``seen``: ``buckets.sparse(last)`` for some ``last >= day``, read once by a caller that
-    asks for many days (each takes its prefix instead of reading the buckets again)."""
+    ``margin``: the calibration margin the buckets' in-the-large bets were made with (it
+    is only reported here). ``seen``: ``buckets.sparse(last)`` for some ``last >= day``,
+    read once by a caller that asks for many days (each takes its prefix instead of
+    reading the buckets again)."""
     if seen is None:
         b = buckets.sparse(day)
     else:
         k = int(np.searchsorted(seen["days"], day, side="right"))
         b = {name: arr[:k] for name, arr in seen.items()}
     n, s = int(b["actions"].sum()), int(b["harmful"].sum())
+    uses = int(b["uses"].sum())
     level = _W0 * delta * DELTA_SHARES["harm"]
     return Evidence(
-        day=day, actions=n, harmful=s, uses=int(b["uses"].sum()), alpha=alpha, delta=delta,
+        day=day, actions=n, harmful=s, cautious=int(b["cautious"].sum()), uses=uses,
+        violated=int(b["violated"].sum()),
+        mean_p=float(b["p_sums"].sum()) / _SCALE / uses if uses else None,
+        alpha=alpha, delta=delta, margin=margin,
         harm_log_m=None if alpha is None else harm_detector(b["actions"], b["harmful"], alpha,
                                                             b["days"]),
         harm_cs=harm_cs(n, s, level),
         in_the_large_log_m=betting_detector(b["d_sums"], b["days"]),
+        too_high_log_m=betting_detector(b["h_sums"], b["days"]),
         log_loss_log_m=betting_detector(b["x_sums"], b["days"]))
 
 
+def cs_label(ev: Evidence) -> str:
+    """How the harm interval holds: both sides at once, and each side."""
+    return (f"{100 * (1 - 2 * ev.cs_level):g} % confidence sequence "
+            f"({100 * (1 - ev.cs_level):g} % each side)")
+
+
 def judge(ev: Evidence) -> tuple[list[str], list[str], list[str]]:
-    """``(alerts, warns, notes)`` of the sequential statistics (module docstring)."""
+    """``(alerts, warns, notes)`` of the sequential statistics (module docstring): only
+    harm above alpha and p too low ALERT; p too high and the log-loss excess WARN."""
     alerts: list[str] = []
     warns: list[str] = []
     notes: list[str] = []
     lo, hi = ev.harm_cs
-    conf = f"{100 * (1 - ev.cs_level):g}%"
     if ev.alpha is None:
         notes.append("harm: the artifact has no certificate, no alpha to compare with")
     elif ev.harm_log_m is not None:
         rate = ev.harmful / ev.actions if ev.actions else 0.0
         text = (f"harm: Gate Harmful {rate:.4f} ({ev.harmful} of {ev.actions} labelled "
-                f"actions since go-live), {conf} confidence sequence [{lo:.4f}, {hi:.4f}], "
+                f"actions since go-live), {cs_label(ev)} [{lo:.4f}, {hi:.4f}], "
                 f"e-value {math.exp(min(ev.harm_log_m, 700.0)):.3g}")
         if ev.harm_log_m >= ev.threshold("harm"):
             alerts.append(f"{text} >= {math.exp(ev.threshold('harm')):.3g}: harm above the "
@@ -422,17 +524,37 @@ def judge(ev: Evidence) -> tuple[list[str], list[str], list[str]]:
             notes.append(f"{text}: cannot yet tell it below alpha {ev.alpha:g}")
         else:
             notes.append(f"{text}: below alpha {ev.alpha:g}")
-    for part, log_m, what in (("in_the_large", ev.in_the_large_log_m,
-                               "mean p of the labelled uses against their observed "
-                               "rate"),
-                              ("log_loss", ev.log_loss_log_m,
-                               "log loss above what a calibrated p scores")):
-        text = (f"calibration: {what}, e-value {math.exp(min(log_m, 700.0)):.3g} over "
-                f"{ev.uses} labelled uses")
-        if log_m >= ev.threshold(part):
-            alerts.append(f"{text} >= {math.exp(ev.threshold(part)):.3g}")
-        elif log_m >= ev.threshold(part, warn=True):
-            warns.append(f"{text} >= {math.exp(ev.threshold(part, True)):.3g}")
+    if ev.mean_p is None or ev.observed_rate is None:
+        return alerts, warns, notes
+    gap = ev.observed_rate - ev.mean_p
+    seen = (f"mean p {ev.mean_p:.4f} vs observed {ev.observed_rate:.4f} over {ev.uses} "
+            f"labelled uses since go-live")
+
+    def e(x: float) -> str:
+        return f"{math.exp(min(x, 700.0)):.3g}"
+
+    low = (f"calibration: p too low (the dangerous direction: the gate PROCEEDs on "
+           f"premises staler than it thinks), {seen}, e-value {e(ev.in_the_large_log_m)} "
+           f"of p too low by more than {ev.margin:g}")
+    if ev.in_the_large_log_m >= ev.threshold("in_the_large"):
+        alerts.append(f"{low} >= {e(ev.threshold('in_the_large'))}: harm ahead; retrain on "
+                      f"the newest claims")
+    elif ev.in_the_large_log_m >= ev.threshold("in_the_large", warn=True):
+        warns.append(f"{low} >= {e(ev.threshold('in_the_large', True))}: evidence building")
+    if ev.too_high_log_m >= ev.threshold("too_high"):
+        warns.append(
+            f"calibration: p too high (the costly direction: verifications and abstentions "
+            f"wasted, no harm from it), {seen}, e-value {e(ev.too_high_log_m)} of p too high "
+            f"by more than {ev.margin:g} >= {e(ev.threshold('too_high'))}; p overstates "
+            f"staleness by {-gap:.4f}; {ev.cautious} of {ev.actions} labelled actions were "
+            f"verified or abstained although every premise held; retrain on the newest "
+            f"claims to win them back")
+    if ev.log_loss_log_m >= ev.threshold("log_loss"):
+        warns.append(
+            f"calibration: log loss above what a calibrated p scores, {seen}, e-value "
+            f"{e(ev.log_loss_log_m)} >= {e(ev.threshold('log_loss'))}: p misranks or "
+            f"misstates staleness somewhere (no direction: harm is tested above); retrain on "
+            f"the newest claims")
     return alerts, warns, notes
 
 

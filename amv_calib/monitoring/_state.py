@@ -18,6 +18,16 @@ A folder (``OUT/monitor.state``) holds:
 
 Files are written under new names and ``state.json`` is replaced atomically last, so a run
 killed half-way leaves the previous state whole.
+
+Binding. ``state.json`` names its format's version, its scope (the artifact's manifest
+digest included), the logs' identities and offsets, and the sha256 of every other file of
+the state; ``state.sha256`` beside it holds the sha256 of its bytes. Every name it gives
+must be one this module writes (no path, no ``..``), and every file is opened without
+following links and must be a regular file (a FIFO is refused, never waited on). A state
+that does not check out is never continued: :meth:`MonitorState.load` says why and the run
+rebuilds from the logs. The digests catch an edit, a torn save and a stale file; they do
+not stop someone who rewrites them too, which is why de-risking acts only on evidence
+recomputed from the logs in that run.
 """
 
 from __future__ import annotations
@@ -25,6 +35,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import stat
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,8 +52,16 @@ from amv_calib.monitoring._sequential import DayBuckets
 
 STATE_DIR: Final = "monitor.state"
 STATE_FILE: Final = "state.json"
+DIGEST_FILE: Final = "state.sha256"
 _FORMAT: Final = "amv-calib/monitor-state"
-_FORMAT_VERSION: Final = 3  # 2: hash_strings of FNV-1a; 3: hash_rows of outcomes
+#: 2: hash_strings of FNV-1a; 3: hash_rows of outcomes; 4: one-sided calibration buckets,
+#: the state bound to its files' digests and the artifact
+_FORMAT_VERSION: Final = 4
+#: The names of the files a state may give (anything else, a path above all, is refused).
+_NAME: Final = re.compile(r"(window-[0-9]{1,12}\.npz|outcomes-[0-9]{1,12}\.u64"
+                          r"|pending-[0-9]{6,12}\.(arrow|mask-[0-9]{1,12}\.npy"
+                          r"|(akey|ckey)(-order)?\.npy))")
+_MAX_STATE_BYTES: Final = 1 << 30  # state.json: the frozen windows and buckets, far below
 _HEAD_BYTES: Final = 4096
 _TAIL_BLOCK: Final = 1 << 16
 #: Beside each pending partition: its key hashes sorted, and the rows in that order.
@@ -105,6 +125,44 @@ def complete_end(path: str, size: int) -> int:
 def _head_sha(path: str, n: int) -> str:
     with open(path, "rb") as fh:
         return hashlib.sha256(fh.read(n)).hexdigest()
+
+
+def _open_regular(path: Path) -> int:
+    """A read descriptor of ``path``: not followed if a link, not waited on if a FIFO, and
+    refused (OSError naming it) unless a regular file."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
+        | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path.name} is not a regular file")
+    return fd
+
+
+def read_regular(path: Path, limit: int = _MAX_STATE_BYTES) -> bytes:
+    """The bytes of a regular file (:func:`_open_regular`), at most ``limit``."""
+    fd = _open_regular(path)
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(f"{path.name} is larger than {limit} bytes")
+    return data
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a regular file's bytes (:func:`_open_regular`), read in blocks."""
+    h = hashlib.sha256()
+    with os.fdopen(_open_regular(path), "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def state_name(name: Any, field_name: str) -> str:
+    """``name`` if it is one of the names a state writes, else ValueError naming the field."""
+    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+        raise ValueError(f"{field_name} = {name!r} is not a file name of a monitor state")
+    return name
 
 
 @dataclass(kw_only=True)
@@ -193,7 +251,22 @@ class Pending:
     next_part: int = 1
     masks: dict[int, NDArray[np.uint8]] = field(default_factory=dict)
     changed: set[int] = field(default_factory=set)
+    #: sha256 of each file of the partitions (a file is never rewritten under its name)
+    digests: dict[str, str] = field(default_factory=dict)
     _writes: dict[int, Future[None]] = field(default_factory=dict, repr=False)
+
+    def file_digests(self) -> dict[str, str]:
+        """sha256 of every file of the partitions kept, computed once per file."""
+        self._written()
+        out: dict[str, str] = {}
+        for p in self.parts:
+            for name in (p.file, p.mask, *(f"pending-{p.part:06d}.{k}.npy"
+                                           for k in _INDEX_FILES)):
+                if name not in self.digests:
+                    self.digests[name] = file_sha256(self.folder / name)
+                out[name] = self.digests[name]
+        self.digests = dict(out)
+        return out
 
     def _table(self, p: Partition) -> Any:
         import pyarrow as pa
@@ -302,6 +375,8 @@ class Pending:
         its key indexes (see :meth:`_index`)."""
         import pyarrow as pa
 
+        for name in (p.file, *(f"pending-{p.part:06d}.{k}.npy" for k in _INDEX_FILES)):
+            (self.folder / name).unlink(missing_ok=True)  # a planted link is not followed
         keys = pa.table({"akey": akey, "ckey": ckey, "recid": recid})
         schema = pa.unify_schemas([table.schema, keys.schema])
         with pa.OSFile(str(self.folder / p.file), "wb") as sink, \
@@ -366,6 +441,7 @@ class Pending:
                                         for k in _INDEX_FILES)]
                     continue
                 p.mask = f"pending-{p.part:06d}.mask-{seq}.npy"
+                (self.folder / p.mask).unlink(missing_ok=True)
                 np.save(self.folder / p.mask, m)
             keep.append(p)
         self.parts = keep
@@ -465,48 +541,96 @@ class MonitorState:
 
     @classmethod
     def load(cls, folder: Path, scope: Mapping[str, Any]) -> tuple[MonitorState | None, str]:
-        """The state in ``folder`` and ``""``, or None and why it cannot be continued."""
+        """The state in ``folder`` and ``""``, or None and why it cannot be continued
+        (module docstring: what is checked)."""
         path = folder / STATE_FILE
-        if not path.is_file():
+        if not folder.is_dir() or not os.path.lexists(path):
             return None, "no state yet"
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            raw = read_regular(path)
+            digest = read_regular(folder / DIGEST_FILE, 1024).decode("ascii").split()
+        except (OSError, UnicodeDecodeError) as exc:
+            return None, f"{path} or its digest unreadable ({exc})"
+        if not digest or digest[0] != hashlib.sha256(raw).hexdigest():
+            return None, (f"{path} does not match the sha256 in {DIGEST_FILE} (edited, or a "
+                          f"save was interrupted): not trusted")
+        try:
+            from amv_calib.contract import loads_strict
+
+            data = loads_strict(raw)
+        except (ValueError, RecursionError) as exc:
             return None, f"{path} unreadable ({exc})"
-        if data.get("format") != _FORMAT or data.get("format_version") != _FORMAT_VERSION:
+        if not isinstance(data, dict) or data.get("format") != _FORMAT \
+                or type(data.get("format_version")) is not int \
+                or data.get("format_version") != _FORMAT_VERSION:
             return None, f"{path} is not a monitor state of this version"
-        if data.get("scope") != dict(scope):
-            changed = sorted(k for k in set(scope) | set(data.get("scope", {}))
-                             if data.get("scope", {}).get(k) != scope.get(k))
+        raw_scope = data.get("scope")
+        old_scope: dict[str, Any] = raw_scope if isinstance(raw_scope, dict) else {}
+        if old_scope != dict(scope):
+            changed = sorted(k for k in set(scope) | set(old_scope)
+                             if old_scope.get(k) != scope.get(k))
             return None, f"the scope changed ({', '.join(changed)})"
         try:
             return cls._from(folder, scope, data), ""
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            return None, f"{folder} incomplete ({type(exc).__name__}: {exc})"
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            return None, f"{folder} does not check out ({type(exc).__name__}: {exc})"
 
     @classmethod
     def _from(cls, folder: Path, scope: Mapping[str, Any], data: Mapping[str, Any]
               ) -> MonitorState:
-        pending = Pending(folder=folder, next_part=int(data["pending"]["next_part"]),
-                          parts=[Partition(**p) for p in data["pending"]["parts"]])
+        digests = data["digests"]
+        if not isinstance(digests, dict):
+            raise ValueError("digests is not an object")
+
+        def checked(name: Any, field_name: str) -> Path:
+            # confined to the folder, a regular file, the bytes the state was saved with
+            name = state_name(name, field_name)
+            want = digests.get(name)
+            got = file_sha256(folder / name)
+            if got != want:
+                raise ValueError(f"{name} differs from the sha256 the state recorded")
+            out: Path = folder / name
+            return out
+
+        raw_pending = data["pending"]
+        pending = Pending(folder=folder, next_part=_count(raw_pending["next_part"],
+                                                          "pending.next_part"),
+                          parts=[_partition(p) for p in raw_pending["parts"]])
         for p in pending.parts:
+            if p.part >= pending.next_part:
+                raise ValueError(f"pending part {p.part} is not below next_part")
             for name in (p.file, p.mask, *(f"pending-{p.part:06d}.{k}.npy"
                                            for k in _INDEX_FILES)):
-                if not (folder / name).is_file():
-                    raise OSError(f"{name} is missing")
+                checked(name, "pending.parts")
+            pending.digests.update({n: digests[n] for n in (p.file, p.mask, *(
+                f"pending-{p.part:06d}.{k}.npy" for k in _INDEX_FILES))})
         arrays: dict[str, NDArray[Any]] = {}
-        if data.get("latest") is not None:
-            with np.load(folder / data["window_file"]) as z:
+        if data["latest"] is not None:
+            _count(data["latest"], "latest", signed=True)
+            with np.load(checked(data["window_file"], "window_file"),
+                         allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
-        return cls(folder=folder, scope=dict(scope),
-                   files=[FileMark(**f) for f in data["files"]],
+        outcomes = np.frombuffer(read_regular(checked(data["outcomes_file"],
+                                                      "outcomes_file")),
+                                 dtype="<u8").astype(np.uint64)
+        counts = data["counts"]
+        if not isinstance(counts, dict):
+            raise ValueError("counts is not an object")
+        for k, v in counts.items():
+            _count(v, f"counts.{k}")
+        files = [FileMark(**f) for f in data["files"]]
+        for f in files:
+            for name in ("dev", "ino", "head_len", "offset", "lines"):
+                _count(getattr(f, name), f"files[{f.path!r}].{name}")
+        for name in ("newest_us", "anchor_us"):
+            if data[name] is not None:
+                _count(data[name], name, signed=True)
+        return cls(folder=folder, scope=dict(scope), files=files,
                    buckets=DayBuckets.from_dict(data["buckets"]),
-                   counts=dict(data["counts"]), newest_us=data["newest_us"],
+                   counts=dict(counts), newest_us=data["newest_us"],
                    anchor_us=data["anchor_us"], windows=list(data["windows"]),
                    latest=data["latest"], window_arrays=arrays,
-                   outcome_hashes=np.fromfile(folder / data["outcomes_file"], dtype="<u8")
-                   .astype(np.uint64),
-                   pending=pending, seq=int(data["seq"]))
+                   outcome_hashes=outcomes, pending=pending, seq=_count(data["seq"], "seq"))
 
     def save(self) -> None:
         """Write every file under a new name, then ``state.json`` atomically; then remove
@@ -518,11 +642,17 @@ class MonitorState:
         self.seq += 1
         stale = self.pending.commit(self.seq) if self.pending is not None else []
         window_file = f"window-{self.seq}.npz"
-        np.savez(folder / window_file, **self.window_arrays)  # type: ignore[arg-type]
         outcomes_file = f"outcomes-{self.seq}.u64"
+        for name in (window_file, outcomes_file):  # a link planted there is not followed
+            (folder / name).unlink(missing_ok=True)
+        np.savez(folder / window_file, **self.window_arrays)  # type: ignore[arg-type]
         self.outcome_hashes.astype("<u8").tofile(folder / outcomes_file)
         pending = self.pending or Pending(folder=folder)
+        digests = pending.file_digests()
+        for name in (window_file, outcomes_file):
+            digests[name] = file_sha256(folder / name)
         data = {"format": _FORMAT, "format_version": _FORMAT_VERSION, "seq": self.seq,
+                "digests": dict(sorted(digests.items())),
                 "scope": self.scope, "files": [f.to_dict() for f in self.files],
                 "buckets": self.buckets.to_dict(), "counts": dict(sorted(self.counts.items())),
                 "newest_us": self.newest_us, "anchor_us": self.anchor_us,
@@ -530,10 +660,17 @@ class MonitorState:
                 "window_file": window_file, "outcomes_file": outcomes_file,
                 "pending": {"next_part": pending.next_part,
                             "parts": [dict(vars(p)) for p in pending.parts]}}
-        tmp = folder / f"{STATE_FILE}.tmp"
-        tmp.write_text(json.dumps(data, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, folder / STATE_FILE)
-        keep = {STATE_FILE, window_file, outcomes_file,
+        raw = (json.dumps(data, sort_keys=True) + "\n").encode("utf-8")
+        # the digest first: a run killed between the two replaces leaves a state that does
+        # not check out (rebuilt next time), never one that is trusted and wrong
+        for name, body in ((DIGEST_FILE, f"{hashlib.sha256(raw).hexdigest()}  {STATE_FILE}\n"
+                            .encode("ascii")), (STATE_FILE, raw)):
+            tmp = folder / f"{name}.tmp"
+            tmp.unlink(missing_ok=True)  # whatever sits there (a link, a FIFO) is not opened
+            with open(tmp, "xb") as fh:
+                fh.write(body)
+            os.replace(tmp, folder / name)
+        keep = {STATE_FILE, DIGEST_FILE, window_file, outcomes_file,
                 *(p.file for p in pending.parts), *(p.mask for p in pending.parts),
                 *(f"pending-{p.part:06d}.{k}.npy" for p in pending.parts
                   for k in _INDEX_FILES)}
@@ -543,3 +680,25 @@ class MonitorState:
             if p.name not in keep and (p.name.startswith(("window-", "outcomes-"))
                                        or p.name.startswith("pending-")):
                 p.unlink(missing_ok=True)
+
+
+def _count(v: Any, field_name: str, signed: bool = False) -> int:
+    """``v`` if it is a JSON integer (not a boolean) in range, else ValueError naming the
+    field."""
+    if type(v) is not int or not (-(2**63) < v < 2**63) or (v < 0 and not signed):
+        raise ValueError(f"{field_name} = {v!r} is not a valid count")
+    return v
+
+
+def _partition(p: Any) -> Partition:
+    """A pending partition of ``state.json``, checked: its fields and its names."""
+    if not isinstance(p, dict) or set(p) != {"part", "rows", "mask", "t_min", "t_max"}:
+        raise ValueError(f"pending part {p!r} is not valid")
+    out = Partition(part=_count(p["part"], "pending.part"),
+                    rows=_count(p["rows"], "pending.rows"),
+                    mask=state_name(p["mask"], "pending.mask"),
+                    t_min=_count(p["t_min"], "pending.t_min", signed=True),
+                    t_max=_count(p["t_max"], "pending.t_max", signed=True))
+    if not p["mask"].startswith(f"pending-{out.part:06d}.mask-"):
+        raise ValueError(f"pending.mask = {p['mask']!r} is not part {out.part}'s")
+    return out

@@ -401,7 +401,13 @@ def _replay(ctx: StepContext) -> dict[str, Any]:
 
 # -- monitor (production drift and harm; stops the pipeline unless ALERT) --------------------
 def _monitor(ctx: StepContext) -> dict[str, Any]:
-    from amv_calib.monitoring import MonitorConfig, derisk, monitor, write_monitor_outputs
+    from amv_calib.monitoring import (
+        MonitorConfig,
+        derisk,
+        harm_alert_recomputed,
+        monitor,
+        write_monitor_outputs,
+    )
 
     p, opts = ctx.params, ctx.options
     ref = p["artifact"] or f"{ctx.spec.models_dir / p['model']}@{p['alias']}"
@@ -416,9 +422,18 @@ def _monitor(ctx: StepContext) -> dict[str, Any]:
                              config=MonitorConfig.from_mapping(p["config"]), state=state,
                              rebuild=opts.rebuild, other_artifacts=opts.other_artifacts)
     derisked = None
-    if report.harm_alert and "derisk" in p["on_alert"]:
-        done = derisk(str(ref), evidence=report.line().split("; ")[0] + "; "
-                      + report.reasons[0], steps=opts.derisk_steps,
+    # only evidence read from the logs in this run moves production
+    acting = harm_alert_recomputed(
+        report, str(ref), p["decisions"], p["outcomes"] or None, window=opts.window,
+        since=opts.since, config=MonitorConfig.from_mapping(p["config"]),
+        other_artifacts=opts.other_artifacts) \
+        if report.harm_alert and "derisk" in p["on_alert"] else None
+    if report.harm_alert and "derisk" in p["on_alert"] and acting is None:
+        report.actions.append("not de-risked (the harm ALERT did not hold when recomputed "
+                              "from the logs)")
+    if acting is not None:
+        done = derisk(str(ref), evidence=acting.line().split("; ")[0] + "; "
+                      + acting.reasons[0], steps=opts.derisk_steps,
                       signing_key=p["signing_key"])
         derisked = done.version
         report.actions.append(f"de-risked to {done.version}" if done.version

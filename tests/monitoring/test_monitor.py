@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from collections.abc import Callable
@@ -604,7 +605,10 @@ def test_a_state_of_another_format_version_is_rebuilt(small_world: tuple[Path, P
     first, _ = monitor(ref, small_world[0], small_world[1], state=state)
     doc = json.loads((state / "state.json").read_text())
     doc["format_version"] -= 1
-    (state / "state.json").write_text(json.dumps(doc))
+    raw = json.dumps(doc).encode()
+    (state / "state.json").write_bytes(raw)
+    # its digest rewritten too, so that it is the version that is refused
+    (state / "state.sha256").write_text(f"{hashlib.sha256(raw).hexdigest()}  state.json\n")
     again, claims = monitor(ref, small_world[0], small_world[1], state=state)
     assert again.run["mode"] == "rebuild"
     assert "not a monitor state of this version" in again.run["rebuilt_because"]

@@ -1,0 +1,218 @@
+"""Attacks on the monitor replayed: a state it should not trust, an ALERT that is not danger.
+
+Each test replays an attack or a false alarm and asserts the new outcome (the rows of
+docs/failure-modes.md under "Monitoring").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from amv_calib import cli
+from amv_calib.monitoring import harm_alert_recomputed, monitor
+from amv_calib.monitoring._sequential import DayBuckets, evidence, judge
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A copy of the shipped models and 1,500 actions of its gate after go-live
+    (``synth logs`` with its default start)."""
+    root = tmp_path_factory.mktemp("threats")
+    shutil.copytree(REPO / "models" / "amv-guard", root / "models" / "amv-guard")
+    out = root / "logs"
+    assert cli.main(["-q", "synth", "logs", "--n", "1500", "--seed", "11",
+                     "--true-reliability", "0.95", "--artifact",
+                     str(root / "models" / "amv-guard" / "v1"), "--out", str(out)]) == 0
+    return {"models": root / "models", "decisions": out / "decisions.jsonl",
+            "outcomes": out / "outcomes.csv", "root": root}
+
+
+def _ref(w: dict[str, Path]) -> str:
+    return f"{w['models']}/amv-guard@production"
+
+
+def _run(w: dict[str, Path], state: Path) -> Any:
+    report, _ = monitor(_ref(w), w["decisions"], w["outcomes"], state=state)
+    return report
+
+
+def _edit(state: Path, change: Any, rehash: bool) -> None:
+    """Apply ``change`` to state.json; with ``rehash`` write its digest again too (a
+    consistent forgery)."""
+    doc = json.loads((state / "state.json").read_text())
+    change(doc)
+    raw = (json.dumps(doc, sort_keys=True) + "\n").encode()
+    (state / "state.json").write_bytes(raw)
+    if rehash:
+        (state / "state.sha256").write_text(
+            f"{hashlib.sha256(raw).hexdigest()}  state.json\n")
+
+
+def test_synth_logs_start_after_go_live_so_the_monitor_counts_them(
+        world: dict[str, Path]) -> None:
+    first = json.loads(world["decisions"].read_text().splitlines()[0])["time"]
+    assert first == "2026-12-05T00:00:00.000000Z"  # midnight UTC after 2026-12-04T15:58:29Z
+    report, _ = monitor(_ref(world), world["decisions"], world["outcomes"])
+    assert report.counts.get("uses_outside", 0) == 0
+    assert report.evidence["labelled_actions"] > 1000
+
+
+def test_an_edited_state_is_rebuilt_not_trusted(world: dict[str, Path],
+                                                tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    first = _run(world, state)
+    assert first.evidence["harmful"] > 0
+
+    def zero(doc: dict[str, Any]) -> None:
+        doc["buckets"]["harmful"] = {k: 0 for k in doc["buckets"]["harmful"]}
+
+    _edit(state, zero, rehash=False)
+    again = _run(world, state)
+    assert again.run["mode"] == "rebuild"
+    assert "does not match the sha256 in state.sha256" in again.run["rebuilt_because"]
+    assert again.evidence == first.evidence and again.status == first.status
+
+
+@pytest.mark.parametrize("field, value, why", [
+    ("window_file", "../../fifo", "window_file = '../../fifo' is not a file name"),
+    ("outcomes_file", "/etc/passwd", "outcomes_file = '/etc/passwd' is not a file name"),
+    ("counts", {"uses_read": True}, "counts.uses_read = True is not a valid count"),
+    ("seq", -1, "seq = -1 is not a valid count"),
+])
+def test_a_state_naming_what_it_never_writes_is_refused(
+        world: dict[str, Path], tmp_path: Path, field: str, value: Any, why: str) -> None:
+    state = tmp_path / "mon" / "state"
+    first = _run(world, state)
+    os.mkfifo(tmp_path / "fifo")  # what "../../fifo" points at: opening it would hang
+
+    def change(doc: dict[str, Any]) -> None:
+        doc[field] = value
+
+    _edit(state, change, rehash=True)
+    done: list[Any] = []
+    t = threading.Thread(target=lambda: done.append(_run(world, state)), daemon=True)
+    t.start()
+    t.join(timeout=300)
+    assert not t.is_alive(), "the monitor hung on the state"
+    assert done[0].run["mode"] == "rebuild" and why in done[0].run["rebuilt_because"]
+    assert done[0].evidence == first.evidence
+
+
+def test_a_fifo_or_link_inside_the_state_is_refused(world: dict[str, Path],
+                                                    tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    first = _run(world, state)
+    doc = json.loads((state / "state.json").read_text())
+    (state / doc["window_file"]).unlink()
+    os.mkfifo(state / doc["window_file"])
+    t_done: list[Any] = []
+    t = threading.Thread(target=lambda: t_done.append(_run(world, state)), daemon=True)
+    t.start()
+    t.join(timeout=300)
+    assert not t.is_alive(), "the monitor waited on a FIFO"
+    assert "is not a regular file" in t_done[0].run["rebuilt_because"]
+    outcomes = state / json.loads((state / "state.json").read_text())["outcomes_file"]
+    target = tmp_path / "elsewhere.u64"
+    target.write_bytes(outcomes.read_bytes())
+    outcomes.unlink()
+    outcomes.symlink_to(target)
+    again = _run(world, state)
+    assert again.run["mode"] == "rebuild" and again.evidence == first.evidence
+
+
+def test_a_forged_harm_alert_does_not_derisk(world: dict[str, Path], tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # the attack: counts inflated with the digests recomputed (a consistent forgery);
+    # it reads as a harm ALERT, but nothing is exported or promoted on it
+    out = tmp_path / "out"
+    state = out / "monitor.state"
+    _run(world, state)
+
+    def inflate(doc: dict[str, Any]) -> None:
+        doc["buckets"]["actions"]["0"] = doc["buckets"]["actions"].get("0", 0) + 5000
+        doc["buckets"]["harmful"]["0"] = doc["buckets"]["harmful"].get("0", 0) + 500
+
+    _edit(state, inflate, rehash=True)
+    forged = _run(world, state)
+    assert forged.run["mode"] == "incremental" and forged.harm_alert
+    assert harm_alert_recomputed(forged, _ref(world), world["decisions"],
+                                 world["outcomes"]) is None
+    _edit(state, inflate, rehash=True)
+    versions = sorted(p.name for p in (world["models"] / "amv-guard").iterdir())
+    aliases = (world["models"] / "amv-guard" / "aliases.json").read_bytes()
+    code = cli.main(["-q", "monitor", "--artifact", _ref(world), "--decisions",
+                     str(world["decisions"]), "--outcomes", str(world["outcomes"]),
+                     "--out", str(out), "--on-alert", "derisk", "--no-tracking"])
+    line = capsys.readouterr().out
+    assert code == 3 and "not de-risked (the harm ALERT did not hold when recomputed" in line
+    assert sorted(p.name for p in (world["models"] / "amv-guard").iterdir()) == versions
+    assert (world["models"] / "amv-guard" / "aliases.json").read_bytes() == aliases
+
+
+def test_the_line_and_json_label_the_harm_interval_as_it_holds(world: dict[str, Path]
+                                                              ) -> None:
+    report, _ = monitor(_ref(world), world["decisions"], world["outcomes"])
+    assert "97.5 % confidence sequence (98.75 % each side) [" in report.line()
+    assert report.to_dict()["evidence"]["harm_cs_confidence"] == pytest.approx(0.975)
+    assert any("97.5 % confidence sequence (98.75 % each side)" in r for r in report.reasons)
+
+
+# -- an ALERT means danger ------------------------------------------------------------------
+def _calibration_run(shift: float, seed: int, uses: int = 21_000, days: int = 94
+                     ) -> tuple[str, list[str], float]:
+    """A world of ``uses`` labelled uses over ``days`` days with p drawn as the shipped
+    gate's (Beta(1.2, 8): mean about 0.13) and ``y ~ Bernoulli(p + shift)``, judged every
+    day as a daily run does; returns the worst status, the ALERT reasons, and the final
+    mean p minus the observed rate (an independent computation)."""
+    rng = np.random.default_rng([seed, 7])
+    b = DayBuckets()
+    per = uses // days
+    worst, alerts = "OK", []
+    ys, ps = [], []
+    for d in range(days):
+        p = rng.beta(1.2, 8.0, size=per)
+        y = (rng.random(per) < np.clip(p + shift, 0.0, 1.0)).astype(float)
+        ys.append(y)
+        ps.append(p)
+        b.add_uses(np.full(per, d), y, p, 0.0, 0.005)
+        a, w, _ = judge(evidence(b, d, None, 0.05, margin=0.005))
+        if a:
+            worst, alerts = "ALERT", alerts or a
+        elif w and worst != "ALERT":
+            worst = "WARN"
+    return worst, alerts, float(np.concatenate(ps).mean() - np.concatenate(ys).mean())
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_p_too_high_by_a_point_never_alerts(seed: int) -> None:
+    # the shipped gate's case: p overstates staleness (the safe direction): not a page
+    worst, alerts, gap = _calibration_run(-0.01, seed, uses=60_000, days=200)
+    assert gap > 0.008 and worst != "ALERT" and not alerts
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_p_too_low_by_two_points_alerts_within_9000_actions(seed: int) -> None:
+    # about 21,000 labelled uses in 9,000 actions of the shipped gate's production
+    worst, alerts, gap = _calibration_run(0.02, seed)
+    assert gap < -0.015 and worst == "ALERT"
+    assert alerts[0].startswith("calibration: p too low (the dangerous direction")
+
+
+@pytest.mark.slow
+def test_false_alert_rate_at_the_margin_is_within_its_level() -> None:
+    # the least favourable null: p too low by exactly the margin, 21,000 uses judged every
+    # day for 94 days; Ville bounds the chance of any ALERT of this detector by delta / 2
+    runs = 200
+    alerts = sum(_calibration_run(0.005, 1000 + s)[0] == "ALERT" for s in range(runs))
+    assert alerts / runs <= 0.025 + 3 * (0.025 * 0.975 / runs) ** 0.5
