@@ -30,7 +30,7 @@ from amv_calib.claims._arrow import arrow_column
 from amv_calib.claims._ingest_chunk import _batch_columns, _Chunk, _RawReject
 from amv_calib.claims._ingest_columns import _resolve_columns
 from amv_calib.claims._ingest_fastcsv import _FastCsv
-from amv_calib.contract import canonical_name, loads_strict, require_regular
+from amv_calib.contract import canonical_name, loads_strict, open_regular, require_regular
 from amv_calib.exceptions import DataContractError, MissingColumnsError
 
 # --------------------------------------------------------------------------------------
@@ -236,7 +236,8 @@ def _open_binary(path: Path) -> io.BufferedIOBase:
         import bz2
 
         return cast(io.BufferedIOBase, bz2.open(path, "rb"))
-    return cast(io.BufferedIOBase, open(path, "rb"))
+    # open_regular: a read that fails (EIO) raises DataContractError naming the file
+    return cast(io.BufferedIOBase, open_regular(path))
 
 
 def _csv_raw_reject(t: tuple[int, int, int, str], header: Sequence[str]) -> _RawReject:
