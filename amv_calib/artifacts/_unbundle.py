@@ -24,7 +24,6 @@ from typing import Any, Final
 from amv_calib.artifacts._aliases import _write_aliases
 from amv_calib.artifacts._export import _VERSION_RE, _check_name, _fsync_dir, _locked
 from amv_calib.contract import ALIASES_FILE, load_artifact, open_regular, read_aliases
-from amv_calib.contract._folder import MAX_FILE_BYTES
 from amv_calib.exceptions import ArtifactError
 from amv_calib.settings import models_dir as default_models_dir
 
@@ -35,7 +34,7 @@ _log = logging.getLogger(__name__)
 
 #: At most this many bytes of tar stream (headers and contents, decompressed) are read, and
 #: so at most this many written: a version is a few MB; a gzip bomb of a few MB unpacks to GBs.
-MAX_BUNDLE_BYTES: Final = MAX_FILE_BYTES
+MAX_BUNDLE_BYTES: Final = 1024 * 1024 * 1024  # the loader's cap on one file of a version
 #: At most this many members (the version folder's own limit is 10,000 entries).
 MAX_BUNDLE_MEMBERS: Final = 10_000
 
