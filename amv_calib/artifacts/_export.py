@@ -138,10 +138,14 @@ def _check_version(version: str | int) -> str:
 def _utc_now() -> str:
     # SOURCE_DATE_EPOCH (reproducible-builds convention) pins the creation time.
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    when = (
-        dt.datetime.fromtimestamp(int(epoch), dt.UTC) if epoch and epoch.isdigit()
-        else dt.datetime.now(dt.UTC)
-    )
+    if epoch and epoch.isdigit():
+        try:
+            when = dt.datetime.fromtimestamp(int(epoch), dt.UTC)
+        except (OverflowError, OSError, ValueError):
+            raise ConfigError(f"$SOURCE_DATE_EPOCH={epoch!r} is out of range: seconds "
+                              f"since 1970 up to the year 9999") from None
+    else:
+        when = dt.datetime.now(dt.UTC)
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -9,19 +9,21 @@ changes nothing else.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import logging
 import os
 import shutil
 import tarfile
 import uuid
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from amv_calib.artifacts._aliases import _write_aliases
-from amv_calib.artifacts._export import _check_name, _fsync_dir, _locked
-from amv_calib.contract import ALIASES_FILE, load_artifact, read_aliases
+from amv_calib.artifacts._export import _VERSION_RE, _check_name, _fsync_dir, _locked
+from amv_calib.contract import ALIASES_FILE, load_artifact, open_regular, read_aliases
 from amv_calib.exceptions import ArtifactError
 from amv_calib.settings import models_dir as default_models_dir
 
@@ -30,27 +32,53 @@ __all__ = ["unbundle"]
 _log = logging.getLogger(__name__)
 
 
-def _members(tar: tarfile.TarFile, path: Path) -> tuple[str, str]:
-    """``(NAME, vN)`` of a bundle whose members are ``NAME/vN/...`` regular files and folders
-    and, at most, ``NAME/aliases.json``."""
+#: At most this many bytes of tar stream (headers and contents, decompressed) are read, and
+#: so at most this many written: a version is a few MB; a gzip bomb of a few MB unpacks to GBs.
+MAX_BUNDLE_BYTES: Final = 1024 * 1024 * 1024  # the loader's cap on one file of a version
+#: At most this many members (the version folder's own limit is 10,000 entries).
+MAX_BUNDLE_MEMBERS: Final = 10_000
+
+
+def _members(tar: tarfile.TarFile, path: Path) -> tuple[str, str, list[tarfile.TarInfo]]:
+    """``(NAME, vN, members)`` of a bundle whose members are ``NAME/vN/...`` regular files
+    and folders and, at most, ``NAME/aliases.json``; checked from the headers alone, before
+    anything is extracted, reading at most :data:`MAX_BUNDLE_BYTES` of the stream."""
     names: set[str] = set()
     versions: set[str] = set()
-    for m in tar.getmembers():
+    members: list[tarfile.TarInfo] = []
+    while True:
+        m = tar.next()
+        if m is None:
+            break
+        where = f"{path}: member {m.name!r}"
         parts = m.name.split("/")
-        if not (m.isfile() or m.isdir()) or m.name.startswith("/") or ".." in parts:
-            raise ArtifactError(f"{path}: member {m.name!r} is not a plain file or folder "
-                                f"inside the bundle")
-        names.add(parts[0])
-        if len(parts) > 1 and parts[1] != ALIASES_FILE:
+        if not (m.isfile() or m.isdir()) or m.issparse() or m.name.startswith("/") \
+                or any(p in ("", ".", "..") for p in parts):
+            raise ArtifactError(f"{where} is not a plain file or folder inside the bundle")
+        if len(parts) == 2 and parts[1] == ALIASES_FILE:
+            if not m.isfile():
+                raise ArtifactError(f"{where} is not a file")
+        elif len(parts) > 1 and not _VERSION_RE.fullmatch(parts[1]):
+            raise ArtifactError(f"{where}: {parts[1]!r} is not a version folder (vN: v1, v2, "
+                                f"...); nothing installed")
+        elif len(parts) > 1:
             versions.add(parts[1])
-        elif len(parts) == 2 and not m.isfile():
-            raise ArtifactError(f"{path}: {m.name!r} is not a file")
+        names.add(parts[0])
+        members.append(m)
+        # tar.offset: where the stream is once this member's contents are passed, as its
+        # header declares them: checked before they are read, let alone written
+        if tar.offset > MAX_BUNDLE_BYTES:
+            raise ArtifactError(f"{where}: the bundle unpacks to more than "
+                                f"{MAX_BUNDLE_BYTES} bytes; nothing installed")
+        if len(members) > MAX_BUNDLE_MEMBERS:
+            raise ArtifactError(f"{path}: more than {MAX_BUNDLE_MEMBERS} members; nothing "
+                                f"installed")
     if len(names) != 1 or len(versions) != 1:
         raise ArtifactError(f"{path}: not a bundle of one version (models {sorted(names)}, "
                             f"versions {sorted(versions)})")
     name, version = names.pop(), versions.pop()
     _check_name(name)
-    return name, version
+    return name, version, members
 
 
 def _digests(root: Path) -> dict[str, str]:
@@ -92,7 +120,10 @@ def unbundle(
     Raises
     ------
     ArtifactError
-        A member outside ``NAME/vN`` and ``NAME/aliases.json`` (or a link), a version that
+        A member outside ``NAME/vN`` and ``NAME/aliases.json`` (or a link), a version folder
+        not named ``vN``, a bundle that unpacks to more than :data:`MAX_BUNDLE_BYTES`
+        (checked from the headers before anything is written), a file that is not a
+        readable ``.tar.gz``, a version that
         fails verification, a version folder of that number with other files, or an alias
         of the model that points at another version.
     """
@@ -101,9 +132,16 @@ def unbundle(
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-unbundle-{uuid.uuid4().hex}"
     try:
-        with tarfile.open(src, mode="r:gz") as tar:
-            name, version = _members(tar, src)
-            tar.extractall(tmp, filter="data")
+        # a FIFO or a device is refused before a read could wait; a read error names src
+        with open_regular(src, what="bundle", error=ArtifactError) as fh:
+            try:
+                with tarfile.open(fileobj=fh, mode="r:gz") as tar:
+                    name, version, members = _members(tar, src)
+                    # only the members checked, each of the size its header declared
+                    tar.extractall(tmp, members=members, filter="data")
+            except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+                raise ArtifactError(f"{src}: not a readable .tar.gz ({exc}); nothing "
+                                    f"installed") from None
         staged = tmp / name / version
         alias, entry = None, None
         if (tmp / name / ALIASES_FILE).exists():

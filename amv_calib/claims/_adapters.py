@@ -66,7 +66,7 @@ from amv_calib.claims._join import _cat_take, _collect_uses, _factorize, _from_c
 from amv_calib.claims._logread import _NAT, PathLike, _as_flag, read_uses
 from amv_calib.claims._outcomes import _id_series, _read_table, _resolve
 from amv_calib.claims._times import _time_reasons, _time_series, us_to_datetime
-from amv_calib.contract import CLAIM_FEATURES, loads_strict, require_regular
+from amv_calib.contract import CLAIM_FEATURES, loads_strict, read_regular, require_regular
 from amv_calib.exceptions import DataContractError, MissingColumnsError
 
 _log = logging.getLogger(__name__)
@@ -193,7 +193,11 @@ def _records_table(source: _Source, list_keys: tuple[str, ...],
                 raise DataContractError(f"{p}: cannot read table {sqlite_table!r}: {exc}") \
                     from exc
     if suffix == ".json":
-        text = p.read_text(encoding="utf-8")
+        try:
+            text = read_regular(p, what="store export").decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataContractError(f"{p}: not UTF-8 text ({exc.reason} at byte "
+                                    f"{exc.start})") from None
         stripped = text.lstrip()
         if stripped.startswith("{") and "\n{" not in stripped.rstrip():
             try:

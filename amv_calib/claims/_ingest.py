@@ -186,14 +186,29 @@ def _open(source: Source, format: str | None, chunksize: int) -> tuple[_Reader, 
     if not path.is_dir():
         require_regular(path)  # a FIFO or a device: refused at once, never waited on
     fmt = detect_format(path, format)
-    if fmt == "csv":
-        reader = _open_csv(path, chunksize)
-    elif fmt == "parquet":
-        reader = _open_parquet(path, chunksize)
-    else:
-        reader = _open_jsonl(path, chunksize)
-    reader.chunks = _prefetch(reader.chunks)
+    try:
+        if fmt == "csv":
+            reader = _open_csv(path, chunksize)
+        elif fmt == "parquet":
+            reader = _open_parquet(path, chunksize)
+        else:
+            reader = _open_jsonl(path, chunksize)
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    reader.chunks = _prefetch(_naming_read_errors(reader.chunks, path))
     return reader, str(path)
+
+
+def _unreadable(path: Path, exc: OSError) -> DataContractError:
+    # EIO from the disk (or /proc/self/mem), a .gz that is not gzip: the file, not a traceback
+    return DataContractError(f"{path}: cannot read the input file ({exc.strerror or exc})")
+
+
+def _naming_read_errors(chunks: Iterator[_Chunk], path: Path) -> Iterator[_Chunk]:
+    try:
+        yield from chunks
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
 
 
 # --------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from amv_calib.claims._ingest_chunk import _batch_columns, _Chunk, _ParsedChunk
 from amv_calib.claims._ingest_columns import _ARROW_TYPES, _SPECS, _resolve_columns, _spellings
 from amv_calib.claims._ingest_parse import _FALSE_FAST, _TRUE_FAST, _Parsed
 from amv_calib.claims._ingest_validate import _parse_chunk
+from amv_calib.contract import open_regular
 from amv_calib.exceptions import AmvCalibError
 
 #: Bytes per block of the fast CSV path (cut at a line end; pyarrow parses each one with
@@ -108,8 +109,9 @@ class _FastCsv:
         if any(len(names) > 1 for names in _spellings(self.header).values()):
             return None  # a column spelled twice is merged from its text (_merged_column)
         try:
-            fh = open(self.path, "rb")  # closed by _blocks
-        except OSError:
+            # open_regular: a read that fails (EIO) raises an error naming the file
+            fh = open_regular(self.path)  # closed by _blocks
+        except AmvCalibError:
             return None
         line = fh.readline(1 << 20)
         ok = line.endswith(b"\n")
@@ -230,7 +232,7 @@ class _FastCsv:
     def _text_of(self, block: _CsvBlock) -> pa.Table:
         if block.text is None:
             # The same bytes parsed typed without a malformed row: as text they parse too.
-            with open(self.path, "rb") as fh:
+            with open_regular(self.path) as fh:
                 fh.seek(block.offset)
                 raw = fh.read(block.length)
             if len(raw) != block.length:

@@ -34,6 +34,7 @@ from amv_calib.contract import (
     canonical_name,
     loads_strict,
     lone_surrogate,
+    open_regular,
     require_regular,
     surrogate_message,
 )
@@ -242,7 +243,8 @@ def _open_binary(path: Path) -> io.BufferedIOBase:
         import bz2
 
         return cast(io.BufferedIOBase, bz2.open(path, "rb"))
-    return cast(io.BufferedIOBase, open(path, "rb"))
+    # open_regular: a read that fails (EIO) raises DataContractError naming the file
+    return cast(io.BufferedIOBase, open_regular(path))
 
 
 def _csv_raw_reject(t: tuple[int, int, int, str], header: Sequence[str]) -> _RawReject:

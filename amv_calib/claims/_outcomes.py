@@ -32,6 +32,7 @@ from amv_calib.claims._times import _time_reasons, _time_series
 from amv_calib.contract import (
     loads_strict,
     lone_surrogate,
+    read_regular,
     require_regular,
     surrogate_message,
 )
@@ -80,7 +81,8 @@ def _read_table(path: PathLike) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
         except (pa.ArrowException, OSError) as exc:
             raise DataContractError(f"{name}: cannot read the outcome file as Parquet "
                                     f"({exc})") from None
-    raw = source.getvalue() if isinstance(source, io.BytesIO) else source.read_bytes()
+    raw = source.getvalue() if isinstance(source, io.BytesIO) else read_regular(
+        source, what="outcome file")
     if suffix in (".csv", ".tsv"):
         return _read_csv_table(raw, name, "\t" if suffix == ".tsv" else ",")
     return _read_jsonl_table(raw, name)

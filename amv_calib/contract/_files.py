@@ -90,10 +90,42 @@ def open_regular(path: str | os.PathLike[str], *, what: str = "input file",
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise error(_refusal(name, what, mode))
-        return open(fd, "rb")  # noqa: SIM115 - the caller closes it
+        os.set_blocking(fd, True)
+        raw = _NamedFile(fd, f"{name}: cannot read the {what}", error)
     except BaseException:
         os.close(fd)
         raise
+    return io.BufferedReader(raw)
+
+
+class _NamedFile(io.FileIO):
+    """A file read through ``FileIO`` whose read errors name it.
+
+    A regular file can still fail to read (``/proc/self/mem`` gives EIO, a disk gives EIO,
+    a network file system ESTALE): the error says which file, as the caller's ``error``,
+    instead of a bare ``OSError`` from deep inside a reader. ``BufferedReader`` reads only
+    through ``readinto`` and ``readall``.
+    """
+
+    def __init__(self, fd: int, problem: str, error: type[AmvCalibError]) -> None:
+        super().__init__(fd, "rb", closefd=True)
+        self._problem = problem
+        self._error = error
+
+    def _failed(self, exc: OSError) -> AmvCalibError:
+        return self._error(f"{self._problem} ({exc.strerror or exc})")
+
+    def readinto(self, buffer: Any) -> int | None:
+        try:
+            return super().readinto(buffer)
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def readall(self) -> bytes:
+        try:
+            return super().readall()
+        except OSError as exc:
+            raise self._failed(exc) from None
 
 
 def read_regular(path: str | os.PathLike[str], *, what: str = "input file",

@@ -41,12 +41,14 @@ record that a writer reported written is lost either way.
 from __future__ import annotations
 
 import os
+import stat
 import threading
 import weakref
 from collections.abc import Mapping
 from typing import Any, Self
 
-from amv_calib.contract import encode_record, utc_now_iso
+from amv_calib.contract import encode_record, file_kind, utc_now_iso
+from amv_calib.exceptions import ConfigError
 
 __all__ = ["DecisionLogWriter", "JsonLinesAppender"]
 
@@ -70,6 +72,45 @@ def _write_all(fd: int, data: bytes) -> None:
         done += n
 
 
+def _not_regular(path: str, what: str, mode: int) -> str:
+    return (f"{path}: {what} is {file_kind(mode)}, not a regular file; refused, because "
+            f"writes to it would block or be lost")
+
+
+def _open_regular_for_append(path: str, what: str) -> int:
+    """A descriptor appending to the regular file ``path`` (created if missing).
+
+    A FIFO accepts about 64 KiB and then blocks every write until somebody reads it, and a
+    device or a socket is no log either: anything but a regular file (links followed) is
+    refused here, once, rather than found out by a decision that never returns. Opened
+    without blocking (opening a FIFO may wait for a reader) and checked with ``fstat`` on the
+    open descriptor, so the file checked is the file written.
+    """
+    # read and write: the last byte is read back (pread) to see whether a line is open
+    flags = (os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
+             | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        # a socket cannot be opened at all (ENXIO): say what it is
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            raise exc from None
+        if stat.S_ISREG(mode):
+            raise
+        raise ConfigError(_not_regular(path, what, mode)) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ConfigError(_not_regular(path, what, mode))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 class JsonLinesAppender:
     """Append JSON records to a file, one ``os.write`` per line: the append primitive that
     :class:`DecisionLogWriter` and :class:`~amv_calib.gate.OutcomeLog` share.
@@ -86,6 +127,14 @@ class JsonLinesAppender:
         Force every line to disk with ``os.fsync`` after writing it.
     what : str, default "log"
         What the file is, for error messages ("decision log", "outcome log").
+
+    Raises
+    ------
+    ConfigError
+        ``path`` is a FIFO, a device, a socket or a folder (links followed): refused when
+        opened, before a write could block.
+    OSError
+        The file cannot be created or opened (permissions).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False,
@@ -98,9 +147,7 @@ class JsonLinesAppender:
         parent = os.path.dirname(self.path)
         if parent:
             os.makedirs(parent, exist_ok=True)
-        # read and write: the last byte is read back (pread) to see whether a line is open
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(self.path, flags, 0o644)
+        fd = _open_regular_for_append(self.path, what)
         self._fd: int | None = fd
         # Where this writer's last complete record ended: while the file still ends there,
         # it ends in a newline and its last byte need not be read back.

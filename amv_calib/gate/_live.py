@@ -20,7 +20,13 @@ A target that is refused never serves: the last verified version keeps serving, 
 is logged, counted in :meth:`LiveGate.status` and written into every decision record as
 ``refused`` (the target's version and the reason) for as long as the alias points at it; the
 target is tried again at each check meanwhile (a signature added later is picked up). With no
-verified version at all every decision is ABSTAIN with the reason. Standard library only.
+verified version at all every decision is ABSTAIN with the reason.
+
+An alias that is gone withdraws what it served: when ``aliases.json`` reads and no longer
+names the alias (or is absent), or the model folder is gone, every decision is ABSTAIN with
+``artifact refused: alias 'production' is gone, version vN no longer serves: ...`` until the
+alias names a version again. A torn or unreadable ``aliases.json`` says nothing about the
+alias, so the last verified version keeps serving meanwhile. Standard library only.
 """
 
 from __future__ import annotations
@@ -60,6 +66,10 @@ _Entry = tuple[str, "str | None"]  # an alias entry: (version, manifest_sha256)
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+
+
+class _AliasGone(ArtifactError):
+    """The alias file reads and does not name the alias, or the model folder is gone."""
 
 
 def _identity(path: Path) -> tuple[int, int, int, int, int] | None:
@@ -261,7 +271,11 @@ class LiveGate(Closing):
             return
         try:
             entry = self._entry(mdir)
-        except ArtifactError as exc:
+        except _AliasGone as exc:
+            self._ident = ident
+            self._withdraw(exc)
+            return
+        except ArtifactError as exc:  # torn or unreadable: what the alias names is unknown
             self._ident = ident
             self._refuse(None, exc)
             return
@@ -275,9 +289,21 @@ class LiveGate(Closing):
 
     def _entry(self, mdir: Path) -> _Entry:
         entry = read_aliases(mdir)["aliases"].get(self._alias)
-        if entry is None:
-            raise ArtifactError(f"{mdir / ALIASES_FILE}: no alias {self._alias!r}")
+        if entry is None:  # the file reads and does not name it, or is absent
+            if not os.path.isdir(mdir):
+                raise _AliasGone(f"{mdir}: the model folder is gone (no alias "
+                                 f"{self._alias!r})")
+            raise _AliasGone(f"{mdir / ALIASES_FILE}: no alias {self._alias!r}")
         return entry["version"], entry.get("manifest_sha256")
+
+    def _withdraw(self, exc: _AliasGone) -> None:
+        """The alias no longer names any version: nothing serves, every decision ABSTAINs."""
+        if self._served is not None:
+            # _refuse, seeing nothing served, puts an ABSTAIN gate in place with the reason
+            exc = _AliasGone(f"alias {self._alias!r} is gone, version {self._served[0]} no "
+                             f"longer serves: {exc}")
+            self._served, self._since, self._refused = None, None, None
+        self._refuse(None, exc)
 
     def _load(self, entry: _Entry) -> None:
         try:

@@ -22,16 +22,13 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any
 
 from amv_calib.contract import utc_now_iso
 from amv_calib.gate._closing import Closing
 from amv_calib.gate._decision_log import JsonLinesAppender
 
 __all__ = ["OutcomeLog"]
-
-_TIME_FORMAT: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
-
 
 def _identifier(value: Any, name: str) -> str | None:
     if value is None:
@@ -62,7 +59,13 @@ def _utc_text(value: Any) -> str:
     if when.tzinfo is None or when.utcoffset() is None:
         raise ValueError(f"time={value!r} has no UTC offset; give one (a naive time may be "
                          f"local time)")
-    return when.astimezone(UTC).strftime(_TIME_FORMAT)
+    try:
+        utc = when.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+14:00 is in the year 0 in UTC
+        raise ValueError(f"time={value!r} is out of range: in UTC it falls outside the years "
+                         f"1 to 9999") from None
+    # isoformat, not strftime: glibc's %Y does not pad a year before 1000 to four digits
+    return utc.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 class OutcomeLog(Closing):
@@ -130,7 +133,7 @@ class OutcomeLog(Closing):
         ValueError
             Naming the argument: neither ``action_id`` nor ``claim_id``, ``premise_id``
             without ``claim_id``, a ``violated`` that is not a bool, an empty id, a time
-            that is not ISO-8601 or has no offset.
+            that is not ISO-8601, has no offset or falls outside the years 1 to 9999 in UTC.
         OSError
             The record could not be written (the log is closed, the disk is full).
         """
