@@ -56,7 +56,19 @@ class PortableFormatError(AmvCalibError, ValueError):
 
 
 class ArtifactError(AmvCalibError):
-    """An artifact is missing, tampered with, of unknown format or otherwise refused."""
+    """An artifact is missing, tampered with, of unknown format or otherwise refused.
+
+    ``code`` is a short stable reason code (``hash_mismatch``, ``bad_type``,
+    ``certificate_binding``, ...; listed in ``amv_calib/contract/artifact_rules.json``) that
+    the TypeScript loader gives for the same refusal; the message says the rest.
+    """
+
+    #: The reason code of a refusal raised without one.
+    default_code: str = "refused"
+
+    def __init__(self, message: str = "", *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code: str = code or self.default_code
 
 
 class UnknownAliasError(ArtifactError, ValueError):
@@ -71,6 +83,7 @@ class CertificateMismatchError(ArtifactError, ValueError):
     tuning record than the version carries: it vouches for something else."""
 
     exit_code = 2
+    default_code = "certificate_binding"
 
 
 class LockedError(AmvCalibError):

@@ -23,6 +23,7 @@ reference that does not exist from the current directory is looked up under
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 import json
 import logging
 import math
@@ -55,8 +56,21 @@ from amv_calib.exceptions import (
 )
 from amv_calib.settings import champion_reference, models_dir, trusted_keys
 
-ARTIFACT_FORMAT: Final = "amv-calib/artifact"
-ARTIFACT_FORMAT_VERSION: Final = 1
+
+def _read_rules() -> Mapping[str, Any]:
+    raw = importlib.resources.files(__package__).joinpath("artifact_rules.json").read_bytes()
+    rules: dict[str, Any] = json.loads(raw)
+    return MappingProxyType(rules)
+
+
+#: The artifact rules that are data (fields, types, ranges, reason codes), written once in
+#: ``artifact_rules.json``: the TypeScript loader reads the same file.
+RULES: Final = _read_rules()
+#: The reason codes an :class:`~amv_calib.ArtifactError` of the loader may carry.
+REASON_CODES: Final = frozenset(RULES["codes"])
+
+ARTIFACT_FORMAT: Final[str] = RULES["manifest"]["format"]
+ARTIFACT_FORMAT_VERSION: Final[int] = RULES["manifest"]["format_version"]
 ALIASES_FORMAT: Final = "amv-calib/aliases"
 ALIASES_FORMAT_VERSION: Final = 1
 MANIFEST_FILE: Final = "manifest.json"
@@ -64,40 +78,44 @@ CALIBRATOR_FILE: Final = "calibrator.json"
 ALIASES_FILE: Final = "aliases.json"
 
 #: The gate thresholds a manifest's ``gate`` object holds (the ``thresholds.json`` keys).
-GATE_KEYS: Final = (
-    "lambda_cost_scale",
-    "delta_loss_threshold",
-    "epsilon_harm_bound",
-    "harm_price",
-    "planner",
-    "max_verifications",
-    "clamp",
-)
+GATE_KEYS: Final[tuple[str, ...]] = tuple(RULES["gate"]["keys"])
 #: The keys of :data:`GATE_KEYS` an older manifest may lack, and what they mean then: a
 #: manifest written before the harm price prices no harm.
-GATE_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType({"harm_price": 0.0})
+GATE_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(dict(RULES["gate"]["defaults"]))
 
-_MANIFEST_KEYS: Final = frozenset(
-    {"format", "format_version", "name", "version", "created_utc", "package_version",
-     "git_commit", "calibrator_kind", "calibrator_source", "feature_map", "gate",
-     "training_data", "metrics", "files", "certificate",
-     # the episodes that shaped the thresholds (tuning.json; amv_calib.tuning._record)
-     "tuning",
-     # where the calibrator was fitted, when not on one machine ("spark"; docs/scale.md)
-     "engine"}
-)
-_REQUIRED_MANIFEST_KEYS: Final = ("name", "version", "calibrator_kind", "feature_map", "gate",
-                                  "files")
-_SHA256_RE: Final = re.compile(r"[0-9a-f]{64}")
-_VERSION_RE: Final = re.compile(r"v[1-9][0-9]*")
+# "tuning": the episodes that shaped the thresholds (tuning.json; amv_calib.tuning._record);
+# "engine": where the calibrator was fitted, when not on one machine ("spark"; docs/scale.md)
+_MANIFEST_KEYS: Final = frozenset(RULES["manifest"]["allowed"])
+_REQUIRED_MANIFEST_KEYS: Final[tuple[str, ...]] = tuple(RULES["manifest"]["required"])
+_SHA256_RE: Final = re.compile(RULES["manifest"]["sha256_pattern"].strip("^$"))
+_VERSION_RE: Final = re.compile(RULES["manifest"]["version_pattern"].strip("^$"))
 #: Deeper JSON is refused (the format nests four levels; Python's parser would recurse).
-_MAX_JSON_DEPTH: Final = 32
+_MAX_JSON_DEPTH: Final[int] = RULES["json"]["max_depth"]
+#: Larger integers are refused in artifact JSON: JavaScript's numbers hold no larger one
+#: exactly, so the two loaders would read different values.
+_MAX_SAFE_INTEGER: Final[int] = RULES["json"]["max_safe_integer"]
 
 _log = logging.getLogger(__name__)
 
 G = TypeVar("G")
 #: Trusted public keys as an argument: one path, or a sequence of them.
 KeysLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+
+
+class RuleError(ValueError):
+    """A value breaks one of the artifact rules: a ``ValueError`` carrying its reason code.
+
+    Parameters
+    ----------
+    code : str
+        One of :data:`REASON_CODES`.
+    message : str
+        Naming the field and the value.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -192,49 +210,75 @@ def check_thresholds(data: Any) -> dict[str, Any]:
 
     Raises
     ------
-    ValueError
-        Naming the key and the value: a missing or unknown key, a non-finite or negative
+    RuleError
+        A ``ValueError`` with the reason code (``missing_field``, ``unknown_field``,
+        ``bad_type``, ``bad_value``), naming the key and the value: a missing or unknown key,
+        a non-finite or negative
         cost scale, threshold or harm price, ``epsilon_harm_bound`` outside [0, 1], an
         unknown planner, a non-integer or negative ``max_verifications``, a clamp that is
         not ``[lo, hi]`` with ``0 <= lo < hi <= 1`` (or null).
     """
     if not isinstance(data, Mapping):
-        raise ValueError(f"thresholds must be a JSON object, got {type(data).__name__}")
+        raise RuleError("bad_type",
+                        f"thresholds must be a JSON object, got {type(data).__name__}")
+    rules = RULES["gate"]
     missing = [k for k in GATE_KEYS if k not in data and k not in GATE_DEFAULTS]
     if missing:
-        raise ValueError(f"thresholds lack keys {missing}")
+        raise RuleError("missing_field", f"thresholds lack keys {missing}")
     unknown = sorted(set(data) - set(GATE_KEYS))
     if unknown:
-        raise ValueError(f"thresholds have unknown keys {unknown}; expected {list(GATE_KEYS)}")
+        raise RuleError("unknown_field",
+                        f"thresholds have unknown keys {unknown}; expected {list(GATE_KEYS)}")
     out: dict[str, Any] = {}
-    for key in ("lambda_cost_scale", "delta_loss_threshold"):
-        out[key] = _number(data[key], key, lo=0.0)
-    out["epsilon_harm_bound"] = _number(data["epsilon_harm_bound"], "epsilon_harm_bound",
-                                        lo=0.0, hi=1.0)
-    if "harm_price" in data:
-        out["harm_price"] = _number(data["harm_price"], "harm_price", lo=0.0)
-    planner = data["planner"]
-    check_choice("planner", planner, ("lookahead", "myopic"))
-    out["planner"] = planner
-    mv = data["max_verifications"]
-    if isinstance(mv, float) and mv.is_integer():
-        mv = int(mv)
-    if isinstance(mv, bool) or not isinstance(mv, int) or mv < 0:
-        raise ValueError(f"max_verifications={mv!r} must be an integer >= 0")
-    out["max_verifications"] = mv
-    clamp = data["clamp"]
-    if clamp is None:
-        out["clamp"] = None
-    else:
-        if isinstance(clamp, (str, bytes)) or not isinstance(clamp, (list, tuple)) \
-                or len(clamp) != 2:
-            raise ValueError(f"clamp={clamp!r} must be [lo, hi] or null")
-        lo = _number(clamp[0], "clamp[0]", lo=0.0, hi=1.0)
-        hi = _number(clamp[1], "clamp[1]", lo=0.0, hi=1.0)
-        if not lo < hi:
-            raise ValueError(f"clamp={list(clamp)!r} must satisfy lo < hi")
-        out["clamp"] = [lo, hi]
+    # key by key in the order of GATE_KEYS: the first bad key is the one both loaders name
+    for key in GATE_KEYS:
+        if key not in data:
+            continue
+        if key in rules["numbers"]:
+            lo, hi = rules["numbers"][key]
+            out[key] = _number(data[key], key, lo=lo, hi=hi)
+        elif key in rules["choices"]:
+            out[key] = _choice(data[key], key, rules["choices"][key])
+        elif key in rules["integers"]:
+            out[key] = _integer(data[key], key, rules["integers"][key])
+        else:
+            out[key] = _clamp(data[key], rules["clamp"])
     return out
+
+
+def _choice(value: Any, key: str, choices: Sequence[str]) -> str:
+    if not isinstance(value, str):
+        raise RuleError("bad_type", f"{key}={value!r} must be a string")
+    try:
+        check_choice(key, value, choices)
+    except ValueError as exc:
+        raise RuleError("bad_value", str(exc)) from None
+    return value
+
+
+def _integer(value: Any, key: str, least: int) -> int:
+    """An integer >= ``least``; a float of integral value (``3.0``) counts as one."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RuleError("bad_type", f"{key}={value!r} must be an integer >= {least}")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or value < least:
+        raise RuleError("bad_value", f"{key}={value!r} must be an integer >= {least}")
+    return value
+
+
+def _clamp(clamp: Any, bounds: Sequence[float]) -> list[float] | None:
+    if clamp is None:
+        return None
+    if isinstance(clamp, (str, bytes)) or not isinstance(clamp, (list, tuple)):
+        raise RuleError("bad_type", f"clamp={clamp!r} must be [lo, hi] or null")
+    if len(clamp) != 2:
+        raise RuleError("bad_value", f"clamp={clamp!r} must be [lo, hi] or null")
+    lo = _number(clamp[0], "clamp[0]", lo=bounds[0], hi=bounds[1])
+    hi = _number(clamp[1], "clamp[1]", lo=bounds[0], hi=bounds[1])
+    if not lo < hi:
+        raise RuleError("bad_value", f"clamp={list(clamp)!r} must satisfy lo < hi")
+    return [lo, hi]
 
 
 def with_gate_clamp(calibrator: PortableCalibrator, gate: Mapping[str, Any]
@@ -281,31 +325,42 @@ def check_certificate_binding(certificate: Any, *, calibrator_sha256: str,
         Naming both hashes (or fingerprints) of what differs.
     """
     if not isinstance(certificate, Mapping):
-        raise ValueError("certificate must be an object")
+        raise RuleError("bad_type", "certificate must be an object")
     cert_cal = certificate.get("calibrator_sha256")
     if not (isinstance(cert_cal, str) and _SHA256_RE.fullmatch(cert_cal)):
-        raise ValueError(
+        raise RuleError(
+            "certificate_binding",
             "certificate does not name the calibrator it certified (no calibrator_sha256; "
             "made before certificates were bound?): certify this version again "
             "(amv-calib certify) and export the result")
     if cert_cal != calibrator_sha256:
-        raise ValueError(
+        raise RuleError(
+            "certificate_binding",
             f"certificate was made for calibrator sha256 {cert_cal}, but this calibrator.json "
             f"has sha256 {calibrator_sha256}: a certificate vouches for one calibrator only")
     chosen = certificate.get("thresholds")
     if not isinstance(chosen, Mapping):
-        raise ValueError("certificate certified no configuration")
+        raise RuleError("certificate_binding", "certificate certified no configuration")
     path = certificate.get("path")
     index = certificate.get("chosen")
+    # an index is a JSON integer (not true, not 21.0) naming the path's entry that its
+    # thresholds are, compared as JSON (a boolean is never a number)
     if not (isinstance(path, list) and isinstance(index, int) and not isinstance(index, bool)
-            and 0 <= index < len(path) and path[index] == chosen):
-        raise ValueError(f"certificate's thresholds are not its path's chosen configuration "
-                         f"(chosen={index!r})")
-    ours, theirs = thresholds_sha256(gate), thresholds_sha256(chosen)
+            and 0 <= index < len(path) and json_equal(path[index], chosen)):
+        raise RuleError("certificate_binding",
+                        f"certificate's thresholds are not its path's chosen configuration "
+                        f"(chosen={index!r})")
+    try:
+        theirs = thresholds_sha256(chosen)
+    except ValueError as exc:
+        raise RuleError("certificate_binding",
+                        f"certificate's chosen thresholds are invalid: {exc}") from None
+    ours = thresholds_sha256(gate)
     if ours != theirs:
         a, b = {**GATE_DEFAULTS, **check_thresholds(chosen)}, {**GATE_DEFAULTS, **gate}
         differ = sorted(k for k in GATE_KEYS if a.get(k) != b.get(k))
-        raise ValueError(
+        raise RuleError(
+            "certificate_binding",
             f"certificate certified thresholds sha256 {theirs}, but this gate has sha256 "
             f"{ours} (they differ in {differ}): a certificate vouches for its chosen "
             f"thresholds only")
@@ -313,8 +368,10 @@ def check_certificate_binding(certificate: Any, *, calibrator_sha256: str,
     if seen is not None:
         want = seen.get("fingerprint") if isinstance(seen, Mapping) else None
         have = None if tuning is None else tuning.get("fingerprint")
-        if want != have:
-            raise ValueError(
+        # a record is named by a digest: "seen" without one vouches for no record
+        if not (isinstance(want, str) and _SHA256_RE.fullmatch(want)) or want != have:
+            raise RuleError(
+                "tuning_binding",
                 f"certificate's thresholds have seen the episodes of record {want}, but this "
                 f"version carries record {have}: export the certify step's tuning.json with "
                 f"its certificate")
@@ -322,33 +379,65 @@ def check_certificate_binding(certificate: Any, *, calibrator_sha256: str,
 
 def _number(value: Any, key: str, *, lo: float, hi: float | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{key}={value!r} is not a number")
+        raise RuleError("bad_type", f"{key}={value!r} is not a number")
     f = float(value)
     if not math.isfinite(f) or f < lo or (hi is not None and f > hi):
         bound = f">= {lo:g}" if hi is None else f"in [{lo:g}, {hi:g}]"
-        raise ValueError(f"{key}={value!r} must be finite and {bound}")
+        raise RuleError("bad_value", f"{key}={value!r} must be finite and {bound}")
     return f
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equal as JSON values: a boolean is never a number (``True == 1`` is Python's, not
+    JSON's); numbers compare by value (``3 == 3.0``); lists item by item; objects key by key."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+class _BigInteger(ValueError):
+    pass
+
+
+def _safe_int(text: str) -> int:
+    """An integer both loaders read exactly; a longer one is refused before ``int()`` (which
+    would also refuse, past 4,300 digits, with another error)."""
+    digits = text.lstrip("-")
+    if len(digits) > 16 or int(digits) > _MAX_SAFE_INTEGER:
+        raise _BigInteger(f"integer {text[:40]}{'...' if len(text) > 40 else ''} is beyond "
+                          f"+-{_MAX_SAFE_INTEGER}, which every reader represents exactly")
+    return int(text)
 
 
 def _parse_json(raw: bytes, where: Path, *, allow_nan: bool = False) -> dict[str, Any]:
     try:
-        obj = loads_strict(raw.decode("utf-8"), allow_nan=allow_nan)
+        obj = loads_strict(raw.decode("utf-8"), allow_nan=allow_nan, parse_int=_safe_int)
     except UnicodeDecodeError as exc:
-        raise ArtifactError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") \
-            from None
+        raise ArtifactError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})",
+                            code="not_utf8") from None
     except json.JSONDecodeError as exc:
         raise ArtifactError(
-            f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
-        ) from None
+            f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+            code="bad_json") from None
     except RecursionError:
-        raise ArtifactError(f"{where}: JSON nested deeper than {_MAX_JSON_DEPTH} levels") \
-            from None
+        raise ArtifactError(f"{where}: JSON nested deeper than {_MAX_JSON_DEPTH} levels",
+                            code="too_deep") from None
+    except _BigInteger as exc:
+        raise ArtifactError(f"{where}: not valid JSON ({exc})", code="bad_number") from None
     except ValueError as exc:
-        raise ArtifactError(f"{where}: not valid JSON ({exc})") from None
+        raise ArtifactError(f"{where}: not valid JSON ({exc})", code="bad_json") from None
     if not isinstance(obj, dict):
-        raise ArtifactError(f"{where}: must hold a JSON object, got {type(obj).__name__}")
+        raise ArtifactError(f"{where}: must hold a JSON object, got {type(obj).__name__}",
+                            code="bad_type")
     if _depth(obj) > _MAX_JSON_DEPTH:
-        raise ArtifactError(f"{where}: JSON nested deeper than {_MAX_JSON_DEPTH} levels")
+        raise ArtifactError(f"{where}: JSON nested deeper than {_MAX_JSON_DEPTH} levels",
+                            code="too_deep")
     return obj
 
 
@@ -372,7 +461,7 @@ def _check_file_format(data: Mapping[str, Any], name: str, version: int, where: 
     try:
         _check_format(data, name, version)
     except PortableFormatError as exc:
-        raise ArtifactError(f"{where}: {exc}") from None
+        raise ArtifactError(f"{where}: {exc}", code="format") from None
 
 
 def read_regular_bytes(path: str | os.PathLike[str], *, what: str) -> bytes:
@@ -527,15 +616,17 @@ def resolve_reference(ref: str | os.PathLike[str] | None = None) -> Path:
 # -- loading --------------------------------------------------------------------------
 def _check_rel_path(rel: Any, manifest_path: Path) -> str:
     if not isinstance(rel, str) or not rel:
-        raise ArtifactError(f"{manifest_path}: 'files' has a non-string or empty name {rel!r}")
+        raise ArtifactError(f"{manifest_path}: 'files' has a non-string or empty name {rel!r}",
+                            code="bad_path")
     parts = rel.split("/")
     if rel.startswith("/") or "\\" in rel or any(p in ("", ".", "..") for p in parts):
         raise ArtifactError(
             f"{manifest_path}: 'files' entry {rel!r} is not a plain relative path inside "
-            f"the artifact folder"
+            f"the artifact folder", code="bad_path"
         )
     if rel == MANIFEST_FILE:
-        raise ArtifactError(f"{manifest_path}: 'files' must not list {MANIFEST_FILE} itself")
+        raise ArtifactError(f"{manifest_path}: 'files' must not list {MANIFEST_FILE} itself",
+                            code="bad_path")
     return rel
 
 
@@ -595,8 +686,8 @@ def load_artifact(ref: str | os.PathLike[str] | None = None, *,
                                   manifest, manifest_path)
     try:
         thresholds = check_thresholds(manifest["gate"])
-    except ValueError as exc:
-        raise ArtifactError(f"{manifest_path}: gate: {exc}") from None
+    except RuleError as exc:
+        raise ArtifactError(f"{manifest_path}: gate: {exc}", code=exc.code) from None
     _check_bindings(manifest, files, thresholds, manifest_path)
     return LoadedArtifact(
         path=res.path,
@@ -613,6 +704,11 @@ def load_artifact(ref: str | os.PathLike[str] | None = None, *,
     )
 
 
+def refusal_reason(exc: ArtifactError) -> str:
+    """The reason a gate that refuses an artifact gives: ``artifact refused: [CODE] ...``."""
+    return f"artifact refused: [{exc.code}] {exc}"
+
+
 def _check_bindings(manifest: Mapping[str, Any], files: Mapping[str, str],
                     thresholds: Mapping[str, Any], manifest_path: Path) -> None:
     """The tuning record is a listed file whose hash is its fingerprint, and the
@@ -622,19 +718,19 @@ def _check_bindings(manifest: Mapping[str, Any], files: Mapping[str, str],
         members = tuning.get("members") if isinstance(tuning, dict) else None
         if not isinstance(members, str) or members not in files:
             raise ArtifactError(f"{manifest_path}: tuning: members={members!r} must name a "
-                                f"file the manifest lists")
+                                f"file the manifest lists", code="tuning_binding")
         if tuning.get("fingerprint") != files[members]:
             raise ArtifactError(
                 f"{manifest_path}: tuning: fingerprint {tuning.get('fingerprint')!r} is not "
-                f"the sha256 of {members} ({files[members]})")
+                f"the sha256 of {members} ({files[members]})", code="tuning_binding")
     cert = manifest.get("certificate")
     if cert is None:
         return
     try:
         check_certificate_binding(cert, calibrator_sha256=files[CALIBRATOR_FILE],
                                   gate=thresholds, tuning=tuning)
-    except ValueError as exc:
-        raise CertificateMismatchError(f"{manifest_path}: {exc}") from None
+    except RuleError as exc:
+        raise CertificateMismatchError(f"{manifest_path}: {exc}", code=exc.code) from None
 
 
 def _trusted_keys_in_force(given: KeysLike | None) -> list[Path]:
@@ -659,9 +755,9 @@ def _listed_bytes(folder: VersionFolder, rel: str, what: str) -> bytes:
     where = folder.path / rel
     problem = folder.problem(rel)
     if problem is not None:
-        raise ArtifactError(f"{where}: {what} {problem}")
+        raise ArtifactError(f"{where}: {what} {problem}", code="bad_file")
     if rel not in folder.data:
-        raise ArtifactError(f"{where}: {what} is missing")
+        raise ArtifactError(f"{where}: {what} is missing", code="missing_file")
     return folder.data[rel]
 
 
@@ -676,50 +772,69 @@ def _read_manifest(res: _Resolved, folder: VersionFolder,
             raise ArtifactError(
                 f"{manifest_path}: sha256 {got} differs from {res.manifest_sha256} recorded "
                 f"when alias {res.alias!r} was promoted (manifest edited after promotion?); "
-                f"verify the artifact and promote it again"
+                f"verify the artifact and promote it again", code="alias_binding"
             )
     manifest = _parse_json(raw_manifest, manifest_path)
     _check_file_format(manifest, ARTIFACT_FORMAT, ARTIFACT_FORMAT_VERSION, manifest_path)
     missing = [k for k in _REQUIRED_MANIFEST_KEYS if k not in manifest]
     if missing:
-        raise ArtifactError(f"{manifest_path}: lacks keys {missing}")
+        raise ArtifactError(f"{manifest_path}: lacks keys {missing}", code="missing_field")
     unknown = sorted(set(manifest) - _MANIFEST_KEYS)
     if unknown:
-        raise ArtifactError(f"{manifest_path}: unknown keys {unknown}")
+        raise ArtifactError(f"{manifest_path}: unknown keys {unknown}", code="unknown_field")
+    for key in RULES["manifest"]["objects"]:
+        if manifest.get(key) is not None and not isinstance(manifest[key], dict):
+            raise ArtifactError(f"{manifest_path}: {key} must be an object", code="bad_type")
     cert = manifest.get("certificate")
-    if cert is not None and not (isinstance(cert, dict) and all(
-            isinstance(cert.get(k), (int, float)) for k in ("alpha", "delta", "n"))):
+    if cert is not None and not all(_is_number(cert.get(k))
+                                    for k in RULES["certificate"]["numbers"]):
         raise ArtifactError(f"{manifest_path}: certificate must be an object with numbers "
-                            f"alpha, delta and n")
+                            f"alpha, delta and n", code="bad_type")
     name, version = manifest["name"], manifest["version"]
-    if not isinstance(name, str) or not name:
-        raise ArtifactError(f"{manifest_path}: name={name!r} must be a non-empty string")
-    if not isinstance(version, str) or not _VERSION_RE.fullmatch(version):
-        raise ArtifactError(f"{manifest_path}: version={version!r} must look like 'v1'")
+    if not isinstance(name, str):
+        raise ArtifactError(f"{manifest_path}: name={name!r} must be a non-empty string",
+                            code="bad_type")
+    if not name:
+        raise ArtifactError(f"{manifest_path}: name={name!r} must be a non-empty string",
+                            code="bad_value")
+    if not isinstance(version, str):
+        raise ArtifactError(f"{manifest_path}: version={version!r} must look like 'v1'",
+                            code="bad_type")
+    if not _VERSION_RE.fullmatch(version):
+        raise ArtifactError(f"{manifest_path}: version={version!r} must look like 'v1'",
+                            code="bad_value")
     named = res.path.name
     if _VERSION_RE.fullmatch(named) and named != version:
         raise ArtifactError(
             f"{manifest_path}: version={version!r} but the folder is {named!r} "
-            f"(copied or renamed by hand?)"
+            f"(copied or renamed by hand?)", code="folder_mismatch"
         )
     return manifest
+
+
+def _is_number(value: Any) -> bool:
+    """A JSON number: an int or a float, never a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _listed_files(files_field: Any, manifest_path: Path) -> dict[str, str]:
     """The manifest's ``files``: plain relative names to sha256 digests, the calibrator
     among them."""
     if not isinstance(files_field, dict):
-        raise ArtifactError(f"{manifest_path}: 'files' must map file names to sha256 digests")
+        raise ArtifactError(f"{manifest_path}: 'files' must map file names to sha256 digests",
+                            code="bad_type")
     files: dict[str, str] = {}
     for rel, digest in files_field.items():
         rel = _check_rel_path(rel, manifest_path)
         if not isinstance(digest, str) or not _SHA256_RE.fullmatch(digest):
             raise ArtifactError(
-                f"{manifest_path}: 'files'[{rel!r}]={digest!r} is not a sha256 hex digest"
+                f"{manifest_path}: 'files'[{rel!r}]={digest!r} is not a sha256 hex digest",
+                code="bad_type" if not isinstance(digest, str) else "bad_value"
             )
         files[rel] = digest
     if CALIBRATOR_FILE not in files:
-        raise ArtifactError(f"{manifest_path}: 'files' does not list {CALIBRATOR_FILE}")
+        raise ArtifactError(f"{manifest_path}: 'files' does not list {CALIBRATOR_FILE}",
+                            code="missing_field")
     return files
 
 
@@ -733,20 +848,22 @@ def _verify_files(folder: VersionFolder, files: Mapping[str, str]) -> None:
         if rel == CALIBRATOR_FILE:
             _listed_bytes(folder, rel, listed)  # parsed later: read whole, within the JSON cap
         elif folder.problem(rel) is not None:
-            raise ArtifactError(f"{fpath}: {listed} {folder.problem(rel)}")
+            raise ArtifactError(f"{fpath}: {listed} {folder.problem(rel)}", code="bad_file")
         elif rel not in folder.digests:
-            raise ArtifactError(f"{fpath}: listed in {MANIFEST_FILE} but missing")
+            raise ArtifactError(f"{fpath}: listed in {MANIFEST_FILE} but missing",
+                                code="missing_file")
         got = folder.digests[rel]
         if got != files[rel]:
             raise ArtifactError(
                 f"{fpath}: sha256 mismatch (tampered or truncated): {MANIFEST_FILE} lists "
-                f"{files[rel]}, the file has {got}"
+                f"{files[rel]}, the file has {got}", code="hash_mismatch"
             )
     extra = sorted(folder.names() - set(files) - {MANIFEST_FILE, SIGNATURE_FILE})
     if extra:
         raise ArtifactError(
             f"{root / extra[0]}: not listed in {MANIFEST_FILE} (unlisted files: {extra}); "
-            f"an artifact folder is immutable, export a new version instead"
+            f"an artifact folder is immutable, export a new version instead",
+            code="unlisted_file"
         )
 
 
@@ -758,20 +875,21 @@ def _read_calibrator(raw: bytes, cal_path: Path, manifest: Mapping[str, Any],
     try:
         calibrator = PortableCalibrator.from_dict(cal_data)
     except PortableFormatError as exc:
-        raise ArtifactError(f"{cal_path}: {exc}") from None
+        raise ArtifactError(f"{cal_path}: {exc}", code="calibrator") from None
     try:
         manifest_map = FeatureMap.from_list(manifest["feature_map"])
     except PortableFormatError as exc:
-        raise ArtifactError(f"{manifest_path}: feature_map: {exc}") from None
+        raise ArtifactError(f"{manifest_path}: feature_map: {exc}", code="calibrator") \
+            from None
     if manifest_map != calibrator.feature_map:
         raise ArtifactError(
             f"{manifest_path}: feature_map {manifest_map.names} differs from "
-            f"{CALIBRATOR_FILE}'s {calibrator.feature_map.names}"
+            f"{CALIBRATOR_FILE}'s {calibrator.feature_map.names}", code="calibrator_binding"
         )
     if manifest["calibrator_kind"] != calibrator.kind:
         raise ArtifactError(
             f"{manifest_path}: calibrator_kind={manifest['calibrator_kind']!r} but "
-            f"{CALIBRATOR_FILE} has kind={calibrator.kind!r}"
+            f"{CALIBRATOR_FILE} has kind={calibrator.kind!r}", code="calibrator_binding"
         )
     return calibrator
 
@@ -785,7 +903,7 @@ def _with_gate_clamp(calibrator: PortableCalibrator, clamp: list[float] | None,
     if calibrator.clamp is not None and calibrator.clamp != gate_clamp:
         raise ArtifactError(
             f"{manifest_path}: gate clamp {list(gate_clamp)} differs from "
-            f"{CALIBRATOR_FILE}'s clamp {list(calibrator.clamp)}"
+            f"{CALIBRATOR_FILE}'s clamp {list(calibrator.clamp)}", code="calibrator_binding"
         )
     if calibrator.clamp is None:
         return replace(calibrator, clamp=gate_clamp)
@@ -837,7 +955,7 @@ def gate_from_artifact(
             raise
         _log.warning("artifact refused, the gate will abstain: %s", exc)
         kept = {k: v for k, v in overrides.items() if k != "refusal"}
-        return cls(refusal=f"artifact refused: {exc}", **kept)
+        return cls(refusal=refusal_reason(exc), **kept)
     t = art.thresholds
     kwargs: dict[str, Any] = {
         "calibrator": art.calibrator,

@@ -288,7 +288,9 @@ def _check_format(data: Mapping[str, Any], name: str, version: int) -> None:
     """
     if data.get("format") != name:
         raise PortableFormatError(f"format={data.get('format')!r}, expected {name!r}")
-    if data.get("format_version") != version:
+    found = data.get("format_version")
+    # a JSON integer: true is not 1 (Python's True == 1 is no JSON equality), nor is 1.0
+    if isinstance(found, bool) or not isinstance(found, int) or found != version:
         raise PortableFormatError(
             f"unknown format_version={data.get('format_version')!r}; this version of "
             f"amv-calib reads format_version {version}"

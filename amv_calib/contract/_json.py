@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["DuplicateKeyError", "loads_line", "loads_strict", "lone_surrogate",
@@ -43,7 +44,8 @@ def _refuse_constant(token: str) -> Any:
     raise ValueError(f"non-finite number {token!r} is not allowed")
 
 
-def loads_strict(data: str | bytes | bytearray, *, allow_nan: bool = True) -> Any:
+def loads_strict(data: str | bytes | bytearray, *, allow_nan: bool = True,
+                 parse_int: Callable[[str], Any] | None = None) -> Any:
     """``json.loads`` that refuses an object giving one key twice.
 
     Parameters
@@ -53,6 +55,9 @@ def loads_strict(data: str | bytes | bytearray, *, allow_nan: bool = True) -> An
     allow_nan : bool, default True
         Accept the tokens ``NaN``, ``Infinity`` and ``-Infinity`` (as ``json.loads`` does);
         False refuses them with a ``ValueError`` naming the token.
+    parse_int : callable, optional
+        Called with the text of every integer (as ``json.loads``'s own); it may refuse one
+        by raising ``ValueError``.
 
     Raises
     ------
@@ -62,8 +67,9 @@ def loads_strict(data: str | bytes | bytearray, *, allow_nan: bool = True) -> An
         As ``json.loads``: not JSON, not UTF-8, or nested too deeply for the parser.
     """
     if allow_nan:
-        return json.loads(data, object_pairs_hook=_no_duplicates)
-    return json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
+        return json.loads(data, object_pairs_hook=_no_duplicates, parse_int=parse_int)
+    return json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant,
+                      parse_int=parse_int)
 
 
 def lone_surrogate(obj: Any) -> str | None:

@@ -201,11 +201,12 @@ def verify_folder(folder: VersionFolder, trusted_keys: Sequence[Path]) -> Path:
         raise ArtifactError("no trusted key given to check the signature with")
     if SIGNATURE_FILE in folder.problems:
         raise ArtifactError(f"{root / SIGNATURE_FILE}: signature "
-                            f"{folder.problems[SIGNATURE_FILE]}")
+                            f"{folder.problems[SIGNATURE_FILE]}", code="signature")
     bundle = folder.data.get(SIGNATURE_FILE)
     if bundle is None:
         raise ArtifactError(f"{root}: unsigned (no {SIGNATURE_FILE}), and trusted keys are "
-                            f"configured; sign it with `amv-calib sign {root} --key PRIVATE`")
+                            f"configured; sign it with `amv-calib sign {root} --key PRIVATE`",
+                            code="signature")
     reasons = []
     for key in trusted_keys:
         if not os.path.lexists(key):
@@ -220,7 +221,7 @@ def verify_folder(folder: VersionFolder, trusted_keys: Sequence[Path]) -> Path:
             return key
         reasons.append(f"{key.name}: {why}")
     raise ArtifactError(f"{root}: signature does not verify with any trusted key ("
-                        + "; ".join(reasons) + ")")
+                        + "; ".join(reasons) + ")", code="signature")
 
 
 def verify_signature(version_dir: str | os.PathLike[str],

@@ -81,7 +81,7 @@ class GateModel(PythonModel):
         try:
             art = load_artifact(path)
         except ArtifactError as exc:
-            self._refusal = f"artifact refused: {exc}"
+            self._refusal = f"artifact refused: [{exc.code}] {exc}"
             # fails closed: every decision ABSTAINs with the reason
             self._gate = Gate(refusal=self._refusal)
             return

@@ -677,16 +677,19 @@ def _refusal_scenarios(artifacts: dict[str, Any]) -> list[tuple[str, dict[str, A
     for name, edit, pattern in (
         ("certificate without calibrator_sha256",
          lambda m: m["certificate"].pop("calibrator_sha256"),
-         "certificate lacks calibrator_sha256"),
+         "certificate does not name the calibrator it certified"),
         ("certificate for another calibrator",
          lambda m: m["certificate"].__setitem__("calibrator_sha256", "0" * 64),
-         "certificate calibrator_sha256=.* differs"),
+         "certificate was made for calibrator sha256 0{64}, but"),
         ("certificate for other thresholds",
-         lambda m: m["certificate"]["thresholds"].__setitem__("harm_price", 3.0),
-         r"certificate thresholds differ from the manifest's gate in \['harm_price'\]"),
+         lambda m: _certify_other(m, lambda t: t.__setitem__("harm_price", 3.0)),
+         r"they differ in \['harm_price'\]"),
         ("certificate without a harm price, gate priced",
-         lambda m: m["certificate"]["thresholds"].pop("harm_price"),
-         r"differ from the manifest's gate in \['harm_price'\]"),
+         lambda m: _certify_other(m, lambda t: t.pop("harm_price")),
+         r"they differ in \['harm_price'\]"),
+        ("certificate's chosen entry not its thresholds",
+         lambda m: m["certificate"]["thresholds"].__setitem__("harm_price", 3.0),
+         r"not its path's chosen configuration \(chosen=21\)"),
     ):
         d = _copy(artifacts, "shipped", name.replace(" ", "-"))
         _rewrite_manifest(d, edit)
@@ -794,6 +797,14 @@ def test_loaded_artifacts_match_python(artifacts: dict[str, Any]) -> None:
         assert (got[n]["signed_by"] is not None) == (art.signed_by is not None)
 
 
+def _certify_other(m: dict[str, Any], change: Any) -> None:
+    """Change the certificate's thresholds and the path entry it names alike (so that its own
+    binding holds and the comparison with the gate is what is tested)."""
+    cert = m["certificate"]
+    change(cert["thresholds"])
+    change(cert["path"][cert["chosen"]])
+
+
 def test_bound_certificates_and_hintless_signatures_load(artifacts: dict[str, Any]) -> None:
     """A certificate binds when its thresholds equal the gate as numbers, a missing harm price
     meaning 0; a signature without the key hint verifies by the key alone."""
@@ -801,8 +812,12 @@ def test_bound_certificates_and_hintless_signatures_load(artifacts: dict[str, An
 
     def edit(m: dict[str, Any]) -> None:
         m["gate"].pop("harm_price")
-        m["certificate"]["thresholds"]["harm_price"] = 0.0
-        m["certificate"]["thresholds"]["max_verifications"] = 3.0  # a float for the int 3
+
+        def bound(t: dict[str, Any]) -> None:
+            t["harm_price"] = 0.0
+            t["max_verifications"] = 3.0  # a float for the int 3
+
+        _certify_other(m, bound)
 
     _rewrite_manifest(d, edit)
     requests = [{"id": 0, "kind": "load", "ref": str(d), "trusted_keys": None, "env": None},
@@ -825,7 +840,7 @@ def test_shipped_production_alias(dist: Path) -> None:
     cert = json.loads((SHIPPED / "manifest.json").read_text()).get("certificate")
     if cert is not None and "calibrator_sha256" not in cert:
         assert got["refusal"] is not None
-        assert "certificate lacks calibrator_sha256" in got["refusal"]
+        assert "does not name the calibrator it certified" in got["refusal"]
     else:
         assert got["refusal"] is None, got
         assert got["thresholds"] == load_artifact(ref).thresholds

@@ -23,21 +23,46 @@ import * as path from "node:path";
 import { featureMapFromList, PortableCalibrator, PortableFormatError, sameFeatureMap, checkFormat } from "./calibrator.js";
 import { Gate, type GateOptions } from "./engine.js";
 import { ArtifactError, Folder, MAX_JSON_BYTES, sha256Hex } from "./files.js";
-import { decodeUtf8, has, isObject, JsonError, parseJson, type Json, type JsonObject } from "./json.js";
+import { decodeUtf8, has, isObject, JsonError, parseJson, writtenAsFloat, type Json, type JsonObject } from "./json.js";
 import { formatG, reprJson, reprList, reprStr } from "./pyfmt.js";
 import { readTrustedKey, SIGNATURE_FILE, verifySignature, type TrustedKey } from "./signature.js";
 
 export { ArtifactError } from "./files.js";
 
-export const ARTIFACT_FORMAT = "amv-calib/artifact";
-export const ARTIFACT_FORMAT_VERSION = 1;
+/** The artifact rules that are data, as `artifact_rules.json` (copied beside this file at build). */
+interface Rules {
+  codes: Record<string, string>;
+  json: { max_depth: number; max_safe_integer: number };
+  manifest: {
+    format: string; format_version: number; allowed: string[]; required: string[]; objects: string[];
+    sha256_pattern: string; version_pattern: string;
+  };
+  gate: {
+    keys: string[]; defaults: Record<string, Json>; numbers: Record<string, [number, number | null]>;
+    choices: Record<string, string[]>; integers: Record<string, number>; clamp: [number, number];
+  };
+  certificate: { numbers: string[] };
+  tuning: { members: string; fingerprint: string };
+}
+
+/**
+ * The rules the Python loader reads too (`amv_calib/contract/artifact_rules.json`, one copy
+ * in the repository; `npm run build` copies it here): fields, types, ranges, reason codes.
+ */
+export const RULES: Readonly<Rules> = Object.freeze(JSON.parse(
+  fs.readFileSync(new URL("./artifact_rules.json", import.meta.url), "utf8")) as Rules);
+/** The reason codes an {@link ArtifactError} of the loader may carry. */
+export const REASON_CODES: ReadonlySet<string> = new Set(Object.keys(RULES.codes));
+
+export const ARTIFACT_FORMAT = RULES.manifest.format;
+export const ARTIFACT_FORMAT_VERSION = RULES.manifest.format_version;
 export const ALIASES_FORMAT = "amv-calib/aliases";
 export const ALIASES_FORMAT_VERSION = 1;
 export const MANIFEST_FILE = "manifest.json";
 export const CALIBRATOR_FILE = "calibrator.json";
 export const ALIASES_FILE = "aliases.json";
 /** Deeper JSON is refused (the format nests four levels). */
-export const MAX_JSON_DEPTH = 32;
+export const MAX_JSON_DEPTH = RULES.json.max_depth;
 /** Where relative references are looked up when they do not exist from the current folder. */
 export const MODELS_DIR_ENV = "AMV_CALIB_MODELS_DIR";
 /** Public keys (PEM files separated by ':') a deployed gate trusts. */
@@ -48,25 +73,24 @@ export const DEFAULT_REFERENCE = "amv-guard@production";
  * The keys a manifest may hold, and the only list of them here: a manifest with another key
  * is refused (a reader that does not know a key cannot vouch for what it means).
  */
-export const MANIFEST_KEYS: ReadonlySet<string> = new Set([
-  "format", "format_version", "name", "version", "created_utc", "package_version", "git_commit",
-  "calibrator_kind", "calibrator_source", "feature_map", "gate", "training_data", "metrics", "files",
-  "certificate",
-  // where the calibrator was fitted, when not on one machine ("spark")
-  "engine",
-  // how the thresholds were tuned (an object; its episodes may be listed as tuning-episodes.u64)
-  "tuning",
-]);
-const REQUIRED_MANIFEST_KEYS = ["name", "version", "calibrator_kind", "feature_map", "gate", "files"];
+export const MANIFEST_KEYS: ReadonlySet<string> = new Set(RULES.manifest.allowed);
+const REQUIRED_MANIFEST_KEYS = RULES.manifest.required;
 
 /** The gate thresholds a manifest's `gate` object holds. */
-export const GATE_KEYS = ["lambda_cost_scale", "delta_loss_threshold", "epsilon_harm_bound", "harm_price", "planner",
-  "max_verifications", "clamp"] as const;
+export const GATE_KEYS: readonly string[] = Object.freeze([...RULES.gate.keys]);
 /** Keys an older manifest may lack, and what they mean then. */
-export const GATE_DEFAULTS: Readonly<Record<string, Json>> = Object.freeze({ harm_price: 0.0 });
+export const GATE_DEFAULTS: Readonly<Record<string, Json>> = Object.freeze({ ...RULES.gate.defaults });
 
-const SHA256_RE = /^[0-9a-f]{64}$/;
-const VERSION_RE = /^v[1-9][0-9]*$/;
+const SHA256_RE = new RegExp(RULES.manifest.sha256_pattern);
+const VERSION_RE = new RegExp(RULES.manifest.version_pattern);
+
+/** A value that breaks an artifact rule: a `RangeError` carrying its reason code (Python's `RuleError`). */
+export class RuleError extends RangeError {
+  override name = "RuleError";
+  constructor(readonly code: string, message: string) {
+    super(message);
+  }
+}
 
 /** The manifest's `gate` object, checked. */
 export interface Thresholds {
@@ -108,16 +132,18 @@ export interface LoadOptions {
 function parse(raw: Buffer, where: string, allowNonFinite = false): JsonObject {
   let obj: Json;
   try {
-    obj = parseJson(decodeUtf8(raw), { maxDepth: MAX_JSON_DEPTH, allowNonFinite });
+    obj = parseJson(decodeUtf8(raw), {
+      maxDepth: MAX_JSON_DEPTH, allowNonFinite, maxSafeInteger: RULES.json.max_safe_integer, markFloats: true,
+    });
   } catch (exc) {
-    if (exc instanceof TypeError) throw new ArtifactError(`${where}: not UTF-8 text (${exc.message})`);
+    if (exc instanceof TypeError) throw new ArtifactError(`${where}: not UTF-8 text (${exc.message})`, "not_utf8");
     if (exc instanceof JsonError) {
-      if (exc.message.startsWith("JSON nested deeper")) throw new ArtifactError(`${where}: ${exc.message}`);
-      throw new ArtifactError(`${where}: not valid JSON (${exc.message})`);
+      if (exc.problem === "depth") throw new ArtifactError(`${where}: ${exc.message}`, "too_deep");
+      throw new ArtifactError(`${where}: not valid JSON (${exc.message})`, exc.problem === "integer" ? "bad_number" : "bad_json");
     }
     throw exc;
   }
-  if (!isObject(obj)) throw new ArtifactError(`${where}: must hold a JSON object, got ${Array.isArray(obj) ? "list" : typeof obj}`);
+  if (!isObject(obj)) throw new ArtifactError(`${where}: must hold a JSON object, got ${Array.isArray(obj) ? "list" : typeof obj}`, "bad_type");
   return obj;
 }
 
@@ -125,7 +151,7 @@ function checkFileFormat(data: JsonObject, name: string, version: number, where:
   try {
     checkFormat(data, name, version);
   } catch (exc) {
-    if (exc instanceof PortableFormatError) throw new ArtifactError(`${where}: ${exc.message}`);
+    if (exc instanceof PortableFormatError) throw new ArtifactError(`${where}: ${exc.message}`, "format");
     throw exc;
   }
 }
@@ -255,85 +281,167 @@ export function resolveReference(ref?: string): string {
 // -- thresholds and the certificate ----------------------------------------------------------
 
 function num(value: Json | undefined, key: string, lo: number, hi: number | null = null): number {
-  if (typeof value !== "number") throw new RangeError(`${key}=${reprJson(value)} is not a number`);
+  if (typeof value !== "number") throw new RuleError("bad_type", `${key}=${reprJson(value)} is not a number`);
   if (!Number.isFinite(value) || value < lo || (hi !== null && value > hi)) {
     const bound = hi === null ? `>= ${formatG(lo)}` : `in [${formatG(lo)}, ${formatG(hi)}]`;
-    throw new RangeError(`${key}=${reprJson(value)} must be finite and ${bound}`);
+    throw new RuleError("bad_value", `${key}=${reprJson(value)} must be finite and ${bound}`);
   }
   return value;
 }
 
-/** Validate a `thresholds.json` / manifest `gate` object (Python's `check_thresholds`). */
-export function checkThresholds(data: Json): Thresholds {
-  if (!isObject(data)) throw new RangeError(`thresholds must be a JSON object, got ${Array.isArray(data) ? "list" : typeof data}`);
-  const missing = GATE_KEYS.filter((k) => !has(data, k) && !has(GATE_DEFAULTS, k));
-  if (missing.length) throw new RangeError(`thresholds lack keys ${reprList(missing)}`);
-  const unknown = Object.keys(data).filter((k) => !(GATE_KEYS as readonly string[]).includes(k)).sort();
-  if (unknown.length) throw new RangeError(`thresholds have unknown keys ${reprList(unknown)}; expected ${reprList(GATE_KEYS)}`);
-  const planner = data["planner"];
-  if (planner !== "lookahead" && planner !== "myopic") throw new RangeError(`planner=${reprJson(planner)} must be 'lookahead' or 'myopic'`);
-  const mv = data["max_verifications"];
-  if (typeof mv !== "number" || !Number.isInteger(mv) || mv < 0) throw new RangeError(`max_verifications=${reprJson(mv)} must be an integer >= 0`);
-  let clamp: [number, number] | null = null;
-  const c = data["clamp"] as Json;
-  if (c !== null) {
-    if (!Array.isArray(c) || c.length !== 2) throw new RangeError(`clamp=${reprJson(c)} must be [lo, hi] or null`);
-    const lo = num(c[0], "clamp[0]", 0, 1);
-    const hi = num(c[1], "clamp[1]", 0, 1);
-    if (!(lo < hi)) throw new RangeError(`clamp=${reprJson(c)} must satisfy lo < hi`);
-    clamp = [lo, hi];
+function choice(value: Json | undefined, key: string, choices: readonly string[]): string {
+  if (typeof value !== "string") throw new RuleError("bad_type", `${key}=${reprJson(value)} must be a string`);
+  if (!choices.includes(value)) {
+    const allowed = choices.length === 1 ? reprStr(choices[0] as string)
+      : `${choices.slice(0, -1).map(reprStr).join(", ")} or ${reprStr(choices[choices.length - 1] as string)}`;
+    throw new RuleError("bad_value", `${key}=${reprJson(value)} must be ${allowed}`);
   }
-  const out: Thresholds = {
-    lambda_cost_scale: num(data["lambda_cost_scale"], "lambda_cost_scale", 0),
-    delta_loss_threshold: num(data["delta_loss_threshold"], "delta_loss_threshold", 0),
-    epsilon_harm_bound: num(data["epsilon_harm_bound"], "epsilon_harm_bound", 0, 1),
-    planner, max_verifications: mv, clamp,
-  };
-  if (has(data, "harm_price")) out.harm_price = num(data["harm_price"], "harm_price", 0);
-  return out;
+  return value;
 }
 
-/** Equal as thresholds: numbers as numbers, lists element by element, anything else exactly. */
-function sameValue(a: Json | undefined, b: Json | undefined): boolean {
-  if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((x, i) => sameValue(x, b[i]));
-  if (typeof a === "number" && typeof b === "number") return a === b;
+/** An integer >= `least`; a float of integral value (`3.0`) counts as one, as in Python. */
+function integer(value: Json | undefined, key: string, least: number): number {
+  if (typeof value !== "number") throw new RuleError("bad_type", `${key}=${reprJson(value)} must be an integer >= ${least}`);
+  if (!Number.isInteger(value) || value < least) throw new RuleError("bad_value", `${key}=${reprJson(value)} must be an integer >= ${least}`);
+  return value;
+}
+
+function clampOf(c: Json | undefined, bounds: readonly [number, number]): [number, number] | null {
+  if (c === null) return null;
+  if (!Array.isArray(c)) throw new RuleError("bad_type", `clamp=${reprJson(c)} must be [lo, hi] or null`);
+  if (c.length !== 2) throw new RuleError("bad_value", `clamp=${reprJson(c)} must be [lo, hi] or null`);
+  const lo = num(c[0], "clamp[0]", bounds[0], bounds[1]);
+  const hi = num(c[1], "clamp[1]", bounds[0], bounds[1]);
+  if (!(lo < hi)) throw new RuleError("bad_value", `clamp=${reprJson(c)} must satisfy lo < hi`);
+  return [lo, hi];
+}
+
+/**
+ * Validate a `thresholds.json` / manifest `gate` object (Python's `check_thresholds`): key by
+ * key in the order of {@link GATE_KEYS}, so that both loaders name the same first bad key.
+ * Throws {@link RuleError} with the reason code.
+ */
+export function checkThresholds(data: Json): Thresholds {
+  if (!isObject(data)) throw new RuleError("bad_type", `thresholds must be a JSON object, got ${Array.isArray(data) ? "list" : typeof data}`);
+  const missing = GATE_KEYS.filter((k) => !has(data, k) && !has(GATE_DEFAULTS, k));
+  if (missing.length) throw new RuleError("missing_field", `thresholds lack keys ${reprList(missing)}`);
+  const unknown = Object.keys(data).filter((k) => !GATE_KEYS.includes(k)).sort();
+  if (unknown.length) throw new RuleError("unknown_field", `thresholds have unknown keys ${reprList(unknown)}; expected ${reprList(GATE_KEYS)}`);
+  const rules = RULES.gate;
+  const out: Record<string, Json> = {};
+  for (const key of GATE_KEYS) {
+    if (!has(data, key)) continue;
+    const v = data[key];
+    if (has(rules.numbers, key)) {
+      const [lo, hi] = rules.numbers[key] as [number, number | null];
+      out[key] = num(v, key, lo, hi);
+    } else if (has(rules.choices, key)) out[key] = choice(v, key, rules.choices[key] as string[]);
+    else if (has(rules.integers, key)) out[key] = integer(v, key, rules.integers[key] as number);
+    else out[key] = clampOf(v, rules.clamp);
+  }
+  return out as unknown as Thresholds;
+}
+
+/**
+ * Equal as JSON values, as Python's `json_equal`: a boolean is never a number, numbers by
+ * value (`3` and `3.0` alike, as both parse them), lists item by item, objects key by key.
+ */
+export function jsonEqual(a: Json | undefined, b: Json | undefined): boolean {
+  if (Array.isArray(a) || Array.isArray(b)) {
+    return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => jsonEqual(x, b[i]));
+  }
+  if (isObject(a) || isObject(b)) {
+    if (!isObject(a) || !isObject(b)) return false;
+    const ka = Object.keys(a);
+    return ka.length === Object.keys(b).length && ka.every((k) => has(b, k) && jsonEqual(a[k], b[k]));
+  }
   return a === b;
 }
 
 /**
- * A certificate binds the version: its `calibrator_sha256` is the calibrator the manifest
- * lists, and its chosen configuration (`thresholds`) is the manifest's `gate`, key by key (a
- * missing `harm_price` meaning 0). A certificate for another calibrator or other thresholds
- * certifies nothing about this gate.
+ * The canonical form of checked thresholds that Python hashes (`thresholds_sha256`): every
+ * key of {@link GATE_KEYS}, an absent harm price 0. Two configurations are the same when
+ * these are equal key by key, a float's sign of zero included (Python writes `-0.0`).
  */
-function checkCertificate(cert: JsonObject, gate: JsonObject, files: Readonly<Record<string, string>>, where: string): void {
-  const sha = has(cert, "calibrator_sha256") ? cert["calibrator_sha256"] : undefined;
-  if (sha === undefined) {
-    throw new ArtifactError(`${where}: certificate lacks calibrator_sha256, so it is not bound to this version's calibrator; certify and export again`);
+function sameThresholds(a: Thresholds, b: Thresholds): string[] {
+  const full = (t: Thresholds): Record<string, Json> => ({ ...GATE_DEFAULTS, ...(t as unknown as Record<string, Json>) });
+  const x = full(a);
+  const y = full(b);
+  const same = (u: Json | undefined, v: Json | undefined): boolean => (Array.isArray(u) && Array.isArray(v)
+    ? u.length === v.length && u.every((e, i) => Object.is(e, v[i])) : Object.is(u, v));
+  return GATE_KEYS.filter((k) => !same(x[k], y[k])).sort();
+}
+
+function isSha256(v: Json | undefined): v is string {
+  return typeof v === "string" && SHA256_RE.test(v);
+}
+
+/**
+ * A certificate binds the version (Python's `check_certificate_binding`): its
+ * `calibrator_sha256` is the calibrator the manifest lists; its `thresholds` are the entry
+ * `chosen` (a JSON integer, not `true`, not `21.0`) of its list `path`, valid thresholds equal
+ * to the manifest's `gate` key by key (a missing `harm_price` meaning 0); and a `seen` record
+ * is named by the fingerprint of the tuning record the version carries. Throws
+ * {@link RuleError} with code `certificate_binding` or `tuning_binding`.
+ */
+function checkCertificate(cert: JsonObject, gate: Thresholds, tuning: JsonObject | null, calSha: string): void {
+  const sha = cert["calibrator_sha256"];
+  if (!isSha256(sha)) {
+    throw new RuleError("certificate_binding", "certificate does not name the calibrator it certified (no calibrator_sha256; made before certificates were bound?): certify this version again (amv-calib certify) and export the result");
   }
-  if (sha !== files[CALIBRATOR_FILE]) {
-    throw new ArtifactError(`${where}: certificate calibrator_sha256=${reprJson(sha)} differs from the ${CALIBRATOR_FILE} it lists (${files[CALIBRATOR_FILE]}): the certificate is for another calibrator`);
+  if (sha !== calSha) {
+    throw new RuleError("certificate_binding", `certificate was made for calibrator sha256 ${sha}, but this calibrator.json has sha256 ${calSha}: a certificate vouches for one calibrator only`);
   }
-  const chosen = has(cert, "thresholds") ? cert["thresholds"] : undefined;
-  if (!isObject(chosen)) throw new ArtifactError(`${where}: certificate has no thresholds object (its chosen configuration)`);
-  const withDefaults = (o: JsonObject): JsonObject => ({ ...GATE_DEFAULTS, ...o });
-  const c = withDefaults(chosen);
-  const g = withDefaults(gate);
-  const differ = [...new Set([...Object.keys(c), ...Object.keys(g)])].filter((k) => !sameValue(c[k], g[k])).sort();
+  const chosen = cert["thresholds"];
+  if (!isObject(chosen)) throw new RuleError("certificate_binding", "certificate certified no configuration");
+  const pathList = cert["path"];
+  const index = cert["chosen"];
+  if (!(Array.isArray(pathList) && typeof index === "number" && Number.isInteger(index) && !writtenAsFloat(cert, "chosen")
+        && index >= 0 && index < pathList.length && jsonEqual(pathList[index], chosen))) {
+    throw new RuleError("certificate_binding", `certificate's thresholds are not its path's chosen configuration (chosen=${reprJson(index ?? null)})`);
+  }
+  let theirs: Thresholds;
+  try {
+    theirs = checkThresholds(chosen);
+  } catch (exc) {
+    if (exc instanceof RangeError) throw new RuleError("certificate_binding", `certificate's chosen thresholds are invalid: ${exc.message}`);
+    throw exc;
+  }
+  const differ = sameThresholds(theirs, gate);
   if (differ.length) {
-    throw new ArtifactError(`${where}: certificate thresholds differ from the manifest's gate in ${reprList(differ)}: the certificate is for another configuration`);
+    throw new RuleError("certificate_binding", `certificate certified other thresholds than this gate's (they differ in ${reprList(differ)}): a certificate vouches for its chosen thresholds only`);
+  }
+  const seen = has(cert, "seen") ? cert["seen"] : null;
+  if (seen !== null) {
+    const want = isObject(seen) && has(seen, "fingerprint") ? seen["fingerprint"] : null;
+    const have = tuning !== null && has(tuning, RULES.tuning.fingerprint) ? tuning[RULES.tuning.fingerprint] : null;
+    if (!isSha256(want) || want !== have) {
+      throw new RuleError("tuning_binding", `certificate's thresholds have seen the episodes of record ${String(want)}, but this version carries record ${String(have)}: export the certify step's tuning.json with its certificate`);
+    }
+  }
+}
+
+/** The tuning record is a listed file (`members`) whose sha256 is its `fingerprint`. */
+function checkTuning(tuning: JsonObject, files: Readonly<Record<string, string>>, where: string): void {
+  const members = has(tuning, RULES.tuning.members) ? tuning[RULES.tuning.members] : null;
+  if (typeof members !== "string" || !has(files, members)) {
+    throw new ArtifactError(`${where}: tuning: members=${reprJson(members ?? null)} must name a file the manifest lists`, "tuning_binding");
+  }
+  const fp = has(tuning, RULES.tuning.fingerprint) ? tuning[RULES.tuning.fingerprint] : null;
+  if (fp !== files[members]) {
+    throw new ArtifactError(`${where}: tuning: fingerprint ${reprJson(fp ?? null)} is not the sha256 of ${members} (${files[members]})`, "tuning_binding");
   }
 }
 
 // -- loading -----------------------------------------------------------------------------------
 
 function checkRelPath(rel: string, where: string): string {
-  if (!rel) throw new ArtifactError(`${where}: 'files' has a non-string or empty name ${reprJson(rel)}`);
+  if (!rel) throw new ArtifactError(`${where}: 'files' has a non-string or empty name ${reprJson(rel)}`, "bad_path");
   const parts = rel.split("/");
   if (rel.startsWith("/") || rel.includes("\\") || parts.some((p) => p === "" || p === "." || p === "..")) {
-    throw new ArtifactError(`${where}: 'files' entry ${reprStr(rel)} is not a plain relative path inside the artifact folder`);
+    throw new ArtifactError(`${where}: 'files' entry ${reprStr(rel)} is not a plain relative path inside the artifact folder`, "bad_path");
   }
-  if (rel === MANIFEST_FILE) throw new ArtifactError(`${where}: 'files' must not list ${MANIFEST_FILE} itself`);
+  if (rel === MANIFEST_FILE) throw new ArtifactError(`${where}: 'files' must not list ${MANIFEST_FILE} itself`, "bad_path");
   return rel;
 }
 
@@ -376,18 +484,18 @@ export function readArtifact(ref?: string, options: LoadOptions = {}): LoadedArt
         rawCalibrator = folder.read(rel, `file listed in ${MANIFEST_FILE}`, MAX_JSON_BYTES);
         got = sha256Hex(rawCalibrator);
       } else {
-        if (!folder.lexists(rel)) throw new ArtifactError(`${shown}: listed in ${MANIFEST_FILE} but missing`);
+        if (!folder.lexists(rel)) throw new ArtifactError(`${shown}: listed in ${MANIFEST_FILE} but missing`, "missing_file");
         got = folder.sha256(rel, `file listed in ${MANIFEST_FILE}`);
       }
       if (got !== files[rel]) {
-        throw new ArtifactError(`${shown}: sha256 mismatch (tampered or truncated): ${MANIFEST_FILE} lists ${files[rel]}, the file has ${got}`);
+        throw new ArtifactError(`${shown}: sha256 mismatch (tampered or truncated): ${MANIFEST_FILE} lists ${files[rel]}, the file has ${got}`, "hash_mismatch");
       }
       digests.set(rel, got);
     }
     const entries = folder.entries();
     const extra = [...entries].filter((f) => !has(files, f) && f !== MANIFEST_FILE && f !== SIGNATURE_FILE).sort();
     if (extra.length) {
-      throw new ArtifactError(`${path.join(res.path, extra[0] as string)}: not listed in ${MANIFEST_FILE} (unlisted files: ${reprList(extra)}); an artifact folder is immutable, export a new version instead`);
+      throw new ArtifactError(`${path.join(res.path, extra[0] as string)}: not listed in ${MANIFEST_FILE} (unlisted files: ${reprList(extra)}); an artifact folder is immutable, export a new version instead`, "unlisted_file");
     }
     let signedBy: string | null = null;
     if (keys !== null) {
@@ -399,10 +507,21 @@ export function readArtifact(ref?: string, options: LoadOptions = {}): LoadedArt
     try {
       thresholds = checkThresholds(manifest["gate"] as Json);
     } catch (exc) {
-      throw new ArtifactError(`${manifestPath}: gate: ${(exc as Error).message}`);
+      if (exc instanceof RuleError) throw new ArtifactError(`${manifestPath}: gate: ${exc.message}`, exc.code);
+      throw exc;
     }
-    const cert = has(manifest, "certificate") ? manifest["certificate"] : null;
-    if (cert !== null) checkCertificate(cert as JsonObject, manifest["gate"] as JsonObject, files, manifestPath);
+    // the bindings, in Python's order: the tuning record, then the certificate
+    const tuning = has(manifest, "tuning") ? manifest["tuning"] as JsonObject | null : null;
+    if (tuning !== null) checkTuning(tuning, files, manifestPath);
+    const cert = has(manifest, "certificate") ? manifest["certificate"] as JsonObject | null : null;
+    if (cert !== null) {
+      try {
+        checkCertificate(cert, thresholds, tuning, files[CALIBRATOR_FILE] as string);
+      } catch (exc) {
+        if (exc instanceof RuleError) throw new ArtifactError(`${manifestPath}: ${exc.message}`, exc.code);
+        throw exc;
+      }
+    }
     return Object.freeze({
       path: res.path, manifest, calibrator: withGateClamp(calibrator, thresholds.clamp, manifestPath), thresholds,
       name: manifest["name"] as string, version: manifest["version"] as string, alias: res.alias, files, signedBy,
@@ -414,42 +533,46 @@ export function readArtifact(ref?: string, options: LoadOptions = {}): LoadedArt
 
 function readManifest(res: Resolved, where: string, raw: Buffer, sha: string): JsonObject {
   if (res.manifestSha256 !== null && sha !== res.manifestSha256) {
-    throw new ArtifactError(`${where}: sha256 ${sha} differs from ${res.manifestSha256} recorded when alias ${reprStr(res.alias as string)} was promoted (manifest edited after promotion?); verify the artifact and promote it again`);
+    throw new ArtifactError(`${where}: sha256 ${sha} differs from ${res.manifestSha256} recorded when alias ${reprStr(res.alias as string)} was promoted (manifest edited after promotion?); verify the artifact and promote it again`, "alias_binding");
   }
   const manifest = parse(raw, where);
   checkFileFormat(manifest, ARTIFACT_FORMAT, ARTIFACT_FORMAT_VERSION, where);
   const missing = REQUIRED_MANIFEST_KEYS.filter((k) => !has(manifest, k));
-  if (missing.length) throw new ArtifactError(`${where}: lacks keys ${reprList(missing)}`);
+  if (missing.length) throw new ArtifactError(`${where}: lacks keys ${reprList(missing)}`, "missing_field");
   const unknown = Object.keys(manifest).filter((k) => !MANIFEST_KEYS.has(k)).sort();
-  if (unknown.length) throw new ArtifactError(`${where}: unknown keys ${reprList(unknown)}`);
-  const cert = has(manifest, "certificate") ? manifest["certificate"] : null;
-  if (cert !== null && !(isObject(cert) && ["alpha", "delta", "n"].every((k) => typeof cert[k] === "number"))) {
-    throw new ArtifactError(`${where}: certificate must be an object with numbers alpha, delta and n`);
+  if (unknown.length) throw new ArtifactError(`${where}: unknown keys ${reprList(unknown)}`, "unknown_field");
+  for (const key of RULES.manifest.objects) {
+    const v = has(manifest, key) ? manifest[key] : null;
+    if (v !== null && !isObject(v)) throw new ArtifactError(`${where}: ${key} must be an object`, "bad_type");
   }
-  const tuning = has(manifest, "tuning") ? manifest["tuning"] : null;
-  if (tuning !== null && !isObject(tuning)) throw new ArtifactError(`${where}: tuning must be an object`);
+  const cert = has(manifest, "certificate") ? manifest["certificate"] : null;
+  if (isObject(cert) && !RULES.certificate.numbers.every((k) => typeof cert[k] === "number")) {
+    throw new ArtifactError(`${where}: certificate must be an object with numbers alpha, delta and n`, "bad_type");
+  }
   const name = manifest["name"];
   const version = manifest["version"];
-  if (typeof name !== "string" || !name) throw new ArtifactError(`${where}: name=${reprJson(name)} must be a non-empty string`);
-  if (typeof version !== "string" || !VERSION_RE.test(version)) throw new ArtifactError(`${where}: version=${reprJson(version)} must look like 'v1'`);
+  if (typeof name !== "string") throw new ArtifactError(`${where}: name=${reprJson(name)} must be a non-empty string`, "bad_type");
+  if (!name) throw new ArtifactError(`${where}: name=${reprJson(name)} must be a non-empty string`, "bad_value");
+  if (typeof version !== "string") throw new ArtifactError(`${where}: version=${reprJson(version)} must look like 'v1'`, "bad_type");
+  if (!VERSION_RE.test(version)) throw new ArtifactError(`${where}: version=${reprJson(version)} must look like 'v1'`, "bad_value");
   const folder = path.basename(res.path);
   if (VERSION_RE.test(folder) && folder !== version) {
-    throw new ArtifactError(`${where}: version=${reprStr(version)} but the folder is ${reprStr(folder)} (copied or renamed by hand?)`);
+    throw new ArtifactError(`${where}: version=${reprStr(version)} but the folder is ${reprStr(folder)} (copied or renamed by hand?)`, "folder_mismatch");
   }
   return manifest;
 }
 
 function listedFiles(field: Json, where: string): Record<string, string> {
-  if (!isObject(field)) throw new ArtifactError(`${where}: 'files' must map file names to sha256 digests`);
+  if (!isObject(field)) throw new ArtifactError(`${where}: 'files' must map file names to sha256 digests`, "bad_type");
   const files: Record<string, string> = Object.create(null) as Record<string, string>;
   for (const [rel, digest] of Object.entries(field)) {
     checkRelPath(rel, where);
     if (typeof digest !== "string" || !SHA256_RE.test(digest)) {
-      throw new ArtifactError(`${where}: 'files'[${reprStr(rel)}]=${reprJson(digest)} is not a sha256 hex digest`);
+      throw new ArtifactError(`${where}: 'files'[${reprStr(rel)}]=${reprJson(digest)} is not a sha256 hex digest`, typeof digest === "string" ? "bad_value" : "bad_type");
     }
     files[rel] = digest;
   }
-  if (!has(files, CALIBRATOR_FILE)) throw new ArtifactError(`${where}: 'files' does not list ${CALIBRATOR_FILE}`);
+  if (!has(files, CALIBRATOR_FILE)) throw new ArtifactError(`${where}: 'files' does not list ${CALIBRATOR_FILE}`, "missing_field");
   return files;
 }
 
@@ -460,21 +583,21 @@ function readCalibrator(raw: Buffer, calPath: string, manifest: JsonObject, mani
   try {
     cal = PortableCalibrator.fromDict(data);
   } catch (exc) {
-    if (exc instanceof PortableFormatError) throw new ArtifactError(`${calPath}: ${exc.message}`);
+    if (exc instanceof PortableFormatError) throw new ArtifactError(`${calPath}: ${exc.message}`, "calibrator");
     throw exc;
   }
   let map;
   try {
     map = featureMapFromList(manifest["feature_map"] as Json);
   } catch (exc) {
-    if (exc instanceof PortableFormatError) throw new ArtifactError(`${manifestPath}: feature_map: ${exc.message}`);
+    if (exc instanceof PortableFormatError) throw new ArtifactError(`${manifestPath}: feature_map: ${exc.message}`, "calibrator");
     throw exc;
   }
   if (!sameFeatureMap(map, cal.featureMap)) {
-    throw new ArtifactError(`${manifestPath}: feature_map ${reprList(map.map((t) => t.name))} differs from ${CALIBRATOR_FILE}'s ${reprList(cal.featureMap.map((t) => t.name))}`);
+    throw new ArtifactError(`${manifestPath}: feature_map ${reprList(map.map((t) => t.name))} differs from ${CALIBRATOR_FILE}'s ${reprList(cal.featureMap.map((t) => t.name))}`, "calibrator_binding");
   }
   if (manifest["calibrator_kind"] !== cal.kind) {
-    throw new ArtifactError(`${manifestPath}: calibrator_kind=${reprJson(manifest["calibrator_kind"])} but ${CALIBRATOR_FILE} has kind=${reprStr(cal.kind)}`);
+    throw new ArtifactError(`${manifestPath}: calibrator_kind=${reprJson(manifest["calibrator_kind"])} but ${CALIBRATOR_FILE} has kind=${reprStr(cal.kind)}`, "calibrator_binding");
   }
   return cal;
 }
@@ -482,7 +605,7 @@ function readCalibrator(raw: Buffer, calPath: string, manifest: JsonObject, mani
 function withGateClamp(cal: PortableCalibrator, clamp: [number, number] | null, where: string): PortableCalibrator {
   if (clamp === null) return cal;
   if (cal.clamp !== null && (cal.clamp[0] !== clamp[0] || cal.clamp[1] !== clamp[1])) {
-    throw new ArtifactError(`${where}: gate clamp ${reprJson(clamp)} differs from ${CALIBRATOR_FILE}'s clamp ${reprJson(cal.clamp)}`);
+    throw new ArtifactError(`${where}: gate clamp ${reprJson(clamp)} differs from ${CALIBRATOR_FILE}'s clamp ${reprJson(cal.clamp)}`, "calibrator_binding");
   }
   return cal.clamp === null ? cal.withClamp(clamp) : cal;
 }
@@ -501,7 +624,8 @@ export function loadArtifact(ref?: string, options: ArtifactGateOptions = {}): G
   try {
     art = readArtifact(ref, { trustedKeys });
   } catch (exc) {
-    const why = exc instanceof ArtifactError ? exc.message : `unexpected ${(exc as Error).name}: ${(exc as Error).message}`;
+    // any failure refuses (fail closed); the reason names the code as Python's gate does
+    const why = exc instanceof ArtifactError ? `[${exc.code}] ${exc.message}` : `[refused] unexpected ${(exc as Error).name}: ${(exc as Error).message}`;
     return new Gate({ ...overrides, refusal: `artifact refused: ${why}` });
   }
   return gateFrom(art, overrides);

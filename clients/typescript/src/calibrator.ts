@@ -10,7 +10,7 @@
  * fdlibm ports) against glibc's: they may differ in the last bit.
  */
 
-import { has, isObject, type Json } from "./json.js";
+import { has, isObject, writtenAsFloat, type Json } from "./json.js";
 import { formatG, reprJson, reprList, reprStr } from "./pyfmt.js";
 
 export const PORTABLE_FORMAT = "amv-calib/portable-calibrator";
@@ -56,7 +56,8 @@ export function checkFormat(data: Record<string, Json>, name: string, version: n
   const fmt = has(data, "format") ? data["format"] : null;
   if (fmt !== name) throw new PortableFormatError(`format=${reprJson(fmt)}, expected ${reprStr(name)}`);
   const v = has(data, "format_version") ? data["format_version"] : null;
-  if (v !== version) {
+  // a JSON integer: true is not 1, nor (when the parser marked it) is 1.0
+  if (v !== version || writtenAsFloat(data, "format_version")) {
     throw new PortableFormatError(`unknown format_version=${reprJson(v)}; this version of amv-calib reads format_version ${version}`);
   }
 }

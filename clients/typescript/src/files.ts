@@ -13,9 +13,16 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 
-/** An artifact version refused by the loader (Python's `ArtifactError`). */
+/**
+ * An artifact version refused by the loader (Python's `ArtifactError`). `code` is the short
+ * stable reason code (`hash_mismatch`, `bad_type`, `certificate_binding`, ...; the `codes`
+ * of `artifact_rules.json`) the Python loader gives for the same refusal.
+ */
 export class ArtifactError extends Error {
   override name = "ArtifactError";
+  constructor(message: string, readonly code: string = "refused") {
+    super(message);
+  }
 }
 
 /** Larger JSON files are refused before parsing (an isotonic table of 10^5 knots is ~5 MB). */
@@ -78,9 +85,9 @@ export class Folder {
       try {
         st = fs.lstatSync(path.join(this.base, sub));
       } catch {
-        throw new ArtifactError(`${this.shown(rel)}: ${what} is missing`);
+        throw new ArtifactError(`${this.shown(rel)}: ${what} is missing`, "missing_file");
       }
-      if (!st.isDirectory()) throw new ArtifactError(`${this.shown(sub)}: is ${kindOf(st)}, not a folder (links are not followed)`);
+      if (!st.isDirectory()) throw new ArtifactError(`${this.shown(sub)}: is ${kindOf(st)}, not a folder (links are not followed)`, "bad_file");
     }
     const { O_RDONLY, O_NONBLOCK, O_NOFOLLOW } = fs.constants;
     let fd: number;
@@ -88,14 +95,14 @@ export class Folder {
       fd = fs.openSync(path.join(this.base, rel), O_RDONLY | O_NONBLOCK | O_NOFOLLOW);
     } catch (exc) {
       const code = (exc as NodeJS.ErrnoException).code;
-      if (code === "ENOENT") throw new ArtifactError(`${this.shown(rel)}: ${what} is missing`);
-      if (code === "ELOOP") throw new ArtifactError(`${this.shown(rel)}: ${what} is a symbolic link, not a regular file (links are not followed)`);
-      throw new ArtifactError(`${this.shown(rel)}: cannot read ${what} (${code})`);
+      if (code === "ENOENT") throw new ArtifactError(`${this.shown(rel)}: ${what} is missing`, "missing_file");
+      if (code === "ELOOP") throw new ArtifactError(`${this.shown(rel)}: ${what} is a symbolic link, not a regular file (links are not followed)`, "bad_file");
+      throw new ArtifactError(`${this.shown(rel)}: cannot read ${what} (${code})`, "bad_file");
     }
     const st = fs.fstatSync(fd);
     if (!st.isFile()) {
       fs.closeSync(fd);
-      throw new ArtifactError(`${this.shown(rel)}: ${what} is ${kindOf(st)}, not a regular file`);
+      throw new ArtifactError(`${this.shown(rel)}: ${what} is ${kindOf(st)}, not a regular file`, "bad_file");
     }
     return [fd, st.size];
   }
@@ -104,7 +111,7 @@ export class Folder {
   read(rel: string, what: string, limit = MAX_JSON_BYTES): Buffer {
     const [fd, size] = this.open(rel, what);
     try {
-      if (size > limit) throw new ArtifactError(`${this.shown(rel)}: ${what} is larger than ${limit} bytes`);
+      if (size > limit) throw new ArtifactError(`${this.shown(rel)}: ${what} is larger than ${limit} bytes`, "bad_file");
       const chunks: Buffer[] = [];
       let total = 0;
       for (;;) {
@@ -113,7 +120,7 @@ export class Folder {
         if (n === 0) break;
         chunks.push(buf.subarray(0, n));
         total += n;
-        if (total > limit) throw new ArtifactError(`${this.shown(rel)}: ${what} is larger than ${limit} bytes`);
+        if (total > limit) throw new ArtifactError(`${this.shown(rel)}: ${what} is larger than ${limit} bytes`, "bad_file");
       }
       return Buffer.concat(chunks, total);
     } finally {
@@ -125,7 +132,7 @@ export class Folder {
   sha256(rel: string, what: string): string {
     const [fd, size] = this.open(rel, what);
     try {
-      if (size > MAX_FILE_BYTES) throw new ArtifactError(`${this.shown(rel)}: ${what} is larger than ${MAX_FILE_BYTES} bytes`);
+      if (size > MAX_FILE_BYTES) throw new ArtifactError(`${this.shown(rel)}: ${what} is larger than ${MAX_FILE_BYTES} bytes`, "bad_file");
       const h = createHash("sha256");
       const buf = Buffer.allocUnsafe(BLOCK);
       let total = 0;
@@ -133,7 +140,7 @@ export class Folder {
         const n = readSome(fd, buf, this.shown(rel), what);
         if (n === 0) break;
         total += n;
-        if (total > MAX_FILE_BYTES) throw new ArtifactError(`${this.shown(rel)}: ${what} is larger than ${MAX_FILE_BYTES} bytes`);
+        if (total > MAX_FILE_BYTES) throw new ArtifactError(`${this.shown(rel)}: ${what} is larger than ${MAX_FILE_BYTES} bytes`, "bad_file");
         h.update(buf.subarray(0, n));
       }
       return h.digest("hex");
@@ -162,7 +169,7 @@ function readSome(fd: number, buf: Buffer, shown: string, what: string): number 
   try {
     return fs.readSync(fd, buf, 0, buf.length, null);
   } catch (exc) {
-    throw new ArtifactError(`${shown}: cannot read ${what} (${(exc as NodeJS.ErrnoException).code})`);
+    throw new ArtifactError(`${shown}: cannot read ${what} (${(exc as NodeJS.ErrnoException).code})`, "bad_file");
   }
 }
 

@@ -10,8 +10,8 @@
 
 export {
   ARTIFACT_FORMAT, ARTIFACT_FORMAT_VERSION, CALIBRATOR_FILE, DEFAULT_REFERENCE, GATE_KEYS, MANIFEST_FILE,
-  MANIFEST_KEYS, MAX_JSON_DEPTH, MODELS_DIR_ENV, TRUSTED_KEYS_ENV, ArtifactError, checkThresholds, gateFrom,
-  loadArtifact, readAliases, readArtifact, resolveReference,
+  MANIFEST_KEYS, MAX_JSON_DEPTH, MODELS_DIR_ENV, REASON_CODES, RULES, TRUSTED_KEYS_ENV, ArtifactError, RuleError,
+  checkThresholds, gateFrom, jsonEqual, loadArtifact, readAliases, readArtifact, resolveReference,
   type ArtifactGateOptions, type LoadOptions, type LoadedArtifact, type Thresholds,
 } from "./artifact.js";
 export {
@@ -24,7 +24,7 @@ export {
   posteriorConfirm, posteriorRefute,
   type GateOptions, type GateSettings, type Mode, type PlannerName, type Regime, type RunStep, type Signals,
 } from "./engine.js";
-export { JsonError, parseJson, type Json } from "./json.js";
+export { JsonError, parseJson, writtenAsFloat, type Json } from "./json.js";
 export {
   CheckedAction, CheckedClaim, CheckedPremise, CheckedVerifier, checkAction, checkClaim, checkPremise, checkVerifier,
   type ActionInput, type CandidateAction, type MemoryClaim, type Premise, type Verifier, type VerifierInput,

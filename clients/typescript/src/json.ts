@@ -13,8 +13,14 @@
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
 
+/** Why JSON text was refused: its syntax, its nesting, or an integer too large to hold. */
+export type JsonProblem = "syntax" | "depth" | "integer";
+
 export class JsonError extends Error {
   override name = "JsonError";
+  constructor(message: string, readonly problem: JsonProblem = "syntax") {
+    super(message);
+  }
 }
 
 export interface ParseOptions {
@@ -22,6 +28,25 @@ export interface ParseOptions {
   maxDepth: number;
   /** Accept `NaN`, `Infinity` and `-Infinity` (as Python's `json` does). */
   allowNonFinite?: boolean;
+  /**
+   * Refuse an integer (written without fraction or exponent) beyond +-this, as the Python
+   * loader does: a larger one is not held exactly by a JavaScript number.
+   */
+  maxSafeInteger?: number;
+  /** Remember which numbers were written with a fraction or exponent ({@link writtenAsFloat}). */
+  markFloats?: boolean;
+}
+
+/** For each parsed container (with `markFloats`), the keys or indices of numbers written as floats. */
+const FLOATS = new WeakMap<object, Set<string | number>>();
+
+/**
+ * Whether `container[key]` was written as a float (`21.0`, `2.1e1`) rather than an integer
+ * (`21`): JavaScript's numbers forget it, Python's `json` does not (`isinstance(x, int)`).
+ * Known only for text parsed with `markFloats`; false otherwise.
+ */
+export function writtenAsFloat(container: object, key: string | number): boolean {
+  return FLOATS.get(container)?.has(key) ?? false;
 }
 
 const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
@@ -49,7 +74,17 @@ export function parseJson(text: string, options: ParseOptions): Json {
 
 class Parser {
   at = 0;
+  /** Whether the last number read was written with a fraction or exponent. */
+  lastFloat = false;
   constructor(readonly text: string, readonly opts: ParseOptions) {}
+
+  mark(container: object, key: string | number): void {
+    if (!this.lastFloat) return;
+    this.lastFloat = false;
+    let keys = FLOATS.get(container);
+    if (keys === undefined) FLOATS.set(container, (keys = new Set()));
+    keys.add(key);
+  }
 
   fail(what: string, at = this.at): never {
     let line = 1;
@@ -73,7 +108,7 @@ class Parser {
     const c = t[this.at];
     if (c === "{" || c === "[") {
       if (depth > this.opts.maxDepth) {
-        throw new JsonError(`JSON nested deeper than ${this.opts.maxDepth} levels`);
+        throw new JsonError(`JSON nested deeper than ${this.opts.maxDepth} levels`, "depth");
       }
       return c === "{" ? this.object(depth) : this.array(depth);
     }
@@ -100,10 +135,20 @@ class Parser {
     NUMBER.lastIndex = this.at;
     const m = NUMBER.exec(t);
     if (m === null) this.fail(c === undefined ? "unexpected end of the JSON text" : "expecting a value");
+    const isInt = m[1] === undefined && m[2] === undefined;
+    const limit = this.opts.maxSafeInteger;
+    if (isInt && limit !== undefined) {
+      const digits = m[0].replace("-", "");
+      if (digits.length > 16 || BigInt(digits) > BigInt(limit)) {
+        const shown = m[0].length > 40 ? `${m[0].slice(0, 40)}...` : m[0];
+        throw new JsonError(`integer ${shown} is beyond +-${limit}, which every reader represents exactly`, "integer");
+      }
+    }
     this.at += m[0].length;
     const n = Number(m[0]);
+    this.lastFloat = this.opts.markFloats === true && !isInt;
     // Python reads an integer as an int: "-0" is 0, not -0.0
-    return m[1] === undefined && m[2] === undefined ? n + 0 : n;
+    return isInt ? n + 0 : n;
   }
 
   object(depth: number): JsonObject {
@@ -127,6 +172,7 @@ class Parser {
       this.at++;
       this.ws();
       out[key] = this.value(depth + 1);
+      this.mark(out, key);
       this.ws();
       const c = t[this.at];
       this.at++;
@@ -147,6 +193,7 @@ class Parser {
     }
     for (;;) {
       out.push(this.value(depth + 1));
+      this.mark(out, out.length - 1);
       this.ws();
       const c = t[this.at];
       this.at++;

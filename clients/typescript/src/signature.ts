@@ -196,13 +196,13 @@ export function verifySignature(where: string, sigBytes: Buffer | null, digests:
   keys: readonly TrustedKey[]): string {
   if (!keys.length) throw new ArtifactError("no trusted key given to check the signature with");
   if (sigBytes === null) {
-    throw new ArtifactError(`${where}: unsigned (no ${SIGNATURE_FILE}), and trusted keys are configured; sign it with \`amv-calib sign ${where} --key PRIVATE\``);
+    throw new ArtifactError(`${where}: unsigned (no ${SIGNATURE_FILE}), and trusted keys are configured; sign it with \`amv-calib sign ${where} --key PRIVATE\``, "signature");
   }
   let bundle: Bundle;
   try {
     bundle = parseBundle(sigBytes);
   } catch (exc) {
-    throw new ArtifactError(`${where}: ${SIGNATURE_FILE} is not a model-signing bundle (${(exc as Error).message})`);
+    throw new ArtifactError(`${where}: ${SIGNATURE_FILE} is not a model-signing bundle (${(exc as Error).message})`, "signature");
   }
   const reasons: string[] = [];
   for (const tk of keys) {
@@ -235,7 +235,7 @@ export function verifySignature(where: string, sigBytes: Buffer | null, digests:
     }
     return tk.label;
   }
-  throw new ArtifactError(`${where}: signature does not verify with any trusted key (${reasons.join("; ")})`);
+  throw new ArtifactError(`${where}: signature does not verify with any trusted key (${reasons.join("; ")})`, "signature");
 }
 
 function shortLabel(label: string): string {

@@ -8,13 +8,50 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { test } from "node:test";
 import {
-  DecisionLogWriter, Gate, interp, JsonError, parseJson, checkAction, checkSettings,
+  DecisionLogWriter, Gate, interp, JsonError, parseJson, checkAction, checkSettings, checkThresholds, jsonEqual,
+  REASON_CODES, RuleError, writtenAsFloat,
 } from "../dist/index.js";
 import { Folder, ArtifactError } from "../dist/files.js";
 import { formatG, reprFloat, reprStr } from "../dist/pyfmt.js";
 import { pae, readTrustedKey } from "../dist/signature.js";
 
 const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "amv-gate-"));
+
+test("a JSON type is a JSON type: floats remembered, unsafe integers refused", () => {
+  const doc = parseJson('{"a": 21, "b": 21.0, "c": [1, 2e0, true]}', { maxDepth: 32, markFloats: true });
+  assert.deepEqual([writtenAsFloat(doc, "a"), writtenAsFloat(doc, "b")], [false, true]);
+  assert.deepEqual([0, 1, 2].map((i) => writtenAsFloat(doc.c, i)), [false, true, false]);
+  const safe = { maxDepth: 32, maxSafeInteger: Number.MAX_SAFE_INTEGER };
+  assert.equal(parseJson("9007199254740991", safe), 9007199254740991);
+  for (const t of ["9007199254740992", "-9007199254740992", "9".repeat(4301)]) {
+    assert.throws(() => parseJson(t, safe), (e) => e instanceof JsonError && e.problem === "integer", t);
+  }
+  assert.equal(parseJson("9007199254740993.0", safe), 9007199254740992);  // a float: no limit
+  assert.equal(jsonEqual(true, 1), false);
+  assert.equal(jsonEqual({ a: [1, 2] }, { a: [1, 2.0] }), true);
+  assert.equal(jsonEqual({ a: 1 }, { a: 1, b: 2 }), false);
+});
+
+test("threshold refusals carry the reason code Python gives", () => {
+  const gate = { lambda_cost_scale: 1, delta_loss_threshold: 1, epsilon_harm_bound: 0.1, planner: "myopic",
+    max_verifications: 3, clamp: null };
+  const code = (patch) => {
+    try {
+      checkThresholds({ ...gate, ...patch });
+      return "accept";
+    } catch (e) {
+      assert.ok(e instanceof RuleError && REASON_CODES.has(e.code));
+      return e.code;
+    }
+  };
+  assert.equal(code({}), "accept");
+  assert.equal(code({ lambda_cost_scale: true }), "bad_type");
+  assert.equal(code({ epsilon_harm_bound: 2 }), "bad_value");
+  assert.equal(code({ planner: 5 }), "bad_type");
+  assert.equal(code({ planner: "greedy" }), "bad_value");
+  assert.equal(code({ max_verifications: 2.5 }), "bad_value");
+  assert.equal(code({ extra: 1 }), "unknown_field");
+});
 
 test("strict JSON refuses what JSON.parse accepts", () => {
   const strict = (t, o = {}) => parseJson(t, { maxDepth: 32, ...o });

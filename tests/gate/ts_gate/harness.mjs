@@ -7,7 +7,8 @@
 //       -> {"id", "decision": Decision.toDict()} or {"id", "trace": RunTrace.toDict()}
 //          or {"id", "error": message} when the input is refused
 //   {"id", "kind": "load", "ref", "trusted_keys", "env": {NAME: value or null}}
-//       -> {"id", "refusal": reason or null, "name", "version", "thresholds", "signed_by"}
+//       -> {"id", "refusal": reason or null, "code": its reason code, "name", "version",
+//           "thresholds", "signed_by"}
 //   {"id", "kind": "predict", "calibrator": calibrator.json object, "features": [{...}]}
 //       -> {"id", "p": [...]}
 import { readFileSync } from "node:fs";
@@ -84,7 +85,7 @@ async function answer(req) {
         // what a caller sees: loadArtifact's gate abstains with the reason
         const gate = gateLib.loadArtifact(req.ref, { trustedKeys: req.trusted_keys ?? undefined });
         const d = gate.evaluate({ actionId: "probe", impactCostTheta: 1, abstentionCostKappa: 1, premises: [] }, []);
-        return { id: req.id, refusal: exc.message, regime: d.regime, reason: d.reason };
+        return { id: req.id, refusal: exc.message, code: exc.code, regime: d.regime, reason: d.reason };
       }
     });
   }

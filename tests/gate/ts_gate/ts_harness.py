@@ -24,6 +24,8 @@ REPO_ROOT = HERE.parents[2]
 TS_DIR = REPO_ROOT / "clients" / "typescript"
 DIST = TS_DIR / "dist"
 HARNESS = HERE / "harness.mjs"
+#: The artifact rules both loaders read; the build copies them into dist/.
+RULES = REPO_ROOT / "amv_calib" / "contract" / "artifact_rules.json"
 
 
 def unavailable_reason() -> str | None:
@@ -50,7 +52,8 @@ def _stale() -> bool:
     if not index.is_file():
         return True
     built = index.stat().st_mtime
-    sources = [*(TS_DIR / "src").glob("*.ts"), TS_DIR / "tsconfig.json", TS_DIR / "package.json"]
+    sources = [*(TS_DIR / "src").glob("*.ts"), TS_DIR / "tsconfig.json", TS_DIR / "package.json",
+               *(TS_DIR / "scripts").glob("*.mjs"), RULES]
     return any(p.stat().st_mtime > built for p in sources)
 
 
