@@ -34,6 +34,35 @@ def _series(windows: Sequence[Mapping[str, Any]], get: Callable[[Mapping[str, An
     return out
 
 
+def _evalues(ax: Any, x: list[int], seq: Callable[[str], list[float]],
+             timeline: Mapping[str, Any]) -> None:
+    """The e-value panel: each detector since go-live, and the levels it acts at."""
+    for key, colour, label in (
+            ("harm_e", "C3", "harm above alpha (danger: ALERTs)"),
+            ("in_the_large_e", "C0", "p too low by more than the margin (danger: ALERTs)"),
+            ("too_high_e", "C1", "p too high by more than the margin (cost: WARNs)"),
+            ("log_loss_e", "C2", "log-loss excess, any direction (WARNs)")):
+        # drawn up to 1e12 (past any threshold; a log axis cannot span exp(700))
+        ax.plot(x, [min(v, 1e12) for v in seq(key)], "o-", color=colour, label=label)
+    first = next(iter(timeline.values()), None)
+    if first is not None:
+        # one line per level, naming the detectors that act at it
+        levels: dict[tuple[str, float], list[str]] = {}
+        names = {"harm": "harm", "in_the_large": "p too low", "too_high": "p too high",
+                 "log_loss": "log loss"}
+        for part, at in first["alert_at"].items():
+            levels.setdefault(("ALERT", at), []).append(names.get(part, part))
+        for part in ("too_high", "log_loss"):
+            if part in first.get("warn_at", {}):
+                levels.setdefault(("WARN", first["warn_at"][part]), []).append(names[part])
+        for (what, at), parts in levels.items():
+            ax.axhline(at, color="k", ls="--" if what == "ALERT" else ":", lw=1,
+                       label=f"{what} at {at:.0f} ({', '.join(parts)})")
+    ax.set_yscale("log")
+    ax.set_title("e-values since go-live as of each window's end (anytime-valid)", y=1.0)
+    ax.legend(fontsize=7, loc="upper left")
+
+
 def timeline_figure(report: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
     """Draw ``report`` (:meth:`MonitorReport.to_dict`) into the PNG ``path``."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -112,21 +141,7 @@ def timeline_figure(report: Mapping[str, Any], path: str | os.PathLike[str]) -> 
     ax.set_title("harm: the anytime-valid band against alpha (ALERT when above it)", y=1.0)
     ax.legend(fontsize=8, loc="upper left")
 
-    ax = axes[8]
-    for key, colour, label in (("harm_e", "C3", "harm"), ("in_the_large_e", "C0",
-                                                          "calibration in the large"),
-                               ("log_loss_e", "C2", "log-loss excess")):
-        # drawn up to 1e12 (past any threshold; a log axis cannot span exp(700))
-        ax.plot(x, [min(v, 1e12) for v in seq(key)], "o-", color=colour,
-                label=f"{label} e-value")
-    first = next(iter(timeline.values()), None)
-    if first is not None:
-        for part, colour in (("harm", "C3"), ("in_the_large", "C0")):
-            ax.axhline(first["alert_at"][part], color=colour, ls="--", lw=1,
-                       label=f"ALERT at {first['alert_at'][part]:.0f}")
-    ax.set_yscale("log")
-    ax.set_title("e-values as of each window's end (anytime-valid evidence)", y=1.0)
-    ax.legend(fontsize=8)
+    _evalues(axes[8], x, seq, timeline)
     axes[9].set_visible(False)
 
     drift_panels = (("psi", "population stability index per feature",

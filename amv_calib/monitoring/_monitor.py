@@ -494,7 +494,7 @@ def monitor(
         if st is None:
             run["rebuilt_because"] = why
             if why != "no state yet":
-                _log.warning("monitor: state in %s not continued (%s); rebuilt from the logs",
+                _log.warning("monitor: state in %s not continued (%s); rebuilding from the logs",
                              folder, why)
     if st is None:
         st = MonitorState.empty(scope, folder)

@@ -586,7 +586,10 @@ class MonitorState:
             # confined to the folder, a regular file, the bytes the state was saved with
             name = state_name(name, field_name)
             want = digests.get(name)
-            got = file_sha256(folder / name)
+            try:
+                got = file_sha256(folder / name)
+            except FileNotFoundError:
+                raise ValueError(f"{name} is missing") from None
             if got != want:
                 raise ValueError(f"{name} differs from the sha256 the state recorded")
             out: Path = folder / name

@@ -197,19 +197,24 @@ def test_no_drift_world_raises_no_alert_in_20_repetitions(pool: Pool, models: Pa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("delta", "quiet"), [(0.05, True), (0.9, False)],
-                         ids=["delta-0.05", "wrong-delta-0.9"])
+@pytest.mark.parametrize(("delta", "margin", "quiet"), [(0.05, 0.005, True), (0.9, 0.0, False)],
+                         ids=["as-shipped", "wrong-delta-0.9-no-margin"])
 def test_no_drift_world_false_alarm_companion(pool: Pool, models: Path, tmp_path: Path,
-                                              delta: float, quiet: bool) -> None:
-    # the same check with a deliberately wrong error budget (ALERT at an e-value of 2.2
-    # instead of 40) must fail: the check can see false alarms
+                                              delta: float, margin: float, quiet: bool
+                                              ) -> None:
+    # the same check with a deliberately wrong monitor must fail: the check can see false
+    # alarms. A wrong budget alone is not enough here (ALERT at an e-value of 2.2 instead
+    # of 40): the world's harm and p sit well inside their tolerances, so the detectors
+    # that ALERT stay below 1; testing exact calibration (no margin) as well, p too low
+    # by 0.2-0.4 point (three of the four worlds, inside the margin) is seen
     alerts = 0
     for rep in range(4):
         decisions, outcomes = simulate(pool, f"{models}/amv-guard@production",
                                        tmp_path / f"rep{rep}", days=40, per_day=150,
                                        seed=300 + rep, drift_day=None)
         report, _ = monitor(f"{models}/amv-guard@production", decisions, outcomes,
-                            window="7d", since=SINCE, config=MonitorConfig(delta=delta))
+                            window="7d", since=SINCE,
+                            config=MonitorConfig(delta=delta, calibration_margin=margin))
         alerts += any(w.status == "ALERT" for w in report.windows)
     assert (alerts == 0) is quiet, alerts
 

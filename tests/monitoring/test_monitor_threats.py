@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import threading
@@ -170,41 +171,46 @@ def test_the_line_and_json_label_the_harm_interval_as_it_holds(world: dict[str, 
 
 # -- an ALERT means danger ------------------------------------------------------------------
 def _calibration_run(shift: float, seed: int, uses: int = 21_000, days: int = 94
-                     ) -> tuple[str, list[str], float]:
+                     ) -> tuple[str, list[str], float, float]:
     """A world of ``uses`` labelled uses over ``days`` days with p drawn as the shipped
     gate's (Beta(1.2, 8): mean about 0.13) and ``y ~ Bernoulli(p + shift)``, judged every
-    day as a daily run does; returns the worst status, the ALERT reasons, and the final
-    mean p minus the observed rate (an independent computation)."""
+    day as a daily run does; returns the worst status, the ALERT reasons, the final mean p
+    minus the observed rate (an independent computation), and the largest e-value of p
+    too low seen on any day."""
     rng = np.random.default_rng([seed, 7])
     b = DayBuckets()
     per = uses // days
     worst, alerts = "OK", []
     ys, ps = [], []
+    top = 0.0
     for d in range(days):
         p = rng.beta(1.2, 8.0, size=per)
         y = (rng.random(per) < np.clip(p + shift, 0.0, 1.0)).astype(float)
         ys.append(y)
         ps.append(p)
         b.add_uses(np.full(per, d), y, p, 0.0, 0.005)
-        a, w, _ = judge(evidence(b, d, None, 0.05, margin=0.005))
+        ev = evidence(b, d, None, 0.05, margin=0.005)
+        top = max(top, ev.in_the_large_log_m)
+        a, w, _ = judge(ev)
         if a:
             worst, alerts = "ALERT", alerts or a
         elif w and worst != "ALERT":
             worst = "WARN"
-    return worst, alerts, float(np.concatenate(ps).mean() - np.concatenate(ys).mean())
+    return (worst, alerts, float(np.concatenate(ps).mean() - np.concatenate(ys).mean()),
+            math.exp(top))
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_p_too_high_by_a_point_never_alerts(seed: int) -> None:
     # the shipped gate's case: p overstates staleness (the safe direction): not a page
-    worst, alerts, gap = _calibration_run(-0.01, seed, uses=60_000, days=200)
+    worst, alerts, gap, _ = _calibration_run(-0.01, seed, uses=60_000, days=200)
     assert gap > 0.008 and worst != "ALERT" and not alerts
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_p_too_low_by_two_points_alerts_within_9000_actions(seed: int) -> None:
     # about 21,000 labelled uses in 9,000 actions of the shipped gate's production
-    worst, alerts, gap = _calibration_run(0.02, seed)
+    worst, alerts, gap, _ = _calibration_run(0.02, seed)
     assert gap < -0.015 and worst == "ALERT"
     assert alerts[0].startswith("calibration: p too low (the dangerous direction")
 
@@ -212,7 +218,19 @@ def test_p_too_low_by_two_points_alerts_within_9000_actions(seed: int) -> None:
 @pytest.mark.slow
 def test_false_alert_rate_at_the_margin_is_within_its_level() -> None:
     # the least favourable null: p too low by exactly the margin, 21,000 uses judged every
-    # day for 94 days; Ville bounds the chance of any ALERT of this detector by delta / 2
+    # day for 94 days; Ville bounds the chance that the detector ever reaches c by 1/c,
+    # so the chance of any ALERT (c = 40) by delta / 2
     runs = 200
-    alerts = sum(_calibration_run(0.005, 1000 + s)[0] == "ALERT" for s in range(runs))
-    assert alerts / runs <= 0.025 + 3 * (0.025 * 0.975 / runs) ** 0.5
+    results = [_calibration_run(0.005, 1000 + s) for s in range(runs)]
+    top = np.array([r[3] for r in results])
+    alerts = sum(r[0] == "ALERT" for r in results)
+    assert alerts == int((top >= 40).sum())  # the status follows the detector
+
+    def within(c: float) -> bool:
+        share = float((top >= c).mean())
+        return share <= 1 / c + 3 * ((1 / c) * (1 - 1 / c) / runs) ** 0.5
+
+    assert all(within(c) for c in (2.0, 40**0.5, 40.0))
+    # not met by a detector that never moves: at the boundary its e-value is a fair bet,
+    # and reaches 2 in about a quarter of the runs (Ville allows half)
+    assert (top >= 2.0).mean() >= 0.15
