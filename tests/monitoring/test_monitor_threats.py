@@ -23,15 +23,13 @@ from amv_calib import cli
 from amv_calib.monitoring import harm_alert_recomputed, monitor
 from amv_calib.monitoring._sequential import DayBuckets, evidence, judge
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def world(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A copy of the shipped models and 1,500 actions of its gate after go-live
     (``synth logs`` with its default start)."""
     root = tmp_path_factory.mktemp("threats")
-    shutil.copytree(REPO / "models" / "amv-guard", root / "models" / "amv-guard")
+    shutil.copytree(repo_root / "models" / "amv-guard", root / "models" / "amv-guard")
     out = root / "logs"
     assert cli.main(["-q", "synth", "logs", "--n", "1500", "--seed", "11",
                      "--true-reliability", "0.95", "--artifact",
