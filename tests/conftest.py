@@ -23,11 +23,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from repo_paths import REPO_ROOT
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-sys.path.insert(0, str(REPO / "tests" / "gate" / "seed_engine"))
+sys.path.insert(0, str(REPO_ROOT / "tests" / "gate" / "seed_engine"))
 #: Runs the seed document's TypeScript engine under node (``tests/gate/seed_engine/``).
 SEED_HARNESS: ModuleType = importlib.import_module("seed_harness")
 
@@ -41,9 +39,9 @@ def _npm_missing() -> str | None:
 
 
 def _seed_missing() -> str | None:
-    if SEED_HARNESS.seed_file(REPO) is not None:
+    if SEED_HARNESS.seed_file(REPO_ROOT) is not None:
         return None
-    return (f"no .txt holding class AMVGuardEngine in {REPO.parent / 'shared' / 'seed'}, "
+    return (f"no .txt holding class AMVGuardEngine in {REPO_ROOT.parent / 'shared' / 'seed'}, "
             f"../shared/seed/ beside the checkout")
 
 
@@ -132,7 +130,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     fd, name = tempfile.mkstemp(prefix="amv-calib-batch-gate-", suffix=".lock")
     fcntl.flock(fd, fcntl.LOCK_EX)  # held by the warm-up's copy of fd until it exits
-    warming = subprocess.Popen([sys.executable, "-c", _WARM_BATCH_GATE, str(fd)], cwd=REPO,
+    warming = subprocess.Popen([sys.executable, "-c", _WARM_BATCH_GATE, str(fd)], cwd=REPO_ROOT,
                                pass_fds=(fd,), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     os.close(fd)
@@ -179,7 +177,7 @@ def seed_harness() -> ModuleType:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     """The checkout: ``pipelines/``, ``data/``, ``models/`` and ``bench/`` live here."""
-    return REPO
+    return REPO_ROOT
 
 
 @functools.cache
@@ -187,16 +185,16 @@ def _shipped_model_files() -> tuple[tuple[str, bytes], ...]:
     """The files of ``models/`` as the repository ships them: each git-tracked path with its
     content in the index (a fresh clone's), never what a run left in the working tree."""
     try:
-        listed = subprocess.run(["git", "ls-files", "-z", "--", "models"], cwd=REPO,
+        listed = subprocess.run(["git", "ls-files", "-z", "--", "models"], cwd=REPO_ROOT,
                                 capture_output=True, check=True).stdout.decode()
     except (OSError, subprocess.CalledProcessError):
         listed = ""
     names = [n for n in listed.split("\0") if n]
     if not names:
         # Not a git checkout (an unpacked source archive): its models/ is what shipped.
-        return tuple((p.relative_to(REPO).as_posix(), p.read_bytes())
-                     for p in sorted((REPO / "models").rglob("*")) if p.is_file())
-    return tuple((n, subprocess.run(["git", "show", f":{n}"], cwd=REPO, capture_output=True,
+        return tuple((p.relative_to(REPO_ROOT).as_posix(), p.read_bytes())
+                     for p in sorted((REPO_ROOT / "models").rglob("*")) if p.is_file())
+    return tuple((n, subprocess.run(["git", "show", f":{n}"], cwd=REPO_ROOT, capture_output=True,
                                     check=True).stdout) for n in names)
 
 
@@ -220,13 +218,13 @@ def shipped_models() -> Callable[[Path], Path]:
 @pytest.fixture(scope="session")
 def examples_dir() -> Path:
     """``data/examples``: the hand-written decision logs, outcomes and store exports."""
-    return REPO / "data" / "examples"
+    return REPO_ROOT / "data" / "examples"
 
 
 @pytest.fixture(scope="session")
 def sample_dir() -> Path:
     """``data/sample``: the bundled synthetic claims and episodes."""
-    return REPO / "data" / "sample"
+    return REPO_ROOT / "data" / "sample"
 
 
 @pytest.fixture
@@ -238,9 +236,9 @@ def run_bench(tmp_path: Path) -> Callable[..., dict[str, Any]]:
     def run(name: str, *, timeout: float = 300) -> dict[str, Any]:
         out = tmp_path / f"{name}.json"
         proc = subprocess.run(
-            [sys.executable, str(REPO / "bench" / f"{name}.py"), "--quick", "--check",
+            [sys.executable, str(REPO_ROOT / "bench" / f"{name}.py"), "--quick", "--check",
              "--out", str(out)],
-            capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False,
+            capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT, check=False,
         )
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
         result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))

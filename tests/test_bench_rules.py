@@ -11,8 +11,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from repo_paths import REPO_ROOT
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = REPO_ROOT / "bench"
 SCRIPTS = sorted(p.name for p in BENCH.glob("bench_*.py"))
 
 

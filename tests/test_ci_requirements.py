@@ -11,19 +11,19 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
 TEST = "tests/gate/test_gate_seed_node.py::test_harness_strips_every_annotation"
 
 
 @pytest.fixture(scope="module")
-def bare_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def bare_checkout(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The seed-engine tests and their conftest in a folder with no ``../shared/seed/``."""
     root = tmp_path_factory.mktemp("elsewhere") / "checkout"
-    for rel in ("pyproject.toml", "tests/conftest.py", "tests/gate/test_gate_seed_node.py"):
+    for rel in ("pyproject.toml", "tests/conftest.py", "tests/repo_paths.py",
+                "tests/gate/test_gate_seed_node.py"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO / rel, root / rel)
+        shutil.copy(repo_root / rel, root / rel)
     engine = Path("tests", "gate", "seed_engine")
-    shutil.copytree(REPO / engine, root / engine)
+    shutil.copytree(repo_root / engine, root / engine)
     assert not (root.parent / "shared").exists()
     return root
 

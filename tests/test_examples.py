@@ -9,14 +9,13 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from repo_paths import REPO_ROOT
 
 from amv_calib.gate import read_decision_log
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 def _example(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, REPO / "examples" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "examples" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

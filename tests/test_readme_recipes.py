@@ -28,8 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
+from repo_paths import REPO_ROOT
 
 
 def recipe_blocks(readme: str) -> list[str]:
@@ -42,16 +41,16 @@ def recipe_blocks(readme: str) -> list[str]:
 def _fresh_copy(dest: Path, shipped_models: Callable[[Path], Path]) -> None:
     files = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+        cwd=REPO_ROOT, capture_output=True, check=True).stdout.decode().split("\0")
     for name in filter(None, files):
-        src = REPO / name
+        src = REPO_ROOT / name
         if name.startswith("models/") or not src.is_file():
             continue  # models/ as shipped (below); or deleted in the working tree
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dest / name)
     # What a fresh clone has, whatever a run of this checkout did to its models/.
     shipped_models(dest / "models")
-    (dest / ".venv").symlink_to(REPO / ".venv")
+    (dest / ".venv").symlink_to(REPO_ROOT / ".venv")
 
 
 def _free_port() -> int:
@@ -84,8 +83,8 @@ def _serve_until_up(command: str, cwd: Path, env: dict[str, str]) -> None:
         proc.wait(timeout=30)
 
 
-def test_the_readme_names_three_jobs_with_recipes() -> None:
-    blocks = recipe_blocks((REPO / "README.md").read_text(encoding="utf-8"))
+def test_the_readme_names_three_jobs_with_recipes(repo_root: Path) -> None:
+    blocks = recipe_blocks((repo_root / "README.md").read_text(encoding="utf-8"))
     assert len(blocks) >= 4
     assert any("retrain-from-logs.toml" in b for b in blocks)
     assert any("promote" in b and "rollback" in b for b in blocks)

@@ -199,7 +199,7 @@ def _posterior(probs: Any, m: int, idx: Any, k: int, r: float, code: int, post: 
 def _expect(probs: Any, q: float, idx: Any, k: int, r: float, theta: float, kappa: float,
             lim: float, eps: float) -> float:
     """``E[V_stop]`` after one verifier, as ``Gate._decide`` computes it: one premise
-    unrolled, several through ``_engine._expect`` (outcomes in product order)."""
+    unrolled, several through ``_modes._expect`` (outcomes in product order)."""
     s = 1.0 - r
     if k == 1:
         p = probs[idx[0]]

@@ -49,8 +49,9 @@ from amv_calib.contract import (
 )
 from amv_calib.exceptions import ArtifactError
 from amv_calib.gate._closing import Closing
-from amv_calib.gate._engine import Decision, Gate, open_decision_log
+from amv_calib.gate._engine import Decision, Gate
 from amv_calib.gate._model import CandidateAction, Verifier
+from amv_calib.gate._records import open_decision_log
 from amv_calib.settings import champion_reference
 
 __all__ = ["LiveGate"]

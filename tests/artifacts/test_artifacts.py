@@ -51,7 +51,6 @@ from amv_calib.contract._features import (
     seed_prior_calibrator,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
 NO_CLAMP = {**DEFAULT_THRESHOLDS, "clamp": None}
 
 
@@ -586,7 +585,7 @@ def test_load_never_unpickles(models: Path, monkeypatch: pytest.MonkeyPatch,
     assert marker.exists()
 
 
-def test_loader_imports_numpy_and_stdlib_only(art: Path) -> None:
+def test_loader_imports_numpy_and_stdlib_only(repo_root: Path, art: Path) -> None:
     code = (
         "import sys\n"
         "from amv_calib.contract._artifact import load_artifact\n"
@@ -596,7 +595,7 @@ def test_loader_imports_numpy_and_stdlib_only(art: Path) -> None:
         "print(heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=ROOT).stdout
+                         check=True, cwd=repo_root).stdout
     assert out.strip() == "[]"
 
 
@@ -617,10 +616,10 @@ for _ in range(n):
 """
 
 
-def test_concurrent_exports_by_processes(models: Path) -> None:
+def test_concurrent_exports_by_processes(repo_root: Path, models: Path) -> None:
     go = models.parent / "go"
     procs = [subprocess.Popen([sys.executable, "-c", _WORKER, str(models), str(go), "3"],
-                              stdout=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(4)]
+                              stdout=subprocess.PIPE, text=True, cwd=repo_root) for _ in range(4)]
     time.sleep(0.5)  # let every interpreter start, then release them together
     go.touch()
     outs = [p.communicate(timeout=120)[0].split() for p in procs]
@@ -885,9 +884,9 @@ def test_export_from_joblib_estimator(models: Path, claims: pd.DataFrame) -> Non
     assert (res.path / "calibrator.joblib").read_bytes() == path.read_bytes()
 
 
-def test_shipped_champion_loads() -> None:
+def test_shipped_champion_loads(repo_root: Path) -> None:
     """The repository's models/amv-guard@production works; no exact numbers checked."""
-    ref = f"{ROOT / 'models' / 'amv-guard'}@production"
+    ref = f"{repo_root / 'models' / 'amv-guard'}@production"
     art = load_artifact(ref)
     assert art.name == "amv-guard" and art.alias == "production"
     p = art.calibrator.predict(np.array([[10.0, 0.9, 0.95, 0.0], [2000.0, 0.1, 0.3, 1.0]]))

@@ -14,14 +14,14 @@ import matplotlib
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from repo_paths import REPO_ROOT
 
 import amv_calib
 from amv_calib.calibration import write_figure_png
 from amv_calib.tuning import frontier_figure
 
-REPO = Path(__file__).resolve().parents[2]
 PACKAGE = Path(amv_calib.__file__).resolve().parent
-SHIPPED = REPO / "models" / "amv-guard" / "v1"
+SHIPPED = REPO_ROOT / "models" / "amv-guard" / "v1"
 
 
 def _figure() -> Any:
@@ -74,7 +74,7 @@ def test_every_png_goes_through_the_one_writer() -> None:
 
 
 def _pinned_matplotlib() -> str | None:
-    text = (REPO / "constraints.txt").read_text(encoding="utf-8")
+    text = (REPO_ROOT / "constraints.txt").read_text(encoding="utf-8")
     found = re.search(r"^matplotlib==(\S+)", text, flags=re.MULTILINE)
     return found.group(1) if found else None
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from repo_paths import REPO_ROOT
 
 from amv_calib import cli
 from amv_calib.claims._adapters import (
@@ -26,7 +27,7 @@ from amv_calib.contract import encode_record
 from amv_calib.exceptions import DataContractError, MissingColumnsError
 from amv_calib.settings import ADAPTERS
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
+EXAMPLES = REPO_ROOT / "data" / "examples"
 MEM0 = EXAMPLES / "mem0"
 GRAPHITI = EXAMPLES / "graphiti"
 

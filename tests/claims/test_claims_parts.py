@@ -118,12 +118,9 @@ def test_unjoined_uses_csv_in_slices_is_the_whole_table(
     assert text[len(expected):] == "outcome,o.csv,1,a1,,,2026-12-01T00:00:00Z,used,\n"
 
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
-
-
 @pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
 def test_label_table_written_in_parts_is_label_claims_written_whole(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str) -> None:
+        tmp_path: Path, examples_dir: Path, monkeypatch: pytest.MonkeyPatch, suffix: str) -> None:
     # ``label --out FILE`` builds and writes the claim rows and the unjoined uses part by
     # part (write_label_table); the files are those of label_claims' whole tables.
     import amv_calib.claims._join as join
@@ -134,7 +131,8 @@ def test_label_table_written_in_parts_is_label_claims_written_whole(
         write_label_table,
     )
 
-    log, outcomes = EXAMPLES / "logs" / "decisions.jsonl", EXAMPLES / "logs" / "outcomes.csv"
+    log, outcomes = (examples_dir / "logs" / "decisions.jsonl",
+                     examples_dir / "logs" / "outcomes.csv")
     names = [str(outcomes)]
     claims, report = label_claims(log, outcomes)
     assert len(claims) > 100 and len(report.unjoined_uses) > 100  # more than two parts each

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from repo_paths import REPO_ROOT
 
 from amv_calib import cli
 from amv_calib.claims import (
@@ -27,8 +28,7 @@ from amv_calib.datasets import simulate_production
 from amv_calib.gate import read_decision_log
 from amv_calib.tuning import read_episodes
 
-REPO = Path(__file__).resolve().parents[2]
-CHAMPION = REPO / "models" / "amv-guard" / "v1"
+CHAMPION = REPO_ROOT / "models" / "amv-guard" / "v1"
 TRUE_R, DECLARED_R = 0.85, 0.95
 
 
@@ -269,9 +269,9 @@ def test_folder_written_in_parts_is_the_folder_of_the_whole_tables(
         assert a == b, name
 
 
-def test_example_logs_regenerate_byte_for_byte(tmp_path: Path,
+def test_example_logs_regenerate_byte_for_byte(repo_root: Path, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    shipped = REPO / "data" / "examples" / "logs"
+    shipped = repo_root / "data" / "examples" / "logs"
     assert cli.main(["synth", "logs", "--artifact", str(CHAMPION), "--start", "2026-09-01",
                      "--out", str(tmp_path)]) == 0
     capsys.readouterr()
@@ -281,8 +281,8 @@ def test_example_logs_regenerate_byte_for_byte(tmp_path: Path,
         < 5 * 2**20
 
 
-def test_example_logs_label_into_episodes(tmp_path: Path) -> None:
-    shipped = REPO / "data" / "examples" / "logs"
+def test_example_logs_label_into_episodes(repo_root: Path, tmp_path: Path) -> None:
+    shipped = repo_root / "data" / "examples" / "logs"
     res = label_logs([shipped / "decisions.jsonl"], shipped / "outcomes.csv")
     counts = Counter({k: v for k, v in res.episode_report.unlabelled.items() if v})
     assert res.episode_report.episodes > 2000
@@ -292,12 +292,12 @@ def test_example_logs_label_into_episodes(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_retrain_from_logs_pipeline_runs_on_simulated_production(
-        production: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        shipped_models: Callable[[Path], Path]) -> None:
+        repo_root: Path, production: dict[str, Any], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], shipped_models: Callable[[Path], Path]) -> None:
     sim = production["sim"]
     models = shipped_models(tmp_path / "models")
     code = cli.main([
-        "run", str(REPO / "pipelines" / "retrain-from-logs.toml"), "--no-tracking", "--json",
+        "run", str(repo_root / "pipelines" / "retrain-from-logs.toml"), "--no-tracking", "--json",
         "--set", f'pipeline.workdir="{tmp_path / "work"}"',
         "--set", f'pipeline.models_dir="{models}"',
         "--set", f'label.decisions=["{sim.decisions}"]',

@@ -34,7 +34,6 @@ from amv_calib.settings import ADAPTERS
 HEADER = ["claim_id", "timestamp", "recency_hours", "source_trust_score", "model_confidence",
           "contradiction_flag", "violated"]
 GOOD = ["c1", "2026-01-01T00:00:00Z", "5", "0.5", "0.9", "false", "true"]
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _csv(path: Path, rows: list[list[str]], header: list[str] | None = None) -> Path:

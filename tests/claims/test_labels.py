@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from repo_paths import REPO_ROOT
 from sklearn.metrics import log_loss
 
 from amv_calib import cli
@@ -45,8 +46,7 @@ from amv_calib.gate import (
     posterior_refute,
 )
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "data" / "examples"
+EXAMPLES = REPO_ROOT / "data" / "examples"
 FEATURES = ["recency_hours", "source_trust_score", "model_confidence", "contradiction_flag"]
 
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from repo_paths import REPO_ROOT
 
 from amv_calib import cli
 from amv_calib.claims import (
@@ -17,8 +18,7 @@ from amv_calib.claims import (
     record_outputs,
 )
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "data" / "examples"
+EXAMPLES = REPO_ROOT / "data" / "examples"
 LABEL = ["label", "--decisions", str(EXAMPLES / "logs" / "decisions.jsonl"),
          "--outcomes", str(EXAMPLES / "logs" / "outcomes.csv")]
 MEM0 = ["ingest", "--adapter", "mem0", str(EXAMPLES / "mem0" / "history.json")]
@@ -63,8 +63,8 @@ def test_label_table_form_is_guarded_too(tmp_path: Path,
                             "claims.unjoined.csv": "label"}
 
 
-def test_the_same_command_rewrites_its_own_files(tmp_path: Path) -> None:
-    src = REPO / "data" / "sample" / "claims.csv"
+def test_the_same_command_rewrites_its_own_files(repo_root: Path, tmp_path: Path) -> None:
+    src = repo_root / "data" / "sample" / "claims.csv"
     ingest_file(src, tmp_path)
     ingest_file(src, tmp_path)  # no conflict with itself
     assert _record(tmp_path) == {"claims.parquet": "ingest", "rejects.csv": "ingest",

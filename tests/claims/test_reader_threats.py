@@ -25,6 +25,7 @@ import pytest
 from amv_calib.claims import load_claims, read_uses
 from amv_calib.claims._outcomes import load_outcomes
 from amv_calib.exceptions import DataContractError
+from amv_calib.gate import LogReadStats, read_decision_log
 
 _PREMISE = ('{"id":"p0","claim_id":"c1","recency_hours":RH,"source_trust_score":0.5,'
             '"model_confidence":0.5,"contradiction_flag":false,"p":0.25PX}')
@@ -250,3 +251,70 @@ def test_label_skip_corrupt_reads_past_a_lone_surrogate(tmp_path: Path,
     claims = pd.read_parquet(tmp_path / "claims.parquet")
     assert claims["action_id"].astype(str).tolist() == ["a1"]
     assert np.all(np.isfinite(claims["recency_hours"]))
+
+
+# -- a fragment with a record glued onto it --------------------------------------------------------
+def _glued_log(tmp_path: Path) -> Path:
+    """A log an older writer left: a fragment with the next record glued onto it."""
+    from amv_calib.gate import encode_record
+
+    rec = {"time": "2026-01-01T00:00:00Z", "action_id": "a", "theta": 5.0, "kappa": 1.0,
+           "premises": [{"id": "p", "claim_id": "c", "recency_hours": 1.0,
+                         "source_trust_score": 0.5, "model_confidence": 0.5,
+                         "contradiction_flag": False, "p": 0.1}], "regime": "PROCEED"}
+    fragment = encode_record({**rec, "action_id": "lost"})[:70]
+    log = tmp_path / "glued.jsonl"
+    log.write_bytes(encode_record(rec) + fragment + encode_record({**rec, "action_id": "b"})
+                    + encode_record({**rec, "action_id": "c"}))
+    return log
+
+
+def test_reader_resynchronises_at_the_record_inside_a_corrupt_line(tmp_path: Path) -> None:
+    from amv_calib.claims import read_uses
+
+    log = _glued_log(tmp_path)
+    assert log.read_bytes().count(b"\n") == 3  # the fragment and b share line 2
+    with pytest.raises(DataContractError, match=r"line 2 starts with 70 bytes that are not a "
+                                                r"record .* before a whole record"):
+        list(read_decision_log(log))
+    stats = LogReadStats()
+    with pytest.warns(UserWarning, match="line 2: skipped a 70-byte fragment"):
+        records = list(read_decision_log(log, on_corrupt="skip", stats=stats))
+    assert [r["action_id"] for r in records] == ["a", "b", "c"]
+    assert (stats.lines, stats.records, stats.corrupt, stats.fragments) == (3, 3, 0, 1)
+    for columnar in (True, False):  # label reads it the same way
+        with pytest.warns(UserWarning, match="70-byte fragment"):
+            log_entries = read_uses(log, on_corrupt="skip", columnar=columnar)
+        assert log_entries.wide()["action_id"].astype(str).tolist() == ["a", "b", "c"]
+        assert log_entries.stats[0].fragments == 1
+
+
+# -- a decision-log or outcome record giving a key twice -------------------------------------------
+def test_decision_log_and_outcome_records_giving_a_key_twice_are_refused(
+        tmp_path: Path) -> None:
+    from amv_calib.claims import load_outcomes, read_uses
+
+    record = {"time": "2026-01-01T00:00:00Z", "action_id": "a", "theta": 5.0, "kappa": 1.0,
+              "premises": [{"id": "p", "claim_id": "c", "recency_hours": 1.0,
+                            "source_trust_score": 0.5, "model_confidence": 0.5,
+                            "contradiction_flag": False, "p": 0.1}], "regime": "PROCEED"}
+    line = json.dumps(record)
+    for twice in (line[:-1] + ', "regime": "ABSTAIN"}',  # a key the join reads
+                  line[:-1] + ', "reason": "x", "reason": "y"}'):  # and one it does not
+        log = tmp_path / "decisions.jsonl"
+        log.write_text(line + "\n" + twice + "\n" + line.replace('"a"', '"b"') + "\n")
+        with pytest.raises(DataContractError, match=r"line 2 is not a JSON object \(key "):
+            list(read_decision_log(log))
+        for columnar in (True, False):  # the fast reader and the line reader agree
+            with pytest.raises(DataContractError, match=r"line 2 is not a JSON object"):
+                read_uses(log, columnar=columnar)
+            with pytest.warns(UserWarning, match="skipped corrupt line 2"):
+                entries = read_uses(log, columnar=columnar, on_corrupt="skip")
+            assert sorted(entries.wide()["action_id"].astype(str)) == ["a", "b"]
+    outcomes = tmp_path / "outcomes.jsonl"
+    outcomes.write_text('{"claim_id": "c", "time": "2026-01-02T00:00:00Z", "violated": false}\n'
+                        '{"claim_id": "c", "time": "2026-01-02T00:00:00Z", "violated": false,'
+                        ' "violated": true}\n')
+    valid, invalid = load_outcomes(outcomes)
+    assert len(valid) == 1 and invalid["row"].tolist() == [2]
+    assert "key 'violated' appears twice" in invalid["reason"].iloc[0]

@@ -31,11 +31,10 @@ def test_weighted_pair_is_accepted_and_a_repeated_label_is_not(tmp_path: Path) -
                                           "duplicate (claim_id, timestamp) of row 4"]
 
 
-def test_label_output_round_trips_through_ingest(tmp_path: Path) -> None:
+def test_label_output_round_trips_through_ingest(tmp_path: Path, examples_dir: Path) -> None:
     from amv_calib.claims._join import label_claims
 
-    examples = Path(__file__).resolve().parents[2] / "data" / "examples"
-    claims, _ = label_claims([examples / "decisions.jsonl"], examples / "outcomes.csv",
+    claims, _ = label_claims([examples_dir / "decisions.jsonl"], examples_dir / "outcomes.csv",
                              on_corrupt="skip")
     assert claims["label_weight"].notna().sum() >= 2  # the examples hold a soft-label pair
     out = tmp_path / "claims.parquet"

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from repo_paths import REPO_ROOT
 
 from amv_calib import ConfigError
 from amv_calib.claims._ingest import load_claims
@@ -34,8 +35,7 @@ from amv_calib.datasets._synth import (
 )
 from amv_calib.settings import DEFAULT_SEED
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "data" / "sample"
+SAMPLE = REPO_ROOT / "data" / "sample"
 FEATURES = ["recency_hours", "source_trust_score", "model_confidence", "contradiction_flag"]
 
 

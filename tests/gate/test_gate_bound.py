@@ -4,7 +4,7 @@ a decision past the bound stays safe and small, in the scalar gate and per row o
 The bound's rule is restated here independently (counting by ``k`` instead of sorting), the
 upper bound of a left-out verifier's VOI is computed from the inputs, and the sizes go up to
 64 premises and 64 verifiers resolving any subset. Time is checked once, for the attacks of
-the review, in tests/test_threat_catalogue.py (item 5); here the work counters the engines
+the review, in tests/gate/test_gate_threats.py; here the work counters the engines
 report and tracemalloc's peak stand for it.
 """
 

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
@@ -18,10 +19,12 @@ import pytest
 
 from amv_calib import ConfigError
 from amv_calib.artifacts import promote
+from amv_calib.exceptions import DataContractError
 from amv_calib.gate import (
     CandidateAction,
     Gate,
     LiveGate,
+    LogReadStats,
     OutcomeLog,
     Premise,
     read_decision_log,
@@ -223,3 +226,95 @@ def test_source_date_epoch_out_of_range_is_a_config_error(
         _export._utc_now()
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "86400")
     assert _export._utc_now() == "1970-01-02T00:00:00Z"
+
+
+# -- a decision-log record lost after a failed write -----------------------------------------------
+_FULL_DISK = textwrap.dedent("""
+    import os, resource, signal, sys
+    from amv_calib.gate import DecisionLogWriter
+
+    path = sys.argv[1]
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of being killed
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    w = DecisionLogWriter(path)
+    w.append({"action_id": "before", "regime": "PROCEED"})
+    limit = os.path.getsize(path) + 40  # room for part of the next record only
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        w.append({"action_id": "lost", "regime": "VERIFY", "reason": "x" * 200})
+    except OSError as exc:
+        print("failed:", exc.errno)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # the disk has room again
+    w.append({"action_id": "after", "regime": "ABSTAIN"})
+    w.close()
+""")
+
+
+def test_failed_append_loses_only_its_own_record(tmp_path: Path) -> None:
+    # Attack: a full disk (here RLIMIT_FSIZE) cut a record in the middle; the next append
+    # was glued onto the fragment and lost, and the reader then refused the whole log.
+    log = tmp_path / "decisions.jsonl"
+    done = subprocess.run([sys.executable, "-c", _FULL_DISK, str(log)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("failed: 27")  # EFBIG: the write really failed part-way
+    lines = log.read_bytes().split(b"\n")
+    assert len(lines) == 4 and lines[-1] == b""  # before, the fragment, after
+    assert lines[1] and not lines[1].endswith(b"}")  # the fragment is a line of its own
+
+    with pytest.raises(DataContractError, match=r"line 2 is not a JSON object"):
+        list(read_decision_log(log))
+    stats = LogReadStats()
+    with pytest.warns(UserWarning, match="skipped corrupt line 2"):
+        records = list(read_decision_log(log, on_corrupt="skip", stats=stats))
+    assert [r["action_id"] for r in records] == ["before", "after"]
+    assert (stats.records, stats.corrupt, stats.corrupt_lines) == (2, 1, [2])
+
+
+def test_failed_append_before_any_byte_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    log = tmp_path / "decisions.jsonl"
+    script = _FULL_DISK.replace("os.path.getsize(path) + 40", "os.path.getsize(path)")
+    done = subprocess.run([sys.executable, "-c", script, str(log)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["action_id"] for r in records] == ["before", "after"]
+
+
+# -- one writer's failed append swallows another process's record ----------------------------------
+_OTHER_WRITER = textwrap.dedent("""
+    import sys
+    from amv_calib.gate import DecisionLogWriter
+
+    w = DecisionLogWriter(sys.argv[1])  # opened before the other writer fails
+    w.append({"action_id": "b-first", "regime": "PROCEED"})
+    print("ready", flush=True)
+    sys.stdin.readline()
+    w.append({"action_id": "b-second", "regime": "ABSTAIN"})
+    w.close()
+""")
+
+
+def test_failed_append_of_one_process_loses_no_record_of_another(tmp_path: Path) -> None:
+    # Attack: writer A's write failed part-way (ulimit -f), leaving a fragment; writer B (its
+    # own process, its file already open) appended next, glued onto the fragment, and the
+    # reader skipped the whole line: B lost a record it was told was written. Now every
+    # record starts on a fresh line, under a lock all writers take.
+    log = tmp_path / "decisions.jsonl"
+    other = subprocess.Popen([sys.executable, "-c", _OTHER_WRITER, str(log)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert other.stdout is not None and other.stdout.readline().strip() == "ready"
+    # writer A fails part-way and writes nothing more (it gave up, or it exited)
+    script = _FULL_DISK.replace('w.append({"action_id": "after", "regime": "ABSTAIN"})', "")
+    failed = subprocess.run([sys.executable, "-c", script, str(log)], capture_output=True,
+                            text=True, timeout=60)
+    assert failed.returncode == 0 and failed.stdout.startswith("failed: 27"), failed.stderr
+    assert not log.read_bytes().endswith(b"\n")  # A's fragment ends the file
+    assert other.communicate("go\n", timeout=60)[1] is None and other.returncode == 0
+    lines = log.read_bytes().split(b"\n")
+    assert len(lines) == 5 and lines[2] and not lines[2].endswith(b"}")  # the fragment alone
+    stats = LogReadStats()
+    with pytest.warns(UserWarning, match="skipped corrupt line 3"):
+        records = list(read_decision_log(log, on_corrupt="skip", stats=stats))
+    assert [r["action_id"] for r in records] == ["b-first", "before", "b-second"]
+    assert (stats.records, stats.corrupt, stats.fragments) == (3, 1, 0)

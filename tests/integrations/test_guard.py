@@ -16,7 +16,6 @@ from amv_calib.contract import seed_prior_calibrator
 from amv_calib.gate import CandidateAction, Gate, Premise, Verifier
 from amv_calib.integrations import ToolGuard
 
-REPO = Path(__file__).resolve().parents[2]
 SDKS = ("agents", "langchain", "langchain_core", "langgraph", "openai")
 
 
@@ -34,9 +33,9 @@ def test_the_package_imports_no_framework() -> None:
 
 
 @pytest.mark.parametrize("dist", ["openai-agents", "langchain", "langgraph", "langchain-core"])
-def test_the_frameworks_are_the_pinned_versions(dist: str) -> None:
+def test_the_frameworks_are_the_pinned_versions(repo_root: Path, dist: str) -> None:
     pins = dict(line.split("==", 1) for line in
-                (REPO / "constraints.txt").read_text().splitlines() if "==" in line)
+                (repo_root / "constraints.txt").read_text().splitlines() if "==" in line)
     assert version(dist) == pins[dist]
 
 

@@ -26,7 +26,6 @@ from amv_calib.monitoring import (
     parse_window,
 )
 
-REPO = Path(__file__).resolve().parents[2]
 SINCE = str(START)  # the worlds start on this Monday, 00:00 UTC
 
 
@@ -318,11 +317,11 @@ def test_harm_counts_only_fully_labelled_actions(small_world: tuple[Path, Path],
     assert full.windows[0].actions_labelled == len(kept)
 
 
-def test_artifact_without_profile_is_refused(small_world: tuple[Path, Path],
+def test_artifact_without_profile_is_refused(repo_root: Path, small_world: tuple[Path, Path],
                                              tmp_path: Path) -> None:
     from amv_calib.artifacts import export_artifact
 
-    v1 = REPO / "models" / "amv-guard" / "v1"
+    v1 = repo_root / "models" / "amv-guard" / "v1"
     res = export_artifact(calibrator=v1 / "calibrator.json", name="bare",
                           models_dir=tmp_path)  # no claims: no profile
     with pytest.raises(ArtifactError, match="no profile.json"):
@@ -644,7 +643,7 @@ def test_a_rotated_log_is_followed_and_old_uses_expire(small_world: tuple[Path, 
 
 
 def test_derisk_moves_along_the_certified_path_and_refuses_what_it_cannot_vouch_for(
-        tmp_path: Path, shipped_models: Callable[[Path], Path]) -> None:
+        repo_root: Path, tmp_path: Path, shipped_models: Callable[[Path], Path]) -> None:
     from amv_calib.artifacts import export_artifact
     from amv_calib.contract import load_artifact
     from amv_calib.monitoring import derisk
@@ -663,7 +662,7 @@ def test_derisk_moves_along_the_certified_path_and_refuses_what_it_cannot_vouch_
     with pytest.raises(ArtifactError, match="alias 'production' points at v3, not at the "
                                             "monitored v1"):
         derisk(models / "amv-guard" / "v1", evidence="test")
-    bare = export_artifact(calibrator=REPO / "models" / "amv-guard" / "v1" / "calibrator.json",
+    bare = export_artifact(calibrator=repo_root / "models" / "amv-guard" / "v1" / "calibrator.json",
                            name="bare", models_dir=models)
     with pytest.raises(ArtifactError, match="no certificate"):
         derisk(bare.path, evidence="test")
@@ -701,10 +700,10 @@ def test_monitor_step_on_alert_takes_only_derisk(small_world: tuple[Path, Path],
         run_pipeline(load_pipeline(toml, ['monitor.on_alert=["retrain"]']), force=True)
 
 
-def test_a_version_derives_only_from_its_own_calibrator(tmp_path: Path) -> None:
+def test_a_version_derives_only_from_its_own_calibrator(repo_root: Path, tmp_path: Path) -> None:
     from amv_calib.artifacts import export_artifact
 
-    v1 = REPO / "models" / "amv-guard" / "v1"
+    v1 = repo_root / "models" / "amv-guard" / "v1"
     other = json.loads((v1 / "calibrator.json").read_text())
     other["intercept"] = float(other["intercept"]) + 0.5
     path = tmp_path / "other.json"

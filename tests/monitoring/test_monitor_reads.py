@@ -12,12 +12,10 @@ from sim_world import make_pool, simulate
 from amv_calib.exceptions import DataContractError
 from amv_calib.monitoring import monitor
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def test_a_lone_surrogate_in_a_log_the_monitor_reads_refuses_that_row_only(
-        tmp_path: Path) -> None:
-    shutil.copytree(REPO / "models" / "amv-guard", tmp_path / "models" / "amv-guard")
+        repo_root: Path, tmp_path: Path) -> None:
+    shutil.copytree(repo_root / "models" / "amv-guard", tmp_path / "models" / "amv-guard")
     artifact = f"{tmp_path / 'models'}/amv-guard@production"
     decisions, outcomes = simulate(make_pool(), artifact, tmp_path / "w", days=4, per_day=40,
                                    seed=5, drift_day=None)

@@ -12,25 +12,25 @@ import math
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from amv_calib import cli
 from amv_calib.monitoring import harm_alert_recomputed, monitor
 from amv_calib.monitoring._sequential import DayBuckets, evidence, judge
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def world(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A copy of the shipped models and 1,500 actions of its gate after go-live
     (``synth logs`` with its default start)."""
     root = tmp_path_factory.mktemp("threats")
-    shutil.copytree(REPO / "models" / "amv-guard", root / "models" / "amv-guard")
+    shutil.copytree(repo_root / "models" / "amv-guard", root / "models" / "amv-guard")
     out = root / "logs"
     assert cli.main(["-q", "synth", "logs", "--n", "1500", "--seed", "11",
                      "--true-reliability", "0.95", "--artifact",
@@ -234,3 +234,108 @@ def test_false_alert_rate_at_the_margin_is_within_its_level() -> None:
     # not met by a detector that never moves: at the boundary its e-value is a fair bet,
     # and reaches 2 in about a quarter of the runs (Ville allows half)
     assert (top >= 2.0).mean() >= 0.15
+
+
+# -- monitor's work and memory unbounded -----------------------------------------------------------
+def _log_with(tmp_path: Path, examples_dir: Path, stamp: str | None, lines: int = 400,
+              after: str | None = None) -> Path:
+    """The first ``lines`` records of the example log, moved to start a day after ``after``
+    (an ISO time: the monitored version's go-live), after one record dated ``stamp``."""
+    head = (examples_dir / "logs" / "decisions.jsonl").read_bytes().split(b"\n")[:lines]
+    out = tmp_path / f"decisions-{stamp or 'plain'}.jsonl"
+    records = [json.loads(line) for line in head]
+    if after is not None:
+        shift = (pd.Timestamp(after) + pd.Timedelta(days=1)).floor("D") \
+            - pd.Timestamp(records[0]["time"])
+        for r in records:
+            r["time"] = (pd.Timestamp(r["time"]) + shift).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    extra = [{**records[0], "time": stamp, "action_id": "outlier"}] if stamp else []
+    out.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in [*extra, *records]))
+    return out
+
+
+@pytest.mark.parametrize("stamp,window,capped", [
+    ("9999-12-31T00:00:00Z", "7d", True), ("1700-01-01T00:00:00Z", "7d", False),
+    ("0001-01-01T00:00:00Z", "7d", False), (None, "1m", True)],
+    ids=["year-9999-7d", "year-1700-7d", "year-1-7d", "26-days-1m"])
+def test_monitor_answers_at_once_whatever_the_span(
+        tmp_path: Path, examples_dir: Path, repo_root: Path, stamp: str | None,
+        window: str, capped: bool) -> None:
+    # Attack: one record dated 1700 made --window 7d run past 120 s at 1.6 GB (17,049
+    # windows, each a pass over every use, and a figure with a patch and a label per
+    # window); --window 1m over 26 days past 180 s; year 1 gave a traceback. Now windows
+    # start at go-live (older uses are left out, counted and said) and at most MAX_WINDOWS
+    # (the newest) are made, the rest counted and said; every step bounded.
+    from amv_calib.contract import load_artifact
+    from amv_calib.monitoring import monitor, write_monitor_outputs
+    from amv_calib.monitoring._monitor import MAX_WINDOWS
+
+    art = repo_root / "models" / "amv-guard" / "v1"
+    live = load_artifact(art).manifest["created_utc"]
+    log = _log_with(tmp_path, examples_dir, stamp, after=live)
+    t0 = time.process_time()
+    report, claims = monitor(art, [log], window=window)
+    write_monitor_outputs(report, claims, tmp_path / "out")
+    spent = time.process_time() - t0
+    assert spent < 30, f"{spent:.1f} s of CPU"
+    table = (tmp_path / "out" / "monitor.txt").read_text()
+    if capped:
+        assert len(report.windows) == MAX_WINDOWS
+        assert report.counts["windows_dropped"] > 0
+        assert f"{report.counts['windows_dropped']} older windows were not made" in table
+    else:  # the outlier is older than go-live: its uses are left out, no window made for it
+        outlier = json.loads(log.read_text().splitlines()[0])
+        assert report.uses_outside == len(outlier["premises"])
+        assert f"{report.uses_outside} uses dated before" in table
+        assert len(report.windows) <= 5  # 26 days of 7-day windows
+    assert report.uses_read - report.uses_outside > 0
+    assert json.loads((tmp_path / "out" / "monitor.json").read_text())["counts"] \
+        == report.counts
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--window", "99999999999d"], "is wider than 36525 days"),
+    (["--since", "10000-01-01"], "out of range (years 1 to 9999)"),
+], ids=["huge-window", "since-year-10000"])
+def test_monitor_refuses_impossible_windows_with_exit_2(
+        tmp_path: Path, examples_dir: Path, repo_root: Path, argv: list[str], message: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from amv_calib.cli import main
+
+    log = _log_with(tmp_path, examples_dir, None, lines=50)
+    assert main(["monitor", "--artifact", str(repo_root / "models" / "amv-guard" / "v1"),
+                 "--decisions", str(log), "--no-tracking", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+# -- logs of another artifact judged against this one ----------------------------------------------
+def test_monitor_says_when_another_artifact_decided(
+        tmp_path: Path, examples_dir: Path, repo_root: Path,
+        capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    # Attack: monitor judged logs written by another model or version against this
+    # artifact's profile without a word. Now their uses are left out of every statistic,
+    # counted, warned about and said in the report and the table, or (--other-artifacts
+    # refuse) the run exits 2 naming them.
+    from amv_calib.cli import main
+    from amv_calib.contract import load_artifact
+    from amv_calib.monitoring import monitor
+
+    art = repo_root / "models" / "amv-guard" / "v1"
+    log = _log_with(tmp_path, examples_dir, None, lines=300,
+                    after=load_artifact(art).manifest["created_utc"])
+    lines = log.read_text().splitlines()
+    other = [line.replace('"version": "v1"', '"version": "v2"') for line in lines[:100]]
+    assert all('"version": "v2"' in line for line in other)
+    log.write_text("\n".join([*other, *lines[100:]]) + "\n")
+    n_other = sum(len(json.loads(line)["premises"]) for line in other)
+    report, _ = monitor(art, [log], window="7d")
+    assert report.counts["uses_other_versions"] == n_other
+    assert sum(w.uses for w in report.windows) == report.uses_read - n_other
+    note = f"{n_other} uses decided by other artifacts than amv-guard@v1"
+    assert any(r.startswith(note) for r in report.reasons)
+    assert note in report.table() and note in caplog.text
+    assert main(["monitor", "--artifact", str(art), "--decisions", str(log), "--no-tracking",
+                 "--other-artifacts", "refuse"]) == 2
+    err = capsys.readouterr().err
+    assert f"the decision logs hold {n_other} uses decided by other artifacts than " \
+           f"amv-guard@v1" in err

@@ -16,8 +16,6 @@ from amv_calib.datasets import synth_claims
 from amv_calib.exceptions import ConfigError
 from amv_calib.pipeline import load_pipeline, run_pipeline
 
-REPO = Path(__file__).resolve().parents[2]
-
 _PIPELINE = """
 [pipeline]
 name = "spark-retrain"
@@ -124,9 +122,10 @@ min_verifier_calls = 5
 """
 
 
-def test_pipeline_label_step_on_spark_writes_the_same_files(spark: Any, tmp_path: Path) -> None:
-    logs = sorted((REPO / "data" / "examples" / "logs").glob("decisions*.jsonl"))
-    outcomes = REPO / "data" / "examples" / "logs" / "outcomes.csv"
+def test_pipeline_label_step_on_spark_writes_the_same_files(repo_root: Path, spark: Any,
+                                                             tmp_path: Path) -> None:
+    logs = sorted((repo_root / "data" / "examples" / "logs").glob("decisions*.jsonl"))
+    outcomes = repo_root / "data" / "examples" / "logs" / "outcomes.csv"
     for engine in ("local", "spark"):
         path = tmp_path / f"{engine}.toml"
         path.write_text(_LABEL_PIPELINE.format(engine=engine, log=logs[0], outcomes=outcomes))
