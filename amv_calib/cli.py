@@ -405,7 +405,7 @@ def _run_synth(args: argparse.Namespace) -> int:
 def _synth_start(artifact: str, start: str | None) -> datetime.datetime:
     """``synth logs``' first decision: ``--start``, else midnight UTC after the artifact
     went live (the monitor counts only decisions since go-live)."""
-    from amv_calib.monitoring._monitor import go_live, parse_since
+    from amv_calib.monitoring import go_live, parse_since
 
     if start is not None:
         t_us = parse_since(start)
