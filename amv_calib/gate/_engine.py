@@ -2,7 +2,7 @@
 
 This module and :mod:`amv_calib.gate._planner` are the readable reference engine. The
 compiled batch engine (:mod:`amv_calib.gate._compiled`, behind ``evaluate_batch``) repeats
-their arithmetic operation for operation; tests/test_compiled.py holds the two equal bit
+their arithmetic operation for operation; tests/gate/test_compiled.py holds the two equal bit
 for bit.
 
 Arithmetic of ``mode="amv"``
