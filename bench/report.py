@@ -53,7 +53,8 @@ in the ratio column.
 The machines are shared and their speed drifts: read the ratios, which time both sides
 alike, before the absolute figures. The load average is the machine's when the run ended.
 A `--quick` run is a smoke-size run: its figures are not the full-size ones, and targets
-stated for the full size are not checked in it (marked "not checked").
+stated for the full size are not checked in it (marked "not checked"). A run whose options
+set a smaller size than the script's default (say `--lines 1000000`) names them.
 """
 
 
@@ -64,9 +65,9 @@ def _num(v: float) -> str:
         return f"{v:,.0f}"
     if a >= 10:
         return f"{v:.1f}"
-    if a >= 0.01 or a == 0:
+    if a >= 1:
         return f"{v:.2f}"
-    return f"{v:.2g}"
+    return f"{v:.3g}"
 
 
 def _cell(text: str) -> str:
@@ -107,14 +108,22 @@ def _row(t: dict[str, Any]) -> str:
                                                    state)) + " |"
 
 
+def _size(run: dict[str, Any]) -> str:
+    """Full size, the smoke size, or a size the run's options chose (``--lines N``...)."""
+    if run.get("quick"):
+        return "quick"
+    return "full" if set(run.get("options") or []) <= {"--check"} else "set by its options"
+
+
 def _run_line(run: dict[str, Any] | None) -> str:
     if not run:
         return "When and where: not recorded in the results file."
     m = run.get("machine") or {}
-    size = "`--quick` (smoke size)" if run.get("quick") else "full size"
     mem = f", {m['memory_gib']:g} GiB" if m.get("memory_gib") is not None else ""
     load = (f", load average {run['load_average_1min']:g}"
             if run.get("load_average_1min") is not None else "")
+    size = {"quick": "`--quick` (smoke size)", "full": "full size",
+            "set by its options": "the size its options set"}[_size(run)]
     opts = " ".join(run.get("options") or [])
     size += f" (`{opts}`)" if opts else ""
     return (f"Run {run.get('date', '?')} (UTC), {size}, on {m.get('cpu', '?')} "
@@ -160,7 +169,7 @@ def render(results_dir: Path) -> str:
         missed = sum(1 for t in targets if t.get("checked", True) and t.get("bound") is not None
                      and not t.get("met"))
         rows.append(f"| [{topic}](#{topic}) | {run.get('date', '?')} | "
-                    f"{'quick' if run.get('quick', res.get('quick')) else 'full'} | "
+                    f"{_size(run) if run else '?'} | "
                     f"{len(targets)} | {missed} |")
     lines += ["## Summary", "", *rows, "", *sections]
     return "\n".join(lines).rstrip("\n") + "\n"
