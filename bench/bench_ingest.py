@@ -113,7 +113,7 @@ def peak_memory(rows: int, tmp: Path) -> dict[str, Any]:
     assert writer is not None
     writer.close()
     exe = Path(sys.executable).with_name("amv-calib")
-    cmd = [str(exe), "-q", "ingest", str(path), "--out", str(tmp / "big_out")]
+    cmd = [str(exe), "-q", "ingest", str(path), "--out", str(tmp / "big_out"), "--json"]
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
     wall = time.perf_counter() - start
