@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint typecheck bench clean install constraints ts
+.PHONY: demo test test-fast lint typecheck bench bench-report clean install constraints ts
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,11 @@ bench: $(STAMP)
 	fail=""; for f in bench/bench_*.py; do echo "== $$f"; \
 	  $(BIN)/python $$f --check || fail="$$fail $$f"; done; \
 	if [ -n "$$fail" ]; then echo "missed targets in:$$fail" >&2; exit 1; fi
+
+# The benchmark page, docs/benchmarks.md, written from bench/results/*.json (committed): the
+# same bytes for the same results files. Run after `make bench` (or one bench script).
+bench-report: $(STAMP)
+	$(BIN)/python bench/report.py
 
 # Pin what is installed now (after a dependency change in pyproject.toml).
 constraints: $(STAMP)

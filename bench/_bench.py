@@ -9,6 +9,10 @@ The scripts run as ``python bench/<name>.py``, so this file is importable as ``_
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
+import os
+import platform
 import statistics
 import sys
 import time
@@ -88,27 +92,37 @@ class Target:
 
     ``value`` None means the figure could not be measured (``missing`` says why): a check
     that cannot run does not pass. ``full_only`` targets are stated for the full size and
-    are not checked in ``--quick``.
+    are not checked in ``--quick``. ``bound`` None is a figure reported beside its baseline
+    with no target (:func:`reported`): never missed. When ``value`` is a ratio, ``ours``
+    and ``baseline`` are its two sides (in ``side_unit``) and ``baseline_name`` says what
+    the baseline is; the benchmark page (``bench/report.py``) shows them.
     """
 
     name: str
     value: float | None
-    bound: float
+    bound: float | None
     at_most: bool
     unit: str = ""
     missing: str = ""
     full_only: bool = False
     prop: bool = False
+    ours: float | None = None
+    baseline: float | None = None
+    baseline_name: str = ""
+    side_unit: str = ""
 
     @property
     def met(self) -> bool:
+        if self.bound is None:
+            return True
         if self.value is None:
             return False
         return self.value <= self.bound if self.at_most else self.value >= self.bound
 
     def describe(self) -> str:
         op = "<=" if self.at_most else ">="
-        want = "holds" if self.prop else f"{op} {self.bound:g}{self.unit}"
+        want = ("holds" if self.prop else "none" if self.bound is None
+                else f"{op} {self.bound:g}{self.unit}")
         if self.value is None:
             return f"{self.name}: not measured ({self.missing}); target: {want}"
         if self.prop:
@@ -117,8 +131,11 @@ class Target:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "value": self.value, "bound": self.bound,
-                "op": "<=" if self.at_most else ">=", "unit": self.unit, "met": self.met,
-                "missing": self.missing or None, "full_only": self.full_only}
+                "op": None if self.bound is None else "<=" if self.at_most else ">=",
+                "unit": self.unit, "met": self.met, "missing": self.missing or None,
+                "full_only": self.full_only, "property": self.prop, "ours": self.ours,
+                "baseline": self.baseline, "baseline_name": self.baseline_name or None,
+                "side_unit": self.side_unit}
 
 
 def at_most(name: str, value: float | None, bound: float, **kw: Any) -> Target:
@@ -135,6 +152,11 @@ def holds(name: str, ok: bool | None, missing: str = "", **kw: Any) -> Target:
     """A target that is a property (equal results, byte-identical files): met when true."""
     return Target(name, None if ok is None else float(bool(ok)), 1.0, False,
                   missing=missing, prop=True, **kw)
+
+
+def reported(name: str, value: float | None, **kw: Any) -> Target:
+    """A figure shown beside its baseline with no target (never missed)."""
+    return Target(name, value, None, True, **kw)
 
 
 def checked(targets: Sequence[Target], *, quick: bool) -> list[Target]:
@@ -161,3 +183,61 @@ def finish(targets: Sequence[Target], *, quick: bool, check: bool) -> int:
             print(f"missed target: {t.describe()}", file=sys.stderr)
         return 1
     return 0
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _options() -> list[str]:
+    """This run's command-line options, less the paths (``--out``, ``--data-dir``)."""
+    out: list[str] = []
+    args = iter(sys.argv[1:])
+    for a in args:
+        if a in ("--out", "--data-dir"):
+            next(args, None)
+        elif not a.startswith(("--out=", "--data-dir=")):
+            out.append(a)
+    return out
+
+
+def run_info(*, quick: bool) -> dict[str, Any]:
+    """When and where this run was made: the benchmark page prints it beside the figures.
+
+    The load average is kept because the machines are shared: a high one says the
+    absolute times are slow, while the ratios (both sides timed alike) still hold.
+    """
+    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
+            "quick": quick,
+            "options": _options(),
+            "machine": {"cpu": _cpu_model(), "logical_cpus": os.cpu_count(),
+                        "memory_gib": _memory_gib(),
+                        "os": f"{platform.system()} {platform.release()}",
+                        "python": platform.python_version()},
+            "load_average_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg")
+            else None}
+
+
+def write_results(path: Path, results: dict[str, Any], targets: Sequence[Target], *,
+                  quick: bool) -> None:
+    """Write ``results`` as JSON to ``path``, with its targets and :func:`run_info`."""
+    results["targets"] = report_targets(targets, quick=quick)
+    results["run"] = run_info(quick=quick)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

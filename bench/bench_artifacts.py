@@ -13,7 +13,6 @@ go to ``bench/results/artifacts.json``.
 
 from __future__ import annotations
 
-import json
 import statistics
 import subprocess
 import sys
@@ -132,9 +131,9 @@ def main(argv: list[str] | None = None) -> int:
                      same_p),
         _bench.at_least("predict_one speed over sklearn predict_proba on one row",
                         results["predict_one_speedup_vs_sklearn"], SPEEDUP_TARGET, unit="x",
-                        full_only=True),
+                        full_only=True, ours=ours, baseline=bare, side_unit=" µs CPU",
+                        baseline_name="scikit-learn predict_proba, one row"),
     ]
-    results["targets"] = _bench.report_targets(targets, quick=args.quick)
 
     print("\n".join([
         f"load_artifact            {results['load_artifact_ms']:8.3f} ms CPU",
@@ -146,8 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         f"PlattCalibrator.predict_proba {full:8.2f} us CPU (1-row DataFrame)",
         f"  speedup                {full / ours:8.1f} x",
     ]))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    _bench.write_results(args.out, results, targets, quick=args.quick)
     return _bench.finish(targets, quick=args.quick, check=args.check)
 
 

@@ -30,7 +30,6 @@ bench/bench_calibrators.py [--quick] [--check]``; the numbers go to
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 import warnings
@@ -190,12 +189,11 @@ def main(argv: list[str] | None = None) -> int:
         _bench.holds("the bare all-rows Platt fit gives the comparison's refit (within 1e-9)",
                      platt_diff <= 1e-9),
         _bench.at_most("compare / bare fits, CPU", out["ratio_cpu"], RATIO_TARGET, unit="x",
-                       full_only=True),
+                       full_only=True, ours=cpu_c, baseline=cpu_b, side_unit=" s CPU",
+                       baseline_name="the bare scikit-learn fits it wraps"),
         _bench.at_most("compare, wall", wall_c, WALL_TARGET_S, unit=" s", full_only=True),
     ]
-    out["targets"] = _bench.report_targets(targets, quick=args.quick)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    _bench.write_results(args.out, out, targets, quick=args.quick)
     print(f"compare ({len(res.oof)} calibrators, {args.folds} folds + refit, {rows} rows): "
           f"{wall_c:.1f} s wall, {cpu_c:.1f} s CPU (target < {WALL_TARGET_S:.0f} s)")
     print(f"bare sklearn fits, same folds ({n_fits} fits): {wall_b:.1f} s wall, "

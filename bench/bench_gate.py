@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import gc
 import importlib
-import json
 import statistics
 import sys
 import time
@@ -473,15 +472,20 @@ def _targets(report: dict[str, Any], node_reason: str | None) -> list[_bench.Tar
     s = report["single_one_premise_verifiers"]
     b = report["batch"]
     why = node_reason or ""
+    row = b.get("one_premise_large_amv_myopic", {})
+    node = "the seed engine's evaluate in node, per call"
     out = [
         _bench.holds("the seed engine in node decides every case as Gate(mode='seed')",
                      s.get("seed_mode_decides_as_node"), missing=why),
         _bench.at_most("one myopic evaluate, CPU time over node's (medians)",
                        s.get("ratio_amv_myopic_vs_node"), SINGLE_TARGET, unit="x",
-                       missing=why, full_only=True),
+                       missing=why, full_only=True, ours=s.get("python_amv_myopic_ns"),
+                       baseline=s.get("node_ns"), baseline_name=node, side_unit=" ns CPU"),
         _bench.at_least("evaluate_batch (200k rows, myopic) throughput over node's per call "
                         "(medians)", b.get("ratio_batch_amv_myopic_vs_node"), BATCH_TARGET,
-                        unit="x", missing=why, full_only=True),
+                        unit="x", missing=why, full_only=True, ours=row.get("ns_per_row"),
+                        baseline=row.get("node_ns_per_call"), baseline_name=node,
+                        side_unit=" ns CPU per row"),
     ]
     for key in ("lookahead_6v_3p", "lookahead_6v_6p"):
         out.append(_bench.at_most(f"{key}: median evaluate", report[key]["lookahead_ms_median"],
@@ -533,9 +537,7 @@ def main(argv: list[str] | None = None) -> int:
     if not quick:
         report["compile"] = _compile_time()
     targets = _targets(report, node_reason)
-    report["targets"] = _bench.report_targets(targets, quick=quick)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    _bench.write_results(args.out, report, targets, quick=quick)
     s = report["single_one_premise_verifiers"]
     print(f"single evaluate (3 premises, 3 one-premise verifiers): "
           f"python amv myopic {s['python_amv_myopic_ns']:.0f} ns, "

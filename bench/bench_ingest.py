@@ -113,7 +113,7 @@ def peak_memory(rows: int, tmp: Path) -> dict[str, Any]:
     assert writer is not None
     writer.close()
     exe = Path(sys.executable).with_name("amv-calib")
-    cmd = [str(exe), "-q", "ingest", str(path), "--out", str(tmp / "big_out")]
+    cmd = [str(exe), "-q", "ingest", str(path), "--out", str(tmp / "big_out"), "--json"]
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
     wall = time.perf_counter() - start
@@ -161,9 +161,22 @@ def main(argv: list[str] | None = None) -> int:
             _bench.holds(f"{fmt}: load_claims keeps every row of the bare read, values equal",
                          r["load_claims_same_rows_as_bare"]),
             _bench.at_most(f"{fmt}: load_claims / bare read, wall", r["ratio_load_claims"],
-                           RATIO_TARGET, unit="x", full_only=True),
+                           RATIO_TARGET, unit="x", full_only=True,
+                           ours=r["wall_s"]["load_claims"], baseline=r["wall_s"]["bare"],
+                           baseline_name=f"pandas.read_{'csv' if fmt == 'csv' else 'parquet'}",
+                           side_unit=" s"),
+            _bench.reported(f"{fmt}: ingest_file (files written) / bare read, wall",
+                            r["ratio_ingest_file"], unit="x",
+                            ours=r["wall_s"]["ingest_file"], baseline=r["wall_s"]["bare"],
+                            baseline_name=f"pandas.read_{'csv' if fmt == 'csv' else 'parquet'}",
+                            side_unit=" s"),
         ]
-    report["targets"] = _bench.report_targets(targets, quick=args.quick)
+    if peak:
+        targets += [
+            _bench.reported(f"`amv-calib ingest` of a {peak['rows']:,}-row Parquet file, wall",
+                            peak["wall_s"], unit=" s"),
+            _bench.reported(f"`amv-calib ingest` of a {peak['rows']:,}-row Parquet file, "
+                            "peak RSS", peak["peak_rss_mib"], unit=" MiB")]
     print(f"ingest benchmark: {rows:,} rows, best of {repeat}")
     print(f"{'format':8} {'bare s':>8} {'load s':>8} {'ingest s':>9} "
           f"{'load/bare':>10} {'ingest/bare':>12} {'cpu load/bare':>14}")
@@ -175,8 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     if peak:
         print(f"peak memory: {peak['rows']:,}-row Parquet ({peak['bytes'] / 2**20:.0f} MiB) "
               f"ingested in {peak['wall_s']:.1f} s, peak RSS {peak['peak_rss_mib']:.0f} MiB")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    _bench.write_results(args.out, report, targets, quick=args.quick)
     return _bench.finish(targets, quick=args.quick, check=args.check)
 
 

@@ -33,7 +33,6 @@ The clock is process CPU time (``bench/README.md``); wall time is kept beside it
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 import time
@@ -241,16 +240,27 @@ def _targets(res: dict[str, Any]) -> list[_bench.Target]:
     la, tune = pol["lookahead"], res["tuning"]
     out = [_bench.holds(f"{name} batch replay decides as the scalar Gate.run loop",
                         r["identical_to_scalar"]) for name, r in pol.items()]
+    my = pol["myopic"]["batch_engine"]["cpu_seconds"]
+    for name, r in pol.items():
+        for scope, what in (("engine", "engine only"), ("end_to_end", "end to end")):
+            out.append(_bench.reported(
+                f"{name} batch replay speed over the scalar loop, {what}, CPU",
+                r[f"ratio_{scope}_cpu"], unit="x", ours=r[f"batch_{scope}"]["cpu_seconds"],
+                baseline=r[f"scalar_{scope}"]["cpu_seconds"], side_unit=" s CPU",
+                baseline_name="the scalar Gate.run loop, same instances"))
     out += [
         _bench.at_least("lookahead replay, premise-evaluations per CPU second",
                         la["premise_evaluations_per_cpu_s"], PREMISE_EVAL_TARGET,
                         full_only=True),
         _bench.at_most("lookahead replay CPU time over the myopic replay's",
                        la["cpu_time_over_myopic"], LOOKAHEAD_OVER_MYOPIC, unit="x",
-                       full_only=True),
+                       full_only=True, ours=la["batch_engine"]["cpu_seconds"], baseline=my,
+                       side_unit=" s CPU", baseline_name="the myopic batch replay"),
         _bench.at_most("seed-mode replay CPU time over the myopic replay's",
                        pol["seed"]["cpu_time_over_myopic"], SEED_OVER_MYOPIC, unit="x",
-                       full_only=True),
+                       full_only=True, ours=pol["seed"]["batch_engine"]["cpu_seconds"],
+                       baseline=my, side_unit=" s CPU",
+                       baseline_name="the myopic batch replay"),
         _bench.at_most(f"{tune['trials']} trials, myopic planner, 2 workers, wall",
                        tune["workers_2"]["seconds"], TRIALS_TARGET_S, unit=" s",
                        full_only=True),
@@ -272,9 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[str, Any] = {"quick": args.quick, "replay": bench_replay(n, rounds, args.seed),
                            "tuning": bench_tuning(n, trials, args.seed)}
     targets = _targets(res)
-    res["targets"] = _bench.report_targets(targets, quick=args.quick)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+    _bench.write_results(args.out, res, targets, quick=args.quick)
     for name, r in res["replay"]["policies"].items():
         b = r["batch_engine"]
         print(f"replay {name:9s}: {b['instances_per_cpu_s']:>9,.0f} inst/CPU-s "

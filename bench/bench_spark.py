@@ -298,13 +298,20 @@ def main(argv: list[str] | None = None) -> int:
                     sizes, [r[local]["seconds"] for r in runs],
                     [r[spark]["seconds"] for r in runs])
     targets = _targets(runs, args.sides)
-    summary["targets"] = _bench.report_targets(targets, quick=args.quick)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(summary, indent=2) + "\n")
+    _bench.write_results(out, summary, targets, quick=args.quick)
     print(json.dumps(summary, indent=2))
     code = _bench.finish(targets, quick=args.quick, check=args.check)
     return code if ok else 1
+
+
+def _side_ratio(name: str, spark: dict[str, Any], local: dict[str, Any], local_key: str,
+                local_name: str) -> _bench.Target:
+    """The Spark side's time over the single-machine one's (reported, no target)."""
+    s, b = spark.get("seconds"), local.get(local_key, local.get("seconds"))
+    return _bench.reported(name, s / b if s and b else None, unit="x", ours=s, baseline=b,
+                           side_unit=" s", baseline_name=local_name,
+                           missing="a side failed")
 
 
 def _targets(runs: list[dict[str, Any]], sides: list[str]) -> list[_bench.Target]:
@@ -319,6 +326,9 @@ def _targets(runs: list[dict[str, Any]], sides: list[str]) -> list[_bench.Target
                                     row.get("label_equal"), missing="a label side failed"))
             out.append(_bench.holds(f"{n}: Spark label writes the same files byte for byte",
                                     row.get("label_files_equal"), missing="a label side failed"))
+            out.append(_side_ratio(f"{n}: label, Spark local[2] / one machine, wall",
+                                   row["label_spark"], row["label"], "seconds_with_files",
+                                   "label with its files, one machine"))
         if "compare_local" in sides and "compare_spark" in sides:
             a, b = row["compare_local"], row["compare_spark"]
             both = "error" not in a and "error" not in b
@@ -328,6 +338,8 @@ def _targets(runs: list[dict[str, Any]], sides: list[str]) -> list[_bench.Target
             out.append(_bench.at_most(f"{n}: champion's log loss, Spark minus one machine",
                                       abs(a["log_loss"] - b["log_loss"]) if both else None,
                                       LOG_LOSS_TOL, missing="a compare side failed"))
+            out.append(_side_ratio(f"{n}: compare, Spark local[2] / one machine, wall", b, a,
+                                   "seconds", "compare_calibrators, one machine"))
     return out
 
 

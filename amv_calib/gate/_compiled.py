@@ -14,7 +14,7 @@ It is a transcription of the scalar reference engine, :mod:`amv_calib.gate._engi
 :mod:`amv_calib.gate._planner`, not a second design: every floating-point expression keeps
 the reference's operands and order, and the recursions visit the same states in the same
 order with the same memo, pruning, ties and tolerance. The results are therefore the same
-bit for bit (tests/test_compiled.py checks it with hypothesis against ``Gate.evaluate``). The
+bit for bit (tests/gate/test_compiled.py checks it with hypothesis against ``Gate.evaluate``). The
 functions are compiled without ``fastmath``, so LLVM neither reassociates sums nor contracts
 ``a * b + c`` into a fused multiply-add, and ``error_model="numpy"`` only drops the
 zero-division checks (the reference guards every division).

@@ -35,7 +35,7 @@ leaves.
 
 This module is the readable reference of the planner: the compiled batch engine
 (:mod:`amv_calib.gate._compiled`) runs the same programme, operation for operation (same
-traversal order, memo, pruning, ties and tolerance), and tests/test_compiled.py holds the
+traversal order, memo, pruning, ties and tolerance), and tests/gate/test_compiled.py holds the
 two equal bit for bit.
 """
 

@@ -528,14 +528,19 @@ def write_certification(result: Certification, out_dir: str | os.PathLike[str]
 def frontier_figure(certificate: Mapping[str, Any]) -> Any:
     """Harm against loss along the certified path (the paper's Figures 3 and 4 style).
 
-    Each configuration of the path is a point (calibration Gate Harmful against mean total
-    loss): filled when certified, hollow when not. The chosen one is ringed, with its
-    observed Clopper-Pearson upper bound as an error bar; the dashed line is alpha. Only
-    the chosen point and the two ends of the path are labelled with their harm price, and a
-    caption says what "not certified" means.
+    Each configuration of the path (one harm price mu) is a point (calibration Gate Harmful
+    against mean total loss): filled when certified, hollow when not. The grey line joins
+    only the Pareto-efficient points (no other point has both less loss and less harm), in
+    order of loss: the path itself doubles back, since a higher harm price can cost more
+    loss for no less harm. The chosen one is ringed, with its observed Clopper-Pearson upper
+    bound as an error bar; the dashed line is alpha. Only the chosen point and the two ends
+    of the path are labelled with their harm price, and a caption says what "not
+    certified" means.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+
+    from amv_calib.tuning._outputs import _frontier
 
     n = int(certificate["n"])
     harm = np.asarray(certificate["harms"], dtype=float) / max(n, 1) * 100
@@ -548,7 +553,11 @@ def frontier_figure(certificate: Mapping[str, Any]) -> Any:
     fig = Figure(figsize=(8.0, 5.6), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_axes((0.1, 0.27, 0.62, 0.63))
-    ax.plot(loss, harm, "-", color="0.6", linewidth=1, zorder=1)
+    efficient = _frontier([(float(x), float(y)) for x, y in zip(loss, harm, strict=True)
+                           if np.isfinite(x) and np.isfinite(y)])
+    ax.plot([x for x, _ in efficient], [y for _, y in efficient], "-", color="0.6",
+            linewidth=1, zorder=1,
+            label="Pareto-efficient: no other has\nboth less loss and less harm")
     ax.scatter(loss[certified], harm[certified], s=30, color="C0", zorder=2,
                label="certified")
     if (~certified).any():
@@ -563,14 +572,14 @@ def frontier_figure(certificate: Mapping[str, Any]) -> Any:
                     zorder=3, label=f"chosen; observed upper\nbound {upper:.2%} (not certified)")
     labelled = dict.fromkeys([0, len(mu) - 1] + ([] if chosen is None else [chosen]))
     for j in labelled:
-        ax.annotate(f"mu = {mu[j]:g}" + (" (chosen)" if j == chosen else ""),
+        ax.annotate(f"harm price mu = {mu[j]:g}" + (" (chosen)" if j == chosen else ""),
                     (loss[j], harm[j]), textcoords="offset points", xytext=(6, 6),
                     fontsize=7, color="0.25",
                     ha="right" if loss[j] > np.nanmean(loss) else "left")
     ax.margins(x=0.12, y=0.15)
     ax.set_xlabel("mean total loss per episode (calibration)")
     ax.set_ylabel("Gate Harmful % (calibration)")
-    ax.set_title(f"Harm against loss along the harm-price path ({len(mu)} configurations, "
+    ax.set_title(f"Harm against loss over the harm price mu ({len(mu)} configurations, "
                  f"n = {n})", fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
@@ -578,9 +587,9 @@ def frontier_figure(certificate: Mapping[str, Any]) -> Any:
         0.1, 0.03,
         f"Certified: Gate Harmful <= {alpha:g} with probability >= {1 - delta:g} on episodes "
         f"like the calibration ones.\nFixed-sequence testing walks the path from the safest "
-        f"configuration (largest mu) and stops at the first p-value > {delta:g};\npoints after "
-        f"it are 'not certified' even when their observed harm lies below alpha (they were "
-        f"never tested).\nThe chosen configuration is the certified one of lowest loss; its "
-        f"upper bound is observed after choosing, not certified.",
+        f"configuration (largest harm price mu) and stops at the first p-value > "
+        f"{delta:g};\npoints after it are 'not certified' even when their observed harm lies "
+        f"below alpha (they were never tested).\nThe chosen configuration is the certified "
+        f"one of lowest loss; its upper bound is observed after choosing, not certified.",
         fontsize=7, color="0.25", va="bottom")
     return fig

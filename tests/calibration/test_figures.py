@@ -88,3 +88,42 @@ def test_shipped_frontier_png_is_written_byte_for_byte(tmp_path: Path) -> None:
     manifest = json.loads((SHIPPED / "manifest.json").read_text(encoding="utf-8"))
     png = write_figure_png(frontier_figure(manifest["certificate"]), tmp_path / "frontier.png")
     assert hashlib.sha256(png.read_bytes()).hexdigest() == manifest["files"]["frontier.png"]
+
+
+def _frontier_data(certificate: dict[str, Any]) -> tuple[Any, list[tuple[float, float]]]:
+    """The frontier figure's axes and the (loss, harm %) of every configuration."""
+    ax = frontier_figure(certificate).axes[0]
+    harm = [h / certificate["n"] * 100 for h in certificate["harms"]]
+    return ax, list(zip(certificate["losses"], harm, strict=True))
+
+
+@pytest.mark.parametrize("source", ["shipped", "doubling back"])
+def test_frontier_line_joins_only_the_pareto_efficient_points_in_order(source: str) -> None:
+    if source == "shipped":
+        cert = json.loads((SHIPPED / "manifest.json").read_text(encoding="utf-8"))["certificate"]
+    else:  # a path whose loss rises again as the harm price falls: it doubles back
+        cert = {"n": 100, "harms": [0, 0, 1, 1, 2, 3], "losses": [3.0, 2.0, 2.5, 1.5, 1.6, 1.0],
+                "path": [{"harm_price": mu} for mu in (50, 20, 10, 5, 2, 0)],
+                "certified": [0, 1, 2], "alpha": 0.02, "delta": 0.05, "chosen": 1,
+                "observed_upper_bound": 0.015}
+    ax, points = _frontier_data(cert)
+    (line,) = [ln for ln in ax.get_lines() if ln.get_label().startswith("Pareto-efficient")]
+    drawn = list(zip(map(float, line.get_xdata()), map(float, line.get_ydata()), strict=True))
+    assert len(drawn) >= 2
+    # in order of loss, each step buys less harm: the line never turns back
+    assert all(a[0] < b[0] and a[1] > b[1] for a, b in zip(drawn, drawn[1:], strict=False))
+    # every drawn point is a configuration that no other one dominates, and every such
+    # configuration is drawn
+    def dominated(p: tuple[float, float]) -> bool:
+        return any(q[0] <= p[0] and q[1] <= p[1] and q != p for q in points)
+    assert set(drawn) == {p for p in points if not dominated(p)}
+    if source == "doubling back":
+        assert drawn == [(1.0, 3.0), (1.5, 1.0), (2.0, 0.0)]
+
+
+def test_frontier_names_mu_as_the_harm_price() -> None:
+    cert = json.loads((SHIPPED / "manifest.json").read_text(encoding="utf-8"))["certificate"]
+    ax, _ = _frontier_data(cert)
+    notes = [t.get_text() for t in ax.texts]
+    assert notes and all(n.startswith("harm price mu = ") for n in notes)
+    assert "harm price mu" in ax.get_title()
