@@ -62,7 +62,11 @@ def main(argv: list[str] | None = None) -> int:
             why.append(f"calibrator.json differs (a {a.kind} calibrator of {len(a.coef)} "
                        f"terms against {b.kind} of {len(b.coef)})")
     if not same_gate:
-        why.append("the gate thresholds differ")
+        ours_gate, v1_gate = dict(mine.manifest["gate"]), dict(shipped.manifest["gate"])
+        moved = [f"{k} {ours_gate.get(k)!r} against v1's {v1_gate.get(k)!r}"
+                 for k in sorted(set(ours_gate) | set(v1_gate))
+                 if ours_gate.get(k) != v1_gate.get(k)]
+        why.append(f"the gate thresholds differ ({', '.join(moved)})")
     print(f"demo check: {where} is not the shipped models/amv-guard/v1: {'; '.join(why)}. "
           "The data and the pinned stack are the same, so the cause is this machine's "
           "arithmetic or a change of the code since v1 was exported.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -75,5 +76,17 @@ def test_demo_check_says_whether_the_demo_reproduced_the_shipped_champion(
     out = capsys.readouterr().out
     assert "is not the shipped models/amv-guard/v1" in out
     assert "largest coefficient difference 2e-14" in out
+    assert "its decisions equal v1's on every one" in out
+    # A threshold one unit in the last place away (as numpy's SIMD paths move a tuned one):
+    # named, with both values.
+    lam = float(shipped.thresholds["lambda_cost_scale"])
+    nudged = {**dict(shipped.thresholds), "lambda_cost_scale": math.nextafter(lam, 1.0)}
+    other = export_artifact(calibrator=cal, thresholds=nudged, name="amv-guard",
+                            models_dir=tmp_path / "other", include_joblib=False)
+    assert check.main(["--mine", str(other.path)]) == 0
+    out = capsys.readouterr().out
+    assert (f"the gate thresholds differ (lambda_cost_scale {math.nextafter(lam, 1.0)!r} "
+            f"against v1's {lam!r})") in out
+    assert "calibrator.json differs" not in out
     assert "its decisions equal v1's on every one" in out
     assert check.main(["--mine", str(tmp_path / "none")]) == 2

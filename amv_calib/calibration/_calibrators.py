@@ -130,7 +130,26 @@ RICH_BETA_EXTRA_MAP: Final = FeatureMap(
     )
 )
 
+#: Significant digits of every fitted intercept and coefficient (Platt, Beta, the isotonic
+#: index's part fits). The optimum a Newton solver reaches is exact only to float noise that
+#: follows the machine: the BLAS kernel OpenBLAS picks for the CPU and numpy's SIMD ``exp`` and
+#: ``log`` move the coefficients of the sample data by up to about 1e-13 (1e-11 relative for
+#: the smallest). Eight digits round that noise away, with a margin of a thousandfold and
+#: more, so the fit writes the same bytes on any x86-64 (a value within the noise of a rounding
+#: boundary, odds of about 1e-4 per model here, would still differ there, by one unit in the
+#: eighth digit); the logit moves by less than 1e-6, far below the fit's statistical error.
+COEF_DIGITS: Final = 8
+#: Decimals of the isotonic index (a logit) before its table is fitted: the index is a
+#: matrix product, whose last bits follow the BLAS kernel too; rounded, the knots do not.
+INDEX_DECIMALS: Final = 8
+
 _N_FEATURES: Final = len(CLAIM_FEATURES)
+
+
+def _round_sig(value: float) -> float:
+    """``value`` at :data:`COEF_DIGITS` significant digits (Python's correctly rounded decimal
+    conversion, the same on every machine)."""
+    return float(f"{value:.{COEF_DIGITS}g}")
 _SCORE_INDEX: Final = CLAIM_FEATURES.index(SCORE_COLUMN)
 
 
@@ -233,14 +252,16 @@ def _fit_logistic(
     exact Newton steps converge (L-BFGS needs hundreds of steps on correlated terms and
     stops early at its default tolerance). ``C`` is scikit-learn's: the inverse L2 strength
     on the terms as the feature map computes them. A term that is constant on the training
-    rows carries no information: it gets weight 0, with a warning naming it.
+    rows carries no information: it gets weight 0, with a warning naming it. The intercept
+    and coefficients are rounded to :data:`COEF_DIGITS` significant digits, so the same data
+    give the same bytes on any CPU.
     """
     coef = np.zeros(F.shape[1], dtype=np.float64)
     live = w > 0
     if F.shape[1] == 0:
         rate = float(np.average(y01, weights=w))
         rate = min(max(rate, 1e-12), 1.0 - 1e-12)
-        return math.log(rate / (1.0 - rate)), coef, 0
+        return _round_sig(math.log(rate / (1.0 - rate))), coef, 0
     all_live = bool(live.all())
     Fl = F if all_live else F[live]
     # Columns that vary within the first rows are not constant; only the others need the
@@ -270,8 +291,10 @@ def _fit_logistic(
     unit = bool(np.all(w == 1.0))
     model.fit(F if bool(np.all(keep)) else F[:, keep], y01,
               sample_weight=None if unit else w)
-    coef[keep] = model.coef_[0]
-    intercept = float(model.intercept_[0])
+    # Rounded here, so that every later use (Beta's sign checks, the isotonic index, the
+    # predictions through ``portable_``) reads the coefficients that are written.
+    coef[keep] = [_round_sig(float(c)) for c in model.coef_[0]]
+    intercept = _round_sig(float(model.intercept_[0]))
     return intercept, coef, int(np.max(model.n_iter_))
 
 
@@ -727,6 +750,8 @@ class IsotonicCalibrator(_LogisticCalibrator):
     isotonic table depends on; and it costs no further fit. The portable form is that one
     linear index plus the knots.
     ``index="seed"`` uses the seed prior's fixed linear score, which needs no cross-fitting.
+    Either index is rounded to :data:`INDEX_DECIMALS` decimals before the table is fitted,
+    so that the knots do not follow the machine's last bits.
 
     Ties: isotonic output is a step function (pooled blocks), so rows of one block share one
     probability and AUC drops against the index's own ranking. ``strict=True`` puts one knot
@@ -833,6 +858,8 @@ class IsotonicCalibrator(_LogisticCalibrator):
             fmap = DEFAULT_PLATT_MAP if self.feature_map is None else self.feature_map
             F = fmap.transform(Xv)
             z, b, coef, n_iter = self._cross_fit_index(F, y01, w, groups, fmap.names)
+        if plain is None:
+            z = np.round(z, INDEX_DECIMALS)
         sign = 1.0 if self.increasing and plain != "decreasing" else -1.0
         # The portable table needs rising y over rising x: a decreasing map is a rising one
         # over the negated index.

@@ -20,7 +20,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from amv_calib import InsufficientDataError
 from amv_calib.calibration import _metrics as M
 from amv_calib.calibration._calibrators import (
+    COEF_DIGITS,
     DEFAULT_PLATT_MAP,
+    INDEX_DECIMALS,
     RICH_PLATT_MAP,
     BetaCalibrator,
     IsotonicCalibrator,
@@ -78,6 +80,12 @@ def test_platt_matches_bare_logistic_regression(platt_data: tuple[Any, ...]) -> 
     est = PlattCalibrator(C=0.5).fit(X, y)
     F = DEFAULT_PLATT_MAP.transform(X)
     bare = LogisticRegression(C=0.5, solver="newton-cholesky", tol=1e-8).fit(F, y)
+    # The calibrator writes (and predicts with) the bare fit's values at COEF_DIGITS
+    # significant digits: a relative change of at most half a unit in the last digit.
+    np.testing.assert_allclose(est.coef_, bare.coef_[0], rtol=0.5 * 10.0 ** (1 - COEF_DIGITS))
+    bare.coef_ = np.array([[float(f"{c:.{COEF_DIGITS}g}") for c in bare.coef_[0]]])
+    bare.intercept_ = np.array([float(f"{bare.intercept_[0]:.{COEF_DIGITS}g}")])
+    np.testing.assert_array_equal(est.coef_, bare.coef_[0])
     np.testing.assert_allclose(est.predict_proba(X), bare.predict_proba(F), atol=1e-12)
     np.testing.assert_allclose(est.decision_function(X), bare.decision_function(F), atol=1e-10)
     # Unpenalised, against an independent maximum-likelihood fit.
@@ -266,9 +274,10 @@ def test_isotonic_portable_table_is_sklearns(step_data: tuple[Any, ...]) -> None
     assert port.kind == "isotonic"
     z = port.decision_function(X)
     np.testing.assert_allclose(z, _seed_index(X), atol=1e-12)
-    iso = IsotonicRegression(out_of_bounds="clip").fit(z, y)
+    # The table is sklearn's on the index rounded to INDEX_DECIMALS decimals: exactly at the
+    # knots, to rounding between them.
+    iso = IsotonicRegression(out_of_bounds="clip").fit(np.round(z, INDEX_DECIMALS), y)
     x_k = np.asarray(port.x_knots)
-    # The table is sklearn's: exactly at the knots, to rounding between them.
     np.testing.assert_array_equal(x_k, iso.X_thresholds_)
     np.testing.assert_allclose(port.y_knots, iso.y_thresholds_, rtol=0, atol=1e-13)
     np.testing.assert_allclose(np.interp(x_k, x_k, port.y_knots), iso.predict(x_k),
