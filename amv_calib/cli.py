@@ -23,7 +23,6 @@ from typing import Any, Final, Literal, TypeVar
 from amv_calib import __version__
 from amv_calib.exceptions import AmvCalibError, ArtifactError, ConfigError, DataContractError
 from amv_calib.settings import (
-    ADAPTERS,
     DEFAULT_ALIAS,
     DEFAULT_CALIBRATORS,
     DEFAULT_REGISTERED_MODEL,
@@ -37,10 +36,10 @@ from amv_calib.settings import (
     Options,
     PromoteOptions,
     TuneOptions,
-    resolve_adapter,
     set_process_env,
     trusted_keys,
 )
+from amv_calib.stages import STAGES, add_command, compare_command, where
 
 __all__ = ["build_parser", "main"]
 
@@ -178,11 +177,6 @@ def _emit(args: argparse.Namespace, data: Any, summary: Iterable[str]) -> None:
     sys.stdout.flush()
 
 
-def _where(path: str | os.PathLike[str] | None) -> str:
-    """An output path as the user can open it from anywhere (absolute)."""
-    return "-" if path is None else str(Path(path).resolve())
-
-
 def _tracking_uri_option(p: argparse.ArgumentParser, help: str = _URI_HELP) -> None:
     """``--tracking-uri``: the MLflow tracking server or store."""
     p.add_argument("--tracking-uri", default=None, help=help)
@@ -247,72 +241,6 @@ def _trusted_key_option(p: argparse.ArgumentParser) -> None:
 def _alias_option(p: argparse.ArgumentParser) -> None:
     """``--alias`` of an artifact name."""
     p.add_argument("--alias", default=DEFAULT_ALIAS, help=f"default: {DEFAULT_ALIAS}")
-
-
-# -- ingest ------------------------------------------------------------------------------------
-
-def _parsers_ingest(subparsers: Any) -> None:
-    """Add the ``ingest`` sub-command."""
-    p = _command(
-        subparsers, "ingest", _run_ingest,
-        help="validate claim outcomes into DIR/claims.parquet and DIR/rejects.csv",
-        description=(
-            "Read claim outcomes (CSV, Parquet, a directory of Parquet files, or JSONL), "
-            "validate every row, write the accepted rows to DIR/claims.parquet and the "
-            "rejected ones, each with its row number and reason, to DIR/rejects.csv. "
-            "Prints the counts and where the files went (--json: one object with read, "
-            "accepted, rejected, rejected_by_reason, out). "
-            "Exit code 2 if required columns are missing."
-        ),
-    )
-    p.add_argument("input", metavar="INPUT", help="input file or Parquet directory")
-    _out_dir_option(p)
-    p.add_argument("--format", choices=("csv", "parquet", "jsonl"), default=None,
-                   help="input format (default: from the file ending)")
-    p.add_argument(
-        "--adapter", default=None, metavar="NAME",
-        choices=sorted(ADAPTERS) or None,
-        help="read INPUT through an adapter that turns a memory-store export into claim "
-             f"outcomes (available: {', '.join(sorted(ADAPTERS)) or 'none'}; default: "
-             "INPUT is a claim table)",
-    )
-    p.add_argument("--chunksize", type=int, default=None, metavar="ROWS",
-                   help="rows validated at a time (default: 250000)")
-    _overwrite_option(p)
-
-
-def _run_ingest(args: argparse.Namespace) -> int:
-    """Ingest ``args.input`` into ``args.out``; print the summary line."""
-    from amv_calib.claims import DEFAULT_CHUNKSIZE, ingest_file
-
-    source: Any = args.input
-    if args.adapter is not None:
-        if args.format is not None:
-            raise ConfigError("--format does not apply with --adapter (the adapter reads INPUT)")
-        source = resolve_adapter(args.adapter)(Path(args.input))
-    summary = ingest_file(source, args.out, format=args.format,
-                          chunksize=args.chunksize or DEFAULT_CHUNKSIZE,
-                          overwrite=args.overwrite)
-    d = summary.to_dict()
-    lines = [f"ingested {d['read']:,} rows of {d['input']} ({d['format']}): "
-             f"{d['accepted']:,} accepted, {d['rejected']:,} rejected"]
-    if d["out"] is not None:
-        lines.append(f"  claims:  {_where(Path(d['out']) / 'claims.parquet')}")
-        lines.append(f"  rejects: {_where(Path(d['out']) / 'rejects.csv')} (each row with its "
-                     "number and reason)")
-    for reason, n in d["rejected_by_reason"].items():
-        lines.append(f"  rejected {n:,}: {reason}")
-    from amv_calib.claims import LABEL_COLUMNS
-
-    # label's provenance columns are known: left out of the claims table, not "ignored"
-    unknown = [c for c in d["ignored_columns"] if c not in LABEL_COLUMNS]
-    if unknown:
-        lines.append(f"  ignored columns: {', '.join(unknown)}")
-    if d["out"] is not None:
-        lines.append(f"next: {_compare_command(Path(d['out']) / 'claims.parquet')} (fit and "
-                     f"compare the calibrators)")
-    _emit(args, d, lines)
-    return 0
 
 
 # -- synth -------------------------------------------------------------------------------------
@@ -384,7 +312,7 @@ def _run_synth(args: argparse.Namespace) -> int:
         _emit(args, data, [
             f"simulated {n:,} actions of {artifact} (seed {args.seed}) from "
             f"{data['start']}: {sim.outcome_records:,} outcome records",
-            f"  decisions: {_where(sim.decisions)}", f"  outcomes:  {_where(sim.outcomes)}",
+            f"  decisions: {where(sim.decisions)}", f"  outcomes:  {where(sim.outcomes)}",
             f"next: amv-calib label --decisions {sim.decisions} --outcomes {sim.outcomes} "
             "--out claims.parquet"])
         return 0
@@ -397,7 +325,7 @@ def _run_synth(args: argparse.Namespace) -> int:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     _emit(args, {"kind": args.kind, "n": n, "seed": args.seed, "out": str(path),
                  "sha256": digest},
-          [f"wrote {n:,} synthetic {args.kind} (seed {args.seed}): {_where(path)}",
+          [f"wrote {n:,} synthetic {args.kind} (seed {args.seed}): {where(path)}",
            f"  sha256 {digest}"])
     return 0
 
@@ -405,7 +333,7 @@ def _run_synth(args: argparse.Namespace) -> int:
 def _synth_start(artifact: str, start: str | None) -> datetime.datetime:
     """``synth logs``' first decision: ``--start``, else midnight UTC after the artifact
     went live (the monitor counts only decisions since go-live)."""
-    from amv_calib.monitoring._monitor import go_live, parse_since
+    from amv_calib.monitoring import go_live, parse_since
 
     if start is not None:
         t_us = parse_since(start)
@@ -551,10 +479,10 @@ def _label_summary(line: Mapping[str, Any]) -> list[str]:
             extra = (f" ({episodes['episodes']:,} replayable episodes of "
                      f"{episodes['actions_read']:,} actions)"
                      if key == "episodes_file" and isinstance(episodes, Mapping) else "")
-            out.append(f"  {what + ':':<10} {_where(line[key])}{extra}")
+            out.append(f"  {what + ':':<10} {where(line[key])}{extra}")
     out += _flagged_lines(line)
     if line.get("out"):
-        out.append(f"next: {_compare_command(Path(line['out']))}, or the retrain-from-logs "
+        out.append(f"next: {compare_command(Path(line['out']))}, or the retrain-from-logs "
                    f"pipeline")
     return out
 
@@ -584,12 +512,6 @@ def _flagged_lines(line: Mapping[str, Any]) -> list[str]:
                    + ("measured one" if v.get("used_in_episodes") == "estimate"
                       else "declared one"))
     return out
-
-
-def _compare_command(claims: Path) -> str:
-    """The ``compare`` command for ``claims``, its output beside the claims' folder."""
-    out = claims.resolve().parent.parent / "compare"
-    return f"amv-calib compare {claims.resolve()} --out {out}"
 
 
 # -- compare -----------------------------------------------------------------------------------
@@ -1116,7 +1038,7 @@ def _run_export(args: argparse.Namespace) -> int:
                 name=res.name, version=res.version, models_dir=args.models_dir, holdout=None))
         promote(res.name, res.version, alias=args.promote, models_dir=args.models_dir)
         out["alias"] = args.promote
-    lines = [f"exported {res.name} {res.version}: {_where(res.path)}"]
+    lines = [f"exported {res.name} {res.version}: {where(res.path)}"]
     if args.promote:
         lines.append(f"  {res.name}@{args.promote} is {res.version} now")
     else:
@@ -1251,9 +1173,9 @@ def _run_keygen(args: argparse.Namespace) -> int:
 
     private, public = keygen(args.out, overwrite=args.overwrite)
     _emit(args, {"private_key": str(private), "public_key": str(public)},
-          [f"private key: {_where(private)} (mode 0600: keep it where versions are signed, "
+          [f"private key: {where(private)} (mode 0600: keep it where versions are signed, "
            "never commit it)",
-           f"public key:  {_where(public)} (give it to every gate: --trusted-key or "
+           f"public key:  {where(public)} (give it to every gate: --trusted-key or "
            f"${TRUSTED_KEYS_ENV})",
            f"next: amv-calib sign models/NAME/vN --key {private}"])
     return 0
@@ -1267,7 +1189,7 @@ def _run_sign(args: argparse.Namespace) -> int:
     sig = sign_artifact(args.path, args.key)
     digest = hashlib.sha256(sig.read_bytes()).hexdigest()
     _emit(args, {"path": str(args.path), "signature": str(sig), "sha256": digest},
-          [f"signed {args.path}: {_where(sig)} (sha256 {digest[:12]})",
+          [f"signed {args.path}: {where(sig)} (sha256 {digest[:12]})",
            f"check: amv-calib verify-artifact {args.path} --trusted-key PUBLIC_KEY"])
     return 0
 
@@ -1278,7 +1200,7 @@ def _run_bundle(args: argparse.Namespace) -> int:
     path = bundle(args.name, args.version, args.out, models_dir=args.models_dir)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     _emit(args, {"bundle": str(path), "sha256": digest},
-          [f"wrote {_where(path)} (sha256 {digest[:12]})",
+          [f"wrote {where(path)} (sha256 {digest[:12]})",
            f"on the receiving machine: amv-calib unbundle {path.name} (or tar -xzf "
            f"{path.name} -C models where the model is new)"])
     return 0
@@ -1289,7 +1211,7 @@ def _run_unbundle(args: argparse.Namespace) -> int:
 
     res = unbundle(args.bundle, models_dir=args.models_dir, trusted_keys=args.trusted_keys)
     lines = [f"{'installed' if res['installed'] else 'already there (same files)'}: "
-             f"{res['name']} {res['version']} at {_where(res['path'])}"]
+             f"{res['name']} {res['version']} at {where(res['path'])}"]
     if res.get("alias"):
         lines.append(f"  {res['name']}@{res['alias']} "
                      f"{'set to' if res['alias_set'] else 'already'} {res['version']}")
@@ -1755,7 +1677,6 @@ def _run_monitor(args: argparse.Namespace) -> int:
 # -- the entry point ------------------------------------------------------------------------
 
 _PARSERS = (
-    _parsers_ingest,
     _parsers_synth,
     _parsers_artifacts,
     _parsers_mlflow,
@@ -1782,6 +1703,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     parser.add_argument("-q", "--quiet", action="store_true", help="only errors on stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for stage in STAGES.values():
+        add_command(sub, stage)
     for add in _PARSERS:
         add(sub)
     # Every command prints a summary for a person, or with --json the full object; the

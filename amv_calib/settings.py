@@ -27,6 +27,7 @@ __all__ = [
     "TRUSTED_KEYS_ENV",
     "CertifyOptions",
     "CompareOptions",
+    "IngestOptions",
     "LabelOptions",
     "MonitorConfig",
     "MonitorOptions",
@@ -248,8 +249,11 @@ class Option:
         None is allowed (it means the documented fallback).
     metavar : str, optional
         The command line's placeholder.
+    flags : tuple of str
+        Further spellings of the command line's flag (``--weight-column``).
     cli, step : bool
-        Whether the command line and the pipeline step offer it.
+        Whether the command line and the pipeline step offer it; ``why`` says why one
+        does not.
     """
 
     help: str
@@ -261,8 +265,10 @@ class Option:
     high_open: bool = False
     nullable: bool = False
     metavar: str | None = None
+    flags: tuple[str, ...] = ()
     cli: bool = True
     step: bool = True
+    why: str = ""
 
     def check(self, name: str, value: Any) -> Any:
         """``value`` checked (an integral float taken as an int for an int option);
@@ -387,6 +393,25 @@ class Options:
 
 
 # -- the options of each stage (re-exported by the stage's package) ------------------------
+#: Help texts of options two stages share.
+_OVERWRITE: Final = ("replace files that another command (label or ingest) wrote into the "
+                     "output folder, removing that command's other files there")
+_SKIP_CORRUPT: Final = "skip (and count) corrupt decision-log lines instead of failing"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IngestOptions(Options):
+    """How claim outcomes are read (``amv-calib ingest``, the ``ingest`` step,
+    :func:`~amv_calib.claims.ingest_file`)."""
+
+    STAGE = "ingest"
+
+    chunksize: int | None = option(
+        None, "rows validated at a time (default: the reader's, 250000)", int, low=1,
+        nullable=True, metavar="ROWS")
+    overwrite: bool = option(False, _OVERWRITE, bool)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CompareOptions(Options):
     """How calibrators are compared (``amv-calib compare``, the ``compare`` step,
@@ -485,11 +510,8 @@ class LabelOptions(Options):
     soft_labels: Literal["posterior", "off"] = option(
         "posterior", "label uses without an outcome by their verifier signals (posterior) or "
         "not (off)", str, choices=("posterior", "off"))
-    skip_corrupt: bool = option(False, "skip (and count) corrupt decision-log lines instead "
-                                "of failing", bool)
-    overwrite: bool = option(False, "replace files that another command (label or ingest) "
-                             "wrote into the output folder, removing that command's other "
-                             "files there", bool)
+    skip_corrupt: bool = option(False, _SKIP_CORRUPT, bool)
+    overwrite: bool = option(False, _OVERWRITE, bool)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -219,6 +219,9 @@ def _validate_params(*, where: str, kind: StepKind, raw: dict[str, Any], base: P
         if not ok:
             expected = p.kind.__name__ if isinstance(p.kind, type) else str(p.kind)
             raise ConfigError(f"{where}: {key}={value!r} must be {expected}")
+        if p.choices is not None and value not in p.choices:
+            raise ConfigError(f"{where}: {key}={value!r} must be one of "
+                              f"{', '.join(map(repr, p.choices))}")
         out[key] = value
     return out
 

@@ -23,37 +23,9 @@ from amv_calib.settings import (
     PromoteOptions,
     TuneOptions,
 )
+from amv_calib.stages import STAGES, Call, Stage
 
 log = logging.getLogger(__name__)
-
-
-# -- ingest -------------------------------------------------------------------------------
-def _ingest(ctx: StepContext) -> dict[str, Any]:
-    from amv_calib.claims import DEFAULT_CHUNKSIZE, ingest_file
-
-    source: Any = ctx.params["input"]
-    if ctx.params["adapter"]:
-        from amv_calib.settings import resolve_adapter
-
-        if ctx.params["format"]:
-            raise ConfigError(f"step {ctx.step.name!r}: format does not apply with adapter "
-                              f"(the adapter reads input)")
-        source = resolve_adapter(ctx.params["adapter"])(Path(ctx.params["input"]))
-    summary = ingest_file(source, ctx.out_dir, format=ctx.params["format"],
-                          chunksize=ctx.params["chunksize"] or DEFAULT_CHUNKSIZE,
-                          overwrite=ctx.params["overwrite"])
-    if summary.accepted == 0:
-        raise InsufficientDataError(f"no row of {Path(ctx.params['input']).name} was accepted; "
-                         f"see rejects.csv")
-    log.info("[%s] read %d rows: %d accepted, %d rejected", ctx.step.name, summary.read,
-             summary.accepted, summary.rejected)
-    return {
-        "claims": str(ctx.out_dir / "claims.parquet"),
-        "rejects": str(ctx.out_dir / "rejects.csv"),
-        "read": summary.read,
-        "accepted": summary.accepted,
-        "rejected": summary.rejected,
-    }
 
 
 # -- label --------------------------------------------------------------------------------
@@ -458,14 +430,26 @@ def _monitor(ctx: StepContext) -> dict[str, Any]:
             "stop_reason": f"{report.status}, not ALERT"}
 
 
+def _step_kind(stage: Stage) -> StepKind:
+    """The step kind made from ``stage``: its inputs a step offers are keys, its options too."""
+    params = {k: Param(kind=i.type, default=i.default, required=i.required, path=i.path,
+                       choices=i.choices)
+              for k, i in stage.inputs.items() if i.step}
+
+    def run(ctx: StepContext) -> dict[str, Any]:
+        spec = ctx.spec
+        call = Call(inputs=ctx.params, options=ctx.options, out=ctx.out_dir, seed=spec.seed,
+                    engine=spec.engine, spark_master=spec.spark_master,
+                    spark_scratch=spec.spark_scratch, models_dir=spec.models_dir,
+                    step=ctx.step.name, workdir=spec.workdir, tracker=ctx.tracker,
+                    verbose=log.isEnabledFor(logging.DEBUG))
+        return stage.outputs(stage.run(call))
+
+    return StepKind(params=params, run=run, options=stage.options)
+
+
 STEP_KINDS: dict[str, StepKind] = {
-    "ingest": StepKind(run=_ingest, params={
-        "input": Param(kind=str, required=True, path=True),
-        "format": Param(kind=str, default=None),
-        "adapter": Param(kind=str, default=None),  # a memory-store export (mem0, graphiti)
-        "chunksize": Param(kind=int, default=None),
-        "overwrite": Param(kind=bool, default=False),
-    }),
+    **{name: _step_kind(stage) for name, stage in STAGES.items()},
     "label": StepKind(run=_label, options=LabelOptions, params={
         "decisions": Param(kind=list, required=True, path=True),  # paths or glob patterns
         "outcomes": Param(kind=list, default=[], path=True),
