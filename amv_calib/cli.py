@@ -36,10 +36,20 @@ from amv_calib.settings import (
     Options,
     PromoteOptions,
     TuneOptions,
+    models_dir,
     set_process_env,
     trusted_keys,
 )
-from amv_calib.stages import STAGES, add_command, compare_command, where
+from amv_calib.stages import (
+    STAGES,
+    add_command,
+    alias_json,
+    alias_lines,
+    check_promotion,
+    compare_command,
+    sync_registry,
+    where,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -204,27 +214,6 @@ def _version_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", metavar="NAME", help="artifact name (the folder under models/)")
     p.add_argument("version", metavar="VERSION",
                    help="vN, or an alias naming one (challenger, production)")
-
-
-def _resolve_version(args: argparse.Namespace) -> None:
-    """Turn an alias given as ``args.version`` into the version it names (in place)."""
-    import re
-
-    if re.fullmatch(r"v[1-9][0-9]*", args.version):
-        return
-    from amv_calib.contract import read_aliases
-    from amv_calib.settings import models_dir as default_models_dir
-
-    mdir = Path(args.models_dir or default_models_dir()) / args.name
-    aliases = read_aliases(mdir)["aliases"]
-    entry = aliases.get(args.version)
-    if entry is None:
-        from amv_calib.contract import unknown_alias_message
-        from amv_calib.exceptions import UnknownAliasError
-
-        raise UnknownAliasError(f"VERSION {args.version!r} is not vN; "
-                                + unknown_alias_message(mdir, args.version, aliases))
-    args.version = entry["version"]
 
 
 def _trusted_key_option(p: argparse.ArgumentParser) -> None:
@@ -879,20 +868,6 @@ def _print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
-def _print_alias(args: argparse.Namespace, entry: Mapping[str, Any],
-                 undo: str | None) -> None:
-    """Where ``promote`` or ``rollback`` left the alias, the versions it named before (the
-    stack rollback pops) and the command that undoes this change (``undo``)."""
-    history = [h["version"] for h in entry["history"]]
-    earlier = history[:-1]  # the last entry is the current version
-    _emit(args, {"name": args.name, "alias": args.alias, "version": entry["version"],
-                 "history": history},
-          [f"{args.name}@{args.alias} is {entry['version']} now "
-           f"(earlier: {', '.join(earlier) or 'none'})",
-           f"undo: {undo}" if undo else
-           f"undo: none ({args.name}@{args.alias} is new: no earlier version to go back to)"])
-
-
 def _parsers_artifacts(subparsers: Any) -> None:
     """Add the artifact sub-commands."""
     p = _command(
@@ -927,27 +902,6 @@ def _parsers_artifacts(subparsers: Any) -> None:
                    help="tuning.json of `amv-calib tune` or `certify` (tuning-episodes.u64 "
                    "beside it): the episodes that shaped the thresholds, which a later "
                    "certify excludes (default: the tuning.json beside --certificate)")
-
-    p = _command(
-        subparsers, "promote", _run_promote, help="point an alias at a verified version",
-        description="Verify models/NAME/VERSION and point ALIAS at it (atomic alias file), "
-                    "then mirror the aliases into the MLflow registry (production -> "
-                    "@champion, challenger -> @challenger) when it holds the model. To "
-                    "production only a version certified at --alpha/--delta (and, with "
-                    "--holdout, not worse than production on those claims) goes, unless "
-                    "--force.")
-    _version_arguments(p)
-    _alias_option(p)
-    _models_dir_option(p)
-    p.add_argument("--force", action="store_true",
-                   help="promote to production even without a certificate or a better "
-                   "held-out log loss (a person's decision)")
-    _add_options(p, PromoteOptions)
-    p.add_argument("--holdout", metavar="CLAIMS", default=None,
-                   help="newest held-out claims: refuse a version whose log loss on them is "
-                   "worse than production's beyond the paired-bootstrap interval (default: "
-                   "none, no comparison)")
-    _registry_options(p)
 
     p = _command(
         subparsers, "rollback", _run_rollback,
@@ -1033,9 +987,12 @@ def _run_export(args: argparse.Namespace) -> int:
     )
     out: dict[str, Any] = {"path": str(res.path), "name": res.name, "version": res.version}
     if args.promote:
-        if args.promote == DEFAULT_ALIAS:
-            _check_promotion(argparse.Namespace(
-                name=res.name, version=res.version, models_dir=args.models_dir, holdout=None))
+        if args.promote == DEFAULT_ALIAS:  # production only as `promote` would let it
+            decision = check_promotion(Path(res.path).parent, res.version, holdout=None,
+                                       options=PromoteOptions(), seed=DEFAULT_SEED)
+            if not decision.promote:
+                raise ConfigError("; ".join(decision.reasons)
+                                  + "; pass --force to promote it anyway")
         promote(res.name, res.version, alias=args.promote, models_dir=args.models_dir)
         out["alias"] = args.promote
     lines = [f"exported {res.name} {res.version}: {where(res.path)}"]
@@ -1056,45 +1013,6 @@ def _registry_options(p: argparse.ArgumentParser) -> None:
     _tracking_uri_option(p)
 
 
-def _run_promote(args: argparse.Namespace) -> int:
-    from amv_calib.artifacts import promote
-
-    _resolve_version(args)
-    if args.alias == DEFAULT_ALIAS and not args.force:
-        _check_promotion(args)
-    entry = promote(args.name, args.version, alias=args.alias, models_dir=args.models_dir)
-    # rollback pops the version just pushed; a re-promotion of the same version pushed nothing
-    undo = (f"amv-calib rollback {args.name} --alias {args.alias}"
-            if len(entry["history"]) > 1 else None)
-    _print_alias(args, entry, undo)
-    _sync_registry(args)
-    return 0
-
-
-def _check_promotion(args: argparse.Namespace) -> None:
-    """Refuse (exit 2) a version that has not earned production; see decide_promotion."""
-    import pandas as pd
-
-    from amv_calib.artifacts import decide_promotion
-    from amv_calib.claims import load_claims
-    from amv_calib.contract import load_artifact, read_aliases
-    from amv_calib.settings import models_dir as default_models_dir
-
-    mdir = Path(args.models_dir or default_models_dir()) / args.name
-    challenger = load_artifact(mdir / args.version)
-    production = None
-    if args.holdout and DEFAULT_ALIAS in read_aliases(mdir)["aliases"]:
-        production = load_artifact(f"{mdir}@{DEFAULT_ALIAS}")
-    holdout = load_claims(args.holdout, on_reject="raise")[0] if args.holdout else \
-        pd.DataFrame()
-    opts = _options_from(args, PromoteOptions)
-    decision = decide_promotion(challenger, production, holdout, alpha=opts.alpha,
-                                delta=opts.delta, n_boot=opts.n_boot)
-    if not decision.promote:
-        raise ConfigError("; ".join(decision.reasons)
-                          + "; pass --force to promote it anyway")
-
-
 def _run_rollback(args: argparse.Namespace) -> int:
     from amv_calib.artifacts import rollback
 
@@ -1102,33 +1020,12 @@ def _run_rollback(args: argparse.Namespace) -> int:
     # rolling back again would go further back: promoting the version left undoes this one
     left = entry["log"][-1]["from_version"]
     force = " --force" if args.alias == DEFAULT_ALIAS else ""
-    _print_alias(args, entry, f"amv-calib promote {args.name} {left} --alias {args.alias}"
-                 f"{force}")
-    _sync_registry(args)
+    _emit(args, alias_json(args.name, args.alias, entry), alias_lines(
+        args.name, args.alias, entry,
+        f"amv-calib promote {args.name} {left} --alias {args.alias}{force}"))
+    sync_registry(Path(args.models_dir or models_dir()) / args.name, alias=args.alias,
+                  registered_name=args.registered_name, tracking_uri=args.tracking_uri)
     return 0
-
-
-def _sync_registry(args: argparse.Namespace) -> None:
-    """Mirror the file aliases into the registry, where a tracking store holds the model."""
-    from amv_calib.settings import models_dir as default_models_dir
-    from amv_calib.settings import tracking_uri
-
-    uri = args.tracking_uri or tracking_uri()
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
-        return  # no tracking store here: nothing to keep in sync
-    from amv_calib.tracking import describe_registry_aliases, sync_registry_aliases
-
-    mdir = Path(args.models_dir or default_models_dir()) / args.name
-    try:
-        # the warnings that concern the alias this command moved, not the others
-        synced = sync_registry_aliases(mdir, registered_name=args.registered_name,
-                                       tracking_uri=uri, warn_for={args.alias})
-        line = describe_registry_aliases(synced, registered_name=args.registered_name,
-                                         tracking_uri=uri)
-    except Exception as exc:  # noqa: BLE001 - the file alias moved; say the mirror did not
-        print(f"amv-calib: warning: MLflow registry not updated ({exc})", file=sys.stderr)
-        return
-    logging.getLogger(__name__).info("%s", line)
 
 
 def _run_verify_artifact(args: argparse.Namespace) -> int:

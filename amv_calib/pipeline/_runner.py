@@ -410,7 +410,10 @@ def _run_step(spec: PipelineSpec, step: StepSpec, kind: StepKind, resolved: dict
         raise
     except AmvCalibError as exc:
         shutil.rmtree(partial, ignore_errors=True)
-        raise PipelineError(step.name, str(exc)) from exc
+        # a setting or a decision a person must change (a refused promotion) exits as the
+        # command does (2); any other failure of a step is 1
+        raise PipelineError(step.name, str(exc), exit_code=exc.exit_code
+                            if isinstance(exc, ConfigError) else 1) from exc
     except Exception as exc:
         shutil.rmtree(partial, ignore_errors=True)
         # not one of ours: a bug or a library's failure; its traceback is what to debug

@@ -20,7 +20,6 @@ from amv_calib.settings import (
     CompareOptions,
     LabelOptions,
     MonitorOptions,
-    PromoteOptions,
     TuneOptions,
 )
 from amv_calib.stages import STAGES, Call, Stage
@@ -301,40 +300,6 @@ def _export(ctx: StepContext) -> dict[str, Any]:
             "reused": res.reused}
 
 
-# -- promote ------------------------------------------------------------------------------
-def _promote(ctx: StepContext) -> dict[str, Any]:
-    import pandas as pd
-
-    from amv_calib.artifacts import decide_promotion, promote
-    from amv_calib.contract import load_artifact, read_aliases
-    from amv_calib.exceptions import ArtifactError
-
-    challenger = load_artifact(str(ctx.params["artifact"]))
-    mdir = challenger.path.parent
-    production = None
-    if "production" in read_aliases(mdir)["aliases"]:
-        try:
-            production = load_artifact(f"{mdir}@production")
-        except ArtifactError as exc:
-            log.warning("[%s] the current production is refused (%s): judged as absent",
-                        ctx.step.name, exc)
-    holdout = (pd.read_parquet(ctx.params["holdout"]) if ctx.params["holdout"]
-               else pd.DataFrame())
-    opts = ctx.options
-    decision = decide_promotion(challenger, production, holdout, alpha=opts.alpha,
-                                delta=opts.delta, n_boot=opts.n_boot, seed=ctx.spec.seed)
-    if decision.promote and (production is None or production.path != challenger.path):
-        promote(mdir.name, challenger.version, alias="production", models_dir=mdir.parent)
-    for reason in decision.reasons:
-        log.info("[%s] %s", ctx.step.name, reason)
-    (ctx.out_dir / "promotion.json").write_text(
-        json.dumps({"version": challenger.version, **decision.to_dict()}, indent=2,
-                   sort_keys=True) + "\n", encoding="utf-8")
-    ctx.tracker.log_promotion(decision, file=ctx.out_dir / "promotion.json")
-    return {"promoted": decision.promote, "version": challenger.version,
-            "reasons": decision.reasons, "decision": str(ctx.out_dir / "promotion.json")}
-
-
 # -- register -----------------------------------------------------------------------------
 def _register(ctx: StepContext) -> dict[str, Any]:
     from amv_calib.tracking import describe_registry_aliases, sync_registry_aliases
@@ -438,7 +403,9 @@ def _step_kind(stage: Stage) -> StepKind:
 
     def run(ctx: StepContext) -> dict[str, Any]:
         spec = ctx.spec
-        call = Call(inputs=ctx.params, options=ctx.options, out=ctx.out_dir, seed=spec.seed,
+        # an input the step does not offer is None, as one the command does not offer
+        inputs = {**{k: None for k in stage.inputs}, **ctx.params}
+        call = Call(inputs=inputs, options=ctx.options, out=ctx.out_dir, seed=spec.seed,
                     engine=spec.engine, spark_master=spec.spark_master,
                     spark_scratch=spec.spark_scratch, models_dir=spec.models_dir,
                     step=ctx.step.name, workdir=spec.workdir, tracker=ctx.tracker,
@@ -482,10 +449,6 @@ STEP_KINDS: dict[str, StepKind] = {
         "episodes": Param(kind=str, required=True, path=True),
         # the tune step's record: its episodes are excluded, every other one calibrates
         "tuning": Param(kind=str, default=None, path=True),
-    }),
-    "promote": StepKind(run=_promote, options=PromoteOptions, params={
-        "artifact": Param(kind=str, required=True, path=True),
-        "holdout": Param(kind=str, default=None, path=True),
     }),
     "register": StepKind(run=_register, params={
         "artifact": Param(kind=str, required=True, path=True),

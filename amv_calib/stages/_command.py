@@ -18,7 +18,7 @@ from typing import Any
 
 from amv_calib.exceptions import ConfigError
 from amv_calib.settings import Option, Options
-from amv_calib.stages._stage import SHARED, Call, Input, Stage
+from amv_calib.stages._stage import Call, Input, Stage
 
 __all__ = ["add_command", "add_options", "call_from", "run_command", "with_default"]
 
@@ -106,10 +106,10 @@ def add_command(subparsers: Any, stage: Stage) -> argparse.ArgumentParser:
         _add_input(p, "out", stage.out)
     if stage.options is not None:
         add_options(p, stage.options)
-    for name, help in stage.shared.items():
-        shared = SHARED[name]
-        if help is not None:
-            shared = dataclasses.replace(shared, help=with_default(help, shared.default))
+    for name in stage.shared:
+        shared = stage.cli_keys()[name]
+        if stage.shared[name] is not None:
+            shared = dataclasses.replace(shared, help=with_default(shared.help, shared.default))
         _add_input(p, name, shared)
     p.add_argument("--json", action="store_true", help=stage.json_help)
     p.set_defaults(func=run_command, stage=stage)
@@ -118,7 +118,8 @@ def add_command(subparsers: Any, stage: Stage) -> argparse.ArgumentParser:
 
 def call_from(stage: Stage, args: argparse.Namespace) -> Call:
     """The :class:`Call` of a command's parsed arguments."""
-    inputs = {k: getattr(args, k) if i.cli else i.default for k, i in stage.inputs.items()}
+    # an input the command does not offer is None, as one a step does not offer
+    inputs = {k: getattr(args, k) if i.cli else None for k, i in stage.inputs.items()}
     options = None
     if stage.options is not None:
         options = stage.options.from_mapping(

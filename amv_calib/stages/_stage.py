@@ -208,5 +208,6 @@ class Stage:
         keys: dict[str, Any] = {k: i for k, i in self.inputs.items() if i.cli}
         if self.options is not None:
             keys.update((k, o) for k, o in self.options.spec().items() if o.cli)
-        keys.update((k, SHARED[k]) for k in self.shared)
+        keys.update((k, SHARED[k] if help is None else dataclasses.replace(SHARED[k], help=help))
+                    for k, help in self.shared.items())
         return keys
