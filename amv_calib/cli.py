@@ -14,27 +14,21 @@ import hashlib
 import json
 import logging
 import math
-import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, TypeVar
 
 from amv_calib import __version__
-from amv_calib.exceptions import AmvCalibError, ArtifactError, ConfigError, DataContractError
+from amv_calib.exceptions import AmvCalibError, ArtifactError, ConfigError
 from amv_calib.settings import (
     DEFAULT_ALIAS,
-    DEFAULT_CALIBRATORS,
     DEFAULT_REGISTERED_MODEL,
     DEFAULT_SEED,
     TRUSTED_KEYS_ENV,
-    CertifyOptions,
-    CompareOptions,
-    LabelOptions,
     MonitorOptions,
     Option,
     Options,
-    PromoteOptions,
     TuneOptions,
     models_dir,
     set_process_env,
@@ -45,8 +39,9 @@ from amv_calib.stages import (
     add_command,
     alias_json,
     alias_lines,
-    check_promotion,
-    compare_command,
+    registered_json,
+    registered_lines,
+    require_inputs,
     sync_registry,
     where,
 )
@@ -337,37 +332,6 @@ def _synth_start(artifact: str, start: str | None) -> datetime.datetime:
 
 # -- label -------------------------------------------------------------------------------------
 
-def _parsers_label(subparsers: Any) -> None:
-    """Add the ``label`` sub-command."""
-    p = _command(
-        subparsers, "label", _run_label,
-        help="join gate decision logs with outcome records into claims, episodes and "
-        "verifier reliabilities",
-        description="Join decision logs (one JSON line per gate decision) with outcome "
-        "records that arrived later (claim_id and/or action_id, time, violated) into the "
-        "claim-outcome table, one row per (claim, use). Verifier signals label uses without "
-        "an outcome as posterior soft labels (label_weight). With --out DIR it also writes "
-        "DIR/episodes.jsonl (every action whose premises all have an outcome, replayable by "
-        "tune and certify) and DIR/verifiers.json (each verifier's answers against the "
-        "outcomes and its estimated reliability). Every decision line, use, action and "
-        "outcome record is accounted for in the printed report.",
-    )
-    _log_options(p, "outcome records (.jsonl, .csv or .parquet) (default: none: verifier "
-                 "signals only)")
-    p.add_argument("--out", required=True, metavar="DIR|CLAIMS",
-                   help="a folder (claims.parquet, episodes.jsonl, verifiers.json and the "
-                   "reports), or a claims table to write (.parquet, .csv or .jsonl; no "
-                   "episodes)")
-    _add_options(p, LabelOptions)
-    _engine_options(p, "where the join runs: local (this process, default) or spark (the "
-                    "same rows, report and episodes, on --spark-master; docs/scale.md)")
-    p.add_argument("--spark-scratch", default=None, metavar="DIR|URI",
-                   help="with --engine spark: where the executors write the claim rows and "
-                   "unjoined uses as part files for this process to stream into the outputs "
-                   "(removed afterwards); a location both reach (default: a temporary "
-                   "folder of this machine, for local masters)")
-
-
 def _log_options(p: argparse.ArgumentParser, outcomes_help: str) -> None:
     """``--decisions LOG...`` and ``--outcomes FILE...`` (label and monitor)."""
     p.add_argument("--decisions", nargs="+", required=True, metavar="LOG",
@@ -388,218 +352,9 @@ def _overwrite_option(p: argparse.ArgumentParser) -> None:
                    "output folder, removing that command's other files there")
 
 
-def _require_inputs(paths: Iterable[str]) -> None:
-    """Exit 2 at once unless each path is a regular file (a FIFO would hang the reader)."""
-    from amv_calib.contract import require_regular
-
-    for path in paths:
-        if not os.path.lexists(path):
-            raise DataContractError(f"input file {path} does not exist")
-        require_regular(path, what="input file")
-
-
-def _run_label(args: argparse.Namespace) -> int:
-    from amv_calib import claims as cl
-
-    out = Path(args.out)
-    as_table = out.suffix.lower() in cl.TABLE_SUFFIXES
-    if not as_table and out.suffix and not out.is_dir():
-        raise cl.unknown_table_ending(out)
-    # an outcome file may be a URI (read whole through pyarrow), and on Spark a decision log
-    # too (the executors open it; docs/scale.md)
-    _require_inputs(p for p in (*args.decisions, *args.outcomes)
-                    if not ("://" in p and (args.engine == "spark" or p in args.outcomes)))
-    opts = _options_from(args, LabelOptions)
-    on_corrupt: Literal["raise", "skip"] = "skip" if opts.skip_corrupt else "raise"
-    names = [out.name, *(p.name for p in cl.label_report_paths(out))]
-    if as_table:
-        cl.claim_outputs(out.parent, "label", names, overwrite=opts.overwrite)
-    else:
-        cl.claim_outputs(out, "label", cl.LABEL_FOLDER_FILES, overwrite=opts.overwrite)
-    if args.engine == "spark":  # the rows stream from the executors' part files to the files
-        from amv_calib.spark import write_label_spark
-
-        line = write_label_spark(args.decisions, args.outcomes, spark=_spark(args), out=out,
-                                 min_verifier_calls=opts.min_verifier_calls,
-                                 soft_labels=opts.soft_labels, on_corrupt=on_corrupt,
-                                 scratch=args.spark_scratch)[0]
-    elif not as_table:  # the rows written part by part, as for a table
-        joined, result = cl.label_logs_parts(args.decisions, args.outcomes or None,
-                                             min_verifier_calls=opts.min_verifier_calls,
-                                             soft_labels=opts.soft_labels,
-                                             on_corrupt=on_corrupt)
-        line = cl.write_label_folder(result, out, args.outcomes,
-                                     claim_parts=joined.claim_parts(),
-                                     use_parts=joined.unjoined_parts())
-    else:
-        # the rows are written part by part, never held as whole tables
-        joined = cl.join_logs(args.decisions, args.outcomes or None,
-                              soft_labels=opts.soft_labels, on_corrupt=on_corrupt)
-        line = cl.write_label_table(joined, out, args.outcomes)
-    if as_table:
-        cl.record_outputs(out.parent, "label", names)
-    _emit(args, line, _label_summary(line))
-    return 0
-
-
-def _label_summary(line: Mapping[str, Any]) -> list[str]:
-    """What ``label`` read, joined and wrote, for a person."""
-    unjoined = {k: v for k, v in (line.get("unjoined") or {}).items() if v}
-    by_source = ", ".join(f"{v:,} by {k}" for k, v in (line.get("joined_by_source") or {}).items())
-    skipped = {k: v for k, v in (line.get("skipped_lines") or {}).items() if v}
-    out = [f"read {line.get('decision_lines', 0):,} decision lines "
-           f"({line.get('uses_read', 0):,} premise uses) and "
-           f"{line.get('outcomes_read', 0):,} outcome records",
-           f"  labelled {line.get('joined', 0):,} uses ({by_source or 'none'}); "
-           f"{line.get('rows', 0):,} rows written"
-           + (" (a soft label is two weighted rows)" if line.get("rows", 0) > line.get("joined", 0)
-              else "")]
-    if unjoined:
-        out.append("  not labelled: " + ", ".join(f"{v:,} {k.replace('_', ' ')}"
-                                                  for k, v in unjoined.items()))
-    if skipped:
-        out.append("  skipped lines: " + ", ".join(f"{v:,} {k.replace('_', ' ')}"
-                                                   for k, v in skipped.items()))
-    episodes = line.get("episodes")
-    for key, what in (("out", "claims"), ("episodes_file", "episodes"),
-                      ("verifiers_file", "verifiers"), ("report", "report"),
-                      ("unjoined_csv", "unjoined")):
-        if line.get(key):
-            extra = (f" ({episodes['episodes']:,} replayable episodes of "
-                     f"{episodes['actions_read']:,} actions)"
-                     if key == "episodes_file" and isinstance(episodes, Mapping) else "")
-            out.append(f"  {what + ':':<10} {where(line[key])}{extra}")
-    out += _flagged_lines(line)
-    if line.get("out"):
-        out.append(f"next: {compare_command(Path(line['out']))}, or the retrain-from-logs "
-                   f"pipeline")
-    return out
-
-
-def _flagged_lines(line: Mapping[str, Any]) -> list[str]:
-    """A verifier whose declared reliability lies outside the interval its labelled answers
-    give: what was declared, what was measured, and which one the episodes use."""
-    flagged = line.get("verifiers_flagged") or []
-    if not flagged or not line.get("verifiers_file"):
-        return []
-    try:
-        verifiers = json.loads(Path(line["verifiers_file"]).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return [f"  flagged verifiers: {', '.join(flagged)} (declared reliability outside "
-                f"the measured interval)"]
-    out = []
-    for name in flagged:
-        v = (verifiers.get("verifiers") or {}).get(name) or {}
-        r = v.get("reliability") or {}
-        if not r:
-            out.append(f"  flagged: verifier {name} (declared reliability outside the measured "
-                       f"interval)")
-            continue
-        out.append(f"  flagged: verifier {name} declares reliability {v.get('declared'):g}, "
-                   f"its labelled answers give {r['estimate']:.3f} [{r['lower']:.3f}, "
-                   f"{r['upper']:.3f}]; the episodes use the "
-                   + ("measured one" if v.get("used_in_episodes") == "estimate"
-                      else "declared one"))
-    return out
-
-
 # -- compare -----------------------------------------------------------------------------------
 
 _log = logging.getLogger(__name__)
-
-
-def _parsers_compare(subparsers: Any) -> None:
-    """Add the ``compare`` sub-command."""
-    p = _command(
-        subparsers, "compare", _run_compare,
-        help="cross-validate Platt, Beta, isotonic and the seed prior; write DIR",
-        description=(
-            "Fit every calibrator on the same leakage-safe folds of CLAIMS (time-ordered "
-            "blocks, or groups of claim_id), score the out-of-fold predictions (log loss, "
-            "Brier, AUC, ECE equal-width and equal-mass, MCE, smooth ECE, bootstrap "
-            "intervals), choose the champion by log loss (Brier breaks ties), refit all on "
-            "every row and write DIR: comparison.csv/.md/.json, reliability.png, "
-            "reliability_bins.csv, champion.json/.joblib, calibrators/<name>.json/.joblib. "
-            "CLAIMS is claims.parquet from `amv-calib ingest`, or any CSV/Parquet/JSONL "
-            "claim table (validated the same way). Exit code 2 on too little data."
-        ),
-    )
-    p.add_argument("claims", metavar="CLAIMS", help="claim outcomes (claims.parquet, csv, jsonl)")
-    _out_dir_option(p)
-    _add_options(p, CompareOptions, aliases={"weights": ["--weight-column"]})
-    _seed_option(p, f"bootstrap seed (default {DEFAULT_SEED})")
-    _json_option(p, "print one JSON object with the champion and each calibrator's metrics")
-    _engine_options(p, "where the folds are fitted: local (this process, default) or spark "
-                    "(MLlib logistic and isotonic fits on --spark-master, the same folds, "
-                    "metrics and portable calibrators; docs/scale.md)")
-
-
-def _engine_options(p: argparse.ArgumentParser, help: str) -> None:
-    """``--engine local|spark`` and ``--spark-master URL``."""
-    p.add_argument("--engine", choices=("local", "spark"), default="local", help=help)
-    p.add_argument("--spark-master", default="local[*]", metavar="URL",
-                   help="Spark master URL with --engine spark (default local[*]; any URL: "
-                   "spark://host:7077, yarn, k8s://...; under spark-submit its --master wins)")
-
-
-def _spark(args: argparse.Namespace) -> Any:
-    """The Spark session of ``--engine spark`` on ``--spark-master``."""
-    from amv_calib.spark import spark_session, spark_unavailable
-
-    why = spark_unavailable()
-    if why is not None:
-        raise ConfigError(f"--engine spark: {why}")
-    return spark_session(args.spark_master)
-
-
-def _run_compare(args: argparse.Namespace) -> int:
-    """Compare the calibrators on ``args.claims`` and write ``args.out``."""
-    from amv_calib.calibration import compare_calibrators
-    from amv_calib.claims import load_claims
-
-    opts = _options_from(args, CompareOptions)
-    kwargs = {**opts.arguments(compare_calibrators), "seed": args.seed}
-    if args.engine == "spark":  # the claims are read, validated and fitted on Spark
-        from amv_calib.spark import compare_calibrators_spark
-
-        if not Path(args.claims).exists():
-            raise DataContractError(f"input {args.claims} does not exist")
-        _report_comparison(args, compare_calibrators_spark(args.claims, spark=_spark(args),
-                                                           **kwargs))
-        return 0
-    claims, rejects = load_claims(args.claims)
-    if len(rejects):
-        _log.warning(
-            "%d of %d rows break the data contract and are left out "
-            "(run `amv-calib ingest` to see them with their reasons)",
-            len(rejects), len(claims) + len(rejects),
-        )
-    _log.info("comparing %s on %d rows", ", ".join(opts.calibrators or DEFAULT_CALIBRATORS),
-              len(claims))
-    try:
-        result = compare_calibrators(claims, **kwargs)
-    except ValueError as exc:
-        if isinstance(exc, AmvCalibError):
-            raise
-        raise ConfigError(str(exc)) from exc
-    _report_comparison(args, result)
-    return 0
-
-
-def _report_comparison(args: argparse.Namespace, result: Any) -> None:
-    """Write the comparison's folder and print its summary."""
-    from amv_calib.calibration import write_comparison
-
-    write_comparison(result, args.out)
-    if args.json:
-        print(json.dumps(result.summary(), allow_nan=False), flush=True)
-    else:
-        row = result.table.set_index("name").loc[result.champion]
-        print(
-            f"champion: {result.champion} (log loss {row['log_loss']:.4f}, Brier "
-            f"{row['brier']:.4f}, equal-mass ECE {row['ece_mass']:.4f}); wrote {args.out}",
-            flush=True,
-        )
 
 
 # -- replay ------------------------------------------------------------------------------------
@@ -637,19 +392,6 @@ def _parsers_replay(subparsers: Any) -> None:
                    help="threads for the compiled batch engine (same results; default 1)")
     _json_option(p, "print {POLICY: {metric: value, ..., n}} instead of the table")
 
-    t = _command(
-        subparsers, "tune", _run_tune,
-        help="tune the gate's VOI thresholds with Optuna on replayed episodes",
-        description="Search lambda, delta, epsilon and the verification budget on a tuning "
-        "split, report on the held-out split, write thresholds.json. An interrupted study "
-        "resumes from its storage and runs only the missing trials.",
-    )
-    _episodes_argument(t)
-    _tune_options(t)
-    _add_options(t, TuneOptions)
-    t.add_argument("--study-name", default="amv-calib-tune",
-                   help="Optuna study name in the storage (default amv-calib-tune)")
-
     x = _command(
         subparsers, "transfer", _run_transfer,
         help="tune on some families, report on families never seen in tuning",
@@ -663,67 +405,6 @@ def _parsers_replay(subparsers: Any) -> None:
     _add_options(x, TuneOptions, only=("trials", "target_harmful", "planner", "n_boot"))
     x.add_argument("--study-name", default=None,
                    help="Optuna study name (default: one named after the tune families)")
-
-    c = _command(
-        subparsers, "certify", _run_certify,
-        help="certify an artifact's gate: Gate Harmful <= alpha with probability >= 1-delta",
-        description="Learn-then-Test on the EPISODES the version never saw: every episode its "
-                    "tuning record covers (the tuning split, and the calibration set of the "
-                    "certificate that chose its harm price) is excluded, every other one "
-                    "calibrates. The version's thresholds with the harm price raised step "
-                    "by step, safest first, are each tested for harm rate > alpha with an "
-                    "exact binomial p-value and walked by fixed-sequence testing at level "
-                    "delta; the certified configuration of lowest loss is chosen. --out "
-                    "writes what `export` needs: calibrator.json, thresholds.json, "
-                    "certificate.json and tuning.json, and frontier.png. Exit 2 when too few "
-                    "unseen episodes "
-                    "remain or nothing is certified, saying which alpha they support.")
-    c.add_argument("artifact", metavar="ARTIFACT", help="models/NAME/vN or models/NAME@ALIAS")
-    _episodes_argument(c)
-    _add_options(c, CertifyOptions)
-    _seed_option(c, "answer stream of the replays")
-    c.add_argument("--out", metavar="DIR", default=None,
-                   help="write calibrator.json, thresholds.json, certificate.json, tuning.json "
-                   "(with tuning-episodes.u64) and frontier.png here (default: print only)")
-    _json_option(c, "print the certificate as JSON")
-
-
-def _run_certify(args: argparse.Namespace) -> int:
-    from amv_calib.contract import load_artifact
-    from amv_calib.tuning import (
-        artifact_record,
-        certify_episodes,
-        describe_certificate,
-        read_episodes,
-        require_certified,
-        write_certification,
-    )
-
-    opts = _options_from(args, CertifyOptions)
-    art = load_artifact(args.artifact)
-    seen = artifact_record(art)
-    if seen is None and not opts.assume_unseen:
-        raise ConfigError(
-            f"{art.path}: carries no tuning record, so nothing tells which episodes shaped "
-            f"its thresholds; certify only on episodes you know it never saw, and say so with "
-            f"--assume-unseen")
-    result = certify_episodes(read_episodes(args.episodes), art.calibrator, art.thresholds,
-                              seen=seen, alpha=opts.alpha, delta=opts.delta, seed=args.seed,
-                              test_fraction=opts.test_fraction)
-    data = result.certificate.to_dict()
-    files = write_certification(result, args.out) if args.out else {}
-    if args.json:
-        print(json.dumps(data, indent=2, sort_keys=True))
-    else:
-        print("\n".join(describe_certificate(data)))
-    require_certified(result.certificate)
-    if files and not args.json:
-        print(f"wrote {', '.join(sorted(Path(f).name for f in files.values()))} to "
-              f"{Path(args.out).resolve()}; export them with\n  amv-calib export --calibrator "
-              f"{files['calibrator']} --thresholds {files['thresholds']} --certificate "
-              f"{files['certificate']} --name {art.name}")
-    return 0
-
 
 def _tune_options(p: argparse.ArgumentParser) -> None:
     """The options ``tune`` and ``transfer`` share."""
@@ -807,36 +488,6 @@ def _calibrator_ref(args: argparse.Namespace) -> Any:
     return args.calibrator if args.calibrator else champion_reference()
 
 
-def _run_tune(args: argparse.Namespace) -> int:
-    from amv_calib.tuning import SEARCH_SPACE, format_table, tune_thresholds
-
-    _quiet_optuna(args)
-    opts = _options_from(args, TuneOptions)
-    space = None
-    if opts.harm_price is not None:
-        space = {**SEARCH_SPACE, "harm_price": (opts.harm_price, opts.harm_price, False)}
-    res = tune_thresholds(
-        args.episodes, calibrator=_calibrator_ref(args), storage=args.storage,
-        study_name=args.study_name, seed=args.seed, out_dir=args.out, progress=not args.json,
-        space=space, **opts.arguments(tune_thresholds))
-    if args.json:
-        print(json.dumps(res.to_dict(), indent=2))
-        return 0
-    print(f"study {res.study_name!r} in {res.storage}: {res.n_trials} completed trials "
-          f"({res.n_new} new), tuning split {res.n_tune}, held-out {res.n_holdout}")
-    if res.thresholds is None:
-        print(f"no trial meets Gate Harmful <= {res.target_harmful}; nothing written")
-        return 1
-    print("thresholds: " + json.dumps(res.thresholds))
-    if res.holdout_metrics:
-        rows = {"tuned": res.holdout_metrics["tuned"], **res.holdout_metrics["baselines"]}
-        print("held-out split:")
-        print(format_table(rows, {k: res.n_holdout for k in rows}))
-    for role, path in res.files.items():
-        print(f"wrote {role}: {path}")
-    return 0
-
-
 def _run_transfer(args: argparse.Namespace) -> int:
     from amv_calib.tuning import format_table, transfer_check
 
@@ -870,39 +521,6 @@ def _print_json(obj: Any) -> None:
 
 def _parsers_artifacts(subparsers: Any) -> None:
     """Add the artifact sub-commands."""
-    p = _command(
-        subparsers, "export", _run_export, help="write a new artifact version models/NAME/vN",
-        description="Export a fitted calibrator and gate thresholds as models/NAME/vN "
-                    "(manifest.json, calibrator.json, calibrator.joblib, report files).")
-    p.add_argument("--calibrator", required=True, metavar="FITTED",
-                   help="a compare DIR, a portable champion.json, or a fitted .joblib")
-    p.add_argument("--thresholds", metavar="TUNED", default=None,
-                   help="thresholds.json from tuning (default: the seed's gate settings)")
-    p.add_argument("--name", required=True, help="model name (folder under the models dir)")
-    _models_dir_option(p)
-    p.add_argument("--claims", metavar="CLAIMS", default=None,
-                   help="training claims (.parquet/.csv/.jsonl) for the data fingerprint "
-                   "(default: none recorded)")
-    p.add_argument("--metrics", metavar="JSON", default=None,
-                   help="a JSON object of extra metrics for the manifest (default: none)")
-    p.add_argument("--figure", metavar="FILE", action="append", default=[],
-                   help="copy FILE into the artifact (repeatable; default: none)")
-    p.add_argument("--no-joblib", action="store_true", help="leave calibrator.joblib out")
-    p.add_argument("--promote", metavar="ALIAS", default=None,
-                   help="also point ALIAS at the new version (production only when it earns "
-                   "it as `amv-calib promote` with its defaults; else `promote --force`)")
-    p.add_argument("--signing-key", metavar="PRIVATE", default=None,
-                   help="sign the new version with this private key (from `amv-calib keygen`; "
-                   "default: unsigned)")
-    p.add_argument("--certificate", metavar="JSON", default=None,
-                   help="certificate.json of `amv-calib certify`, recorded in the manifest; "
-                   "refused unless it certified this calibrator and --thresholds (its "
-                   "thresholds.json) (default: none: the version is not certified)")
-    p.add_argument("--tuning", metavar="JSON", default=None,
-                   help="tuning.json of `amv-calib tune` or `certify` (tuning-episodes.u64 "
-                   "beside it): the episodes that shaped the thresholds, which a later "
-                   "certify excludes (default: the tuning.json beside --certificate)")
-
     p = _command(
         subparsers, "rollback", _run_rollback,
         help="move an alias back to its previous version",
@@ -962,47 +580,6 @@ def _parsers_artifacts(subparsers: Any) -> None:
     p.add_argument("bundle", metavar="FILE", help="a .tar.gz written by `amv-calib bundle`")
     _models_dir_option(p)
     _trusted_key_option(p)
-
-
-def _run_export(args: argparse.Namespace) -> int:
-    from amv_calib.artifacts import export_artifact, promote
-
-    metrics = None
-    if args.metrics:
-        metrics = _read_json(args.metrics, "--metrics")
-        if not isinstance(metrics, dict):
-            raise ConfigError(f"{args.metrics}: metrics must be a JSON object")
-    res = export_artifact(
-        calibrator=args.calibrator,
-        thresholds=args.thresholds,
-        name=args.name,
-        models_dir=args.models_dir,
-        claims=args.claims,
-        metrics=metrics,
-        figures=args.figure,
-        include_joblib=not args.no_joblib,
-        signing_key=args.signing_key,
-        certificate=args.certificate,
-        tuning=args.tuning,
-    )
-    out: dict[str, Any] = {"path": str(res.path), "name": res.name, "version": res.version}
-    if args.promote:
-        if args.promote == DEFAULT_ALIAS:  # production only as `promote` would let it
-            decision = check_promotion(Path(res.path).parent, res.version, holdout=None,
-                                       options=PromoteOptions(), seed=DEFAULT_SEED)
-            if not decision.promote:
-                raise ConfigError("; ".join(decision.reasons)
-                                  + "; pass --force to promote it anyway")
-        promote(res.name, res.version, alias=args.promote, models_dir=args.models_dir)
-        out["alias"] = args.promote
-    lines = [f"exported {res.name} {res.version}: {where(res.path)}"]
-    if args.promote:
-        lines.append(f"  {res.name}@{args.promote} is {res.version} now")
-    else:
-        lines.append(f"next: amv-calib promote {res.name} {res.version} --alias "
-                     f"{DEFAULT_ALIAS}")
-    _emit(args, out, lines)
-    return 0
 
 
 def _registry_options(p: argparse.ArgumentParser) -> None:
@@ -1119,23 +696,7 @@ def _run_unbundle(args: argparse.Namespace) -> int:
 # -- mlflow ------------------------------------------------------------------------------------
 
 def _parsers_mlflow(subparsers: Any) -> None:
-    """Add the ``register``, ``registry-promote`` and ``ui-command`` sub-commands."""
-    p = _command(
-        subparsers, "register", _run_register,
-        help="register an exported artifact as the servable MLflow gate model",
-        description="Log ARTIFACT (a version folder models/NAME/vN, or models/NAME@ALIAS) as "
-                    "an MLflow pyfunc model, register it and point an alias at it.",
-    )
-    p.add_argument("artifact", metavar="ARTIFACT", help="artifact version folder or reference")
-    p.add_argument("--name", default=DEFAULT_REGISTERED_MODEL,
-                   help=f"registered model name (default: {DEFAULT_REGISTERED_MODEL})")
-    p.add_argument("--alias", default="champion", help="alias to set (default: champion); "
-                   "'' sets none")
-    p.add_argument("--experiment", default="amv-calib",
-                   help="MLflow experiment of the run (default: amv-calib)")
-    _tracking_uri_option(p)
-    _json_option(p, "print the result as one JSON object")
-
+    """Add the ``registry-promote`` and ``ui-command`` sub-commands."""
     q = _command(
         subparsers, "registry-promote", _run_registry_promote,
         help="move a registered MLflow model's alias to another version",
@@ -1159,38 +720,12 @@ def _parsers_mlflow(subparsers: Any) -> None:
     u.add_argument("--port", type=int, default=5000, help="port for the UI (default: 5000)")
 
 
-def _print_registered(result: Any, as_json: bool, verb: str) -> None:
-    if as_json:
-        print(json.dumps({
-            "name": result.name, "version": result.version, "alias": result.alias,
-            "model_uri": result.model_uri, "run_id": result.run_id,
-            "artifact_name": result.artifact_name, "artifact_version": result.artifact_version,
-            "artifact_sha256": result.artifact_sha256,
-        }, sort_keys=True))
-        return
-    alias = f" @{result.alias}" if result.alias else ""
-    print(f"{verb} {result.name} version {result.version}{alias} "
-          f"(artifact {result.artifact_name} {result.artifact_version}, "
-          f"manifest sha256 {result.artifact_sha256[:12]})")
-    print(f"model URI: {result.model_uri}")
-
-
-def _run_register(args: argparse.Namespace) -> int:
-    from amv_calib.tracking import register_champion
-
-    result = register_champion(
-        args.artifact, registered_name=args.name, alias=args.alias or None,
-        tracking_uri=args.tracking_uri, experiment=args.experiment)
-    _print_registered(result, args.json, "registered")
-    return 0
-
-
 def _run_registry_promote(args: argparse.Namespace) -> int:
     from amv_calib.tracking import registry_promote
 
     result = registry_promote(args.version, args.alias, registered_name=args.name,
                                        tracking_uri=args.tracking_uri)
-    _print_registered(result, args.json, "promoted")
+    _emit(args, registered_json(result), registered_lines(result, "promoted"))
     return 0
 
 
@@ -1491,7 +1026,7 @@ def _run_monitor(args: argparse.Namespace) -> int:
         write_monitor_outputs,
     )
 
-    _require_inputs(p for p in (*args.decisions, *args.outcomes) if "://" not in p)
+    require_inputs(p for p in (*args.decisions, *args.outcomes) if "://" not in p)
     for action in args.on_alert:
         if action != "derisk" and not Path(action).is_file():
             raise ConfigError(f"--on-alert {action!r}: neither 'derisk' nor a pipeline file")
@@ -1577,10 +1112,8 @@ _PARSERS = (
     _parsers_synth,
     _parsers_artifacts,
     _parsers_mlflow,
-    _parsers_label,
     _parsers_gate,
     _parsers_replay,
-    _parsers_compare,
     _parsers_run,
     _parsers_monitor,
 )

@@ -436,13 +436,16 @@ class CompareOptions(Options):
     weights: str = option(
         "auto", "row weights: 'auto' uses label_weight when the claims have it (the soft "
         "labels of `amv-calib label`, missing values counting 1), 'none' weighs every row "
-        "1, any other value names a column of non-negative weights", str, metavar="COL")
+        "1, any other value names a column of non-negative weights", str, metavar="COL",
+        flags=("--weight-column",))
     allow_constant_features: bool = option(
         False, "compare even if a claim feature is constant over all rows (its terms get "
         "weight 0)", bool)
     holdout_newest: float = option(
         0.0, "share of the newest claims kept out of the fit for the promote step", float,
-        low=0.0, high=1.0, high_open=True, cli=False)
+        low=0.0, high=1.0, high_open=True, cli=False,
+        why="the command compares on every claim; a pipeline's promote step judges on the "
+        "newest")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

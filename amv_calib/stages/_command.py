@@ -84,10 +84,13 @@ def _add_input(p: argparse.ArgumentParser, name: str, inp: Input) -> None:
         return
     flags = inp.flags or (f"--{name.replace('_', '-')}",)
     if inp.type is bool:
-        p.add_argument(*flags, dest=name, action="store_true", help=inp.help)
+        p.add_argument(*flags, dest=name, action="store_true", default=inp.default,
+                       help=inp.help)
         return
     if inp.type in (int, float):
         kwargs["type"] = inp.type
+    if inp.type is list and inp.nargs is None:  # a list without nargs: a repeatable flag
+        kwargs["action"] = "append"
     if inp.required:
         kwargs["required"] = True
     elif inp.nargs is None or inp.default is not None:
@@ -129,7 +132,8 @@ def call_from(stage: Stage, args: argparse.Namespace) -> Call:
         shared["models_dir"] = Path(shared["models_dir"])
     out = getattr(args, "out", None)
     return Call(inputs=inputs, options=options, out=None if out is None else Path(out),
-                verbose=bool(getattr(args, "verbose", False)), **shared)
+                verbose=bool(getattr(args, "verbose", False)),
+                progress=not getattr(args, "json", False), **shared)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -138,9 +142,9 @@ def run_command(args: argparse.Namespace) -> int:
     stage: Stage = args.stage
     result = stage.run(call_from(stage, args))
     if args.json:
-        sys.stdout.write(json.dumps(stage.to_json(result), indent=2, sort_keys=True,
-                                    allow_nan=False) + "\n")
+        sys.stdout.write(json.dumps(stage.to_json(result), indent=2, sort_keys=True) + "\n")
     else:
         sys.stdout.write("".join(f"{line}\n" for line in stage.summary(result)))
     sys.stdout.flush()
+    stage.check(result)
     return stage.exit_code(result)

@@ -85,6 +85,8 @@ SHARED: Final[Mapping[str, Input]] = {
     "tracking_uri": Input(
         help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)",
         why="the pipeline's [pipeline] tracking_uri"),
+    "experiment": Input(help="MLflow experiment of the run", default="amv-calib",
+                        why="the pipeline's [pipeline] experiment"),
 }
 
 #: The flags of a command that no step has, and why: the only ones.
@@ -129,10 +131,15 @@ class Call:
     spark_scratch: str | None = None
     models_dir: Path | None = None
     tracking_uri: str | None = None
+    experiment: str = "amv-calib"
     step: str | None = None
+    pipeline: str | None = None
+    step_key: str | None = None
     workdir: Path | None = None
     tracker: Any = NO_TRACKER
     verbose: bool = False
+    #: Progress lines on stderr (the command's, unless --json; a step's, unless -q).
+    progress: bool = True
 
     def key(self, name: str) -> str:
         """``name`` as the user gave it: ``--name`` on the command line, ``name`` in a step."""
@@ -176,6 +183,9 @@ class Stage:
         ``to_json(result) -> object``: what ``--json`` prints.
     outputs : callable
         ``outputs(result) -> dict``: the step's outputs (paths and values later steps use).
+    check : callable
+        ``check(result)`` raises when the result is a failure (nothing certified): the
+        command prints its summary first, then exits with the error's code; a step fails.
     exit_code : callable
         ``exit_code(result) -> int``: the command's exit code for a result that is not an
         error (0 unless the stage says otherwise).
@@ -192,6 +202,7 @@ class Stage:
     options: type[Options] | None = None
     shared: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
     out: Input | None = None
+    check: Callable[[Any], None] = lambda result: None
     exit_code: Callable[[Any], int] = lambda result: 0
     json_help: str = "print the full result as JSON instead of the summary"
 
