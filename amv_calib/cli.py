@@ -13,7 +13,6 @@ import datetime
 import hashlib
 import json
 import logging
-import math
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -25,9 +24,9 @@ from amv_calib.settings import (
     DEFAULT_ALIAS,
     DEFAULT_REGISTERED_MODEL,
     DEFAULT_SEED,
+    PLANNERS,
     TRUSTED_KEYS_ENV,
     MonitorOptions,
-    Option,
     Options,
     TuneOptions,
     models_dir,
@@ -37,13 +36,16 @@ from amv_calib.settings import (
 from amv_calib.stages import (
     STAGES,
     add_command,
+    add_options,
     alias_json,
     alias_lines,
+    parse_option,
     registered_json,
     registered_lines,
     require_inputs,
     sync_registry,
     where,
+    with_default,
 )
 
 __all__ = ["build_parser", "main"]
@@ -78,56 +80,6 @@ def _command(subparsers: Any, name: str, run: Callable[[argparse.Namespace], int
     return p
 
 
-def _add_options(p: argparse.ArgumentParser, cls: type[Options], *,
-                 aliases: Mapping[str, Sequence[str]] | None = None,
-                 only: Sequence[str] | None = None) -> None:
-    """One flag per command-line option of ``cls`` (or of ``only`` of them), made from its
-    :class:`Option`: the default, type, choices and help come from there only
-    (:func:`_options_from` reads them back)."""
-    for name, opt in cls.spec().items():
-        if not opt.cli or (only is not None and name not in only):
-            continue
-        default = getattr(cls.defaults(), name)
-        flags = [f"--{name.replace('_', '-')}", *(aliases or {}).get(name, ())]
-        shown = "none" if default is None else (",".join(default) if isinstance(default, list)
-                                                 else default)
-        text = opt.help if opt.type is bool else _with_default(opt.help, shown)
-        if opt.type is bool:
-            p.add_argument(*flags, dest=name, action="store_true", default=default, help=text)
-            continue
-        kwargs: dict[str, Any] = {"dest": name, "default": default, "help": text,
-                                  "metavar": opt.metavar, "type": _cli_type(f"--{name}", opt)}
-        if opt.choices is not None and opt.type is not list:
-            kwargs["choices"] = opt.choices
-        p.add_argument(*flags, **kwargs)
-
-
-def _with_default(help: str, default: Any) -> str:
-    """``help`` with ``(default X)`` appended, unless it states its default itself."""
-    return help if "default" in help else f"{help} (default {default})"
-
-
-def _cli_type(flag: str, opt: Option) -> Callable[[str], Any]:
-    """Parse one command-line value as the option's type and check it like the library."""
-    def parse(text: str) -> Any:
-        if opt.type is list:
-            value: Any = [v.strip() for v in text.split(",") if v.strip()]
-        else:
-            try:
-                value = opt.type(text)
-            except ValueError:
-                raise argparse.ArgumentTypeError(
-                    f"{text!r} is not {'an integer' if opt.type is int else 'a number'}"
-                ) from None
-        try:
-            return opt.check(flag, value)
-        except ConfigError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    parse.__name__ = opt.type.__name__
-    return parse
-
-
 OptionsT = TypeVar("OptionsT", bound=Options)
 
 
@@ -137,33 +89,23 @@ def _options_from(args: argparse.Namespace, cls: type[OptionsT]) -> OptionsT:
     return cls.from_mapping({k: getattr(args, k) for k in cls.spec() if hasattr(args, k)})
 
 
-def _harm_price(text: str) -> float:
-    """``--harm-price``: a finite number >= 0, refused by argparse otherwise."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (value >= 0.0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"{text!r} must be finite and >= 0")
-    return value
-
-
 def _harm_price_option(p: argparse.ArgumentParser, help: str) -> None:
-    p.add_argument("--harm-price", dest="harm_price", type=_harm_price, default=None,
-                   metavar="X", help=help)
+    """``--harm-price`` of the gate and replay: checked as tune's ``harm_price`` option."""
+    p.add_argument("--harm-price", dest="harm_price", default=None, metavar="X", help=help,
+                   type=parse_option("--harm-price", TuneOptions.spec()["harm_price"]))
 
 
 def _seed_option(p: argparse.ArgumentParser, help: str,
                  default: int = DEFAULT_SEED) -> None:
     """``--seed``: the random seed of the command's draws."""
-    p.add_argument("--seed", type=int, default=default, help=_with_default(help, default))
+    p.add_argument("--seed", type=int, default=default, help=with_default(help, default))
 
 
 def _n_boot_option(p: argparse.ArgumentParser, default: int, help: str,
                    metavar: str | None = None) -> None:
     """``--n-boot``: bootstrap resamples of the intervals."""
     p.add_argument("--n-boot", type=int, default=default, metavar=metavar,
-                   help=_with_default(help, default))
+                   help=with_default(help, default))
 
 
 def _json_option(p: argparse.ArgumentParser,
@@ -185,11 +127,6 @@ def _emit(args: argparse.Namespace, data: Any, summary: Iterable[str]) -> None:
 def _tracking_uri_option(p: argparse.ArgumentParser, help: str = _URI_HELP) -> None:
     """``--tracking-uri``: the MLflow tracking server or store."""
     p.add_argument("--tracking-uri", default=None, help=help)
-
-
-def _out_dir_option(p: argparse.ArgumentParser) -> None:
-    """``--out DIR``, required: where the command writes its files."""
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
 
 
 def _episodes_argument(p: argparse.ArgumentParser) -> None:
@@ -345,13 +282,6 @@ def _skip_corrupt_option(p: argparse.ArgumentParser) -> None:
                    help="skip (and count) corrupt decision-log lines instead of failing")
 
 
-def _overwrite_option(p: argparse.ArgumentParser) -> None:
-    """``--overwrite``: replace files another command wrote into the output folder."""
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace files that another command (label or ingest) wrote into the "
-                   "output folder, removing that command's other files there")
-
-
 # -- compare -----------------------------------------------------------------------------------
 
 _log = logging.getLogger(__name__)
@@ -402,7 +332,7 @@ def _parsers_replay(subparsers: Any) -> None:
     _episodes_argument(x)
     x.add_argument("--tune-families", required=True, help="comma-separated families to tune on")
     _tune_options(x)
-    _add_options(x, TuneOptions, only=("trials", "target_harmful", "planner", "n_boot"))
+    add_options(x, TuneOptions, only=("trials", "target_harmful", "planner", "n_boot"))
     x.add_argument("--study-name", default=None,
                    help="Optuna study name (default: one named after the tune families)")
 
@@ -763,7 +693,7 @@ def _parsers_gate(subparsers: Any) -> None:
     p.add_argument("--mode", choices=("amv", "seed"), default=None,
                    help="amv: the calibrated gate; seed: the seed's uncalibrated rule "
                    "(default: the artifact's)")
-    p.add_argument("--planner", choices=("lookahead", "myopic"), default=None,
+    p.add_argument("--planner", choices=PLANNERS, default=None,
                    help="verification planner (default: the artifact's)")
     p.add_argument("--lambda", dest="lambda_cost_scale", type=float, default=None,
                    metavar="X", help="lambda_cost_scale: weight of a verifier's execution cost "
@@ -972,7 +902,7 @@ def _parsers_monitor(sub: Any) -> None:
                    help="the artifact the gate runs (default: models/amv-guard@production)")
     _log_options(p, "outcome records (.jsonl, .csv or .parquet); without them (the default) "
                  "only drift is monitored")
-    _add_options(p, MonitorOptions)
+    add_options(p, MonitorOptions)
     p.add_argument("--config", default=None, metavar="TOML",
                    help="a TOML file whose [monitor] table sets the thresholds (default: the "
                    "built-in ones, docs/monitoring.md)")

@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_MODEL_NAME",
     "DEFAULT_REGISTERED_MODEL",
     "DEFAULT_SEED",
+    "PLANNERS",
     "TRUSTED_KEYS_ENV",
     "CertifyOptions",
     "CompareOptions",
@@ -68,6 +69,8 @@ CALIBRATOR_NAMES: Final = (
 )
 #: The calibrators compared when none are given.
 DEFAULT_CALIBRATORS: Final = ("platt", "beta", "isotonic", "seed_prior")
+#: The gate's verification planners (``tune --planner``, ``gate --planner``).
+PLANNERS: Final = ("lookahead", "myopic")
 #: Input adapters for ``amv-calib ingest --adapter NAME``: name -> ``"module:function"``.
 #: The function takes the input path and returns the claim-outcome table (a pandas
 #: DataFrame or pyarrow Table, canonical or alias column names), or an iterable of such
@@ -469,8 +472,7 @@ class TuneOptions(Options):
         "lists them and certify excludes them)", float, low=0.0, low_open=True, high=1.0,
         metavar="F")
     planner: Literal["lookahead", "myopic"] = option(
-        "lookahead", "verification planner of the tuned gate", str,
-        choices=("lookahead", "myopic"))
+        "lookahead", "verification planner of the tuned gate", str, choices=PLANNERS)
     n_boot: int = option(500, "bootstrap resamples of the held-out intervals (0: none)", int,
                          low=0, metavar="N")
     workers: int = option(1, "worker processes sharing the study's storage (more than 1 is "

@@ -9,8 +9,15 @@ each stage's ``amv-calib`` sub-command from it (:func:`add_command`), and
 from __future__ import annotations
 
 from amv_calib.stages._certify import CERTIFY, Certified
-from amv_calib.stages._command import add_command, add_options, call_from, run_command, with_default
-from amv_calib.stages._compare import COMPARE, Compared, spark_of
+from amv_calib.stages._command import (
+    add_command,
+    add_options,
+    call_from,
+    parse_option,
+    run_command,
+    with_default,
+)
+from amv_calib.stages._compare import COMPARE, Compared
 from amv_calib.stages._export import EXPORT, Exported
 from amv_calib.stages._ingest import INGEST
 from amv_calib.stages._label import DECISIONS, LABEL, require_inputs
@@ -65,6 +72,7 @@ __all__ = [
     "check_promotion",
     "compare_command",
     "gate_from",
+    "parse_option",
     "quiet_optuna",
     "registered_json",
     "replay_n_boot",
@@ -73,7 +81,6 @@ __all__ = [
     "require_inputs",
     "resolve_version",
     "run_command",
-    "spark_of",
     "sync_registry",
     "where",
     "with_default",

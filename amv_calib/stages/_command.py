@@ -20,7 +20,8 @@ from amv_calib.exceptions import ConfigError
 from amv_calib.settings import Option, Options
 from amv_calib.stages._stage import Call, Input, Stage
 
-__all__ = ["add_command", "add_options", "call_from", "run_command", "with_default"]
+__all__ = ["add_command", "add_options", "call_from", "parse_option", "run_command",
+           "with_default"]
 
 
 def with_default(help: str, default: Any) -> str:
@@ -28,7 +29,7 @@ def with_default(help: str, default: Any) -> str:
     return help if "default" in help else f"{help} (default {default})"
 
 
-def _parse(flag: str, opt: Option) -> Callable[[str], Any]:
+def parse_option(flag: str, opt: Option) -> Callable[[str], Any]:
     """Parse one command-line value as the option's type and check it like the library."""
     def parse(text: str) -> Any:
         if opt.type is list:
@@ -66,7 +67,7 @@ def add_options(p: argparse.ArgumentParser, cls: type[Options], *,
                                                  else default)
         kwargs: dict[str, Any] = {"dest": name, "default": default,
                                   "help": with_default(opt.help, shown),
-                                  "metavar": opt.metavar, "type": _parse(f"--{name}", opt)}
+                                  "metavar": opt.metavar, "type": parse_option(f"--{name}", opt)}
         if opt.choices is not None and opt.type is not list:
             kwargs["choices"] = opt.choices
         p.add_argument(*flags, **kwargs)

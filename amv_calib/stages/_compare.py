@@ -18,7 +18,7 @@ from amv_calib.exceptions import AmvCalibError, ConfigError, DataContractError
 from amv_calib.settings import DEFAULT_CALIBRATORS, CompareOptions
 from amv_calib.stages._stage import Call, Input, Stage
 
-__all__ = ["COMPARE", "Compared", "spark_of"]
+__all__ = ["COMPARE", "Compared"]
 
 log = logging.getLogger(__name__)
 
@@ -29,16 +29,6 @@ class Compared:
 
     result: Any
     out: Path
-
-
-def spark_of(call: Call) -> Any:
-    """The Spark session of a call whose engine is ``spark``; exit 2 saying why not."""
-    from amv_calib.spark import spark_session, spark_unavailable
-
-    why = spark_unavailable()
-    if why is not None:
-        raise ConfigError(f"{call.where()}{call.key('engine')} spark: {why}")
-    return spark_session(call.spark_master)
 
 
 def _run(call: Call) -> Compared:
@@ -68,7 +58,7 @@ def _run(call: Call) -> Compared:
 
         if not source.exists():
             raise DataContractError(f"input {source} does not exist")
-        result = compare_calibrators_spark(source, spark=spark_of(call), **kwargs)
+        result = compare_calibrators_spark(source, spark=call.spark(), **kwargs)
     else:
         assert claims is not None
         log.info("comparing %s on %d rows", ", ".join(opts.calibrators or DEFAULT_CALIBRATORS),

@@ -16,7 +16,6 @@ from typing import Any, Final, Literal
 
 from amv_calib.exceptions import DataContractError, InsufficientDataError
 from amv_calib.settings import LabelOptions
-from amv_calib.stages._compare import spark_of
 from amv_calib.stages._stage import Call, Input, Stage
 from amv_calib.stages._text import compare_command, where
 
@@ -56,7 +55,7 @@ def _run(call: Call) -> dict[str, Any]:
     if call.engine == "spark":  # the rows stream from the executors' part files to the files
         from amv_calib.spark import write_label_spark
 
-        line = write_label_spark(decisions, outcomes, spark=spark_of(call), out=out,
+        line = write_label_spark(decisions, outcomes, spark=call.spark(), out=out,
                                  min_verifier_calls=opts.min_verifier_calls,
                                  soft_labels=opts.soft_labels, on_corrupt=on_corrupt,
                                  scratch=call.spark_scratch)[0]

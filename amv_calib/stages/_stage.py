@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from amv_calib.exceptions import ConfigError
 from amv_calib.settings import DEFAULT_SEED, Options
 
 __all__ = ["CLI_ONLY", "NO_TRACKER", "SHARED", "Call", "Input", "Stage"]
@@ -150,6 +151,15 @@ class Call:
         if self.out is None:
             raise ValueError("this stage writes files: give it an out folder")
         return self.out
+
+    def spark(self) -> Any:
+        """The Spark session of a call whose engine is ``spark``; exit 2 saying why not."""
+        from amv_calib.spark import spark_session, spark_unavailable
+
+        why = spark_unavailable()
+        if why is not None:
+            raise ConfigError(f"{self.where()}{self.key('engine')} spark: {why}")
+        return spark_session(self.spark_master)
 
     def where(self) -> str:
         """The prefix of a step's messages (``step 'promote': ``), empty on the command line."""
