@@ -1,9 +1,15 @@
-"""The ``amv-calib`` command line: one function per command, in pipeline order.
+"""The ``amv-calib`` command line: wiring over :mod:`amv_calib.stages` and the library.
 
-Each stage adds its parsers in a ``_parsers_<stage>`` function whose sub-commands point at a
-``_run_<command>`` function. Commands import heavy libraries inside their ``_run_`` function
-only, so ``amv-calib --help`` and ``amv-calib gate`` start fast (no pandas, no MLflow).
-Results go to stdout (JSON where a script reads them), progress and logs to stderr.
+A stage's command (ingest, label, compare, tune, certify, export, promote, register) is made
+from its :class:`~amv_calib.stages.Stage` (:func:`~amv_calib.stages.add_command`), as its
+pipeline step kind is. The commands written here are not stages, having no step kind:
+synth, replay and transfer, rollback, verify-artifact, keygen, sign, bundle, unbundle,
+registry-promote, ui-command, gate, run; and monitor (its step kind is still
+``pipeline._steps``' own). Each adds its parsers in a ``_parsers_<group>`` function whose
+sub-commands point at a ``_run_<command>`` function. Commands import heavy libraries inside
+their run function only, so ``amv-calib --help`` and ``amv-calib gate`` start fast (no
+pandas, no MLflow). Results go to stdout (JSON where a script reads them), progress and
+logs to stderr.
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
-"""The step kinds a pipeline file can use, each a thin call into the library.
+"""The step kinds a pipeline file can use.
 
-A step function reads its resolved parameters from the :class:`StepContext`, writes into
-``ctx.out_dir`` and returns its outputs: plain values or paths inside ``ctx.out_dir`` (they
-are rewritten to the final folder after the step succeeds).
+Every stage of :mod:`amv_calib.stages` is a step kind made from its definition
+(:func:`_step_kind`): its keys are the stage's inputs and options, its run the stage's. The
+two kinds that are not stages yet (monitor, replay) are written here: a step function reads
+its resolved parameters from the :class:`StepContext`, writes into ``ctx.out_dir`` and
+returns its outputs: plain values or paths inside ``ctx.out_dir`` (they are rewritten to
+the final folder after the step succeeds).
 """
 
 from __future__ import annotations
