@@ -1,9 +1,15 @@
-"""The ``amv-calib`` command line: one function per command, in pipeline order.
+"""The ``amv-calib`` command line: wiring over :mod:`amv_calib.stages` and the library.
 
-Each stage adds its parsers in a ``_parsers_<stage>`` function whose sub-commands point at a
-``_run_<command>`` function. Commands import heavy libraries inside their ``_run_`` function
-only, so ``amv-calib --help`` and ``amv-calib gate`` start fast (no pandas, no MLflow).
-Results go to stdout (JSON where a script reads them), progress and logs to stderr.
+A stage's command (ingest, label, compare, tune, certify, export, promote, register) is made
+from its :class:`~amv_calib.stages.Stage` (:func:`~amv_calib.stages.add_command`), as its
+pipeline step kind is. The commands written here are not stages, having no step kind:
+synth, replay and transfer, rollback, verify-artifact, keygen, sign, bundle, unbundle,
+registry-promote, ui-command, gate, run; and monitor (its step kind is still
+``pipeline._steps``' own). Each adds its parsers in a ``_parsers_<group>`` function whose
+sub-commands point at a ``_run_<command>`` function. Commands import heavy libraries inside
+their run function only, so ``amv-calib --help`` and ``amv-calib gate`` start fast (no
+pandas, no MLflow). Results go to stdout (JSON where a script reads them), progress and
+logs to stderr.
 """
 
 from __future__ import annotations
@@ -13,33 +19,39 @@ import datetime
 import hashlib
 import json
 import logging
-import math
-import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, TypeVar
 
 from amv_calib import __version__
-from amv_calib.exceptions import AmvCalibError, ArtifactError, ConfigError, DataContractError
+from amv_calib.exceptions import AmvCalibError, ArtifactError, ConfigError
 from amv_calib.settings import (
-    ADAPTERS,
     DEFAULT_ALIAS,
-    DEFAULT_CALIBRATORS,
     DEFAULT_REGISTERED_MODEL,
     DEFAULT_SEED,
+    PLANNERS,
     TRUSTED_KEYS_ENV,
-    CertifyOptions,
-    CompareOptions,
-    LabelOptions,
     MonitorOptions,
-    Option,
     Options,
-    PromoteOptions,
     TuneOptions,
-    resolve_adapter,
+    models_dir,
     set_process_env,
     trusted_keys,
+)
+from amv_calib.stages import (
+    STAGES,
+    add_command,
+    add_options,
+    alias_json,
+    alias_lines,
+    parse_option,
+    registered_json,
+    registered_lines,
+    require_inputs,
+    sync_registry,
+    where,
+    with_default,
 )
 
 __all__ = ["build_parser", "main"]
@@ -74,56 +86,6 @@ def _command(subparsers: Any, name: str, run: Callable[[argparse.Namespace], int
     return p
 
 
-def _add_options(p: argparse.ArgumentParser, cls: type[Options], *,
-                 aliases: Mapping[str, Sequence[str]] | None = None,
-                 only: Sequence[str] | None = None) -> None:
-    """One flag per command-line option of ``cls`` (or of ``only`` of them), made from its
-    :class:`Option`: the default, type, choices and help come from there only
-    (:func:`_options_from` reads them back)."""
-    for name, opt in cls.spec().items():
-        if not opt.cli or (only is not None and name not in only):
-            continue
-        default = getattr(cls.defaults(), name)
-        flags = [f"--{name.replace('_', '-')}", *(aliases or {}).get(name, ())]
-        shown = "none" if default is None else (",".join(default) if isinstance(default, list)
-                                                 else default)
-        text = opt.help if opt.type is bool else _with_default(opt.help, shown)
-        if opt.type is bool:
-            p.add_argument(*flags, dest=name, action="store_true", default=default, help=text)
-            continue
-        kwargs: dict[str, Any] = {"dest": name, "default": default, "help": text,
-                                  "metavar": opt.metavar, "type": _cli_type(f"--{name}", opt)}
-        if opt.choices is not None and opt.type is not list:
-            kwargs["choices"] = opt.choices
-        p.add_argument(*flags, **kwargs)
-
-
-def _with_default(help: str, default: Any) -> str:
-    """``help`` with ``(default X)`` appended, unless it states its default itself."""
-    return help if "default" in help else f"{help} (default {default})"
-
-
-def _cli_type(flag: str, opt: Option) -> Callable[[str], Any]:
-    """Parse one command-line value as the option's type and check it like the library."""
-    def parse(text: str) -> Any:
-        if opt.type is list:
-            value: Any = [v.strip() for v in text.split(",") if v.strip()]
-        else:
-            try:
-                value = opt.type(text)
-            except ValueError:
-                raise argparse.ArgumentTypeError(
-                    f"{text!r} is not {'an integer' if opt.type is int else 'a number'}"
-                ) from None
-        try:
-            return opt.check(flag, value)
-        except ConfigError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    parse.__name__ = opt.type.__name__
-    return parse
-
-
 OptionsT = TypeVar("OptionsT", bound=Options)
 
 
@@ -133,33 +95,23 @@ def _options_from(args: argparse.Namespace, cls: type[OptionsT]) -> OptionsT:
     return cls.from_mapping({k: getattr(args, k) for k in cls.spec() if hasattr(args, k)})
 
 
-def _harm_price(text: str) -> float:
-    """``--harm-price``: a finite number >= 0, refused by argparse otherwise."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (value >= 0.0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"{text!r} must be finite and >= 0")
-    return value
-
-
 def _harm_price_option(p: argparse.ArgumentParser, help: str) -> None:
-    p.add_argument("--harm-price", dest="harm_price", type=_harm_price, default=None,
-                   metavar="X", help=help)
+    """``--harm-price`` of the gate and replay: checked as tune's ``harm_price`` option."""
+    p.add_argument("--harm-price", dest="harm_price", default=None, metavar="X", help=help,
+                   type=parse_option("--harm-price", TuneOptions.spec()["harm_price"]))
 
 
 def _seed_option(p: argparse.ArgumentParser, help: str,
                  default: int = DEFAULT_SEED) -> None:
     """``--seed``: the random seed of the command's draws."""
-    p.add_argument("--seed", type=int, default=default, help=_with_default(help, default))
+    p.add_argument("--seed", type=int, default=default, help=with_default(help, default))
 
 
 def _n_boot_option(p: argparse.ArgumentParser, default: int, help: str,
                    metavar: str | None = None) -> None:
     """``--n-boot``: bootstrap resamples of the intervals."""
     p.add_argument("--n-boot", type=int, default=default, metavar=metavar,
-                   help=_with_default(help, default))
+                   help=with_default(help, default))
 
 
 def _json_option(p: argparse.ArgumentParser,
@@ -178,19 +130,9 @@ def _emit(args: argparse.Namespace, data: Any, summary: Iterable[str]) -> None:
     sys.stdout.flush()
 
 
-def _where(path: str | os.PathLike[str] | None) -> str:
-    """An output path as the user can open it from anywhere (absolute)."""
-    return "-" if path is None else str(Path(path).resolve())
-
-
 def _tracking_uri_option(p: argparse.ArgumentParser, help: str = _URI_HELP) -> None:
     """``--tracking-uri``: the MLflow tracking server or store."""
     p.add_argument("--tracking-uri", default=None, help=help)
-
-
-def _out_dir_option(p: argparse.ArgumentParser) -> None:
-    """``--out DIR``, required: where the command writes its files."""
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
 
 
 def _episodes_argument(p: argparse.ArgumentParser) -> None:
@@ -212,27 +154,6 @@ def _version_arguments(p: argparse.ArgumentParser) -> None:
                    help="vN, or an alias naming one (challenger, production)")
 
 
-def _resolve_version(args: argparse.Namespace) -> None:
-    """Turn an alias given as ``args.version`` into the version it names (in place)."""
-    import re
-
-    if re.fullmatch(r"v[1-9][0-9]*", args.version):
-        return
-    from amv_calib.contract import read_aliases
-    from amv_calib.settings import models_dir as default_models_dir
-
-    mdir = Path(args.models_dir or default_models_dir()) / args.name
-    aliases = read_aliases(mdir)["aliases"]
-    entry = aliases.get(args.version)
-    if entry is None:
-        from amv_calib.contract import unknown_alias_message
-        from amv_calib.exceptions import UnknownAliasError
-
-        raise UnknownAliasError(f"VERSION {args.version!r} is not vN; "
-                                + unknown_alias_message(mdir, args.version, aliases))
-    args.version = entry["version"]
-
-
 def _trusted_key_option(p: argparse.ArgumentParser) -> None:
     """``--trusted-key``: public keys one of which must have signed the artifact."""
     # None when not given: an empty list would name no key and refuse every artifact
@@ -247,72 +168,6 @@ def _trusted_key_option(p: argparse.ArgumentParser) -> None:
 def _alias_option(p: argparse.ArgumentParser) -> None:
     """``--alias`` of an artifact name."""
     p.add_argument("--alias", default=DEFAULT_ALIAS, help=f"default: {DEFAULT_ALIAS}")
-
-
-# -- ingest ------------------------------------------------------------------------------------
-
-def _parsers_ingest(subparsers: Any) -> None:
-    """Add the ``ingest`` sub-command."""
-    p = _command(
-        subparsers, "ingest", _run_ingest,
-        help="validate claim outcomes into DIR/claims.parquet and DIR/rejects.csv",
-        description=(
-            "Read claim outcomes (CSV, Parquet, a directory of Parquet files, or JSONL), "
-            "validate every row, write the accepted rows to DIR/claims.parquet and the "
-            "rejected ones, each with its row number and reason, to DIR/rejects.csv. "
-            "Prints the counts and where the files went (--json: one object with read, "
-            "accepted, rejected, rejected_by_reason, out). "
-            "Exit code 2 if required columns are missing."
-        ),
-    )
-    p.add_argument("input", metavar="INPUT", help="input file or Parquet directory")
-    _out_dir_option(p)
-    p.add_argument("--format", choices=("csv", "parquet", "jsonl"), default=None,
-                   help="input format (default: from the file ending)")
-    p.add_argument(
-        "--adapter", default=None, metavar="NAME",
-        choices=sorted(ADAPTERS) or None,
-        help="read INPUT through an adapter that turns a memory-store export into claim "
-             f"outcomes (available: {', '.join(sorted(ADAPTERS)) or 'none'}; default: "
-             "INPUT is a claim table)",
-    )
-    p.add_argument("--chunksize", type=int, default=None, metavar="ROWS",
-                   help="rows validated at a time (default: 250000)")
-    _overwrite_option(p)
-
-
-def _run_ingest(args: argparse.Namespace) -> int:
-    """Ingest ``args.input`` into ``args.out``; print the summary line."""
-    from amv_calib.claims import DEFAULT_CHUNKSIZE, ingest_file
-
-    source: Any = args.input
-    if args.adapter is not None:
-        if args.format is not None:
-            raise ConfigError("--format does not apply with --adapter (the adapter reads INPUT)")
-        source = resolve_adapter(args.adapter)(Path(args.input))
-    summary = ingest_file(source, args.out, format=args.format,
-                          chunksize=args.chunksize or DEFAULT_CHUNKSIZE,
-                          overwrite=args.overwrite)
-    d = summary.to_dict()
-    lines = [f"ingested {d['read']:,} rows of {d['input']} ({d['format']}): "
-             f"{d['accepted']:,} accepted, {d['rejected']:,} rejected"]
-    if d["out"] is not None:
-        lines.append(f"  claims:  {_where(Path(d['out']) / 'claims.parquet')}")
-        lines.append(f"  rejects: {_where(Path(d['out']) / 'rejects.csv')} (each row with its "
-                     "number and reason)")
-    for reason, n in d["rejected_by_reason"].items():
-        lines.append(f"  rejected {n:,}: {reason}")
-    from amv_calib.claims import LABEL_COLUMNS
-
-    # label's provenance columns are known: left out of the claims table, not "ignored"
-    unknown = [c for c in d["ignored_columns"] if c not in LABEL_COLUMNS]
-    if unknown:
-        lines.append(f"  ignored columns: {', '.join(unknown)}")
-    if d["out"] is not None:
-        lines.append(f"next: {_compare_command(Path(d['out']) / 'claims.parquet')} (fit and "
-                     f"compare the calibrators)")
-    _emit(args, d, lines)
-    return 0
 
 
 # -- synth -------------------------------------------------------------------------------------
@@ -384,7 +239,7 @@ def _run_synth(args: argparse.Namespace) -> int:
         _emit(args, data, [
             f"simulated {n:,} actions of {artifact} (seed {args.seed}) from "
             f"{data['start']}: {sim.outcome_records:,} outcome records",
-            f"  decisions: {_where(sim.decisions)}", f"  outcomes:  {_where(sim.outcomes)}",
+            f"  decisions: {where(sim.decisions)}", f"  outcomes:  {where(sim.outcomes)}",
             f"next: amv-calib label --decisions {sim.decisions} --outcomes {sim.outcomes} "
             "--out claims.parquet"])
         return 0
@@ -397,7 +252,7 @@ def _run_synth(args: argparse.Namespace) -> int:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     _emit(args, {"kind": args.kind, "n": n, "seed": args.seed, "out": str(path),
                  "sha256": digest},
-          [f"wrote {n:,} synthetic {args.kind} (seed {args.seed}): {_where(path)}",
+          [f"wrote {n:,} synthetic {args.kind} (seed {args.seed}): {where(path)}",
            f"  sha256 {digest}"])
     return 0
 
@@ -420,37 +275,6 @@ def _synth_start(artifact: str, start: str | None) -> datetime.datetime:
 
 # -- label -------------------------------------------------------------------------------------
 
-def _parsers_label(subparsers: Any) -> None:
-    """Add the ``label`` sub-command."""
-    p = _command(
-        subparsers, "label", _run_label,
-        help="join gate decision logs with outcome records into claims, episodes and "
-        "verifier reliabilities",
-        description="Join decision logs (one JSON line per gate decision) with outcome "
-        "records that arrived later (claim_id and/or action_id, time, violated) into the "
-        "claim-outcome table, one row per (claim, use). Verifier signals label uses without "
-        "an outcome as posterior soft labels (label_weight). With --out DIR it also writes "
-        "DIR/episodes.jsonl (every action whose premises all have an outcome, replayable by "
-        "tune and certify) and DIR/verifiers.json (each verifier's answers against the "
-        "outcomes and its estimated reliability). Every decision line, use, action and "
-        "outcome record is accounted for in the printed report.",
-    )
-    _log_options(p, "outcome records (.jsonl, .csv or .parquet) (default: none: verifier "
-                 "signals only)")
-    p.add_argument("--out", required=True, metavar="DIR|CLAIMS",
-                   help="a folder (claims.parquet, episodes.jsonl, verifiers.json and the "
-                   "reports), or a claims table to write (.parquet, .csv or .jsonl; no "
-                   "episodes)")
-    _add_options(p, LabelOptions)
-    _engine_options(p, "where the join runs: local (this process, default) or spark (the "
-                    "same rows, report and episodes, on --spark-master; docs/scale.md)")
-    p.add_argument("--spark-scratch", default=None, metavar="DIR|URI",
-                   help="with --engine spark: where the executors write the claim rows and "
-                   "unjoined uses as part files for this process to stream into the outputs "
-                   "(removed afterwards); a location both reach (default: a temporary "
-                   "folder of this machine, for local masters)")
-
-
 def _log_options(p: argparse.ArgumentParser, outcomes_help: str) -> None:
     """``--decisions LOG...`` and ``--outcomes FILE...`` (label and monitor)."""
     p.add_argument("--decisions", nargs="+", required=True, metavar="LOG",
@@ -464,231 +288,9 @@ def _skip_corrupt_option(p: argparse.ArgumentParser) -> None:
                    help="skip (and count) corrupt decision-log lines instead of failing")
 
 
-def _overwrite_option(p: argparse.ArgumentParser) -> None:
-    """``--overwrite``: replace files another command wrote into the output folder."""
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace files that another command (label or ingest) wrote into the "
-                   "output folder, removing that command's other files there")
-
-
-def _require_inputs(paths: Iterable[str]) -> None:
-    """Exit 2 at once unless each path is a regular file (a FIFO would hang the reader)."""
-    from amv_calib.contract import require_regular
-
-    for path in paths:
-        if not os.path.lexists(path):
-            raise DataContractError(f"input file {path} does not exist")
-        require_regular(path, what="input file")
-
-
-def _run_label(args: argparse.Namespace) -> int:
-    from amv_calib import claims as cl
-
-    out = Path(args.out)
-    as_table = out.suffix.lower() in cl.TABLE_SUFFIXES
-    if not as_table and out.suffix and not out.is_dir():
-        raise cl.unknown_table_ending(out)
-    # an outcome file may be a URI (read whole through pyarrow), and on Spark a decision log
-    # too (the executors open it; docs/scale.md)
-    _require_inputs(p for p in (*args.decisions, *args.outcomes)
-                    if not ("://" in p and (args.engine == "spark" or p in args.outcomes)))
-    opts = _options_from(args, LabelOptions)
-    on_corrupt: Literal["raise", "skip"] = "skip" if opts.skip_corrupt else "raise"
-    names = [out.name, *(p.name for p in cl.label_report_paths(out))]
-    if as_table:
-        cl.claim_outputs(out.parent, "label", names, overwrite=opts.overwrite)
-    else:
-        cl.claim_outputs(out, "label", cl.LABEL_FOLDER_FILES, overwrite=opts.overwrite)
-    if args.engine == "spark":  # the rows stream from the executors' part files to the files
-        from amv_calib.spark import write_label_spark
-
-        line = write_label_spark(args.decisions, args.outcomes, spark=_spark(args), out=out,
-                                 min_verifier_calls=opts.min_verifier_calls,
-                                 soft_labels=opts.soft_labels, on_corrupt=on_corrupt,
-                                 scratch=args.spark_scratch)[0]
-    elif not as_table:  # the rows written part by part, as for a table
-        joined, result = cl.label_logs_parts(args.decisions, args.outcomes or None,
-                                             min_verifier_calls=opts.min_verifier_calls,
-                                             soft_labels=opts.soft_labels,
-                                             on_corrupt=on_corrupt)
-        line = cl.write_label_folder(result, out, args.outcomes,
-                                     claim_parts=joined.claim_parts(),
-                                     use_parts=joined.unjoined_parts())
-    else:
-        # the rows are written part by part, never held as whole tables
-        joined = cl.join_logs(args.decisions, args.outcomes or None,
-                              soft_labels=opts.soft_labels, on_corrupt=on_corrupt)
-        line = cl.write_label_table(joined, out, args.outcomes)
-    if as_table:
-        cl.record_outputs(out.parent, "label", names)
-    _emit(args, line, _label_summary(line))
-    return 0
-
-
-def _label_summary(line: Mapping[str, Any]) -> list[str]:
-    """What ``label`` read, joined and wrote, for a person."""
-    unjoined = {k: v for k, v in (line.get("unjoined") or {}).items() if v}
-    by_source = ", ".join(f"{v:,} by {k}" for k, v in (line.get("joined_by_source") or {}).items())
-    skipped = {k: v for k, v in (line.get("skipped_lines") or {}).items() if v}
-    out = [f"read {line.get('decision_lines', 0):,} decision lines "
-           f"({line.get('uses_read', 0):,} premise uses) and "
-           f"{line.get('outcomes_read', 0):,} outcome records",
-           f"  labelled {line.get('joined', 0):,} uses ({by_source or 'none'}); "
-           f"{line.get('rows', 0):,} rows written"
-           + (" (a soft label is two weighted rows)" if line.get("rows", 0) > line.get("joined", 0)
-              else "")]
-    if unjoined:
-        out.append("  not labelled: " + ", ".join(f"{v:,} {k.replace('_', ' ')}"
-                                                  for k, v in unjoined.items()))
-    if skipped:
-        out.append("  skipped lines: " + ", ".join(f"{v:,} {k.replace('_', ' ')}"
-                                                   for k, v in skipped.items()))
-    episodes = line.get("episodes")
-    for key, what in (("out", "claims"), ("episodes_file", "episodes"),
-                      ("verifiers_file", "verifiers"), ("report", "report"),
-                      ("unjoined_csv", "unjoined")):
-        if line.get(key):
-            extra = (f" ({episodes['episodes']:,} replayable episodes of "
-                     f"{episodes['actions_read']:,} actions)"
-                     if key == "episodes_file" and isinstance(episodes, Mapping) else "")
-            out.append(f"  {what + ':':<10} {_where(line[key])}{extra}")
-    out += _flagged_lines(line)
-    if line.get("out"):
-        out.append(f"next: {_compare_command(Path(line['out']))}, or the retrain-from-logs "
-                   f"pipeline")
-    return out
-
-
-def _flagged_lines(line: Mapping[str, Any]) -> list[str]:
-    """A verifier whose declared reliability lies outside the interval its labelled answers
-    give: what was declared, what was measured, and which one the episodes use."""
-    flagged = line.get("verifiers_flagged") or []
-    if not flagged or not line.get("verifiers_file"):
-        return []
-    try:
-        verifiers = json.loads(Path(line["verifiers_file"]).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return [f"  flagged verifiers: {', '.join(flagged)} (declared reliability outside "
-                f"the measured interval)"]
-    out = []
-    for name in flagged:
-        v = (verifiers.get("verifiers") or {}).get(name) or {}
-        r = v.get("reliability") or {}
-        if not r:
-            out.append(f"  flagged: verifier {name} (declared reliability outside the measured "
-                       f"interval)")
-            continue
-        out.append(f"  flagged: verifier {name} declares reliability {v.get('declared'):g}, "
-                   f"its labelled answers give {r['estimate']:.3f} [{r['lower']:.3f}, "
-                   f"{r['upper']:.3f}]; the episodes use the "
-                   + ("measured one" if v.get("used_in_episodes") == "estimate"
-                      else "declared one"))
-    return out
-
-
-def _compare_command(claims: Path) -> str:
-    """The ``compare`` command for ``claims``, its output beside the claims' folder."""
-    out = claims.resolve().parent.parent / "compare"
-    return f"amv-calib compare {claims.resolve()} --out {out}"
-
-
 # -- compare -----------------------------------------------------------------------------------
 
 _log = logging.getLogger(__name__)
-
-
-def _parsers_compare(subparsers: Any) -> None:
-    """Add the ``compare`` sub-command."""
-    p = _command(
-        subparsers, "compare", _run_compare,
-        help="cross-validate Platt, Beta, isotonic and the seed prior; write DIR",
-        description=(
-            "Fit every calibrator on the same leakage-safe folds of CLAIMS (time-ordered "
-            "blocks, or groups of claim_id), score the out-of-fold predictions (log loss, "
-            "Brier, AUC, ECE equal-width and equal-mass, MCE, smooth ECE, bootstrap "
-            "intervals), choose the champion by log loss (Brier breaks ties), refit all on "
-            "every row and write DIR: comparison.csv/.md/.json, reliability.png, "
-            "reliability_bins.csv, champion.json/.joblib, calibrators/<name>.json/.joblib. "
-            "CLAIMS is claims.parquet from `amv-calib ingest`, or any CSV/Parquet/JSONL "
-            "claim table (validated the same way). Exit code 2 on too little data."
-        ),
-    )
-    p.add_argument("claims", metavar="CLAIMS", help="claim outcomes (claims.parquet, csv, jsonl)")
-    _out_dir_option(p)
-    _add_options(p, CompareOptions, aliases={"weights": ["--weight-column"]})
-    _seed_option(p, f"bootstrap seed (default {DEFAULT_SEED})")
-    _json_option(p, "print one JSON object with the champion and each calibrator's metrics")
-    _engine_options(p, "where the folds are fitted: local (this process, default) or spark "
-                    "(MLlib logistic and isotonic fits on --spark-master, the same folds, "
-                    "metrics and portable calibrators; docs/scale.md)")
-
-
-def _engine_options(p: argparse.ArgumentParser, help: str) -> None:
-    """``--engine local|spark`` and ``--spark-master URL``."""
-    p.add_argument("--engine", choices=("local", "spark"), default="local", help=help)
-    p.add_argument("--spark-master", default="local[*]", metavar="URL",
-                   help="Spark master URL with --engine spark (default local[*]; any URL: "
-                   "spark://host:7077, yarn, k8s://...; under spark-submit its --master wins)")
-
-
-def _spark(args: argparse.Namespace) -> Any:
-    """The Spark session of ``--engine spark`` on ``--spark-master``."""
-    from amv_calib.spark import spark_session, spark_unavailable
-
-    why = spark_unavailable()
-    if why is not None:
-        raise ConfigError(f"--engine spark: {why}")
-    return spark_session(args.spark_master)
-
-
-def _run_compare(args: argparse.Namespace) -> int:
-    """Compare the calibrators on ``args.claims`` and write ``args.out``."""
-    from amv_calib.calibration import compare_calibrators
-    from amv_calib.claims import load_claims
-
-    opts = _options_from(args, CompareOptions)
-    kwargs = {**opts.arguments(compare_calibrators), "seed": args.seed}
-    if args.engine == "spark":  # the claims are read, validated and fitted on Spark
-        from amv_calib.spark import compare_calibrators_spark
-
-        if not Path(args.claims).exists():
-            raise DataContractError(f"input {args.claims} does not exist")
-        _report_comparison(args, compare_calibrators_spark(args.claims, spark=_spark(args),
-                                                           **kwargs))
-        return 0
-    claims, rejects = load_claims(args.claims)
-    if len(rejects):
-        _log.warning(
-            "%d of %d rows break the data contract and are left out "
-            "(run `amv-calib ingest` to see them with their reasons)",
-            len(rejects), len(claims) + len(rejects),
-        )
-    _log.info("comparing %s on %d rows", ", ".join(opts.calibrators or DEFAULT_CALIBRATORS),
-              len(claims))
-    try:
-        result = compare_calibrators(claims, **kwargs)
-    except ValueError as exc:
-        if isinstance(exc, AmvCalibError):
-            raise
-        raise ConfigError(str(exc)) from exc
-    _report_comparison(args, result)
-    return 0
-
-
-def _report_comparison(args: argparse.Namespace, result: Any) -> None:
-    """Write the comparison's folder and print its summary."""
-    from amv_calib.calibration import write_comparison
-
-    write_comparison(result, args.out)
-    if args.json:
-        print(json.dumps(result.summary(), allow_nan=False), flush=True)
-    else:
-        row = result.table.set_index("name").loc[result.champion]
-        print(
-            f"champion: {result.champion} (log loss {row['log_loss']:.4f}, Brier "
-            f"{row['brier']:.4f}, equal-mass ECE {row['ece_mass']:.4f}); wrote {args.out}",
-            flush=True,
-        )
 
 
 # -- replay ------------------------------------------------------------------------------------
@@ -726,19 +328,6 @@ def _parsers_replay(subparsers: Any) -> None:
                    help="threads for the compiled batch engine (same results; default 1)")
     _json_option(p, "print {POLICY: {metric: value, ..., n}} instead of the table")
 
-    t = _command(
-        subparsers, "tune", _run_tune,
-        help="tune the gate's VOI thresholds with Optuna on replayed episodes",
-        description="Search lambda, delta, epsilon and the verification budget on a tuning "
-        "split, report on the held-out split, write thresholds.json. An interrupted study "
-        "resumes from its storage and runs only the missing trials.",
-    )
-    _episodes_argument(t)
-    _tune_options(t)
-    _add_options(t, TuneOptions)
-    t.add_argument("--study-name", default="amv-calib-tune",
-                   help="Optuna study name in the storage (default amv-calib-tune)")
-
     x = _command(
         subparsers, "transfer", _run_transfer,
         help="tune on some families, report on families never seen in tuning",
@@ -749,70 +338,9 @@ def _parsers_replay(subparsers: Any) -> None:
     _episodes_argument(x)
     x.add_argument("--tune-families", required=True, help="comma-separated families to tune on")
     _tune_options(x)
-    _add_options(x, TuneOptions, only=("trials", "target_harmful", "planner", "n_boot"))
+    add_options(x, TuneOptions, only=("trials", "target_harmful", "planner", "n_boot"))
     x.add_argument("--study-name", default=None,
                    help="Optuna study name (default: one named after the tune families)")
-
-    c = _command(
-        subparsers, "certify", _run_certify,
-        help="certify an artifact's gate: Gate Harmful <= alpha with probability >= 1-delta",
-        description="Learn-then-Test on the EPISODES the version never saw: every episode its "
-                    "tuning record covers (the tuning split, and the calibration set of the "
-                    "certificate that chose its harm price) is excluded, every other one "
-                    "calibrates. The version's thresholds with the harm price raised step "
-                    "by step, safest first, are each tested for harm rate > alpha with an "
-                    "exact binomial p-value and walked by fixed-sequence testing at level "
-                    "delta; the certified configuration of lowest loss is chosen. --out "
-                    "writes what `export` needs: calibrator.json, thresholds.json, "
-                    "certificate.json and tuning.json, and frontier.png. Exit 2 when too few "
-                    "unseen episodes "
-                    "remain or nothing is certified, saying which alpha they support.")
-    c.add_argument("artifact", metavar="ARTIFACT", help="models/NAME/vN or models/NAME@ALIAS")
-    _episodes_argument(c)
-    _add_options(c, CertifyOptions)
-    _seed_option(c, "answer stream of the replays")
-    c.add_argument("--out", metavar="DIR", default=None,
-                   help="write calibrator.json, thresholds.json, certificate.json, tuning.json "
-                   "(with tuning-episodes.u64) and frontier.png here (default: print only)")
-    _json_option(c, "print the certificate as JSON")
-
-
-def _run_certify(args: argparse.Namespace) -> int:
-    from amv_calib.contract import load_artifact
-    from amv_calib.tuning import (
-        artifact_record,
-        certify_episodes,
-        describe_certificate,
-        read_episodes,
-        require_certified,
-        write_certification,
-    )
-
-    opts = _options_from(args, CertifyOptions)
-    art = load_artifact(args.artifact)
-    seen = artifact_record(art)
-    if seen is None and not opts.assume_unseen:
-        raise ConfigError(
-            f"{art.path}: carries no tuning record, so nothing tells which episodes shaped "
-            f"its thresholds; certify only on episodes you know it never saw, and say so with "
-            f"--assume-unseen")
-    result = certify_episodes(read_episodes(args.episodes), art.calibrator, art.thresholds,
-                              seen=seen, alpha=opts.alpha, delta=opts.delta, seed=args.seed,
-                              test_fraction=opts.test_fraction)
-    data = result.certificate.to_dict()
-    files = write_certification(result, args.out) if args.out else {}
-    if args.json:
-        print(json.dumps(data, indent=2, sort_keys=True))
-    else:
-        print("\n".join(describe_certificate(data)))
-    require_certified(result.certificate)
-    if files and not args.json:
-        print(f"wrote {', '.join(sorted(Path(f).name for f in files.values()))} to "
-              f"{Path(args.out).resolve()}; export them with\n  amv-calib export --calibrator "
-              f"{files['calibrator']} --thresholds {files['thresholds']} --certificate "
-              f"{files['certificate']} --name {art.name}")
-    return 0
-
 
 def _tune_options(p: argparse.ArgumentParser) -> None:
     """The options ``tune`` and ``transfer`` share."""
@@ -896,36 +424,6 @@ def _calibrator_ref(args: argparse.Namespace) -> Any:
     return args.calibrator if args.calibrator else champion_reference()
 
 
-def _run_tune(args: argparse.Namespace) -> int:
-    from amv_calib.tuning import SEARCH_SPACE, format_table, tune_thresholds
-
-    _quiet_optuna(args)
-    opts = _options_from(args, TuneOptions)
-    space = None
-    if opts.harm_price is not None:
-        space = {**SEARCH_SPACE, "harm_price": (opts.harm_price, opts.harm_price, False)}
-    res = tune_thresholds(
-        args.episodes, calibrator=_calibrator_ref(args), storage=args.storage,
-        study_name=args.study_name, seed=args.seed, out_dir=args.out, progress=not args.json,
-        space=space, **opts.arguments(tune_thresholds))
-    if args.json:
-        print(json.dumps(res.to_dict(), indent=2))
-        return 0
-    print(f"study {res.study_name!r} in {res.storage}: {res.n_trials} completed trials "
-          f"({res.n_new} new), tuning split {res.n_tune}, held-out {res.n_holdout}")
-    if res.thresholds is None:
-        print(f"no trial meets Gate Harmful <= {res.target_harmful}; nothing written")
-        return 1
-    print("thresholds: " + json.dumps(res.thresholds))
-    if res.holdout_metrics:
-        rows = {"tuned": res.holdout_metrics["tuned"], **res.holdout_metrics["baselines"]}
-        print("held-out split:")
-        print(format_table(rows, {k: res.n_holdout for k in rows}))
-    for role, path in res.files.items():
-        print(f"wrote {role}: {path}")
-    return 0
-
-
 def _run_transfer(args: argparse.Namespace) -> int:
     from amv_calib.tuning import format_table, transfer_check
 
@@ -957,76 +455,8 @@ def _print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
-def _print_alias(args: argparse.Namespace, entry: Mapping[str, Any],
-                 undo: str | None) -> None:
-    """Where ``promote`` or ``rollback`` left the alias, the versions it named before (the
-    stack rollback pops) and the command that undoes this change (``undo``)."""
-    history = [h["version"] for h in entry["history"]]
-    earlier = history[:-1]  # the last entry is the current version
-    _emit(args, {"name": args.name, "alias": args.alias, "version": entry["version"],
-                 "history": history},
-          [f"{args.name}@{args.alias} is {entry['version']} now "
-           f"(earlier: {', '.join(earlier) or 'none'})",
-           f"undo: {undo}" if undo else
-           f"undo: none ({args.name}@{args.alias} is new: no earlier version to go back to)"])
-
-
 def _parsers_artifacts(subparsers: Any) -> None:
     """Add the artifact sub-commands."""
-    p = _command(
-        subparsers, "export", _run_export, help="write a new artifact version models/NAME/vN",
-        description="Export a fitted calibrator and gate thresholds as models/NAME/vN "
-                    "(manifest.json, calibrator.json, calibrator.joblib, report files).")
-    p.add_argument("--calibrator", required=True, metavar="FITTED",
-                   help="a compare DIR, a portable champion.json, or a fitted .joblib")
-    p.add_argument("--thresholds", metavar="TUNED", default=None,
-                   help="thresholds.json from tuning (default: the seed's gate settings)")
-    p.add_argument("--name", required=True, help="model name (folder under the models dir)")
-    _models_dir_option(p)
-    p.add_argument("--claims", metavar="CLAIMS", default=None,
-                   help="training claims (.parquet/.csv/.jsonl) for the data fingerprint "
-                   "(default: none recorded)")
-    p.add_argument("--metrics", metavar="JSON", default=None,
-                   help="a JSON object of extra metrics for the manifest (default: none)")
-    p.add_argument("--figure", metavar="FILE", action="append", default=[],
-                   help="copy FILE into the artifact (repeatable; default: none)")
-    p.add_argument("--no-joblib", action="store_true", help="leave calibrator.joblib out")
-    p.add_argument("--promote", metavar="ALIAS", default=None,
-                   help="also point ALIAS at the new version (production only when it earns "
-                   "it as `amv-calib promote` with its defaults; else `promote --force`)")
-    p.add_argument("--signing-key", metavar="PRIVATE", default=None,
-                   help="sign the new version with this private key (from `amv-calib keygen`; "
-                   "default: unsigned)")
-    p.add_argument("--certificate", metavar="JSON", default=None,
-                   help="certificate.json of `amv-calib certify`, recorded in the manifest; "
-                   "refused unless it certified this calibrator and --thresholds (its "
-                   "thresholds.json) (default: none: the version is not certified)")
-    p.add_argument("--tuning", metavar="JSON", default=None,
-                   help="tuning.json of `amv-calib tune` or `certify` (tuning-episodes.u64 "
-                   "beside it): the episodes that shaped the thresholds, which a later "
-                   "certify excludes (default: the tuning.json beside --certificate)")
-
-    p = _command(
-        subparsers, "promote", _run_promote, help="point an alias at a verified version",
-        description="Verify models/NAME/VERSION and point ALIAS at it (atomic alias file), "
-                    "then mirror the aliases into the MLflow registry (production -> "
-                    "@champion, challenger -> @challenger) when it holds the model. To "
-                    "production only a version certified at --alpha/--delta (and, with "
-                    "--holdout, not worse than production on those claims) goes, unless "
-                    "--force.")
-    _version_arguments(p)
-    _alias_option(p)
-    _models_dir_option(p)
-    p.add_argument("--force", action="store_true",
-                   help="promote to production even without a certificate or a better "
-                   "held-out log loss (a person's decision)")
-    _add_options(p, PromoteOptions)
-    p.add_argument("--holdout", metavar="CLAIMS", default=None,
-                   help="newest held-out claims: refuse a version whose log loss on them is "
-                   "worse than production's beyond the paired-bootstrap interval (default: "
-                   "none, no comparison)")
-    _registry_options(p)
-
     p = _command(
         subparsers, "rollback", _run_rollback,
         help="move an alias back to its previous version",
@@ -1088,89 +518,12 @@ def _parsers_artifacts(subparsers: Any) -> None:
     _trusted_key_option(p)
 
 
-def _run_export(args: argparse.Namespace) -> int:
-    from amv_calib.artifacts import export_artifact, promote
-
-    metrics = None
-    if args.metrics:
-        metrics = _read_json(args.metrics, "--metrics")
-        if not isinstance(metrics, dict):
-            raise ConfigError(f"{args.metrics}: metrics must be a JSON object")
-    res = export_artifact(
-        calibrator=args.calibrator,
-        thresholds=args.thresholds,
-        name=args.name,
-        models_dir=args.models_dir,
-        claims=args.claims,
-        metrics=metrics,
-        figures=args.figure,
-        include_joblib=not args.no_joblib,
-        signing_key=args.signing_key,
-        certificate=args.certificate,
-        tuning=args.tuning,
-    )
-    out: dict[str, Any] = {"path": str(res.path), "name": res.name, "version": res.version}
-    if args.promote:
-        if args.promote == DEFAULT_ALIAS:
-            _check_promotion(argparse.Namespace(
-                name=res.name, version=res.version, models_dir=args.models_dir, holdout=None))
-        promote(res.name, res.version, alias=args.promote, models_dir=args.models_dir)
-        out["alias"] = args.promote
-    lines = [f"exported {res.name} {res.version}: {_where(res.path)}"]
-    if args.promote:
-        lines.append(f"  {res.name}@{args.promote} is {res.version} now")
-    else:
-        lines.append(f"next: amv-calib promote {res.name} {res.version} --alias "
-                     f"{DEFAULT_ALIAS}")
-    _emit(args, out, lines)
-    return 0
-
-
 def _registry_options(p: argparse.ArgumentParser) -> None:
     """Where the registry mirror of the file aliases lives."""
     p.add_argument("--registered-name", default=DEFAULT_REGISTERED_MODEL,
                    help=f"MLflow registered model to keep in sync (default: "
                    f"{DEFAULT_REGISTERED_MODEL})")
     _tracking_uri_option(p)
-
-
-def _run_promote(args: argparse.Namespace) -> int:
-    from amv_calib.artifacts import promote
-
-    _resolve_version(args)
-    if args.alias == DEFAULT_ALIAS and not args.force:
-        _check_promotion(args)
-    entry = promote(args.name, args.version, alias=args.alias, models_dir=args.models_dir)
-    # rollback pops the version just pushed; a re-promotion of the same version pushed nothing
-    undo = (f"amv-calib rollback {args.name} --alias {args.alias}"
-            if len(entry["history"]) > 1 else None)
-    _print_alias(args, entry, undo)
-    _sync_registry(args)
-    return 0
-
-
-def _check_promotion(args: argparse.Namespace) -> None:
-    """Refuse (exit 2) a version that has not earned production; see decide_promotion."""
-    import pandas as pd
-
-    from amv_calib.artifacts import decide_promotion
-    from amv_calib.claims import load_claims
-    from amv_calib.contract import load_artifact, read_aliases
-    from amv_calib.settings import models_dir as default_models_dir
-
-    mdir = Path(args.models_dir or default_models_dir()) / args.name
-    challenger = load_artifact(mdir / args.version)
-    production = None
-    if args.holdout and DEFAULT_ALIAS in read_aliases(mdir)["aliases"]:
-        production = load_artifact(f"{mdir}@{DEFAULT_ALIAS}")
-    holdout = load_claims(args.holdout, on_reject="raise")[0] if args.holdout else \
-        pd.DataFrame()
-    opts = _options_from(args, PromoteOptions)
-    decision = decide_promotion(challenger, production, holdout, alpha=opts.alpha,
-                                delta=opts.delta, n_boot=opts.n_boot)
-    if not decision.promote:
-        raise ConfigError("; ".join(decision.reasons)
-                          + "; pass --force to promote it anyway")
 
 
 def _run_rollback(args: argparse.Namespace) -> int:
@@ -1180,33 +533,12 @@ def _run_rollback(args: argparse.Namespace) -> int:
     # rolling back again would go further back: promoting the version left undoes this one
     left = entry["log"][-1]["from_version"]
     force = " --force" if args.alias == DEFAULT_ALIAS else ""
-    _print_alias(args, entry, f"amv-calib promote {args.name} {left} --alias {args.alias}"
-                 f"{force}")
-    _sync_registry(args)
+    _emit(args, alias_json(args.name, args.alias, entry), alias_lines(
+        args.name, args.alias, entry,
+        f"amv-calib promote {args.name} {left} --alias {args.alias}{force}"))
+    sync_registry(Path(args.models_dir or models_dir()) / args.name, alias=args.alias,
+                  registered_name=args.registered_name, tracking_uri=args.tracking_uri)
     return 0
-
-
-def _sync_registry(args: argparse.Namespace) -> None:
-    """Mirror the file aliases into the registry, where a tracking store holds the model."""
-    from amv_calib.settings import models_dir as default_models_dir
-    from amv_calib.settings import tracking_uri
-
-    uri = args.tracking_uri or tracking_uri()
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
-        return  # no tracking store here: nothing to keep in sync
-    from amv_calib.tracking import describe_registry_aliases, sync_registry_aliases
-
-    mdir = Path(args.models_dir or default_models_dir()) / args.name
-    try:
-        # the warnings that concern the alias this command moved, not the others
-        synced = sync_registry_aliases(mdir, registered_name=args.registered_name,
-                                       tracking_uri=uri, warn_for={args.alias})
-        line = describe_registry_aliases(synced, registered_name=args.registered_name,
-                                         tracking_uri=uri)
-    except Exception as exc:  # noqa: BLE001 - the file alias moved; say the mirror did not
-        print(f"amv-calib: warning: MLflow registry not updated ({exc})", file=sys.stderr)
-        return
-    logging.getLogger(__name__).info("%s", line)
 
 
 def _run_verify_artifact(args: argparse.Namespace) -> int:
@@ -1251,9 +583,9 @@ def _run_keygen(args: argparse.Namespace) -> int:
 
     private, public = keygen(args.out, overwrite=args.overwrite)
     _emit(args, {"private_key": str(private), "public_key": str(public)},
-          [f"private key: {_where(private)} (mode 0600: keep it where versions are signed, "
+          [f"private key: {where(private)} (mode 0600: keep it where versions are signed, "
            "never commit it)",
-           f"public key:  {_where(public)} (give it to every gate: --trusted-key or "
+           f"public key:  {where(public)} (give it to every gate: --trusted-key or "
            f"${TRUSTED_KEYS_ENV})",
            f"next: amv-calib sign models/NAME/vN --key {private}"])
     return 0
@@ -1267,7 +599,7 @@ def _run_sign(args: argparse.Namespace) -> int:
     sig = sign_artifact(args.path, args.key)
     digest = hashlib.sha256(sig.read_bytes()).hexdigest()
     _emit(args, {"path": str(args.path), "signature": str(sig), "sha256": digest},
-          [f"signed {args.path}: {_where(sig)} (sha256 {digest[:12]})",
+          [f"signed {args.path}: {where(sig)} (sha256 {digest[:12]})",
            f"check: amv-calib verify-artifact {args.path} --trusted-key PUBLIC_KEY"])
     return 0
 
@@ -1278,7 +610,7 @@ def _run_bundle(args: argparse.Namespace) -> int:
     path = bundle(args.name, args.version, args.out, models_dir=args.models_dir)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     _emit(args, {"bundle": str(path), "sha256": digest},
-          [f"wrote {_where(path)} (sha256 {digest[:12]})",
+          [f"wrote {where(path)} (sha256 {digest[:12]})",
            f"on the receiving machine: amv-calib unbundle {path.name} (or tar -xzf "
            f"{path.name} -C models where the model is new)"])
     return 0
@@ -1289,7 +621,7 @@ def _run_unbundle(args: argparse.Namespace) -> int:
 
     res = unbundle(args.bundle, models_dir=args.models_dir, trusted_keys=args.trusted_keys)
     lines = [f"{'installed' if res['installed'] else 'already there (same files)'}: "
-             f"{res['name']} {res['version']} at {_where(res['path'])}"]
+             f"{res['name']} {res['version']} at {where(res['path'])}"]
     if res.get("alias"):
         lines.append(f"  {res['name']}@{res['alias']} "
                      f"{'set to' if res['alias_set'] else 'already'} {res['version']}")
@@ -1300,23 +632,7 @@ def _run_unbundle(args: argparse.Namespace) -> int:
 # -- mlflow ------------------------------------------------------------------------------------
 
 def _parsers_mlflow(subparsers: Any) -> None:
-    """Add the ``register``, ``registry-promote`` and ``ui-command`` sub-commands."""
-    p = _command(
-        subparsers, "register", _run_register,
-        help="register an exported artifact as the servable MLflow gate model",
-        description="Log ARTIFACT (a version folder models/NAME/vN, or models/NAME@ALIAS) as "
-                    "an MLflow pyfunc model, register it and point an alias at it.",
-    )
-    p.add_argument("artifact", metavar="ARTIFACT", help="artifact version folder or reference")
-    p.add_argument("--name", default=DEFAULT_REGISTERED_MODEL,
-                   help=f"registered model name (default: {DEFAULT_REGISTERED_MODEL})")
-    p.add_argument("--alias", default="champion", help="alias to set (default: champion); "
-                   "'' sets none")
-    p.add_argument("--experiment", default="amv-calib",
-                   help="MLflow experiment of the run (default: amv-calib)")
-    _tracking_uri_option(p)
-    _json_option(p, "print the result as one JSON object")
-
+    """Add the ``registry-promote`` and ``ui-command`` sub-commands."""
     q = _command(
         subparsers, "registry-promote", _run_registry_promote,
         help="move a registered MLflow model's alias to another version",
@@ -1340,38 +656,12 @@ def _parsers_mlflow(subparsers: Any) -> None:
     u.add_argument("--port", type=int, default=5000, help="port for the UI (default: 5000)")
 
 
-def _print_registered(result: Any, as_json: bool, verb: str) -> None:
-    if as_json:
-        print(json.dumps({
-            "name": result.name, "version": result.version, "alias": result.alias,
-            "model_uri": result.model_uri, "run_id": result.run_id,
-            "artifact_name": result.artifact_name, "artifact_version": result.artifact_version,
-            "artifact_sha256": result.artifact_sha256,
-        }, sort_keys=True))
-        return
-    alias = f" @{result.alias}" if result.alias else ""
-    print(f"{verb} {result.name} version {result.version}{alias} "
-          f"(artifact {result.artifact_name} {result.artifact_version}, "
-          f"manifest sha256 {result.artifact_sha256[:12]})")
-    print(f"model URI: {result.model_uri}")
-
-
-def _run_register(args: argparse.Namespace) -> int:
-    from amv_calib.tracking import register_champion
-
-    result = register_champion(
-        args.artifact, registered_name=args.name, alias=args.alias or None,
-        tracking_uri=args.tracking_uri, experiment=args.experiment)
-    _print_registered(result, args.json, "registered")
-    return 0
-
-
 def _run_registry_promote(args: argparse.Namespace) -> int:
     from amv_calib.tracking import registry_promote
 
     result = registry_promote(args.version, args.alias, registered_name=args.name,
                                        tracking_uri=args.tracking_uri)
-    _print_registered(result, args.json, "promoted")
+    _emit(args, registered_json(result), registered_lines(result, "promoted"))
     return 0
 
 
@@ -1409,7 +699,7 @@ def _parsers_gate(subparsers: Any) -> None:
     p.add_argument("--mode", choices=("amv", "seed"), default=None,
                    help="amv: the calibrated gate; seed: the seed's uncalibrated rule "
                    "(default: the artifact's)")
-    p.add_argument("--planner", choices=("lookahead", "myopic"), default=None,
+    p.add_argument("--planner", choices=PLANNERS, default=None,
                    help="verification planner (default: the artifact's)")
     p.add_argument("--lambda", dest="lambda_cost_scale", type=float, default=None,
                    metavar="X", help="lambda_cost_scale: weight of a verifier's execution cost "
@@ -1618,7 +908,7 @@ def _parsers_monitor(sub: Any) -> None:
                    help="the artifact the gate runs (default: models/amv-guard@production)")
     _log_options(p, "outcome records (.jsonl, .csv or .parquet); without them (the default) "
                  "only drift is monitored")
-    _add_options(p, MonitorOptions)
+    add_options(p, MonitorOptions)
     p.add_argument("--config", default=None, metavar="TOML",
                    help="a TOML file whose [monitor] table sets the thresholds (default: the "
                    "built-in ones, docs/monitoring.md)")
@@ -1672,7 +962,7 @@ def _run_monitor(args: argparse.Namespace) -> int:
         write_monitor_outputs,
     )
 
-    _require_inputs(p for p in (*args.decisions, *args.outcomes) if "://" not in p)
+    require_inputs(p for p in (*args.decisions, *args.outcomes) if "://" not in p)
     for action in args.on_alert:
         if action != "derisk" and not Path(action).is_file():
             raise ConfigError(f"--on-alert {action!r}: neither 'derisk' nor a pipeline file")
@@ -1755,14 +1045,11 @@ def _run_monitor(args: argparse.Namespace) -> int:
 # -- the entry point ------------------------------------------------------------------------
 
 _PARSERS = (
-    _parsers_ingest,
     _parsers_synth,
     _parsers_artifacts,
     _parsers_mlflow,
-    _parsers_label,
     _parsers_gate,
     _parsers_replay,
-    _parsers_compare,
     _parsers_run,
     _parsers_monitor,
 )
@@ -1782,6 +1069,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     parser.add_argument("-q", "--quiet", action="store_true", help="only errors on stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for stage in STAGES.values():
+        add_command(sub, stage)
     for add in _PARSERS:
         add(sub)
     # Every command prints a summary for a person, or with --json the full object; the

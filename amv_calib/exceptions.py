@@ -99,11 +99,13 @@ class ConfigError(AmvCalibError, ValueError):
 
 
 class PipelineError(AmvCalibError):
-    """A pipeline step failed; ``step`` names it."""
+    """A pipeline step failed; ``step`` names it. Its ``exit_code`` is the cause's when the
+    cause is a :class:`ConfigError` (a setting or a decision a person must change), else 1."""
 
-    def __init__(self, step: str, message: str) -> None:
+    def __init__(self, step: str, message: str, *, exit_code: int = 1) -> None:
         super().__init__(f"step {step!r} failed: {message}")
         self.step = step
+        self.exit_code = exit_code
 
 
 class UncalibratedPremiseError(AmvCalibError, ValueError):

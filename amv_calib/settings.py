@@ -24,9 +24,11 @@ __all__ = [
     "DEFAULT_MODEL_NAME",
     "DEFAULT_REGISTERED_MODEL",
     "DEFAULT_SEED",
+    "PLANNERS",
     "TRUSTED_KEYS_ENV",
     "CertifyOptions",
     "CompareOptions",
+    "IngestOptions",
     "LabelOptions",
     "MonitorConfig",
     "MonitorOptions",
@@ -67,6 +69,8 @@ CALIBRATOR_NAMES: Final = (
 )
 #: The calibrators compared when none are given.
 DEFAULT_CALIBRATORS: Final = ("platt", "beta", "isotonic", "seed_prior")
+#: The gate's verification planners (``tune --planner``, ``gate --planner``).
+PLANNERS: Final = ("lookahead", "myopic")
 #: Input adapters for ``amv-calib ingest --adapter NAME``: name -> ``"module:function"``.
 #: The function takes the input path and returns the claim-outcome table (a pandas
 #: DataFrame or pyarrow Table, canonical or alias column names), or an iterable of such
@@ -248,8 +252,11 @@ class Option:
         None is allowed (it means the documented fallback).
     metavar : str, optional
         The command line's placeholder.
+    flags : tuple of str
+        Further spellings of the command line's flag (``--weight-column``).
     cli, step : bool
-        Whether the command line and the pipeline step offer it.
+        Whether the command line and the pipeline step offer it; ``why`` says why one
+        does not.
     """
 
     help: str
@@ -261,8 +268,10 @@ class Option:
     high_open: bool = False
     nullable: bool = False
     metavar: str | None = None
+    flags: tuple[str, ...] = ()
     cli: bool = True
     step: bool = True
+    why: str = ""
 
     def check(self, name: str, value: Any) -> Any:
         """``value`` checked (an integral float taken as an int for an int option);
@@ -387,6 +396,25 @@ class Options:
 
 
 # -- the options of each stage (re-exported by the stage's package) ------------------------
+#: Help texts of options two stages share.
+_OVERWRITE: Final = ("replace files that another command (label or ingest) wrote into the "
+                     "output folder, removing that command's other files there")
+_SKIP_CORRUPT: Final = "skip (and count) corrupt decision-log lines instead of failing"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IngestOptions(Options):
+    """How claim outcomes are read (``amv-calib ingest``, the ``ingest`` step,
+    :func:`~amv_calib.claims.ingest_file`)."""
+
+    STAGE = "ingest"
+
+    chunksize: int | None = option(
+        None, "rows validated at a time (default: the reader's, 250000)", int, low=1,
+        nullable=True, metavar="ROWS")
+    overwrite: bool = option(False, _OVERWRITE, bool)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CompareOptions(Options):
     """How calibrators are compared (``amv-calib compare``, the ``compare`` step,
@@ -411,13 +439,16 @@ class CompareOptions(Options):
     weights: str = option(
         "auto", "row weights: 'auto' uses label_weight when the claims have it (the soft "
         "labels of `amv-calib label`, missing values counting 1), 'none' weighs every row "
-        "1, any other value names a column of non-negative weights", str, metavar="COL")
+        "1, any other value names a column of non-negative weights", str, metavar="COL",
+        flags=("--weight-column",))
     allow_constant_features: bool = option(
         False, "compare even if a claim feature is constant over all rows (its terms get "
         "weight 0)", bool)
     holdout_newest: float = option(
         0.0, "share of the newest claims kept out of the fit for the promote step", float,
-        low=0.0, high=1.0, high_open=True, cli=False)
+        low=0.0, high=1.0, high_open=True, cli=False,
+        why="the command compares on every claim; a pipeline's promote step judges on the "
+        "newest")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -441,8 +472,7 @@ class TuneOptions(Options):
         "lists them and certify excludes them)", float, low=0.0, low_open=True, high=1.0,
         metavar="F")
     planner: Literal["lookahead", "myopic"] = option(
-        "lookahead", "verification planner of the tuned gate", str,
-        choices=("lookahead", "myopic"))
+        "lookahead", "verification planner of the tuned gate", str, choices=PLANNERS)
     n_boot: int = option(500, "bootstrap resamples of the held-out intervals (0: none)", int,
                          low=0, metavar="N")
     workers: int = option(1, "worker processes sharing the study's storage (more than 1 is "
@@ -485,11 +515,8 @@ class LabelOptions(Options):
     soft_labels: Literal["posterior", "off"] = option(
         "posterior", "label uses without an outcome by their verifier signals (posterior) or "
         "not (off)", str, choices=("posterior", "off"))
-    skip_corrupt: bool = option(False, "skip (and count) corrupt decision-log lines instead "
-                                "of failing", bool)
-    overwrite: bool = option(False, "replace files that another command (label or ingest) "
-                             "wrote into the output folder, removing that command's other "
-                             "files there", bool)
+    skip_corrupt: bool = option(False, _SKIP_CORRUPT, bool)
+    overwrite: bool = option(False, _OVERWRITE, bool)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

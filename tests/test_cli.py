@@ -1,6 +1,6 @@
 """The command line's shared pieces: every command that has a shared option gets it with the
 same flag, default and metavar (help text may be the command's own), and every sub-command
-runs its own ``_run_<command>`` function."""
+runs its stage, or its own ``_run_<command>`` function."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from amv_calib import cli
 from amv_calib.settings import DEFAULT_ALIAS, DEFAULT_SEED
+from amv_calib.stages import STAGES, run_command
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
@@ -24,9 +25,15 @@ def _option(p: argparse.ArgumentParser, dest: str) -> argparse.Action:
 
 
 def test_every_command_runs_its_own_function() -> None:
+    # a stage's command runs the stage (its step kind runs the same one); the few other
+    # commands each their own ``_run_<command>``
     for name, p in _commands().items():
         run = p.get_default("func")
-        assert run.__name__ == "_run_" + name.replace("-", "_"), name
+        if name in STAGES:
+            assert p.get_default("stage") is STAGES[name]
+            assert run is run_command, name
+        else:
+            assert run.__name__ == "_run_" + name.replace("-", "_"), name
 
 
 @pytest.mark.parametrize(("dest", "commands", "want"), [

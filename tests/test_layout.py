@@ -19,7 +19,7 @@ import amv_calib
 PACKAGE = Path(amv_calib.__file__).resolve().parent
 STAGES = ("contract", "claims", "calibration", "artifacts", "gate", "datasets", "tuning",
           "monitoring", "tracking",
-          "pipeline", "spark", "integrations")
+          "pipeline", "spark", "integrations", "stages")
 
 
 def _module_name(path: Path) -> str:

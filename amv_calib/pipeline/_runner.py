@@ -219,6 +219,9 @@ def _validate_params(*, where: str, kind: StepKind, raw: dict[str, Any], base: P
         if not ok:
             expected = p.kind.__name__ if isinstance(p.kind, type) else str(p.kind)
             raise ConfigError(f"{where}: {key}={value!r} must be {expected}")
+        if p.choices is not None and value not in p.choices:
+            raise ConfigError(f"{where}: {key}={value!r} must be one of "
+                              f"{', '.join(map(repr, p.choices))}")
         out[key] = value
     return out
 
@@ -407,7 +410,10 @@ def _run_step(spec: PipelineSpec, step: StepSpec, kind: StepKind, resolved: dict
         raise
     except AmvCalibError as exc:
         shutil.rmtree(partial, ignore_errors=True)
-        raise PipelineError(step.name, str(exc)) from exc
+        # a setting or a decision a person must change (a refused promotion) exits as the
+        # command does (2); any other failure of a step is 1
+        raise PipelineError(step.name, str(exc), exit_code=exc.exit_code
+                            if isinstance(exc, ConfigError) else 1) from exc
     except Exception as exc:
         shutil.rmtree(partial, ignore_errors=True)
         # not one of ours: a bug or a library's failure; its traceback is what to debug

@@ -22,6 +22,7 @@ class Param:
     default: Any = None
     required: bool = False
     path: bool = False  # relative to the pipeline file; its content enters the step key
+    choices: tuple[Any, ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -50,7 +50,7 @@ from amv_calib.contract import (
     seed_prior_calibrator,
 )
 from amv_calib.exceptions import ArtifactError, ConfigError, PortableFormatError, check_choice
-from amv_calib.settings import TuneOptions
+from amv_calib.settings import PLANNERS, TuneOptions
 from amv_calib.tuning._episodes import EpisodeSet, _as_episode_set
 from amv_calib.tuning._outputs import _completed, _write_json, _write_outputs
 from amv_calib.tuning._record import episode_keys, hash_split
@@ -651,7 +651,7 @@ def tune_thresholds(
         Bad options, or a stored study with other directions or another set-up.
     """
     check_choice("mode", mode, ("constrained", "multi"), ConfigError)
-    check_choice("planner", planner, ("lookahead", "myopic"), ConfigError)
+    check_choice("planner", planner, PLANNERS, ConfigError)
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ConfigError(f"trials={trials!r} must be an integer >= 1")
     if not (isinstance(n_workers, int) and n_workers >= 1):

@@ -1,13 +1,13 @@
-"""One source for every option: each stage's options class makes the command line's flags and
-the pipeline step's keys, and gives the library function its keyword defaults. Checked here
-for every option of compare, tune, certify, label, promote and monitor: the flag, the step
-key and the function's parameter agree on default, type and choices; every other flag of a
-command is a step key too, or says why not."""
+"""Every stage's command and step kind are made from one definition: the command's flags and
+the step's keys are its inputs and its options object, with the same defaults and checks;
+what only one path has says why, and the command-only flags are named once
+(:data:`~amv_calib.stages.CLI_ONLY`)."""
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +17,7 @@ from amv_calib import cli
 from amv_calib.artifacts import decide_promotion
 from amv_calib.calibration import compare_calibrators
 from amv_calib.claims import label_logs
+from amv_calib.exceptions import ConfigError
 from amv_calib.monitoring import derisk, monitor
 from amv_calib.pipeline._steps import STEP_KINDS
 from amv_calib.settings import (
@@ -24,16 +25,18 @@ from amv_calib.settings import (
     CompareOptions,
     LabelOptions,
     MonitorOptions,
+    Option,
     Options,
     PromoteOptions,
     TuneOptions,
 )
 from amv_calib.spark import compare_calibrators_spark
+from amv_calib.stages import CLI_ONLY, SHARED, STAGES, Input, Stage
 from amv_calib.tuning import certify_episodes, tune_thresholds
 
 #: command -> (its options class, the library functions taking them, {option: parameter}
 #: where the function spells it otherwise, options the function has no parameter for).
-STAGES: dict[str, tuple[type[Options], list[Callable[..., Any]], dict[str, str], set[str]]] = {
+LIBRARY: dict[str, tuple[type[Options], list[Callable[..., Any]], dict[str, str], set[str]]] = {
     "compare": (CompareOptions, [compare_calibrators, compare_calibrators_spark],
                 {"weights": "sample_weight"},
                 {"holdout_newest"}),  # the step splits the newest claims off first
@@ -47,99 +50,89 @@ STAGES: dict[str, tuple[type[Options], list[Callable[..., Any]], dict[str, str],
     "monitor": (MonitorOptions, [monitor], {},
                 {"derisk_steps"}),  # derisk(steps=...) acts on the ALERT monitor() reports
 }
-#: CLI dests that are deliberately not step keys, and why.
-NOT_KEYS = {
-    "out": "a step writes into its own folder under the work folder",
-    "json": "the command's output format; a pipeline prints its report (run --json)",
-    "seed": "the pipeline's [pipeline] seed, shared by every step",
-    "study_name": "the step names its study after its inputs, so a killed run resumes it",
-    "engine": "the pipeline's [pipeline] engine, shared by every step that has two engines",
-    "spark_master": "the pipeline's [pipeline] spark_master",
-    "spark_scratch": "the pipeline's [pipeline] spark_scratch",
-    "artifact": "certify's ARTIFACT: the step takes the tune step's calibrator and thresholds",
-    "calibrator": "tune's --calibrator takes an artifact reference too (step: two keys)",
-}
-#: step keys with no CLI option of the same command, and why.
-PIPELINE_ONLY = {
-    ("compare", "holdout_newest"): "the promote step judges on the newest claims",
-    ("tune", "artifact"): "the CLI's --calibrator takes an artifact reference too",
-    ("tune", "calibrator"): "the CLI's --calibrator (a dest of the same name) covers both",
-    ("certify", "calibrator"): "the CLI certifies an artifact's calibrator",
-    ("certify", "thresholds"): "the CLI certifies an artifact's thresholds",
-    ("certify", "tuning"): "the CLI reads the artifact's own tuning record",
-    ("monitor", "artifact"): "the CLI's --artifact (a dest of the same name) covers it",
-    ("monitor", "model"): "the step names the artifact as model@alias in its models_dir",
-    ("monitor", "alias"): "the step names the artifact as model@alias in its models_dir",
-    ("monitor", "stop_unless_alert"): "a scheduled job's later steps run only on ALERT",
-}
-#: CLI dests of one command that are deliberately not its step keys, and why.
-CLI_ONLY = {
-    ("monitor", "out"): "a step writes into its own folder (its state beside it)",
-    ("monitor", "on_alert_overrides"): "--on-alert PIPELINE: in a pipeline, later steps",
-    ("monitor", "skip_corrupt"): "the step fails on a corrupt line (a scheduled job must not "
-                                 "skip data silently)",
-    ("monitor", "trusted_keys"): "the pipeline's gate trusts $AMV_CALIB_TRUSTED_KEYS",
-    ("monitor", "no_tracking"): "the pipeline's [pipeline] tracking",
-    ("monitor", "tracking_uri"): "the pipeline's [pipeline] tracking_uri",
-}
-
-
-def _parser(command: str) -> argparse.ArgumentParser:
-    parser = cli.build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return sub.choices[command]  # type: ignore[no-any-return]
 
 
 def _actions(command: str) -> dict[str, argparse.Action]:
-    return {a.dest: a for a in _parser(command)._actions
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {a.dest: a for a in sub.choices[command]._actions
             if not isinstance(a, argparse._HelpAction)}
 
 
-@pytest.mark.parametrize("command", sorted(STAGES))
-def test_every_option_has_one_default_type_and_check_everywhere(command: str) -> None:
-    cls, functions, renamed, not_params = STAGES[command]
+@pytest.mark.parametrize("name", sorted(STAGES))
+def test_the_flags_and_the_step_keys_come_from_the_same_definition(name: str) -> None:
+    stage: Stage = STAGES[name]
+    actions = _actions(name)
+    assert set(actions) - set(CLI_ONLY) == set(stage.cli_keys())
+    kind = STEP_KINDS[name]
+    assert kind.options is stage.options
+    assert set(kind.all_params()) == set(stage.step_keys())
+    defaults = None if stage.options is None else stage.options.defaults()
+    for key, spec in stage.cli_keys().items():
+        want = spec.default if isinstance(spec, Input) else getattr(defaults, key)
+        if not (isinstance(spec, Input) and (spec.positional or spec.required)):
+            assert actions[key].default == want, (key, actions[key].default, want)
+        assert spec.help.split(" (default")[0] in (actions[key].help or ""), key
+    for key, spec in stage.step_keys().items():
+        want = spec.default if isinstance(spec, Input) else getattr(defaults, key)
+        assert kind.all_params()[key].default == want, key
+
+
+@pytest.mark.parametrize("name", sorted(STAGES))
+def test_what_one_path_lacks_says_why(name: str) -> None:
+    stage = STAGES[name]
+    specs: dict[str, Input | Option] = {
+        **stage.inputs, **({} if stage.options is None else stage.options.spec())}
+    for key, spec in specs.items():
+        if not (spec.cli and spec.step):
+            assert spec.why, f"{name}.{key} is on one path only and does not say why"
+    for key in stage.shared:
+        assert SHARED[key].why, key
+
+
+@pytest.mark.parametrize(("name", "key", "value", "message"), [
+    ("ingest", "chunksize", "0", r"chunksize=0 must lie in \[1, inf\)"),
+    ("promote", "n_boot", "0", r"n_boot=0 must lie in \[1, inf\)"),
+])
+def test_one_check_whatever_the_value_comes_from(
+        name: str, key: str, value: str, message: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    stage = STAGES[name]
+    assert stage.options is not None
+    flag = f"--{key.replace('_', '-')}"
+    argv = {"ingest": ["X", "--out", "o"], "promote": ["m", "v1"]}[name]
+    parser = cli.build_parser()
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args([name, *argv, flag, value])
+    assert exc.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
+    with pytest.raises(ConfigError, match=message):  # a step's key, a TOML table, a call
+        stage.options.from_mapping({key: int(value)})
+
+
+@pytest.mark.parametrize("command", sorted(LIBRARY))
+def test_the_library_functions_take_the_options_defaults(command: str) -> None:
+    cls, functions, renamed, not_params = LIBRARY[command]
     defaults = cls.defaults()
-    actions = _actions(command)
-    step = STEP_KINDS[command].all_params()
-    assert STEP_KINDS[command].options is cls
     assert dict(cls.PARAMETERS) == renamed
-    for name, opt in cls.spec().items():
-        want = getattr(defaults, name)
-        if opt.cli:
-            a = actions[name]
-            assert a.option_strings[0] == "--" + name.replace("_", "-"), name
-            assert a.default == want, (name, a.default, want)
-            assert opt.help in (a.help or ""), name
-            if opt.choices is not None and opt.type is not list:
-                assert tuple(a.choices or ()) == opt.choices, name
-        else:
-            assert name not in actions, name
-        if opt.step:
-            assert step[name].default == want and step[name].kind is opt.type, name
-        else:
-            assert name not in step, name
+    for name in cls.spec():
         for fn in functions:
             params = inspect.signature(fn).parameters
             param = renamed.get(name, name)
             if name in not_params:
                 assert param not in params, (fn.__name__, name)
                 continue
-            assert params[param].default == want, (fn.__name__, name, params[param].default)
+            assert params[param].default == getattr(defaults, name), (fn.__name__, name)
     for fn in functions:
         # what the command line and the step pass: every option the function takes
         assert defaults.arguments(fn) == {renamed.get(n, n): getattr(defaults, n)
                                           for n in cls.spec() if n not in not_params}
 
 
-@pytest.mark.parametrize("command", ["ingest", "compare", "tune", "certify", "label",
-                                     "monitor"])
-def test_every_other_flag_is_a_step_key_or_says_why_not(command: str) -> None:
-    keys = set(STEP_KINDS[command].all_params())
-    want = {d for d in _actions(command)
-            if d not in NOT_KEYS and (command, d) not in CLI_ONLY}
-    only = {k for (c, k) in PIPELINE_ONLY if c == command}
-    assert sorted(want - keys) == [], f"{command}: options without a step key"
-    assert sorted(keys - want - only) == [], f"{command}: step keys without an option"
+def _parser(command: str) -> argparse.ArgumentParser:
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[command]  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize(("command", "argv", "message"), [
@@ -162,7 +155,7 @@ def test_the_command_line_refuses_what_the_library_refuses(
 
     assert re.search(message, capsys.readouterr().err)
     # the same check, from a pipeline step's table or a library call
-    cls = STAGES[command][0]
+    cls = LIBRARY[command][0]
     name = argv[0].removeprefix("--").replace("-", "_")
     with pytest.raises(ConfigError, match=f"{command}.{name}="):
         cls.from_mapping({name: cls.spec()[name].type(argv[1])})
