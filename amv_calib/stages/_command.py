@@ -143,7 +143,8 @@ def run_command(args: argparse.Namespace) -> int:
     stage: Stage = args.stage
     result = stage.run(call_from(stage, args))
     if args.json:
-        sys.stdout.write(json.dumps(stage.to_json(result), indent=2, sort_keys=True) + "\n")
+        sys.stdout.write(json.dumps(stage.to_json(result), indent=stage.json_indent,
+                                    sort_keys=True) + "\n")
     else:
         sys.stdout.write("".join(f"{line}\n" for line in stage.summary(result)))
     sys.stdout.flush()

@@ -90,6 +90,7 @@ def _outputs(c: Compared) -> dict[str, Any]:
 
 COMPARE = Stage(
     name="compare",
+    json_indent=None,
     help="cross-validate Platt, Beta, isotonic and the seed prior; write DIR",
     description=(
         "Fit every calibrator on the same leakage-safe folds of CLAIMS (time-ordered "

@@ -76,6 +76,7 @@ def _outputs(r: Registered) -> dict[str, Any]:
 
 REGISTER = Stage(
     name="register",
+    json_indent=None,
     help="register an exported artifact as the servable MLflow gate model",
     description="Log ARTIFACT (a version folder models/NAME/vN, or models/NAME@ALIAS) as "
                 "an MLflow pyfunc model, register it and point an alias at it.",

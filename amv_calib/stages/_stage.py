@@ -199,6 +199,9 @@ class Stage:
     exit_code : callable
         ``exit_code(result) -> int``: the command's exit code for a result that is not an
         error (0 unless the stage says otherwise).
+    json_indent : int or None
+        The layout of ``--json``: indented, or one line (None) where scripts read the last
+        line of the output (compare, register).
     """
 
     name: str
@@ -215,6 +218,7 @@ class Stage:
     check: Callable[[Any], None] = lambda result: None
     exit_code: Callable[[Any], int] = lambda result: 0
     json_help: str = "print the full result as JSON instead of the summary"
+    json_indent: int | None = 2
 
     def step_keys(self) -> dict[str, Any]:
         """``{key: Input or Option}``: every key the step kind takes."""
