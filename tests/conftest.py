@@ -215,6 +215,24 @@ def shipped_models() -> Callable[[Path], Path]:
     return write
 
 
+@pytest.fixture
+def models_with_v2(tmp_path: Path, shipped_models: Callable[[Path], Path]) -> Path:
+    """A models folder of the shipped files plus ``amv-guard/v2``, an export of v1's own
+    calibrator and thresholds; production stays at v1 (for promote and rollback tests)."""
+    import json
+
+    from amv_calib.artifacts import export_artifact
+
+    models = shipped_models(tmp_path / "models")
+    v1 = models / "amv-guard" / "v1"
+    thresholds = tmp_path / "thresholds.json"
+    thresholds.write_text(json.dumps(
+        json.loads((v1 / "manifest.json").read_text(encoding="utf-8"))["gate"]), "utf-8")
+    assert export_artifact(calibrator=v1 / "calibrator.json", thresholds=thresholds,
+                           name="amv-guard", models_dir=models).version == "v2"
+    return models
+
+
 @pytest.fixture(scope="session")
 def examples_dir() -> Path:
     """``data/examples``: the hand-written decision logs, outcomes and store exports."""

@@ -103,24 +103,9 @@ def test_synth_summary_and_json_agree(tmp_path: Path, both: Run) -> None:
     assert text.startswith("wrote 50 synthetic claims") and data["sha256"] in text
 
 
-def _two_versions(tmp_path: Path, repo_root: Path) -> Path:
-    """models/amv-guard with v1 and v2 (the same files), production at v1."""
-    models = tmp_path / "models"
-    shutil.copytree(repo_root / "models" / "amv-guard", models / "amv-guard")
-    from amv_calib.artifacts import export_artifact
-
-    v1 = models / "amv-guard" / "v1"
-    thresholds = tmp_path / "thresholds.json"
-    thresholds.write_text(json.dumps(
-        json.loads((v1 / "manifest.json").read_text(encoding="utf-8"))["gate"]), "utf-8")
-    assert export_artifact(calibrator=v1 / "calibrator.json", thresholds=thresholds,
-                           name="amv-guard", models_dir=models).version == "v2"
-    return models
-
-
 def test_promote_and_rollback_print_the_command_that_undoes_them(
-        tmp_path: Path, repo_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    models = _two_versions(tmp_path, repo_root)
+        tmp_path: Path, models_with_v2: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    models = models_with_v2
     base = ["--models-dir", str(models), "--alias", "staging"]
     assert cli.main(["promote", "amv-guard", "v1", *base]) == 0
     assert cli.main(["promote", "amv-guard", "v2", *base]) == 0
@@ -148,9 +133,9 @@ def test_promote_and_rollback_print_the_command_that_undoes_them(
     ["gate", "--artifact", "{models}/amv-guard@prod", "--action", "{action}"],
 ])
 def test_an_unknown_alias_is_a_usage_error_with_a_hint(
-        argv: list[str], tmp_path: Path, repo_root: Path, examples_dir: Path,
+        argv: list[str], models_with_v2: Path, examples_dir: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    models = _two_versions(tmp_path, repo_root)
+    models = models_with_v2
     args = [a.format(models=models, action=examples_dir / "action.json") for a in argv]
     assert cli.main(args) == 2
     captured = capsys.readouterr()
@@ -162,10 +147,10 @@ def test_an_unknown_alias_is_a_usage_error_with_a_hint(
 
 
 def test_the_runtime_gate_still_abstains_on_an_unknown_alias(
-        tmp_path: Path, repo_root: Path, examples_dir: Path) -> None:
+        models_with_v2: Path, examples_dir: Path) -> None:
     from amv_calib.gate import CandidateAction, Gate
 
-    models = _two_versions(tmp_path, repo_root)
+    models = models_with_v2
     gate = Gate.from_artifact(f"{models / 'amv-guard'}@prod")
     data = json.loads((examples_dir / "action.json").read_text(encoding="utf-8"))
     action = CandidateAction.from_dict({k: v for k, v in data["action"].items()

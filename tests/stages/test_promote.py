@@ -5,31 +5,23 @@ that cannot be verified is refused on both paths (exit 2, naming it and why), an
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
-from amv_calib.artifacts import export_artifact
 from amv_calib.cli import main
 from amv_calib.contract import read_aliases
 
 
-def _doctored(tmp_path: Path, repo_root: Path) -> Path:
+@pytest.fixture
+def doctored(models_with_v2: Path) -> Path:
     """models/amv-guard: production at v1, whose calibrator was edited after it was
     promoted (its sha256 no longer matches); v2 a sound version of the same content."""
-    models = tmp_path / "models"
-    shutil.copytree(repo_root / "models" / "amv-guard", models / "amv-guard")
-    v1 = models / "amv-guard" / "v1"
-    thresholds = tmp_path / "thresholds.json"
-    thresholds.write_text(json.dumps(
-        json.loads((v1 / "manifest.json").read_text(encoding="utf-8"))["gate"]), "utf-8")
-    assert export_artifact(calibrator=v1 / "calibrator.json", thresholds=thresholds,
-                           name="amv-guard", models_dir=models).version == "v2"
+    v1 = models_with_v2 / "amv-guard" / "v1"
     cal = json.loads((v1 / "calibrator.json").read_text(encoding="utf-8"))
     cal["intercept"] += 0.1
     (v1 / "calibrator.json").write_text(json.dumps(cal), encoding="utf-8")
-    return models
+    return models_with_v2
 
 
 def _production(models: Path) -> str:
@@ -46,9 +38,9 @@ def _pipeline(tmp_path: Path, models: Path) -> Path:
 
 @pytest.mark.parametrize("path", ["command", "pipeline"])
 def test_a_production_that_cannot_be_verified_is_refused_unless_forced(
-        tmp_path: Path, repo_root: Path, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path, doctored: Path, capsys: pytest.CaptureFixture[str],
         path: str) -> None:
-    models = _doctored(tmp_path, repo_root)
+    models = doctored
     if path == "command":
         argv = ["promote", "amv-guard", "v2", "--alias", "production",
                 "--models-dir", str(models)]
