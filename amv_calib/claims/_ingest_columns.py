@@ -18,7 +18,7 @@ from amv_calib.claims._times import UTC_US as _UTC_US
 from amv_calib.contract import ALIASES, OPTIONAL_COLUMNS, REQUIRED_COLUMNS
 from amv_calib.exceptions import DataContractError, MissingColumnsError
 
-_Kind = Literal["id", "timestamp", "float", "bool", "str"]
+_Kind = Literal["id", "timestamp", "float", "bool", "str", "kind"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +52,7 @@ _SPECS: Final[dict[str, _Spec]] = {
     "p_true": _Spec(kind="float", required=False, lo=0.0, hi=1.0),
     "label_weight": _Spec(kind="float", required=False, lo=0.0),
     "defaulted_features": _Spec(kind="str", required=False),
+    "memory_kind": _Spec(kind="kind", required=False),
 }
 assert set(_SPECS) == set(REQUIRED_COLUMNS) | set(OPTIONAL_COLUMNS)
 
@@ -62,6 +63,7 @@ _ARROW_TYPES: Final[dict[_Kind, pa.DataType]] = {
     "float": pa.float64(),
     "bool": pa.bool_(),
     "str": pa.large_string(),
+    "kind": pa.large_string(),
 }
 
 

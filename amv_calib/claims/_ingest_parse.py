@@ -30,6 +30,7 @@ from amv_calib.claims._arrow import (
 from amv_calib.claims._ingest_columns import _Kind, _Spec
 from amv_calib.claims._times import PROBLEMS as TIMESTAMP_PROBLEMS
 from amv_calib.claims._times import parse_timestamps
+from amv_calib.contract import MEMORY_KIND_MAX_CHARS
 
 _TRUE: Final = ("true", "t", "yes", "y", "1")
 _FALSE: Final = ("false", "f", "no", "n", "0")
@@ -246,10 +247,44 @@ def _parse_str(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
     return _Parsed(values=s, problems=[])
 
 
+def _parse_kind(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
+    # A memory kind names a class of the calibrator's closed vocabulary: text, never a
+    # number, a list or an object, and never blank. Absent or null is allowed (the kind is
+    # unknown); an empty field is null, as for every optional field (a CSV cannot tell an
+    # empty string from a missing value).
+    n = len(arr)
+    typed_text = is_stringish(arr) or pa.types.is_null(arr.type)
+    s = pc.cast(string_view(arr), pa.large_string())
+    if isinstance(s, pa.ChunkedArray):
+        s = s.combine_chunks()
+    empty = pc.equal(s, "")
+    if pc.any(empty).as_py():
+        s = pc.if_else(empty, pa.scalar(None, pa.large_string()), s)
+    nulls = null_mask(s)
+    problems = [_Problem(
+        key=f"{col} not a string", mask=np.full(n, not typed_text) & ~nulls,
+        message=lambda t: f"{col}={t} is not a string (a memory kind is a name such as "
+                          "'preference')")]
+    blank = _empty_mask(s, nulls) if typed_text else np.zeros(n, dtype=bool)
+    problems.append(_Problem(key=f"{col} blank", mask=blank,
+                             message=lambda t: f"{col}={t!r} is blank (leave the field "
+                                               "empty, or null, when the kind is unknown)"))
+    lengths = np.asarray(pc.fill_null(pc.utf8_length(s), 0).to_numpy(zero_copy_only=False))
+    long = (lengths > MEMORY_KIND_MAX_CHARS) & ~nulls
+    problems.append(_Problem(key=f"{col} too long", mask=long,
+                             message=lambda t: f"{col} has more than {MEMORY_KIND_MAX_CHARS} "
+                                               f"characters: {(t or '')[:40]!r}..."))
+    bad = problems[0].mask | blank | long
+    if bad.any():
+        s = pc.if_else(pa.array(bad), pa.scalar(None, pa.large_string()), s)
+    return _Parsed(values=s, problems=problems)
+
+
 _PARSERS: Final[dict[_Kind, Callable[[str, pa.Array, _Spec], _Parsed]]] = {
     "id": _parse_id,
     "timestamp": _parse_timestamp,
     "float": _parse_float,
     "bool": _parse_bool,
     "str": _parse_str,
+    "kind": _parse_kind,
 }

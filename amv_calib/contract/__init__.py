@@ -84,6 +84,7 @@ from amv_calib.contract._json import (
 from amv_calib.contract._schema import (
     ALIASES,
     CLAIM_FEATURES,
+    MEMORY_KIND_MAX_CHARS,
     OPTIONAL_COLUMNS,
     REQUIRED_COLUMNS,
     canonical_name,
@@ -114,6 +115,7 @@ __all__ = [
     "CLAIM_FEATURES",
     "GATE_KEYS",
     "MANIFEST_FILE",
+    "MEMORY_KIND_MAX_CHARS",
     "OPTIONAL_COLUMNS",
     "PORTABLE_FORMAT",
     "PORTABLE_FORMAT_VERSION",

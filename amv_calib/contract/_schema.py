@@ -29,7 +29,12 @@ OPTIONAL_COLUMNS: Final = (
     "p_true",
     "label_weight",
     "defaulted_features",
+    "memory_kind",
 )
+
+#: Longest ``memory_kind`` the contract accepts (the portable calibrator's kind names are
+#: 1..64 characters).
+MEMORY_KIND_MAX_CHARS: Final = 64
 
 #: Accepted spellings of each canonical column (the seed's TypeScript gate writes camelCase).
 ALIASES: Final[dict[str, tuple[str, ...]]] = {
@@ -45,6 +50,7 @@ ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "p_true": ("pTrue",),
     "label_weight": ("labelWeight",),
     "defaulted_features": ("defaultedFeatures",),
+    "memory_kind": ("memoryKind",),
 }
 
 
