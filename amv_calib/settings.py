@@ -24,6 +24,8 @@ __all__ = [
     "DEFAULT_MODEL_NAME",
     "DEFAULT_REGISTERED_MODEL",
     "DEFAULT_SEED",
+    "FIELD_RULES",
+    "KIND_CALIBRATORS",
     "PLANNERS",
     "TRUSTED_KEYS_ENV",
     "CertifyOptions",
@@ -64,8 +66,16 @@ DEFAULT_REGISTERED_MODEL: Final = "amv-guard-calibrator"
 #: step-function form; ``seed_prior`` = the seed formula. The rich maps and the strict
 #: isotonic variant are the defaults because they win on out-of-fold log loss on the
 #: synthetic data (see ``docs/calibration.md``).
+#: With ``memory_kind`` in the claims: ``platt_kind``, ``beta_kind``, ``isotonic_kind`` =
+#: the rich Platt, Beta and strict isotonic with a kind-specific intercept and recency curve
+#: shrunk towards the pooled fit; and the field's hand-set staleness rules as baselines
+#: (:data:`FIELD_RULES`).
+KIND_CALIBRATORS: Final = ("platt_kind", "beta_kind", "isotonic_kind")
+#: The hand-set staleness rules of agent-memory projects, compared as baselines.
+FIELD_RULES: Final = ("halflife-45d", "halflife-90d-weighted", "windows-per-kind", "power-law")
 CALIBRATOR_NAMES: Final = (
-    "platt", "platt_seed", "beta", "beta_seed", "isotonic", "isotonic_step", "seed_prior"
+    "platt", "platt_seed", "beta", "beta_seed", "isotonic", "isotonic_step", "seed_prior",
+    *KIND_CALIBRATORS, *FIELD_RULES,
 )
 #: The calibrators compared when none are given.
 DEFAULT_CALIBRATORS: Final = ("platt", "beta", "isotonic", "seed_prior")

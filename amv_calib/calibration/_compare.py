@@ -41,6 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from amv_calib.calibration import _calibrators as calibrators
+from amv_calib.calibration._select import choose_variants, variants, with_kinds
 from amv_calib.contract import CLAIM_FEATURES, canonical_name
 from amv_calib.exceptions import (
     DataContractError,
@@ -48,7 +49,13 @@ from amv_calib.exceptions import (
     MissingColumnsError,
     check_choice,
 )
-from amv_calib.settings import CALIBRATOR_NAMES, DEFAULT_CALIBRATORS, DEFAULT_SEED, CompareOptions
+from amv_calib.settings import (
+    CALIBRATOR_NAMES,
+    DEFAULT_CALIBRATORS,
+    DEFAULT_SEED,
+    FIELD_RULES,
+    CompareOptions,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,9 +78,16 @@ _CALIBRATION_ERRORS: Final = ("ece", "ece_mass", "mce", "smooth_ece")
 
 
 def _factories() -> dict[str, Callable[[], Any]]:
+    from amv_calib.calibration import _baselines, _kinds
+
     c = calibrators
     rich = c.RICH_PLATT_MAP
     return {
+        "platt_kind": _kinds.KindPlattCalibrator,
+        "beta_kind": _kinds.KindBetaCalibrator,
+        "isotonic_kind": _kinds.KindIsotonicCalibrator,
+        **{rule: (lambda rule=rule: _baselines.FieldRuleBaseline(rule=rule))  # type: ignore[misc]
+           for rule in FIELD_RULES},
         "platt": lambda: c.PlattCalibrator(feature_map=rich),
         "platt_seed": c.PlattCalibrator,
         "beta": lambda: c.BetaCalibrator(extra_map=c.RICH_BETA_EXTRA_MAP),
@@ -168,6 +182,8 @@ class ComparisonResult:
 
     def _entry(self, row: Mapping[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {"name": row["name"]}
+        if row.get("baseline") is True:
+            out["baseline"] = True
         for m in METRIC_NAMES:
             out[m] = _num(row[m])
         out["ci"] = {m: [_num(row[f"{m}_low"]), _num(row[f"{m}_high"])] for m in METRIC_NAMES}
@@ -280,6 +296,8 @@ def _features(table: pd.DataFrame) -> pd.DataFrame:
 
     cols = {c: table[c].to_numpy(dtype=np.float64) for c in CLAIM_FEATURES}
     cols["claim_id"] = pd.factorize(table["claim_id"].astype(str))[0].astype(np.int64)
+    if "memory_kind" in table.columns:
+        cols["memory_kind"] = table["memory_kind"].to_numpy(dtype=object)
     return pd.DataFrame(cols)
 
 
@@ -495,13 +513,13 @@ def compare_calibrators(
     """
     tie_break = _tie_break(scoring, tie_break)
     table, w = _claims_table(claims, split, sample_weight)
-    cals = resolve_calibrators(calibrators)
+    cals = resolve_calibrators(with_kinds(calibrators, table))
     y = table["violated"].to_numpy(dtype=np.float64)
     X = _features(table)
     check_enough_data(y, X, folds, allow_constant_features)
     fold = make_folds(table, folds=folds, split=split)
     check_fold_labels(y, fold, folds, split)
-    cv = _cross_validate(cals, X, y, w, fold, folds)
+    cv = _cross_validate(cals, X, y, w, fold, folds, scoring)
     estimators = _refit(cals, X, y, w, cv.fit_seconds) if refit else {}
     return comparison_result(
         oof=cv.oof, y=y, w=w, fold=fold, folds=folds,
@@ -512,7 +530,8 @@ def compare_calibrators(
         fit_seconds=cv.fit_seconds, split=split, scoring=scoring, tie_break=tie_break,
         n_bins=n_bins, n_boot=n_boot, alpha=alpha, seed=seed,
         sample_weight=weight_column([str(c) for c in claims.columns], sample_weight)[0],
-        allow_constant_features=allow_constant_features)
+        allow_constant_features=allow_constant_features, chosen=cv.chosen,
+        baselines=[n for n, e in cals.items() if getattr(e, "is_baseline", False)])
 
 
 def _tie_break(scoring: str, tie_break: str | None) -> Scoring:
@@ -581,6 +600,8 @@ def comparison_result(
     sample_weight: str | None,
     allow_constant_features: bool,
     engine: str | None = None,
+    chosen: Mapping[str, Any] | None = None,
+    baselines: Sequence[str] = (),
 ) -> ComparisonResult:
     """The comparison of out-of-fold predictions made elsewhere (the scoring half of
     :func:`compare_calibrators`, shared with the Spark engine, whose predictions are
@@ -591,7 +612,9 @@ def comparison_result(
     ``w``, ``fold``, ``claim_codes`` (integer claim codes) and ``ts`` (epoch seconds, for a
     time split) are per row in the same order; ``p_true`` adds the oracle rows;
     ``estimators`` are the calibrators refitted on all rows and ``descriptions`` their
-    settings for ``config``; ``engine`` (when given) is recorded in ``config``.
+    settings for ``config``; ``engine`` (when given) is recorded in ``config``, as are the
+    settings ``chosen`` by the folds. ``baselines`` name rows reported beside the
+    calibrators that never become the champion.
     """
     import pandas as pd
 
@@ -609,9 +632,12 @@ def comparison_result(
         _add_excess_log_loss(rows, preds, y, w, n_boot=n_boot, seed=seed, alpha=alpha)
     boot_seconds = time.perf_counter() - t
 
-    champion = _choose(rows[: len(oof)], scoring, tie_break)
+    champion = _choose([r for r in rows[: len(oof)] if r["name"] not in baselines], scoring,
+                       tie_break)
     for row in rows:
         row["champion"] = row["name"] == champion
+        if baselines:
+            row["baseline"] = row["name"] in baselines
     config: dict[str, Any] = {
         "n_rows": int(y.size),
         "n_claims": int(np.unique(claim_codes).size),
@@ -631,6 +657,10 @@ def comparison_result(
     }
     if engine is not None:
         config["engine"] = engine
+    if chosen:
+        config["chosen_by_folds"] = dict(chosen)
+    if baselines:
+        config["baselines"] = list(baselines)
     return ComparisonResult(
         champion=champion,
         table=pd.DataFrame(rows),
@@ -671,29 +701,33 @@ def check_enough_data(y: FloatArray, X: pd.DataFrame, folds: int,
 class _CrossValidation:
     oof: dict[str, FloatArray]  # out-of-fold P(violated) per calibrator, input row order
     fit_seconds: dict[str, float]
+    chosen: dict[str, Any] = field(default_factory=dict)  # settings chosen by the folds
 
 
-def _cross_validate(cals: Mapping[str, Any], X: pd.DataFrame, y: FloatArray, w: FloatArray,
-                    fold: NDArray[np.intp], folds: int) -> _CrossValidation:
-    """Fit every calibrator on each fold's training rows and predict its test rows."""
+def _cross_validate(cals: dict[str, Any], X: pd.DataFrame, y: FloatArray, w: FloatArray,
+                    fold: NDArray[np.intp], folds: int, scoring: str) -> _CrossValidation:
+    """Fit every calibrator (each candidate setting of one that has them, keeping the best
+    in ``cals``) on each fold's training rows and predict its test rows."""
     from sklearn.base import clone
 
-    cv = _CrossValidation(oof={name: np.full(y.size, np.nan) for name in cals},
-                          fit_seconds=dict.fromkeys(cals, 0.0))
+    found = variants(cals)
+    oof = {key: np.full(y.size, np.nan) for key in found}
+    cv = _CrossValidation(oof={}, fit_seconds=dict.fromkeys(cals, 0.0))
     for k in range(folds):
         test = fold == k
         train = ~test
         t0 = time.perf_counter()
         Xtr, Xte = X[train], X[test]
-        for name, est in cals.items():
+        for key, est in found.items():
             t = time.perf_counter()
             fitted = clone(est).fit(Xtr, y[train], sample_weight=w[train])
-            cv.fit_seconds[name] += time.perf_counter() - t
-            cv.oof[name][test] = fitted.predict_proba(Xte)[:, 1]
+            cv.fit_seconds[key[0]] += time.perf_counter() - t
+            oof[key][test] = fitted.predict_proba(Xte)[:, 1]
         _log.info(
             "fold %d/%d: %d training rows, %d test rows, %.1f s",
             k + 1, folds, int(train.sum()), int(test.sum()), time.perf_counter() - t0,
         )
+    cv.oof, cv.chosen = choose_variants(cals, found, oof, y, w, scoring)
     return cv
 
 
@@ -858,88 +892,6 @@ def _choose(rows: list[dict[str, Any]], scoring: str, tie_break: str) -> str:
 
 
 # -- writing ----------------------------------------------------------------------------------
-_LABELS: Final = {
-    "log_loss": "log loss",
-    "brier": "Brier",
-    "auc": "AUC",
-    "ece": "ECE",
-    "ece_mass": "ECE (equal mass)",
-    "mce": "MCE",
-    "smooth_ece": "smooth ECE",
-}
-
-
-def _fmt(v: Any) -> str:
-    x = _num(v)
-    return "n/a" if x is None else f"{x:.4f}"
-
-
-def comparison_markdown(result: ComparisonResult) -> str:
-    """``comparison.md``: the table with intervals, the champion and the per-fold log loss."""
-    cfg = result.config
-    lines = ["# Calibrator comparison", ""]
-    split = "time-ordered blocked" if cfg["split"] == "time" else "claim-grouped"
-    lines.append(
-        f"Champion: **{result.champion}** (lowest out-of-fold {_LABELS[cfg['scoring']]}; "
-        f"{_LABELS[cfg['tie_break']]} breaks ties). {cfg['folds']} {split} folds over "
-        f"{cfg['n_rows']} rows ({cfg['n_claims']} claims, violation rate "
-        f"{cfg['violation_rate']:.4f}); {100 * (1 - cfg['alpha']):g}% bootstrap intervals "
-        f"from {cfg['n_boot']} resamples (percentile for log loss, Brier and AUC; for ECE, "
-        "MCE and smooth ECE, which resampling biases upward, the basic interval centred on "
-        "the value). ECE and MCE use 15 bins (ECE equal-width and equal-mass); they describe "
-        "calibration and never choose the champion."
-    )
-    lines.append("")
-    cols = ["calibrator", *(_LABELS[m] for m in METRIC_NAMES)]
-    oracle = result.has_oracle
-    if oracle:
-        cols += ["excess log loss", "excess (relative)"]
-    lines.append("| " + " | ".join(cols) + " |")
-    lines.append("|" + "|".join(["---"] + ["---:"] * (len(cols) - 1)) + "|")
-    for r in result.table.to_dict(orient="records"):
-        name = str(r["name"])
-        label = f"**{name}**" if r["champion"] else ("oracle (p_true)" if name == "oracle"
-                                                     else name)
-        cells = [label]
-        for m in METRIC_NAMES:
-            cells.append(f"{_fmt(r[m])} [{_fmt(r[f'{m}_low'])}, {_fmt(r[f'{m}_high'])}]")
-        if oracle:
-            cells.append(f"{_fmt(r['excess_log_loss'])} [{_fmt(r['excess_log_loss_low'])}, "
-                         f"{_fmt(r['excess_log_loss_high'])}]")
-            rel = _num(r["excess_log_loss_rel"])
-            cells.append("n/a" if rel is None else f"{100 * rel:.2f}%")
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += _debiased_lines(result)
-    lines += ["", "## Log loss per test fold", ""]
-    pf = result.per_fold.pivot(index="calibrator", columns="fold", values="log_loss")
-    pf = pf.reindex(list(result.oof))
-    lines.append("| calibrator | " + " | ".join(f"fold {k}" for k in pf.columns) + " |")
-    lines.append("|---|" + "|".join(["---:"] * len(pf.columns)) + "|")
-    for cal, vals in pf.iterrows():
-        lines.append(f"| {cal} | " + " | ".join(_fmt(v) for v in vals) + " |")
-    lines.append("")
-    return "\n".join(lines)
-
-
-def _debiased_lines(result: ComparisonResult) -> list[str]:
-    """The calibration errors less their bootstrap bias (none without resamples)."""
-    table = result.table
-    if not int(result.config["n_boot"]) or f"{_CALIBRATION_ERRORS[0]}_bias" not in table:
-        return []
-    lines = ["", "## Calibration errors less their bootstrap bias", "",
-             "Value minus (median resample - value), floored at 0: an estimate of the "
-             "calibration error with the upward bias of a finite sample removed.", "",
-             "| calibrator | " + " | ".join(_LABELS[m] for m in _CALIBRATION_ERRORS) + " |",
-             "|---|" + "|".join(["---:"] * len(_CALIBRATION_ERRORS)) + "|"]
-    for r in table.to_dict(orient="records"):
-        cells = []
-        for m in _CALIBRATION_ERRORS:
-            v = _num(r[m] - r[f"{m}_bias"])
-            cells.append("n/a" if v is None else f"{max(v, 0.0):.4f}")
-        lines.append(f"| {r['name']} | " + " | ".join(cells) + " |")
-    return lines
-
-
 def _reliability_figure(result: ComparisonResult, histogram: Any) -> Any:
     """The comparison's reliability diagram: every calibrator's out-of-fold curve on
     equal-mass bins, the panel titles with equal-mass ECE and log loss and their intervals."""
@@ -959,6 +911,7 @@ def write_comparison(result: ComparisonResult, out_dir: str | Path) -> dict[str,
     """
     import joblib
 
+    from amv_calib.calibration._compare_text import comparison_markdown
     from amv_calib.calibration._figures import prediction_histogram, write_figure_png
 
     out = Path(out_dir)
@@ -980,6 +933,8 @@ def write_comparison(result: ComparisonResult, out_dir: str | Path) -> dict[str,
                                                 out / "reliability.png")
     if result.estimators:
         for name, est in result.estimators.items():
+            if getattr(est, "is_baseline", False):
+                continue
             portable = est.to_portable().to_dict()
             put(f"calibrators/{name}.json", json.dumps(portable, indent=2) + "\n")
             joblib.dump(est, out / "calibrators" / f"{name}.joblib")

@@ -10,6 +10,7 @@ labelling real logs and tables is :mod:`amv_calib.claims`'s.
 
 from __future__ import annotations
 
+from amv_calib.datasets._kinds import DEFAULT_KIND_WORLD, KindLaw, KindWorld, synth_kind_claims
 from amv_calib.datasets._production import SimulatedLogs, simulate_production
 from amv_calib.datasets._synth import (
     CLAIM_COLUMNS,
@@ -26,14 +27,18 @@ from amv_calib.datasets._synth import (
 
 __all__ = [
     "CLAIM_COLUMNS",
+    "DEFAULT_KIND_WORLD",
     "EPOCH_START",
     "FAMILIES",
     "Family",
+    "KindLaw",
+    "KindWorld",
     "SimulatedLogs",
     "family_probability",
     "simulate_production",
     "synth_claims",
     "synth_episodes",
+    "synth_kind_claims",
     "true_probability",
     "write_claims",
     "write_episodes",
