@@ -35,6 +35,11 @@ from amv_calib.calibration._metrics import (
 from amv_calib.settings import CompareOptions
 
 if _typing.TYPE_CHECKING:
+    from amv_calib.calibration._baselines import (
+        KIND_CATEGORIES,
+        FieldRuleBaseline,
+        field_rule_score,
+    )
     from amv_calib.calibration._calibrators import (
         BETA_EXTRA_MAP,
         BETA_SCORES,
@@ -86,9 +91,25 @@ _LAZY: dict[str, str] = {
         "row_weights", "tie_break_of", "time_folds_of_claims", "weight_column",
         "write_comparison",
     ), "amv_calib.calibration._compare"),
+    **dict.fromkeys(("KIND_CATEGORIES", "FieldRuleBaseline", "field_rule_score"),
+                    "amv_calib.calibration._baselines"),
+    **dict.fromkeys((
+        "KIND_COLUMN", "KIND_PENALTIES", "OTHER_KIND", "KindBetaCalibrator",
+        "KindIsotonicCalibrator", "KindPlattCalibrator", "penalised_logistic",
+    ), "amv_calib.calibration._kinds"),
 }
 
 __all__ = [
+    "penalised_logistic",
+    "field_rule_score",
+    "KindPlattCalibrator",
+    "KindIsotonicCalibrator",
+    "KindBetaCalibrator",
+    "FieldRuleBaseline",
+    "OTHER_KIND",
+    "KIND_PENALTIES",
+    "KIND_COLUMN",
+    "KIND_CATEGORIES",
     "BETA_EXTRA_MAP",
     "BETA_SCORES",
     "DEFAULT_PLATT_MAP",
