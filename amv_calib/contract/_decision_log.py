@@ -21,6 +21,11 @@ One JSON object per line, UTF-8, ``\\n``-terminated, in the order the decisions 
      "verifier_calls": [{"verifier": "bank-api", "signals": {"p1": true},
                          "cost": 0.2, "reliability": 0.95}]}
 
+A premise carries ``memory_kind`` when the gate was given one (the kind of memory the claim
+is), and ``memory_kind_evaluated_as`` when a calibrator with kinds computed its ``p``: the kind
+of its vocabulary it used, ``"other"`` for an absent kind or one outside the vocabulary.
+Records without kinds lack both fields.
+
 ``verifiers`` lists every verifier offered to the gate for the action, as declared (cost,
 symmetric reliability, resolved premises); logs written before it was added lack the field
 and stay readable (``amv-calib label`` then makes no episode of the action, reason
@@ -109,6 +114,8 @@ PREMISE_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "model_confidence": ("model_confidence", "modelConfidence"),
     "contradiction_flag": ("contradiction_flag", "contradictionFlag"),
     "p": ("p", "calibratedViolationProbability", "calibrated_violation_probability"),
+    "memory_kind": ("memory_kind", "memoryKind"),
+    "memory_kind_evaluated_as": ("memory_kind_evaluated_as", "memoryKindEvaluatedAs"),
 }
 
 #: Canonical verifier-call field -> accepted spellings.
@@ -259,7 +266,7 @@ def _normalize_premise(premise: Any) -> Any:
     claim = out.pop("claim", None)
     if isinstance(claim, Mapping):
         c = _normalize_fields(claim, _CLAIM_ALIASES)
-        for key in ("claim_id", *_CLAIM_FEATURE_KEYS):
+        for key in ("claim_id", *_CLAIM_FEATURE_KEYS, "memory_kind"):
             if out.get(key) is None and c.get(key) is not None:
                 out[key] = c[key]
         for key in ("statement", "source"):

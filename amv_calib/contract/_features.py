@@ -27,6 +27,13 @@ TRANSFORMS: Final[tuple[str, ...]] = get_args(Transform)
 
 PORTABLE_FORMAT: Final = "amv-calib/portable-calibrator"
 PORTABLE_FORMAT_VERSION: Final = 1
+#: The version of a calibrator with memory kinds (``kinds``, ``kind_intercept``, a term's
+#: ``kind``); one without them keeps version 1, byte for byte.
+PORTABLE_FORMAT_VERSION_KINDS: Final = 2
+#: The kind every claim whose kind is absent or outside the vocabulary is evaluated as.
+OTHER_KIND: Final = "other"
+#: Longest memory kind of a vocabulary, in characters (code points).
+MAX_KIND_LENGTH: Final = 64
 
 #: Default floor of ``logit``, ``log`` and ``log1m`` (the seed clips confidence at 1e-5).
 DEFAULT_EPS: Final = 1e-5
@@ -56,6 +63,9 @@ class Term:
     by : str, optional
         Another claim feature whose raw value multiplies the transformed one (an
         interaction, e.g. ``indicator(contradiction_flag) * source_trust_score``).
+    kind : str, optional
+        A memory kind of the calibrator's ``kinds``: the term counts only for claims
+        evaluated as that kind (a kind-specific slope), and is skipped for the others.
     """
 
     column: str
@@ -63,6 +73,7 @@ class Term:
     scale: float | None = None
     eps: float | None = None
     by: str | None = None
+    kind: str | None = None
 
     def __post_init__(self) -> None:
         if self.column not in CLAIM_FEATURES:
@@ -93,15 +104,20 @@ class Term:
                 f"feature term by={self.by!r} must be a claim feature other than "
                 f"{self.column!r}; expected one of {list(CLAIM_FEATURES)}"
             )
+        if self.kind is not None:
+            _check_kind(self.kind, "feature term kind")
 
     @property
     def name(self) -> str:
-        """Readable name such as ``logit(model_confidence)`` or ``ramp(recency_hours, 720)``."""
+        """Readable name such as ``logit(model_confidence)``, ``ramp(recency_hours, 720)``
+        or, for a kind's term, ``ramp(recency_hours, 720)[kind=event]``."""
         if self.scale is not None:
             base = f"{self.transform}({self.column}, {self.scale:g})"
         else:
             base = f"{self.transform}({self.column})"
-        return base if self.by is None else f"{base}*{self.by}"
+        if self.by is not None:
+            base = f"{base}*{self.by}"
+        return base if self.kind is None else f"{base}[kind={self.kind}]"
 
     def evaluate(self, raw: Mapping[str, FloatArray]) -> FloatArray:
         """The term's column of the design matrix from raw features keyed by name."""
@@ -160,6 +176,8 @@ class Term:
             out["eps"] = float(self.eps)
         if self.by is not None:
             out["by"] = self.by
+        if self.kind is not None:
+            out["kind"] = self.kind
         return out
 
     @classmethod
@@ -167,19 +185,23 @@ class Term:
         """Build a term from its plain-data form, refusing unknown keys."""
         if not isinstance(data, Mapping):
             raise PortableFormatError(f"feature term must be an object, got {data!r}")
-        unknown = set(data) - {"column", "transform", "scale", "eps", "by"}
+        unknown = set(data) - {"column", "transform", "scale", "eps", "by", "kind"}
         if unknown:
             raise PortableFormatError(f"feature term has unknown keys {sorted(unknown)}")
         for key in ("column", "transform"):
             if key not in data:
                 raise PortableFormatError(f"feature term lacks {key!r}: {dict(data)!r}")
         scale, eps, by = data.get("scale"), data.get("eps"), data.get("by")
+        kind = data.get("kind")
+        if kind is not None and not isinstance(kind, str):
+            raise PortableFormatError(f"feature term kind={kind!r} is not a string")
         return cls(
             column=str(data["column"]),
             transform=cast(Transform, str(data["transform"])),
             scale=None if scale is None else _finite_float(scale, "scale"),
             eps=None if eps is None else _finite_float(eps, "eps"),
             by=None if by is None else str(by),
+            kind=kind,
         )
 
 
@@ -251,6 +273,26 @@ def as_feature_frame(X: Any) -> dict[str, FloatArray]:
     return out
 
 
+def _check_kind(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise PortableFormatError(f"{what}={value!r} is not a string")
+    if not 1 <= len(value) <= MAX_KIND_LENGTH:
+        raise PortableFormatError(
+            f"{what}={value!r} must have 1 to {MAX_KIND_LENGTH} characters, not {len(value)}"
+        )
+    return value
+
+
+def _is_absent(value: Any) -> bool:
+    """``None``, a float NaN or pandas' ``NA``: a claim table's empty ``memory_kind`` cell."""
+    if value is None:
+        return True
+    if isinstance(value, (float, np.floating)):
+        return math.isnan(value)
+    # pandas.NA, recognised without importing pandas (the gate does not depend on it)
+    return type(value).__name__ == "NAType"
+
+
 def _finite_float(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise PortableFormatError(f"{what}={value!r} is not a number")
@@ -277,8 +319,9 @@ def sigmoid(z: ArrayLike) -> FloatArray:
     return cast(FloatArray, np.exp(-np.logaddexp(0.0, -np.asarray(z, dtype=np.float64))))
 
 
-def _check_format(data: Mapping[str, Any], name: str, version: int) -> None:
-    """Check that a JSON object declares ``format`` ``name`` at ``format_version`` ``version``.
+def _check_format(data: Mapping[str, Any], name: str, version: int | tuple[int, ...]) -> None:
+    """Check that a JSON object declares ``format`` ``name`` at ``format_version`` ``version``
+    (or one of the versions of a tuple).
 
     Raises
     ------
@@ -289,11 +332,13 @@ def _check_format(data: Mapping[str, Any], name: str, version: int) -> None:
     if data.get("format") != name:
         raise PortableFormatError(f"format={data.get('format')!r}, expected {name!r}")
     found = data.get("format_version")
+    versions = version if isinstance(version, tuple) else (version,)
     # a JSON integer: true is not 1 (Python's True == 1 is no JSON equality), nor is 1.0
-    if isinstance(found, bool) or not isinstance(found, int) or found != version:
+    if isinstance(found, bool) or not isinstance(found, int) or found not in versions:
+        readable = " or ".join(str(v) for v in versions)
         raise PortableFormatError(
             f"unknown format_version={data.get('format_version')!r}; this version of "
-            f"amv-calib reads format_version {version}"
+            f"amv-calib reads format_version {readable}"
         )
 
 
@@ -315,9 +360,13 @@ class PortableCalibrator:
     y_knots: tuple[float, ...] = ()
     clamp: tuple[float, float] | None = None
     source: str = ""
+    kinds: tuple[str, ...] = ()
+    kind_intercept: tuple[float, ...] = ()
     _x: FloatArray = field(init=False, repr=False, compare=False)
     _y: FloatArray = field(init=False, repr=False, compare=False)
     _w: FloatArray = field(init=False, repr=False, compare=False)
+    _codes: dict[str, int] = field(init=False, repr=False, compare=False)
+    _term_codes: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_choice("kind", self.kind, ("linear", "isotonic"), PortableFormatError)
@@ -360,28 +409,158 @@ class PortableCalibrator:
                 raise PortableFormatError("isotonic y_knots must lie in [0, 1]")
         elif self.x_knots or self.y_knots:
             raise PortableFormatError("a linear calibrator takes no knots")
+        self._check_kinds()
         object.__setattr__(self, "_x", np.asarray(self.x_knots, dtype=np.float64))
         object.__setattr__(self, "_y", np.asarray(self.y_knots, dtype=np.float64))
         object.__setattr__(self, "_w", np.asarray(self.coef, dtype=np.float64))
 
-    # -- evaluation -------------------------------------------------------------------
-    def decision_function(self, X: Any) -> FloatArray:
-        """The linear score ``intercept + features @ coef`` for each row."""
-        return self.feature_map.transform(X) @ self._w + self.intercept
+    def _check_kinds(self) -> None:
+        kinds, ki = self.kinds, self.kind_intercept
+        if isinstance(kinds, (str, bytes)) or not isinstance(kinds, Sequence):
+            raise PortableFormatError(f"kinds={kinds!r} must be a list of strings")
+        if isinstance(ki, (str, bytes)) or not isinstance(ki, Sequence):
+            raise PortableFormatError(f"kind_intercept={ki!r} must be a list of numbers")
+        kinds, ki = tuple(kinds), tuple(ki)
+        for i, k in enumerate(kinds):
+            _check_kind(k, f"kinds[{i}]")
+        for i in range(1, len(kinds)):
+            if kinds[i] == kinds[i - 1]:
+                raise PortableFormatError(f"kinds repeats {kinds[i]!r} (kinds[{i}])")
+            if kinds[i] < kinds[i - 1]:
+                raise PortableFormatError(
+                    f"kinds are not sorted: kinds[{i - 1}]={kinds[i - 1]!r} comes before "
+                    f"kinds[{i}]={kinds[i]!r}"
+                )
+        if kinds and OTHER_KIND not in kinds:
+            raise PortableFormatError(f"kinds={list(kinds)!r} lacks {OTHER_KIND!r}")
+        if len(ki) != len(kinds):
+            raise PortableFormatError(
+                f"kind_intercept has {len(ki)} entries for {len(kinds)} kinds"
+            )
+        for i, c in enumerate(ki):
+            if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c):
+                raise PortableFormatError(f"kind_intercept[{i}]={c!r} is not a finite number")
+        codes = {k: i for i, k in enumerate(kinds)}
+        term_codes = []
+        for j, term in enumerate(self.feature_map.terms):
+            if term.kind is None:
+                term_codes.append(-1)
+            elif term.kind in codes:
+                term_codes.append(codes[term.kind])
+            else:
+                raise PortableFormatError(
+                    f"feature term {j} ({term.name}) has kind={term.kind!r}, which is not in "
+                    f"kinds={list(kinds)!r}"
+                )
+        object.__setattr__(self, "kinds", kinds)
+        object.__setattr__(self, "kind_intercept", tuple(float(c) for c in ki))
+        object.__setattr__(self, "_codes", codes)
+        object.__setattr__(self, "_term_codes", tuple(term_codes))
 
-    def predict(self, X: Any) -> FloatArray:
-        """Violation probability of each row, shape (n,)."""
-        z = self.decision_function(X)
+    # -- memory kinds -----------------------------------------------------------------
+    @property
+    def has_kinds(self) -> bool:
+        """Whether the calibrator reads the claims' memory kind (``format_version`` 2)."""
+        return bool(self.kinds)
+
+    @property
+    def term_kind_codes(self) -> tuple[int, ...]:
+        """Per term, the index of its kind in :attr:`kinds`, or -1 for a term of every kind."""
+        return self._term_codes
+
+    def kind_code(self, memory_kind: str | None) -> int:
+        """The index in :attr:`kinds` a claim of ``memory_kind`` is evaluated as.
+
+        Absent (``None``) or outside the vocabulary: the index of ``"other"``. A calibrator
+        without kinds gives -1 for every claim.
+        """
+        if not self.kinds:
+            return -1
+        code = self._codes.get(memory_kind) if isinstance(memory_kind, str) else None
+        return self._codes[OTHER_KIND] if code is None else code
+
+    def kind_codes(self, memory_kinds: Any) -> NDArray[np.intp]:
+        """:meth:`kind_code` of each row of a column of memory kinds.
+
+        ``None``, NaN and pandas' ``NA`` are absent kinds.
+
+        Raises
+        ------
+        ValueError
+            A value that is neither a string nor absent, naming it and its row.
+        """
+        values = list(np.asarray(memory_kinds, dtype=object).reshape(-1))
+        out = np.empty(len(values), dtype=np.intp)
+        for i, v in enumerate(values):
+            if not isinstance(v, str) and not _is_absent(v):
+                raise ValueError(f"memory_kind={v!r} at row {i} is not a string")
+            out[i] = self.kind_code(v if isinstance(v, str) else None)
+        return out
+
+    def _row_codes(self, X: Any, memory_kinds: Any, n: int) -> NDArray[np.intp]:
+        if memory_kinds is None:
+            try:
+                memory_kinds = X["memory_kind"]
+            except (KeyError, IndexError, TypeError, ValueError):
+                memory_kinds = [None] * n
+        codes = self.kind_codes(memory_kinds)
+        if codes.shape[0] != n:
+            raise ValueError(f"memory_kinds has {codes.shape[0]} rows for {n} claims")
+        return codes
+
+    # -- evaluation -------------------------------------------------------------------
+    def decision_function(self, X: Any, memory_kinds: Any = None) -> FloatArray:
+        """The linear index of each row.
+
+        Without kinds, ``intercept + features @ coef``. With kinds, ``intercept``, then
+        ``kind_intercept`` of the row's kind, then each term in feature-map order, the
+        terms of other kinds skipped (as :meth:`predict_one` sums them).
+
+        Parameters
+        ----------
+        X : array or DataFrame
+            As for :meth:`FeatureMap.transform`.
+        memory_kinds : sequence of str or None, optional
+            The kind of each row; by default ``X["memory_kind"]`` when ``X`` has that
+            column, else absent (``"other"``). Ignored by a calibrator without kinds.
+        """
+        design = self.feature_map.transform(X)
+        if not self.kinds:
+            return design @ self._w + self.intercept
+        codes = self._row_codes(X, memory_kinds, design.shape[0])
+        z = self.intercept + np.asarray(self.kind_intercept, dtype=np.float64)[codes]
+        for j, tc in enumerate(self._term_codes):
+            term = self._w[j] * design[:, j]
+            z += term if tc < 0 else np.where(codes == tc, term, 0.0)
+        return z
+
+    def predict(self, X: Any, memory_kinds: Any = None) -> FloatArray:
+        """Violation probability of each row, shape (n,); ``memory_kinds`` as for
+        :meth:`decision_function`."""
+        z = self.decision_function(X, memory_kinds)
         p = np.interp(z, self._x, self._y) if self.kind == "isotonic" else sigmoid(z)
         if self.clamp is not None:
             p = np.clip(p, self.clamp[0], self.clamp[1])
         return p
 
-    def predict_one(self, features: Mapping[str, float]) -> float:
-        """Probability for one claim given as ``{feature: value}``, in plain Python."""
+    def predict_one(self, features: Mapping[str, float], memory_kind: str | None = None
+                    ) -> float:
+        """Probability for one claim given as ``{feature: value}``, in plain Python.
+
+        ``memory_kind`` is the claim's kind (absent or unknown: ``"other"``); a calibrator
+        without kinds ignores it.
+        """
         z = self.intercept
-        for term, w in zip(self.feature_map.terms, self.coef, strict=True):
-            z += w * term.evaluate_one(features)
+        if self.kinds:
+            k = self.kind_code(memory_kind)
+            z += self.kind_intercept[k]
+            for term, w, tc in zip(self.feature_map.terms, self.coef, self._term_codes,
+                                   strict=True):
+                if tc < 0 or tc == k:
+                    z += w * term.evaluate_one(features)
+        else:
+            for term, w in zip(self.feature_map.terms, self.coef, strict=True):
+                z += w * term.evaluate_one(features)
         if self.kind == "isotonic":
             p = float(np.interp(z, self._x, self._y))
         elif z >= 0:
@@ -398,7 +577,8 @@ class PortableCalibrator:
         """The ``calibrator.json`` object (see ``models/README.md``)."""
         out: dict[str, Any] = {
             "format": PORTABLE_FORMAT,
-            "format_version": PORTABLE_FORMAT_VERSION,
+            "format_version": (PORTABLE_FORMAT_VERSION_KINDS if self.kinds
+                               else PORTABLE_FORMAT_VERSION),
             "kind": self.kind,
             "source": self.source,
             "feature_map": self.feature_map.to_list(),
@@ -409,6 +589,9 @@ class PortableCalibrator:
         if self.kind == "isotonic":
             out["x_knots"] = [float(v) for v in self.x_knots]
             out["y_knots"] = [float(v) for v in self.y_knots]
+        if self.kinds:
+            out["kinds"] = list(self.kinds)
+            out["kind_intercept"] = [float(v) for v in self.kind_intercept]
         return out
 
     @classmethod
@@ -416,9 +599,10 @@ class PortableCalibrator:
         """Validate and build from the ``calibrator.json`` object; never executes code."""
         if not isinstance(data, Mapping):
             raise PortableFormatError("calibrator description must be a JSON object")
-        _check_format(data, PORTABLE_FORMAT, PORTABLE_FORMAT_VERSION)
+        _check_format(data, PORTABLE_FORMAT,
+                      (PORTABLE_FORMAT_VERSION, PORTABLE_FORMAT_VERSION_KINDS))
         allowed = {"format", "format_version", "kind", "source", "feature_map", "intercept",
-                   "coef", "clamp", "x_knots", "y_knots"}
+                   "coef", "clamp", "x_knots", "y_knots", "kinds", "kind_intercept"}
         unknown = set(data) - allowed
         if unknown:
             raise PortableFormatError(f"calibrator description has unknown keys {sorted(unknown)}")
@@ -434,16 +618,48 @@ class PortableCalibrator:
             clamp = (c[0], c[1])
         kind = data["kind"]
         check_choice("kind", kind, ("linear", "isotonic"), PortableFormatError)
+        fmap = FeatureMap.from_list(data["feature_map"])
+        kinds, ki = _kind_fields(data, fmap, data["format_version"])
         return cls(
             kind=kind,
-            feature_map=FeatureMap.from_list(data["feature_map"]),
+            feature_map=fmap,
             intercept=_finite_float(data["intercept"], "intercept"),
             coef=_float_list(data["coef"], "coef"),
             x_knots=_float_list(data.get("x_knots", []), "x_knots"),
             y_knots=_float_list(data.get("y_knots", []), "y_knots"),
             clamp=clamp,
             source=str(data.get("source", "")),
+            kinds=kinds,
+            kind_intercept=ki,
         )
+
+
+def _kind_fields(data: Mapping[str, Any], fmap: FeatureMap, version: Any
+                 ) -> tuple[tuple[str, ...], tuple[float, ...]]:
+    """``kinds`` and ``kind_intercept`` of a ``calibrator.json`` object, checked against its
+    ``format_version``: 2 exactly when the memory-kind fields are there."""
+    kinds_raw, ki_raw = data.get("kinds"), data.get("kind_intercept")
+    if version == PORTABLE_FORMAT_VERSION:
+        given = [k for k in ("kinds", "kind_intercept") if k in data]
+        given += [f"feature_map[{j}].kind" for j, t in enumerate(fmap.terms)
+                  if t.kind is not None]
+        if given:
+            raise PortableFormatError(
+                f"format_version=1 takes no memory kinds, got {', '.join(given)}; a "
+                f"calibrator with kinds has format_version {PORTABLE_FORMAT_VERSION_KINDS}"
+            )
+        return (), ()
+    for key, value in (("kinds", kinds_raw), ("kind_intercept", ki_raw)):
+        if value is None:
+            raise PortableFormatError(
+                f"format_version={PORTABLE_FORMAT_VERSION_KINDS} needs {key!r}"
+            )
+    if isinstance(kinds_raw, (str, bytes)) or not isinstance(kinds_raw, Sequence):
+        raise PortableFormatError(f"kinds={kinds_raw!r} must be a list of strings")
+    if not kinds_raw:
+        raise PortableFormatError(f"kinds=[] lacks {OTHER_KIND!r}")
+    kinds = tuple(_check_kind(k, f"kinds[{i}]") for i, k in enumerate(kinds_raw))
+    return kinds, _float_list(ki_raw, "kind_intercept")
 
 
 #: The seed's features: ``logit(conf)``, ``ramp(recency, 720 h)``, trust, contradiction.

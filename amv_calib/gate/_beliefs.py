@@ -175,7 +175,7 @@ class _Beliefs:
                 )
             return seed_calibrate(claim.recency_hours, claim.source_trust_score,
                                   claim.model_confidence, claim.contradiction_flag)
-        p = cal.predict_one(claim.features())
+        p = cal.predict_one(claim.features(), pm.memory_kind)
         if not 0.0 <= p <= 1.0:
             raise UncalibratedPremiseError(
                 f"calibrator gave p={p!r} for premise {pm.id!r}, outside [0, 1]"

@@ -108,6 +108,8 @@ _PREMISE_KEYS: Final = _aliases(
     ("calibrated_violation_probability", "calibratedViolationProbability"),
     ("claim", "claim"),
 )
+#: The spellings of a premise's memory kind (read apart: both may be given if they agree).
+_KIND_KEYS: Final = ("memory_kind", "memoryKind")
 _ACTION_KEYS: Final = _aliases(
     ("action_id", "actionId"), ("tool_name", "toolName"), ("arguments", "arguments"),
     ("impact_cost_theta", "impactCostTheta"), ("abstention_cost_kappa", "abstentionCostKappa"),
@@ -200,6 +202,10 @@ class Premise:
     calibrated_violation_probability : float in [0, 1], optional
         ``p_i``. When absent the gate computes it from ``claim`` with its calibrator.
     claim : MemoryClaim, optional
+    memory_kind : str, optional
+        The kind of memory the claim is (``"preference"``, ``"event"``...). A calibrator
+        with kinds evaluates the claim as that kind, or as ``"other"`` when the kind is
+        absent or outside its vocabulary; one without kinds ignores it.
     """
 
     id: str
@@ -208,6 +214,7 @@ class Premise:
     parameter_target: str = ""
     calibrated_violation_probability: float | None = None
     claim: MemoryClaim | None = None
+    memory_kind: str | None = None
 
     def __post_init__(self) -> None:
         if type(self.id) is str:
@@ -226,6 +233,8 @@ class Premise:
                     f"calibrated_violation_probability={p!r} {where} must lie in [0, 1]"
                 )
             object.__setattr__(self, "calibrated_violation_probability", p)
+        if self.memory_kind is not None and not isinstance(self.memory_kind, str):
+            raise ValueError(f"memory_kind={self.memory_kind!r} {where} is not a string")
         if self.claim is not None:
             if not isinstance(self.claim, MemoryClaim):
                 raise ValueError(f"claim {where} must be a MemoryClaim, got {self.claim!r}")
@@ -243,16 +252,26 @@ class Premise:
 
         The claim may be embedded under ``claim``, or its four features may sit in the
         premise itself (the episodes format); ``violated`` and ``p_true`` are ignored.
-        A ``null`` probability means "compute it from the claim".
+        A ``null`` probability means "compute it from the claim". The kind may be spelt
+        ``memory_kind`` or ``memoryKind`` (both only if they agree); ``null`` is absent.
         """
         if not isinstance(data, Mapping):
             raise ValueError(f"premise must be an object, got {data!r}")
         flat = {k: v for k, v in data.items() if k in _CLAIM_FEATURE_KEYS}
-        rest = {k: v for k, v in data.items() if k not in _CLAIM_FEATURE_KEYS}
+        rest = {k: v for k, v in data.items()
+                if k not in _CLAIM_FEATURE_KEYS and k not in _KIND_KEYS}
         kw = _keys(rest, "premise", _PREMISE_KEYS, _IGNORED_PREMISE_KEYS)
         if "id" not in kw:
             raise ValueError(f"premise {dict(data)!r} lacks 'id'")
         kw["id"] = str(kw["id"])
+        kinds = [data[k] for k in _KIND_KEYS if k in data]
+        if len(kinds) == 2 and kinds[0] != kinds[1]:
+            raise ValueError(
+                f"premise {kw['id']!r} gives memory_kind={kinds[0]!r} and "
+                f"memoryKind={kinds[1]!r}; give one"
+            )
+        if kinds:
+            kw["memory_kind"] = kinds[0]
         for name in ("claim_id", "parameter_target"):
             if name in kw:
                 kw[name] = str(kw[name])

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from amv_calib.contract import utc_now_iso
+from amv_calib.contract import PortableCalibrator, utc_now_iso
 from amv_calib.gate._decision_log import DecisionLogWriter
 from amv_calib.gate._model import CandidateAction, GateSettings, Verifier
 from amv_calib.gate._results import Decision
@@ -22,16 +22,19 @@ class _Records:
     _settings: GateSettings
     _artifact_name: str | None
     _artifact_version: str | None
+    _calibrator: PortableCalibrator | None
     _sink: Callable[[dict[str, Any]], None] | None
 
     def _record(self, action: CandidateAction, d: Decision,
                 prior: tuple[float, ...] | None,
                 verifiers: Sequence[Verifier]) -> dict[str, Any]:
         probs = d.probabilities if prior is None else prior
+        cal = self._calibrator
+        kind_cal = cal if cal is not None and cal.has_kinds and probs else None
         premises = []
         for i, pm in enumerate(action.premises):
             c = pm.claim
-            premises.append({
+            rec: dict[str, Any] = {
                 "id": pm.id,
                 "claim_id": pm.claim_id,
                 "recency_hours": None if c is None else c.recency_hours,
@@ -39,7 +42,17 @@ class _Records:
                 "model_confidence": None if c is None else c.model_confidence,
                 "contradiction_flag": None if c is None else c.contradiction_flag,
                 "p": probs[i] if i < len(probs) else None,
-            })
+            }
+            # Written only when there is something to say, so that a gate and premises
+            # without kinds write the records they always did.
+            if pm.memory_kind is not None:
+                rec["memory_kind"] = pm.memory_kind
+            if (kind_cal is not None and c is not None
+                    and pm.calibrated_violation_probability is None):
+                # the kind the calibrator used: "other" for an absent or unknown kind
+                rec["memory_kind_evaluated_as"] = kind_cal.kinds[
+                    kind_cal.kind_code(pm.memory_kind)]
+            premises.append(rec)
         return {
             "time": utc_now_iso(),
             "action_id": action.action_id,
