@@ -20,9 +20,10 @@ an unknown kind is evaluated as ``"other"``. The linear index of a claim of kind
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,7 +40,7 @@ from amv_calib.calibration._calibrators import (
     _round_sig,
     _split_parts,
 )
-from amv_calib.contract import FeatureMap, Term
+from amv_calib.contract import FeatureMap, PortableCalibrator, Term
 from amv_calib.exceptions import InsufficientDataError
 
 FloatArray = NDArray[np.float64]
@@ -210,29 +211,45 @@ class _KindLinear(_LogisticCalibrator):
         D[rows, K * r + codes] = 1.0
         return D
 
-    def _index(self, X: Any) -> FloatArray:
+    def _claims(self, X: Any) -> tuple[FloatArray, list[Any]]:
         check_is_fitted(self)
         arr, _ = self._check_X(X, reset=False)
-        codes = kind_codes(kind_values(X), self.kinds_, arr.shape[0])
-        z = self.feature_map_.transform(arr) @ self.coef_ + self.intercept_
-        z = z + self.kind_intercept_[codes]
-        if self.kind_terms_:
-            G = FeatureMap(self.kind_terms_).transform(arr)
-            z = z + np.einsum("ij,ij->i", G, self.kind_coef_[codes])
-        return np.asarray(z, dtype=np.float64)
+        kinds = kind_values(X)
+        return arr, [None] * arr.shape[0] if kinds is None else list(kinds)
 
     def decision_function(self, X: Any) -> FloatArray:
-        """The linear index of each row (for isotonic: before the table)."""
-        return self._index(X)
+        """The linear index of each row (for isotonic: before the table), through
+        ``portable_``."""
+        arr, kinds = self._claims(X)
+        return self.portable_.decision_function(arr, memory_kinds=kinds)
 
     def predict_proba(self, X: Any) -> FloatArray:
-        """Probabilities of ``classes_``, shape (n, 2); column 1 is ``P(violated)``."""
-        z = self._index(X)
-        if self.x_knots_ is not None and self.y_knots_ is not None:
-            p1 = np.interp(z, self.x_knots_, self.y_knots_)
-        else:
-            p1 = expit(z)
+        """Probabilities of ``classes_``, shape (n, 2); column 1 is ``P(violated)``,
+        computed through ``portable_`` (what the gates evaluate)."""
+        arr, kinds = self._claims(X)
+        p1 = self.portable_.predict(arr, memory_kinds=kinds)
         return np.column_stack([1.0 - p1, p1])
+
+    def _keep_portable(self, source: str) -> None:
+        """The fitted model as a portable calibrator with kinds (``format_version`` 2): the
+        pooled terms, then each kind's copy of the kind terms, in vocabulary order."""
+        kinds = self.kinds_
+        terms = [*self.feature_map_.terms,
+                 *(dataclasses.replace(t, kind=k) for k in kinds for t in self.kind_terms_)]
+        knots = self.x_knots_ is not None and self.y_knots_ is not None
+        self.portable_ = PortableCalibrator(
+            kind="isotonic" if knots else "linear",
+            feature_map=FeatureMap(tuple(terms)),
+            intercept=float(self.intercept_),
+            coef=tuple(float(c) for c in np.r_[self.coef_, self.kind_coef_.reshape(-1)]),
+            x_knots=() if not knots else tuple(float(v) for v in cast(FloatArray,
+                                                                       self.x_knots_)),
+            y_knots=() if not knots else tuple(float(v) for v in cast(FloatArray,
+                                                                       self.y_knots_)),
+            kinds=kinds,
+            kind_intercept=tuple(float(v) for v in self.kind_intercept_),
+            source=source,
+        )
 
     def _penalties(self, n_pooled: int) -> FloatArray:
         pooled = 0.0 if self.C is None or math.isinf(self.C) else 1.0 / float(self.C)
@@ -333,6 +350,7 @@ class KindPlattCalibrator(_KindLinear):
         b, coef, it = self._fit_index(Xv, y01, w, codes)
         self.intercept_, self.n_iter_ = b, it
         self._split(coef, len(self.feature_map_.terms))
+        self._keep_portable("platt-kind")
         return self
 
 
@@ -395,6 +413,7 @@ class KindBetaCalibrator(_KindLinear):
         self.dropped_terms_ = [names[i] for i in np.flatnonzero(~active)]
         self.feature_map_, self.intercept_, self.n_iter_ = fmap, b, n_iter
         self._split(coef, F.shape[1])
+        self._keep_portable("beta-kind")
         return self
 
 
@@ -472,5 +491,6 @@ class KindIsotonicCalibrator(_KindLinear):
         self.n_iter_ = n_iter
         xk, yk = _isotonic_table(np.round(z, INDEX_DECIMALS), y01, w, strict=bool(self.strict))
         self.x_knots_, self.y_knots_ = xk, yk
+        self._keep_portable("isotonic-kind")
         return self
 
