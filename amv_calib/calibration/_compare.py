@@ -463,6 +463,7 @@ def compare_calibrators(
     sample_weight: str | None = _OPT.weights,
     refit: bool = True,
     allow_constant_features: bool = _OPT.allow_constant_features,
+    prior: Any = _OPT.prior,
 ) -> ComparisonResult:
     """Cross-validate calibrators on the same leakage-safe folds and pick a champion.
 
@@ -500,11 +501,17 @@ def compare_calibrators(
         A claim feature constant over all rows is an error by default: no calibrator can
         learn its effect, and the champion would ignore it in production. True compares
         anyway (its terms get weight 0).
+    prior : str, path or PortableCalibrator, optional
+        An artifact (loaded and verified as the gate loads it) or a calibrator: adds the
+        candidates ``prior`` (it as it is) and, when linear, ``platt_prior`` (a fit shrunk
+        towards it, the pull chosen by the folds); see :mod:`amv_calib.calibration._prior`.
 
     Raises
     ------
     MissingColumnsError
         A contract column or the weight column is absent.
+    ConfigError
+        The ``prior`` artifact is refused (the message names it and why).
     DataContractError
         A row breaks the data contract (the message names the row, the field, the value
         and the reason), or a weight is negative or not a number.
@@ -514,6 +521,10 @@ def compare_calibrators(
     tie_break = _tie_break(scoring, tie_break)
     table, w = _claims_table(claims, split, sample_weight)
     cals = resolve_calibrators(with_kinds(calibrators, table))
+    if prior is not None:
+        from amv_calib.calibration._prior import prior_calibrators
+
+        cals.update(prior_calibrators(prior))
     y = table["violated"].to_numpy(dtype=np.float64)
     X = _features(table)
     check_enough_data(y, X, folds, allow_constant_features)

@@ -56,6 +56,10 @@ def _run(call: Call) -> Compared:
     if call.engine == "spark":  # the claims are read, validated and fitted on Spark
         from amv_calib.spark import compare_calibrators_spark
 
+        if opts.prior is not None:
+            raise ConfigError("compare.prior: the spark engine fits no prior; compare with "
+                              "engine local")
+
         if not source.exists():
             raise DataContractError(f"input {source} does not exist")
         result = compare_calibrators_spark(source, spark=call.spark(), **kwargs)

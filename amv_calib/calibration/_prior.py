@@ -1,0 +1,185 @@
+"""A first month from the shipped prior: fits shrunk towards an artifact's calibrator.
+
+A new deployment has a few thousand labels. ``compare --prior ARTIFACT`` adds two
+candidates to the comparison:
+
+- ``prior``: the artifact's calibrator as it is (what the gate evaluates), so that the
+  champion is never worse than the prior on the folds unless the data say so;
+- ``platt_prior``: a logistic fit with the prior's own structure (its feature map, and its
+  kinds when it has them) minimising
+  ``sum_i w_i * logloss_i + prior_penalty / 2 * ||theta - theta_prior||^2`` over the
+  intercept, the coefficients and the kind intercepts ``theta``; the comparison chooses
+  ``prior_penalty`` among :data:`PRIOR_PENALTIES` by its folds. Few labels: close to the
+  prior; many: the data's fit.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.utils.validation import check_is_fitted
+
+from amv_calib.calibration._calibrators import _ClaimCalibrator
+from amv_calib.calibration._kinds import kind_values, penalised_logistic
+from amv_calib.contract import PortableCalibrator
+from amv_calib.exceptions import ArtifactError, ConfigError
+
+FloatArray = NDArray[np.float64]
+
+#: The strengths of the pull towards the prior that the comparison tries (in units of the
+#: summed log loss; the prior itself is the limit of an infinite one).
+PRIOR_PENALTIES: Final = (0.1, 0.3, 1.0, 3.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0)
+
+__all__ = ["PRIOR_PENALTIES", "ArtifactPriorCalibrator", "Prior", "PriorPlattCalibrator",
+           "load_prior", "prior_calibrators"]
+
+
+@dataclass(frozen=True, eq=False)
+class Prior:
+    """A prior calibrator and the label that names it in ``comparison.json``."""
+
+    calibrator: PortableCalibrator
+    label: str
+
+    def __repr__(self) -> str:
+        return f"Prior({self.label!r})"
+
+
+def load_prior(ref: str | os.PathLike[str] | Prior | PortableCalibrator) -> Prior:
+    """The calibrator of the artifact ``ref`` (a version folder or ``MODEL@ALIAS``), loaded
+    and verified by :func:`~amv_calib.contract.load_artifact` (its gate clamp applied).
+
+    Raises
+    ------
+    ConfigError
+        The artifact is refused, naming it and why.
+    """
+    if isinstance(ref, Prior):
+        return ref
+    if isinstance(ref, PortableCalibrator):
+        return Prior(ref, ref.source or "prior")
+    from amv_calib.contract import load_artifact
+
+    try:
+        art = load_artifact(ref)
+    except ArtifactError as exc:
+        raise ConfigError(f"compare.prior: artifact {os.fspath(ref)!r} refused: "
+                          f"[{exc.code}] {exc}") from exc
+    return Prior(art.calibrator, f"{art.name} {art.version} (calibrator sha256 "
+                                 f"{art.calibrator_sha256[:12]})")
+
+
+def _kinds_of(X: Any, n: int) -> list[Any]:
+    kinds = kind_values(X)
+    return [None] * n if kinds is None else list(kinds)
+
+
+class ArtifactPriorCalibrator(_ClaimCalibrator):
+    """The prior's calibrator as it is; ``fit`` checks the input and learns nothing.
+
+    Parameters
+    ----------
+    prior : Prior
+    """
+
+    def __init__(self, *, prior: Prior | None = None) -> None:
+        self.prior = prior
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> ArtifactPriorCalibrator:
+        """Check the input and set ``classes_``; returns ``self``."""
+        if self.prior is None:
+            raise ValueError("ArtifactPriorCalibrator needs prior=")
+        self._check_fit_input(X, y, sample_weight)
+        self.portable_ = self.prior.calibrator
+        return self
+
+    def predict_proba(self, X: Any) -> FloatArray:
+        """Probabilities of ``classes_``, shape (n, 2), as the prior gives them."""
+        check_is_fitted(self)
+        arr, _ = self._check_X(X, reset=False)
+        p1 = self.portable_.predict(arr, memory_kinds=_kinds_of(X, arr.shape[0]))
+        return np.column_stack([1.0 - p1, p1])
+
+
+class PriorPlattCalibrator(_ClaimCalibrator):
+    """A logistic fit with a linear prior's structure, shrunk towards its coefficients.
+
+    Parameters
+    ----------
+    prior : Prior
+        A linear calibrator (with or without kinds).
+    prior_penalty : float, default 100.0
+        L2 strength on the difference from the prior's intercept, coefficients and kind
+        intercepts.
+    max_iter : int, default 100
+    tol : float, default 1e-8
+
+    Attributes
+    ----------
+    portable_ : PortableCalibrator
+        The prior's feature map and kinds with the fitted numbers; no clamp.
+    """
+
+    def __init__(self, *, prior: Prior | None = None, prior_penalty: float = 100.0,
+                 max_iter: int = 100, tol: float = 1e-8) -> None:
+        self.prior = prior
+        self.prior_penalty = prior_penalty
+        self.max_iter = max_iter
+        self.tol = tol
+
+    def candidate_params(self) -> list[dict[str, Any]]:
+        """The settings the comparison chooses among by its folds."""
+        return [{"prior_penalty": lam} for lam in PRIOR_PENALTIES]
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> PriorPlattCalibrator:
+        """Fit the shrunk logistic regression; returns ``self``."""
+        if self.prior is None or self.prior.calibrator.kind != "linear":
+            raise ValueError("PriorPlattCalibrator needs a linear prior= (an isotonic prior "
+                             "is compared as it is)")
+        lam = self.prior_penalty
+        if not (isinstance(lam, (int, float)) and np.isfinite(lam) and lam > 0):
+            raise ValueError(f"prior_penalty={lam!r} must be a finite number > 0")
+        Xv, y01, w, _ = self._check_fit_input(X, y, sample_weight)
+        pc = self.prior.calibrator
+        codes = pc.kind_codes(_kinds_of(X, Xv.shape[0])) if pc.has_kinds else None
+        F = pc.feature_map.transform(Xv)
+        if codes is not None:
+            for j, tc in enumerate(pc.term_kind_codes):
+                if tc >= 0:
+                    F[:, j] = np.where(codes == tc, F[:, j], 0.0)
+            F = np.hstack([F, (codes[:, None] == np.arange(len(pc.kinds))[None, :])
+                           .astype(np.float64)])
+        centre = np.r_[np.asarray(pc.coef, dtype=np.float64),
+                       np.asarray(pc.kind_intercept, dtype=np.float64)]
+        b, theta, it = penalised_logistic(
+            F, y01, w, np.full(F.shape[1], float(lam)), centre=centre,
+            intercept_centre=float(pc.intercept), intercept_penalty=float(lam),
+            max_iter=self.max_iter, tol=self.tol)
+        n_terms = len(pc.coef)
+        self.intercept_, self.coef_, self.n_iter_ = b, theta[:n_terms], it
+        self.portable_ = PortableCalibrator(
+            kind="linear", feature_map=pc.feature_map, intercept=b,
+            coef=tuple(float(c) for c in theta[:n_terms]), kinds=pc.kinds,
+            kind_intercept=tuple(float(c) for c in theta[n_terms:]), source="platt-prior")
+        return self
+
+    def predict_proba(self, X: Any) -> FloatArray:
+        """Probabilities of ``classes_``, shape (n, 2), through ``portable_``."""
+        check_is_fitted(self)
+        arr, _ = self._check_X(X, reset=False)
+        p1 = self.portable_.predict(arr, memory_kinds=_kinds_of(X, arr.shape[0]))
+        return np.column_stack([1.0 - p1, p1])
+
+
+def prior_calibrators(prior: Any) -> dict[str, Any]:
+    """The comparison's candidates of a prior: ``prior`` itself and, for a linear prior,
+    ``platt_prior``."""
+    got = load_prior(prior)
+    out: dict[str, Any] = {"prior": ArtifactPriorCalibrator(prior=got)}
+    if got.calibrator.kind == "linear":
+        out["platt_prior"] = PriorPlattCalibrator(prior=got)
+    return out
