@@ -26,6 +26,7 @@ relative) are reported too; ``p_true`` is never used for fitting.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import logging
@@ -135,6 +136,10 @@ class ComparisonResult:
     timings : dict
         Seconds spent fitting per calibrator (summed over folds) and in the bootstrap; kept
         out of the written files so those are identical for identical inputs.
+    kind_curves, kind_ages : pandas.DataFrame or None
+        With a refitted ``platt_kind``: p(stale) against age per kind with its interval, and
+        the age at which a typical action is verified or abstained from
+        (:mod:`amv_calib.calibration._kindcurves`).
     """
 
     champion: str
@@ -147,6 +152,8 @@ class ComparisonResult:
     estimators: dict[str, Any]
     config: dict[str, Any]
     timings: dict[str, float] = field(default_factory=dict)
+    kind_curves: pd.DataFrame | None = None
+    kind_ages: pd.DataFrame | None = None
 
     @property
     def champion_estimator(self) -> Any:
@@ -532,7 +539,7 @@ def compare_calibrators(
     check_fold_labels(y, fold, folds, split)
     cv = _cross_validate(cals, X, y, w, fold, folds, scoring)
     estimators = _refit(cals, X, y, w, cv.fit_seconds) if refit else {}
-    return comparison_result(
+    result = comparison_result(
         oof=cv.oof, y=y, w=w, fold=fold, folds=folds,
         claim_codes=X["claim_id"].to_numpy(),
         ts=_epoch_seconds(table["timestamp"]) if split == "time" else None,
@@ -543,6 +550,12 @@ def compare_calibrators(
         sample_weight=weight_column([str(c) for c in claims.columns], sample_weight)[0],
         allow_constant_features=allow_constant_features, chosen=cv.chosen,
         baselines=[n for n, e in cals.items() if getattr(e, "is_baseline", False)])
+    from amv_calib.calibration._kindcurves import kind_outputs
+
+    kinds = kind_outputs(estimators, table)
+    if kinds is None:
+        return result
+    return dataclasses.replace(result, kind_curves=kinds[0], kind_ages=kinds[1])
 
 
 def _tie_break(scoring: str, tie_break: str | None) -> Scoring:
@@ -918,7 +931,9 @@ def write_comparison(result: ComparisonResult, out_dir: str | Path) -> dict[str,
     Files: ``comparison.csv``, ``comparison.md``, ``comparison.json``, ``reliability.png``,
     ``reliability_bins.csv``, ``prediction_histogram.csv`` (the figure's histogram),
     ``champion.json`` (portable form of the refitted champion),
-    ``champion.joblib``, and ``calibrators/<name>.json`` / ``.joblib`` for every calibrator.
+    ``champion.joblib``, and ``calibrators/<name>.json`` / ``.joblib`` for every calibrator
+    (never a baseline); with memory kinds ``kinds.md``, ``kinds.csv``,
+    ``kinds_staleness.csv`` and ``kinds_staleness.png``.
     """
     import joblib
 
@@ -942,6 +957,15 @@ def write_comparison(result: ComparisonResult, out_dir: str | Path) -> dict[str,
     put("prediction_histogram.csv", histogram.to_csv(index=False, lineterminator="\n"))
     paths["reliability.png"] = write_figure_png(_reliability_figure(result, histogram),
                                                 out / "reliability.png")
+    if result.kind_curves is not None and result.kind_ages is not None:
+        from amv_calib.calibration import _kindcurves as kc
+
+        put("kinds_staleness.csv", result.kind_curves.to_csv(index=False, lineterminator="\n"))
+        put("kinds.csv", result.kind_ages.to_csv(index=False, lineterminator="\n"))
+        put("kinds.md", kc.kind_age_markdown(result.kind_ages))
+        paths["kinds_staleness.png"] = write_figure_png(
+            kc.kind_age_figure(result.kind_curves, result.kind_ages),
+            out / "kinds_staleness.png")
     if result.estimators:
         for name, est in result.estimators.items():
             if getattr(est, "is_baseline", False):

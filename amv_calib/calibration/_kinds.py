@@ -230,6 +230,14 @@ class _KindLinear(_LogisticCalibrator):
         p1 = self.portable_.predict(arr, memory_kinds=kinds)
         return np.column_stack([1.0 - p1, p1])
 
+    def design_rows(self, X: Any) -> FloatArray:
+        """The rows of the full design (1, the pooled terms, each kind's terms, the kind
+        indicators) in the order of ``(intercept_, coef_, kind_coef_, kind_intercept_)``."""
+        arr, kinds = self._claims(X)
+        codes = kind_codes(np.asarray(kinds, dtype=object), self.kinds_, arr.shape[0])
+        return np.hstack([np.ones((arr.shape[0], 1)), self.feature_map_.transform(arr),
+                          self._kind_design(arr, codes)])
+
     def _keep_portable(self, source: str) -> None:
         """The fitted model as a portable calibrator with kinds (``format_version`` 2): the
         pooled terms, then each kind's copy of the kind terms, in vocabulary order."""
@@ -351,6 +359,14 @@ class KindPlattCalibrator(_KindLinear):
         self.intercept_, self.n_iter_ = b, it
         self._split(coef, len(self.feature_map_.terms))
         self._keep_portable("platt-kind")
+        # The inverse penalised Hessian at the fit: the Laplace covariance of the
+        # coefficients (the penalty read as a Gaussian prior), for the curves' intervals.
+        A = np.hstack([np.ones((Xv.shape[0], 1)), self.feature_map_.transform(Xv),
+                       self._kind_design(Xv, codes)])
+        p = expit(A @ np.r_[b, coef])
+        H = (A * (w * p * (1.0 - p))[:, None]).T @ A
+        H[np.diag_indices_from(H)] += np.r_[0.0, self._penalties(len(self.feature_map_.terms))]
+        self.cov_ = np.linalg.pinv(H)
         return self
 
 

@@ -302,7 +302,8 @@ class _Comparison:
             summary=result.to_dict(), table=result.table, bins=result.reliability,
             histogram=prediction_histogram(result.oof),
             portable={name: est.to_portable().to_dict()
-                      for name, est in result.estimators.items()},
+                      for name, est in result.estimators.items()
+                      if not getattr(est, "is_baseline", False)},
             files=[written[n] for n in sorted(written)
                    if "/" not in n and written[n].suffix in _COMPARE_UPLOADS],
             portable_files={n.removeprefix("calibrators/").removesuffix(".json"): p

@@ -25,6 +25,7 @@ from amv_calib.calibration import (
     penalised_logistic,
     write_comparison,
 )
+from amv_calib.calibration._kindcurves import kind_age_curves
 from amv_calib.contract import CLAIM_FEATURES, FeatureMap, PortableCalibrator, Term
 from amv_calib.settings import DEFAULT_CALIBRATORS, FIELD_RULES, KIND_CALIBRATORS
 
@@ -101,6 +102,23 @@ def test_portable_form_predicts_the_same(kind_claims: pd.DataFrame, cls: type) -
     assert one == pytest.approx(got[0], rel=1e-12)
 
 
+def test_curve_interval_is_the_binomial_standard_error(kind_claims: pd.DataFrame) -> None:
+    # Kind intercepts alone: the logit of each kind's rate has the textbook standard error
+    # 1 / sqrt(n p (1 - p)); the Laplace interval of the curves must give it.
+    X, y = _xy(kind_claims)
+    X = X.assign(contradiction_flag=0.0)
+    only = FeatureMap((Term(column="contradiction_flag", transform="indicator"),))
+    cal = KindPlattCalibrator(feature_map=only, kind_terms=(), kind_penalty=1e-9,
+                              min_kind_uses=1).fit(X, y)
+    curves = kind_age_curves(cal, kind_claims, ages=np.array([1.0, 100.0]))
+    for kind, group in kind_claims.groupby("memory_kind"):
+        n, rate = len(group), group["violated"].mean()
+        row = curves[curves["memory_kind"] == kind].iloc[0]
+        half = (math.log(row["p_high"] / (1 - row["p_high"]))
+                - math.log(row["p"] / (1 - row["p"])))
+        assert half == pytest.approx(1.959964 / math.sqrt(n * rate * (1 - rate)), rel=1e-3)
+
+
 def test_field_rule_scores_by_hand() -> None:
     X = pd.DataFrame({"recency_hours": [45 * 24.0, 15 * 24.0, 24.0],
                       "source_trust_score": [0.5] * 3, "model_confidence": [0.8] * 3,
@@ -142,3 +160,9 @@ def test_kinds_add_calibrators_and_baselines(kind_claims: pd.DataFrame,
     written = {p.name for p in (tmp_path / "calibrators").glob("*.json")}
     assert written == {f"{n}.json" for n in (*DEFAULT_CALIBRATORS, *KIND_CALIBRATORS)}
     assert "(baseline)" in (tmp_path / "comparison.md").read_text()
+    assert (tmp_path / "kinds_staleness.png").stat().st_size > 0
+    ages = pd.read_csv(tmp_path / "kinds.csv")
+    assert list(ages["memory_kind"]) == list(result.estimators["platt_kind"].kinds_)
+    fast = ages.set_index("memory_kind")
+    # the world's deployments go stale in days, its facts in years
+    assert fast.loc["deployment", "verify_from_hours"] < fast.loc["fact", "verify_from_hours"]

@@ -1,0 +1,87 @@
+"""The prior part of ``bench/kinds_acceptance.py``: ``compare --prior`` on a world unlike
+the sample, with few and with many labels.
+
+The world is the acceptance script's five-kind world with the kinds hidden: a calibrator
+sees the four claim features only, so the oracle is ``P(violated | four features)``, the
+kinds' laws mixed by the posterior of each kind given the age (the only feature whose
+distribution depends on the kind).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _bench import Target, at_most, holds
+
+REPO = Path(__file__).resolve().parents[1]
+PRIOR = REPO / "models" / "amv-guard" / "v1"
+SIZES = (5_000, 60_000)
+SEED = 12
+
+
+def hidden_kind_claims(world: Any, n: int, seed: int) -> Any:
+    """``n`` claims of ``world`` without ``memory_kind``, ``p_true`` given the features."""
+    from amv_calib.datasets import synth_kind_claims
+
+    claims = synth_kind_claims(n, seed=seed, world=world)
+    h = claims["recency_hours"].to_numpy(dtype=float)
+    logs = []
+    for law in world.kinds:
+        z = (np.log(np.maximum(h, 1e-300)) - math.log(law.recency_median)) / law.recency_sigma
+        logs.append(math.log(law.weight) - 0.5 * z * z - math.log(law.recency_sigma))
+    post = np.exp(np.array(logs) - np.max(logs, axis=0))
+    post /= post.sum(axis=0)
+    t = claims["source_trust_score"].to_numpy(dtype=float)
+    c = claims["model_confidence"].to_numpy(dtype=float)
+    k = claims["contradiction_flag"].to_numpy(dtype=float)
+    laws = np.stack([world.probability(np.full(n, i, dtype=np.intp), h, t, c, k)
+                     for i in range(len(world.kinds))])
+    p = np.clip((post * laws).sum(axis=0), 1e-6, 1 - 1e-6)
+    return claims.drop(columns="memory_kind").assign(p_true=p)
+
+
+def _row(result: Any, name: str) -> dict[str, Any]:
+    table = result.table.set_index("name")
+    return {"name": name, "log_loss": float(table.loc[name, "log_loss"]),
+            "excess_rel": float(table.loc[name, "excess_log_loss_rel"]),
+            "excess_low": float(table.loc[name, "excess_log_loss_low"]),
+            "excess_high": float(table.loc[name, "excess_log_loss_high"])}
+
+
+def part_prior(world: Any, n_boot: int) -> tuple[list[Target], dict[str, Any]]:
+    from amv_calib.calibration import compare_calibrators
+
+    targets: list[Target] = []
+    report: dict[str, Any] = {}
+    print(f"## Prior: {PRIOR.relative_to(REPO)} on the five-kind world, kinds hidden")
+    print("| claims | prior | champion | log loss | excess over oracle [95% CI] |")
+    print("|---:|---|---|---:|---:|")
+    for n in SIZES:
+        claims = hidden_kind_claims(world, n, SEED)
+        got = {}
+        for label, prior in (("without", None), ("with", str(PRIOR))):
+            t = time.perf_counter()
+            result = compare_calibrators(claims, n_boot=n_boot, prior=prior)
+            row = _row(result, result.champion)
+            row["seconds"] = time.perf_counter() - t
+            row["chosen"] = result.config.get("chosen_by_folds", {})
+            got[label] = row
+            print(f"| {n} | {label} | {row['name']} | {row['log_loss']:.4f} | "
+                  f"{100 * row['excess_rel']:.2f}% [{row['excess_low']:.5f}, "
+                  f"{row['excess_high']:.5f}] |")
+        report[str(n)] = got
+        if n == SIZES[0]:
+            targets.append(at_most(f"{n} claims with the prior: champion's excess log loss "
+                                   f"over the oracle (without: "
+                                   f"{100 * got['without']['excess_rel']:.2f}%)",
+                                   100 * got["with"]["excess_rel"], 0.5, unit="%"))
+        else:
+            targets.append(holds(f"{n} claims: the champion with the prior no worse than "
+                                 f"without ({got['with']['log_loss']:.5f} <= "
+                                 f"{got['without']['log_loss']:.5f})",
+                                 got["with"]["log_loss"] <= got["without"]["log_loss"]))
+    return targets, report
