@@ -109,7 +109,15 @@ _MEM0_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "updated_at": ("updated_at", "updatedAt"),
     "effective_at": ("effective_at", "effectiveAt"),
     "timestamp": ("timestamp",),
+    "memory_kind": ("memory_kind", "memoryKind"),
+    "metadata": ("metadata",),
+    "category": ("category",),
+    "categories": ("categories",),
 }
+#: Where a mem0 record names its memory's kind, in order of preference: an explicit column,
+#: the application's ``metadata`` (``memory_kind``, ``memoryKind`` or ``kind``), mem0's
+#: ``category``, the first of its ``categories``.
+_MEM0_KIND_KEYS: Final = ("memory_kind", "memoryKind", "kind")
 
 _EDGE_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "uuid": ("uuid",),
@@ -299,6 +307,8 @@ def load_mem0_history(source: _Source) -> tuple[pd.DataFrame, pd.DataFrame]:
         elif rec[i] == _NAT:
             reason[i] = "no parseable created_at / updated_at"
     ok = reason == ""
+    kinds = [_mem0_kind(*v) for v in zip(col("memory_kind"), col("metadata"), col("category"),
+                                         col("categories"), strict=True)]
     text = [None if not isinstance(v, str) else v for v in new]
     same = np.array([isinstance(a, str) and isinstance(b, str) and a == b
                      for a, b in zip(old, new, strict=True)], dtype=bool)
@@ -311,9 +321,35 @@ def load_mem0_history(source: _Source) -> tuple[pd.DataFrame, pd.DataFrame]:
         "event": pd.array(ev[ok].tolist(), dtype="str"),
         "text": pd.array([t for t, k in zip(text, ok, strict=True) if k], dtype="str"),
         "rec_us": rec[ok], "eff_us": eff[ok], "change": change[ok], "version": version[ok],
+        "memory_kind": pd.Series([k for k, good in zip(kinds, ok, strict=True) if good],
+                                 dtype=object),
     })
     invalid = _invalid_records(rows, ok, reason)
     return events, invalid
+
+
+def _mem0_kind(explicit: Any, metadata: Any, category: Any, categories: Any) -> str | None:
+    """The kind a mem0 record gives its memory (:data:`_MEM0_KIND_KEYS`), or None."""
+    def text(v: Any) -> str | None:
+        return v.strip() or None if isinstance(v, str) else None
+
+    def parsed(v: Any) -> Any:
+        if isinstance(v, str) and v.lstrip()[:1] in ("{", "["):
+            try:
+                return json.loads(v)
+            except ValueError:
+                return None
+        return v
+
+    meta = parsed(metadata)
+    found = [text(explicit)]
+    if isinstance(meta, Mapping):
+        found += [text(meta.get(k)) for k in _MEM0_KIND_KEYS]
+    found.append(text(category))
+    cats = parsed(categories)
+    if isinstance(cats, (list, tuple, np.ndarray)) and len(cats):
+        found.append(text(cats[0]))
+    return next((k for k in found if k is not None), None)
 
 
 def load_graphiti_edges(source: _Source) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -548,6 +584,7 @@ class _Outcome:
     derived: Mapping[str, FloatArray]
     statement: NDArray[Any]
     stamps: IntArray
+    memory_kind: NDArray[Any] | None = None  # per use, when the store names kinds
 
 
 def _join_uses(record_ids: pd.Series, uses: _Source | None,
@@ -605,6 +642,8 @@ def _assemble(store: str, joined: _Joined, records: tuple[pd.DataFrame, pd.DataF
         "source": np.full(idx.size, store, dtype=object),
         "defaulted_features": np.asarray(defaulted, dtype=object),
     })
+    if outcome.memory_kind is not None and any(k is not None for k in outcome.memory_kind):
+        claims["memory_kind"] = pd.array(outcome.memory_kind[idx].tolist(), dtype="str")
     for c in ("claim_id", "action_id", "tool_name", "statement", "source",
               "defaulted_features"):
         claims[c] = pd.array(claims[c].to_numpy(dtype=object).tolist(), dtype="str")
@@ -702,7 +741,10 @@ def mem0_history_to_claims(
     claims : DataFrame
         One row per joined use: the data contract's columns plus ``action_id``,
         ``tool_name``, ``statement`` (the memory text of the version used, when known),
-        ``source`` (``"mem0"``) and ``defaulted_features``.
+        ``source`` (``"mem0"``), ``defaulted_features`` and, when the records name kinds,
+        ``memory_kind`` (a record's ``memory_kind``, its ``metadata``'s ``memory_kind`` /
+        ``memoryKind`` / ``kind``, its ``category``, or the first of its ``categories``;
+        the last a memory's records give).
     report : AdapterReport
     """
     if correction_window_hours < 0 or followup_hours < 0:
@@ -784,8 +826,18 @@ def _mem0_outcome(events: pd.DataFrame, joined: _Joined,
     age = np.where(known & valid_t & (v_us != _NAT),
                    (t - v_us) / _US_PER_HOUR, np.nan).astype(np.float64)
     age[age < 0] = np.nan
+    # A memory's kind: the last one its records name (mem0 keeps it on the memory).
+    kind_by_code = np.full(max(joined.n_codes, 1), None, dtype=object)
+    by_time = np.argsort(rec, kind="stable")
+    for code, kind in zip(m_codes[by_time],
+                          events["memory_kind"].to_numpy(dtype=object)[by_time], strict=True):
+        if kind is not None:
+            kind_by_code[code] = kind
+    kinds = kind_by_code[np.maximum(u_codes, 0)]
+    kinds[~known] = None
     return _Outcome(known=known, created=created, violated=violated,
-                    derived={"recency_hours": age}, statement=statement, stamps=rec)
+                    derived={"recency_hours": age}, statement=statement, stamps=rec,
+                    memory_kind=kinds)
 
 
 # ---------------------------------------------------------------------------------------------

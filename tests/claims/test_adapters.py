@@ -419,3 +419,24 @@ def test_graphiti_derives_contradiction_whatever_the_defaults_say() -> None:
                                   defaults={"contradiction_flag": True})
     assert c["contradiction_flag"].tolist() == [True]
     assert c["defaulted_features"].tolist() == ["contradiction_flag"]
+
+
+def test_mem0_kinds_from_metadata_category_or_categories() -> None:
+    h = _history(("m", "ADD", None, "a", "2026-01-01T00:00:00Z"),
+                 ("n", "ADD", None, "x", "2026-01-01T00:00:00Z"),
+                 ("q", "ADD", None, "y", "2026-01-01T00:00:00Z"),
+                 ("r", "ADD", None, "z", "2026-01-01T00:00:00Z"))
+    h["metadata"] = [{"memory_kind": "preference"}, '{"kind": "deployment"}', None, None]
+    h["category"] = ["ignored", None, None, None]
+    h["categories"] = [None, None, ["event", "work"], None]
+    u = _uses(("m", "2026-01-02T00:00:00Z"), ("n", "2026-01-02T00:00:00Z"),
+              ("q", "2026-01-02T00:00:00Z"), ("r", "2026-01-02T00:00:00Z"))
+    c, _ = mem0_history_to_claims(h, uses=u)
+    assert c["memory_kind"].tolist()[:3] == ["preference", "deployment", "event"]
+    assert pd.isna(c["memory_kind"].iloc[3])
+
+
+def test_mem0_without_kinds_has_no_kind_column() -> None:
+    h = _history(("m", "ADD", None, "a", "2026-01-01T00:00:00Z"))
+    c, _ = mem0_history_to_claims(h, uses=_uses(("m", "2026-01-02T00:00:00Z")))
+    assert "memory_kind" not in c.columns
