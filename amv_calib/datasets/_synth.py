@@ -330,12 +330,17 @@ def _draw(rng: np.random.Generator, family: NDArray[np.int64]) -> _Draw:
     return _Draw(family=family, h=h, t=t, c=c, k=k, violated=violated, p_true=p_true)
 
 
-def synth_claims(n: int, *, seed: int) -> pd.DataFrame:
+def synth_claims(n: int, *, seed: int, kinds: bool = False) -> pd.DataFrame:
     """``n`` claim outcomes in the data contract, with ``family`` and ``p_true``.
 
     Rows are in time order over the year 2026 (``timestamp`` is ``datetime64[us, UTC]``);
     ``claim_id`` is unique per row (``clm-0000001``...). ``tool_name`` is one of the
     family's tools, ``source`` its usual source.
+
+    With ``kinds=True``: claims of the world whose memory kinds age differently instead
+    (:func:`~amv_calib.datasets.synth_kind_claims` of
+    :data:`~amv_calib.datasets.DEFAULT_KIND_WORLD`: ``memory_kind`` and ``p_true``, no
+    family).
 
     Raises
     ------
@@ -344,6 +349,10 @@ def synth_claims(n: int, *, seed: int) -> pd.DataFrame:
     """
     import pandas as pd
 
+    if kinds:
+        from amv_calib.datasets._kinds import synth_kind_claims
+
+        return synth_kind_claims(n, seed=seed)
     _check(n, seed)
     rng = np.random.default_rng([seed, 0])
     family = rng.choice(len(FAMILIES), size=n, p=_WEIGHTS).astype(np.int64)
