@@ -76,3 +76,16 @@ def test_compare_adds_the_prior_and_chooses_the_pull(shipped_v1: Path,
         result.oof["prior"],
         load_prior(shipped_v1).calibrator.predict(
             few_claims[list(CLAIM_FEATURES)].to_numpy(dtype=float)))
+
+
+@pytest.mark.slow
+def test_few_labels_gain_from_the_prior(shipped_v1: Path) -> None:
+    # 2,000 labels of a world like the one the prior learnt from: the pull towards it beats
+    # the fit from zero, and the champion is never worse than without the prior
+    claims = synth_claims(2000, seed=12).drop(columns=["p_true"])
+    without = compare_calibrators(claims, n_boot=0, refit=False)
+    with_prior = compare_calibrators(claims, n_boot=0, refit=False, prior=str(shipped_v1))
+    table = with_prior.table.set_index("name")
+    assert table.loc["platt_prior", "log_loss"] < table.loc["platt", "log_loss"] - 0.002
+    best = without.table.set_index("name").loc[without.champion, "log_loss"]
+    assert table.loc[with_prior.champion, "log_loss"] <= best
