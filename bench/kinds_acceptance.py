@@ -73,8 +73,9 @@ def _table(result: Any) -> list[str]:
     return lines
 
 
-def part_kinds(n: int, n_boot: int) -> tuple[list[Target], dict[str, Any]]:
-    from amv_calib.calibration import compare_calibrators
+def part_kinds(n: int, n_boot: int, out: Path | None = None
+               ) -> tuple[list[Target], dict[str, Any]]:
+    from amv_calib.calibration import compare_calibrators, write_comparison
     from amv_calib.settings import FIELD_RULES
 
     claims = synth_kind_claims(n, seed=SEED, world=WORLD)
@@ -84,6 +85,10 @@ def part_kinds(n: int, n_boot: int) -> tuple[list[Target], dict[str, Any]]:
     print(f"## Kinds: {n} claims, {len(WORLD.kinds)} kinds, compare in {seconds:.0f} s")
     print("\n".join(_table(result)))
     print(f"chosen by the folds: {json.dumps(result.config.get('chosen_by_folds', {}))}")
+    if out is not None:
+        write_comparison(result, out)
+        print(f"wrote the comparison (kinds.md, kinds_staleness.png, ...) to {out}")
+        print((out / "kinds.md").read_text(encoding="utf-8"))
     table = result.table.set_index("name")
     champ = result.champion
     pooled = min(POOLED, key=lambda name: float(table.loc[name, "log_loss"]))
@@ -107,12 +112,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=60_000, help="claims of the kinds part")
     ap.add_argument("--n-boot", type=int, default=200)
     ap.add_argument("--json", type=Path, help="write the tables and targets here")
+    ap.add_argument("--out", type=Path, help="kinds part: write the comparison folder here")
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = ap.parse_args(argv)
     targets: list[Target] = []
     report: dict[str, Any] = {}
     if args.part in ("kinds", "all"):
-        got, report["kinds"] = part_kinds(args.n, args.n_boot)
+        got, report["kinds"] = part_kinds(args.n, args.n_boot, args.out)
         targets += got
     if args.part in ("prior", "all"):
         from kinds_prior import part_prior  # the prior part: bench/kinds_prior.py

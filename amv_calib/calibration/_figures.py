@@ -268,7 +268,10 @@ def overlay_figure(bins: Any, *, champion: str | None = None,
         b = bins[bins["calibrator"].astype(str) == name] if name else bins
         lead = name == champion
         ax.errorbar(b["mean_pred"], b["observed_rate"],
-                    yerr=[b["observed_rate"] - b["ci_low"], b["ci_high"] - b["observed_rate"]],
+                    # clipped as in reliability_figure: an interval end equal to the rate
+                    # may differ from it by a rounding error of either sign
+                    yerr=np.clip([b["observed_rate"] - b["ci_low"],
+                                  b["ci_high"] - b["observed_rate"]], 0.0, None),
                     fmt="o-", markersize=4 if lead else 3, linewidth=2.0 if lead else 1.0,
                     capsize=2, color=f"C{k}", alpha=1.0 if lead else 0.8,
                     label=f"{name} (champion)" if lead else name)
