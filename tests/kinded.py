@@ -63,13 +63,13 @@ def certificate_for(calibrator: PortableCalibrator, thresholds: dict[str, Any]
             "calibrator_sha256": calibrator_sha256(cal)}
 
 
-def export_kinded(models: Path, name: str = "amv-kinds", kind: str = "linear",
-                  **kwargs: Any) -> Path:
-    """Export :func:`kinded_calibrator` under ``models/name`` with the default thresholds
-    and a certificate; the version folder."""
+def export_kinded(models: Path, name: str = "amv-kinds",
+                  calibrator: PortableCalibrator | None = None, **kwargs: Any) -> Path:
+    """Export ``calibrator`` (default :func:`kinded_calibrator`) under ``models/name`` with
+    the default thresholds and a certificate; the version folder."""
     from amv_calib.artifacts import DEFAULT_THRESHOLDS, export_artifact
 
-    cal = kinded_calibrator(kind)
+    cal = kinded_calibrator() if calibrator is None else calibrator
     thresholds = dict(DEFAULT_THRESHOLDS)
     res = export_artifact(calibrator=cal, thresholds=thresholds, name=name, models_dir=models,
                           include_joblib=False, certificate=certificate_for(cal, thresholds),
