@@ -36,7 +36,6 @@ FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
 IntArray = NDArray[np.intp]
 U64Array = NDArray[np.uint64]
-ObjArray = NDArray[np.object_]
 
 
 # -- episodes ---------------------------------------------------------------------------------
@@ -49,8 +48,6 @@ class EpisodeSet:
     Premises and verifiers keep their file order; padding slots come last and are masked.
     ``features`` holds the raw claim features in :data:`~amv_calib.contract._schema.CLAIM_FEATURES`
     order; ``stream_key[i, v, j]`` keys the answer stream of verifier ``v`` on premise ``j``.
-    ``memory_kind`` holds each premise's memory kind (a string, or None) when any premise
-    of the file gives one, else is None.
     """
 
     instance_id: tuple[str, ...]
@@ -69,7 +66,6 @@ class EpisodeSet:
     cost: FloatArray
     reliability: FloatArray
     stream_key: U64Array
-    memory_kind: ObjArray | None = None
 
     def __len__(self) -> int:
         return len(self.instance_id)
@@ -116,16 +112,13 @@ class EpisodeSet:
             cost=self.cost[idx],
             reliability=self.reliability[idx],
             stream_key=self.stream_key[idx],
-            memory_kind=None if self.memory_kind is None else self.memory_kind[idx],
         )
 
     def probabilities(self, calibrator: PortableCalibrator) -> FloatArray:
-        """Violation probability of every premise slot through ``calibrator`` (0 in padding);
-        a calibrator with kinds reads each premise's ``memory_kind`` (absent: "other")."""
+        """Violation probability of every premise slot through ``calibrator`` (0 in padding)."""
         out = np.zeros(self.premise_mask.shape, dtype=np.float64)
         if self.n_premises:
-            kinds = None if self.memory_kind is None else self.memory_kind[self.premise_mask]
-            out[self.premise_mask] = calibrator.predict(self.features[self.premise_mask], kinds)
+            out[self.premise_mask] = calibrator.predict(self.features[self.premise_mask])
         return out
 
 
@@ -187,7 +180,6 @@ class _Parsed:
     features: list[tuple[float, float, float, float]]
     violated: list[bool]
     p_true: list[float]
-    kinds: list[str | None]
     verifier_ids: tuple[str, ...]
     resolves: list[list[int]]
     cost: list[float]
@@ -208,28 +200,25 @@ def _parse(obj: Any, row: int) -> _Parsed:
         raise _err(row, f"impact_cost_theta={theta!r} must be > 0")
     if kappa <= 0:
         raise _err(row, f"abstention_cost_kappa={kappa!r} must be > 0")
-    pids, feats, viol, ptrue, kinds = _parse_premises(obj.get("premises"), row)
+    pids, feats, viol, ptrue = _parse_premises(obj.get("premises"), row)
     vids, res, costs, rels = _parse_verifiers(obj.get("verifiers", []), row, pids)
     return _Parsed(
         instance_id=iid, family=family, tool_name=tool, theta=theta, kappa=kappa,
-        premise_ids=tuple(pids), features=feats, violated=viol, p_true=ptrue, kinds=kinds,
+        premise_ids=tuple(pids), features=feats, violated=viol, p_true=ptrue,
         verifier_ids=tuple(vids), resolves=res, cost=costs, reliability=rels,
     )
 
 
 def _parse_premises(
     premises: Any, row: int
-) -> tuple[list[str], list[tuple[float, float, float, float]], list[bool], list[float],
-           list[str | None]]:
-    """Ids, features, ``violated``, ``p_true`` (NaN when absent) and memory kinds (None when
-    absent) of an episode's premises."""
+) -> tuple[list[str], list[tuple[float, float, float, float]], list[bool], list[float]]:
+    """Ids, features, ``violated`` and ``p_true`` (NaN when absent) of an episode's premises."""
     if not isinstance(premises, list) or not premises:
         raise _err(row, f"premises={premises!r} must be a non-empty list")
     pids: list[str] = []
     feats: list[tuple[float, float, float, float]] = []
     viol: list[bool] = []
     ptrue: list[float] = []
-    kinds: list[str | None] = []
     for j, raw in enumerate(premises):
         where = f"premises[{j}]."
         if not isinstance(raw, Mapping):
@@ -257,19 +246,7 @@ def _parse_premises(
             ptrue.append(pt)
         else:
             ptrue.append(math.nan)
-        kinds.append(_kind(raw, row, where))
-    return pids, feats, viol, ptrue, kinds
-
-
-def _kind(pr: Mapping[str, Any], row: int, where: str) -> str | None:
-    """A premise's ``memory_kind`` (``memoryKind`` accepted; both only if equal)."""
-    given = [pr[k] for k in ("memory_kind", "memoryKind") if k in pr]
-    if len(given) == 2 and given[0] != given[1]:
-        raise _err(row, f"{where}memory_kind={given[0]!r} and memoryKind={given[1]!r} differ")
-    kind = given[0] if given else None
-    if kind is not None and not isinstance(kind, str):
-        raise _err(row, f"{where}memory_kind={kind!r} must be a string")
-    return kind
+    return pids, feats, viol, ptrue
 
 
 def _parse_verifiers(
@@ -374,7 +351,6 @@ class _Columns:
         self.feat: list[float] = []
         self.viol: list[bool] = []
         self.ptrue: list[float] = []
-        self.kinds: list[str | None] = []
         self.v_row: list[int] = []
         self.v_slot: list[int] = []
         self.cost: list[float] = []
@@ -404,14 +380,9 @@ class _Columns:
         feat: list[float] = []
         viol: list[bool] = []
         ptrue: list[float] = []
-        kinds: list[str | None] = []
         for pr in premises:
-            if type(pr) is not dict or "memoryKind" in pr:
+            if type(pr) is not dict:
                 raise _Slow
-            kind = pr.get("memory_kind")
-            if kind is not None and type(kind) is not str:
-                raise _Slow
-            kinds.append(kind)
             pid = pr["id"]
             contra = pr["contradiction_flag"]
             bad = pr["violated"]
@@ -453,8 +424,8 @@ class _Columns:
             vids.append(vid)
         if len(set(vids)) != len(vids):
             raise _Slow
-        self._append(i, iid, family, tool, theta, kappa, pids, feat, viol, ptrue, kinds, vids,
-                     cost, rel, r_v, r_j)
+        self._append(i, iid, family, tool, theta, kappa, pids, feat, viol, ptrue, vids, cost,
+                     rel, r_v, r_j)
 
     def add_parsed(self, x: _Parsed) -> None:
         feat: list[float] = []
@@ -466,13 +437,13 @@ class _Columns:
             r_v += [v] * len(js)
             r_j += js
         self._append(len(self.iid), x.instance_id, x.family, x.tool_name, x.theta, x.kappa,
-                     list(x.premise_ids), feat, x.violated, x.p_true, x.kinds,
-                     list(x.verifier_ids), x.cost, x.reliability, r_v, r_j)
+                     list(x.premise_ids), feat, x.violated, x.p_true, list(x.verifier_ids),
+                     x.cost, x.reliability, r_v, r_j)
 
     def _append(self, i: int, iid: str, family: str, tool: str, theta: float, kappa: float,
                 pids: list[str], feat: list[float], viol: list[bool], ptrue: list[float],
-                kinds: list[str | None], vids: list[str], cost: list[float], rel: list[float],
-                r_v: list[int], r_j: list[int]) -> None:
+                vids: list[str], cost: list[float], rel: list[float], r_v: list[int],
+                r_j: list[int]) -> None:
         self.iid.append(iid)
         self.family.append(family)
         self.tool.append(tool)
@@ -486,7 +457,6 @@ class _Columns:
         self.feat += feat
         self.viol += viol
         self.ptrue += ptrue
-        self.kinds += kinds
         self.v_row += [i] * len(vids)
         self.v_slot += range(len(vids))
         self.cost += cost
@@ -577,12 +547,6 @@ def episode_set(records: Iterable[Mapping[str, Any]]) -> EpisodeSet:
     violated[p_row, p_slot] = np.asarray(cols.viol, dtype=bool)
     p_true = np.full((n, m), np.nan, dtype=np.float64)
     p_true[p_row, p_slot] = ptrue
-    memory_kind = None
-    if any(k is not None for k in cols.kinds):
-        memory_kind = np.full((n, m), None, dtype=object)
-        flat_kinds = np.empty(len(cols.kinds), dtype=object)
-        flat_kinds[:] = cols.kinds
-        memory_kind[p_row, p_slot] = flat_kinds
     verifier_mask = np.zeros((n, nv), dtype=bool)
     verifier_mask[v_row, v_slot] = True
     cost_a = np.zeros((n, nv), dtype=np.float64)
@@ -625,7 +589,6 @@ def episode_set(records: Iterable[Mapping[str, Any]]) -> EpisodeSet:
         cost=cost_a,
         reliability=rel_a,
         stream_key=stream_key,
-        memory_kind=memory_kind,
     )
 
 

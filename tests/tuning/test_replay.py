@@ -267,33 +267,6 @@ def test_camel_case_premise_features() -> None:
     assert es.features[0, 0].tolist() == [10.0, 0.5, 0.9, 0.0]
 
 
-def test_episode_memory_kinds_reach_the_calibrator() -> None:
-    # a kind-aware calibrator: "event" adds 1 to the index, a kind outside it counts as
-    # "other" (0); the probabilities by hand, through the fast and the checking parser
-    cal = PortableCalibrator(
-        kind="linear", feature_map=FeatureMap((Term(column="model_confidence",
-                                                    transform="identity"),)),
-        intercept=0.0, coef=(0.0,), kinds=("event", "other"), kind_intercept=(1.0, 0.0))
-    recs = json.loads(json.dumps(HAND[:3]))
-    recs[0]["premises"][0]["memory_kind"] = "event"
-    recs[0]["premises"][1]["memory_kind"] = "opinion"
-    recs[1]["premises"][0]["memoryKind"] = "event"  # the checking parser's path
-    es = episode_set(recs)
-    assert es.memory_kind is not None
-    assert es.memory_kind[:, :2].tolist() == [["event", "opinion"], ["event", None],
-                                              [None, None]]
-    sig1 = 1.0 / (1.0 + math.exp(-1.0))
-    np.testing.assert_array_equal(es.probabilities(cal)[:, :2],
-                                  [[sig1, 0.5], [sig1, 0.0], [0.5, 0.5]])
-    assert es.subset([1]).memory_kind.tolist() == [["event", None]]  # type: ignore[union-attr]
-    assert episode_set(json.loads(json.dumps(HAND))).memory_kind is None  # none given
-    bad = json.loads(json.dumps(HAND[:1]))
-    bad[0]["premises"][0]["memory_kind"] = 3
-    with pytest.raises(DataContractError, match=r"premises\[0\]\.memory_kind=3 must be a "
-                                                r"string"):
-        episode_set(bad)
-
-
 def test_replay_many_passes_its_options_to_replay(hand: Any) -> None:
     options: dict[str, Any] = dict(calibrator=ONE_MINUS_CONF, tau=0.3, lambda_eval=2.0,
                                    n_boot=50, ci=0.8)
