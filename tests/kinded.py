@@ -63,15 +63,86 @@ def certificate_for(calibrator: PortableCalibrator, thresholds: dict[str, Any]
             "calibrator_sha256": calibrator_sha256(cal)}
 
 
-def export_kinded(models: Path, name: str = "amv-kinds", kind: str = "linear",
-                  **kwargs: Any) -> Path:
-    """Export :func:`kinded_calibrator` under ``models/name`` with the default thresholds
-    and a certificate; the version folder."""
+def export_kinded(models: Path, name: str = "amv-kinds",
+                  calibrator: PortableCalibrator | None = None, **kwargs: Any) -> Path:
+    """Export ``calibrator`` (default :func:`kinded_calibrator`) under ``models/name`` with
+    the default thresholds and a certificate; the version folder."""
     from amv_calib.artifacts import DEFAULT_THRESHOLDS, export_artifact
 
-    cal = kinded_calibrator(kind)
+    cal = kinded_calibrator() if calibrator is None else calibrator
     thresholds = dict(DEFAULT_THRESHOLDS)
     res = export_artifact(calibrator=cal, thresholds=thresholds, name=name, models_dir=models,
                           include_joblib=False, certificate=certificate_for(cal, thresholds),
                           **kwargs)
     return Path(res.path)
+
+
+#: libm-free shared and kind terms: a claim's index is the same double in every language, so
+#: an isotonic table over it gives the same probability bit for bit (V8's and glibc's
+#: log and exp may differ in the last bit; identity, ramp and indicator use neither).
+_EXACT = (
+    Term(column="model_confidence", transform="identity"),
+    Term(column="recency_hours", transform="ramp", scale=720.0),
+    Term(column="source_trust_score", transform="identity", by="model_confidence"),
+    Term(column="contradiction_flag", transform="indicator"),
+    Term(column="recency_hours", transform="ramp", scale=240.0, kind="event"),
+    Term(column="recency_hours", transform="ramp", scale=2160.0, kind="fact"),
+    Term(column="source_trust_score", transform="identity", kind="preference"),
+)
+
+
+def exact_kinded_calibrator() -> PortableCalibrator:
+    """An isotonic table over a libm-free index with kind intercepts and kind terms."""
+    return PortableCalibrator(
+        kind="isotonic", feature_map=FeatureMap(_EXACT), intercept=0.4,
+        coef=(-3.1, 1.7, -0.9, 2.2, 2.5, 0.8, -1.1), kinds=KINDS,
+        kind_intercept=(0.6, -0.5, 0.0, -0.3),
+        x_knots=(-3.5, -2.5, -1.5, -0.75, 0.0, 0.5, 1.25, 2.0, 3.0),
+        y_knots=(0.0, 0.01, 0.03, 0.06, 0.12, 0.2, 0.45, 0.7, 1.0),
+        clamp=(0.002, 0.995), source="hand-made kinds (exact)",
+    )
+
+
+def kind_cases(n: int, seed: int = 53) -> list[dict[str, Any]]:
+    """``n`` actions on 1 to 4 claims each, as gate inputs (plain JSON): every claim with a
+    kind of the vocabulary, one outside it, or none (``memory_kind``, ``memoryKind`` or
+    both); 0 to 3 verifiers over one or two premises. Each item: ``action``, ``verifiers``."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    pool: list[str | None] = [*KINDS, *UNKNOWN_KINDS, None, None]
+    out = []
+    for i in range(n):
+        m = int(rng.integers(1, 5))
+        premises = []
+        for j in range(m):
+            conf = float(rng.beta(5.0, 1.2)) if rng.uniform() < 0.9 else float(
+                rng.choice([0.0, 1.0, 0.5]))
+            hours = float(rng.exponential(600.0)) if rng.uniform() < 0.9 else float(
+                rng.choice([0.0, 240.0, 720.0, 2160.0, 1e5]))
+            pm: dict[str, Any] = {
+                "id": f"a{i}p{j}",
+                "claim": {"id": f"c{i}-{j}", "source_trust_score": float(rng.beta(3.0, 1.5)),
+                          "model_confidence": conf, "recency_hours": hours,
+                          "contradiction_flag": bool(rng.uniform() < 0.15)}}
+            kind = pool[int(rng.integers(len(pool)))]
+            spelling = int(rng.integers(4))
+            if kind is not None or spelling == 3:
+                if spelling in (0, 2, 3):
+                    pm["memory_kind"] = kind
+                if spelling in (1, 2):
+                    pm["memoryKind"] = kind
+            premises.append(pm)
+        ids = [p["id"] for p in premises]
+        verifiers = [
+            {"id": f"v{v}", "resolves_premise_ids": sorted(
+                {ids[int(rng.integers(m))] for _ in range(int(rng.integers(1, 3)))}),
+             "execution_cost": float(rng.choice([0.0, 0.05, 0.3, 1.5])),
+             "symmetric_reliability": float(rng.choice([1.0, 0.95, 0.8, 0.6]))}
+            for v in range(int(rng.integers(0, 4)))]
+        out.append({"action": {"action_id": f"a{i}", "tool_name": "t",
+                               "impact_cost_theta": float(rng.choice([5.0, 40.0, 300.0])),
+                               "abstention_cost_kappa": float(rng.choice([0.5, 2.0, 10.0])),
+                               "premises": premises},
+                    "verifiers": verifiers})
+    return out

@@ -64,7 +64,9 @@ def build_profile(claims: Any, calibrator: PortableCalibrator, *,
             "percentiles": np.percentile(col, PERCENTILES).tolist() if n else [],
             "psi_edges": edges, "psi_shares": shares, "sample": col[take].tolist(),
         }
-    p = calibrator.predict(X) if n else np.zeros(0)
+    kinds = claims["memory_kind"].to_numpy(dtype=object) \
+        if "memory_kind" in claims.columns else None
+    p = calibrator.predict(X, kinds) if n else np.zeros(0)
     out: dict[str, Any] = {
         "format": PROFILE_FORMAT, "format_version": PROFILE_FORMAT_VERSION, "n": n,
         # soft labels (two rows weighted q and 1 - q) count with their weights

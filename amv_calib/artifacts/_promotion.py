@@ -101,8 +101,11 @@ def paired_log_loss(claims: Any, challenger: LoadedArtifact, production: LoadedA
     """
     X = claims[list(CLAIM_FEATURES)].to_numpy(dtype=np.float64)
     y = claims["violated"].to_numpy(dtype=np.float64)
-    ours = _row_log_loss(y, challenger.calibrator.predict(X))
-    theirs = _row_log_loss(y, production.calibrator.predict(X))
+    # each calibrator reads the claims' memory kinds if it has kinds (and ignores them if not)
+    kinds = claims["memory_kind"].to_numpy(dtype=object) \
+        if "memory_kind" in claims.columns else None
+    ours = _row_log_loss(y, challenger.calibrator.predict(X, kinds))
+    theirs = _row_log_loss(y, production.calibrator.predict(X, kinds))
     if "label_weight" in claims.columns and len(claims):
         w = claims["label_weight"].to_numpy(dtype=np.float64)
         w = np.where(np.isfinite(w), w, 1.0)

@@ -11,6 +11,8 @@ The JSON layout is documented in ``models/README.md``.
 
 from __future__ import annotations
 
+import importlib.resources
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,10 +32,19 @@ PORTABLE_FORMAT_VERSION: Final = 1
 #: The version of a calibrator with memory kinds (``kinds``, ``kind_intercept``, a term's
 #: ``kind``); one without them keeps version 1, byte for byte.
 PORTABLE_FORMAT_VERSION_KINDS: Final = 2
+
+def _kind_rules() -> dict[str, Any]:
+    # the data rules both loaders read (artifact_rules.json, the TypeScript client's copy)
+    raw = importlib.resources.files(__package__).joinpath("artifact_rules.json").read_bytes()
+    rules: dict[str, Any] = json.loads(raw)["calibrator"]["kinds"]
+    return rules
+
+
+_KIND_RULES: Final = _kind_rules()
 #: The kind every claim whose kind is absent or outside the vocabulary is evaluated as.
-OTHER_KIND: Final = "other"
+OTHER_KIND: Final[str] = _KIND_RULES["other"]
 #: Longest memory kind of a vocabulary, in characters (code points).
-MAX_KIND_LENGTH: Final = 64
+MAX_KIND_LENGTH: Final[int] = _KIND_RULES["max_length"]
 
 #: Default floor of ``logit``, ``log`` and ``log1m`` (the seed clips confidence at 1e-5).
 DEFAULT_EPS: Final = 1e-5

@@ -17,6 +17,7 @@ from typing import Any, Final, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from amv_calib.contract import PortableCalibrator
 from amv_calib.gate._model import GateSettings
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "REGIME_NAMES",
     "VERIFY",
     "BatchDecision",
+    "calibrate_batch",
     "evaluate_batch",
     "posterior_batch",
     "stopping_value_batch",
@@ -177,6 +179,89 @@ def update_batch(
     r = np.broadcast_to(np.asarray(reliability, dtype=np.float64)[:, None], p.shape)
     post = posterior_batch(p, r, np.asarray(confirm, dtype=bool), mode=gate.settings.mode)
     return np.where(target, post, p)
+
+
+# -- premise probabilities ------------------------------------------------------------------
+
+
+def calibrate_batch(
+    calibrator: PortableCalibrator,
+    features: ArrayLike,
+    premise_mask: ArrayLike | None = None,
+    memory_kinds: Any = None,
+) -> FloatArray:
+    """Violation probability of each premise slot from its claim, by the compiled engine.
+
+    The same bits as the scalar gate's (``calibrator.predict_one`` of each claim with its
+    kind), so ``evaluate_batch`` on the result decides as :meth:`Gate.evaluate` does on
+    premises that carry claims.
+
+    Parameters
+    ----------
+    calibrator : PortableCalibrator
+    features : array_like, shape (n, m, 4)
+        The claim features of each slot, in ``CLAIM_FEATURES`` order (``recency_hours``,
+        ``source_trust_score``, ``model_confidence``, ``contradiction_flag`` as 0 or 1).
+    premise_mask : array_like of bool, shape (n, m), optional
+        Which slots are real (default all); the others get 0 and are not checked.
+    memory_kinds : array_like, shape (n, m), optional
+        Each claim's memory kind: a string, or None / NaN for none (evaluated as
+        ``"other"``, as is a kind outside the calibrator's vocabulary). Ignored by a
+        calibrator without kinds.
+
+    Returns
+    -------
+    ndarray of float64, shape (n, m)
+
+    Raises
+    ------
+    ValueError
+        A shape mismatch, a feature out of the range a :class:`MemoryClaim` allows, or a
+        kind that is not a string, naming the array and the index.
+    """
+    from amv_calib.contract import CLAIM_FEATURES
+
+    feat = np.asarray(features, dtype=np.float64)
+    if feat.ndim != 3 or feat.shape[2] != len(CLAIM_FEATURES):
+        raise ValueError(f"features has shape {feat.shape}, expected (n, m, "
+                         f"{len(CLAIM_FEATURES)}) with columns {list(CLAIM_FEATURES)}")
+    n, m = feat.shape[:2]
+    mask = (np.ones((n, m), dtype=bool) if premise_mask is None
+            else _as("premise_mask", premise_mask, bool, (n, m)))
+    for c, (name, lo, hi) in enumerate((("recency_hours", 0.0, np.inf),
+                                        ("source_trust_score", 0.0, 1.0),
+                                        ("model_confidence", 0.0, 1.0),
+                                        ("contradiction_flag", 0.0, 1.0))):
+        col = feat[:, :, c]
+        ok = (col >= lo) & (col <= hi) & np.isfinite(col)
+        if c == 3:
+            ok &= (col == 0.0) | (col == 1.0)
+        _check_range(f"features[..., {c}] ({name})", col, mask, ok,
+                     "0 or 1" if c == 3 else f"in [{lo:g}, {hi:g}] and finite")
+    codes = np.full((n, m), -1, dtype=np.int64)
+    if calibrator.has_kinds:
+        if memory_kinds is None:
+            codes[:] = calibrator.kind_code(None)
+        else:
+            kinds = np.asarray(memory_kinds, dtype=object)
+            if kinds.shape != (n, m):
+                raise ValueError(f"memory_kinds has shape {kinds.shape}, expected {(n, m)}")
+            flat = kinds.reshape(-1)
+            try:
+                codes[:] = calibrator.kind_codes(flat).reshape(n, m)
+            except ValueError:
+                # name the slot, not the flat row (the error path only)
+                for at, v in enumerate(flat):
+                    try:
+                        calibrator.kind_codes([v])
+                    except ValueError:
+                        raise ValueError(f"memory_kinds[{at // m}, {at % m}]={v!r} is not a "
+                                         f"string") from None
+                raise
+    from amv_calib.gate import _compiled
+
+    cc = np.ascontiguousarray
+    return _compiled.calibrate_rows(calibrator, cc(feat), cc(codes), cc(mask))
 
 
 # -- input checks ---------------------------------------------------------------------------

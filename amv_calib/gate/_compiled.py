@@ -65,7 +65,7 @@ from amv_calib.gate._planner import (
     _check_bound,
 )
 
-__all__ = ["PARALLEL_MIN_ROWS", "decide_rows", "plan"]
+__all__ = ["PARALLEL_MIN_ROWS", "calibrate_rows", "decide_rows", "plan"]
 
 _JIT: Final[dict[str, Any]] = {"cache": True, "nogil": True, "error_model": "numpy",
                                "_nrt": False}
@@ -1189,6 +1189,153 @@ def _sizes(look: bool, reuse: bool, mask: NDArray[np.bool_], res: NDArray[np.boo
         levels = max(levels, int(deepest) + 2)
         table = _table(int(most))
     return levels, table, (MAX_WORK + 1 if look else 1)
+
+
+# -- the portable calibrator ----------------------------------------------------------------
+
+#: Transform codes of :func:`_calibrate_rows` (``contract._features.TRANSFORMS`` order).
+_TRANSFORM_CODES: Final = {"identity": 0, "logit": 1, "log": 2, "log1m": 3, "ramp": 4,
+                           "log1p": 5, "indicator": 6}
+
+
+@_inline
+def _pymax(a: float, b: float) -> float:
+    """Python's ``max(a, b)``: ``a`` unless ``b`` is strictly beyond it."""
+    return b if b > a else a
+
+
+@_inline
+def _pymin(a: float, b: float) -> float:
+    """Python's ``min(a, b)``."""
+    return b if b < a else a
+
+
+@_inline
+def _interp(z: float, xs: Any, ys: Any) -> Any:
+    """numpy's ``interp(z, xs, ys)`` for one point (numpy/_core/src/multiarray/
+    compiled_base.c), as ``clients/typescript/src/calibrator.ts`` transcribes it."""
+    n = xs.shape[0]
+    left = ys[0]
+    right = ys[n - 1]
+    if n == 1:
+        return left if z < xs[0] else right if z > xs[0] else ys[0]
+    if z != z:
+        return z
+    if z > xs[n - 1]:
+        return right
+    if z < xs[0]:
+        return left
+    lo = 0
+    hi = n
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if xs[mid] <= z:
+            lo = mid
+        else:
+            hi = mid
+    j = lo
+    if j == n - 1 or xs[j] == z:
+        return ys[j]
+    slope = (ys[j + 1] - ys[j]) / (xs[j + 1] - xs[j])
+    out = slope * (z - xs[j]) + ys[j]
+    if out != out:
+        out = slope * (z - xs[j + 1]) + ys[j + 1]
+        if out != out and ys[j] == ys[j + 1]:
+            out = ys[j]
+    return out
+
+
+@_jit
+def _calibrate_rows(feat: NDArray[np.float64], codes: NDArray[np.int64],
+                    mask: NDArray[np.bool_], tint: NDArray[np.int64],
+                    tflt: NDArray[np.float64], intercept: float,
+                    kint: NDArray[np.float64], iso: bool, xs: NDArray[np.float64],
+                    ys: NDArray[np.float64], clamp: NDArray[np.float64],
+                    out: NDArray[np.float64]) -> None:
+    """``PortableCalibrator.predict_one`` of every real premise slot, operation by operation.
+
+    ``feat[i, j]``: the four claim features (CLAIM_FEATURES order); ``codes[i, j]``: the
+    kind index (-1 without kinds). ``tint`` per term: column, transform code, ``by`` column
+    (-1 none), kind index (-1 every kind); ``tflt`` per term: coefficient, scale, eps.
+    ``clamp`` is ``[lo, hi, on]``.
+    """
+    n, m = codes.shape
+    nt = tint.shape[0]
+    for i in range(n):
+        for j in range(m):
+            if not mask[i, j]:
+                out[i, j] = 0.0
+                continue
+            k = codes[i, j]
+            z = intercept
+            if k >= 0:
+                z += kint[k]
+            for t in range(nt):
+                tk = tint[t, 3]
+                if tk >= 0 and tk != k:
+                    continue
+                x = feat[i, j, tint[t, 0]]
+                tr = tint[t, 1]
+                eps = tflt[t, 2]
+                if tr == 0:
+                    v = x
+                elif tr == 1:
+                    v = math.log(_pymax(eps, x)) - math.log(_pymax(eps, 1.0 - x))
+                elif tr == 2:
+                    v = math.log(_pymax(eps, x))
+                elif tr == 3:
+                    v = -math.log(_pymax(eps, 1.0 - x))
+                elif tr == 4:
+                    v = _pymin(1.0, x / tflt[t, 1])
+                elif tr == 5:
+                    v = math.log1p(x / tflt[t, 1])
+                else:
+                    v = 1.0 if x > 0.5 else 0.0
+                if tint[t, 2] >= 0:
+                    v = v * feat[i, j, tint[t, 2]]
+                z += tflt[t, 0] * v
+            if iso:
+                p = _interp(z, xs, ys)
+            elif z >= 0:
+                p = 1.0 / (1.0 + math.exp(-z))
+            else:
+                e = math.exp(z)
+                p = e / (1.0 + e)
+            if clamp[2] > 0.0:
+                p = _pymin(clamp[1], _pymax(clamp[0], p))
+            out[i, j] = p
+
+
+def calibrate_rows(calibrator: Any, feat: NDArray[np.float64], codes: NDArray[np.int64],
+                   mask: NDArray[np.bool_]) -> NDArray[np.float64]:
+    """The calibrator's probability of every real premise slot (0 elsewhere), shape (n, m).
+
+    ``calibrator`` is a :class:`~amv_calib.contract.PortableCalibrator`; ``feat`` (n, m, 4),
+    ``codes`` (n, m) its kind indices (:meth:`~amv_calib.contract.PortableCalibrator.kind_codes`)
+    and ``mask`` (n, m), all C-contiguous. The same bits as ``predict_one`` slot by slot.
+    """
+    from amv_calib.contract import CLAIM_FEATURES, DEFAULT_EPS
+
+    cols = {c: i for i, c in enumerate(CLAIM_FEATURES)}
+    terms = calibrator.feature_map.terms
+    tint = np.empty((len(terms), 4), dtype=np.int64)
+    tflt = np.empty((len(terms), 3))
+    for t, (term, w, kc) in enumerate(zip(terms, calibrator.coef, calibrator.term_kind_codes,
+                                          strict=True)):
+        tint[t] = (cols[term.column], _TRANSFORM_CODES[term.transform],
+                   -1 if term.by is None else cols[term.by], kc)
+        tflt[t] = (w, 1.0 if term.scale is None else term.scale,
+                   DEFAULT_EPS if term.eps is None else term.eps)
+    clamp = (np.zeros(3) if calibrator.clamp is None
+             else np.array([calibrator.clamp[0], calibrator.clamp[1], 1.0]))
+    iso = calibrator.kind == "isotonic"
+    xs = np.asarray(calibrator.x_knots if iso else (0.0,), dtype=np.float64)
+    ys = np.asarray(calibrator.y_knots if iso else (0.0,), dtype=np.float64)
+    kint = np.asarray(calibrator.kind_intercept or (0.0,), dtype=np.float64)
+    out = np.empty(codes.shape)
+    _calibrate_rows(feat, codes, mask, tint, tflt, float(calibrator.intercept), kint, iso,
+                    xs, ys, clamp, out)
+    return out
 
 
 _CACHE = threading.local()

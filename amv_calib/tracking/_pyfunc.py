@@ -11,8 +11,9 @@ One model answers two kinds of request, told apart by their columns:
 
 **Probabilities** -- a DataFrame of claims with the four feature columns
 ``recency_hours``, ``source_trust_score``, ``model_confidence``, ``contradiction_flag``
-(and optionally ``claim_id``). Returns one row per claim: ``p_violation`` (and
-``claim_id`` when given)::
+(and optionally ``claim_id``, and ``memory_kind``, which a calibrator with kinds reads and
+one without ignores). Returns one row per claim: ``p_violation`` (and ``claim_id`` when
+given)::
 
     {"dataframe_records": [{"claim_id": "c1", "recency_hours": 30.0,
       "source_trust_score": 0.9, "model_confidence": 0.8, "contradiction_flag": false}]}
@@ -120,7 +121,14 @@ class GateModel(PythonModel):
         X = np.empty((len(frame), len(CLAIM_FEATURES)), dtype=np.float64)
         for j, col in enumerate(CLAIM_FEATURES):
             X[:, j] = _feature_column(frame[col], col)
-        out = pd.DataFrame({"p_violation": self._calibrator.predict(X)})
+        kinds = None  # a calibrator without kinds ignores the column
+        if "memory_kind" in frame.columns and self._calibrator.has_kinds:
+            kinds = frame["memory_kind"].to_numpy(dtype=object)
+            try:
+                self._calibrator.kind_codes(kinds)
+            except ValueError as exc:
+                raise _bad_request(str(exc)) from None
+        out = pd.DataFrame({"p_violation": self._calibrator.predict(X, kinds)})
         if "claim_id" in frame.columns:
             out.insert(0, "claim_id", [None if _missing(v) else str(v)
                                        for v in frame["claim_id"].tolist()])
@@ -219,7 +227,8 @@ def _json_cell(cell: Any, column: str, row: int) -> Any:
 #: MLflow type of every column of a request and of an answer.
 _COLUMN_TYPES: Final[dict[str, str | Array]] = {
     "claim_id": "string", "recency_hours": "double", "source_trust_score": "double",
-    "model_confidence": "double", "contradiction_flag": "boolean", ACTION_COLUMN: "string",
+    "model_confidence": "double", "contradiction_flag": "boolean", "memory_kind": "string",
+    ACTION_COLUMN: "string",
     VERIFIERS_COLUMN: "string", "p_violation": "double", "action_id": "string",
     "decision": "string", "regime": "long", "verifier_id": "string", "reason": "string",
     "p_any": "double", "expected_loss": "double", "probabilities": Array(DataType.double),
@@ -234,7 +243,8 @@ def model_signature() -> ModelSignature:
         return Schema([ColSpec(_COLUMN_TYPES[c], c, required=False) for c in columns])
 
     return ModelSignature(
-        inputs=optional(("claim_id", *CLAIM_FEATURES, ACTION_COLUMN, VERIFIERS_COLUMN)),
+        inputs=optional(("claim_id", *CLAIM_FEATURES, "memory_kind", ACTION_COLUMN,
+                         VERIFIERS_COLUMN)),
         outputs=optional(("claim_id", "p_violation", *DECISION_COLUMNS)),
     )
 

@@ -505,6 +505,8 @@ def cases() -> list[Case]:
                   _gate_everywhere("clamp", [0.01, 0.99]))),
     ]
 
+    out += _kind_cases()
+
     # the signature (under a trusted key the test makes)
     out += [
         Case("signature.signed", nothing, signed=True),
@@ -533,6 +535,83 @@ def cases() -> list[Case]:
     dup = sorted({n for n in names if names.count(n) > 1})
     assert not dup, f"case names must be unique: {dup}"
     return out
+
+
+_V2 = ((("format_version",), 2), (("kinds",), ["event", "other"]),
+       (("kind_intercept",), [0.5, 0.0]))
+
+
+def _kinded(*changes: tuple[tuple[Any, ...], Any], term_kind: Any = None,
+            manifest_kind: Any = _DELETE, hashed: bool = True) -> Edit:
+    """The shipped calibrator made kind-aware (:data:`_V2`), then ``changes``; with
+    ``term_kind``, term 1 carries it in calibrator.json and ``manifest_kind`` (default the
+    same) in the manifest's feature map. Rehashed (and the certificate rebound) unless not
+    ``hashed``, so that the kind rules are what is tested."""
+    # a fresh list each time: a later edit of an element must not reach _V2
+    cal = [(path, copy.deepcopy(v) if isinstance(v, list) else v)
+           for path, v in (*_V2, *changes)]
+    edits = []
+    if term_kind is not None:
+        cal.append((("feature_map", 1, "kind"), term_kind))
+        in_manifest = term_kind if manifest_kind is _DELETE else manifest_kind
+        if in_manifest is not None:
+            edits.append(manifest_edit((("feature_map", 1, "kind"), in_manifest)))
+    edits.append(json_edit(CALIBRATOR, *cal, hashed=hashed))
+    return both(*edits)
+
+
+def _kind_cases() -> list[Case]:
+    """The memory-kind fields of a format_version 2 calibrator, valid and doctored."""
+    three = ["event", "fact", "other"]
+    return [
+        Case("kinds.valid", _kinded()),
+        Case("kinds.valid-term-kind", _kinded(term_kind="event")),
+        Case("kinds.valid-only-other", _kinded((("kinds",), ["other"]),
+                                               (("kind_intercept",), [0.0]))),
+        # code-point order: U+FF5E before U+1F600 (UTF-16 code units would say otherwise)
+        Case("kinds.valid-code-point-order",
+             _kinded((("kinds",), ["other", "\uff5e", "\U0001f600"]),
+                     (("kind_intercept",), [0.0, 0.1, 0.2]))),
+        Case("kinds.valid-unhashed", _kinded(hashed=False)),
+        Case("kinds.unsorted", _kinded((("kinds",), ["other", "event"]))),
+        Case("kinds.unsorted-utf16", _kinded((("kinds",), ["other", "\U0001f600", "\uff5e"]),
+                                             (("kind_intercept",), [0.0, 0.1, 0.2]))),
+        Case("kinds.duplicate", _kinded((("kinds",), ["event", "event", "other"]),
+                                        (("kind_intercept",), [0.5, 0.5, 0.0]))),
+        Case("kinds.no-other", _kinded((("kinds",), ["event", "fact"]))),
+        Case("kinds.empty", _kinded((("kinds",), []), (("kind_intercept",), []))),
+        Case("kinds.not-a-list", _kinded((("kinds",), "other"), (("kind_intercept",), [0.0]))),
+        Case("kinds.null", _kinded((("kinds",), None))),
+        Case("kinds.item-number", _kinded((("kinds",), [1, "other"]))),
+        Case("kinds.item-empty", _kinded((("kinds",), ["", "other"]))),
+        Case("kinds.item-long", _kinded((("kinds",), ["e" * 65, "other"]))),
+        Case("kinds.item-64", _kinded((("kinds",), ["e" * 64, "other"]))),
+        Case("kinds.item-astral-64", _kinded((("kinds",), ["other", "\U0001f600" * 64]))),
+        Case("kinds.intercept-short", _kinded((("kinds",), three))),
+        Case("kinds.intercept-long", _kinded((("kind_intercept",), [0.5, 0.0, 1.0]))),
+        Case("kinds.intercept-nan", _kinded((("kind_intercept", 0), Raw("NaN")))),
+        Case("kinds.intercept-inf", _kinded((("kind_intercept", 1), Raw("-Infinity")))),
+        Case("kinds.intercept-str", _kinded((("kind_intercept", 0), "0.5"))),
+        Case("kinds.intercept-true", _kinded((("kind_intercept", 0), True))),
+        Case("kinds.intercept-big", _kinded((("kind_intercept", 0), Raw("1" * 20)))),
+        Case("kinds.intercept-missing", _kinded((("kind_intercept",), _DELETE))),
+        Case("kinds.intercept-not-a-list", _kinded((("kind_intercept",), 0.5))),
+        Case("kinds.term-kind-unknown", _kinded(term_kind="fact")),
+        Case("kinds.term-kind-number", _kinded(term_kind=3)),
+        Case("kinds.term-kind-empty", _kinded(term_kind="")),
+        Case("kinds.term-kind-not-in-manifest", _kinded(term_kind="event", manifest_kind=None)),
+        Case("kinds.term-kind-manifest-other", _kinded(term_kind="event",
+                                                       manifest_kind="other")),
+        Case("kinds.version-1-with-kinds", _kinded((("format_version",), 1))),
+        Case("kinds.version-1-term-kind", both(
+            manifest_edit((("feature_map", 1, "kind"), "other")),
+            json_edit(CALIBRATOR, (("feature_map", 1, "kind"), "other"), hashed=True))),
+        Case("kinds.version-2-without-kinds",
+             json_edit(CALIBRATOR, (("format_version",), 2), hashed=True)),
+        Case("kinds.version-3", _kinded((("format_version",), 3))),
+        Case("kinds.version-2-float", _kinded((("format_version",), Raw("2.0")))),
+        Case("kinds.version-2-string", _kinded((("format_version",), "2"))),
+    ]
 
 
 def _bundle_edit(fn: Callable[[dict[str, Any]], None]) -> Callable[[bytes], bytes]:

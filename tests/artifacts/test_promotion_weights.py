@@ -17,7 +17,7 @@ FEATURES = ["recency_hours", "source_trust_score", "model_confidence", "contradi
 
 
 def _constant(p: float, version: str) -> Any:
-    cal = SimpleNamespace(predict=lambda X: np.full(len(X), p))
+    cal = SimpleNamespace(predict=lambda X, memory_kinds=None: np.full(len(X), p))
     return SimpleNamespace(calibrator=cal, version=version)
 
 

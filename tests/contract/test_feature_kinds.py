@@ -235,3 +235,15 @@ def test_kind_intercept_without_kinds_is_refused() -> None:
                            kind_intercept=(0.0,))
     with pytest.raises(PortableFormatError, match=r"has kind='event', which is not in kinds=\[\]"):
         PortableCalibrator(kind="linear", feature_map=fmap, intercept=0.0, coef=(1.0,))
+
+
+def test_the_shipped_calibrator_is_written_back_byte_for_byte() -> None:
+    # a calibrator without kinds stays format_version 1, the bytes of before kinds existed
+    from repo_paths import REPO_ROOT
+
+    from amv_calib.contract import canonical_json_bytes
+
+    raw = (REPO_ROOT / "models" / "amv-guard" / "v1" / "calibrator.json").read_bytes()
+    cal = PortableCalibrator.from_dict(json.loads(raw))
+    assert not cal.has_kinds
+    assert canonical_json_bytes(cal.to_dict()) == raw

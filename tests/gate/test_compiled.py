@@ -21,9 +21,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kinded import exact_kinded_calibrator, kind_cases, kinded_calibrator
 
+from amv_calib.contract import seed_prior_calibrator
 from amv_calib.gate import CandidateAction, Gate, Premise, Verifier, _compiled, _planner
-from amv_calib.gate._batch import evaluate_batch
+from amv_calib.gate._batch import calibrate_batch, evaluate_batch
 from amv_calib.gate._planner import Spec
 
 _P = st.one_of(st.sampled_from([0.0, 1.0, 0.001, 0.01, 0.04, 0.05, 0.3, 0.5, 0.999]),
@@ -379,3 +381,79 @@ def test_unavailable_verifiers_are_not_checked() -> None:
                  symmetric_reliability=0.9)
     d = Gate().evaluate(action, [v])
     assert (int(bd.regime[0]), float(bd.voi[0])) == (d.regime_code, d.voi)
+
+
+# -- premise probabilities from claims with memory kinds -------------------------------------
+
+_KIND_CALIBRATORS = {"linear": lambda: kinded_calibrator("linear"),
+                     "isotonic": lambda: kinded_calibrator("isotonic"),
+                     "exact": exact_kinded_calibrator,
+                     "no-kinds": seed_prior_calibrator}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", list(_KIND_CALIBRATORS), ids=list(_KIND_CALIBRATORS))
+@pytest.mark.parametrize("planner", ["lookahead", "myopic"], ids=["lookahead", "myopic"])
+def test_calibrated_batch_with_kinds_equals_the_scalar_gate(which: str, planner: str) -> None:
+    """2,500 actions on claims with kinds (known, unknown, absent): ``calibrate_batch`` gives
+    ``Gate.probabilities`` bit for bit, and ``evaluate_batch`` on them ``Gate.evaluate``."""
+    cal = _KIND_CALIBRATORS[which]()
+    gate = Gate(calibrator=cal, planner=planner)
+    cases = kind_cases(2500)
+    n, m = len(cases), max(len(c["action"]["premises"]) for c in cases)
+    n_ver = max(len(c["verifiers"]) for c in cases)
+    feat, mask = np.zeros((n, m, 4)), np.zeros((n, m), dtype=bool)
+    kinds = np.full((n, m), None, dtype=object)
+    res = np.zeros((n, n_ver, m), dtype=bool)
+    cost, rel = np.zeros((n, n_ver)), np.full((n, n_ver), 0.9)
+    avail = np.zeros((n, n_ver), dtype=bool)
+    actions, offered = [], []
+    for i, c in enumerate(cases):
+        action = CandidateAction.from_dict(c["action"])
+        verifiers = [Verifier.from_dict(v) for v in c["verifiers"]]
+        actions.append(action)
+        offered.append(verifiers)
+        for j, pm in enumerate(action.premises):
+            assert pm.claim is not None
+            f = pm.claim.features()
+            feat[i, j] = [f[k] for k in ("recency_hours", "source_trust_score",
+                                         "model_confidence", "contradiction_flag")]
+            mask[i, j], kinds[i, j] = True, pm.memory_kind
+        for v, ver in enumerate(verifiers):
+            avail[i, v] = True
+            cost[i, v], rel[i, v] = ver.execution_cost, ver.symmetric_reliability
+            for pid in ver.resolves_premise_ids:
+                res[i, v, action._index[pid]] = True
+    p = calibrate_batch(cal, feat, mask, kinds)
+    bd = evaluate_batch(gate, p, mask, [a.impact_cost_theta for a in actions],
+                        [a.abstention_cost_kappa for a in actions], res, cost, rel, avail)
+    for i, (action, verifiers) in enumerate(zip(actions, offered, strict=True)):
+        d = gate.evaluate(action, verifiers)
+        row = [_bits(x) for x in p[i, mask[i]]]
+        assert row == [_bits(x) for x in d.probabilities], (i, which)
+        got = (int(bd.regime[i]), int(bd.verifier[i]), _bits(bd.voi[i]), _bits(bd.v_stop[i]))
+        want = (d.regime_code, -1 if d.verifier is None else int(d.verifier.id[1:]),
+                _bits(-math.inf if d.voi is None else d.voi), _bits(d.v_stop))
+        assert got == want, (i, which, planner)
+    if cal.has_kinds:  # the kinds matter: "event" and "other" differ on the same claim
+        flat = feat[mask][:50]
+        ev = calibrate_batch(cal, flat[:, None, :], None, np.full((50, 1), "event", dtype=object))
+        ot = calibrate_batch(cal, flat[:, None, :], None, np.full((50, 1), "opinion",
+                                                                 dtype=object))
+        assert np.any(ev != ot)
+        np.testing.assert_array_equal(ot, calibrate_batch(cal, flat[:, None, :]))
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"features": np.full((1, 1, 4), 0.5)},
+     r"features\[\.\.\., 3\] \(contradiction_flag\)\[0, 0\]=0\.5 must be 0 or 1"),
+    ({"features": np.array([[[-1.0, 0.5, 0.5, 0.0]]])},
+     r"features\[\.\.\., 0\] \(recency_hours\)\[0, 0\]=-1\.0 must be in \[0, inf\] and finite"),
+    ({"memory_kinds": np.array([["event", 3]], dtype=object)},
+     r"memory_kinds\[0, 1\]=3 is not a string"),
+    ({"features": np.zeros((2, 3))}, r"features has shape \(2, 3\), expected \(n, m, 4\)"),
+], ids=["flag", "recency", "kind", "shape"])
+def test_calibrate_batch_names_a_bad_input(change: dict[str, Any], message: str) -> None:
+    kw: dict[str, Any] = {"features": np.zeros((1, 2, 4)), "memory_kinds": None, **change}
+    with pytest.raises(ValueError, match=message):
+        calibrate_batch(kinded_calibrator(), kw["features"], None, kw["memory_kinds"])

@@ -170,3 +170,22 @@ def test_corpus_is_the_same_every_time(tmp_path: Path) -> None:
         for n in names:
             if not (fa / n).is_symlink():
                 assert (fa / n).read_bytes() == (fb / n).read_bytes(), (ea["name"], n)
+
+
+#: The memory-kind cases (doctored.py, ``kinds.*``) whose verdict is not "calibrator".
+_KIND_VERDICTS = {"kinds.valid": "accept", "kinds.valid-term-kind": "accept",
+                  "kinds.valid-only-other": "accept", "kinds.valid-code-point-order": "accept",
+                  "kinds.item-64": "accept", "kinds.item-astral-64": "accept",
+                  "kinds.valid-unhashed": "hash_mismatch", "kinds.intercept-big": "bad_number",
+                  "kinds.term-kind-not-in-manifest": "calibrator_binding",
+                  "kinds.term-kind-manifest-other": "calibrator_binding"}
+
+
+def test_kind_fields_get_their_verdict(verdicts: dict[str, tuple[str, str, dict[str, Any]]]
+                                       ) -> None:
+    """Valid kind-aware calibrators load in both languages; each doctored kind field is
+    refused by both as a calibrator that breaks the format (or the binding it breaks)."""
+    kinds = {name: v for name, v in verdicts.items() if name.startswith("kinds.")}
+    assert len(kinds) >= 30 and set(_KIND_VERDICTS) <= set(kinds)
+    for name, (py, ts, _) in kinds.items():
+        assert (py, ts) == (_KIND_VERDICTS.get(name, "calibrator"),) * 2, name

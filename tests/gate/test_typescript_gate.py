@@ -55,6 +55,14 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from kinded import (
+    KINDS,
+    UNKNOWN_KINDS,
+    exact_kinded_calibrator,
+    export_kinded,
+    kind_cases,
+    kinded_calibrator,
+)
 
 import amv_calib.contract._artifact as _artifact_module
 from amv_calib.artifacts import export_artifact, keygen
@@ -965,3 +973,117 @@ def test_bench_ts_gate_runs(run_bench: Any, dist: Path) -> None:
     assert report["seed_mode_agrees"] is True and report["cases"] == 200
     for side in ("ts_myopic", "ts_myopic_prepared", "ts_seed_mode"):
         assert len(report[side]["rounds_ns"]) == report["rounds"]
+
+
+# -- memory kinds --------------------------------------------------------------------------------
+N_KIND_CASES = 2_500
+#: Gate settings the kind cases cycle through.
+_KIND_GATES = ({}, {"planner": "myopic"}, {"harm_price": 3.0, "max_verifications": 2},
+               {"mode": "seed"}, {"planner": "lookahead", "reuse_verifiers": True})
+
+
+@pytest.fixture(scope="module")
+def kind_compared(tmp_path_factory: pytest.TempPathFactory, dist: Path) -> dict[str, Any]:
+    """2,500 actions on claims with kinds (known, unknown, absent, both spellings), each
+    through a libm-free kind-aware artifact and the kind-aware Platt-like one, in both gates;
+    every 10th with a decision log."""
+    root = tmp_path_factory.mktemp("ts_kinds")
+    refs = {"exact": str(export_kinded(root / "models", "kinds-exact",
+                                       exact_kinded_calibrator())),
+            "linear": str(export_kinded(root / "models", "kinds"))}
+    requests = []
+    for i, case in enumerate(kind_cases(N_KIND_CASES)):
+        for n, which in enumerate(refs):
+            gate = dict(_KIND_GATES[i % len(_KIND_GATES)])
+            if i % 10 == 0:
+                gate["decision_log"] = str(root / f"{which}-{i}.jsonl")
+            requests.append({"id": 2 * i + n, "kind": "decide", "ref": refs[which],
+                             "trusted_keys": None, "gate": gate, "action": case["action"],
+                             "verifiers": case["verifiers"], "run": None, "shape": which})
+    ts = TS.run_harness(requests)
+    for req in requests:  # the TypeScript logs aside: the Python gate writes its own
+        if "decision_log" in req["gate"]:
+            log = Path(req["gate"]["decision_log"])
+            log.rename(log.with_suffix(".ts"))
+    python = _Python()
+    py = {r["id"]: python.answer(r) for r in requests}
+    return {"requests": requests, "ts": ts, "py": py, "python": python}
+
+
+def test_kinds_decide_as_python_bit_for_bit(kind_compared: dict[str, Any]) -> None:
+    """The libm-free artifact: every answer equal, bit for bit. The Platt-like one (``logit``
+    and the sigmoid): equal wherever V8's and glibc's libm agree on the probabilities, and
+    the Python gate on the TypeScript probabilities decides exactly as TypeScript did."""
+    ts, py, python = kind_compared["ts"], kind_compared["py"], kind_compared["python"]
+    exact = libm = 0
+    for req in kind_compared["requests"]:
+        a, b = {k: v for k, v in ts[req["id"]].items() if k != "id"}, py[req["id"]]
+        assert "decision" in a and "decision" in b, (req["id"], a, b)
+        if req["shape"] == "exact":
+            assert a == b, (req["id"], _diff(a, b))
+            assert [_bits_of(x) for x in a["decision"]["probabilities"]] == \
+                [_bits_of(x) for x in b["decision"]["probabilities"]]
+            exact += 1
+            continue
+        pa, pb = _probabilities(a), _probabilities(b)
+        if pa == pb:
+            assert a == b, (req["id"], _diff(a, b))
+            continue
+        libm += 1
+        assert all(abs(x - y) <= 1e-12 for x, y in zip(pa, pb, strict=True)), (pa, pb)
+        again = _with_probabilities(req, pa)
+        again["gate"].pop("decision_log", None)  # the logs are the records test's
+        assert python.answer(again) == a, (req["id"], _diff(python.answer(again), a))
+    print(f"\n{N_KIND_CASES} kind cases on each artifact; {libm} Platt-like ones with a "
+          f"probability apart by libm")
+    assert exact == N_KIND_CASES
+    # three libm calls and an exp per claim: about a fifth of the actions differ somewhere
+    assert libm < 0.5 * N_KIND_CASES
+
+
+def _bits_of(x: float) -> int:
+    return int(np.float64(x).view(np.uint64))
+
+
+def test_kind_records_are_python_s(kind_compared: dict[str, Any]) -> None:
+    """The decision records of both gates name the same kinds: given, and evaluated."""
+    seen: Counter[tuple[Any, Any]] = Counter()
+    for req in kind_compared["requests"]:
+        if "decision_log" not in req["gate"]:
+            continue
+        log = Path(req["gate"]["decision_log"])
+        (a,) = [json.loads(line) for line in log.with_suffix(".ts").read_text().splitlines()]
+        (b,) = [json.loads(line) for line in log.read_text().splitlines()]
+        assert list(a) == list(b)
+        if req["shape"] == "exact":
+            assert {k: v for k, v in a.items() if k != "time"} == \
+                {k: v for k, v in b.items() if k != "time"}
+        for pa, pb in zip(a["premises"], b["premises"], strict=True):
+            assert list(pa) == list(pb)
+            assert (pa.get("memory_kind"), pa["memory_kind_evaluated_as"]) == \
+                (pb.get("memory_kind"), pb["memory_kind_evaluated_as"])
+            seen[pa.get("memory_kind") is None, pa["memory_kind_evaluated_as"]] += 1
+    # known kinds, unknown ones and absent ones all reached "other" or themselves
+    assert {(False, "event"), (False, "other"), (True, "other"), (False, "preference")} \
+        <= set(seen)
+
+
+def test_kind_predictions_agree(kind_compared: dict[str, Any]) -> None:
+    """``predictOne`` with a kind against ``predict_one``: the libm-free table bit for bit."""
+    rng = np.random.default_rng(53)
+    feats = [{"recency_hours": float(rng.exponential(500.0)),
+              "source_trust_score": float(rng.uniform()), "model_confidence": float(rng.uniform()),
+              "contradiction_flag": float(rng.uniform() < 0.2)} for _ in range(1000)]
+    pool = [*KINDS, *UNKNOWN_KINDS, None]
+    kinds = [pool[int(rng.integers(len(pool)))] for _ in feats]
+    cals = {"exact": exact_kinded_calibrator(), "linear": kinded_calibrator(),
+            "isotonic": kinded_calibrator("isotonic")}
+    got = TS.run_harness([{"id": n, "kind": "predict", "calibrator": cal.to_dict(),
+                           "features": feats, "memory_kinds": kinds}
+                          for n, cal in enumerate(cals.values())])
+    for n, (name, cal) in enumerate(cals.items()):
+        want = [cal.predict_one(f, k) for f, k in zip(feats, kinds, strict=True)]
+        if name == "exact":
+            assert got[n]["p"] == want
+        else:
+            np.testing.assert_allclose(got[n]["p"], want, rtol=1e-12, atol=1e-15, err_msg=name)

@@ -93,7 +93,7 @@ def test_signature_names_every_column_the_model_reads_and_answers(
     assert [(c.name, c.type.name) for c in sig.inputs.inputs] == [
         ("claim_id", "string"), ("recency_hours", "double"), ("source_trust_score", "double"),
         ("model_confidence", "double"), ("contradiction_flag", "boolean"),
-        ("action", "string"), ("verifiers", "string")]
+        ("memory_kind", "string"), ("action", "string"), ("verifiers", "string")]
     outputs = [(c.name, getattr(c.type, "name", None) or repr(c.type))
                for c in sig.outputs.inputs]
     assert outputs == [
@@ -148,6 +148,17 @@ def test_many_claims_at_once(registered: dict[str, Any]) -> None:
     assert gate.calibrator is not None
     assert out["p_violation"].tolist() == pytest.approx(gate.calibrator.predict(claims).tolist(),
                                                         rel=1e-15)
+
+
+def test_memory_kind_column_reaches_a_calibrator_without_kinds_unread(
+        registered: dict[str, Any]) -> None:
+    # the signature lets the column through; the shipped calibrator has no kinds and
+    # ignores it (a kind-aware one reads it: tests/artifacts/test_kind_consumers.py)
+    cols = ["recency_hours", "source_trust_score", "model_confidence", "contradiction_flag"]
+    claims = registered["claims"][cols].head(20)
+    plain = registered["model"].predict(claims)
+    kinded = registered["model"].predict(claims.assign(memory_kind=["event", None] * 10))
+    assert kinded["p_violation"].tolist() == plain["p_violation"].tolist()
 
 
 @pytest.mark.parametrize(

@@ -10,11 +10,23 @@
  * fdlibm ports) against glibc's: they may differ in the last bit.
  */
 
+import fs from "node:fs";
+
 import { has, isObject, writtenAsFloat, type Json } from "./json.js";
 import { formatG, reprJson, reprList, reprStr } from "./pyfmt.js";
 
 export const PORTABLE_FORMAT = "amv-calib/portable-calibrator";
 export const PORTABLE_FORMAT_VERSION = 1;
+/** The version of a calibrator with memory kinds; one without them keeps version 1. */
+export const PORTABLE_FORMAT_VERSION_KINDS = 2;
+
+/** The memory-kind rules of `artifact_rules.json` (copied beside this file at build). */
+const KIND_RULES = (JSON.parse(fs.readFileSync(new URL("./artifact_rules.json", import.meta.url), "utf8")) as
+  { calibrator: { kinds: { max_length: number; other: string } } }).calibrator.kinds;
+/** The kind a claim whose kind is absent or outside the vocabulary is evaluated as. */
+export const OTHER_KIND: string = KIND_RULES.other;
+/** Longest memory kind of a vocabulary, in characters (code points). */
+export const MAX_KIND_LENGTH: number = KIND_RULES.max_length;
 /** The four raw claim features, in canonical order. */
 export const CLAIM_FEATURES = ["recency_hours", "source_trust_score", "model_confidence", "contradiction_flag"] as const;
 export const TRANSFORMS = ["identity", "logit", "log", "log1m", "ramp", "log1p", "indicator"] as const;
@@ -51,15 +63,40 @@ function choice(name: string, value: unknown, choices: readonly string[]): void 
   }
 }
 
-/** Check that a JSON object declares `format` `name` at `format_version` `version`. */
-export function checkFormat(data: Record<string, Json>, name: string, version: number): void {
+/** Check that a JSON object declares `format` `name` at `format_version` `version` (or one of a list). */
+export function checkFormat(data: Record<string, Json>, name: string, version: number | readonly number[]): void {
   const fmt = has(data, "format") ? data["format"] : null;
   if (fmt !== name) throw new PortableFormatError(`format=${reprJson(fmt)}, expected ${reprStr(name)}`);
   const v = has(data, "format_version") ? data["format_version"] : null;
+  const versions: readonly number[] = typeof version === "number" ? [version] : version;
   // a JSON integer: true is not 1, nor (when the parser marked it) is 1.0
-  if (v !== version || writtenAsFloat(data, "format_version")) {
-    throw new PortableFormatError(`unknown format_version=${reprJson(v)}; this version of amv-calib reads format_version ${version}`);
+  if (typeof v !== "number" || !versions.includes(v) || writtenAsFloat(data, "format_version")) {
+    throw new PortableFormatError(`unknown format_version=${reprJson(v)}; this version of amv-calib reads format_version ${versions.join(" or ")}`);
   }
+}
+
+/** Python's `len` of a string: its code points (a lone surrogate counts one). */
+function codePoints(s: string): number[] {
+  return Array.from(s, (c) => c.codePointAt(0) as number);
+}
+
+/** Python's `a < b` on strings: code-point order (not the UTF-16 code units of JavaScript's `<`). */
+export function codePointLess(a: string, b: string): boolean {
+  const x = codePoints(a);
+  const y = codePoints(b);
+  for (let i = 0; i < x.length && i < y.length; i++) {
+    if (x[i] !== y[i]) return (x[i] as number) < (y[i] as number);
+  }
+  return x.length < y.length;
+}
+
+function checkKind(value: unknown, what: string): string {
+  if (typeof value !== "string") throw new PortableFormatError(`${what}=${reprJson(value)} is not a string`);
+  const n = codePoints(value).length;
+  if (n < 1 || n > MAX_KIND_LENGTH) {
+    throw new PortableFormatError(`${what}=${reprStr(value)} must have 1 to ${MAX_KIND_LENGTH} characters, not ${n}`);
+  }
+  return value;
 }
 
 /** One feature: `transform` applied to the raw claim feature `column` (times `by`). */
@@ -71,7 +108,7 @@ export class Term {
   private readonly floor: number;
 
   constructor(column: string, transform: string, readonly scale: number | null,
-    readonly eps: number | null, by: string | null) {
+    readonly eps: number | null, by: string | null, readonly kind: string | null = null) {
     if (!(CLAIM_FEATURES as readonly string[]).includes(column)) {
       throw new PortableFormatError(`feature term column=${reprStr(column)} is not a claim feature; expected one of ${reprList(CLAIM_FEATURES)}`);
     }
@@ -89,6 +126,7 @@ export class Term {
     if (by !== null && (!(CLAIM_FEATURES as readonly string[]).includes(by) || by === column)) {
       throw new PortableFormatError(`feature term by=${reprStr(by)} must be a claim feature other than ${reprStr(column)}; expected one of ${reprList(CLAIM_FEATURES)}`);
     }
+    if (kind !== null) checkKind(kind, "feature term kind");
     this.column = column as Feature;
     this.transform = transform as Transform;
     this.by = by as Feature | null;
@@ -96,10 +134,11 @@ export class Term {
     Object.freeze(this);
   }
 
-  /** Readable name such as `logit(model_confidence)` or `ramp(recency_hours, 720)`. */
+  /** Readable name such as `logit(model_confidence)` or `ramp(recency_hours, 720)[kind=event]`. */
   get name(): string {
-    const base = this.scale !== null ? `${this.transform}(${this.column}, ${formatG(this.scale)})` : `${this.transform}(${this.column})`;
-    return this.by === null ? base : `${base}*${this.by}`;
+    let base = this.scale !== null ? `${this.transform}(${this.column}, ${formatG(this.scale)})` : `${this.transform}(${this.column})`;
+    if (this.by !== null) base = `${base}*${this.by}`;
+    return this.kind === null ? base : `${base}[kind=${this.kind}]`;
   }
 
   /** The transform of one raw value (Python's `apply_scalar`). */
@@ -118,7 +157,7 @@ export class Term {
 
   equals(o: Term): boolean {
     return this.column === o.column && this.transform === o.transform && this.scale === o.scale
-      && this.eps === o.eps && this.by === o.by;
+      && this.eps === o.eps && this.by === o.by && this.kind === o.kind;
   }
 
   toDict(): Record<string, Json> {
@@ -126,13 +165,14 @@ export class Term {
     if (this.scale !== null) out["scale"] = this.scale;
     if (this.eps !== null) out["eps"] = this.eps;
     if (this.by !== null) out["by"] = this.by;
+    if (this.kind !== null) out["kind"] = this.kind;
     return out;
   }
 
   /** Build a term from its plain-data form, refusing unknown keys. */
   static fromDict(data: Json): Term {
     if (!isObject(data)) throw new PortableFormatError(`feature term must be an object, got ${reprJson(data)}`);
-    const unknown = Object.keys(data).filter((k) => !["column", "transform", "scale", "eps", "by"].includes(k)).sort();
+    const unknown = Object.keys(data).filter((k) => !["column", "transform", "scale", "eps", "by", "kind"].includes(k)).sort();
     if (unknown.length) throw new PortableFormatError(`feature term has unknown keys ${reprList(unknown)}`);
     for (const key of ["column", "transform"]) {
       if (!has(data, key)) throw new PortableFormatError(`feature term lacks ${reprStr(key)}: ${reprJson(data)}`);
@@ -141,9 +181,11 @@ export class Term {
     const scale = opt("scale");
     const eps = opt("eps");
     const by = opt("by");
+    const kind = opt("kind");
+    if (kind !== null && typeof kind !== "string") throw new PortableFormatError(`feature term kind=${reprJson(kind)} is not a string`);
     return new Term(pyStr(data["column"] as Json), pyStr(data["transform"] as Json),
       scale === null ? null : finiteFloat(scale, "scale"), eps === null ? null : finiteFloat(eps, "eps"),
-      by === null ? null : pyStr(by));
+      by === null ? null : pyStr(by), kind);
   }
 }
 
@@ -215,6 +257,11 @@ export type Kind = "linear" | "isotonic";
 
 /** A fitted calibrator as plain data (`calibrator.json`). */
 export class PortableCalibrator {
+  /** Kind -> index in `kinds`. */
+  private readonly codes: ReadonlyMap<string, number>;
+  /** Per term, the index of its kind in `kinds`, or -1 for a term of every kind. */
+  readonly termKindCodes: readonly number[];
+
   constructor(
     readonly kind: Kind,
     readonly featureMap: readonly Term[],
@@ -224,6 +271,9 @@ export class PortableCalibrator {
     readonly yKnots: readonly number[],
     readonly clamp: readonly [number, number] | null,
     readonly source: string,
+    /** The memory kinds (sorted, with "other"); empty for a calibrator without kinds. */
+    readonly kinds: readonly string[] = [],
+    readonly kindIntercept: readonly number[] = [],
   ) {
     choice("kind", kind, ["linear", "isotonic"]);
     if (coef.length !== featureMap.length) {
@@ -255,20 +305,68 @@ export class PortableCalibrator {
       }
       if (y.some((v) => v < 0 || v > 1)) throw new PortableFormatError("isotonic y_knots must lie in [0, 1]");
     } else if (xKnots.length || yKnots.length) throw new PortableFormatError("a linear calibrator takes no knots");
+    kinds.forEach((k, i) => checkKind(k, `kinds[${i}]`));
+    for (let i = 1; i < kinds.length; i++) {
+      const a = kinds[i - 1] as string;
+      const b = kinds[i] as string;
+      if (a === b) throw new PortableFormatError(`kinds repeats ${reprStr(b)} (kinds[${i}])`);
+      if (codePointLess(b, a)) {
+        throw new PortableFormatError(`kinds are not sorted: kinds[${i - 1}]=${reprStr(a)} comes before kinds[${i}]=${reprStr(b)}`);
+      }
+    }
+    if (kinds.length && !kinds.includes(OTHER_KIND)) throw new PortableFormatError(`kinds=${reprList(kinds)} lacks ${reprStr(OTHER_KIND)}`);
+    if (kindIntercept.length !== kinds.length) {
+      throw new PortableFormatError(`kind_intercept has ${kindIntercept.length} entries for ${kinds.length} kinds`);
+    }
+    kindIntercept.forEach((c, i) => {
+      if (typeof c !== "number" || !Number.isFinite(c)) throw new PortableFormatError(`kind_intercept[${i}]=${reprJson(c)} is not a finite number`);
+    });
+    const codes = new Map(kinds.map((k, i) => [k, i] as const));
+    this.termKindCodes = featureMap.map((t, j) => {
+      if (t.kind === null) return -1;
+      const c = codes.get(t.kind);
+      if (c === undefined) {
+        throw new PortableFormatError(`feature term ${j} (${t.name}) has kind=${reprStr(t.kind)}, which is not in kinds=${reprList(kinds)}`);
+      }
+      return c;
+    });
+    this.codes = codes;
     Object.freeze(this);
+  }
+
+  /** Whether the calibrator reads the claims' memory kind (format_version 2). */
+  get hasKinds(): boolean {
+    return this.kinds.length > 0;
+  }
+
+  /** The index in `kinds` a claim of `memoryKind` is evaluated as: "other" when absent or unknown; -1 without kinds. */
+  kindCode(memoryKind: string | null): number {
+    if (this.kinds.length === 0) return -1;
+    const c = memoryKind === null ? undefined : this.codes.get(memoryKind);
+    return c === undefined ? (this.codes.get(OTHER_KIND) as number) : c;
   }
 
   /** The same calibrator under another clamp. */
   withClamp(clamp: readonly [number, number] | null): PortableCalibrator {
     return new PortableCalibrator(this.kind, this.featureMap, this.intercept, this.coef, this.xKnots,
-      this.yKnots, clamp, this.source);
+      this.yKnots, clamp, this.source, this.kinds, this.kindIntercept);
   }
 
-  /** Probability for one claim given as `{feature: value}` (Python's `predict_one`). */
-  predictOne(features: Readonly<Record<string, number>>): number {
+  /**
+   * Probability for one claim given as `{feature: value}` (Python's `predict_one`): the
+   * intercept, the kind's intercept, then the terms in order, those of other kinds skipped.
+   */
+  predictOne(features: Readonly<Record<string, number>>, memoryKind: string | null = null): number {
     let z = this.intercept;
     const terms = this.featureMap;
+    let k = -1;
+    if (this.kinds.length) {
+      k = this.kindCode(memoryKind);
+      z += this.kindIntercept[k] as number;
+    }
     for (let j = 0; j < terms.length; j++) {
+      const tk = this.termKindCodes[j] as number;
+      if (tk >= 0 && tk !== k) continue;
       const t = terms[j] as Term;
       const v = t.apply(features[t.column] as number);
       z += (this.coef[j] as number) * (t.by === null ? v : v * (features[t.by] as number));
@@ -287,8 +385,9 @@ export class PortableCalibrator {
   /** Validate and build from the `calibrator.json` object; never executes code. */
   static fromDict(data: Json): PortableCalibrator {
     if (!isObject(data)) throw new PortableFormatError("calibrator description must be a JSON object");
-    checkFormat(data, PORTABLE_FORMAT, PORTABLE_FORMAT_VERSION);
-    const allowed = ["format", "format_version", "kind", "source", "feature_map", "intercept", "coef", "clamp", "x_knots", "y_knots"];
+    checkFormat(data, PORTABLE_FORMAT, [PORTABLE_FORMAT_VERSION, PORTABLE_FORMAT_VERSION_KINDS]);
+    const allowed = ["format", "format_version", "kind", "source", "feature_map", "intercept", "coef", "clamp", "x_knots", "y_knots",
+      "kinds", "kind_intercept"];
     const unknown = Object.keys(data).filter((k) => !allowed.includes(k)).sort();
     if (unknown.length) throw new PortableFormatError(`calibrator description has unknown keys ${reprList(unknown)}`);
     for (const key of ["kind", "feature_map", "intercept", "coef"]) {
@@ -304,13 +403,40 @@ export class PortableCalibrator {
     const kind = data["kind"];
     choice("kind", kind, ["linear", "isotonic"]);
     const terms = featureMapFromList(data["feature_map"] as Json);
+    const [kinds, kindIntercept] = kindFields(data, terms);
     const source = has(data, "source") ? data["source"] : "";
     return new PortableCalibrator(kind as Kind, terms, finiteFloat(data["intercept"], "intercept"),
       floatList(data["coef"], "coef"),
       floatList(has(data, "x_knots") ? data["x_knots"] : [], "x_knots"),
       floatList(has(data, "y_knots") ? data["y_knots"] : [], "y_knots"),
-      clamp, typeof source === "string" ? source : JSON.stringify(source));
+      clamp, typeof source === "string" ? source : JSON.stringify(source), kinds, kindIntercept);
   }
+}
+
+/**
+ * `kinds` and `kind_intercept` of a `calibrator.json` object, checked against its
+ * `format_version`: 2 exactly when the memory-kind fields are there (Python's `_kind_fields`).
+ */
+function kindFields(data: Record<string, Json>, terms: readonly Term[]): [string[], number[]] {
+  const opt = (k: string): Json => (has(data, k) ? (data[k] as Json) : null);
+  if (data["format_version"] === PORTABLE_FORMAT_VERSION) {
+    const given = ["kinds", "kind_intercept"].filter((k) => has(data, k));
+    terms.forEach((t, j) => {
+      if (t.kind !== null) given.push(`feature_map[${j}].kind`);
+    });
+    if (given.length) {
+      throw new PortableFormatError(`format_version=1 takes no memory kinds, got ${given.join(", ")}; a calibrator with kinds has format_version ${PORTABLE_FORMAT_VERSION_KINDS}`);
+    }
+    return [[], []];
+  }
+  const rawKinds = opt("kinds");
+  const rawIntercept = opt("kind_intercept");
+  if (rawKinds === null) throw new PortableFormatError(`format_version=${PORTABLE_FORMAT_VERSION_KINDS} needs 'kinds'`);
+  if (rawIntercept === null) throw new PortableFormatError(`format_version=${PORTABLE_FORMAT_VERSION_KINDS} needs 'kind_intercept'`);
+  if (!Array.isArray(rawKinds)) throw new PortableFormatError(`kinds=${reprJson(rawKinds)} must be a list of strings`);
+  if (rawKinds.length === 0) throw new PortableFormatError(`kinds=[] lacks ${reprStr(OTHER_KIND)}`);
+  const kinds = rawKinds.map((k, i) => checkKind(k, `kinds[${i}]`));
+  return [kinds, floatList(rawIntercept, "kind_intercept")];
 }
 
 /**

@@ -435,7 +435,7 @@ export class Gate {
       }
       return seedCalibrate(claim.recencyHours, claim.sourceTrustScore, claim.modelConfidence, claim.contradictionFlag);
     }
-    const p = cal.predictOne(claim.features());
+    const p = cal.predictOne(claim.features(), pm.memoryKind);
     if (!(p >= 0.0 && p <= 1.0)) {
       throw new UncalibratedPremiseError(`calibrator gave p=${reprJson(p)} for premise ${reprStr(pm.id)}, outside [0, 1]`);
     }
@@ -873,6 +873,8 @@ export class Gate {
   private record(action: CheckedAction, d: Decision, prior: readonly number[] | null,
     verifiers: readonly CheckedVerifier[]): DecisionRecord {
     const probs = prior === null ? d.probabilities : prior;
+    const cal = this.calibrator;
+    const kindCal = cal !== null && cal.hasKinds && probs.length ? cal : null;
     return {
       time: utcNowIso(),
       action_id: action.actionId,
@@ -881,7 +883,7 @@ export class Gate {
       kappa: action.kappa,
       premises: action.premises.map((pm, i) => {
         const c = pm.claim;
-        return {
+        const rec: Record<string, unknown> = {
           id: pm.id,
           claim_id: pm.claimId,
           recency_hours: c === null ? null : c.recencyHours,
@@ -890,6 +892,13 @@ export class Gate {
           contradiction_flag: c === null ? null : c.contradictionFlag,
           p: i < probs.length ? (probs[i] as number) : null,
         };
+        // written only when there is something to say: records without kinds are unchanged
+        if (pm.memoryKind !== null) rec["memory_kind"] = pm.memoryKind;
+        if (kindCal !== null && c !== null && pm.p === null) {
+          // the kind the calibrator used: "other" for an absent or unknown kind
+          rec["memory_kind_evaluated_as"] = kindCal.kinds[kindCal.kindCode(pm.memoryKind)];
+        }
+        return rec;
       }),
       calibrator: { name: this.artifactName, version: this.artifactVersion },
       regime: d.regime,

@@ -15,8 +15,9 @@ export {
   type ArtifactGateOptions, type LoadOptions, type LoadedArtifact, type Thresholds,
 } from "./artifact.js";
 export {
-  CLAIM_FEATURES, DEFAULT_EPS, PORTABLE_FORMAT, PORTABLE_FORMAT_VERSION, PortableCalibrator, PortableFormatError,
-  Term, TRANSFORMS, interp, seedCalibrate,
+  CLAIM_FEATURES, DEFAULT_EPS, MAX_KIND_LENGTH, OTHER_KIND, PORTABLE_FORMAT, PORTABLE_FORMAT_VERSION,
+  PORTABLE_FORMAT_VERSION_KINDS, PortableCalibrator, PortableFormatError, Term, TRANSFORMS, codePointLess, interp,
+  seedCalibrate,
 } from "./calibrator.js";
 export { DecisionLogWriter, encodeRecord, utcNowIso, type DecisionRecord } from "./decisionLog.js";
 export {

@@ -35,6 +35,8 @@ export interface Premise {
   /** `p_i` in [0, 1]; absent or null: computed from `claim` by the gate's calibrator. */
   calibratedViolationProbability?: number | null;
   claim?: MemoryClaim | null;
+  /** The kind of memory the claim is; a calibrator with kinds evaluates it as that kind or "other". */
+  memoryKind?: string | null;
 }
 
 /** An irreversible tool call the agent wants to make, and the premises it rests on. */
@@ -94,6 +96,7 @@ export class CheckedPremise {
     readonly parameterTarget: string,
     readonly p: number | null,
     readonly claim: CheckedClaim | null,
+    readonly memoryKind: string | null = null,
   ) {
   }
 }
@@ -204,6 +207,10 @@ const ACTION_KEYS = aliases(ACTION_FIELDS);
 const VERIFIER_KEYS = aliases(VERIFIER_FIELDS);
 /** Claim features a premise may carry beside its own fields (the episodes format). */
 const CLAIM_FEATURE_KEYS: ReadonlySet<string> = new Set<string>(CLAIM_FIELDS.slice(3).flat());
+/** The spellings of a premise's memory kind (read apart: both may be given if they agree). */
+const KIND_KEYS = ["memory_kind", "memoryKind"] as const;
+/** What `keys` leaves to `checkPremise`: the flat claim features and the kind. */
+const PREMISE_SKIP: ReadonlySet<string> = new Set<string>([...CLAIM_FEATURE_KEYS, ...KIND_KEYS]);
 /** Ground-truth fields of an episode premise: a gate input may carry them, the gate never reads them. */
 const IGNORED_PREMISE_KEYS = new Set(["violated", "p_true", "pTrue"]);
 const DEPENDENCY_TYPES: readonly string[] = ["direct", "transitive", "joint"];
@@ -321,7 +328,9 @@ export function checkClaim(data: unknown): CheckedClaim {
  */
 export function checkPremise(data: unknown): CheckedPremise {
   if (!isRecord(data)) throw new TypeError(`premise must be an object, got ${reprJson(data)}`);
-  let f = readPremise(data);
+  const rawKind = data["memory_kind"];
+  const rawCamelKind = data["memoryKind"];
+  let f = rawKind === undefined && rawCamelKind === undefined ? readPremise(data) : null;
   const flat: Record<string, unknown> = {};
   let anyFlat = false;
   if (f === null) { // claim features beside the premise, ignored keys, or an error to word
@@ -331,12 +340,19 @@ export function checkPremise(data: unknown): CheckedPremise {
         anyFlat = true;
       }
     }
-    const kw = keys(data, "premise", PREMISE_KEYS, IGNORED_PREMISE_KEYS, CLAIM_FEATURE_KEYS);
+    const kw = keys(data, "premise", PREMISE_KEYS, IGNORED_PREMISE_KEYS, PREMISE_SKIP);
     f = PREMISE_FIELDS.map(([snake]) => kw.get(snake));
   }
   if (f[0] === undefined) throw new RangeError(`premise ${reprJson(data)} lacks 'id'`);
   const [rid, rcid, rdep, rtarget, rawP, rawClaim] = f;
   const id = text(rid, "id", "premise", null);
+  if (rawKind !== undefined && rawCamelKind !== undefined && rawKind !== rawCamelKind) {
+    throw new RangeError(`premise ${reprStr(id)} gives memory_kind=${reprJson(rawKind)} and memoryKind=${reprJson(rawCamelKind)}; give one`);
+  }
+  const kind = rawKind !== undefined ? rawKind : rawCamelKind;
+  if (kind !== undefined && kind !== null && typeof kind !== "string") {
+    throw new TypeError(`memory_kind=${reprJson(kind)} of premise ${reprStr(id)} is not a string`);
+  }
   let claimId = rcid === undefined ? "" : text(rcid, "claim_id", "premise", id);
   const target = rtarget === undefined ? "" : text(rtarget, "parameter_target", "premise", id);
   const dep = rdep === undefined ? "direct" : rdep;
@@ -363,7 +379,7 @@ export function checkPremise(data: unknown): CheckedPremise {
       throw new RangeError(`claim_id=${reprStr(claimId)} of premise ${reprStr(id)} differs from its claim's id=${reprStr(claim.id)}`);
     }
   }
-  return new CheckedPremise(id, claimId, dep, target, p, claim);
+  return new CheckedPremise(id, claimId, dep, target, p, claim, kind === undefined ? null : kind);
 }
 
 /** Check an action given in camelCase or snake_case (premises as objects). */

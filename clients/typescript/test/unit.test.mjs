@@ -9,7 +9,7 @@ import * as path from "node:path";
 import { test } from "node:test";
 import {
   DecisionLogWriter, Gate, interp, JsonError, parseJson, checkAction, checkSettings, checkThresholds, jsonEqual,
-  REASON_CODES, RuleError, writtenAsFloat,
+  REASON_CODES, RuleError, writtenAsFloat, PortableCalibrator, PortableFormatError, codePointLess,
 } from "../dist/index.js";
 import { Folder, ArtifactError } from "../dist/files.js";
 import { formatG, reprFloat, reprStr } from "../dist/pyfmt.js";
@@ -168,4 +168,34 @@ test("DSSE pre-authentication encoding and PEM keys", () => {
   assert.equal(k.problem, null);
   const rsa = generateKeyPairSync("rsa", { modulusLength: 1024 }).publicKey;
   assert.match(readTrustedKey(rsa.export({ type: "spki", format: "pem" })).problem, /not an elliptic-curve public key/);
+});
+
+test("memory kinds: the kind's intercept and terms, 'other' for the rest, said in the record", () => {
+  const cal = PortableCalibrator.fromDict({
+    format: "amv-calib/portable-calibrator", format_version: 2, kind: "linear", source: "hand",
+    feature_map: [{ column: "source_trust_score", transform: "identity" },
+      { column: "recency_hours", transform: "ramp", scale: 100, kind: "event" }],
+    intercept: -1, coef: [2, 3], clamp: null, kinds: ["event", "other"], kind_intercept: [0.5, 0],
+  });
+  const f = { recency_hours: 50, source_trust_score: 0.25, model_confidence: 0.5, contradiction_flag: 0 };
+  const sig = (z) => (z >= 0 ? 1 / (1 + Math.exp(-z)) : Math.exp(z) / (1 + Math.exp(z)));
+  assert.equal(cal.predictOne(f, "event"), sig(-1 + 0.5 + 0.5 + 1.5));
+  for (const k of ["other", null, "opinion"]) assert.equal(cal.predictOne(f, k), sig(-0.5));
+  assert.equal(cal.featureMap[1].name, "ramp(recency_hours, 100)[kind=event]");
+  const records = [];
+  const gate = new Gate({ calibrator: cal, decisionLog: (r) => records.push(r) });
+  gate.evaluate({ actionId: "a", impactCostTheta: 5, abstentionCostKappa: 1, premises: [
+    { id: "p1", memoryKind: "event", claim: { id: "c1", sourceTrustScore: 0.25, modelConfidence: 0.5,
+      recencyHours: 50, contradictionFlag: false } },
+    { id: "p2", memory_kind: "opinion", claim: { id: "c2", sourceTrustScore: 0.25, modelConfidence: 0.5,
+      recencyHours: 50, contradictionFlag: false } }] }, []);
+  assert.deepEqual(records[0].premises.map((p) => [p.memory_kind, p.memory_kind_evaluated_as]),
+    [["event", "event"], ["opinion", "other"]]);
+  assert.throws(() => checkAction({ actionId: "a", impactCostTheta: 5, abstentionCostKappa: 1, premises: [
+    { id: "p", memory_kind: "event", memoryKind: "fact", calibratedViolationProbability: 0.1 }] }), /give one/);
+  // Python's str order is by code point: U+FF5E before U+1F600, where UTF-16 units say otherwise
+  assert.equal(codePointLess("\uff5e", "\u{1f600}"), true);
+  assert.equal("\u{1f600}" < "\uff5e", true);
+  assert.throws(() => new PortableCalibrator("linear", cal.featureMap.slice(0, 1), 0, [1], [], [], null, "",
+    ["other", "\u{1f600}", "\uff5e"], [0, 0, 0]), PortableFormatError);
 });

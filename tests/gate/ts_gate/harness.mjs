@@ -9,7 +9,8 @@
 //   {"id", "kind": "load", "ref", "trusted_keys", "env": {NAME: value or null}}
 //       -> {"id", "refusal": reason or null, "code": its reason code, "name", "version",
 //           "thresholds", "signed_by"}
-//   {"id", "kind": "predict", "calibrator": calibrator.json object, "features": [{...}]}
+//   {"id", "kind": "predict", "calibrator": calibrator.json object, "features": [{...}],
+//    "memory_kinds": [kind or null, ...] (optional, one per feature row)}
 //       -> {"id", "p": [...]}
 import { readFileSync } from "node:fs";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -91,7 +92,8 @@ async function answer(req) {
   }
   if (req.kind === "predict") {
     const cal = gateLib.PortableCalibrator.fromDict(req.calibrator);
-    return { id: req.id, p: req.features.map((f) => cal.predictOne(f)) };
+    const kinds = req.memory_kinds ?? [];
+    return { id: req.id, p: req.features.map((f, i) => cal.predictOne(f, kinds[i] ?? null)) };
   }
   const gate = gateFor(req);
   try {
