@@ -12,6 +12,8 @@ reader defined here, without importing the gate.
 
 from __future__ import annotations
 
+from typing import Final
+
 from amv_calib.contract._artifact import (
     ALIASES_FILE,
     ALIASES_FORMAT,
@@ -52,6 +54,7 @@ from amv_calib.contract._decision_log import (
 )
 from amv_calib.contract._features import (
     DEFAULT_EPS,
+    MAX_KIND_LENGTH,
     PORTABLE_FORMAT,
     PORTABLE_FORMAT_VERSION,
     SEED_CLAMP,
@@ -84,12 +87,15 @@ from amv_calib.contract._json import (
 from amv_calib.contract._schema import (
     ALIASES,
     CLAIM_FEATURES,
-    MEMORY_KIND_MAX_CHARS,
     OPTIONAL_COLUMNS,
     REQUIRED_COLUMNS,
     canonical_name,
 )
 from amv_calib.contract._signature import SIGNATURE_FILE, verify_signature
+
+#: Longest ``memory_kind`` a claim, a premise or a calibrator's vocabulary may name (one
+#: number, read from ``artifact_rules.json``).
+MEMORY_KIND_MAX_CHARS: Final = MAX_KIND_LENGTH
 
 __all__ = [
     "DuplicateKeyError",

@@ -32,10 +32,6 @@ OPTIONAL_COLUMNS: Final = (
     "memory_kind",
 )
 
-#: Longest ``memory_kind`` the contract accepts (the portable calibrator's kind names are
-#: 1..64 characters).
-MEMORY_KIND_MAX_CHARS: Final = 64
-
 #: Accepted spellings of each canonical column (the seed's TypeScript gate writes camelCase).
 ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "claim_id": ("claimId", "id"),
