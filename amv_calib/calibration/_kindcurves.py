@@ -60,14 +60,17 @@ def kind_age_curves(estimator: Any, claims: pd.DataFrame, *, alpha: float = 0.05
                     ages: FloatArray = AGES_HOURS) -> pd.DataFrame:
     """``memory_kind``, ``age_hours``, ``p``, ``p_low``, ``p_high`` of a typical claim of
     each kind of the fitted kind-aware Platt ``estimator`` (whose ``cov_`` is the inverse
-    penalised Hessian), over ``ages``."""
+    penalised Hessian) that had training uses, over ``ages``."""
     import pandas as pd
 
     z_crit = float(norm.ppf(1.0 - alpha / 2.0))
     known = set(claims["memory_kind"].dropna().astype(str)) if "memory_kind" in claims \
         else set()
     out = []
-    for kind in estimator.kinds_:
+    # A kind without training uses (``other``, when every claim named a kept kind) is the
+    # pooled fit with unshrunk doubt: no curve to read.
+    uses = getattr(estimator, "kind_uses_", {})
+    for kind in (k for k in estimator.kinds_ if uses.get(k, 1) > 0):
         X = _grid(_typical(claims, kind, kind in known), kind, ages)
         A = estimator.design_rows(X)
         z = estimator.decision_function(X)
