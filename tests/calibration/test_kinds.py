@@ -152,6 +152,12 @@ def test_kinds_add_calibrators_and_baselines(kind_claims: pd.DataFrame,
     assert not table.loc[list(FIELD_RULES), "champion"].any()
     assert table.loc[list(FIELD_RULES), "baseline"].all()
     assert result.champion in KIND_CALIBRATORS
+    # beyond the intervals: the champion's excess log loss over the oracle lies below the
+    # pooled champion's and every rule's (paired intervals over the same resamples)
+    high = table.loc[result.champion, "excess_log_loss_high"]
+    pooled = min(("platt", "beta", "isotonic"), key=lambda n: table.loc[n, "log_loss"])
+    for other in (pooled, *FIELD_RULES):
+        assert high < table.loc[other, "excess_log_loss_low"], other
     chosen = result.config["chosen_by_folds"]["platt_kind"]
     best = min(chosen["candidates"], key=lambda c: c["log_loss"])
     assert chosen["chosen"]["kind_penalty"] == best["kind_penalty"]
