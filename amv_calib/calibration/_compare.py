@@ -42,6 +42,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from amv_calib.calibration import _calibrators as calibrators
+from amv_calib.calibration._compare_text import _CALIBRATION_ERRORS, _num
+from amv_calib.calibration._compare_text import METRIC_NAMES as METRIC_NAMES
 from amv_calib.calibration._select import choose_variants, variants, with_kinds
 from amv_calib.contract import CLAIM_FEATURES, canonical_name
 from amv_calib.exceptions import (
@@ -71,11 +73,6 @@ FloatArray = NDArray[np.float64]
 Split = Literal["time", "group"]
 Scoring = Literal["log_loss", "brier"]
 
-#: Metric columns of every table, in order.
-METRIC_NAMES: Final = ("log_loss", "brier", "auc", "ece", "ece_mass", "mce", "smooth_ece")
-#: The calibration errors: biased upward under resampling, so their intervals are centred
-#: and the table carries their bootstrap bias (``<metric>_bias``).
-_CALIBRATION_ERRORS: Final = ("ece", "ece_mass", "mce", "smooth_ece")
 
 
 def _factories() -> dict[str, Callable[[], Any]]:
@@ -209,19 +206,6 @@ class ComparisonResult:
         out["folds"] = _records(self.folds)
         out["per_fold"] = _records(self.per_fold)
         return out
-
-
-def _num(v: Any) -> float | int | None:
-    if v is None:
-        return None
-    if isinstance(v, (bool, np.bool_)):
-        return int(v)
-    f = float(v)
-    if not math.isfinite(f):
-        return None
-    if isinstance(v, (int, np.integer)):
-        return int(v)
-    return f
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:

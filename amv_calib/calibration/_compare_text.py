@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+import math
+from typing import Any, Final
 
-from amv_calib.calibration._compare import _CALIBRATION_ERRORS, METRIC_NAMES, _num
+import numpy as np
 
-if TYPE_CHECKING:
-    from amv_calib.calibration._compare import ComparisonResult
+#: Metric columns of every table, in order.
+METRIC_NAMES: Final = ("log_loss", "brier", "auc", "ece", "ece_mass", "mce", "smooth_ece")
+#: The calibration errors: biased upward under resampling, so their intervals are centred
+#: and the table carries their bootstrap bias (``<metric>_bias``).
+_CALIBRATION_ERRORS: Final = ("ece", "ece_mass", "mce", "smooth_ece")
+
+
+def _num(v: Any) -> float | int | None:
+    """A table cell as a JSON number: bools as 0/1, non-finite as None."""
+    if v is None:
+        return None
+    if isinstance(v, (bool, np.bool_)):
+        return int(v)
+    f = float(v)
+    if not math.isfinite(f):
+        return None
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    return f
 
 _LABELS: Final = {
     "log_loss": "log loss",
@@ -25,7 +43,7 @@ def _fmt(v: Any) -> str:
     return "n/a" if x is None else f"{x:.4f}"
 
 
-def comparison_markdown(result: ComparisonResult) -> str:
+def comparison_markdown(result: Any) -> str:
     """``comparison.md``: the table with intervals, the champion and the per-fold log loss."""
     cfg = result.config
     lines = ["# Calibrator comparison", ""]
@@ -74,7 +92,7 @@ def comparison_markdown(result: ComparisonResult) -> str:
     return "\n".join(lines)
 
 
-def _debiased_lines(result: ComparisonResult) -> list[str]:
+def _debiased_lines(result: Any) -> list[str]:
     """The calibration errors less their bootstrap bias (none without resamples)."""
     table = result.table
     if not int(result.config["n_boot"]) or f"{_CALIBRATION_ERRORS[0]}_bias" not in table:

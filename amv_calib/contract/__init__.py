@@ -12,8 +12,6 @@ reader defined here, without importing the gate.
 
 from __future__ import annotations
 
-from typing import Final
-
 from amv_calib.contract._artifact import (
     ALIASES_FILE,
     ALIASES_FORMAT,
@@ -54,7 +52,6 @@ from amv_calib.contract._decision_log import (
 )
 from amv_calib.contract._features import (
     DEFAULT_EPS,
-    MAX_KIND_LENGTH,
     PORTABLE_FORMAT,
     PORTABLE_FORMAT_VERSION,
     SEED_CLAMP,
@@ -70,6 +67,7 @@ from amv_calib.contract._features import (
     seed_prior_calibrator,
     sigmoid,
 )
+from amv_calib.contract._features import MAX_KIND_LENGTH as _MAX_KIND_LENGTH
 from amv_calib.contract._files import (
     file_kind,
     open_regular,
@@ -95,7 +93,7 @@ from amv_calib.contract._signature import SIGNATURE_FILE, verify_signature
 
 #: Longest ``memory_kind`` a claim, a premise or a calibrator's vocabulary may name (one
 #: number, read from ``artifact_rules.json``).
-MEMORY_KIND_MAX_CHARS: Final = MAX_KIND_LENGTH
+MEMORY_KIND_MAX_CHARS: int = _MAX_KIND_LENGTH
 
 __all__ = [
     "DuplicateKeyError",

@@ -10,11 +10,11 @@ labelling real logs and tables is :mod:`amv_calib.claims`'s.
 
 from __future__ import annotations
 
+from amv_calib.datasets._common import EPOCH_START
 from amv_calib.datasets._kinds import DEFAULT_KIND_WORLD, KindLaw, KindWorld, synth_kind_claims
 from amv_calib.datasets._production import SimulatedLogs, simulate_production
 from amv_calib.datasets._synth import (
     CLAIM_COLUMNS,
-    EPOCH_START,
     FAMILIES,
     Family,
     family_probability,

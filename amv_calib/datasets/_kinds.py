@@ -21,14 +21,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from amv_calib.contract import sigmoid
-from amv_calib.datasets._synth import EPOCH_START, _check
+from amv_calib.datasets._common import EPOCH_START, YEAR_S, check_size_seed
 
 if TYPE_CHECKING:
     import pandas as pd
 
 FloatArray = NDArray[np.float64]
 
-_YEAR_S: Final = 365 * 24 * 3600
 _P_EPS: Final = 1e-6
 
 
@@ -103,7 +102,7 @@ def synth_kind_claims(n: int, *, seed: int, world: KindWorld = DEFAULT_KIND_WORL
     """
     import pandas as pd
 
-    _check(n, seed)
+    check_size_seed(n, seed)
     rng = np.random.default_rng([seed, 7])
     weights = np.array([x.weight for x in world.kinds])
     kind = rng.choice(len(world.kinds), size=n, p=weights / weights.sum()).astype(np.intp)
@@ -116,7 +115,7 @@ def synth_kind_claims(n: int, *, seed: int, world: KindWorld = DEFAULT_KIND_WORL
     p = np.clip(np.round(world.probability(kind, h, t, c, k.astype(np.float64)), 6),
                 _P_EPS, 1 - _P_EPS)
     violated = rng.random(n) < p
-    seconds = np.sort(rng.integers(0, _YEAR_S, size=n))
+    seconds = np.sort(rng.integers(0, YEAR_S, size=n))
     names = np.array([x.name for x in world.kinds], dtype=object)
     frame = pd.DataFrame({
         "claim_id": [f"knd-{i:07d}" for i in range(1, n + 1)],

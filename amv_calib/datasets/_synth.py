@@ -37,6 +37,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from amv_calib.contract import CLAIM_FEATURES, sigmoid
+from amv_calib.datasets._common import EPOCH_START, YEAR_S, check_size_seed
+from amv_calib.datasets._kinds import synth_kind_claims
 from amv_calib.exceptions import ConfigError
 
 if TYPE_CHECKING:
@@ -52,9 +54,7 @@ CLAIM_COLUMNS: Final = (
     "p_true",
 )
 
-#: Synthetic timestamps fall in the year from this instant (UTC, epoch seconds).
-EPOCH_START: Final = 1_767_225_600  # 2026-01-01T00:00:00Z
-_YEAR_S: Final = 365 * 24 * 3600
+_YEAR_S: Final = YEAR_S
 
 _P_EPS: Final = 1e-6
 
@@ -280,11 +280,7 @@ def true_probability(
 # sampling
 
 
-def _check(n: int, seed: int) -> None:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ConfigError(f"n={n!r} must be an integer >= 0")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ConfigError(f"seed={seed!r} must be an integer >= 0")
+_check = check_size_seed
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -350,8 +346,6 @@ def synth_claims(n: int, *, seed: int, kinds: bool = False) -> pd.DataFrame:
     import pandas as pd
 
     if kinds:
-        from amv_calib.datasets._kinds import synth_kind_claims
-
         return synth_kind_claims(n, seed=seed)
     _check(n, seed)
     rng = np.random.default_rng([seed, 0])
