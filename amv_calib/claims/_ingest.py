@@ -4,18 +4,17 @@ Every input row ends up in exactly one of two places: the accepted claims table 
 snake_case columns, proper dtypes) or the rejects table (its 1-based row number, the reason,
 and the original fields as read). The rules are documented in ``docs/data.md``.
 
-Reading streams: CSV through pyarrow's streaming CSV reader (a plain CSV file first through
-a faster pass, :class:`~amv_calib.claims._ingest_fastcsv._FastCsv`, that lets pyarrow parse
-the numbers, flags and timestamps and hands any chunk with a row to reject back to the text
-path), Parquet through ``iter_batches`` (or a ``pyarrow.dataset`` scan for a directory of
-Parquet files), JSONL a block of lines at a time. Validation is vectorised per chunk; Python
-loops run over bad rows only.
+Reading streams: CSV through pyarrow's streaming CSV reader, every field as text (the
+parsers of ``_ingest_parse`` then give every value its verdict), Parquet through
+``iter_batches`` (or a ``pyarrow.dataset`` scan for a directory of Parquet files), JSONL a
+block of lines at a time. Validation is vectorised per chunk; Python loops run over bad rows
+only.
 
 This module is the public API. The work is done in private modules, one concern each:
 ``_ingest_columns`` (the contract's columns and how an input spells them), ``_ingest_read``
-(the readers), ``_ingest_fastcsv`` (the fast CSV pass), ``_ingest_chunk`` (what a reader hands
-to validation), ``_ingest_parse`` (column parsers), ``_ingest_dedupe`` (duplicate keys) and
-``_ingest_validate`` (validation of one chunk).
+(the readers), ``_ingest_chunk`` (what a reader hands to validation), ``_ingest_parse``
+(column parsers), ``_ingest_dedupe`` (duplicate keys) and ``_ingest_validate`` (validation of
+one chunk).
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from amv_calib.claims._ingest_chunk import _Chunk, _ParsedChunk
+from amv_calib.claims._ingest_chunk import _Chunk
 from amv_calib.claims._ingest_columns import (
     _ARROW_TYPES,
     _SPECS,
@@ -268,27 +267,10 @@ def _results(run: _Run) -> Iterator[_ChunkResult]:
     next_report = _PROGRESS_EVERY
     # Parsing runs in the consumer's thread: a pipeline stage of its own for it measured
     # slower (its many short numpy / pyarrow calls then contend for the GIL with validation).
-    def parse(chunk: _Chunk) -> _ParsedChunk:
-        if chunk.future is not None:
-            chunk = chunk.future.result()
-        if chunk.parsed is not None:
-            return chunk.parsed
-        return _parse_chunk(chunk, run.mapping, run.out_columns)
-
-    parsed: Iterator[_ParsedChunk] = (parse(chunk) for chunk in run.reader.chunks)
-    for pchunk in parsed:
-        chunk = pchunk.chunk
+    for chunk in run.reader.chunks:
+        pchunk = _parse_chunk(chunk, run.mapping, run.out_columns)
         run.filled |= pchunk.filled
-        res = _validate(pchunk, run.mapping, run.reader.columns, run.out_columns, seen,
-                        clean_only=chunk.as_text is not None)
-        if res is None:
-            # Parsed by the reader and some row is to be rejected: validate its text, so the
-            # reasons and the rejected fields are exactly those of the text path.
-            assert chunk.as_text is not None
-            chunk = _Chunk(columns=chunk.as_text(), rows=chunk.rows)
-            res = _validate(_parse_chunk(chunk, run.mapping, run.out_columns), run.mapping,
-                            run.reader.columns, run.out_columns, seen)
-            assert res is not None
+        res = _validate(pchunk, run.mapping, run.reader.columns, run.out_columns, seen)
         run.read += len(chunk.rows) + len(chunk.raw_rejects)
         run.accepted += res.claims.num_rows
         run.rejected += res.rejects.num_rows

@@ -1,13 +1,11 @@
 """A chunk of input rows: as a reader hands it to validation, and as parsed.
 
-A module of its own so that the readers, which build chunks (the fast CSV pass parses them
-too), and chunk validation, which parses them, both build on it without importing each other.
+A module of its own so that the readers, which build chunks, and chunk validation, which
+parses them, both build on it without importing each other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,13 +32,6 @@ class _Chunk:
     columns: dict[str, pa.Array]
     rows: IntArray
     raw_rejects: list[_RawReject] = field(default_factory=list)
-    # Set when some ``columns`` were parsed to their output types by the reader (the fast
-    # CSV path): the same fields as text, for when the chunk has a row to reject.
-    as_text: Callable[[], dict[str, pa.Array]] | None = None
-    # Set when the reader has parsed the chunk already (``columns`` may then be empty).
-    parsed: _ParsedChunk | None = None
-    # Set when the chunk is still being put together: the chunk to use in this one's place.
-    future: Future[_Chunk] | None = None
     # The text of each row exactly as read (JSONL), for the lossless rejects.jsonl.
     lines: list[str] | None = None
     # Per column, the rows whose JSON value is a list or an object (JSONL): text now.

@@ -29,7 +29,6 @@ import pyarrow.parquet as pq
 from amv_calib.claims._arrow import arrow_column
 from amv_calib.claims._ingest_chunk import _batch_columns, _Chunk, _RawReject
 from amv_calib.claims._ingest_columns import _resolve_columns
-from amv_calib.claims._ingest_fastcsv import _FastCsv
 from amv_calib.contract import (
     canonical_name,
     loads_strict,
@@ -90,10 +89,8 @@ def _open_csv(path: Path, chunksize: int) -> _Reader:
             ),
         )
 
-    def threaded_pass(skip: int = 0) -> Iterator[_Chunk]:
+    def threaded_pass() -> Iterator[_Chunk]:
         """Multithreaded parsing, exact while no row is malformed (rows are then 1, 2, ...).
-
-        ``skip``: rows already read (all well-formed), as whole chunks, by :func:`fast_pass`.
 
         A threaded parser cannot number a malformed row, so the first one (or any parse
         error) ends this pass; rows from there on are read again by :func:`exact_pass`.
@@ -106,11 +103,11 @@ def _open_csv(path: Path, chunksize: int) -> _Reader:
             malformed.append(row)
             return "skip"
 
-        next_row = 1 + skip
+        next_row = 1
         stream: pacsv.CSVStreamingReader | None = None
         try:
             stream = reader(True, on_invalid)
-            for table in _rechunk(_skip_rows(stream, skip), chunksize):
+            for table in _rechunk(stream, chunksize):
                 if malformed:
                     break
                 n = table.num_rows
@@ -179,14 +176,7 @@ def _open_csv(path: Path, chunksize: int) -> _Reader:
                 raw_rejects=[_csv_raw_reject(t, header) for t in invalid],
             )
 
-    def fast_pass() -> Iterator[_Chunk]:
-        fast = _FastCsv(path, header, chunksize)
-        yield from fast.chunks()
-        if not fast.complete:
-            yield from threaded_pass(skip=fast.next_row - 1)
-
-    chunks = fast_pass() if _FAST_CSV else threaded_pass()
-    return _Reader(format="csv", columns=list(header), chunks=chunks)
+    return _Reader(format="csv", columns=list(header), chunks=threaded_pass())
 
 
 #: Block size of pyarrow's CSV reader; a single value larger than a block makes the exact
@@ -204,10 +194,6 @@ def _csv_error(exc: Exception) -> str:
     line = int(m.group(1))
     what = "a field is not valid UTF-8 text" if "UTF8" in text else text
     return f"line {line} (data row {line - 1}): {what}"
-
-
-#: Whether CSV files go through :class:`_FastCsv` first (tests turn it off to compare).
-_FAST_CSV = True
 
 
 def _skip_rows(batches: Iterable[pa.RecordBatch], skip: int) -> Iterator[pa.RecordBatch]:

@@ -111,23 +111,14 @@ def _validate(
     input_columns: Sequence[str],
     out_columns: Sequence[str],
     seen: _SeenKeys,
-    *,
-    clean_only: bool = False,
-) -> _ChunkResult | None:
-    """Duplicates, reasons and the two output tables of one parsed chunk (sequential).
-
-    ``clean_only``: return None, leaving ``seen`` as it was, if any row is to be rejected.
-    """
+) -> _ChunkResult:
+    """Duplicates, reasons and the two output tables of one parsed chunk (sequential)."""
     chunk, parsed = pchunk.chunk, pchunk.parsed
     n = len(chunk.rows)
-    if clean_only and (chunk.raw_rejects or pchunk.bad.any()):
-        return None
     bad = pchunk.bad.copy()
     dup_of, register = _duplicates(pchunk.keys, pchunk.key_ok, pchunk.key_ok & ~bad,
                                    chunk.rows, seen)
     is_dup = dup_of > 0
-    if clean_only and is_dup.any():
-        return None
     register()
     bad |= is_dup
 

@@ -115,7 +115,7 @@ def test_typed_timestamps_outside_the_years_are_flagged_not_wrapped(unit: str) -
     assert got.us()[:2].tolist() == [lo * per, hi * per]
 
 
-def test_chunked_typed_input_as_the_fast_csv_pass_gives_it() -> None:
+def test_chunked_typed_input_is_read_piece_by_piece() -> None:
     chunked = pa.chunked_array([pa.array([0, 10**15], type=pa.timestamp("s")),
                                 pa.array([None, 5], type=pa.timestamp("s"))])
     got = parse_timestamps(chunked)
