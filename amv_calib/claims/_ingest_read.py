@@ -1,8 +1,8 @@
 """Readers of ingestion: CSV, Parquet, JSONL, and in-memory tables or streams of them.
 
 Every reader yields chunks with the input's own column names and 1-based row numbers; a row
-the reader cannot split into fields travels with its chunk as a raw reject. A plain CSV file
-goes through the fast pass of :mod:`amv_calib.claims._ingest_fastcsv` first.
+the reader cannot split into fields travels with its chunk as a raw reject. CSV fields are
+read as text, whatever they hold: the parsers give each value its verdict.
 """
 
 from __future__ import annotations
