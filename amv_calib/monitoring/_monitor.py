@@ -43,7 +43,7 @@ from numpy.typing import NDArray
 from amv_calib.contract import CLAIM_FEATURES, loads_strict, read_toml
 from amv_calib.exceptions import ArtifactError, ConfigError, check_choice
 from amv_calib.monitoring import _stats
-from amv_calib.monitoring._state import MonitorState
+from amv_calib.monitoring._state import MonitorState, require_readable_log
 from amv_calib.monitoring._stats import WindowStats, safe_float
 from amv_calib.settings import MonitorConfig, MonitorOptions
 
@@ -476,8 +476,7 @@ def monitor(
     plist = [os.fspath(p) for p in ([decisions] if isinstance(decisions, (str, os.PathLike))
                                     else decisions)]
     for p in plist:
-        if not Path(p).is_file():
-            raise ConfigError(f"decision log {p} does not exist")
+        require_readable_log(p)
     scope = _scope(art, since, width, cfg)
     folder = None if state is None else Path(state)
     st: MonitorState | None = None

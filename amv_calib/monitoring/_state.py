@@ -48,6 +48,8 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from amv_calib.claims.engine import GOLDEN, mix64, sort_keys
+from amv_calib.contract._files import open_regular
+from amv_calib.exceptions import ConfigError
 from amv_calib.monitoring._sequential import DayBuckets
 
 STATE_DIR: Final = "monitor.state"
@@ -180,6 +182,21 @@ class FileMark:
     def to_dict(self) -> dict[str, Any]:
         """Plain data."""
         return dict(vars(self))
+
+
+def require_readable_log(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`ConfigError` naming ``path`` unless it is a readable regular file whose
+    size is what it holds.
+
+    The monitor reads a log up to its size: a file that says size 0 but fails to read
+    (``/proc/self/mem``) or holds bytes (``/proc``'s other files) would pass as empty.
+    """
+    with open_regular(path, what="decision log", error=ConfigError) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        first = fh.read(1)  # a read error is raised naming the file
+    if size == 0 and first:
+        raise ConfigError(f"{os.fspath(path)}: decision log reports size 0 but holds bytes "
+                          f"(a special file): copy it to a regular file")
 
 
 def plan_reads(paths: Sequence[str], marks: list[FileMark]

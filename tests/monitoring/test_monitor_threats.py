@@ -339,3 +339,22 @@ def test_monitor_says_when_another_artifact_decided(
     err = capsys.readouterr().err
     assert f"the decision logs hold {n_other} uses decided by other artifacts than " \
            f"amv-guard@v1" in err
+
+
+@pytest.mark.parametrize(("path", "message"), [
+    ("/proc/self/mem", "/proc/self/mem: cannot read the decision log"),
+    ("/proc/self/status", "/proc/self/status: decision log reports size 0 but holds bytes"),
+    ("/dev/null", "/dev/null: input file is a device, not a regular file"),
+    ("missing.jsonl", "input file missing.jsonl does not exist"),
+], ids=["proc-mem-unreadable", "proc-status-size-lies", "device", "missing"])
+def test_monitor_refuses_an_unreadable_or_special_log_with_exit_2(
+        tmp_path: Path, repo_root: Path, path: str, message: str,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Attack: /proc/self/mem is a regular file of size 0 that fails to read: the monitor
+    # read it as an empty log and exited 0.
+    from amv_calib.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["monitor", "--artifact", str(repo_root / "models" / "amv-guard" / "v1"),
+                 "--decisions", path, "--no-tracking"]) == 2
+    assert message in capsys.readouterr().err
