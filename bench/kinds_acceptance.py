@@ -9,11 +9,13 @@ field rule by more than their bootstrap intervals (its excess log loss interval 
 theirs, the intervals paired over the same resamples).
 
 ``--part prior``: ``compare --prior models/amv-guard/v1`` on 5,000 and on 60,000 claims of a
-world unlike the sample (the same five-kind world, its kinds hidden). Targets: with 5,000
-claims, the champion's excess log loss at most 0.5 %; with 60,000 no worse than without the
-prior.
+world unlike the sample (the same five-kind world, its kinds hidden), for each of ``--seeds``
+(12-15): a table per seed and the count of seeds meeting each target. Targets, per seed: with
+5,000 claims, the champion's excess log loss at most 0.5 %; with 60,000 no worse than without
+the prior.
 
-    .venv/bin/python bench/kinds_acceptance.py [--part kinds|prior|all] [--n 60000] [--check]
+    .venv/bin/python bench/kinds_acceptance.py [--part kinds|prior|all] [--n 60000]
+        [--seeds 12,13,14,15] [--check]
 """
 
 from __future__ import annotations
@@ -111,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--part", choices=("kinds", "prior", "all"), default="all")
     ap.add_argument("--n", type=int, default=60_000, help="claims of the kinds part")
     ap.add_argument("--n-boot", type=int, default=200)
+    ap.add_argument("--seeds", default=None,
+                    help="prior part: comma-separated seeds of the claims (default 12,13,14,15)")
     ap.add_argument("--json", type=Path, help="write the tables and targets here")
     ap.add_argument("--out", type=Path, help="kinds part: write the comparison folder here")
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
@@ -121,9 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         got, report["kinds"] = part_kinds(args.n, args.n_boot, args.out)
         targets += got
     if args.part in ("prior", "all"):
-        from kinds_prior import part_prior  # the prior part: bench/kinds_prior.py
+        from kinds_prior import SEEDS, part_prior  # the prior part: bench/kinds_prior.py
 
-        got, report["prior"] = part_prior(WORLD, args.n_boot)
+        seeds = SEEDS if args.seeds is None else tuple(int(s) for s in args.seeds.split(","))
+        got, report["prior"] = part_prior(WORLD, args.n_boot, seeds)
         targets += got
     if args.json:
         report["targets"] = [t.to_dict() for t in targets]
