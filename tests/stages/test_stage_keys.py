@@ -195,3 +195,11 @@ def test_arguments_refuses_a_function_taking_kwargs() -> None:
 
     with pytest.raises(TypeError, match=r"write_label_spark takes \*\*kwargs"):
         LabelOptions().arguments(write_label_spark)
+
+
+def test_the_command_only_flags_are_named_once_with_a_reason() -> None:
+    # every flag a stage's command has beyond its keys is one of these four, each saying why
+    # no step has it (the first test above holds each command to them)
+    assert set(CLI_ONLY) == {"out", "json", "quiet", "verbose"}
+    assert all(reason.strip() for reason in CLI_ONLY.values())
+    assert {"replay", "transfer", "monitor"} <= set(STAGES)
