@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint typecheck bench bench-report clean install constraints ts
+.PHONY: demo test test-fast test-floors lint typecheck bench bench-report clean install constraints ts
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,19 @@ test: $(STAMP) lint typecheck ts
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not spark"
 
+# The dependency floors: pyproject.toml's lowest versions of the runtime dependencies
+# (constraints-floor.txt pins each at its floor) in a venv of their own, .venv-floors, and
+# the fast tests there. A user installs amv-calib beside their own packages: these are the
+# oldest they may have. Raise a floor in both files when this fails on it.
+FLOORS_VENV ?= .venv-floors
+
+test-floors:
+	$(PYTHON) -m venv $(FLOORS_VENV)
+	$(FLOORS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(FLOORS_VENV)/bin/python -m pip install --quiet -c constraints-floor.txt -e '.[dev,openai-agents,langgraph]'
+	$(FLOORS_VENV)/bin/python -m pip check
+	$(FLOORS_VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not spark"
+
 # Each benchmark compares against a named baseline in the same run and writes bench/results/;
 # --check fails on a missed target, naming it (bench/README.md). Every script runs; the make
 # fails at the end if any missed.
@@ -74,5 +87,5 @@ constraints: $(STAMP)
 	mv constraints.new constraints.txt
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(FLOORS_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
 	rm -rf $(TS)/node_modules $(TS)/dist $(TS)/examples/agents-guardrail/node_modules

@@ -37,7 +37,10 @@ __all__ = [
     "Option",
     "Options",
     "PromoteOptions",
+    "ReplayOptions",
+    "TransferOptions",
     "TuneOptions",
+    "borrow",
     "option",
     "champion_reference",
     "models_dir",
@@ -342,6 +345,17 @@ def option(default: Any, help: str, type: type, **spec: Any) -> Any:
     return dataclasses.field(default=default, metadata=meta)
 
 
+def borrow(cls: type[Options], name: str, **changes: Any) -> Any:
+    """The field ``name`` of ``cls`` as a field of another options class: the same default
+    and check (``changes``, e.g. its own ``help``, replace parts of its :class:`Option`), so
+    that two stages taking one knob do not each define it."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)  # type: ignore[arg-type]
+    meta = {"option": dataclasses.replace(f.metadata["option"], **changes)}
+    if f.default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=f.default_factory, metadata=meta)
+    return dataclasses.field(default=f.default, metadata=meta)
+
+
 class Options:
     """Base of a stage's options (a frozen, keyword-only dataclass of :func:`option`
     fields): every value is checked when the object is made.
@@ -498,6 +512,44 @@ class TuneOptions(Options):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class TransferOptions(Options):
+    """How thresholds tuned on some families are judged on the others (``amv-calib
+    transfer``, the ``transfer`` step, :func:`~amv_calib.tuning.transfer_check`): tune's
+    options of the same names."""
+
+    STAGE = "transfer"
+
+    trials: int = borrow(TuneOptions, "trials")
+    target_harmful: float = borrow(TuneOptions, "target_harmful")
+    planner: Literal["lookahead", "myopic"] = borrow(TuneOptions, "planner")
+    n_boot: int = borrow(TuneOptions, "n_boot")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReplayOptions(Options):
+    """How policies are replayed (``amv-calib replay``, the ``replay`` step,
+    :func:`~amv_calib.tuning.replay`): every policy on the same episodes and the same
+    verifier answers."""
+
+    STAGE = "replay"
+    PARAMETERS = {"jobs": "n_jobs"}
+
+    tau: float = option(0.05, "probability threshold of the static policy: PROCEED when "
+                        "every premise's p is below it", float, low=0.0, high=1.0)
+    lambda_eval: float = option(1.0, "price of verifier cost in the total loss", float,
+                                low=0.0)
+    harm_price: float | None = borrow(
+        TuneOptions, "harm_price", help="harm price of the learned policies, overriding the "
+        "thresholds' (default: theirs, else 0)")
+    n_boot: int = option(1000, "bootstrap resamples (0: none)", int, low=0)
+    by_family: bool = option(False, "also print one table per family", bool, step=False,
+                             why="a table on stdout; a step's replay.json holds every "
+                             "family's metrics")
+    jobs: int = option(1, "threads for the compiled batch engine (same results)", int,
+                       low=1)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class CertifyOptions(Options):
     """How a gate is certified (``amv-calib certify``, the ``certify`` step,
     :func:`~amv_calib.tuning.certify_episodes`)."""
@@ -620,3 +672,4 @@ class MonitorOptions(Options):
     derisk_steps: int | None = option(
         None, "on a harm ALERT with derisk: K positions safer on the certified path (default: "
         "the safest certified configuration)", int, low=1, nullable=True, metavar="K")
+    skip_corrupt: bool = option(False, _SKIP_CORRUPT, bool)

@@ -6,12 +6,13 @@ import re
 from pathlib import Path
 
 import pytest
+from repo_paths import REPO_ROOT
 
 #: The folders whose files the docs name as they are in the repository. ``data/`` and
 #: ``models/`` are left out: the docs name folders there that a user's commands create.
 SOURCE = ("amv_calib", "tests", "bench", "docs", "examples", "clients", "pipelines")
 PATH = re.compile(r"(?<![\w./-])((?:%s)/[\w./-]*[\w/])" % "|".join(SOURCE))
-DOCS = sorted((Path(__file__).resolve().parent.parent / "docs").glob("*.md"))
+DOCS = sorted((REPO_ROOT / "docs").glob("*.md"))
 
 
 @pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)

@@ -19,7 +19,7 @@ import amv_calib
 PACKAGE = Path(amv_calib.__file__).resolve().parent
 STAGES = ("contract", "claims", "calibration", "artifacts", "gate", "datasets", "tuning",
           "monitoring", "tracking",
-          "pipeline", "spark", "integrations", "stages")
+          "pipeline", "spark", "integrations", "stages", "commands")
 
 
 def _module_name(path: Path) -> str:

@@ -500,6 +500,21 @@ def cs_label(ev: Evidence) -> str:
             f"({100 * (1 - ev.cs_level):g} % each side)")
 
 
+def _graded(ev: Evidence, name: str, log_m: float, text: str,
+            into: tuple[list[str], list[str]], *, alert: str, warn: str) -> bool:
+    """Grade an e-process of a dangerous direction: at its ALERT threshold ``text`` with
+    ``alert`` goes to ``into[0]`` (the alerts), at its WARN one with ``warn`` to ``into[1]``
+    (the warnings), each naming the threshold reached; whether it reached one."""
+    for (level, warn_level), said in zip((("alert", False), ("warn", True)), (alert, warn),
+                                         strict=True):
+        threshold = ev.threshold(name, warn=warn_level)
+        if log_m >= threshold:
+            into[0 if level == "alert" else 1].append(
+                f"{text} >= {math.exp(min(threshold, 700.0)):.3g}: {said}")
+            return True
+    return False
+
+
 def judge(ev: Evidence) -> tuple[list[str], list[str], list[str]]:
     """``(alerts, warns, notes)`` of the sequential statistics (module docstring): only
     harm above alpha and p too low ALERT; p too high and the log-loss excess WARN."""
@@ -514,16 +529,11 @@ def judge(ev: Evidence) -> tuple[list[str], list[str], list[str]]:
         text = (f"harm: Gate Harmful {rate:.4f} ({ev.harmful} of {ev.actions} labelled "
                 f"actions since go-live), {cs_label(ev)} [{lo:.4f}, {hi:.4f}], "
                 f"e-value {math.exp(min(ev.harm_log_m, 700.0)):.3g}")
-        if ev.harm_log_m >= ev.threshold("harm"):
-            alerts.append(f"{text} >= {math.exp(ev.threshold('harm')):.3g}: harm above the "
-                          f"certified alpha {ev.alpha:g}")
-        elif ev.harm_log_m >= ev.threshold("harm", warn=True):
-            warns.append(f"{text} >= {math.exp(ev.threshold('harm', True)):.3g}: evidence "
-                         f"of harm above alpha {ev.alpha:g} building")
-        elif hi > ev.alpha:
-            notes.append(f"{text}: cannot yet tell it below alpha {ev.alpha:g}")
-        else:
-            notes.append(f"{text}: below alpha {ev.alpha:g}")
+        if not _graded(ev, "harm", ev.harm_log_m, text, (alerts, warns),
+                       alert=f"harm above the certified alpha {ev.alpha:g}",
+                       warn=f"evidence of harm above alpha {ev.alpha:g} building"):
+            notes.append(f"{text}: cannot yet tell it below alpha {ev.alpha:g}"
+                         if hi > ev.alpha else f"{text}: below alpha {ev.alpha:g}")
     if ev.mean_p is None or ev.observed_rate is None:
         return alerts, warns, notes
     gap = ev.observed_rate - ev.mean_p
@@ -536,11 +546,8 @@ def judge(ev: Evidence) -> tuple[list[str], list[str], list[str]]:
     low = (f"calibration: p too low (the dangerous direction: the gate PROCEEDs on "
            f"premises staler than it thinks), {seen}, e-value {e(ev.in_the_large_log_m)} "
            f"of p too low by more than {ev.margin:g}")
-    if ev.in_the_large_log_m >= ev.threshold("in_the_large"):
-        alerts.append(f"{low} >= {e(ev.threshold('in_the_large'))}: harm ahead; retrain on "
-                      f"the newest claims")
-    elif ev.in_the_large_log_m >= ev.threshold("in_the_large", warn=True):
-        warns.append(f"{low} >= {e(ev.threshold('in_the_large', True))}: evidence building")
+    _graded(ev, "in_the_large", ev.in_the_large_log_m, low, (alerts, warns),
+            alert="harm ahead; retrain on the newest claims", warn="evidence building")
     if ev.too_high_log_m >= ev.threshold("too_high"):
         warns.append(
             f"calibration: p too high (the costly direction: verifications and abstentions "

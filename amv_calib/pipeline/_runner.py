@@ -37,6 +37,7 @@ from amv_calib.pipeline._spec import (
     StepSpec,
 )
 from amv_calib.pipeline._steps import STEP_KINDS
+from amv_calib.settings import Option
 
 log = logging.getLogger(__name__)
 
@@ -213,15 +214,8 @@ def _validate_params(*, where: str, kind: StepKind, raw: dict[str, Any], base: P
                                   f" relative to the pipeline file)")
             out[key] = f"{full}@{alias}" if alias else full
             continue
-        ok = isinstance(value, p.kind) and not (isinstance(value, bool) and p.kind in (int, float))
-        if isinstance(value, int) and not isinstance(value, bool) and p.kind is float:
-            value, ok = float(value), True
-        if not ok:
-            expected = p.kind.__name__ if isinstance(p.kind, type) else str(p.kind)
-            raise ConfigError(f"{where}: {key}={value!r} must be {expected}")
-        if p.choices is not None and value not in p.choices:
-            raise ConfigError(f"{where}: {key}={value!r} must be one of "
-                              f"{', '.join(map(repr, p.choices))}")
+        # an input's value is checked as an option's is: one check, one wording
+        value = Option(help=key, type=p.kind, choices=p.choices).check(f"{where}: {key}", value)
         out[key] = value
     return out
 

@@ -18,7 +18,7 @@ from amv_calib.settings import Options
 class Param:
     """One parameter a step kind accepts."""
 
-    kind: type | tuple[type, ...]
+    kind: type
     default: Any = None
     required: bool = False
     path: bool = False  # relative to the pipeline file; its content enters the step key

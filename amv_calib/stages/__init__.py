@@ -20,7 +20,9 @@ from amv_calib.stages._command import (
 from amv_calib.stages._compare import COMPARE, Compared
 from amv_calib.stages._export import EXPORT, Exported
 from amv_calib.stages._ingest import INGEST
+from amv_calib.stages._inputs import default_artifact, read_json
 from amv_calib.stages._label import DECISIONS, LABEL, require_inputs
+from amv_calib.stages._monitor import MONITOR, MONITOR_ALERT_EXIT, Monitored
 from amv_calib.stages._promote import (
     PROMOTE,
     Promotion,
@@ -31,14 +33,17 @@ from amv_calib.stages._promote import (
     sync_registry,
 )
 from amv_calib.stages._register import REGISTER, Registered, registered_json, registered_lines
+from amv_calib.stages._replay import REPLAY, Replayed
 from amv_calib.stages._stage import CLI_ONLY, NO_TRACKER, SHARED, Call, Input, Stage
 from amv_calib.stages._tables import gate_from, replay_n_boot, replay_table
 from amv_calib.stages._text import compare_command, where
-from amv_calib.stages._tune import EPISODES, TUNE, Tuned, quiet_optuna
+from amv_calib.stages._transfer import TRANSFER, Transferred
+from amv_calib.stages._tune import EPISODES, TUNE, Tuned, quiet_optuna, study_of
 
 #: Every stage, in pipeline order: ``{name: Stage}``.
 STAGES: dict[str, Stage] = {s.name: s for s in (
-    INGEST, LABEL, COMPARE, TUNE, CERTIFY, EXPORT, PROMOTE, REGISTER)}
+    MONITOR, INGEST, LABEL, COMPARE, TUNE, TRANSFER, CERTIFY, EXPORT, PROMOTE, REGISTER,
+    REPLAY)}
 
 __all__ = [
     "CERTIFY",
@@ -51,18 +56,25 @@ __all__ = [
     "Exported",
     "INGEST",
     "LABEL",
+    "MONITOR",
+    "MONITOR_ALERT_EXIT",
     "NO_TRACKER",
     "PROMOTE",
     "REGISTER",
+    "REPLAY",
     "SHARED",
     "STAGES",
     "Call",
     "Certified",
     "Input",
+    "Monitored",
     "Promotion",
     "Registered",
+    "Replayed",
     "Stage",
+    "TRANSFER",
     "TUNE",
+    "Transferred",
     "Tuned",
     "add_command",
     "add_options",
@@ -71,9 +83,11 @@ __all__ = [
     "call_from",
     "check_promotion",
     "compare_command",
+    "default_artifact",
     "gate_from",
     "parse_option",
     "quiet_optuna",
+    "read_json",
     "registered_json",
     "replay_n_boot",
     "replay_table",
@@ -81,6 +95,7 @@ __all__ = [
     "require_inputs",
     "resolve_version",
     "run_command",
+    "study_of",
     "sync_registry",
     "where",
     "with_default",

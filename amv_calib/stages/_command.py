@@ -12,7 +12,7 @@ import argparse
 import dataclasses
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -92,15 +92,18 @@ def _add_input(p: argparse.ArgumentParser, name: str, inp: Input) -> None:
         kwargs["type"] = inp.type
     if inp.type is list and inp.nargs is None:  # a list without nargs: a repeatable flag
         kwargs["action"] = "append"
-    if inp.required:
+    if inp.required or inp.cli_required:
         kwargs["required"] = True
     elif inp.nargs is None or inp.default is not None:
         kwargs["default"] = list(inp.default) if isinstance(inp.default, list) else inp.default
     p.add_argument(*flags, dest=name, **kwargs)
 
 
-def add_command(subparsers: Any, stage: Stage) -> argparse.ArgumentParser:
-    """Add ``stage``'s sub-command: its inputs, ``--out``, options, shared settings, ``--json``."""
+def add_command(subparsers: Any, stage: Stage,
+                hooks: Mapping[str, Callable[..., Any]] | None = None
+                ) -> argparse.ArgumentParser:
+    """Add ``stage``'s sub-command: its inputs, ``--out``, options, shared settings, ``--json``;
+    ``hooks`` are lent to its calls (:attr:`Call.hooks`)."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         stage.name, help=stage.help, description=stage.description)
     for name, inp in stage.inputs.items():
@@ -116,7 +119,7 @@ def add_command(subparsers: Any, stage: Stage) -> argparse.ArgumentParser:
             shared = dataclasses.replace(shared, help=with_default(shared.help, shared.default))
         _add_input(p, name, shared)
     p.add_argument("--json", action="store_true", help=stage.json_help)
-    p.set_defaults(func=run_command, stage=stage)
+    p.set_defaults(func=run_command, stage=stage, hooks=dict(hooks or {}))
     return p
 
 
@@ -134,6 +137,7 @@ def call_from(stage: Stage, args: argparse.Namespace) -> Call:
     out = getattr(args, "out", None)
     return Call(inputs=inputs, options=options, out=None if out is None else Path(out),
                 verbose=bool(getattr(args, "verbose", False)),
+                hooks=getattr(args, "hooks", {}),
                 progress=not getattr(args, "json", False), **shared)
 
 
@@ -144,7 +148,7 @@ def run_command(args: argparse.Namespace) -> int:
     result = stage.run(call_from(stage, args))
     if args.json:
         sys.stdout.write(json.dumps(stage.to_json(result), indent=stage.json_indent,
-                                    sort_keys=True) + "\n")
+                                    sort_keys=stage.json_sort_keys) + "\n")
     else:
         sys.stdout.write("".join(f"{line}\n" for line in stage.summary(result)))
     sys.stdout.flush()

@@ -34,6 +34,8 @@ class Input:
         The value when not given.
     required : bool
         It must be given.
+    cli_required : bool
+        The command line requires it; a step takes ``default`` when it is not given.
     path : bool
         A file or folder: relative to the pipeline file, its content part of the step's key.
     positional : bool
@@ -50,6 +52,7 @@ class Input:
     type: type = str
     default: Any = None
     required: bool = False
+    cli_required: bool = False
     path: bool = False
     positional: bool = False
     flags: tuple[str, ...] = ()
@@ -141,6 +144,9 @@ class Call:
     verbose: bool = False
     #: Progress lines on stderr (the command's, unless --json; a step's, unless -q).
     progress: bool = True
+    #: What the caller lends the stage that the stage may not import (a stage does not
+    #: import the pipeline): ``{"pipeline": run(file, overrides) -> (json, report)}``.
+    hooks: Mapping[str, Callable[..., Any]] = dataclasses.field(default_factory=dict)
 
     def key(self, name: str) -> str:
         """``name`` as the user gave it: ``--name`` on the command line, ``name`` in a step."""
@@ -202,6 +208,8 @@ class Stage:
     json_indent : int or None
         The layout of ``--json``: indented, or one line (None) where scripts read the last
         line of the output (compare, register).
+    json_sort_keys : bool
+        ``--json`` sorts the keys (False: in the result's order).
     """
 
     name: str
@@ -219,6 +227,7 @@ class Stage:
     exit_code: Callable[[Any], int] = lambda result: 0
     json_help: str = "print the full result as JSON instead of the summary"
     json_indent: int | None = 2
+    json_sort_keys: bool = True
 
     def step_keys(self) -> dict[str, Any]:
         """``{key: Input or Option}``: every key the step kind takes."""

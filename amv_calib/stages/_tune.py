@@ -18,7 +18,7 @@ from amv_calib.settings import TuneOptions
 from amv_calib.stages._stage import Call, Input, Stage
 from amv_calib.stages._tables import gate_from, replay_table
 
-__all__ = ["EPISODES", "TUNE", "Tuned", "quiet_optuna"]
+__all__ = ["EPISODES", "TUNE", "Tuned", "quiet_optuna", "study_of"]
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +30,16 @@ def quiet_optuna(verbose: bool) -> None:
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def study_of(call: Call, storage: Any, study: Any) -> tuple[Any, Any]:
+    """The Optuna storage and study of a call: a step's live outside its partial folder,
+    keyed by the step's inputs, so that an interrupted run resumes the same study instead
+    of starting over; a command's are the ones given."""
+    if call.step is None or call.workdir is None:
+        return storage, study
+    return (storage or str(call.workdir / f"{call.step}.optuna.log"),
+            f"{call.pipeline}-{call.step}-{(call.step_key or '')[:12]}")
 
 
 @dataclass
@@ -55,12 +65,7 @@ def _run(call: Call) -> Tuned:
     p, opts = call.inputs, call.options
     calibrator, _ = resolve_calibrator(p["artifact"] or p["calibrator"] or champion_reference())
     episodes = read_episodes(p["episodes"])
-    storage, study = p["storage"], p["study_name"]
-    if call.step is not None and call.workdir is not None:
-        # The study lives outside the step's partial folder, keyed by the step's inputs, so
-        # an interrupted run resumes the same study instead of starting over.
-        storage = storage or str(call.workdir / f"{call.step}.optuna.log")
-        study = f"{call.pipeline}-{call.step}-{(call.step_key or '')[:12]}"
+    storage, study = study_of(call, p["storage"], p["study_name"])
     space = None
     if opts.harm_price is not None:
         space = {**SEARCH_SPACE, "harm_price": (opts.harm_price, opts.harm_price, False)}

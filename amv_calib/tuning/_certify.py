@@ -243,9 +243,10 @@ class Certificate:
 
 
 def _check_levels(alpha: float, delta: float) -> None:
+    """``alpha`` and ``delta`` checked as the certify stage's options are (one check)."""
+    spec = CertifyOptions.spec()
     for name, v in (("alpha", alpha), ("delta", delta)):
-        if not (isinstance(v, (int, float)) and 0.0 < float(v) < 1.0):
-            raise ConfigError(f"{name}={v!r} must lie in (0, 1)")
+        spec[name].check(name, v)
 
 
 def certify(

@@ -37,6 +37,7 @@ from amv_calib.contract import (
     read_regular_bytes,
 )
 from amv_calib.exceptions import ConfigError
+from amv_calib.settings import TuneOptions
 
 #: What ``tuning.json`` says it is.
 RECORD_FORMAT: Final = "amv-calib/tuning-record"
@@ -200,7 +201,6 @@ def artifact_record(art: LoadedArtifact) -> TuningRecord | None:
 
 def hash_split(tune_fraction: float) -> dict[str, Any]:
     """The ``split`` of a record made by :func:`~amv_calib.tuning.split_episodes`."""
-    if not 0.0 < tune_fraction <= 1.0:
-        raise ConfigError(f"tune_fraction={tune_fraction!r} must lie in (0, 1]")
+    TuneOptions.spec()["tune_fraction"].check("tune_fraction", tune_fraction)  # one check
     return {"rule": "hash", "hash": "blake2b-64 of 'amv-calib/tune-split' 0x1f instance_id",
             "tune_fraction": float(tune_fraction)}

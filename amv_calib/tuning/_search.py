@@ -851,7 +851,7 @@ def transfer_check(
     *,
     tune_families: Sequence[str],
     calibrator: Any,
-    trials: int,
+    trials: int = 60,
     seed: int = 0,
     target_harmful: float = 0.02,
     planner: Planner = "lookahead",

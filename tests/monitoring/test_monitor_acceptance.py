@@ -9,13 +9,12 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from repo_paths import REPO_ROOT
 
 
 def _bench() -> ModuleType:
     spec = importlib.util.spec_from_file_location("monitor_acceptance",
-                                                  REPO / "bench" / "monitor_acceptance.py")
+                                                  REPO_ROOT / "bench" / "monitor_acceptance.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

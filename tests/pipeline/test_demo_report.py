@@ -13,28 +13,26 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
 
-
-def _fresh_copy(dest: Path) -> None:
+def _fresh_copy(repo: Path, dest: Path) -> None:
     """The tracked and unignored files, as a clone has them (no user run's leftovers)."""
     files = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+        cwd=repo, capture_output=True, check=True).stdout.decode().split("\0")
     for name in filter(None, files):
-        src = REPO / name
+        src = repo / name
         if src.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name)
 
 
 @pytest.mark.slow
-def test_demo_prints_what_ships(tmp_path: Path) -> None:
+def test_demo_prints_what_ships(tmp_path: Path, repo_root: Path) -> None:
     copy = tmp_path / "repo"
-    _fresh_copy(copy)
+    _fresh_copy(repo_root, copy)
     env = {k: v for k, v in os.environ.items()
            if k not in ("MLFLOW_TRACKING_URI", "AMV_CALIB_MODELS_DIR", "AMV_CALIB_TRUSTED_KEYS")}
-    env["PYTHONPATH"] = str(REPO)
+    env["PYTHONPATH"] = str(repo_root)
     proc = subprocess.run([sys.executable, "-m", "amv_calib.cli", "run",
                            "pipelines/retrain.toml"], cwd=copy, env=env, capture_output=True,
                           text=True, timeout=1800, check=False)

@@ -18,8 +18,6 @@ from amv_calib.cli import main
 from amv_calib.pipeline import pipeline_report
 from amv_calib.pipeline._runner import load_pipeline, run_pipeline
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def _write(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
@@ -152,9 +150,9 @@ def test_overrides_and_relative_paths(tmp_path: Path) -> None:
         load_pipeline(toml, ["compare.folds"])
 
 
-def test_shipped_pipeline_files_validate() -> None:
+def test_shipped_pipeline_files_validate(repo_root: Path) -> None:
     for name in ("retrain", "tune", "evaluate"):
-        spec = load_pipeline(REPO / "pipelines" / f"{name}.toml")
+        spec = load_pipeline(repo_root / "pipelines" / f"{name}.toml")
         assert spec.name == name
         assert spec.steps
 

@@ -28,11 +28,13 @@ from amv_calib.settings import (
     Option,
     Options,
     PromoteOptions,
+    ReplayOptions,
+    TransferOptions,
     TuneOptions,
 )
 from amv_calib.spark import compare_calibrators_spark
 from amv_calib.stages import CLI_ONLY, SHARED, STAGES, Input, Stage
-from amv_calib.tuning import certify_episodes, tune_thresholds
+from amv_calib.tuning import certify_episodes, replay, transfer_check, tune_thresholds
 
 #: command -> (its options class, the library functions taking them, {option: parameter}
 #: where the function spells it otherwise, options the function has no parameter for).
@@ -48,7 +50,11 @@ LIBRARY: dict[str, tuple[type[Options], list[Callable[..., Any]], dict[str, str]
               {"skip_corrupt", "overwrite"}),  # on_corrupt="skip"; the outputs' writer
     "promote": (PromoteOptions, [decide_promotion], {}, set()),
     "monitor": (MonitorOptions, [monitor], {},
-                {"derisk_steps"}),  # derisk(steps=...) acts on the ALERT monitor() reports
+                # derisk(steps=...) acts on the ALERT monitor() reports; on_corrupt="skip"
+                {"derisk_steps", "skip_corrupt"}),
+    "replay": (ReplayOptions, [replay], {"jobs": "n_jobs"},
+               {"harm_price", "by_family"}),  # the gate's harm price; the summary's tables
+    "transfer": (TransferOptions, [transfer_check], {}, set()),
 }
 
 
@@ -70,7 +76,8 @@ def test_the_flags_and_the_step_keys_come_from_the_same_definition(name: str) ->
     defaults = None if stage.options is None else stage.options.defaults()
     for key, spec in stage.cli_keys().items():
         want = spec.default if isinstance(spec, Input) else getattr(defaults, key)
-        if not (isinstance(spec, Input) and (spec.positional or spec.required)):
+        if not (isinstance(spec, Input) and (spec.positional or spec.required
+                                             or spec.cli_required)):
             assert actions[key].default == want, (key, actions[key].default, want)
         assert spec.help.split(" (default")[0] in (actions[key].help or ""), key
     for key, spec in stage.step_keys().items():
@@ -188,3 +195,11 @@ def test_arguments_refuses_a_function_taking_kwargs() -> None:
 
     with pytest.raises(TypeError, match=r"write_label_spark takes \*\*kwargs"):
         LabelOptions().arguments(write_label_spark)
+
+
+def test_the_command_only_flags_are_named_once_with_a_reason() -> None:
+    # every flag a stage's command has beyond its keys is one of these four, each saying why
+    # no step has it (the first test above holds each command to them)
+    assert set(CLI_ONLY) == {"out", "json", "quiet", "verbose"}
+    assert all(reason.strip() for reason in CLI_ONLY.values())
+    assert {"replay", "transfer", "monitor"} <= set(STAGES)
