@@ -48,7 +48,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from amv_calib.claims.engine import GOLDEN, mix64, sort_keys
-from amv_calib.contract._files import open_regular
+from amv_calib.contract import open_regular
 from amv_calib.exceptions import ConfigError
 from amv_calib.monitoring._sequential import DayBuckets
 
