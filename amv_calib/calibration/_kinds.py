@@ -190,6 +190,10 @@ class _KindLinear(_LogisticCalibrator):
     x_knots_: FloatArray | None = None
     y_knots_: FloatArray | None = None
 
+    def candidate_params(self) -> list[dict[str, Any]]:
+        """The settings the comparison chooses among by its folds."""
+        return [{"kind_penalty": lam} for lam in KIND_PENALTIES]
+
     def _check_kind_params(self) -> None:
         m = getattr(self, "min_kind_uses", DEFAULT_MIN_KIND_USES)
         if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
@@ -336,10 +340,6 @@ class KindPlattCalibrator(_KindLinear):
         self.kind_penalty = kind_penalty
         self.min_kind_uses = min_kind_uses
 
-    def candidate_params(self) -> list[dict[str, Any]]:
-        """The settings the comparison chooses among by its folds."""
-        return [{"kind_penalty": lam} for lam in KIND_PENALTIES]
-
     def _maps(self) -> tuple[FeatureMap, tuple[Term, ...]]:
         fmap = RICH_PLATT_MAP if self.feature_map is None else self.feature_map
         terms = _recency_terms(fmap) if self.kind_terms is None else tuple(self.kind_terms)
@@ -393,10 +393,6 @@ class KindBetaCalibrator(_KindLinear):
         self.kind_terms = kind_terms
         self.kind_penalty = kind_penalty
         self.min_kind_uses = min_kind_uses
-
-    def candidate_params(self) -> list[dict[str, Any]]:
-        """The settings the comparison chooses among by its folds."""
-        return [{"kind_penalty": lam} for lam in KIND_PENALTIES]
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> KindBetaCalibrator:
         """Fit with the drop-and-refit rule on the constrained pairs; returns ``self``."""
@@ -465,10 +461,6 @@ class KindIsotonicCalibrator(_KindLinear):
         self.cv = cv
         self.strict = strict
         self.random_state = random_state
-
-    def candidate_params(self) -> list[dict[str, Any]]:
-        """The settings the comparison chooses among by its folds."""
-        return [{"kind_penalty": lam} for lam in KIND_PENALTIES]
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> KindIsotonicCalibrator:
         """Cross-fit the index, fit the table; returns ``self``."""

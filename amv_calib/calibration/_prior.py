@@ -78,7 +78,18 @@ def _kinds_of(X: Any, n: int) -> list[Any]:
     return [None] * n if kinds is None else list(kinds)
 
 
-class ArtifactPriorCalibrator(_ClaimCalibrator):
+class _PortableCalibrator(_ClaimCalibrator):
+    """A calibrator whose fit leaves ``portable_``: it predicts through it, with the kinds."""
+
+    def predict_proba(self, X: Any) -> FloatArray:
+        """Probabilities of ``classes_``, shape (n, 2), through ``portable_``."""
+        check_is_fitted(self)
+        arr, _ = self._check_X(X, reset=False)
+        p1 = self.portable_.predict(arr, memory_kinds=_kinds_of(X, arr.shape[0]))
+        return np.column_stack([1.0 - p1, p1])
+
+
+class ArtifactPriorCalibrator(_PortableCalibrator):
     """The prior's calibrator as it is; ``fit`` checks the input and learns nothing.
 
     Parameters
@@ -97,15 +108,8 @@ class ArtifactPriorCalibrator(_ClaimCalibrator):
         self.portable_ = self.prior.calibrator
         return self
 
-    def predict_proba(self, X: Any) -> FloatArray:
-        """Probabilities of ``classes_``, shape (n, 2), as the prior gives them."""
-        check_is_fitted(self)
-        arr, _ = self._check_X(X, reset=False)
-        p1 = self.portable_.predict(arr, memory_kinds=_kinds_of(X, arr.shape[0]))
-        return np.column_stack([1.0 - p1, p1])
 
-
-class PriorPlattCalibrator(_ClaimCalibrator):
+class PriorPlattCalibrator(_PortableCalibrator):
     """A logistic fit with a linear prior's structure, shrunk towards its coefficients.
 
     Parameters
@@ -166,13 +170,6 @@ class PriorPlattCalibrator(_ClaimCalibrator):
             coef=tuple(float(c) for c in theta[:n_terms]), kinds=pc.kinds,
             kind_intercept=tuple(float(c) for c in theta[n_terms:]), source="platt-prior")
         return self
-
-    def predict_proba(self, X: Any) -> FloatArray:
-        """Probabilities of ``classes_``, shape (n, 2), through ``portable_``."""
-        check_is_fitted(self)
-        arr, _ = self._check_X(X, reset=False)
-        p1 = self.portable_.predict(arr, memory_kinds=_kinds_of(X, arr.shape[0]))
-        return np.column_stack([1.0 - p1, p1])
 
 
 def prior_calibrators(prior: Any) -> dict[str, Any]:

@@ -74,21 +74,20 @@ class KindWorld:
         return np.asarray(sigmoid(z))
 
 
+# (name, weight, recency_median, recency_sigma, pi, scale, shape) of each default kind.
+_DEFAULT_LAWS: Final = (
+    ("behaviour", 0.15, 600.0, 1.4, 0.55, 2000.0, 1.5),
+    ("deployment", 0.15, 60.0, 1.4, 0.7, 120.0, 0.9),
+    ("event", 0.15, 150.0, 1.4, 0.85, 300.0, 1.3),
+    ("fact", 0.25, 800.0, 1.4, 0.25, 20000.0, 1.0),
+    ("opinion", 0.1, 700.0, 1.4, 0.5, 1500.0, 0.8),
+    ("preference", 0.2, 1500.0, 1.4, 0.4, 6000.0, 1.2),
+)
 #: The default world: six kinds, from facts that hardly age to deployments stale in days.
-DEFAULT_KIND_WORLD: Final = KindWorld(kinds=(
-    KindLaw(name="behaviour", weight=0.15, recency_median=600.0, recency_sigma=1.4, pi=0.55,
-            scale=2000.0, shape=1.5),
-    KindLaw(name="deployment", weight=0.15, recency_median=60.0, recency_sigma=1.4, pi=0.7,
-            scale=120.0, shape=0.9),
-    KindLaw(name="event", weight=0.15, recency_median=150.0, recency_sigma=1.4, pi=0.85,
-            scale=300.0, shape=1.3),
-    KindLaw(name="fact", weight=0.25, recency_median=800.0, recency_sigma=1.4, pi=0.25,
-            scale=20000.0, shape=1.0),
-    KindLaw(name="opinion", weight=0.1, recency_median=700.0, recency_sigma=1.4, pi=0.5,
-            scale=1500.0, shape=0.8),
-    KindLaw(name="preference", weight=0.2, recency_median=1500.0, recency_sigma=1.4, pi=0.4,
-            scale=6000.0, shape=1.2),
-))
+DEFAULT_KIND_WORLD: Final = KindWorld(kinds=tuple(
+    KindLaw(name=name, weight=weight, recency_median=median, recency_sigma=sigma, pi=pi,
+            scale=scale, shape=shape)
+    for name, weight, median, sigma, pi, scale, shape in _DEFAULT_LAWS))
 
 
 def synth_kind_claims(n: int, *, seed: int, world: KindWorld = DEFAULT_KIND_WORLD
