@@ -17,9 +17,9 @@ depends on the features only; ``rate``: the premises' stale share), so that the 
 of every premise the gate decided on is about ``mean_p + X``. The verifiers answer on the
 new truth and the outcomes report it. Per seed the gap is measured three ways and
 printed: over every logged premise (the truth), over the outcome records that name a
-claim, and as the monitor sees it (its labelled uses: an action-level outcome labels every
-premise of a valid action but none of a violated multi-premise one, which pulls the
-observed rate below the truth).
+claim, and as the monitor sees it (its labelled uses: an action-level outcome labels the
+premise of a one-premise action and no premise of a multi-premise one, whatever it says,
+so that which premises are labelled does not depend on their truth).
 
     .venv/bin/python bench/monitor_acceptance.py --seeds 1-10 [--too-low 0.02] [--json]
 """

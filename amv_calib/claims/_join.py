@@ -24,9 +24,12 @@ the use: an outcome only labels uses at or before its ``time``. Three kinds, the
 specific one that has an outcome at or after the use decides:
 
 1. ``action_id`` + ``claim_id``: the claim's truth in that action.
-2. ``action_id`` only: the action's truth. ``violated = false`` means every premise held;
-   ``violated = true`` labels the premise only when the action has one premise, otherwise it
-   is ``ambiguous_action_outcome`` (unless a claim outcome below decides the premise).
+2. ``action_id`` only: the action's truth. It labels the premise only when the action has
+   one premise; on an action with several premises it labels none of them, whether it says
+   violated or not, and they are ``ambiguous_action_outcome`` (unless a claim outcome below
+   or verifier signals decide the premise). Labelling every premise "held" from a
+   ``false`` outcome but none from a ``true`` one would select the premises on their label
+   and bias the stale rate low.
 3. ``claim_id`` only: the claim's truth as established at ``time``. A use takes the
    **earliest** claim outcome at or after it, so each outcome labels the uses since the
    previous outcome of that claim.
@@ -888,7 +891,10 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         decided = n_after > 0
         conflict = decided & (n_true > 0) & (n_true < n_after)
         lab = decided & ~conflict & (n_true == n_after)
-        amb = lab & (per_action[u_action[uu]] > 1) if single_premise_only \
+        # An action outcome on a multi-premise action labels none of its premises, whatever
+        # it says: labelling them all "held" when it is false but none when it is true would
+        # keep a premise only when it held (selection on the label: stale rates read low).
+        amb = decided & ~conflict & (per_action[u_action[uu]] > 1) if single_premise_only \
             else np.zeros(uu.size, dtype=bool)
         ok = decided & ~conflict & ~amb
         o_used[oi[after & ok[k]]] = True

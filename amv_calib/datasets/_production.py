@@ -16,8 +16,9 @@ Time is simulated (an action every ``step_minutes``), so the same arguments give
 bytes. Outcomes arrive after an exponential delay (mean ``outcome_delay_days``); those not
 arrived by one day after the last action are missing (``no_outcome_yet``). Most actions
 have one outcome per premise (``action_id`` + ``claim_id``); ``action_outcome_share`` of
-them only say whether the action as a whole went wrong (``action_id``), which leaves a
-violated multi-premise action ambiguous.
+them only say whether the action as a whole went wrong (``action_id``), which leaves the
+premises of a multi-premise action unlabelled (``ambiguous_action_outcome``), whatever it
+says.
 """
 
 from __future__ import annotations

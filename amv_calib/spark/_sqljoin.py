@@ -136,7 +136,10 @@ def _decide(counts: DataFrame, single_premise_only: bool, tag: str) -> DataFrame
     decided = na > 0
     conflict = decided & (nt > 0) & (nt < na)
     lab = decided & ~conflict & (nt == na)
-    amb = lab & (F.col("n_in_action") > 1) if single_premise_only else F.lit(False)
+    # an action outcome labels no premise of a multi-premise action, whatever it says
+    # (:mod:`amv_calib.claims._join`, rule 2)
+    amb = decided & ~conflict & (F.col("n_in_action") > 1) if single_premise_only \
+        else F.lit(False)
     return counts.select("eid", (F.col("n_any") > na).alias(f"hb{tag}"),
                          conflict.alias(f"conflict{tag}"), lab.alias(f"lab{tag}"),
                          amb.alias(f"amb{tag}"),

@@ -64,7 +64,7 @@ def _independent(decisions: Path, outcomes: Path) -> dict[str, Any]:
         for p in prem:
             if (aid, p["claim_id"]) in by_pair:
                 truth[p["id"]] = by_pair[(aid, p["claim_id"])]
-            elif aid in by_action and (not by_action[aid] or len(prem) == 1):
+            elif aid in by_action and len(prem) == 1:  # an action outcome: one premise only
                 truth[p["id"]] = by_action[aid]
         if len(truth) == len(prem):
             labelled.append(aid)

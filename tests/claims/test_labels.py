@@ -149,12 +149,15 @@ def test_worked_reasons_and_statuses(worked: tuple[pd.DataFrame, Any]) -> None:
     rep.check()
 
 
-def test_ambiguous_action_outcome_with_violated_false_labels_every_premise(
+def test_action_outcome_with_violated_false_labels_no_premise_of_two(
         tmp_path: Path) -> None:
+    # "not violated" on a two-premise action labels neither premise, as "violated" does
+    # (tests/claims/test_action_outcome_bias.py: otherwise the labels select on themselves)
     log = _write(tmp_path / "d.jsonl", [_record("a", 0, _premise("p1", "x"),
                                                 _premise("p2", "y"))])
     claims, rep = label_claims(log, _outcomes([(None, "a", 1, False)]))
-    assert claims["violated"].tolist() == [False, False] and rep.outcomes["used"] == 1
+    assert claims.empty and rep.unjoined["ambiguous_action_outcome"] == 2
+    assert rep.outcomes["ambiguous"] == 1 and rep.outcomes["used"] == 0
 
 
 def test_repeated_records_of_one_action_are_one_use(tmp_path: Path) -> None:
@@ -205,7 +208,7 @@ def _reference(uses: list[dict[str, Any]], outs: list[dict[str, Any]]
                 touched_conflict.update(after)
                 break
             v = vals.pop()
-            if stage == 1 and v and n_in[u["a"]] > 1:
+            if stage == 1 and n_in[u["a"]] > 1:  # either value: no premise labelled
                 amb = True
                 touched_amb.update(after)
                 continue
@@ -885,19 +888,21 @@ def test_cli_label_on_the_examples(tmp_path: Path, capsys: pytest.CaptureFixture
     assert code == 0
     line = json.loads(capsys.readouterr().out.strip())
     assert line["decision_lines"] == 11 and line["skipped_lines"]["torn_last_line"] == 1
-    assert line["uses_read"] == 12 and line["joined"] == 7
+    # po-2001's "goods received" names the action, not which of its two premises held: it
+    # labels neither (its ship-to address takes a verifier's soft label instead)
+    assert line["uses_read"] == 12 and line["joined"] == 6
     assert line["unjoined"] == {"invalid_use": 1, "no_outcome_yet": 0, "outcome_before_use": 1,
-                                "conflicting_outcomes": 1, "ambiguous_action_outcome": 2,
+                                "conflicting_outcomes": 1, "ambiguous_action_outcome": 3,
                                 "conflicting_signals": 0}
-    assert line["outcomes"] == {"used": 4, "conflicting": 2, "ambiguous": 1, "superseded": 0,
+    assert line["outcomes"] == {"used": 3, "conflicting": 2, "ambiguous": 2, "superseded": 0,
                                 "before_use": 1, "no_matching_use": 1, "invalid": 1}
     claims = pd.read_parquet(out)
     assert len(claims) == line["rows"] == 8
     report = json.loads((tmp_path / "claims.join_report.json").read_text(encoding="utf-8"))
     assert report["uses_read"] == 12
     details = pd.read_csv(tmp_path / "claims.unjoined.csv")
-    assert len(details) == 5 + 6
-    assert (details["kind"] == "use").sum() == 5
+    assert len(details) == 6 + 7
+    assert (details["kind"] == "use").sum() == 6
     # the posterior the gate logged for crm-4001 equals the soft label
     carol = claims.loc[(claims["claim_id"] == "mem-email-carol") & claims["violated"]]
     assert carol["label_weight"].iloc[0] == pytest.approx(0.0462, abs=5e-5)

@@ -180,3 +180,34 @@ def test_a_failed_label_leaves_no_part_files(tmp_path: Path, spark: Any,
         label_claims_spark(_small_log(tmp_path), spark=spark, on_corrupt="skip",
                            scratch=scratch)
     assert list(scratch.iterdir()) == []
+
+
+def test_action_outcomes_label_only_one_premise_actions(tmp_path: Path, spark: Any) -> None:
+    # the hand-worked case of tests/claims/test_action_outcome_bias.py, on Spark: an action
+    # outcome labels the premise of a one-premise action, and neither premise of a
+    # two-premise action whatever it says
+    from amv_calib.contract import encode_record
+
+    def rec(action: str, minute: int, *claims: str) -> bytes:
+        return encode_record({
+            "time": f"2026-12-01T00:{minute:02d}:00.000000Z", "action_id": action,
+            "tool_name": "tool", "regime": "PROCEED",
+            "premises": [{"id": f"p{i}", "claim_id": c, "recency_hours": 24.0,
+                          "source_trust_score": 0.8, "model_confidence": 0.9,
+                          "contradiction_flag": False, "p": 0.1}
+                         for i, c in enumerate(claims)]})
+
+    log = tmp_path / "d.jsonl"
+    log.write_bytes(rec("two-bad", 0, "a", "b") + rec("two-ok", 1, "c", "d")
+                    + rec("one-bad", 2, "e") + rec("one-ok", 3, "f"))
+    outcomes = pd.DataFrame({"claim_id": [None] * 4,
+                             "action_id": ["two-bad", "two-ok", "one-bad", "one-ok"],
+                             "time": ["2026-12-01T00:10:00Z"] * 4,
+                             "violated": [True, False, True, False]})
+    claims, rep = label_claims_spark(log, outcomes, spark=spark, soft_labels="off")
+    got = {(a, c): bool(v) for a, c, v in zip(claims["action_id"], claims["claim_id"],
+                                              claims["violated"], strict=True)}
+    assert got == {("one-bad", "e"): True, ("one-ok", "f"): False}
+    assert rep.joined == 2 and rep.unjoined["ambiguous_action_outcome"] == 4
+    assert rep.outcomes["used"] == 2 and rep.outcomes["ambiguous"] == 2
+    rep.check()
