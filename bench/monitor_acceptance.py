@@ -70,7 +70,7 @@ def _staler_world(src: Path, n: int, seed: int, reliability: float, shift: float
     ``shift`` on average (module docstring); return the stale share of the premises."""
     from unittest import mock
 
-    from amv_calib import cli
+    from amv_calib.commands._synth import _synth_start
     from amv_calib.datasets import _production
     from amv_calib.datasets._synth import synth_episodes
 
@@ -91,7 +91,7 @@ def _staler_world(src: Path, n: int, seed: int, reliability: float, shift: float
         return episodes
 
     artifact = REPO / "models" / "amv-guard" / "v1"
-    start = cli._synth_start(str(artifact), None)
+    start = _synth_start(str(artifact), None)
     # the gate decides on the staler truth: the verifiers see it, the outcomes report it
     with mock.patch.object(_production, "synth_episodes", same_episodes):
         _production.simulate_production(artifact, src, n_actions=n, seed=seed,

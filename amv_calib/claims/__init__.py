@@ -45,7 +45,6 @@ from amv_calib.claims._ingest import (
 )
 from amv_calib.claims._ingest_columns import LABEL_COLUMNS
 from amv_calib.claims._join import (
-    OUTCOME_STATUSES,
     UNJOINED_REASONS,
     JoinedUses,
     JoinReport,
@@ -57,7 +56,7 @@ from amv_calib.claims._join import (
 )
 from amv_calib.claims._logread import LogEntries, read_uses
 from amv_calib.claims._noisy import NoisyLabelFit, fit_noisy_labels
-from amv_calib.claims._outcomes import load_outcomes
+from amv_calib.claims._outcomes import OUTCOME_STATUSES, load_outcomes
 from amv_calib.claims._outputs import (
     LABEL_FOLDER_FILES,
     TABLE_SUFFIXES,

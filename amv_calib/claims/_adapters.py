@@ -62,7 +62,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from amv_calib.claims._join import _cat_take, _collect_uses, _factorize, _from_codes
+from amv_calib.claims._codes import _cat_take, _factorize, _from_codes
+from amv_calib.claims._join import _collect_uses
 from amv_calib.claims._logread import _NAT, PathLike, _as_flag, read_uses
 from amv_calib.claims._outcomes import _id_series, _read_table, _resolve
 from amv_calib.claims._times import _time_reasons, _time_series, us_to_datetime

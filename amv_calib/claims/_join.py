@@ -72,18 +72,32 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeAlias, cast
+from typing import Any, Final, Literal
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
 from amv_calib.claims._arrow import BoolArray, FloatArray, IntArray
+from amv_calib.claims._codes import (
+    Codes,
+    _cat_subset,
+    _cat_take,
+    _codes_against,
+    _codes_in,
+    _factorize,
+    _floats_at,
+    _narrow,
+    _pairs,
+    _sorted_unique,
+    categorical,
+)
 from amv_calib.claims._logread import _NAT, LogEntries, PathLike, read_uses
-from amv_calib.claims._outcomes import _is_str_dtype, load_outcomes
+from amv_calib.claims._noisy import label_rows, posterior, uses_signal_llr
+from amv_calib.claims._outcomes import load_outcomes, outcome_report, outcome_status
 from amv_calib.claims._spill import SpilledColumns
 from amv_calib.claims._times import _time_reasons, us_to_datetime
-from amv_calib.contract import CLAIM_FEATURES, LogReadStats, sigmoid
+from amv_calib.contract import CLAIM_FEATURES, LogReadStats
 from amv_calib.exceptions import DataContractError, check_choice
 
 SoftLabels = Literal["posterior", "off"]
@@ -99,17 +113,6 @@ UNJOINED_REASONS: Final = (
 )
 _INVALID, _NO_OUTCOME, _BEFORE, _CONFLICT, _AMBIGUOUS, _BAD_SIGNALS = range(6)
 _JOINED: Final = -1
-
-#: What became of each outcome record.
-OUTCOME_STATUSES: Final = (
-    "used",
-    "conflicting",
-    "ambiguous",
-    "superseded",
-    "before_use",
-    "no_matching_use",
-    "invalid",
-)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,189 +206,6 @@ class JoinReport:
 # ---------------------------------------------------------------------------------------------
 # The join
 # ---------------------------------------------------------------------------------------------
-def _pairs(u_key: IntArray, o_key: IntArray) -> tuple[IntArray, IntArray]:
-    """All (use, outcome) index pairs with equal keys, in use order, then outcome order;
-    negative keys never match."""
-    order = np.argsort(o_key, kind="stable")
-    ok = o_key[order]
-    if not ok.size:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    # the outcomes are few beside the uses: the uses with a match are found by one search,
-    # and only theirs are counted
-    lo = np.searchsorted(ok, u_key, side="left")
-    m = np.flatnonzero((ok[np.minimum(lo, ok.size - 1)] == u_key) & (u_key >= 0))
-    lo = lo[m]
-    cnt = np.searchsorted(ok, u_key[m], side="right") - lo
-    total = int(cnt.sum())
-    ui = np.repeat(m, cnt)
-    starts = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
-    oi = order[np.arange(total, dtype=np.int64) + starts]
-    return ui.astype(np.int64), oi
-
-
-def _arrow_chunks(s: Any) -> list[Any]:
-    """The string data of a pandas column as pyarrow ``large_string`` chunks (no copy of the
-    characters for pyarrow-backed columns)."""
-    import pyarrow as pa
-
-    ser = pd.Series(s, copy=False)
-    if isinstance(ser.dtype, pd.CategoricalDtype) or not _is_str_dtype(ser):
-        ser = ser.astype("str")
-    if not len(ser):
-        return []
-    arr = pa.array(ser.array)
-    chunks = arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
-    return [c if c.type == pa.large_string() else c.cast(pa.large_string()) for c in chunks]
-
-
-def _codes(chunked: Any) -> tuple[IntArray, Any]:
-    """Dictionary codes of a chunked string array (one dictionary across chunks, in order of
-    first appearance), -1 = null; and that dictionary (None when there is no chunk)."""
-    enc = chunked.dictionary_encode()
-    parts = [c.indices.fill_null(-1).to_numpy(zero_copy_only=False) for c in enc.chunks]
-    codes = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
-    # each chunk's dictionary holds the values seen so far: the last one holds them all
-    return codes, enc.chunk(enc.num_chunks - 1).dictionary if enc.num_chunks else None
-
-
-def _factorize(*series: Any) -> list[IntArray]:
-    """Shared integer codes for several string columns, in order of first appearance
-    (so unique values given first get codes 0, 1, ...); missing values get -1."""
-    import pyarrow as pa
-
-    chunk_lists = [_arrow_chunks(s) for s in series]
-    sizes = [sum(len(c) for c in cl) for cl in chunk_lists]
-    codes, _ = _codes(pa.chunked_array([c for cl in chunk_lists for c in cl],
-                                       type=pa.large_string()))
-    out: list[IntArray] = []
-    start = 0
-    for n in sizes:
-        out.append(codes[start:start + n])
-        start += n
-    return out
-
-
-def _codes_in(categories: pd.Index, other: Any) -> IntArray:
-    """Codes of the strings ``other`` in the code space of the distinct ``categories`` (a
-    value's code is its position there), as :func:`_factorize` of the two gives them: values
-    not among the categories numbered after them, in order of first appearance; missing
-    values -1. Only ``other``'s values are hashed and the categories probed against them
-    (a log's million action ids against an outcome file's few: 0.02 s, where hashing the
-    million took 0.2-0.5 s)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    chunks = _arrow_chunks(other)
-    if not chunks:
-        return np.zeros(0, np.int64)
-    local, distinct = _codes(pa.chunked_array(chunks, type=pa.large_string()))
-    if not len(distinct):
-        return local  # every value missing
-    code = np.full(len(distinct), -1, dtype=np.int64)
-    if len(categories):
-        cats = pa.chunked_array(_arrow_chunks(pd.Series(categories.array, copy=False)),
-                                type=pa.large_string())
-        at = pc.fill_null(pc.index_in(cats, value_set=distinct), -1).to_numpy()
-        known = np.flatnonzero(at >= 0)
-        code[at[known].astype(np.int64)] = known
-    unknown = code < 0
-    code[unknown] = len(categories) + np.arange(int(unknown.sum()), dtype=np.int64)
-    return np.where(local >= 0, code[np.maximum(local, 0)], -1)
-
-
-def _codes_against(known: Any, other: Any) -> tuple[IntArray, Codes]:
-    """Codes of the strings ``known`` (as :func:`_factorize` gives them) and of ``other`` in
-    the same space (int32 when ``known`` has fewer than 2**31 - 1 values: the outcomes'
-    claims): a value of ``other`` among ``known`` takes its code, every other value one
-    shared code after ``known``'s; missing values -1.
-
-    For matching that needs only ``known``'s values told apart (the log's claim ids against
-    the outcomes'): the outcomes' few are hashed and the log's many probed against them
-    (10 M lines' 25 M claim ids: half the time of numbering them all).
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    chunks = _arrow_chunks(known)
-    k_codes, distinct = _codes(pa.chunked_array(chunks, type=pa.large_string()))
-    if distinct is None:
-        distinct = pa.array([], pa.large_string())
-    values = pa.chunked_array(_arrow_chunks(other), type=pa.large_string())
-    at = pc.index_in(values, value_set=distinct)  # one hash table of ``distinct``
-    codes: Codes = np.empty(len(values),
-                            dtype=np.int32 if len(distinct) < 2**31 - 1 else np.int64)
-    step = 1 << 22  # the conversion's temporaries a few MB, not the log's size
-    for lo in range(0, len(values), step):
-        a, v = at.slice(lo, step), values.slice(lo, step)
-        codes[lo:lo + len(a)] = np.where(
-            a.is_valid().to_numpy(), a.fill_null(0).to_numpy(),
-            np.where(v.is_valid().to_numpy(), len(distinct), -1))
-    return k_codes, codes
-
-
-def _from_codes(codes: NDArray[Any], categories: Any) -> Any:
-    """A pandas ``str`` array from integer codes into ``categories`` (-1 = missing)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    c = np.asarray(codes, dtype=np.int64)
-    cats = pa.array(list(categories) if not isinstance(categories, pa.Array) else categories,
-                    type=pa.string())
-    if len(cats) == 0:
-        return pd.array([None] * c.size, dtype="str")
-    dictionary = pa.DictionaryArray.from_arrays(
-        pa.array(np.where(c < 0, 0, c).astype(np.int32), mask=c < 0), cats)
-    return pd.array(pc.cast(dictionary, pa.string()), dtype="str")
-
-
-def categorical(codes: NDArray[Any], categories: Any) -> pd.Categorical:
-    """A categorical of string ``categories`` from integer codes (-1 = missing)."""
-    cats = pd.Index(list(categories) if not isinstance(categories, pd.Index) else categories,
-                    dtype="str")
-    return pd.Categorical.from_codes(np.asarray(codes, dtype=np.int64), categories=cats)
-
-
-def _cat_subset(col: pd.Series, idx: IntArray) -> pd.Categorical:
-    """``col[idx]`` of a categorical column, sharing its categories (no copy of them)."""
-    dtype = cast(pd.CategoricalDtype, col.dtype)
-    return cast(pd.Categorical, pd.Categorical.from_codes(col.cat.codes.to_numpy()[idx],
-                                                          dtype=dtype))
-
-
-def _cat_take(col: pd.Series, idx: IntArray) -> Any:
-    """``col[idx]`` of a categorical column as a pandas ``str`` array."""
-    import pyarrow as pa
-
-    codes = col.cat.codes.to_numpy()[idx]
-    return _from_codes(codes, pa.array(col.cat.categories.array, type=pa.string()))
-
-
-def _floats_at(u: pd.DataFrame, name: str, which: IntArray, spilled: SpilledColumns | None,
-               entry_of_use: IntArray | None) -> FloatArray:
-    """Column ``name`` (a feature or ``p``) of the uses ``which`` (ascending), from the
-    uses' frame or, when the log was read with ``spill=True``, from its file."""
-    if spilled is None:
-        return np.asarray(u[name].to_numpy()[which], dtype=np.float64)
-    return spilled.take(name, which if entry_of_use is None else entry_of_use[which])
-
-
-def _sorted_unique(x: IntArray) -> IntArray:
-    """``np.unique`` by sorting (much faster than hashing for tens of millions of times)."""
-    v = np.sort(x, kind="stable")
-    if v.size:
-        v = v[np.concatenate([[True], v[1:] != v[:-1]])]
-    return v
-
-
-#: Codes held per use or entry through the join: int32 when they fit (:func:`_narrow`).
-Codes: TypeAlias = NDArray[np.signedinteger[Any]]
-
-
-def _narrow(codes: IntArray) -> Codes:
-    """``codes`` (-1 or more) as int32 when they fit, else as they are."""
-    return codes.astype(np.int32, copy=False) if codes.max(initial=-1) < 2**31 - 1 else codes
-
-
 @dataclass(kw_only=True)
 class _Uses:
     """The uses of decision-log entries: one per (action, premise), the action's last entry."""
@@ -734,77 +554,6 @@ def require_records(plist: Sequence[PathLike], log: LogEntries) -> None:
         raise DataContractError(f"no decision record to label in {seen or 'no file'}")
 
 
-def _signal_llr(log: LogEntries, uses: _Uses
-                ) -> tuple[IntArray, FloatArray, int, pd.DataFrame]:
-    """The uses with signals (ascending) and the summed log-likelihood ratio of each one's
-    signals (NaN if +inf and -inf); the number of signals ignored; and the answers counted,
-    one row per (use, verifier, answer, declared reliability) with its multiplicity ``n``."""
-    sig = log.signals
-    none = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-    answers = pd.DataFrame({"u": np.zeros(0, np.int64), "verifier": pd.array([], dtype="str"),
-                            "confirmed": np.zeros(0, bool), "reliability": np.zeros(0),
-                            "n": np.zeros(0, np.int64)})
-    if not len(sig):
-        return *none, 0, answers
-    r = sig["reliability"].to_numpy()
-    good = np.isfinite(r) & (r > 0.5) & (r <= 1.0)
-    ignored = int((~good).sum())
-    s = sig.loc[good].reset_index(drop=True)
-    # signal premise id -> premise-key code (premise ids are codes 0..n_pid-1)
-    pid_cats = log.entries["premise_id"].cat.categories
-    pk = pd.Index(pid_cats).get_indexer(pd.Index(s["premise_id"].astype("str")))
-    rec_e = log.entries["rec"].to_numpy()
-    s_rec = s["rec"].to_numpy()
-    # the entries of the records with signals (few of a big log's): only their keys are
-    # built and sorted
-    with_sig = np.zeros(int(max(rec_e.max(initial=-1), s_rec.max(initial=-1))) + 1, dtype=bool)
-    with_sig[s_rec] = True
-    near = np.flatnonzero(with_sig[rec_e])
-    del with_sig
-    key_near = rec_e[near] * (uses.n_pkey_codes + 1) + uses.entry_pkey[near]
-    o = np.argsort(key_near, kind="stable")
-    order = near[o]
-    key_sorted = key_near[o]
-    del key_near, o
-    key_s = np.where(pk >= 0, s["rec"].to_numpy() * (uses.n_pkey_codes + 1) + pk, -1)
-    pos = np.searchsorted(key_sorted, key_s)
-    inb = (pos < key_sorted.size) & (key_s >= 0)
-    hit = np.zeros(len(s), dtype=bool)
-    hit[inb] = key_sorted[pos[inb]] == key_s[inb]
-    ignored += int((~hit).sum())
-    if not hit.any():
-        return *none, ignored, answers
-    use = uses.use_of(order[pos[hit]])
-    rel = s["reliability"].to_numpy()[hit]
-    with np.errstate(divide="ignore"):
-        w = np.log(rel) - np.log1p(-rel)
-    frame = pd.DataFrame({
-        "u": use, "verifier": s["verifier"].to_numpy()[hit],
-        "confirmed": s["confirmed"].to_numpy()[hit], "reliability": rel,
-        "rec": s["rec"].to_numpy()[hit],
-        "w": np.where(s["confirmed"].to_numpy()[hit], -w, w),
-    })
-    # Multiset union over the records of an action: each distinct call counts as often as it
-    # appears in any single record, so logs that repeat earlier calls are not double counted.
-    per_rec = frame.groupby(["u", "verifier", "confirmed", "reliability", "rec"],
-                            sort=False).agg(n=("w", "size"), w=("w", "first"))
-    mult = per_rec.groupby(level=["u", "verifier", "confirmed", "reliability"],
-                           sort=False).agg(n=("n", "max"), w=("w", "first"))
-    contrib = mult["n"].to_numpy() * mult["w"].to_numpy()
-    uu = mult.index.get_level_values("u").to_numpy().astype(np.int64)
-    # summed per use with signals (a few percent of a big log's uses), in the rows' order
-    sig_use, at = np.unique(uu, return_inverse=True)
-    pos_inf = np.bincount(at, weights=(contrib == np.inf), minlength=sig_use.size) > 0
-    neg_inf = np.bincount(at, weights=(contrib == -np.inf), minlength=sig_use.size) > 0
-    llr = np.bincount(at, weights=np.where(np.isfinite(contrib), contrib, 0.0),
-                      minlength=sig_use.size).astype(np.float64)
-    llr[pos_inf] = np.inf
-    llr[neg_inf] = -np.inf
-    llr[pos_inf & neg_inf] = np.nan
-    answers = mult["n"].reset_index()
-    return sig_use.astype(np.int64), llr, ignored, answers
-
-
 def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
           out_invalid: pd.DataFrame, soft_labels: str,
           collect: dict[str, Any] | None = None) -> JoinedUses:
@@ -823,7 +572,7 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
         u_rec, rec_t = u["rec"].to_numpy(), log.records["t_us"]
         n_uses = len(u)
         per_action = np.bincount(u_action)  # uses of each action code
-        sig_use, sig_llr, ignored_signals, answers = _signal_llr(log, uses)
+        sig_use, sig_llr, ignored_signals, answers = uses_signal_llr(log, uses)
         has_sig = np.zeros(n_uses, dtype=bool)
         has_sig[sig_use] = True
         o_claim, e_claim = claim_codes.result()
@@ -1180,88 +929,3 @@ def join_report(files: Sequence[PathLike], stats: Sequence[LogReadStats], *, n_e
     )
     report.check()
     return report
-
-
-def posterior(p_logged: FloatArray, llr: FloatArray) -> FloatArray:
-    """A verifier label's ``q = sigmoid(logit(prior) + LLR)``; the prior is the gate's ``p``
-    clipped to [1e-6, 1 - 1e-6] (0.5 when missing), a NaN LLR counts as 0."""
-    prior = np.where(np.isfinite(p_logged), np.clip(p_logged, 1e-6, 1 - 1e-6), 0.5)
-    return np.asarray(sigmoid(np.log(prior) - np.log1p(-prior)
-                              + np.where(np.isnan(llr), 0.0, llr)), dtype=np.float64)
-
-
-def label_rows(hard: BoolArray, soft: BoolArray, label: BoolArray, q_soft: FloatArray
-               ) -> tuple[IntArray, BoolArray, FloatArray, NDArray[np.int8]]:
-    """The claim rows of some uses, in use order (violated first): one per outcome-labelled
-    (``hard``) use, two (weights ``q``, ``1 - q``; weight 0 dropped) per verifier-labelled
-    (``soft``) one, ``q_soft`` holding ``q`` of the soft uses in order. Returns the use
-    position, ``violated``, the weight and whether the row comes from a verifier (0/1) of
-    each row."""
-    hi = np.flatnonzero(hard)
-    si = np.flatnonzero(soft)
-    q = np.asarray(q_soft, dtype=np.float64)
-    if q.size != si.size:
-        raise ValueError(f"q_soft: {q.size} values for {si.size} soft uses")
-    pos_rows = si[q > 0]
-    neg_rows = si[q < 1]
-    n_h, n_s = hi.size, pos_rows.size + neg_rows.size
-    idx = np.concatenate([hi, pos_rows, neg_rows])
-    # filled in place: a big log's rows are millions, each array of them a copy less
-    viol = np.zeros(idx.size, dtype=bool)
-    viol[:n_h] = label[hi]
-    viol[n_h:n_h + pos_rows.size] = True
-    weight = np.empty(idx.size)
-    weight[:n_h] = 1.0
-    weight[n_h:n_h + pos_rows.size] = q[q > 0]
-    weight[n_h + pos_rows.size:] = 1.0 - q[q < 1]
-    from_verifier = np.zeros(idx.size, dtype=np.int8)
-    from_verifier[n_h:] = 1
-    if not n_s:  # the outcome rows alone: in use order already
-        return idx, viol, weight, from_verifier
-    # Use order, a verifier-labelled use's violated row first: the hard and soft uses are
-    # distinct, and a soft use's rows were concatenated violated first (stable sort).
-    order = np.argsort(idx, kind="stable")
-    return idx[order], viol[order], weight[order], from_verifier[order]
-
-
-def outcome_status(used: BoolArray, conflict: BoolArray, ambiguous: BoolArray,
-                    keymatch: BoolArray, has_earlier_use: BoolArray) -> IntArray:
-    """Each outcome record's status (a code into :data:`OUTCOME_STATUSES`, "invalid" aside)
-    from what the join stages did with it."""
-    status = np.full(used.size, -1, dtype=np.int64)
-    status[used] = 0
-    status[~used & conflict] = 1
-    status[~used & ~conflict & ambiguous] = 2
-    rest = status < 0
-    status[rest & keymatch & has_earlier_use] = 3
-    status[rest & keymatch & ~has_earlier_use] = 4
-    status[rest & ~keymatch] = 5
-    return status
-
-
-def outcome_report(out_df: pd.DataFrame, out_invalid: pd.DataFrame, status: IntArray
-                    ) -> tuple[dict[str, int], pd.DataFrame]:
-    """The outcome counts by status and the details of every record not used."""
-    counts = {s: int((status == i).sum()) for i, s in enumerate(OUTCOME_STATUSES)}
-    counts["invalid"] = len(out_invalid)
-    not_used = np.flatnonzero(status != 0)
-    od = out_df.iloc[not_used]
-    n_inv = len(out_invalid)
-    outcome_details = pd.DataFrame({
-        "source": np.concatenate([od["source"].to_numpy(dtype=np.int64),
-                                  out_invalid["source"].to_numpy(dtype=np.int64)]),
-        "row": np.concatenate([od["row"].to_numpy(dtype=np.int64),
-                               out_invalid["row"].to_numpy(dtype=np.int64)]),
-        "action_id": pd.array(pd.concat([od["action_id"], pd.Series([None] * n_inv,
-                                                                    dtype="str")]),
-                              dtype="str"),
-        "claim_id": pd.array(pd.concat([od["claim_id"], pd.Series([None] * n_inv,
-                                                                  dtype="str")]),
-                             dtype="str"),
-        "time": us_to_datetime(np.concatenate([od["t_us"].to_numpy(dtype=np.int64),
-                                                np.full(n_inv, _NAT)])),
-        "status": _from_codes(np.concatenate([status[not_used], np.full(n_inv, 6)]),
-                              OUTCOME_STATUSES),
-        "detail": pd.array([""] * len(od) + out_invalid["reason"].tolist(), dtype="str"),
-    }).sort_values(["source", "row"], kind="stable", ignore_index=True)
-    return counts, outcome_details

@@ -18,7 +18,8 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
-from amv_calib.claims._arrow import BoolArray, FloatArray, strip_ids
+from amv_calib.claims._arrow import BoolArray, FloatArray, IntArray, strip_ids
+from amv_calib.claims._codes import _from_codes, _is_str_dtype
 from amv_calib.claims._logread import (
     _FALSE,
     _NAT,
@@ -28,7 +29,7 @@ from amv_calib.claims._logread import (
     _as_id,
     _json_object,
 )
-from amv_calib.claims._times import _time_reasons, _time_series
+from amv_calib.claims._times import _time_reasons, _time_series, us_to_datetime
 from amv_calib.contract import (
     loads_strict,
     lone_surrogate,
@@ -37,6 +38,11 @@ from amv_calib.contract import (
     surrogate_message,
 )
 from amv_calib.exceptions import DataContractError, MissingColumnsError
+
+#: What became of each outcome record.
+OUTCOME_STATUSES: Final = (
+    "used", "conflicting", "ambiguous", "superseded", "before_use", "no_matching_use", "invalid",
+)
 
 _OUTCOME_ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "claim_id": ("claim_id", "claimId"),
@@ -225,10 +231,6 @@ def _resolve(columns: Iterable[str], aliases: Mapping[str, tuple[str, ...]]) -> 
     return found
 
 
-def _is_str_dtype(s: pd.Series) -> bool:
-    return isinstance(s.dtype, pd.StringDtype) or str(s.dtype) in ("str", "string")
-
-
 def _id_series(s: pd.Series) -> pd.Series:
     """Identifiers as strings (integral numbers without ``.0``); empty / missing -> NA."""
     s = s.reset_index(drop=True)
@@ -381,3 +383,46 @@ def load_outcomes(
         "oid": np.zeros(0, np.int64), "source": np.zeros(0, np.int64),
         "row": np.zeros(0, np.int64), "reason": pd.array([], dtype="str")}))
     return valid, invalid
+
+
+def outcome_status(used: BoolArray, conflict: BoolArray, ambiguous: BoolArray,
+                    keymatch: BoolArray, has_earlier_use: BoolArray) -> IntArray:
+    """Each outcome record's status (a code into :data:`OUTCOME_STATUSES`, "invalid" aside)
+    from what the join stages did with it."""
+    status = np.full(used.size, -1, dtype=np.int64)
+    status[used] = 0
+    status[~used & conflict] = 1
+    status[~used & ~conflict & ambiguous] = 2
+    rest = status < 0
+    status[rest & keymatch & has_earlier_use] = 3
+    status[rest & keymatch & ~has_earlier_use] = 4
+    status[rest & ~keymatch] = 5
+    return status
+
+
+def outcome_report(out_df: pd.DataFrame, out_invalid: pd.DataFrame, status: IntArray
+                    ) -> tuple[dict[str, int], pd.DataFrame]:
+    """The outcome counts by status and the details of every record not used."""
+    counts = {s: int((status == i).sum()) for i, s in enumerate(OUTCOME_STATUSES)}
+    counts["invalid"] = len(out_invalid)
+    not_used = np.flatnonzero(status != 0)
+    od = out_df.iloc[not_used]
+    n_inv = len(out_invalid)
+    outcome_details = pd.DataFrame({
+        "source": np.concatenate([od["source"].to_numpy(dtype=np.int64),
+                                  out_invalid["source"].to_numpy(dtype=np.int64)]),
+        "row": np.concatenate([od["row"].to_numpy(dtype=np.int64),
+                               out_invalid["row"].to_numpy(dtype=np.int64)]),
+        "action_id": pd.array(pd.concat([od["action_id"], pd.Series([None] * n_inv,
+                                                                    dtype="str")]),
+                              dtype="str"),
+        "claim_id": pd.array(pd.concat([od["claim_id"], pd.Series([None] * n_inv,
+                                                                  dtype="str")]),
+                             dtype="str"),
+        "time": us_to_datetime(np.concatenate([od["t_us"].to_numpy(dtype=np.int64),
+                                                np.full(n_inv, _NAT)])),
+        "status": _from_codes(np.concatenate([status[not_used], np.full(n_inv, 6)]),
+                              OUTCOME_STATUSES),
+        "detail": pd.array([""] * len(od) + out_invalid["reason"].tolist(), dtype="str"),
+    }).sort_values(["source", "row"], kind="stable", ignore_index=True)
+    return counts, outcome_details

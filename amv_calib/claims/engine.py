@@ -10,6 +10,7 @@ functions. :mod:`amv_calib.monitoring` matches keys by the same string hashes
 
 from __future__ import annotations
 
+from amv_calib.claims._codes import categorical
 from amv_calib.claims._episodes import (
     ACTION_REASONS,
     EpisodeReport,
@@ -22,16 +23,12 @@ from amv_calib.claims._join import (
     UNJOINED_REASONS,
     JoinReport,
     SoftLabels,
-    categorical,
     invalid_detail,
     join_report,
-    label_rows,
-    outcome_report,
-    outcome_status,
-    posterior,
 )
 from amv_calib.claims._logread import EntryAccumulator, PathLike, read_chunks
-from amv_calib.claims._outcomes import load_outcomes
+from amv_calib.claims._noisy import label_rows, posterior
+from amv_calib.claims._outcomes import load_outcomes, outcome_report, outcome_status
 from amv_calib.claims._times import MISSING_US, us_to_datetime
 
 __all__ = [

@@ -22,7 +22,6 @@ from amv_calib import cli
 from amv_calib.calibration._calibrators import PlattCalibrator
 from amv_calib.claims._ingest import load_claims
 from amv_calib.claims._join import (
-    OUTCOME_STATUSES,
     UNJOINED_REASONS,
     join_logs,
     label_claims,
@@ -30,7 +29,7 @@ from amv_calib.claims._join import (
 )
 from amv_calib.claims._logread import read_uses
 from amv_calib.claims._noisy import fit_noisy_labels
-from amv_calib.claims._outcomes import load_outcomes
+from amv_calib.claims._outcomes import OUTCOME_STATUSES, load_outcomes
 from amv_calib.contract import DecisionLogWarning, encode_record
 from amv_calib.contract._features import SEED_FEATURE_MAP, PortableCalibrator, seed_prior_calibrator
 from amv_calib.datasets._synth import synth_claims
@@ -1048,7 +1047,7 @@ def test_codes_in_numbers_like_a_plain_reference(cats: list[str],
                                                  other: list[str | None]) -> None:
     # An outcome's action id takes the code of the log's action id it names; ids the log
     # does not have are numbered after the log's, in order of first appearance.
-    from amv_calib.claims._join import _codes_in
+    from amv_calib.claims._codes import _codes_in
 
     want: dict[str, int] = {c: i for i, c in enumerate(cats)}
     ref = []
@@ -1097,7 +1096,7 @@ def test_read_uses_pauses_the_collector_and_restores_it(
 @given(st.lists(st.integers(-2, 6), max_size=20), st.lists(st.integers(-2, 6), max_size=12))
 def test_pairs_are_every_equal_key_pair_in_use_then_outcome_order(
         u_key: list[int], o_key: list[int]) -> None:
-    from amv_calib.claims._join import _pairs
+    from amv_calib.claims._codes import _pairs
 
     ui, oi = _pairs(np.array(u_key, dtype=np.int64), np.array(o_key, dtype=np.int64))
     want = [(i, j) for i, k in enumerate(u_key) if k >= 0
@@ -1139,7 +1138,7 @@ def test_codes_against_tells_known_values_apart_only(known: list[str | None],
                                                      other: list[str | None]) -> None:
     # The log's claim ids coded against the outcomes': an outcome's claim keeps its code
     # (first appearance among the outcomes), every other claim one shared code after them.
-    from amv_calib.claims._join import _codes_against
+    from amv_calib.claims._codes import _codes_against
 
     first: dict[str, int] = {}
     for v in known:

@@ -411,7 +411,7 @@ def test_the_fast_conversion_takes_exactly_what_it_can(text: str, exact: bool) -
 def test_reads_every_field_pyarrow_reads() -> None:
     """A field added to pyarrow's schema (the join reads it) must be read here too, or the
     extraction would take blocks and leave it null."""
-    from amv_calib.claims._logread import _schema_names
+    from amv_calib.claims._logschema import _schema_names
 
     read = {key for _, key, _, _ in _logextract._keys()}
     assert set(_schema_names(False)) <= read
