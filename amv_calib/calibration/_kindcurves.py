@@ -134,6 +134,7 @@ def kind_age_figure(curves: pd.DataFrame, table: pd.DataFrame | None = None) -> 
     """p(stale) against age (days, log scale) per kind, with its interval band, and the
     age at which the typical action is VERIFIED marked on each curve."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
 
     fig = Figure(figsize=(8.0, 5.0))
     ax = fig.add_subplot(1, 1, 1)
@@ -149,6 +150,9 @@ def kind_age_figure(curves: pd.DataFrame, table: pd.DataFrame | None = None) -> 
                 ax.plot([at / 24.0], [float(np.interp(at, part["age_hours"], part["p"]))],
                         marker="o", color=line.get_color())
     ax.set_xscale("log")
+    # plain numbers: the default 10^k labels go through mathtext, whose font lookups warn on
+    # stderr where its fonts are missing
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     ax.set_xlabel("age of the memory (days)")
     ax.set_ylabel("P(stale) of a typical claim")
     ax.set_title("Learned staleness per memory kind (band: 95% interval; dot: VERIFY from)")

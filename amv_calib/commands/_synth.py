@@ -47,6 +47,9 @@ def add_synth(subparsers: Any) -> None:
                    help="logs: how often cache-api answers right (default 0.85)")
     p.add_argument("--declared-reliability", type=float, default=0.95, metavar="R",
                    help="logs: the reliability cache-api declares (default 0.95)")
+    p.add_argument("--kinds", action="store_true",
+                   help="claims: the world whose memory kinds age differently (a "
+                   "memory_kind column; default: the ten families, no kinds)")
     p.add_argument("--start", default=None, metavar="TIME",
                    help="logs: time of the first decision, ISO-8601 (UTC when no offset; "
                    "default: midnight UTC after the artifact went live, so that "
@@ -87,8 +90,10 @@ def _run_synth(args: argparse.Namespace) -> int:
             f"next: amv-calib label --decisions {sim.decisions} --outcomes {sim.outcomes} "
             "--out claims.parquet"])
         return 0
+    if args.kinds and args.kind != "claims":
+        raise ConfigError(f"--kinds is for synth claims, not synth {args.kind}")
     if args.kind == "claims":
-        path = write_claims(synth_claims(n, seed=args.seed), out)
+        path = write_claims(synth_claims(n, seed=args.seed, kinds=args.kinds), out)
     else:
         if out.suffix.lower() not in (".jsonl", ".ndjson"):
             raise ConfigError(f"episodes are JSONL: --out {str(out)!r} must end in .jsonl")

@@ -87,6 +87,20 @@ def test_cli_rejects_bad_arguments(tmp_path: Path) -> None:
         synth_claims(10, seed=-1)
 
 
+def test_cli_synth_claims_kinds_writes_the_kind_world(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "kinds.csv"
+    assert main(["synth", "claims", "--kinds", "--n", "3000", "--seed", "5",
+                 "--out", str(out)]) == 0
+    written = pd.read_csv(out)
+    want = synth_claims(3000, seed=5, kinds=True)
+    assert set(written["memory_kind"]) == set(want["memory_kind"])
+    assert written["memory_kind"].tolist() == want["memory_kind"].tolist()
+    capsys.readouterr()
+    assert main(["synth", "episodes", "--kinds", "--out", str(tmp_path / "e.jsonl")]) == 2
+    assert "--kinds is for synth claims" in capsys.readouterr().err
+
+
 # -- claims ----------------------------------------------------------------------------------
 
 
