@@ -468,11 +468,6 @@ class CompareOptions(Options):
     allow_constant_features: bool = option(
         False, "compare even if a claim feature is constant over all rows (its terms get "
         "weight 0)", bool)
-    prior: str | None = option(
-        None, "an artifact (a version folder or MODEL@ALIAS, verified as the gate loads it) "
-        "whose calibrator is a candidate as it is, and the centre of a fit shrunk towards it "
-        "(the pull chosen by the folds): a first month's few labels start from it", str,
-        nullable=True, metavar="ARTIFACT")
     holdout_newest: float = option(
         0.0, "share of the newest claims kept out of the fit for the promote step", float,
         low=0.0, high=1.0, high_open=True, cli=False,

@@ -454,7 +454,7 @@ def compare_calibrators(
     sample_weight: str | None = _OPT.weights,
     refit: bool = True,
     allow_constant_features: bool = _OPT.allow_constant_features,
-    prior: Any = _OPT.prior,
+    prior: Any = None,
 ) -> ComparisonResult:
     """Cross-validate calibrators on the same leakage-safe folds and pick a champion.
 

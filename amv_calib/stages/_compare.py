@@ -36,7 +36,9 @@ def _run(call: Call) -> Compared:
     from amv_calib.claims import load_claims
 
     opts, out, source = call.options, call.out_dir(), Path(call.inputs["claims"])
-    kwargs = {**opts.arguments(compare_calibrators), "seed": call.seed}
+    prior = call.inputs.get("prior")
+    kwargs = {**opts.arguments(compare_calibrators), "seed": call.seed,
+              "prior": None if prior is None else str(prior)}
     claims = None
     if call.engine != "spark" or call.step is not None:
         claims, rejects = load_claims(source)
@@ -56,7 +58,7 @@ def _run(call: Call) -> Compared:
     if call.engine == "spark":  # the claims are read, validated and fitted on Spark
         from amv_calib.spark import compare_calibrators_spark
 
-        if opts.prior is not None:
+        if prior is not None:
             raise ConfigError("compare.prior: the spark engine fits no prior; compare with "
                               "engine local")
 
@@ -107,7 +109,14 @@ COMPARE = Stage(
         "claim table (validated the same way). Exit code 2 on too little data."
     ),
     inputs={"claims": Input(help="claim outcomes (claims.parquet, csv, jsonl)", required=True,
-                            path=True, positional=True, metavar="CLAIMS")},
+                            path=True, positional=True, metavar="CLAIMS"),
+            # an input, not an option: in a pipeline its path is the pipeline file's and the
+            # artifact's content (an alias's target too) is part of the step's key
+            "prior": Input(
+                help="an artifact (a version folder or MODEL@ALIAS, verified as the gate "
+                "loads it) whose calibrator is a candidate as it is, and the centre of a fit "
+                "shrunk towards it (the pull chosen by the folds): a first month's few "
+                "labels start from it", path=True, metavar="ARTIFACT")},
     options=CompareOptions,
     out=Input(help="output directory", required=True, metavar="DIR"),
     shared={"seed": "bootstrap seed",

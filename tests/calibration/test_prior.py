@@ -89,3 +89,29 @@ def test_few_labels_gain_from_the_prior(shipped_v1: Path) -> None:
     assert table.loc["platt_prior", "log_loss"] < table.loc["platt", "log_loss"] - 0.002
     best = without.table.set_index("name").loc[without.champion, "log_loss"]
     assert table.loc[with_prior.champion, "log_loss"] <= best
+
+
+def test_a_pipelines_prior_is_read_from_its_folder_and_keyed_by_its_content(
+        shipped_v1: Path, few_claims: pd.DataFrame, tmp_path: Path) -> None:
+    # compare.prior is a path like a step's other inputs: relative to the pipeline file, and
+    # the artifact an alias names is part of the step's key, so a moved alias reruns compare
+    from amv_calib.pipeline._runner import _step_key, load_pipeline
+
+    write_claims(few_claims, tmp_path / "claims.csv")
+    folder = tmp_path / "pipes"
+    folder.mkdir()
+    toml = folder / "p.toml"
+    toml.write_text('[pipeline]\nname = "p"\nworkdir = "../work"\ntracking = false\n\n'
+                    '[[steps]]\nname = "compare"\nkind = "compare"\nclaims = "../claims.csv"\n'
+                    'prior = "../models/amv-guard@production"\n', encoding="utf-8")
+    spec = load_pipeline(toml)
+    step = spec.steps[0]
+    assert step.params["prior"] == f"{shipped_v1.parent.resolve()}@production"
+    before = _step_key(spec, step, {})
+    aliases = shipped_v1.parent / "aliases.json"
+    aliases.write_bytes(aliases.read_bytes() + b"\n")
+    assert _step_key(spec, step, {}) != before
+    toml.write_text(toml.read_text(encoding="utf-8").replace("../models", "models"),
+                    encoding="utf-8")
+    with pytest.raises(ConfigError, match="prior='models/amv-guard@production' not found"):
+        load_pipeline(toml)
