@@ -34,6 +34,16 @@ def _xy(claims: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     return claims[[*CLAIM_FEATURES, "memory_kind"]], claims["violated"].to_numpy()
 
 
+def _intercepts_only(claims: pd.DataFrame) -> tuple[KindPlattCalibrator, pd.DataFrame]:
+    """A kind-aware Platt fit whose only terms are the kind intercepts (one pooled term that
+    is 0 on every row), next to no shrinkage; and the frame it was fitted on."""
+    X, y = _xy(claims)
+    X = X.assign(contradiction_flag=0.0)
+    only = FeatureMap((Term(column="contradiction_flag", transform="indicator"),))
+    return KindPlattCalibrator(feature_map=only, kind_terms=(), kind_penalty=1e-9,
+                               min_kind_uses=1).fit(X, y), X
+
+
 @pytest.mark.parametrize("C", [1.0, 0.05], ids=["C=1", "C=0.05"])
 def test_penalised_logistic_is_sklearns_l2_fit(kind_claims: pd.DataFrame, C: float) -> None:
     X, y = _xy(kind_claims)
@@ -48,11 +58,7 @@ def test_penalised_logistic_is_sklearns_l2_fit(kind_claims: pd.DataFrame, C: flo
 def test_kind_intercepts_alone_give_each_kinds_rate(kind_claims: pd.DataFrame) -> None:
     # One pooled term that is 0 on every row and no kind term: logit p = b + delta_k; with
     # next to no shrinkage each kind's probability is its empirical rate (the closed form).
-    X, y = _xy(kind_claims)
-    X = X.assign(contradiction_flag=0.0)
-    only = FeatureMap((Term(column="contradiction_flag", transform="indicator"),))
-    cal = KindPlattCalibrator(feature_map=only, kind_terms=(), kind_penalty=1e-9,
-                              min_kind_uses=1).fit(X, y)
+    cal, X = _intercepts_only(kind_claims)
     p = cal.predict_proba(X)[:, 1]
     for kind, group in kind_claims.groupby("memory_kind"):
         mask = (kind_claims["memory_kind"] == kind).to_numpy()
@@ -105,11 +111,7 @@ def test_portable_form_predicts_the_same(kind_claims: pd.DataFrame, cls: type) -
 def test_curve_interval_is_the_binomial_standard_error(kind_claims: pd.DataFrame) -> None:
     # Kind intercepts alone: the logit of each kind's rate has the textbook standard error
     # 1 / sqrt(n p (1 - p)); the Laplace interval of the curves must give it.
-    X, y = _xy(kind_claims)
-    X = X.assign(contradiction_flag=0.0)
-    only = FeatureMap((Term(column="contradiction_flag", transform="indicator"),))
-    cal = KindPlattCalibrator(feature_map=only, kind_terms=(), kind_penalty=1e-9,
-                              min_kind_uses=1).fit(X, y)
+    cal, _ = _intercepts_only(kind_claims)
     curves = kind_age_curves(cal, kind_claims, ages=np.array([1.0, 100.0]))
     for kind, group in kind_claims.groupby("memory_kind"):
         n, rate = len(group), group["violated"].mean()
