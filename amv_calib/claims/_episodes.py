@@ -52,7 +52,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal, TypedDict, Unpack, cast
 
 import numpy as np
 import pandas as pd
@@ -226,14 +226,20 @@ class LogLabels:
     episode_actions: list[str | None] = field(default_factory=list, repr=False)
 
 
+class LabelLogsOptions(TypedDict, total=False):
+    """The keyword options of :func:`label_logs_parts`, for :func:`label_logs` to pass on
+    (their defaults are written once, in :func:`label_logs_parts`)."""
+
+    min_verifier_calls: int
+    soft_labels: SoftLabels
+    on_corrupt: Literal["raise", "skip"]
+    columnar: bool
+
+
 def label_logs(
     decisions: PathLike | Sequence[PathLike],
     outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None = None,
-    *,
-    min_verifier_calls: int = _LABEL.min_verifier_calls,
-    soft_labels: SoftLabels = _LABEL.soft_labels,
-    on_corrupt: Literal["raise", "skip"] = "skip" if _LABEL.skip_corrupt else "raise",
-    columnar: bool = True,
+    **options: Unpack[LabelLogsOptions],
 ) -> LogLabels:
     """Claims, episodes and verifier reliabilities from decision logs and outcomes.
 
@@ -247,11 +253,10 @@ def label_logs(
     min_verifier_calls : int, default 200
         Labelled answers a verifier needs before episodes use its estimated reliability
         instead of the declared one.
+
+    The keyword options and their defaults are :func:`label_logs_parts`'s.
     """
-    joined, labels = label_logs_parts(decisions, outcomes,
-                                      min_verifier_calls=min_verifier_calls,
-                                      soft_labels=soft_labels, on_corrupt=on_corrupt,
-                                      columnar=columnar)
+    joined, labels = label_logs_parts(decisions, outcomes, **options)
     labels.claims, labels.report = joined.tables()
     return labels
 
@@ -269,7 +274,8 @@ def label_logs_parts(
     by part): the join, from which the claim rows and the unjoined uses are built in parts
     (:meth:`~amv_calib.claims.JoinedUses.claim_parts`), and the labels with an empty
     ``claims`` table and a report whose ``unjoined_uses`` is empty. Parameters as
-    :func:`label_logs`; :func:`~amv_calib.claims.write_label_folder` writes the two."""
+    :func:`label_logs` (whose keyword options these are, defaults included);
+    :func:`~amv_calib.claims.write_label_folder` writes the two."""
     if isinstance(min_verifier_calls, bool) or not isinstance(min_verifier_calls, int) \
             or min_verifier_calls < 0:
         raise ValueError(f"min_verifier_calls={min_verifier_calls!r} must be an int >= 0")

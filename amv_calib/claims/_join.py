@@ -72,7 +72,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypedDict, Unpack
 
 import numpy as np
 import pandas as pd
@@ -440,14 +440,20 @@ def invalid_detail(u: pd.DataFrame, no_time: BoolArray, bad_times: Mapping[int, 
     return bad, codes, messages
 
 
+class JoinLogsOptions(TypedDict, total=False):
+    """The keyword options of :func:`join_logs`, for :func:`label_claims` to pass on (their
+    defaults are written once, in :func:`join_logs`)."""
+
+    soft_labels: SoftLabels
+    on_corrupt: Literal["raise", "skip"]
+    columnar: bool
+    log: LogEntries | None
+
+
 def label_claims(
     decisions: PathLike | Sequence[PathLike],
     outcomes: PathLike | pd.DataFrame | Sequence[PathLike | pd.DataFrame] | None = None,
-    *,
-    soft_labels: SoftLabels = "posterior",
-    on_corrupt: Literal["raise", "skip"] = "raise",
-    columnar: bool = True,
-    log: LogEntries | None = None,
+    **options: Unpack[JoinLogsOptions],
 ) -> tuple[pd.DataFrame, JoinReport]:
     """Join decision logs with outcome records into claim outcomes (module docs: the rules).
 
@@ -481,8 +487,7 @@ def label_claims(
     report : JoinReport
         Counts by reason and status, with per-record details.
     """
-    return join_logs(decisions, outcomes, soft_labels=soft_labels, on_corrupt=on_corrupt,
-                     columnar=columnar, log=log).tables()
+    return join_logs(decisions, outcomes, **options).tables()
 
 
 def join_logs(

@@ -16,7 +16,7 @@ import pytest
 from amv_calib import cli
 from amv_calib.artifacts import decide_promotion
 from amv_calib.calibration import compare_calibrators
-from amv_calib.claims import label_logs
+from amv_calib.claims import label_logs_parts
 from amv_calib.exceptions import ConfigError
 from amv_calib.monitoring import derisk, monitor
 from amv_calib.pipeline._steps import STEP_KINDS
@@ -46,7 +46,7 @@ LIBRARY: dict[str, tuple[type[Options], list[Callable[..., Any]], dict[str, str]
              {"harm_price"}),  # pinned through `space`
     "certify": (CertifyOptions, [certify_episodes], {},
                 {"assume_unseen"}),  # the caller passes seen=None
-    "label": (LabelOptions, [label_logs], {},
+    "label": (LabelOptions, [label_logs_parts], {},
               {"skip_corrupt", "overwrite"}),  # on_corrupt="skip"; the outputs' writer
     "promote": (PromoteOptions, [decide_promotion], {}, set()),
     "monitor": (MonitorOptions, [monitor], {},
