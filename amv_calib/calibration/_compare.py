@@ -495,7 +495,8 @@ def compare_calibrators(
     prior : str, path or PortableCalibrator, optional
         An artifact (loaded and verified as the gate loads it) or a calibrator: adds the
         candidates ``prior`` (it as it is) and, when linear, ``platt_prior`` (a fit shrunk
-        towards it, the pull chosen by the folds); see :mod:`amv_calib.calibration._prior`.
+        towards it, the pull chosen by its marginal likelihood); see
+        :mod:`amv_calib.calibration._prior`.
 
     Raises
     ------

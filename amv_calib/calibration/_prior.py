@@ -146,7 +146,7 @@ def log_evidence(F: FloatArray, y: FloatArray, w: FloatArray, intercept: float,
     H = (A * (w * p * (1.0 - p))[:, None]).T @ A
     H[np.diag_indices_from(H)] += penalty
     _, logdet = np.linalg.slogdet(H)
-    return (-nll - 0.5 * penalty * float(d @ d) + 0.5 * theta.size * math.log(penalty)
+    return (-nll - 0.5 * penalty * float(d @ d) + 0.5 * int(theta.size) * math.log(penalty)
             - 0.5 * float(logdet))
 
 
