@@ -10,12 +10,12 @@ theirs, the intervals paired over the same resamples).
 
 ``--part prior``: ``compare --prior models/amv-guard/v1`` on 5,000 and on 60,000 claims of a
 world unlike the sample (the same five-kind world, its kinds hidden), for each of ``--seeds``
-(12-15): a table per seed and the count of seeds meeting each target. Targets, per seed: with
+(12-19): a table per seed and the count of seeds meeting each target. Targets, per seed: with
 5,000 claims, the champion's excess log loss at most 0.5 %; with 60,000 no worse than without
 the prior.
 
     .venv/bin/python bench/kinds_acceptance.py [--part kinds|prior|all] [--n 60000]
-        [--seeds 12,13,14,15] [--check]
+        [--seeds 12,13,14,15,16,17,18,19] [--check]
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=60_000, help="claims of the kinds part")
     ap.add_argument("--n-boot", type=int, default=200)
     ap.add_argument("--seeds", default=None,
-                    help="prior part: comma-separated seeds of the claims (default 12,13,14,15)")
+                    help="prior part: comma-separated seeds of the claims (default 12-19)")
     ap.add_argument("--json", type=Path, help="write the tables and targets here")
     ap.add_argument("--out", type=Path, help="kinds part: write the comparison folder here")
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")

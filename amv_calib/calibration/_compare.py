@@ -495,7 +495,8 @@ def compare_calibrators(
     prior : str, path or PortableCalibrator, optional
         An artifact (loaded and verified as the gate loads it) or a calibrator: adds the
         candidates ``prior`` (it as it is) and, when linear, ``platt_prior`` (a fit shrunk
-        towards it, the pull chosen by the folds); see :mod:`amv_calib.calibration._prior`.
+        towards it, the pull chosen by its marginal likelihood); see
+        :mod:`amv_calib.calibration._prior`.
 
     Raises
     ------
@@ -533,6 +534,7 @@ def compare_calibrators(
         n_bins=n_bins, n_boot=n_boot, alpha=alpha, seed=seed,
         sample_weight=weight_column([str(c) for c in claims.columns], sample_weight)[0],
         allow_constant_features=allow_constant_features, chosen=cv.chosen,
+        evidence=_chosen_by_evidence(estimators),
         baselines=[n for n, e in cals.items() if getattr(e, "is_baseline", False)])
     from amv_calib.calibration._kindcurves import kind_outputs
 
@@ -609,6 +611,7 @@ def comparison_result(
     allow_constant_features: bool,
     engine: str | None = None,
     chosen: Mapping[str, Any] | None = None,
+    evidence: Mapping[str, Any] | None = None,
     baselines: Sequence[str] = (),
 ) -> ComparisonResult:
     """The comparison of out-of-fold predictions made elsewhere (the scoring half of
@@ -621,7 +624,8 @@ def comparison_result(
     time split) are per row in the same order; ``p_true`` adds the oracle rows;
     ``estimators`` are the calibrators refitted on all rows and ``descriptions`` their
     settings for ``config``; ``engine`` (when given) is recorded in ``config``, as are the
-    settings ``chosen`` by the folds. ``baselines`` name rows reported beside the
+    settings ``chosen`` by the folds and those the refits chose by their marginal
+    likelihood (``evidence``). ``baselines`` name rows reported beside the
     calibrators that never become the champion.
     """
     import pandas as pd
@@ -667,6 +671,8 @@ def comparison_result(
         config["engine"] = engine
     if chosen:
         config["chosen_by_folds"] = dict(chosen)
+    if evidence:
+        config["chosen_by_evidence"] = dict(evidence)
     if baselines:
         config["baselines"] = list(baselines)
     return ComparisonResult(
@@ -737,6 +743,20 @@ def _cross_validate(cals: dict[str, Any], X: pd.DataFrame, y: FloatArray, w: Flo
         )
     cv.oof, cv.chosen = choose_variants(cals, found, oof, y, w, scoring)
     return cv
+
+
+def _chosen_by_evidence(estimators: Mapping[str, Any]) -> dict[str, Any]:
+    """What each refit that chooses its own penalty by its marginal likelihood chose
+    (``platt_prior``): ``{name: {"chosen": {"prior_penalty": ...}, "candidates":
+    [{"prior_penalty": ..., "log_evidence": ...}]}}``."""
+    out: dict[str, Any] = {}
+    for name, est in estimators.items():
+        ev = getattr(est, "log_evidence_", None)
+        if ev:
+            out[name] = {"chosen": {"prior_penalty": est.prior_penalty_},
+                         "candidates": [{"prior_penalty": k, "log_evidence": v}
+                                        for k, v in ev.items()]}
+    return out
 
 
 def _fold_tables(oof: Mapping[str, FloatArray], y: FloatArray, w: FloatArray,

@@ -6,21 +6,28 @@ candidates to the comparison:
 - ``prior``: the artifact's calibrator as it is (what the gate evaluates), so that the
   champion is never worse than the prior on the folds unless the data say so;
 - ``platt_prior``: a logistic fit with the prior's own structure (its feature map, and its
-  kinds when it has them) minimising
+  kinds when it has them), the maximum a posteriori fit under a Gaussian prior centred on
+  the artifact's numbers: it minimises
   ``sum_i w_i * logloss_i + prior_penalty / 2 * ||theta - theta_prior||^2`` over the
-  intercept, the coefficients and the kind intercepts ``theta``; the comparison chooses
-  ``prior_penalty`` among :data:`PRIOR_PENALTIES` by its folds. Few labels: close to the
-  prior; many: the data's fit.
+  intercept, the coefficients and the kind intercepts ``theta``. By default
+  ``prior_penalty`` is chosen among :data:`PRIOR_PENALTIES` by empirical Bayes: the largest
+  Laplace approximation of the marginal likelihood of the rows the calibrator is fitted on
+  (:func:`log_evidence`). The comparison fits it on each fold's training rows, so its
+  out-of-fold score includes the choice, and the refit chooses again on all rows. Few labels,
+  or a prior the data agree with: close to the prior; many labels, or a prior far from the
+  data: the data's fit.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.special import expit
 from sklearn.utils.validation import check_is_fitted
 
 from amv_calib.calibration._calibrators import _ClaimCalibrator
@@ -30,12 +37,18 @@ from amv_calib.exceptions import ArtifactError, ConfigError
 
 FloatArray = NDArray[np.float64]
 
-#: The strengths of the pull towards the prior that the comparison tries (in units of the
-#: summed log loss; the prior itself is the limit of an infinite one).
-PRIOR_PENALTIES: Final = (0.1, 0.3, 1.0, 3.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0)
+#: The strengths of the pull towards the prior among which the marginal likelihood chooses
+#: (the precision of the Gaussian prior, in units of the summed log loss; the prior itself is
+#: the limit of an infinite one): half-decades from a pull the data outweigh at a few
+#: thousand rows to one that holds the prior against a hundred thousand.
+PRIOR_PENALTIES: Final = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0,
+                          10000.0, 30000.0, 100000.0)
+#: Decimals (nats) to which log evidences are rounded before the largest is taken, so that
+#: float noise that follows the CPU cannot change the choice; the earliest penalty wins a tie.
+EVIDENCE_DECIMALS: Final = 6
 
-__all__ = ["PRIOR_PENALTIES", "ArtifactPriorCalibrator", "Prior", "PriorPlattCalibrator",
-           "load_prior", "prior_calibrators"]
+__all__ = ["EVIDENCE_DECIMALS", "PRIOR_PENALTIES", "ArtifactPriorCalibrator", "Prior",
+           "PriorPlattCalibrator", "load_prior", "log_evidence", "prior_calibrators"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,6 +122,34 @@ class ArtifactPriorCalibrator(_PortableCalibrator):
         return self
 
 
+def log_evidence(F: FloatArray, y: FloatArray, w: FloatArray, intercept: float,
+                 coef: FloatArray, centre: FloatArray, penalty: float) -> float:
+    """Laplace approximation of the log marginal likelihood of a logistic regression under
+    the Gaussian prior ``N(centre, I / penalty)`` on all its ``p`` parameters, at the
+    maximum a posteriori fit ``(intercept, coef)``.
+
+    ``log Z = -Phi(theta) + p/2 * log(penalty) - 1/2 * log det(H + penalty * I)``, where
+    ``Phi`` is the penalised objective (the weighted log loss summed, ``w`` read as
+    replicate counts, plus ``penalty / 2 * ||theta - centre||^2``) and ``H`` the weighted
+    Fisher information ``A' diag(w p (1 - p)) A`` of the design ``A = [1, F]``; the
+    ``2 pi`` factors cancel. ``centre`` holds the intercept's centre first.
+    """
+    A = np.empty((F.shape[0], F.shape[1] + 1), dtype=np.float64)
+    A[:, 0] = 1.0
+    A[:, 1:] = F
+    theta = np.r_[float(intercept), np.asarray(coef, dtype=np.float64)]
+    z = A @ theta
+    # log(1 + e^z) - y z is the log loss without a log of a probability: nothing to clip.
+    nll = float(w @ (np.logaddexp(0.0, z) - y * z))
+    d = theta - centre
+    p = expit(z)
+    H = (A * (w * p * (1.0 - p))[:, None]).T @ A
+    H[np.diag_indices_from(H)] += penalty
+    _, logdet = np.linalg.slogdet(H)
+    return (-nll - 0.5 * penalty * float(d @ d) + 0.5 * int(theta.size) * math.log(penalty)
+            - 0.5 * float(logdet))
+
+
 class PriorPlattCalibrator(_PortableCalibrator):
     """A logistic fit with a linear prior's structure, shrunk towards its coefficients.
 
@@ -116,9 +157,10 @@ class PriorPlattCalibrator(_PortableCalibrator):
     ----------
     prior : Prior
         A linear calibrator (with or without kinds).
-    prior_penalty : float, default 100.0
+    prior_penalty : float or None, default None
         L2 strength on the difference from the prior's intercept, coefficients and kind
-        intercepts.
+        intercepts (the precision of a Gaussian prior). None: the one of
+        :data:`PRIOR_PENALTIES` with the largest :func:`log_evidence` on the rows fitted.
     max_iter : int, default 100
     tol : float, default 1e-8
 
@@ -126,18 +168,19 @@ class PriorPlattCalibrator(_PortableCalibrator):
     ----------
     portable_ : PortableCalibrator
         The prior's feature map and kinds with the fitted numbers; no clamp.
+    prior_penalty_ : float
+        The penalty used.
+    log_evidence_ : dict of float to float
+        With ``prior_penalty=None``: each candidate penalty's log evidence (rounded to
+        :data:`EVIDENCE_DECIMALS`); empty otherwise.
     """
 
-    def __init__(self, *, prior: Prior | None = None, prior_penalty: float = 100.0,
+    def __init__(self, *, prior: Prior | None = None, prior_penalty: float | None = None,
                  max_iter: int = 100, tol: float = 1e-8) -> None:
         self.prior = prior
         self.prior_penalty = prior_penalty
         self.max_iter = max_iter
         self.tol = tol
-
-    def candidate_params(self) -> list[dict[str, Any]]:
-        """The settings the comparison chooses among by its folds."""
-        return [{"prior_penalty": lam} for lam in PRIOR_PENALTIES]
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> PriorPlattCalibrator:
         """Fit the shrunk logistic regression; returns ``self``."""
@@ -145,8 +188,9 @@ class PriorPlattCalibrator(_PortableCalibrator):
             raise ValueError("PriorPlattCalibrator needs a linear prior= (an isotonic prior "
                              "is compared as it is)")
         lam = self.prior_penalty
-        if not (isinstance(lam, (int, float)) and np.isfinite(lam) and lam > 0):
-            raise ValueError(f"prior_penalty={lam!r} must be a finite number > 0")
+        if lam is not None and not (isinstance(lam, (int, float)) and not isinstance(lam, bool)
+                                    and np.isfinite(lam) and lam > 0):
+            raise ValueError(f"prior_penalty={lam!r} must be None or a finite number > 0")
         Xv, y01, w, _ = self._check_fit_input(X, y, sample_weight)
         pc = self.prior.calibrator
         codes = pc.kind_codes(_kinds_of(X, Xv.shape[0])) if pc.has_kinds else None
@@ -159,11 +203,29 @@ class PriorPlattCalibrator(_PortableCalibrator):
                            .astype(np.float64)])
         centre = np.r_[np.asarray(pc.coef, dtype=np.float64),
                        np.asarray(pc.kind_intercept, dtype=np.float64)]
-        b, theta, it = penalised_logistic(
-            F, y01, w, np.full(F.shape[1], float(lam)), centre=centre,
-            intercept_centre=float(pc.intercept), intercept_penalty=float(lam),
-            max_iter=self.max_iter, tol=self.tol)
+        y01 = np.asarray(y01, dtype=np.float64)
+        w = np.asarray(w, dtype=np.float64)
+
+        def fit_at(penalty: float) -> tuple[float, FloatArray, int]:
+            return penalised_logistic(
+                F, y01, w, np.full(F.shape[1], penalty), centre=centre,
+                intercept_centre=float(pc.intercept), intercept_penalty=penalty,
+                max_iter=self.max_iter, tol=self.tol)
+
+        self.log_evidence_: dict[float, float] = {}
+        if lam is None:
+            full_centre = np.r_[float(pc.intercept), centre]
+            fits = [fit_at(penalty) for penalty in PRIOR_PENALTIES]
+            self.log_evidence_ = {
+                penalty: round(log_evidence(F, y01, w, b, theta, full_centre, penalty),
+                               EVIDENCE_DECIMALS)
+                for penalty, (b, theta, _) in zip(PRIOR_PENALTIES, fits, strict=True)}
+            i = int(np.argmax(list(self.log_evidence_.values())))  # the earliest of ties
+            lam, (b, theta, it) = PRIOR_PENALTIES[i], fits[i]
+        else:
+            b, theta, it = fit_at(float(lam))
         n_terms = len(pc.coef)
+        self.prior_penalty_ = float(lam)
         self.intercept_, self.coef_, self.n_iter_ = b, theta[:n_terms], it
         self.portable_ = PortableCalibrator(
             kind="linear", feature_map=pc.feature_map, intercept=b,

@@ -115,8 +115,8 @@ COMPARE = Stage(
             "prior": Input(
                 help="an artifact (a version folder or MODEL@ALIAS, verified as the gate "
                 "loads it) whose calibrator is a candidate as it is, and the centre of a fit "
-                "shrunk towards it (the pull chosen by the folds): a first month's few "
-                "labels start from it (default: none)", path=True, metavar="ARTIFACT")},
+                "shrunk towards it (the pull chosen by its marginal likelihood): a first "
+                "month's few labels start from it (default: none)", path=True, metavar="ARTIFACT")},
     options=CompareOptions,
     out=Input(help="output directory", required=True, metavar="DIR"),
     shared={"seed": "bootstrap seed",
