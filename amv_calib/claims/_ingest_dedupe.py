@@ -2,6 +2,13 @@
 
 Keys are 64-bit hashes of the pair, kept per accepted row (:class:`_SeenKeys`), so a file of
 any number of chunks is checked with bounded memory per row and no second pass.
+
+Why not a library: exact keys in pyarrow (``dictionary_encode`` of the pair, ``is_in``
+against the keys of earlier chunks) measured 2 to 3.5 times the time of this module per
+million keys; DuckDB 4 to 6 times (a window over each chunk, a join against a table of
+accepted keys), and 10 times for merely inserting the keys into a table with a primary key.
+The pyarrow and join forms keep no lookup structure between calls, so they look at every
+accepted key again for each new chunk: their cost grows with the square of the chunk count.
 """
 
 from __future__ import annotations
