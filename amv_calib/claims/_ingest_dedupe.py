@@ -2,6 +2,13 @@
 
 Keys are 64-bit hashes of the pair, kept per accepted row (:class:`_SeenKeys`), so a file of
 any number of chunks is checked with bounded memory per row and no second pass.
+
+Why not a library: exact keys in pyarrow (``dictionary_encode`` of the pair, ``is_in``
+against the keys of earlier chunks) measured 2 to 3.5 times the time of this module per
+million keys; DuckDB 4 to 6 times (a window over each chunk, a join against a table of
+accepted keys), and 10 times for merely inserting the keys into a table with a primary key.
+The pyarrow and join forms keep no lookup structure between calls, so they look at every
+accepted key again for each new chunk: their cost grows with the square of the chunk count.
 """
 
 from __future__ import annotations
@@ -167,7 +174,7 @@ class _SeenKeys:
         self._fresh.append(run)
         if len(self._fresh) < self._FRESH:
             return
-        self._runs.append(np.sort(np.concatenate(self._fresh)))
+        self._runs.append(_merge_sorted(*self._fresh))
         self._fresh = []
         # Binary-counter merging: each key is merged O(log(n / chunk)) times in all.
         while len(self._runs) > 1 and len(self._runs[-2]) <= len(self._runs[-1]):
@@ -176,9 +183,13 @@ class _SeenKeys:
             self._runs.append(_merge_sorted(a, b))
 
 
-def _merge_sorted(a: NDArray[np.uint64], b: NDArray[np.uint64]) -> NDArray[np.uint64]:
-    # numpy's vectorised sort of the concatenation beats an insertion merge by far.
-    return np.sort(np.concatenate([a, b]))
+def _merge_sorted(*runs: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    # numpy's stable sort (timsort) finds the sorted runs laid end to end and merges them,
+    # in linear time for two; its default sort starts from scratch: 12 times slower for two
+    # runs of 4 M keys. Equal keys are indistinguishable, so the result is the same array.
+    merged = np.concatenate(runs)
+    merged.sort(kind="stable")  # in place: np.sort would copy the fresh array once more
+    return merged
 
 
 def _duplicates(

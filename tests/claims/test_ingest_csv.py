@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import amv_calib.claims._arrow as arrow
 from amv_calib.claims._ingest import ingest_file, iter_claim_chunks, load_claims
-from amv_calib.claims._ingest_dedupe import _GOLDEN, _MUL, _string_hash
+from amv_calib.claims._ingest_dedupe import _GOLDEN, _MUL, _duplicates, _SeenKeys, _string_hash
 from amv_calib.claims._ingest_parse import _empty_mask
 from amv_calib.exceptions import DataContractError
 
@@ -210,6 +210,27 @@ def test_string_hash_matches_its_definition(texts: list[str], start: int) -> Non
     arr = pa.array(["pad"] * start + texts, pa.large_string()).slice(start)
     got = _string_hash(arr).tolist()
     assert got == [_reference_hash(t) for t in texts]
+
+
+@settings(max_examples=40, deadline=None)
+@given(chunks=st.lists(st.lists(st.integers(0, 300), max_size=40), min_size=1, max_size=60))
+def test_duplicates_across_many_chunks_name_the_first_row(chunks: list[list[int]]) -> None:
+    # Enough chunks that the seen keys' sorted runs are merged, several times over.
+    seen = _SeenKeys()
+    first: dict[int, int] = {}
+    row = 1
+    for keys in chunks:
+        k = np.asarray(keys, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        rows = np.arange(row, row + len(keys), dtype=np.int64)
+        ok = np.ones(len(keys), dtype=bool)
+        dup_of, register = _duplicates(k, ok, ok, rows, seen)
+        register()
+        expected = []
+        for key, r in zip(k.tolist(), rows.tolist(), strict=True):
+            expected.append(first.get(key, 0))
+            first.setdefault(key, r)
+        assert dup_of.tolist() == expected
+        row += len(keys)
 
 
 @settings(max_examples=150, deadline=None)
