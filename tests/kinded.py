@@ -105,21 +105,27 @@ def exact_kinded_calibrator() -> PortableCalibrator:
 
 
 #: The kind-aware calibrators of the comparison that :func:`fitted_kinded_calibrator` fits.
-FITTED_KINDS = ("platt_kind", "beta_kind")
+FITTED_KINDS = ("platt_kind", "beta_kind", "isotonic_kind")
 
 
 @cache
 def fitted_kinded_calibrator(name: str) -> PortableCalibrator:
-    """A real kind-aware calibrator: ``platt_kind`` or ``beta_kind`` fitted on 3,000
-    synthetic claims whose kinds age differently, in its portable form. Its terms take
-    ``logit``, ``log``, ``log1m`` and ``log1p`` of the claim and its probability the sigmoid,
-    so every claim goes through the portable ``log``, ``log1p`` and ``exp``; its vocabulary
+    """A real kind-aware calibrator: ``platt_kind``, ``beta_kind`` or ``isotonic_kind``
+    fitted on 3,000 synthetic claims whose kinds age differently, in its portable form. Its
+    terms take ``logit``, ``log``, ``log1m`` and ``log1p`` of the claim and its probability
+    the sigmoid (the first two) or an isotonic table over that index (the third), so every
+    claim goes through the portable ``log`` and ``log1p`` (and ``exp``); its vocabulary
     (behaviour, deployment, event, fact, opinion, other, preference) holds some of
     :func:`kind_cases`' kinds and not others."""
-    from amv_calib.calibration import KindBetaCalibrator, KindPlattCalibrator
+    from amv_calib.calibration import (
+        KindBetaCalibrator,
+        KindIsotonicCalibrator,
+        KindPlattCalibrator,
+    )
     from amv_calib.datasets import synth_kind_claims
 
-    cls = {"platt_kind": KindPlattCalibrator, "beta_kind": KindBetaCalibrator}[name]
+    cls = {"platt_kind": KindPlattCalibrator, "beta_kind": KindBetaCalibrator,
+           "isotonic_kind": KindIsotonicCalibrator}[name]
     claims = synth_kind_claims(3000, seed=5)
     return cls().fit(claims.drop(columns=["violated"]), claims["violated"].to_numpy()
                      ).to_portable()
