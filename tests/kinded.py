@@ -7,6 +7,7 @@ terms only. The numbers are made up (a fit is calibration's business, not the ga
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,33 @@ def exact_kinded_calibrator() -> PortableCalibrator:
     )
 
 
+#: The kind-aware calibrators of the comparison that :func:`fitted_kinded_calibrator` fits.
+FITTED_KINDS = ("platt_kind", "beta_kind", "isotonic_kind")
+
+
+@cache
+def fitted_kinded_calibrator(name: str) -> PortableCalibrator:
+    """A real kind-aware calibrator: ``platt_kind``, ``beta_kind`` or ``isotonic_kind``
+    fitted on 3,000 synthetic claims whose kinds age differently, in its portable form. Its
+    terms take ``logit``, ``log``, ``log1m`` and ``log1p`` of the claim and its probability
+    the sigmoid (the first two) or an isotonic table over that index (the third), so every
+    claim goes through the portable ``log`` and ``log1p`` (and ``exp``); its vocabulary
+    (behaviour, deployment, event, fact, opinion, other, preference) holds some of
+    :func:`kind_cases`' kinds and not others."""
+    from amv_calib.calibration import (
+        KindBetaCalibrator,
+        KindIsotonicCalibrator,
+        KindPlattCalibrator,
+    )
+    from amv_calib.datasets import synth_kind_claims
+
+    cls = {"platt_kind": KindPlattCalibrator, "beta_kind": KindBetaCalibrator,
+           "isotonic_kind": KindIsotonicCalibrator}[name]
+    claims = synth_kind_claims(3000, seed=5)
+    return cls().fit(claims.drop(columns=["violated"]), claims["violated"].to_numpy()
+                     ).to_portable()
+
+
 def kind_cases(n: int, seed: int = 53) -> list[dict[str, Any]]:
     """``n`` actions on 1 to 4 claims each, as gate inputs (plain JSON): every claim with a
     kind of the vocabulary, one outside it, or none (``memory_kind``, ``memoryKind`` or
@@ -145,4 +173,37 @@ def kind_cases(n: int, seed: int = 53) -> list[dict[str, Any]]:
                                "abstention_cost_kappa": float(rng.choice([0.5, 2.0, 10.0])),
                                "premises": premises},
                     "verifiers": verifiers})
+    return out
+
+
+def batch_arrays(actions: list[Any], offered: list[list[Any]]) -> dict[str, Any]:
+    """The compiled batch gate's arrays for ``actions`` (``CandidateAction``) and the
+    ``Verifier`` lists offered with them: ``feat`` (n, m, 4), ``mask``, ``kinds`` (object),
+    ``theta``, ``kappa``, ``res`` (n, V, m), ``cost``, ``rel`` and ``avail``, premise slots
+    and verifier columns in the given order."""
+    import numpy as np
+
+    from amv_calib.contract import CLAIM_FEATURES
+
+    n = len(actions)
+    m = max(len(a.premises) for a in actions)
+    n_ver = max(1, max(len(v) for v in offered))
+    out: dict[str, Any] = {
+        "feat": np.zeros((n, m, 4)), "mask": np.zeros((n, m), dtype=bool),
+        "kinds": np.full((n, m), None, dtype=object),
+        "theta": np.array([a.impact_cost_theta for a in actions]),
+        "kappa": np.array([a.abstention_cost_kappa for a in actions]),
+        "res": np.zeros((n, n_ver, m), dtype=bool), "cost": np.zeros((n, n_ver)),
+        "rel": np.full((n, n_ver), 0.9), "avail": np.zeros((n, n_ver), dtype=bool)}
+    for i, (action, verifiers) in enumerate(zip(actions, offered, strict=True)):
+        for j, pm in enumerate(action.premises):
+            f = pm.claim.features()
+            out["feat"][i, j] = [f[k] for k in CLAIM_FEATURES]
+            out["mask"][i, j], out["kinds"][i, j] = True, pm.memory_kind
+        index = {pm.id: j for j, pm in enumerate(action.premises)}
+        for v, ver in enumerate(verifiers):
+            out["avail"][i, v] = True
+            out["cost"][i, v], out["rel"][i, v] = ver.execution_cost, ver.symmetric_reliability
+            for pid in ver.resolves_premise_ids:
+                out["res"][i, v, index[pid]] = True
     return out

@@ -1,7 +1,8 @@
 """The contract shared by training and the runtime gate: numpy and the standard library only.
 
 The claim columns and their aliases (``_schema``), the closed feature vocabulary, the
-portable calibrator and the one sigmoid (``_features``), the artifact format with its
+portable calibrator and the one sigmoid (``_features``), the ``log``, ``log1p`` and ``exp``
+every language evaluates a claim with (``_portable_math``), the artifact format with its
 loader (``_artifact``, ``_folder``, ``_signature``), the decision log's format and reader
 (``_decision_log``), and the two rules for reading anything from outside: strict JSON
 (``_json``) and regular files only (``_files``).
@@ -82,6 +83,7 @@ from amv_calib.contract._json import (
     lone_surrogate,
     surrogate_message,
 )
+from amv_calib.contract._portable_math import portable_exp, portable_log, portable_log1p
 from amv_calib.contract._schema import (
     ALIASES,
     CLAIM_FEATURES,
@@ -146,6 +148,9 @@ __all__ = [
     "read_json_object",
     "read_regular_bytes",
     "resolve_reference",
+    "portable_exp",
+    "portable_log",
+    "portable_log1p",
     "seed_prior_calibrator",
     "sigmoid",
     "thresholds_sha256",

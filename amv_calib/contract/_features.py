@@ -21,6 +21,7 @@ from typing import Any, Final, Literal, cast, get_args
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from amv_calib.contract._portable_math import portable_exp, portable_log, portable_log1p
 from amv_calib.contract._schema import CLAIM_FEATURES
 from amv_calib.exceptions import PortableFormatError, check_choice
 
@@ -161,21 +162,23 @@ class Term:
         return cast(FloatArray, (x > 0.5).astype(np.float64))
 
     def apply_scalar(self, x: float) -> float:
-        """Scalar twin of :meth:`apply` (the gate's single-claim fast path)."""
+        """Scalar twin of :meth:`apply` (the gate's single-claim fast path), with the
+        portable ``log`` and ``log1p`` (:mod:`amv_calib.contract._portable_math`): the same
+        bits in every language, within an ulp of :meth:`apply`'s."""
         eps = DEFAULT_EPS if self.eps is None else self.eps
         t = self.transform
         if t == "identity":
             return x
         if t == "logit":
-            return math.log(max(eps, x)) - math.log(max(eps, 1.0 - x))
+            return portable_log(max(eps, x)) - portable_log(max(eps, 1.0 - x))
         if t == "log":
-            return math.log(max(eps, x))
+            return portable_log(max(eps, x))
         if t == "log1m":
-            return -math.log(max(eps, 1.0 - x))
+            return -portable_log(max(eps, 1.0 - x))
         if t == "ramp":
             return min(1.0, x / cast(float, self.scale))
         if t == "log1p":
-            return math.log1p(x / cast(float, self.scale))
+            return portable_log1p(x / cast(float, self.scale))
         return 1.0 if x > 0.5 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -559,7 +562,10 @@ class PortableCalibrator:
         """Probability for one claim given as ``{feature: value}``, in plain Python.
 
         ``memory_kind`` is the claim's kind (absent or unknown: ``"other"``); a calibrator
-        without kinds ignores it.
+        without kinds ignores it. The terms and the sigmoid use the portable ``log``,
+        ``log1p`` and ``exp`` (:mod:`amv_calib.contract._portable_math`), so the compiled
+        batch gate and the TypeScript client compute these very bits; :meth:`predict`
+        (numpy's functions) agrees within a few ulps.
         """
         z = self.intercept
         if self.kinds:
@@ -575,9 +581,9 @@ class PortableCalibrator:
         if self.kind == "isotonic":
             p = float(np.interp(z, self._x, self._y))
         elif z >= 0:
-            p = 1.0 / (1.0 + math.exp(-z))
+            p = 1.0 / (1.0 + portable_exp(-z))
         else:
-            e = math.exp(z)
+            e = portable_exp(z)
             p = e / (1.0 + e)
         if self.clamp is not None:
             p = min(self.clamp[1], max(self.clamp[0], p))

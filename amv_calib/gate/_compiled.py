@@ -52,6 +52,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from amv_calib.contract import portable_exp, portable_log, portable_log1p
 from amv_calib.gate._model import VOI_TOLERANCE
 from amv_calib.gate._planner import (
     MAX_EXACT_VERIFIERS,
@@ -85,6 +86,15 @@ def _inline(fn: _F) -> _F:
     is not inlined by LLVM, and passing a dozen arrays (each a struct of pointers, shape
     and strides) costs more than a planner step; the hot helpers are therefore inlined."""
     return cast(_F, njit(inline="always", **_JIT)(fn))
+
+
+# The portable log, log1p and exp (amv_calib.contract._portable_math): the very Python
+# functions compiled, so the batch gate computes the scalar gate's bits (and TypeScript's).
+# numba's on-disk cache does not see a change of that module (only of the file of the
+# function it compiles): a change there needs the cache cleared, as the module says.
+_log = _inline(portable_log)
+_log1p = _inline(portable_log1p)
+_exp = _inline(portable_exp)
 
 _INF: Final = math.inf
 _NEG_INF: Final = -math.inf
@@ -574,7 +584,7 @@ def _score(probs: Any, idx: Any, k: int, r: float, lam_cost: float) -> float:
     if r >= 1.0:
         llr = 40.0
     else:
-        x = math.log(r / (1.0 - r))
+        x = _log(r / (1.0 - r))
         llr = x if x < 40.0 else 40.0  # min(40.0, x)
     var = 0.0
     for t in range(k):
@@ -1280,15 +1290,15 @@ def _calibrate_rows(feat: NDArray[np.float64], codes: NDArray[np.int64],
                 if tr == 0:
                     v = x
                 elif tr == 1:
-                    v = math.log(_pymax(eps, x)) - math.log(_pymax(eps, 1.0 - x))
+                    v = _log(_pymax(eps, x)) - _log(_pymax(eps, 1.0 - x))
                 elif tr == 2:
-                    v = math.log(_pymax(eps, x))
+                    v = _log(_pymax(eps, x))
                 elif tr == 3:
-                    v = -math.log(_pymax(eps, 1.0 - x))
+                    v = -_log(_pymax(eps, 1.0 - x))
                 elif tr == 4:
                     v = _pymin(1.0, x / tflt[t, 1])
                 elif tr == 5:
-                    v = math.log1p(x / tflt[t, 1])
+                    v = _log1p(x / tflt[t, 1])
                 else:
                     v = 1.0 if x > 0.5 else 0.0
                 if tint[t, 2] >= 0:
@@ -1297,9 +1307,9 @@ def _calibrate_rows(feat: NDArray[np.float64], codes: NDArray[np.int64],
             if iso:
                 p = _interp(z, xs, ys)
             elif z >= 0:
-                p = 1.0 / (1.0 + math.exp(-z))
+                p = 1.0 / (1.0 + _exp(-z))
             else:
-                e = math.exp(z)
+                e = _exp(z)
                 p = e / (1.0 + e)
             if clamp[2] > 0.0:
                 p = _pymin(clamp[1], _pymax(clamp[0], p))

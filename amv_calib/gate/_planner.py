@@ -15,8 +15,9 @@ so the state space of verifiers resolving ``k_1, ..., k_n`` premises has at most
 and ``prod_j (1 + 2^k_j) * sum_j 2^k_j <= MAX_WORK`` (8 single-premise verifiers fit).
 Beyond that it is a *beam*: the exact plan over the verifiers that fit, chosen so that
 every premise keeps its best verifier and then by evidence per cost (``p(1-p)`` times the
-signal's log-likelihood ratio, over ``lambda c``), with the myopic rule over all verifiers
-as a floor (its choice wins when its one-step value beats the beam's plan).
+signal's log-likelihood ratio with the portable ``log``, over ``lambda c``), with the
+myopic rule over all verifiers as a floor (its choice wins when its one-step value beats
+the beam's plan).
 
 The verifiers a plan is given are those the gate enumerated (:func:`enumerable`: their
 ``sum_j 2^k_j`` is at most ``MAX_OUTCOMES``, which :func:`plan` checks), so every plan values
@@ -41,9 +42,10 @@ two equal bit for bit.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Final, NamedTuple
+
+from amv_calib.contract import portable_log
 
 __all__ = [
     "MAX_EXACT_VERIFIERS",
@@ -190,8 +192,9 @@ def _score(probs: Sequence[float], sp: Spec) -> float:
     # Evidence per unit of cost: each resolved premise's variance p(1-p) times the signal's
     # log-likelihood ratio (capped, r = 1 is infinitely strong), over lambda c.
     # (A plain loop, not sum(): from Python 3.12 on sum() of floats is compensated, and the
-    # compiled engine must add in the same order on every version.)
-    llr = 40.0 if sp.r >= 1.0 else min(40.0, math.log(sp.r / (1.0 - sp.r)))
+    # compiled engine must add in the same order on every version; the portable log gives
+    # the compiled engine's and the TypeScript planner's bits, so ties break alike.)
+    llr = 40.0 if sp.r >= 1.0 else min(40.0, portable_log(sp.r / (1.0 - sp.r)))
     var = 0.0
     for i in sp.idx:
         var += probs[i] * (1.0 - probs[i])

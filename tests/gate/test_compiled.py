@@ -21,9 +21,21 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kinded import exact_kinded_calibrator, kind_cases, kinded_calibrator
+from kinded import (
+    FITTED_KINDS,
+    exact_kinded_calibrator,
+    fitted_kinded_calibrator,
+    kind_cases,
+    kinded_calibrator,
+)
+from portable_corpus import math_corpus
 
-from amv_calib.contract import seed_prior_calibrator
+from amv_calib.contract import (
+    portable_exp,
+    portable_log,
+    portable_log1p,
+    seed_prior_calibrator,
+)
 from amv_calib.gate import CandidateAction, Gate, Premise, Verifier, _compiled, _planner
 from amv_calib.gate._batch import calibrate_batch, evaluate_batch
 from amv_calib.gate._planner import Spec
@@ -383,12 +395,31 @@ def test_unavailable_verifiers_are_not_checked() -> None:
     assert (int(bd.regime[0]), float(bd.voi[0])) == (d.regime_code, d.voi)
 
 
+# -- the portable log, log1p and exp ---------------------------------------------------------
+
+
+def test_compiled_portable_math_is_the_python_definition() -> None:
+    """The engine's ``log``, ``log1p`` and ``exp`` are ``amv_calib.contract``'s functions
+    compiled by numba: the same bits as the interpreted ones on odd and random inputs."""
+    for name, python, compiled in (("log", portable_log, _compiled._log),
+                                   ("log1p", portable_log1p, _compiled._log1p),
+                                   ("exp", portable_exp, _compiled._exp)):
+        xs = math_corpus(name, 20_000)
+        want = [python(x) for x in xs]
+        got = [compiled(x) for x in xs]
+        assert [_bits(x) for x in got] == [_bits(x) for x in want], name
+        assert sum(math.isnan(x) for x in got) >= 1  # the corpus reaches the NaN results
+
+
 # -- premise probabilities from claims with memory kinds -------------------------------------
 
 _KIND_CALIBRATORS = {"linear": lambda: kinded_calibrator("linear"),
                      "isotonic": lambda: kinded_calibrator("isotonic"),
                      "exact": exact_kinded_calibrator,
-                     "no-kinds": seed_prior_calibrator}
+                     "no-kinds": seed_prior_calibrator,
+                     # real ones: fitted, with logit, log, log1m and log1p terms
+                     **{name: lambda name=name: fitted_kinded_calibrator(name)
+                        for name in FITTED_KINDS}}
 
 
 @pytest.mark.slow
@@ -438,7 +469,7 @@ def test_calibrated_batch_with_kinds_equals_the_scalar_gate(which: str, planner:
     if cal.has_kinds:  # the kinds matter: "event" and "other" differ on the same claim
         flat = feat[mask][:50]
         ev = calibrate_batch(cal, flat[:, None, :], None, np.full((50, 1), "event", dtype=object))
-        ot = calibrate_batch(cal, flat[:, None, :], None, np.full((50, 1), "opinion",
+        ot = calibrate_batch(cal, flat[:, None, :], None, np.full((50, 1), "never-seen",
                                                                  dtype=object))
         assert np.any(ev != ot)
         np.testing.assert_array_equal(ot, calibrate_batch(cal, flat[:, None, :]))

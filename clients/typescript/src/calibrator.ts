@@ -5,14 +5,15 @@
  *
  * `predictOne` repeats `PortableCalibrator.predict_one` operation for operation: the terms
  * summed in order from the intercept, the sigmoid in its two stable branches, numpy's
- * `interp` (including its equal-knot and NaN fall-backs) and the final clip. The only
- * difference from Python is the platform's `Math.log`, `Math.log1p` and `Math.exp` (V8's
- * fdlibm ports) against glibc's: they may differ in the last bit.
+ * `interp` (including its equal-knot and NaN fall-backs) and the final clip, with the
+ * portable `log`, `log1p` and `exp` of `portableMath.ts` (never the platform's `Math.log`,
+ * `Math.log1p` or `Math.exp`): the probability is Python's, bit for bit.
  */
 
 import fs from "node:fs";
 
 import { has, isObject, writtenAsFloat, type Json } from "./json.js";
+import { portableExp, portableLog, portableLog1p } from "./portableMath.js";
 import { formatG, reprJson, reprList, reprStr } from "./pyfmt.js";
 
 export const PORTABLE_FORMAT = "amv-calib/portable-calibrator";
@@ -146,11 +147,11 @@ export class Term {
     const eps = this.floor;
     switch (this.transform) {
       case "identity": return x;
-      case "logit": return Math.log(pyMax(eps, x)) - Math.log(pyMax(eps, 1.0 - x));
-      case "log": return Math.log(pyMax(eps, x));
-      case "log1m": return -Math.log(pyMax(eps, 1.0 - x));
+      case "logit": return portableLog(pyMax(eps, x)) - portableLog(pyMax(eps, 1.0 - x));
+      case "log": return portableLog(pyMax(eps, x));
+      case "log1m": return -portableLog(pyMax(eps, 1.0 - x));
       case "ramp": return pyMin(1.0, x / (this.scale as number));
-      case "log1p": return Math.log1p(x / (this.scale as number));
+      case "log1p": return portableLog1p(x / (this.scale as number));
       default: return x > 0.5 ? 1.0 : 0.0;
     }
   }
@@ -373,9 +374,9 @@ export class PortableCalibrator {
     }
     let p: number;
     if (this.kind === "isotonic") p = interp(z, this.xKnots, this.yKnots);
-    else if (z >= 0) p = 1.0 / (1.0 + Math.exp(-z));
+    else if (z >= 0) p = 1.0 / (1.0 + portableExp(-z));
     else {
-      const e = Math.exp(z);
+      const e = portableExp(z);
       p = e / (1.0 + e);
     }
     if (this.clamp !== null) p = pyMin(this.clamp[1], pyMax(this.clamp[0], p));

@@ -30,5 +30,6 @@ export {
   CheckedAction, CheckedClaim, CheckedPremise, CheckedVerifier, checkAction, checkClaim, checkPremise, checkVerifier,
   type ActionInput, type CandidateAction, type MemoryClaim, type Premise, type Verifier, type VerifierInput,
 } from "./model.js";
+export { portableExp, portableLog, portableLog1p } from "./portableMath.js";
 export { MAX_EXACT_VERIFIERS, MAX_HORIZON, MAX_OUTCOMES, MAX_WORK, RECEDING_WORK, enumerable, plan } from "./planner.js";
 export { SIGNATURE_FILE, verifySignature } from "./signature.js";

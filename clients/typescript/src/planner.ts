@@ -4,12 +4,12 @@
  * A transcription of `amv_calib/gate/_planner.py` (read its docstring for the model): the
  * same value function, memo keys, traversal order, pruning bounds, beam and receding
  * horizon, and every floating-point expression with the same operands in the same order, so
- * that a plan here is the Python plan bit for bit. Only `Math.log` in the beam's evidence
- * score can differ from Python's in the last bit (V8's fdlibm against glibc), which matters
- * only when two verifiers' scores tie to within that bit.
+ * that a plan here is the Python plan bit for bit (the beam's evidence score takes the
+ * portable `log` of `portableMath.ts`, as Python's does).
  */
 
 import { pyMin } from "./calibrator.js";
+import { portableLog } from "./portableMath.js";
 
 /** Most verifiers the planner treats exactly. */
 export const MAX_EXACT_VERIFIERS = 8;
@@ -123,7 +123,7 @@ function work(specs: readonly Spec[]): [number, number] {
 
 function score(probs: readonly number[], sp: Spec): number {
   // evidence per unit of cost: p(1-p) times the signal's log-likelihood ratio, over lambda c
-  const llr = sp.r >= 1.0 ? 40.0 : pyMin(40.0, Math.log(sp.r / (1.0 - sp.r)));
+  const llr = sp.r >= 1.0 ? 40.0 : pyMin(40.0, portableLog(sp.r / (1.0 - sp.r)));
   let v = 0.0;
   for (const i of sp.idx) v += (probs[i] as number) * (1.0 - (probs[i] as number));
   return (v * llr) / (sp.lamCost + 1e-12);

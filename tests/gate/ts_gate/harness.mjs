@@ -12,6 +12,9 @@
 //   {"id", "kind": "predict", "calibrator": calibrator.json object, "features": [{...}],
 //    "memory_kinds": [kind or null, ...] (optional, one per feature row)}
 //       -> {"id", "p": [...]}
+//   {"id", "kind": "math", "fn": "log" | "log1p" | "exp", "bits": ["16 hex digits", ...]}
+//       -> {"id", "bits": [...]} (the portable function of each double, given and answered
+//          by its bits: JSON holds no NaN, infinity or -0.0)
 import { readFileSync } from "node:fs";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import * as path from "node:path";
@@ -89,6 +92,15 @@ async function answer(req) {
         return { id: req.id, refusal: exc.message, code: exc.code, regime: d.regime, reason: d.reason };
       }
     });
+  }
+  if (req.kind === "math") {
+    const fn = { log: gateLib.portableLog, log1p: gateLib.portableLog1p, exp: gateLib.portableExp }[req.fn];
+    const view = new DataView(new ArrayBuffer(8));
+    return { id: req.id, bits: req.bits.map((b) => {
+      view.setBigUint64(0, BigInt(`0x${b}`));
+      view.setFloat64(0, fn(view.getFloat64(0)));
+      return view.getBigUint64(0).toString(16).padStart(16, "0");
+    }) };
   }
   if (req.kind === "predict") {
     const cal = gateLib.PortableCalibrator.fromDict(req.calibrator);
