@@ -27,7 +27,8 @@ export {
 } from "./engine.js";
 export { JsonError, parseJson, writtenAsFloat, type Json } from "./json.js";
 export {
-  CheckedAction, CheckedClaim, CheckedPremise, CheckedVerifier, checkAction, checkClaim, checkPremise, checkVerifier,
+  CheckedAction, CheckedClaim, CheckedPremise, CheckedVerifier, checkAction, checkClaim, checkMemoryKind, checkPremise,
+  checkVerifier, premiseMemoryKind,
   type ActionInput, type CandidateAction, type MemoryClaim, type Premise, type Verifier, type VerifierInput,
 } from "./model.js";
 export { MAX_EXACT_VERIFIERS, MAX_HORIZON, MAX_OUTCOMES, MAX_WORK, RECEDING_WORK, enumerable, plan } from "./planner.js";

@@ -12,6 +12,8 @@
 //   {"id", "kind": "predict", "calibrator": calibrator.json object, "features": [{...}],
 //    "memory_kinds": [kind or null, ...] (optional, one per feature row)}
 //       -> {"id", "p": [...]}
+//   {"id", "kind": "premise", "premise": {...}}
+//       -> {"id", "memory_kind": kind or null} or {"id", "error": message} (checkPremise)
 import { readFileSync } from "node:fs";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import * as path from "node:path";
@@ -94,6 +96,14 @@ async function answer(req) {
     const cal = gateLib.PortableCalibrator.fromDict(req.calibrator);
     const kinds = req.memory_kinds ?? [];
     return { id: req.id, p: req.features.map((f, i) => cal.predictOne(f, kinds[i] ?? null)) };
+  }
+  if (req.kind === "premise") {
+    try {
+      return { id: req.id, memory_kind: gateLib.checkPremise(req.premise).memoryKind };
+    } catch (exc) {
+      if (exc instanceof RangeError || exc instanceof TypeError) return { id: req.id, error: exc.message };
+      throw exc;
+    }
   }
   const gate = gateFor(req);
   try {
