@@ -77,7 +77,8 @@ CASES: list[tuple[str, dict[str, Any], tuple[str, Any]]] = [
     # length, in code points
     ("one-char", {"memory_kind": "e"}, ("kind", "e")),
     ("64-chars", {"memory_kind": "k" * 64}, ("kind", "k" * 64)),
-    ("65-chars", {"memory_kind": "k" * 65}, ("error", r"^memory_kind='k{40}'\.\.\. has 65 " + TOO_LONG)),
+    ("65-chars", {"memory_kind": "k" * 65},
+     ("error", r"^memory_kind='k{40}'\.\.\. has 65 " + TOO_LONG)),
     ("64-emoji", {"memoryKind": EMOJI * 64}, ("kind", EMOJI * 64)),
     ("65-emoji", {"memoryKind": EMOJI * 65}, ("error", r"has 65 " + TOO_LONG)),
     ("64-combining", {"memory_kind": "e\u0301" * 32}, ("kind", "e\u0301" * 32)),

@@ -52,6 +52,7 @@ from amv_calib.contract._decision_log import (
 )
 from amv_calib.contract._features import (
     DEFAULT_EPS,
+    MEMORY_KIND_FIELDS,
     PORTABLE_FORMAT,
     PORTABLE_FORMAT_VERSION,
     SEED_CLAMP,
@@ -59,7 +60,6 @@ from amv_calib.contract._features import (
     SEED_FEATURE_MAP,
     SEED_INTERCEPT,
     TRANSFORMS,
-    MEMORY_KIND_FIELDS,
     FeatureMap,
     PortableCalibrator,
     Term,
