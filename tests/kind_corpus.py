@@ -91,3 +91,9 @@ CASES: list[tuple[str, dict[str, Any], tuple[str, Any]]] = [
 ]
 
 IDS = [c[0] for c in CASES]
+
+
+def after(prefix: str, pattern: str) -> str:
+    """A pattern matching ``prefix`` (a regular expression) followed by a message that
+    ``pattern`` (anchored with ``^`` or not) matches."""
+    return "^" + prefix + (pattern[1:] if pattern.startswith("^") else ".*" + pattern)

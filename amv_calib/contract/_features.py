@@ -56,6 +56,19 @@ KIND_WHITESPACE: Final = frozenset(
     + "\u2028\u2029\u202f\u205f\u3000")
 
 
+class MemoryKindError(ValueError):
+    """A memory kind the contract's rule refuses; ``problem`` says why, in a word or two:
+    one of :data:`MEMORY_KIND_PROBLEMS` (a claim table's reject counts are keyed by it)."""
+
+    def __init__(self, message: str, problem: str) -> None:
+        super().__init__(message)
+        self.problem = problem
+
+
+#: The problems :class:`MemoryKindError` names, in the order the rule checks them.
+MEMORY_KIND_PROBLEMS: Final = ("not a string", "blank", "padded", "too long", "differ")
+
+
 def check_memory_kind(value: Any, field: str = "memory_kind") -> str:
     """``value`` if it is a memory kind, else ``ValueError`` naming ``field`` and the value.
 
@@ -63,19 +76,20 @@ def check_memory_kind(value: Any, field: str = "memory_kind") -> str:
     that neither begins nor ends with whitespace (:data:`KIND_WHITESPACE`): a padded kind
     would be another kind than the one it looks like (a calibrator evaluates it as
     ``"other"``), so it is refused rather than kept or trimmed. A claim table's empty cell
-    and a premise's ``null`` are *absent*, which the caller decides before this.
+    and a premise's ``null`` are *absent*, which the caller decides before this. Raises
+    :class:`MemoryKindError` (a ``ValueError``).
     """
     if not isinstance(value, str):
-        raise ValueError(f"{field}={value!r} is not a string (a memory kind is a name such "
-                         f"as 'preference')")
+        raise MemoryKindError(f"{field}={value!r} is not a string (a memory kind is a name "
+                              f"such as 'preference')", "not a string")
     if all(c in KIND_WHITESPACE for c in value):
-        raise ValueError(f"{field}={value!r} is blank (give null, or leave it out, when the "
-                         f"kind is unknown)")
+        raise MemoryKindError(f"{field}={value!r} is blank (give null, or leave it out, when "
+                              f"the kind is unknown)", "blank")
     if value[0] in KIND_WHITESPACE or value[-1] in KIND_WHITESPACE:
-        raise ValueError(f"{field}={value!r} begins or ends with whitespace")
+        raise MemoryKindError(f"{field}={value!r} begins or ends with whitespace", "padded")
     if len(value) > MAX_KIND_LENGTH:
-        raise ValueError(f"{field}={value[:40]!r}... has {len(value)} characters, more than "
-                         f"{MAX_KIND_LENGTH}")
+        raise MemoryKindError(f"{field}={value[:40]!r}... has {len(value)} characters, more "
+                              f"than {MAX_KIND_LENGTH}", "too long")
     return value
 
 
@@ -93,16 +107,17 @@ def premise_memory_kind(premise: Mapping[str, Any]) -> str | None:
 
     Raises
     ------
-    ValueError
-        A value given is not a memory kind, or the two spellings give different kinds; the
-        message names the field and the value (the caller adds the premise or the row).
+    MemoryKindError
+        (a ``ValueError``) A value given is not a memory kind, or the two spellings give
+        different kinds; the message names the field and the value (the caller adds the
+        premise or the row).
     """
     given = [(f, premise[f]) for f in MEMORY_KIND_FIELDS if premise.get(f) is not None]
     for f, v in given:
         check_memory_kind(v, f)
     if len(given) == 2 and given[0][1] != given[1][1]:
-        raise ValueError(f"memory_kind={given[0][1]!r} and memoryKind={given[1][1]!r} "
-                         f"differ (give one)")
+        raise MemoryKindError(f"memory_kind={given[0][1]!r} and memoryKind="
+                              f"{given[1][1]!r} differ (give one)", "differ")
     return cast(str, given[0][1]) if given else None
 
 
