@@ -17,7 +17,9 @@ strict JSON syntax, a blank line, a key holding an escape, a key given twice, ne
 deeper than the scan's limit, a ``\\u`` escape of a surrogate in any string (a lone one
 is not Unicode text), a string value of a field it reads holding an escape, a value
 of a field it reads of another JSON type than pyarrow's schema has
-(:func:`amv_calib.claims._logread._arrow_schema`), a number Arrow refuses. The episodes'
+(:func:`amv_calib.claims._logread._arrow_schema`), a number Arrow refuses, a memory kind
+other than null (of a premise or its claim: the rule that reads it is the contract's, run
+by the reader on pyarrow's columns). The episodes'
 offered verifiers are pyarrow's to read: a read with ``offers=True`` does not come here.
 ``tests/claims/test_logextract.py`` holds the read equal to the line parser's on generated
 logs of every spelling and odd value.
@@ -43,7 +45,7 @@ from amv_calib.claims._keyscan import (
     MAX_DEPTH,
     MAX_OPEN_KEYS,
 )
-from amv_calib.contract import DECISION_ALIASES, VERIFIER_CALL_ALIASES
+from amv_calib.contract import DECISION_ALIASES, MEMORY_KIND_FIELDS, VERIFIER_CALL_ALIASES
 
 # What a key's value is for (a target), per kind of object holding it (a role).
 # Record columns: strings, then numbers.
@@ -60,6 +62,9 @@ _T_PREMISE = 19
 # A verifier call (an element of the calls), its fields, its signals and one signal (a
 # value under a premise id).
 _T_CALL, _T_CALL_VERIFIER, _T_CALL_RELIABILITY, _T_SIGNALS, _T_SIGNAL = 20, 21, 22, 23, 24
+# A memory kind (of a premise or its claim): a value other than null refuses the line (the
+# kind is pyarrow's, or the line parser's, to read).
+_T_KIND = 25
 _T_NONE = -1
 
 _ROLE_TOP, _ROLE_CALIBRATOR, _ROLE_PREMISE, _ROLE_CLAIM, _ROLE_CALL = 0, 1, 2, 3, 4
@@ -73,12 +78,12 @@ _COL_SIGNAL: Final = _N_REC_STRINGS + 3
 #: The role of an object, and of an array, holding a value of target ``t``, at ``t + 1``
 #: (-1: the schema has no such container there). A call, a call's signals or a signal of
 #: another type is passed over, as the line parser passes it over.
-_OBJECT_ROLE: Final = np.full(_T_SIGNAL + 2, -1, dtype=np.int64)
+_OBJECT_ROLE: Final = np.full(_T_KIND + 2, -1, dtype=np.int64)
 _OBJECT_ROLE[[_T_NONE + 1, _T_PREMISE + 1, _T_CALIBRATOR + 1, _T_CLAIM + 1, _T_CALL + 1,
               _T_SIGNALS + 1, _T_SIGNAL + 1]] = (
     _ROLE_OTHER, _ROLE_PREMISE, _ROLE_CALIBRATOR, _ROLE_CLAIM, _ROLE_CALL, _ROLE_SIGNALS,
     _ROLE_OTHER)
-_ARRAY_ROLE: Final = np.full(_T_SIGNAL + 2, -1, dtype=np.int64)
+_ARRAY_ROLE: Final = np.full(_T_KIND + 2, -1, dtype=np.int64)
 _ARRAY_ROLE[[_T_NONE + 1, _T_PREMISES + 1, _T_CALLS + 1, _T_CALL + 1, _T_SIGNALS + 1,
              _T_SIGNAL + 1]] = (
     _ROLE_OTHER, _ROLE_PREMISES, _ROLE_CALLS, _ROLE_OTHER, _ROLE_OTHER, _ROLE_OTHER)
@@ -118,6 +123,8 @@ def _keys() -> list[tuple[int, str, int, int]]:
         (_ROLE_PREMISE, ("p", "calibratedViolationProbability",
                          "calibrated_violation_probability"), _T_P, 0),
         (_ROLE_PREMISE, ("claim",), _T_CLAIM, 0),
+        (_ROLE_PREMISE, MEMORY_KIND_FIELDS, _T_KIND, 0),
+        (_ROLE_CLAIM, MEMORY_KIND_FIELDS, _T_KIND, 0),
     ]
     for target, names in ((_T_RECENCY, ("recency_hours", "recencyHours")),
                           (_T_TRUST, ("source_trust_score", "sourceTrustScore")),
