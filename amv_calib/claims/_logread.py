@@ -558,7 +558,7 @@ def _python_records(recs: Sequence[tuple[int, Mapping[str, Any]]], file_idx: int
         plist = premises if isinstance(premises, list) else []
         n_prem[i] = len(plist)
         # "premises" has one spelling: the normalised list is the given one, item for item
-        given = raw.get("premises") if isinstance(premises, list) else []
+        given: list[Any] = raw["premises"] if isinstance(premises, list) else []
         for idx, prem in enumerate(plist):
             pm = prem if isinstance(prem, Mapping) else {}
             ent["rec"].append(i)
