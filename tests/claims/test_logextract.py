@@ -14,13 +14,13 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kind_corpus import CASES as KIND_CASES
+from kind_corpus import IDS as KIND_IDS
+from kind_corpus import after
 
 from amv_calib.claims import _logextract, read_uses
 from amv_calib.claims._keyscan import MAX_DEPTH, line_bounds, suspect_lines
 from amv_calib.contract import DECISION_ALIASES, MEMORY_KIND_FIELDS, VERIFIER_CALL_ALIASES
-from kind_corpus import CASES as KIND_CASES
-from kind_corpus import IDS as KIND_IDS
-from kind_corpus import after
 
 
 def _extract(*lines: bytes) -> Any:
