@@ -607,6 +607,9 @@ def _episode_batch(batch: Any, files: list[str], min_calls: int,
         "premise_id": pd.Categorical(flat.field("premise_id").to_pandas()),
         "claim_id": _str(flat.field("claim_id").to_pandas()),
         **{k: floats(flat.field(k)) for k in (*_FEATS, "p")},
+        # null where a premise gives no kind: build_episodes then writes none, as one
+        # machine does where the log gives no kind at all
+        "memory_kind": pd.Categorical(flat.field("memory_kind").to_pandas()),
     })
     st = pc.list_flatten(batch.column("st"))
     pk = pd.factorize(pd.Series(st.field("pk_kind").to_numpy(zero_copy_only=False)).astype(str)

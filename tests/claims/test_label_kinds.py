@@ -198,3 +198,48 @@ def test_the_gate_s_kinds_come_back_from_its_log(tmp_path: Path) -> None:
     got = claims.set_index("claim_id")["memory_kind"].astype(object)
     assert [None if pd.isna(got[f"c{a}"]) else got[f"c{a}"]
             for a in range(len(kinds))] == kinds
+
+
+def test_episodes_carry_the_kinds_their_premises_give(tmp_path: Path) -> None:
+    """An episode's premise has ``memory_kind`` when its premise gives one, and nothing
+    else changes: the tuning reader reads the kinds back; the same log without the kinds
+    writes the same episodes but for those fields."""
+    from amv_calib.claims import label_logs
+    from amv_calib.tuning._episodes import read_episodes
+
+    kinds = ["preference", None, "\u4e8b\u4ef6", None]
+    offer = {"id": "v", "resolves_premise_ids": ["p0"], "execution_cost": 0.1,
+             "symmetric_reliability": 0.9}
+
+    def records(with_kinds: bool) -> list[dict[str, Any]]:
+        out = []
+        for i, k in enumerate(kinds):
+            extra = {"memoryKind": k} if with_kinds and k is not None else {}
+            rec = _rec(f"a{i}", i, _prem("p0", f"c{i}", **extra))
+            out.append({**rec, "theta": 10.0, "kappa": 1.0, "verifiers": [offer]})
+        return out
+
+    lines = {}
+    for name, with_kinds in (("kinds", True), ("plain", False)):
+        log = _write(tmp_path / f"{name}.jsonl", records(with_kinds))
+        done = label_logs(log, _outcomes(*(f"c{i}" for i in range(len(kinds)))))
+        assert done.episode_report.episodes == len(kinds)
+        path = tmp_path / f"{name}.episodes.jsonl"
+        path.write_text("".join(line + "\n" for line in done.episodes.to_pylist()),
+                        encoding="utf-8")
+        lines[name] = path
+    eps = read_episodes(lines["kinds"])
+    assert eps.memory_kind is not None
+    assert eps.memory_kind[:, 0].tolist() == kinds
+    assert read_episodes(lines["plain"]).memory_kind is None
+    stripped = []
+    for line in lines["kinds"].read_text(encoding="utf-8").splitlines():
+        obj = json.loads(line)
+        for pr in obj["premises"]:
+            pr.pop("memory_kind", None)
+        stripped.append(obj)
+    plain = [json.loads(x) for x in lines["plain"].read_text(encoding="utf-8").splitlines()]
+    for a, b in zip(stripped, plain, strict=True):
+        a["instance_id"] = b["instance_id"]
+        a["decision_file"] = b["decision_file"]
+    assert stripped == plain

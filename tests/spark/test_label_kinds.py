@@ -1,7 +1,8 @@
 """Memory kinds on Spark: a log whose premises give kinds (their own or their claim's, either
 spelling, some the contract's rule refuses), cut into many byte ranges, labelled by ``label
 --engine spark`` and on one machine: the same files to the byte (the claim rows'
-``memory_kind``, the refused kinds' ``invalid_use`` details), the same in-memory tables."""
+``memory_kind``, the refused kinds' ``invalid_use`` details, the episodes' premises' kinds), the
+same in-memory tables."""
 
 from __future__ import annotations
 
@@ -36,11 +37,13 @@ def both(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def test_the_log_has_kinds_of_every_verdict(both: Any) -> None:
-    _, _, _, local, _ = both
+    folder, _, _, local, _ = both
     kinds = local.claims["memory_kind"]
     assert kinds.notna().sum() > 100 and kinds.isna().sum() > 100
     assert {"preference", "event", "fact", "\u4e8b\u4ef6"} <= set(kinds.dropna())
     detail = local.report.unjoined_uses["detail"].astype(str)
+    episodes = (folder / "local" / "episodes.jsonl").read_text(encoding="utf-8")
+    assert episodes.count('"memory_kind":') > 20
     for words in ("is not a string", "is blank", "begins or ends with whitespace",
                   "more than 64", "differ (give one)", "claim.memory"):
         assert detail.str.contains(words, regex=False).any(), words
