@@ -472,7 +472,15 @@ def _kind_columns(arrays: Sequence[Any]) -> tuple[Any, Any] | None:
         enc = a.dictionary_encode()
         codes.append(enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64))
         words.append(enc.dictionary.to_pylist())
-    combos, inverse = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)
+    sizes = [len(w) + 1 for w in words]
+    if math.prod(sizes) < 1 << 62:  # one int64 key per combination: hashed, not sorted
+        key = np.zeros(n, dtype=np.int64)
+        for c, size in zip(codes, sizes, strict=True):
+            key = key * size + (c + 1)
+        inverse = pd.factorize(key)[0]
+        combos = np.stack(codes, axis=1)[np.unique(inverse, return_index=True)[1]]
+    else:  # (each value distinct: never seen)
+        combos, inverse = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)
     verdicts = []
     for row in combos.tolist():
         ps, pc_, cs, cc = (None if c < 0 else w[c] for c, w in zip(row, words, strict=True))
@@ -659,7 +667,8 @@ def _extracted_columns(ext: Any) -> _BlockColumns:
         lens=ext.n_premises, parents=ext.parents, premise_id=ext.premise_id,
         claim_id=ext.claim_id,
         numbers={**ext.entry_numbers, "contradiction_flag": ext.contradiction_flag},
-        offers=_offers_table({k: [] for k in _OFFER_COLUMNS}), signals=ext.signals)
+        offers=_offers_table({k: [] for k in _OFFER_COLUMNS}), signals=ext.signals,
+        kinds=_kind_columns(ext.kinds))
 
 
 def _table_columns(block: bytes, parsed: _Parsed, want_offers: bool) -> _BlockColumns | None:

@@ -76,7 +76,7 @@ def write_messy(folder: Path, n_lines: int, *, seed: int = 5, files: int = 2,
                     pm["p"] = None
                 if kinds and (f == 0 or len(lines) > per_file // 4):
                     # the last file: no kind in its first quarter (the compiled extraction
-                    # reads it), then kinds of JSON strings alone (pyarrow reads them)
+                    # reads it), then kinds of JSON strings alone (it, or pyarrow, reads them)
                     _add_kind(pm, rng, strings_only=f > 0)
                 prems.append(pm)
             rec: dict[str, Any] = {"time": _iso(t), "action_id": action, "tool_name": "tool",
