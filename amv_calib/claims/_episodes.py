@@ -9,7 +9,8 @@ Each logged *action* (records sharing an ``action_id``; a record without one is 
 of its own) becomes one replayable episode in the episode format of
 :mod:`amv_calib.tuning` when **every premise of its last record has a hard label** (an
 outcome record decided it). The episode holds ``theta`` and ``kappa`` as logged, the
-premises with their four features and ``violated`` from the outcome, and every verifier
+premises with their four features, ``memory_kind`` (where the premise gives one) and
+``violated`` from the outcome, and every verifier
 that was offered (the record's ``verifiers`` field) with its cost and the reliability to
 use (below). ``instance_id`` is the action id, ``family`` the tool name.
 
@@ -333,6 +334,21 @@ def _concat(*parts: Any) -> Any:
     return pc.binary_join_element_wise(*parts, "")
 
 
+def _kind_fields(entries: pd.DataFrame, which: NDArray[np.int64]) -> Any:
+    """``,"memory_kind":"..."`` of each entry ``which`` whose premise gives a kind, else
+    the empty string: a premise without a kind is written as before kinds were read."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if "memory_kind" not in entries.columns:
+        return ""
+    col = entries["memory_kind"]
+    codes = col.cat.codes.to_numpy().astype(np.int64)[which]
+    kinds = pc.take(pa.array(col.cat.categories.array, type=pa.string()),
+                    pa.array(codes, mask=codes < 0, type=pa.int64()))
+    return pc.if_else(pc.is_valid(kinds), _concat(',"memory_kind":', _quoted(kinds)), "")
+
+
 def _grouped(items: Any, counts: NDArray[np.int64], sep: str = ",") -> Any:
     """``items`` (in group order) joined by ``sep`` within consecutive groups of ``counts``."""
     import pyarrow as pa
@@ -468,7 +484,7 @@ def build_episodes(files: list[str], log: Any, state: Mapping[str, Any], min_ver
         ',"source_trust_score":', _numbers(feat["source_trust_score"]),
         ',"model_confidence":', _numbers(feat["model_confidence"]),
         ',"contradiction_flag":', _bools(entries["contradiction_flag"].to_numpy()[pe] > 0.5),
-        ',"violated":', _bools(label[pu]), "}")
+        _kind_fields(entries, pe), ',"violated":', _bools(label[pu]), "}")
     okpos = np.cumsum(ok) - 1
     n_ok = int(ok.sum())
     premises = _grouped(premise_json, np.bincount(okpos[e_act[e_ok]], minlength=n_ok))

@@ -7,6 +7,7 @@ that have it and how to word the reason from the field's text; the validation of
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from amv_calib.claims._arrow import (
 from amv_calib.claims._ingest_columns import _Kind, _Spec
 from amv_calib.claims._times import PROBLEMS as TIMESTAMP_PROBLEMS
 from amv_calib.claims._times import parse_timestamps
-from amv_calib.contract import MEMORY_KIND_MAX_CHARS
+from amv_calib.contract import MEMORY_KIND_PROBLEMS, MemoryKindError, check_memory_kind
 
 _TRUE: Final = ("true", "t", "yes", "y", "1")
 _FALSE: Final = ("false", "f", "no", "n", "0")
@@ -248,10 +249,10 @@ def _parse_str(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
 
 
 def _parse_kind(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
-    # A memory kind names a class of the calibrator's closed vocabulary: text, never a
-    # number, a list or an object, and never blank. Absent or null is allowed (the kind is
-    # unknown); an empty field is null, as for every optional field (a CSV cannot tell an
-    # empty string from a missing value).
+    # A memory kind names a class of the calibrator's closed vocabulary, by the contract's
+    # rule (check_memory_kind): text, never a number, a list or an object. Absent or null is
+    # allowed (the kind is unknown); an empty field is null, as for every optional field (a
+    # CSV cannot tell an empty string from a missing value).
     n = len(arr)
     typed_text = is_stringish(arr) or pa.types.is_null(arr.type)
     s = pc.cast(string_view(arr), pa.large_string())
@@ -265,19 +266,37 @@ def _parse_kind(col: str, arr: pa.Array, spec: _Spec) -> _Parsed:
         key=f"{col} not a string", mask=np.full(n, not typed_text) & ~nulls,
         message=lambda t: f"{col}={t} is not a string (a memory kind is a name such as "
                           "'preference')")]
-    blank = _empty_mask(s, nulls) if typed_text else np.zeros(n, dtype=bool)
-    problems.append(_Problem(key=f"{col} blank", mask=blank,
-                             message=lambda t: f"{col}={t!r} is blank (leave the field "
-                                               "empty, or null, when the kind is unknown)"))
-    lengths = np.asarray(pc.fill_null(pc.utf8_length(s), 0).to_numpy(zero_copy_only=False))
-    long = (lengths > MEMORY_KIND_MAX_CHARS) & ~nulls
-    problems.append(_Problem(key=f"{col} too long", mask=long,
-                             message=lambda t: f"{col} has more than {MEMORY_KIND_MAX_CHARS} "
-                                               f"characters: {(t or '')[:40]!r}..."))
-    bad = problems[0].mask | blank | long
+    bad = problems[0].mask.copy()
+    if typed_text:
+        # the rule runs once per distinct kind (a table holds a handful)
+        refused: dict[str, list[str]] = {}
+        for v in pc.unique(s).to_pylist():
+            if v is None:
+                continue
+            try:
+                check_memory_kind(v, col)
+            except MemoryKindError as exc:
+                refused.setdefault(exc.problem, []).append(v)
+        for problem in MEMORY_KIND_PROBLEMS:
+            if problem not in refused:
+                continue
+            mask = np_mask(pc.fill_null(
+                pc.is_in(s, value_set=pa.array(refused[problem], pa.large_string())), False))
+            problems.append(_Problem(key=f"{col} {problem}", mask=mask,
+                                     message=functools.partial(_kind_message, col)))
+            bad |= mask
     if bad.any():
         s = pc.if_else(pa.array(bad), pa.scalar(None, pa.large_string()), s)
     return _Parsed(values=s, problems=problems)
+
+
+def _kind_message(col: str, text: str | None) -> str:
+    """Why the contract's rule refuses the kind ``text``."""
+    try:
+        check_memory_kind(text, col)
+    except MemoryKindError as exc:
+        return str(exc)
+    raise AssertionError(f"{col}={text!r} was refused but is a memory kind")  # pragma: no cover
 
 
 _PARSERS: Final[dict[_Kind, Callable[[str, pa.Array, _Spec], _Parsed]]] = {

@@ -14,7 +14,9 @@ action (in file order, files in the order given) supplies the use time and the c
 features; ``Gate.run`` logs one record per action, with all its verifier calls. A record
 without ``action_id`` is an action of its own. Premise entries merged this way are counted
 as ``repeated_entries``. A use whose claim id, time or features break the data contract
-(``recency_hours >= 0``, scores in [0, 1], a boolean contradiction flag) is ``invalid_use``.
+(``recency_hours >= 0``, scores in [0, 1], a boolean contradiction flag, a memory kind the
+contract's rule reads, :func:`~amv_calib.contract.premise_memory_kind`) is ``invalid_use``.
+A premise's kind (its own, else its claim's) is carried to its claim rows.
 
 Outcome records
 ---------------
@@ -379,8 +381,9 @@ def invalid_detail(u: pd.DataFrame, no_time: BoolArray, bad_times: Mapping[int, 
     codes into a list of messages whose entry 0 is the empty string): a record repeating a
     premise id, then the fields of the entry. ``u`` needs the columns ``rec``,
     ``premise_id``, ``claim_id`` and the four features (or ``spilled`` them, row for row:
-    they are then read window by window); ``no_time`` says which entries' record has no
-    time (missing or unparseable)."""
+    they are then read window by window), and ``kind_error`` (a categorical) when some
+    premise gives a memory kind; ``no_time`` says which entries' record has no time
+    (missing or unparseable)."""
     n = len(u)
     messages: list[str] = [""]
     index: dict[str, int] = {"": 0}
@@ -416,6 +419,8 @@ def invalid_detail(u: pd.DataFrame, no_time: BoolArray, bad_times: Mapping[int, 
             (faulty("contradiction_flag", np.isnan),
              "contradiction_flag missing or not a boolean", None),
         ]
+    if "kind_error" in u.columns:  # some premise gives a memory kind: the rule's verdict
+        checks.append((u["kind_error"].notna().to_numpy(), "", "kind_error"))
     bad, keys = _repeated_premises(u)
     for i, k in zip(np.flatnonzero(bad).tolist(), keys, strict=True):
         kind, _, value = k.partition("\0")
@@ -428,6 +433,11 @@ def invalid_detail(u: pd.DataFrame, no_time: BoolArray, bad_times: Mapping[int, 
             continue
         if col is None:
             codes[new] = code(msg)
+        elif col == "kind_error":  # the rule's words: the field and the value
+            reasons = u["kind_error"].cat.codes.to_numpy()[new]
+            cats = u["kind_error"].cat.categories
+            for i, r in zip(new.tolist(), reasons.tolist(), strict=True):
+                codes[i] = code(str(cats[r]))
         elif col == "time":
             rec = u["rec"].to_numpy()
             raws = [bad_times.get(int(r)) for r in rec[new].tolist()]
@@ -479,7 +489,9 @@ def label_claims(
     -------
     claims : DataFrame
         The data contract's columns (``claim_id``, ``timestamp`` = use time, the four claim
-        features, ``violated``) plus ``label_weight`` (1 for outcome labels; ``q`` / ``1 - q``
+        features, ``memory_kind`` only when some premise of the logs gives a kind (null
+        where the use's premise gives none), ``violated``) plus ``label_weight`` (1 for
+        outcome labels; ``q`` / ``1 - q``
         for the two rows of a verifier label), ``action_id``, ``tool_name``, ``premise_id``,
         ``use_id`` (the use's position among all uses), ``label_source`` (``outcome`` or
         ``verifier``), ``signal_llr``, ``p_logged`` (the gate's probability), ``calibrator``,
@@ -766,7 +778,8 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
                        answers=answers)
     # only the columns the outputs need: the rest of the log's frame (and the per-entry
     # arrays of ``uses``) can go while the rows are written
-    kept = [c for c in _OUTPUT_COLUMNS if log.spilled is None or c not in log.spilled.names]
+    kept = [c for c in (*_OUTPUT_COLUMNS, "memory_kind")
+            if c in u.columns and (log.spilled is None or c not in log.spilled.names)]
     u_out = pd.DataFrame({c: u[c] for c in kept}, copy=False)
     records = {c: pd.Series(log.records[c], copy=False) for c in _OUTPUT_RECORD_COLUMNS}
     return JoinedUses(u=u_out, records=records, spilled=log.spilled,
@@ -832,11 +845,16 @@ class JoinedUses:
         def floats(c: str) -> FloatArray:
             return _floats_at(u, c, idx, self.spilled, self.entry_of_use)
 
+        # the kind only when some premise of the logs gives one: a log without kinds gives
+        # the table it gave before kinds were read
+        kind = {"memory_kind": _cat_take(u["memory_kind"], idx)} \
+            if "memory_kind" in u.columns else {}
         return pd.DataFrame({
             "claim_id": u["claim_id"].array[idx],
             "timestamp": us_to_datetime(r["t_us"].to_numpy()[rec]),
             **{c: floats(c) for c in CLAIM_FEATURES if c != "contradiction_flag"},
             "contradiction_flag": floats("contradiction_flag") > 0.5,
+            **kind,
             "violated": self.row_violated[sl],
             "label_weight": self.row_weight[sl],
             "action_id": _cat_take(r["action_id"], rec),

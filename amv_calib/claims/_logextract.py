@@ -17,7 +17,9 @@ strict JSON syntax, a blank line, a key holding an escape, a key given twice, ne
 deeper than the scan's limit, a ``\\u`` escape of a surrogate in any string (a lone one
 is not Unicode text), a string value of a field it reads holding an escape, a value
 of a field it reads of another JSON type than pyarrow's schema has
-(:func:`amv_calib.claims._logread._arrow_schema`), a number Arrow refuses. The episodes'
+(:func:`amv_calib.claims._logread._arrow_schema`), a number Arrow refuses (a memory kind is
+a string or null: the reader runs the contract's rule on the strings taken, as on
+pyarrow's). The episodes'
 offered verifiers are pyarrow's to read: a read with ``offers=True`` does not come here.
 ``tests/claims/test_logextract.py`` holds the read equal to the line parser's on generated
 logs of every spelling and odd value.
@@ -43,7 +45,7 @@ from amv_calib.claims._keyscan import (
     MAX_DEPTH,
     MAX_OPEN_KEYS,
 )
-from amv_calib.contract import DECISION_ALIASES, VERIFIER_CALL_ALIASES
+from amv_calib.contract import DECISION_ALIASES, MEMORY_KIND_FIELDS, VERIFIER_CALL_ALIASES
 
 # What a key's value is for (a target), per kind of object holding it (a role).
 # Record columns: strings, then numbers.
@@ -60,6 +62,10 @@ _T_PREMISE = 19
 # A verifier call (an element of the calls), its fields, its signals and one signal (a
 # value under a premise id).
 _T_CALL, _T_CALL_VERIFIER, _T_CALL_RELIABILITY, _T_SIGNALS, _T_SIGNAL = 20, 21, 22, 23, 24
+# A memory kind: of a premise (``memory_kind``, ``memoryKind``), then of its claim (the
+# same), each kept apart (the contract's rule reads both spellings and where they stand).
+_T_KIND = 25
+_N_KINDS: Final = 4
 _T_NONE = -1
 
 _ROLE_TOP, _ROLE_CALIBRATOR, _ROLE_PREMISE, _ROLE_CLAIM, _ROLE_CALL = 0, 1, 2, 3, 4
@@ -70,15 +76,17 @@ _N_KEYED_ROLES: Final = 5
 _N_REC_STRINGS: Final = 6
 _COL_VERIFIER: Final = _N_REC_STRINGS + 2
 _COL_SIGNAL: Final = _N_REC_STRINGS + 3
+#: The string columns of the memory kinds (:data:`_N_KINDS`), after the signals'.
+_COL_KIND: Final = _COL_SIGNAL + 1
 #: The role of an object, and of an array, holding a value of target ``t``, at ``t + 1``
 #: (-1: the schema has no such container there). A call, a call's signals or a signal of
 #: another type is passed over, as the line parser passes it over.
-_OBJECT_ROLE: Final = np.full(_T_SIGNAL + 2, -1, dtype=np.int64)
+_OBJECT_ROLE: Final = np.full(_T_KIND + _N_KINDS + 1, -1, dtype=np.int64)
 _OBJECT_ROLE[[_T_NONE + 1, _T_PREMISE + 1, _T_CALIBRATOR + 1, _T_CLAIM + 1, _T_CALL + 1,
               _T_SIGNALS + 1, _T_SIGNAL + 1]] = (
     _ROLE_OTHER, _ROLE_PREMISE, _ROLE_CALIBRATOR, _ROLE_CLAIM, _ROLE_CALL, _ROLE_SIGNALS,
     _ROLE_OTHER)
-_ARRAY_ROLE: Final = np.full(_T_SIGNAL + 2, -1, dtype=np.int64)
+_ARRAY_ROLE: Final = np.full(_T_KIND + _N_KINDS + 1, -1, dtype=np.int64)
 _ARRAY_ROLE[[_T_NONE + 1, _T_PREMISES + 1, _T_CALLS + 1, _T_CALL + 1, _T_SIGNALS + 1,
              _T_SIGNAL + 1]] = (
     _ROLE_OTHER, _ROLE_PREMISES, _ROLE_CALLS, _ROLE_OTHER, _ROLE_OTHER, _ROLE_OTHER)
@@ -118,6 +126,8 @@ def _keys() -> list[tuple[int, str, int, int]]:
         (_ROLE_PREMISE, ("p", "calibratedViolationProbability",
                          "calibrated_violation_probability"), _T_P, 0),
         (_ROLE_PREMISE, ("claim",), _T_CLAIM, 0),
+        *((role, (name,), _T_KIND + k, 0) for k, (role, name) in enumerate(
+            (r, n) for r in (_ROLE_PREMISE, _ROLE_CLAIM) for n in MEMORY_KIND_FIELDS)),
     ]
     for target, names in ((_T_RECENCY, ("recency_hours", "recencyHours")),
                           (_T_TRUST, ("source_trust_score", "sourceTrustScore")),
@@ -342,7 +352,7 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
         rec_spans: Any, rec_num: Any, n_prem: Any, ent_spans: Any, ent_num: Any, flag: Any,
         parents: Any, inexact: Any, out: Any, used: Any, calls_min: Any, call_line: Any,
         call_spelling: Any, call_rel: Any, ver_spans: Any, sig_call: Any, sig_conf: Any,
-        sig_spans: Any, counts: Any) -> int:  # pragma: no cover - compiled
+        sig_spans: Any, counts: Any, kind_spans: Any) -> int:  # pragma: no cover - compiled
     """Walk every line; -1 if one is outside what this takes (module docstring), -2 if
     there are more premise entries than ``parents`` has room for, else their number.
 
@@ -355,10 +365,12 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
     call's ``signals``; ``counts[1]``): ``sig_call``, ``sig_conf`` and ``sig_spans`` (the
     premise id). Per premise entry:
     ``ent_spans`` (entries x 6 x 3) its ids and numbers, ``flag`` (entries x 2: value,
-    rank) the contradiction flag, ``parents`` its line. A span's start is -1 where the
-    value is null. String values are copied to ``out`` as they are read (:func:`_copy`;
-    their spans are into it); numbers are converted by :func:`_decimal` into ``rec_num``
-    and ``ent_num`` (``inexact`` per number column: some did not convert exactly).
+    rank) the contradiction flag, ``kind_spans`` (entries x 4 x 3) its memory kinds (a
+    string each; any other value than null refuses the line), ``parents`` its line. A
+    span's start is -1 where the value is null. String values are copied to ``out`` as
+    they are read (:func:`_copy`; their spans are into it); numbers are converted by
+    :func:`_decimal` into ``rec_num`` and ``ent_num`` (``inexact`` per number column: some
+    did not convert exactly).
 
     A key given twice in an object is refused as the key scan refuses it, so that a block
     this takes needs no scan: a key read is known by its bytes (a bit of the object's two
@@ -533,9 +545,13 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                         if typed:
                             if escaped or not (tgt <= _T_CAL_VERSION or tgt == _T_PREMISE_ID
                                                or tgt == _T_CLAIM_ID
-                                               or tgt == _T_CALL_VERIFIER):
+                                               or tgt == _T_CALL_VERIFIER
+                                               or tgt >= _T_KIND):
                                 return -1
-                            if tgt == _T_CALL_VERIFIER:
+                            if tgt >= _T_KIND:
+                                _copy(buf, i + 1, j, out, _COL_KIND + tgt - _T_KIND, used,
+                                      kind_spans, ent, tgt - _T_KIND, 0)
+                            elif tgt == _T_CALL_VERIFIER:
                                 _copy(buf, i + 1, j, out, _COL_VERIFIER, used, ver_spans, call,
                                       0, rnk)
                             elif tgt <= _T_CAL_VERSION:
@@ -752,6 +768,9 @@ class Extracted:
     entry_numbers: dict[str, NDArray[np.float64]]
     contradiction_flag: NDArray[np.float64]
     signals: dict[str, Any]
+    #: per entry its ``memory_kind``, ``memoryKind`` and its claim's (Arrow strings, as
+    #: given; null where null or absent)
+    kinds: list[Any]
 
 
 def _spans(rows: int, cols: int) -> NDArray[np.int32]:
@@ -785,7 +804,7 @@ def extract_block(block: bytes, starts: NDArray[np.int64],
     t = _key_table()
     # room for four premises and a verifier call and signal a line, then (seldom) for as
     # many as the block could hold: each is at least two bytes and a separator
-    out = _string_room(_COL_SIGNAL + 1, len(block))
+    out = _string_room(_COL_KIND + _N_KINDS, len(block))
     if out is None:
         return None
     for cap, small in ((4 * n + 64, n + 64), (len(block) // 3 + 1, len(block) // 3 + 1)):
@@ -798,7 +817,8 @@ def extract_block(block: bytes, starts: NDArray[np.int64],
         rec_num = np.full((n, len(RECORD_NUMBERS)), np.nan)
         ent_num = np.full((cap, len(ENTRY_NUMBERS)), np.nan)
         inexact = np.zeros(len(RECORD_NUMBERS) + len(ENTRY_NUMBERS), dtype=np.bool_)
-        used = np.zeros(_COL_SIGNAL + 1, dtype=np.int64)
+        used = np.zeros(_COL_KIND + _N_KINDS, dtype=np.int64)
+        kind_spans = _spans(cap, _N_KINDS)
         calls_min = np.full(n, _NO_RANK, dtype=np.int64)
         call_line = np.empty(small, dtype=np.int64)
         call_spelling = np.empty(small, dtype=np.int64)
@@ -813,12 +833,13 @@ def extract_block(block: bytes, starts: NDArray[np.int64],
                          t.mult, t.shift, MAX_DEPTH, MAX_OPEN_KEYS, _EXACT_TENS, rec_spans,
                          rec_num, n_prem, ent_spans, ent_num, flag, parents, inexact, out,
                          used, calls_min, call_line, call_spelling, call_rel, ver_spans,
-                         sig_call, sig_conf, sig_spans, counts)
+                         sig_call, sig_conf, sig_spans, counts, kind_spans)
         if n_ent != -2:
             break
     if n_ent < 0:
         return None
     ent_spans = ent_spans[:n_ent]
+    kind_spans = kind_spans[:n_ent]
     rec_numbers = {}
     for k, name in enumerate(RECORD_NUMBERS):
         arr = _numbers(buf, rec_spans, len(RECORD_STRINGS) + k) if inexact[k] \
@@ -856,4 +877,6 @@ def extract_block(block: bytes, starts: NDArray[np.int64],
         premise_id=_copied(out[_N_REC_STRINGS], int(used[_N_REC_STRINGS]), ent_spans, 0),
         claim_id=_copied(out[_N_REC_STRINGS + 1], int(used[_N_REC_STRINGS + 1]), ent_spans, 1),
         entry_numbers=ent_numbers,
-        contradiction_flag=np.where(f < 0, np.nan, f.astype(np.float64)), signals=signals)
+        contradiction_flag=np.where(f < 0, np.nan, f.astype(np.float64)), signals=signals,
+        kinds=[_copied(out[_COL_KIND + k], int(used[_COL_KIND + k]), kind_spans, k)
+               for k in range(_N_KINDS)])

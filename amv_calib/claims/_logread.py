@@ -53,6 +53,7 @@ from amv_calib.contract import (
     normalize_decision,
     open_regular,
     parse_decision_line,
+    premise_memory_kind,
 )
 from amv_calib.exceptions import check_choice
 
@@ -80,6 +81,10 @@ _REC_STR: Final = ("action_id", "tool_name", "calibrator", "regime")
 #: The entry columns that ``read_uses(spill=True)`` keeps in a temporary file.
 SPILLED: Final = (*CLAIM_FEATURES, "p")
 _REC_NUM: Final = ("theta", "kappa", "has_verifiers")
+#: The entry columns of a premise's memory kind: the kind (null where none is given or it
+#: is refused) and why the contract's rule refuses it (null where it does not). An entry
+#: frame has them only when some premise of the logs gives a kind.
+KIND_COLUMNS: Final = ("memory_kind", "kind_error")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,7 +97,9 @@ class LogEntries:
     ``entries`` has one row per premise of each record, in file and line order: ``rec``
     (record index over all files), ``pidx`` (position in the record), ``premise_id``
     (categorical), ``claim_id``, the four claim features (float, NaN when missing or of the
-    wrong type) and ``p`` (the gate's probability). ``records`` has the columns of each
+    wrong type) and ``p`` (the gate's probability); when some premise gives a memory kind,
+    also :data:`KIND_COLUMNS` (categoricals: :func:`entry_kind`'s verdict of each entry).
+    ``records`` has the columns of each
     record, indexed by ``rec``: ``file`` (index into the paths), ``line`` (1-based), ``n``
     (its number of premises), ``t_us`` (decision time, int64 UTC microseconds, ``_NAT`` if
     missing or unparseable), ``action_id``, ``tool_name``, ``calibrator`` (``name@version``)
@@ -126,14 +133,15 @@ class LogEntries:
 
     def wide(self) -> pd.DataFrame:
         """``entries`` with their record's columns, as :data:`WIDE_COLUMNS` names them (the
-        features and ``p`` only if not spilled)."""
+        features and ``p`` only if not spilled; :data:`KIND_COLUMNS` only if read)."""
         e = self.entries
         rec = e["rec"].to_numpy()
         data: dict[str, Any] = {c: e[c] for c in e.columns}
         for name, rcol, dtype in _WIDE_RECORD_COLUMNS:
             values = self.record_values(rcol, rec)
             data[name] = values if dtype is None else np.asarray(values, dtype=dtype)
-        return pd.DataFrame({c: data[c] for c in WIDE_COLUMNS if c in data}, copy=False)
+        return pd.DataFrame({c: data[c] for c in (*WIDE_COLUMNS, *KIND_COLUMNS) if c in data},
+                            copy=False)
 
     @classmethod
     def from_wide(cls, wide: pd.DataFrame, **fields: Any) -> LogEntries:
@@ -182,6 +190,9 @@ class EntryAccumulator:
                                                           "confirmed", "reliability")}
         self.bad_times: dict[int, Any] = {}
         self.rec_num: dict[str, Any] = {}  # per record: numbers and categoricals
+        # per block: its entries' KIND_COLUMNS (Arrow arrays), or its number of entries
+        # when none of them gives a kind
+        self.kinds: list[tuple[Any, Any] | int] = []
 
     def add_block(self, file_idx: int, lines: IntArray, rec_str: Mapping[str, Any],
                   times: Any, n_prem: IntArray, ent: Mapping[str, Any],
@@ -234,6 +245,8 @@ class EntryAccumulator:
         else:
             for k in SPILLED:
                 e[k].append(_number_column(ent[k]))
+        kinds = ent.get("kinds")
+        self.kinds.append(len(ent["rec"]) if kinds is None else kinds)
         self.n_records += n
 
     def add_signals(self, rec_local: Any, premise_id: Any, verifier: Any, confirmed: Any,
@@ -319,6 +332,12 @@ class EntryAccumulator:
         else:
             for k in SPILLED:
                 data[k] = cat_np(e, k, np.float64)
+        if any(not isinstance(k, int) for k in self.kinds):
+            for j, name in enumerate(KIND_COLUMNS):
+                e[name] = [(pa.nulls(k, pa.string()) if isinstance(k, int) else k[j]
+                            ).dictionary_encode() for k in self.kinds]
+                data[name] = cat(e, name)
+        self.kinds = []
         entries = pd.DataFrame(data, copy=False)  # no consolidation copy of ~80 B per entry
         del data
         s = self.sig
@@ -420,6 +439,58 @@ def _calibrator_label(cal: Any) -> str | None:
     return _as_id(cal)
 
 
+def entry_kind(premise: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """``(kind, why refused)`` of a premise entry of a decision record (as parsed): the kind
+    the contract's rule (:func:`~amv_calib.contract.premise_memory_kind`) reads from the
+    premise, else from its ``claim`` (whose fields fill what the premise lacks, as
+    :func:`~amv_calib.contract.normalize_decision` fills them); the reason names the field
+    and the value. Both None: no kind is given."""
+    claim = premise.get("claim")
+    for where, obj in (("", premise), ("claim.", claim)):
+        if not isinstance(obj, Mapping):
+            continue
+        try:
+            kind = premise_memory_kind(obj)
+        except ValueError as exc:
+            return None, f"{where}{exc}"
+        if kind is not None:
+            return kind, None
+    return None, None
+
+
+def _kind_columns(arrays: Sequence[Any]) -> tuple[Any, Any] | None:
+    """:data:`KIND_COLUMNS` of a block's entries from the string arrays of the premises'
+    ``memory_kind``, ``memoryKind`` and their claims' (Arrow; empty strings as given), by
+    :func:`entry_kind` run once per distinct combination; None when none gives a kind."""
+    import pyarrow as pa
+
+    n = len(arrays[0])
+    if all(a.null_count == n for a in arrays):
+        return None
+    codes, words = [], []
+    for a in arrays:
+        enc = a.dictionary_encode()
+        codes.append(enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64))
+        words.append(enc.dictionary.to_pylist())
+    sizes = [len(w) + 1 for w in words]
+    if math.prod(sizes) < 1 << 62:  # one int64 key per combination: hashed, not sorted
+        key = np.zeros(n, dtype=np.int64)
+        for c, size in zip(codes, sizes, strict=True):
+            key = key * size + (c + 1)
+        inverse = pd.factorize(key)[0]
+        combos = np.stack(codes, axis=1)[np.unique(inverse, return_index=True)[1]]
+    else:  # (each value distinct: never seen)
+        combos, inverse = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)
+    verdicts = []
+    for row in combos.tolist():
+        ps, pc_, cs, cc = (None if c < 0 else w[c] for c, w in zip(row, words, strict=True))
+        verdicts.append(entry_kind({"memory_kind": ps, "memoryKind": pc_,
+                                    "claim": {"memory_kind": cs, "memoryKind": cc}}))
+    take = pa.array(inverse.reshape(-1).astype(np.int64))
+    return (pa.array([k for k, _ in verdicts], type=pa.string()).take(take),
+            pa.array([r for _, r in verdicts], type=pa.string()).take(take))
+
+
 def _signals_of(calls: Any, i: int, out: dict[str, list[Any]]) -> None:
     """Add the signals of record ``i``'s verifier calls (as :func:`decision_verifier_calls`
     gives them) to ``out``."""
@@ -458,18 +529,22 @@ _PREMISE_READERS: Final[tuple[tuple[str, str, Callable[[Any], Any]], ...]] = (
 
 def _python_records(recs: Sequence[tuple[int, Mapping[str, Any]]], file_idx: int,
                     acc: EntryAccumulator) -> None:
-    """Add normalised records ``(line, record)`` through plain Python."""
+    """Add records ``(line, record as parsed)`` through plain Python (each normalised here;
+    the memory kinds are read from the premises as given, :func:`entry_kind`)."""
     rec_str: dict[str, list[Any]] = {k: [] for k in _REC_STR}
     lines = np.fromiter((ln for ln, _ in recs), dtype=np.int64, count=len(recs))
     raw_times: list[Any] = []
     n_prem = np.zeros(len(recs), dtype=np.int64)
-    ent: dict[str, list[Any]] = {k: [] for k in ("rec", "pidx", "premise_id", "claim_id",
-                                                 *CLAIM_FEATURES, "p")}
+    ent: dict[str, Any] = {k: [] for k in ("rec", "pidx", "premise_id", "claim_id",
+                                           *CLAIM_FEATURES, "p")}
     sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
                                                  "confirmed", "reliability")}
     rec_num: dict[str, list[Any]] = {k: [] for k in _REC_NUM}
     off: dict[str, list[Any]] = {k: [] for k in _OFFER_COLUMNS}
-    for i, (_, rec) in enumerate(recs):
+    kinds: list[str | None] = []
+    why: list[str | None] = []
+    for i, (_, raw) in enumerate(recs):
+        rec = normalize_decision(raw)
         raw_times.append(rec.get("time"))
         rec_num["theta"].append(_as_float(rec.get("theta")))
         rec_num["kappa"].append(_as_float(rec.get("kappa")))
@@ -490,13 +565,23 @@ def _python_records(recs: Sequence[tuple[int, Mapping[str, Any]]], file_idx: int
         premises = rec.get("premises")
         plist = premises if isinstance(premises, list) else []
         n_prem[i] = len(plist)
+        # "premises" has one spelling: the normalised list is the given one, item for item
+        given: list[Any] = raw["premises"] if isinstance(premises, list) else []
         for idx, prem in enumerate(plist):
             pm = prem if isinstance(prem, Mapping) else {}
             ent["rec"].append(i)
             ent["pidx"].append(idx)
             for col, key, read in _PREMISE_READERS:
                 ent[col].append(read(pm.get(key)))
+            kind, reason = entry_kind(given[idx]) if isinstance(given[idx], Mapping) \
+                else (None, None)
+            kinds.append(kind)
+            why.append(reason)
         _signals_of(rec.get("verifier_calls"), i, sig)
+    if any(k is not None for k in kinds) or any(r is not None for r in why):
+        import pyarrow as pa
+
+        ent["kinds"] = (pa.array(kinds, type=pa.string()), pa.array(why, type=pa.string()))
     base = acc.n_records
     acc.add_block(file_idx, lines, rec_str, raw_times, n_prem, ent, rec_num,
                   _offers_table(off))
@@ -554,7 +639,8 @@ class _BlockColumns:
     empty strings not yet nulls: per record the string fields (Arrow), ``theta`` and
     ``kappa`` (NaN where null), whether it has offered verifiers, its number of premises
     (``lens``); per premise entry its record (``parents``), ids (Arrow) and numbers
-    (``numbers``: ``p`` and the four features, NaN where null); the offered verifiers
+    (``numbers``: ``p`` and the four features, NaN where null) and memory kinds
+    (:data:`KIND_COLUMNS`, or None); the offered verifiers
     (:func:`_offers_table`'s columns); the verifier signals (as
     :attr:`_logextract.Extracted.signals`, or lists)."""
 
@@ -569,6 +655,7 @@ class _BlockColumns:
     numbers: dict[str, NDArray[np.float64]]
     offers: Any
     signals: dict[str, Any]
+    kinds: tuple[Any, Any] | None = None  # KIND_COLUMNS, None: no entry gives a kind
 
 
 def _extracted_columns(ext: Any) -> _BlockColumns:
@@ -580,7 +667,8 @@ def _extracted_columns(ext: Any) -> _BlockColumns:
         lens=ext.n_premises, parents=ext.parents, premise_id=ext.premise_id,
         claim_id=ext.claim_id,
         numbers={**ext.entry_numbers, "contradiction_flag": ext.contradiction_flag},
-        offers=_offers_table({k: [] for k in _OFFER_COLUMNS}), signals=ext.signals)
+        offers=_offers_table({k: [] for k in _OFFER_COLUMNS}), signals=ext.signals,
+        kinds=_kind_columns(ext.kinds))
 
 
 def _table_columns(block: bytes, parsed: _Parsed, want_offers: bool) -> _BlockColumns | None:
@@ -669,7 +757,9 @@ def _table_columns(block: bytes, parsed: _Parsed, want_offers: bool) -> _BlockCo
         premise_id=_coalesce(f("id"), f("premise_id"), f("premiseId")),
         claim_id=_coalesce(f("claim_id"), f("claimId"), c("claim_id"), c("claimId"),
                            c("id")),
-        numbers=numbers, offers=offers_table, signals=signals)
+        numbers=numbers, offers=offers_table, signals=signals,
+        kinds=_kind_columns([f("memory_kind"), f("memoryKind"), c("memory_kind"),
+                             c("memoryKind")]))
 
 
 def _columnar_block(block: bytes, parsed: _Parsed, file_idx: int, first_line: int,
@@ -706,6 +796,7 @@ def _columnar_block(block: bytes, parsed: _Parsed, file_idx: int, first_line: in
         "premise_id": _no_empty(cols.premise_id),
         "claim_id": _no_empty(cols.claim_id),
         **cols.numbers,
+        "kinds": cols.kinds,
     }
     rec_num = {"theta": cols.theta, "kappa": cols.kappa, "has_verifiers": cols.has_verifiers}
     sig = cols.signals
@@ -784,7 +875,7 @@ def _json_object(raw: bytes) -> dict[str, Any]:
 
 def _parse_lines(data: bytes, first_line: int, st: LogReadStats, name: str,
                  on_corrupt: str) -> list[tuple[int, dict[str, Any]]]:
-    """The records of the lines of ``data``, numbered from ``first_line``.
+    """The records of the lines of ``data`` (as parsed), numbered from ``first_line``.
 
     Blank lines are counted; a line that is not a JSON object raises or is skipped as
     ``on_corrupt`` says, except an unterminated last line (``data`` not ending in a newline),
@@ -805,7 +896,7 @@ def _parse_lines(data: bytes, first_line: int, st: LogReadStats, name: str,
                                   on_corrupt=on_corrupt, stats=st, stacklevel=4)
         if obj is None:
             continue
-        out.append((lineno, normalize_decision(obj)))
+        out.append((lineno, obj))
     return out
 
 

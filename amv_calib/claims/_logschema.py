@@ -10,7 +10,7 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
-from amv_calib.contract import DECISION_ALIASES, OFFERED_VERIFIER_ALIASES
+from amv_calib.contract import DECISION_ALIASES, MEMORY_KIND_FIELDS, OFFERED_VERIFIER_ALIASES
 
 _FEATURE_ALIASES: Final = (("recency_hours", "recencyHours"),
                            ("source_trust_score", "sourceTrustScore"),
@@ -46,13 +46,16 @@ def _arrow_schema(offers: bool, present: frozenset[str] | None = None) -> Any:
     for snake, camel in _FEATURE_ALIASES:
         typ = pa.bool_() if snake == "contradiction_flag" else pa.float64()
         feats += [(snake, typ), (camel, typ)]
+    # a kind of another JSON type than a string makes pyarrow refuse the block: the line
+    # parser words why the contract's rule refuses it
+    kinds = [(n, pa.string()) for n in MEMORY_KIND_FIELDS]
     claim = pa.struct([("id", pa.string()), ("claim_id", pa.string()),
-                       ("claimId", pa.string()), *feats])
+                       ("claimId", pa.string()), *feats, *kinds])
     premise = pa.struct([
         ("id", pa.string()), ("premise_id", pa.string()), ("premiseId", pa.string()),
         ("claim_id", pa.string()), ("claimId", pa.string()), *feats,
         ("p", pa.float64()), ("calibratedViolationProbability", pa.float64()),
-        ("calibrated_violation_probability", pa.float64()), ("claim", claim),
+        ("calibrated_violation_probability", pa.float64()), *kinds, ("claim", claim),
     ])
     call = pa.struct([("reliability", pa.float64())])
     offered = pa.struct(

@@ -47,6 +47,81 @@ OTHER_KIND: Final[str] = _KIND_RULES["other"]
 #: Longest memory kind of a vocabulary, in characters (code points).
 MAX_KIND_LENGTH: Final[int] = _KIND_RULES["max_length"]
 
+#: The spellings of a premise's memory kind, in the order :func:`premise_memory_kind` checks
+#: them.
+MEMORY_KIND_FIELDS: Final = ("memory_kind", "memoryKind")
+#: The characters of Unicode's ``White_Space`` property (JavaScript's ``\p{White_Space}``;
+#: Python's ``str.isspace`` adds U+001C..U+001F, so the set is spelt out for both gates).
+KIND_WHITESPACE: Final = frozenset(
+    "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
+    + "\u2028\u2029\u202f\u205f\u3000")
+
+
+class MemoryKindError(ValueError):
+    """A memory kind the contract's rule refuses; ``problem`` says why, in a word or two:
+    one of :data:`MEMORY_KIND_PROBLEMS` (a claim table's reject counts are keyed by it)."""
+
+    def __init__(self, message: str, problem: str) -> None:
+        super().__init__(message)
+        self.problem = problem
+
+
+#: The problems :class:`MemoryKindError` names, in the order the rule checks them.
+MEMORY_KIND_PROBLEMS: Final = ("not a string", "blank", "padded", "too long", "differ")
+
+
+def check_memory_kind(value: Any, field: str = "memory_kind") -> str:
+    """``value`` if it is a memory kind, else ``ValueError`` naming ``field`` and the value.
+
+    A memory kind is a string of 1 to :data:`MAX_KIND_LENGTH` characters (code points)
+    that neither begins nor ends with whitespace (:data:`KIND_WHITESPACE`): a padded kind
+    would be another kind than the one it looks like (a calibrator evaluates it as
+    ``"other"``), so it is refused rather than kept or trimmed. A claim table's empty cell
+    and a premise's ``null`` are *absent*, which the caller decides before this. Raises
+    :class:`MemoryKindError` (a ``ValueError``).
+    """
+    if not isinstance(value, str):
+        raise MemoryKindError(f"{field}={value!r} is not a string (a memory kind is a name "
+                              f"such as 'preference')", "not a string")
+    if all(c in KIND_WHITESPACE for c in value):
+        raise MemoryKindError(f"{field}={value!r} is blank (give null, or leave it out, when "
+                              f"the kind is unknown)", "blank")
+    if value[0] in KIND_WHITESPACE or value[-1] in KIND_WHITESPACE:
+        raise MemoryKindError(f"{field}={value!r} begins or ends with whitespace", "padded")
+    if len(value) > MAX_KIND_LENGTH:
+        raise MemoryKindError(f"{field}={value[:40]!r}... has {len(value)} characters, more "
+                              f"than {MAX_KIND_LENGTH}", "too long")
+    return value
+
+
+def premise_memory_kind(premise: Mapping[str, Any]) -> str | None:
+    """The memory kind a premise (of an action, a decision record or an episode) gives.
+
+    Read from ``memory_kind`` or its camelCase ``memoryKind``: a ``null`` is absent (so
+    ``null`` beside a kind gives the kind); both may be given if they are equal. Each
+    value given is checked by :func:`check_memory_kind`.
+
+    Returns
+    -------
+    str or None
+        The kind, or None when neither spelling gives one.
+
+    Raises
+    ------
+    MemoryKindError
+        (a ``ValueError``) A value given is not a memory kind, or the two spellings give
+        different kinds; the message names the field and the value (the caller adds the
+        premise or the row).
+    """
+    given = [(f, premise[f]) for f in MEMORY_KIND_FIELDS if premise.get(f) is not None]
+    for f, v in given:
+        check_memory_kind(v, f)
+    if len(given) == 2 and given[0][1] != given[1][1]:
+        raise MemoryKindError(f"memory_kind={given[0][1]!r} and memoryKind="
+                              f"{given[1][1]!r} differ (give one)", "differ")
+    return cast(str, given[0][1]) if given else None
+
+
 #: Default floor of ``logit``, ``log`` and ``log1m`` (the seed clips confidence at 1e-5).
 DEFAULT_EPS: Final = 1e-5
 

@@ -15,6 +15,7 @@ from typing import Any, Final, Literal, cast, get_args
 
 import numpy as np
 
+from amv_calib.contract import MEMORY_KIND_FIELDS, check_memory_kind, premise_memory_kind
 from amv_calib.exceptions import check_choice
 
 __all__ = [
@@ -108,8 +109,8 @@ _PREMISE_KEYS: Final = _aliases(
     ("calibrated_violation_probability", "calibratedViolationProbability"),
     ("claim", "claim"),
 )
-#: The spellings of a premise's memory kind (read apart: both may be given if they agree).
-_KIND_KEYS: Final = ("memory_kind", "memoryKind")
+#: The spellings of a premise's memory kind (read apart, by the contract's rule).
+_KIND_KEYS: Final = frozenset(MEMORY_KIND_FIELDS)
 _ACTION_KEYS: Final = _aliases(
     ("action_id", "actionId"), ("tool_name", "toolName"), ("arguments", "arguments"),
     ("impact_cost_theta", "impactCostTheta"), ("abstention_cost_kappa", "abstentionCostKappa"),
@@ -205,7 +206,9 @@ class Premise:
     memory_kind : str, optional
         The kind of memory the claim is (``"preference"``, ``"event"``...). A calibrator
         with kinds evaluates the claim as that kind, or as ``"other"`` when the kind is
-        absent or outside its vocabulary; one without kinds ignores it.
+        absent or outside its vocabulary; one without kinds ignores it. Checked by
+        :func:`amv_calib.contract.check_memory_kind` (1 to 64 characters, not blank, no
+        whitespace at either end).
     """
 
     id: str
@@ -233,8 +236,11 @@ class Premise:
                     f"calibrated_violation_probability={p!r} {where} must lie in [0, 1]"
                 )
             object.__setattr__(self, "calibrated_violation_probability", p)
-        if self.memory_kind is not None and not isinstance(self.memory_kind, str):
-            raise ValueError(f"memory_kind={self.memory_kind!r} {where} is not a string")
+        if self.memory_kind is not None:
+            try:
+                check_memory_kind(self.memory_kind)
+            except ValueError as exc:
+                raise ValueError(f"premise {self.id!r}: {exc}") from None
         if self.claim is not None:
             if not isinstance(self.claim, MemoryClaim):
                 raise ValueError(f"claim {where} must be a MemoryClaim, got {self.claim!r}")
@@ -252,8 +258,10 @@ class Premise:
 
         The claim may be embedded under ``claim``, or its four features may sit in the
         premise itself (the episodes format); ``violated`` and ``p_true`` are ignored.
-        A ``null`` probability means "compute it from the claim". The kind may be spelt
-        ``memory_kind`` or ``memoryKind`` (both only if they agree); ``null`` is absent.
+        A ``null`` probability means "compute it from the claim". The kind is read by
+        :func:`amv_calib.contract.premise_memory_kind` (``memory_kind`` or ``memoryKind``;
+        ``null`` is absent); a kind it refuses raises ``ValueError``, as any other
+        malformed field does.
         """
         if not isinstance(data, Mapping):
             raise ValueError(f"premise must be an object, got {data!r}")
@@ -264,14 +272,12 @@ class Premise:
         if "id" not in kw:
             raise ValueError(f"premise {dict(data)!r} lacks 'id'")
         kw["id"] = str(kw["id"])
-        kinds = [data[k] for k in _KIND_KEYS if k in data]
-        if len(kinds) == 2 and kinds[0] != kinds[1]:
-            raise ValueError(
-                f"premise {kw['id']!r} gives memory_kind={kinds[0]!r} and "
-                f"memoryKind={kinds[1]!r}; give one"
-            )
-        if kinds:
-            kw["memory_kind"] = kinds[0]
+        try:
+            kind = premise_memory_kind(data)
+        except ValueError as exc:
+            raise ValueError(f"premise {kw['id']!r}: {exc}") from None
+        if kind is not None:
+            kw["memory_kind"] = kind
         for name in ("claim_id", "parameter_target"):
             if name in kw:
                 kw[name] = str(kw[name])

@@ -136,7 +136,8 @@ def _part_schemas() -> tuple[Any, Any]:
     s, f, i64 = pa.string(), pa.float64(), pa.int64()
     claims = pa.schema([
         ("use", i64), ("claim_id", s), ("t_us", i64), *((c, f) for c in _FEATS),
-        ("violated", pa.bool_()), ("label_weight", f), ("action_id", s), ("tool_name", s),
+        ("memory_kind", s), ("violated", pa.bool_()), ("label_weight", f), ("action_id", s),
+        ("tool_name", s),
         ("pk_str", s), ("from_verifier", pa.int8()), ("signal_llr", f), ("p_logged", f),
         ("calibrator", s), ("regime", s), ("file", pa.int32()), ("line", i64)])
     uses = pa.schema([("file", pa.int32()), ("line", i64), ("action_id", s), ("pk_str", s),
@@ -195,9 +196,9 @@ class _PartWriter:
             "from_verifier": from_verifier.astype(np.int8),
             "signal_llr": np.where(has_sig[rows], llr[rows], 0.0), "p_logged": p[rows],
             **{c: arr(c, nan, np.float64)[rows] for c in _FEATS},
-            **{k: pc.take(batch.column(k), take) for k in ("claim_id", "t_us", "action_id",
-                                                   "tool_name", "pk_str", "calibrator",
-                                                   "regime", "file", "line")}})
+            **{k: pc.take(batch.column(k), take) for k in ("claim_id", "t_us", "memory_kind",
+                                                   "action_id", "tool_name", "pk_str",
+                                                   "calibrator", "regime", "file", "line")}})
         out = np.flatnonzero(reason != -1)
         self._write("uses", {
             "reason": reason[out].astype(np.int8),
@@ -248,8 +249,9 @@ def _parts_fn(folder: str) -> Any:
 
 
 def _claim_frame(batch: Any, first_use: int, names: list[str], cal_cats: list[str],
-                 reg_cats: list[str]) -> pd.DataFrame:
-    """Claim rows of a part file as the single-machine ``label_claims`` builds them."""
+                 reg_cats: list[str], kinds: bool) -> pd.DataFrame:
+    """Claim rows of a part file as the single-machine ``label_claims`` builds them
+    (``memory_kind`` when ``kinds``: some premise of the logs gives a kind)."""
     def a(k: str) -> Any:
         return batch.column(k).to_numpy(zero_copy_only=False)
 
@@ -258,6 +260,7 @@ def _claim_frame(batch: Any, first_use: int, names: list[str], cal_cats: list[st
         "timestamp": us_to_datetime(a("t_us").astype(np.int64)),
         **{c: a(c) for c in _FEATS if c != "contradiction_flag"},
         "contradiction_flag": a("contradiction_flag") > 0.5,
+        **({"memory_kind": _str(a("memory_kind"))} if kinds else {}),
         "violated": a("violated").astype(bool),
         "label_weight": a("label_weight"),
         "action_id": _str(a("action_id")),
@@ -301,8 +304,9 @@ class _Labelled:
 
     def __init__(self, folder: str, summary: pd.DataFrame, report: JoinReport,
                  names: list[str], cal_cats: list[str], reg_cats: list[str],
-                 frames: dict[str, Any]) -> None:
+                 frames: dict[str, Any], kinds: bool = False) -> None:
         self.folder = folder
+        self.kinds = kinds  # the claim rows have ``memory_kind``
         self.summary = summary
         self.report = report
         self.names = names
@@ -329,7 +333,7 @@ class _Labelled:
     def claim_parts(self) -> Iterator[pd.DataFrame]:
         """The claim rows, in order, one part at a time (the last one empty)."""
         for first, batch in self._batches("claims"):
-            yield _claim_frame(batch, first, self.names, *self.cats)
+            yield _claim_frame(batch, first, self.names, *self.cats, self.kinds)
 
     def use_parts(self) -> Iterator[pd.DataFrame]:
         """The unjoined uses, in log order, one part at a time (the last one empty)."""
@@ -421,7 +425,8 @@ def _label(
     names = _expand([os.fspath(p) for p in plist])
     out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
     t0 = time.perf_counter()
-    parsed, stats, _ = _read_logs(spark, names, on_corrupt, columnar, offers, split_bytes)
+    parsed, stats, _, kinds = _read_logs(spark, names, on_corrupt, columnar, offers,
+                                         split_bytes)
     _log.info("label on Spark: logs read in %.1f s", time.perf_counter() - t0)
     entries = _entries(parsed).persist()
     n_entries = entries.count()
@@ -458,8 +463,9 @@ def _label(
     # -- the rows: every use with its wide columns, in eid (log) order by ranges of eid; each
     # task writes its claim rows and unjoined uses; the driver gets one summary per task ----
     folder = _scratch_folder(scratch)
-    rows = entries.select("eid", "claim_id", "t_us", *_FEATS, "p", "action_id", "tool_name",
-                          "pk_str", "calibrator", "regime", "file", "line", "detail") \
+    rows = entries.select("eid", "claim_id", "t_us", *_FEATS, "p", "memory_kind",
+                          "action_id", "tool_name", "pk_str", "calibrator", "regime", "file",
+                          "line", "detail") \
         .join(final.select("eid", "reason", "hard", "label", "llr", "has_sig"), "eid")
     try:  # a failed label leaves no part files behind
         summary = rows.repartitionByRange("eid").sortWithinPartitions("eid") \
@@ -497,7 +503,7 @@ def _label(
             outcome_details=outcome_details, unjoined_counts=[int(r) for r in reasons])
         return _Labelled(folder, summary, report, names, cal_cats, reg_cats, {
             "parsed": parsed, "entries": entries, "final": final, "answers": answers,
-            "uses": uses})
+            "uses": uses}, kinds=kinds)
     except BaseException:
         _remove_folder(folder)
         raise
@@ -601,6 +607,9 @@ def _episode_batch(batch: Any, files: list[str], min_calls: int,
         "premise_id": pd.Categorical(flat.field("premise_id").to_pandas()),
         "claim_id": _str(flat.field("claim_id").to_pandas()),
         **{k: floats(flat.field(k)) for k in (*_FEATS, "p")},
+        # null where a premise gives no kind: build_episodes then writes none, as one
+        # machine does where the log gives no kind at all
+        "memory_kind": pd.Categorical(flat.field("memory_kind").to_pandas()),
     })
     st = pc.list_flatten(batch.column("st"))
     pk = pd.factorize(pd.Series(st.field("pk_kind").to_numpy(zero_copy_only=False)).astype(str)

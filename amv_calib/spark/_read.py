@@ -183,12 +183,12 @@ _PARSED_SCHEMA: Final = (
     "n_premises int, has_verifiers boolean, "
     "premises array<struct<pidx:int, eid:long, premise_id:string, claim_id:string, "
     "recency_hours:double, source_trust_score:double, model_confidence:double, "
-    "contradiction_flag:double, p:double, detail:string>>, "
+    "contradiction_flag:double, p:double, memory_kind:string, detail:string>>, "
     "signals array<struct<premise_id:string, verifier:string, confirmed:boolean, "
     "reliability:double>>, "
     "offers array<struct<id:string, resolves:array<string>, cost:double, reliability:double>>, "
     "lines long, records long, blank long, torn long, corrupt long, fragments long, "
-    "corrupt_lines array<long>, "
+    "corrupt_lines array<long>, kinds boolean, "
     "error string"
 )
 
@@ -250,7 +250,12 @@ def _parse_task(task: tuple[int, str, int, int], task_idx: int, first_line: int,
     bad_times = dict(acc.bad_times)
     entries, signals = acc.finish()
     e_rec = entries["rec"].to_numpy()
-    check = entries[["rec", "premise_id", "claim_id", *_FEATS]]
+    # a premise giving a memory kind (or one the contract's rule refuses): the entries have
+    # the kind columns (``KIND_COLUMNS``), and the rule's refusal is checked as the single
+    # machine checks it
+    kinds = "memory_kind" in entries.columns
+    check = entries[["rec", "premise_id", "claim_id", *_FEATS,
+                     *(["kind_error"] if kinds else [])]]
     no_time = (rec_cols["t_us"].to_numpy() == MISSING_US)[e_rec]
     invalid, codes, messages = invalid_detail(check, no_time, bad_times)
     detail = pa.array(np.asarray(messages, dtype=object)[codes], type=pa.string())
@@ -263,6 +268,8 @@ def _parse_task(task: tuple[int, str, int, int], task_idx: int, first_line: int,
         if len(entries) else pa.array([], pa.string()),
         "claim_id": pa.array(entries["claim_id"].array, type=pa.string()),
         **{k: pa.array(entries[k].to_numpy(np.float64)) for k in (*_FEATS, "p")},
+        "memory_kind": pa.array(entries["memory_kind"]).cast(pa.string())
+        if kinds and len(entries) else pa.nulls(len(entries), pa.string()),
         "detail": detail,
     })
     rec_cols["signals"] = _nested(np.bincount(signals["rec"].to_numpy(), minlength=n_rec), {
@@ -286,7 +293,7 @@ def _parse_task(task: tuple[int, str, int, int], task_idx: int, first_line: int,
         "kind": [1], "task": [task_idx], "file": [file_idx], "lines": [st.lines],
         "records": [st.records], "blank": [st.blank], "torn": [st.torn],
         "corrupt": [st.corrupt], "fragments": [st.fragments],
-        "corrupt_lines": [list(st.corrupt_lines)],
+        "corrupt_lines": [list(st.corrupt_lines)], "kinds": [kinds],
     })
     return [_batch(schema, n_rec, rec_cols), stats]
 
@@ -324,10 +331,12 @@ def _parse_fn(tasks: list[tuple[int, str, int, int]], first_lines: list[int],
 
 
 def _read_logs(spark: SparkSession, paths: list[str], on_corrupt: str, columnar: bool,
-               offers: bool, split_bytes: int) -> tuple[DataFrame, list[Any], list[int]]:
+               offers: bool, split_bytes: int
+               ) -> tuple[DataFrame, list[Any], list[int], bool]:
     """Parse the logs on the executors: the records frame (persisted), the stats of each
-    file, and the first line of each task (the driver's only look at the files is their
-    sizes and the newline count of each range)."""
+    file, the first line of each task (the driver's only look at the files is their
+    sizes and the newline count of each range), and whether some premise gives a memory
+    kind (the claim rows then have the column ``memory_kind``)."""
     from pyspark import StorageLevel
 
     tasks = _splits(paths, split_bytes)
@@ -347,7 +356,7 @@ def _read_logs(spark: SparkSession, paths: list[str], on_corrupt: str, columnar:
         _parse_fn(tasks, first_lines, on_corrupt, columnar, offers), _PARSED_SCHEMA)
     parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
     meta = parsed.filter("kind <> 0").select(
-        "kind", "task", "file", *_STATS, "corrupt_lines", "error").toPandas()
+        "kind", "task", "file", *_STATS, "corrupt_lines", "kinds", "error").toPandas()
     errors = meta[meta["kind"] == 2].sort_values("task")
     if len(errors):
         parsed.unpersist()
@@ -361,6 +370,7 @@ def _read_logs(spark: SparkSession, paths: list[str], on_corrupt: str, columnar:
             setattr(st, k, getattr(st, k) + int(row[k]))
         lines = row["corrupt_lines"]
         st.corrupt_lines.extend(int(x) for x in (lines if lines is not None else []))
-    return parsed, stats, first_lines
+    has_kinds = bool(meta.loc[meta["kind"] == 1, "kinds"].fillna(False).astype(bool).any())
+    return parsed, stats, first_lines, has_kinds
 
 

@@ -20,11 +20,11 @@ from numpy.typing import NDArray
 
 from amv_calib.contract import (
     CLAIM_FEATURES,
-    MEMORY_KIND_MAX_CHARS,
     PortableCalibrator,
     canonical_name,
     loads_strict,
     open_regular,
+    premise_memory_kind,
 )
 from amv_calib.exceptions import DataContractError
 
@@ -178,18 +178,11 @@ def _canonical_premise(pr: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _premise_kind(pr: Mapping[str, Any], row: int, where: str) -> str | None:
-    """A premise's ``memory_kind`` (``memoryKind`` accepted; both only if they agree)."""
-    given = {k: pr[k] for k in ("memory_kind", "memoryKind") if pr.get(k) is not None}
-    if len(set(map(repr, given.values()))) > 1:
-        raise _err(row, f"{where}memory_kind={given['memory_kind']!r} and memoryKind="
-                        f"{given['memoryKind']!r} differ")
-    kind = next(iter(given.values()), None)
-    if kind is None:
-        return None
-    if not isinstance(kind, str) or not kind.strip() or len(kind) > MEMORY_KIND_MAX_CHARS:
-        raise _err(row, f"{where}memory_kind={kind!r} must be a non-blank string of at most "
-                        f"{MEMORY_KIND_MAX_CHARS} characters")
-    return kind
+    """A premise's ``memory_kind``, by the contract's rule (:func:`premise_memory_kind`)."""
+    try:
+        return premise_memory_kind(pr)
+    except ValueError as exc:
+        raise _err(row, f"{where}{exc}") from None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,6 +4,7 @@ whatever it takes, it reads as they do; whatever it cannot vouch for, it refuses
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 from typing import Any
@@ -13,10 +14,13 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kind_corpus import CASES as KIND_CASES
+from kind_corpus import IDS as KIND_IDS
+from kind_corpus import after
 
 from amv_calib.claims import _logextract, read_uses
 from amv_calib.claims._keyscan import MAX_DEPTH, line_bounds, suspect_lines
-from amv_calib.contract import DECISION_ALIASES, VERIFIER_CALL_ALIASES
+from amv_calib.contract import DECISION_ALIASES, MEMORY_KIND_FIELDS, VERIFIER_CALL_ALIASES
 
 
 def _extract(*lines: bytes) -> Any:
@@ -100,12 +104,19 @@ def _field(draw: Any, names: tuple[str, ...], value: Any, odd: float) -> dict[st
 
 
 _PLAIN_IDS = st.sampled_from(["p0", "p1", "p2", "c1", "c2", ""])
+#: A memory kind's value: a kind, null, or any odd value of the contract's corpus (another
+#: type, blank, padded, too long, unicode).
+_KIND = st.one_of(st.sampled_from(["event", "fact", None]),
+                  st.sampled_from([v for _, fields, _ in KIND_CASES for v in fields.values()]))
 _FEATURES = (("recency_hours", "recencyHours"), ("source_trust_score", "sourceTrustScore"),
              ("model_confidence", "modelConfidence"))
 
 
 @st.composite
-def _premise(draw: Any, odd: float) -> Any:
+def _premise(draw: Any, odd: float, kinds: bool = False) -> Any:
+    """A premise; ``kinds``: its memory kinds (and its claim's) may be anything, else only
+    null or absent."""
+    kind = _KIND if kinds else st.none()
     if draw(st.floats(0, 1)) < 0.05:
         return draw(st.sampled_from([None, 3, "p", []] if odd else [None]))
     num = st.one_of(st.none(), _NUMBER_TEXTS.map(_Raw)) if odd else \
@@ -120,12 +131,16 @@ def _premise(draw: Any, odd: float) -> Any:
     prem.update(_field(draw, ("contradiction_flag", "contradictionFlag"),
                        st.one_of(st.none(), st.booleans()), odd))
     if draw(st.booleans()):
+        prem.update(_field(draw, MEMORY_KIND_FIELDS, kind, 0.0))
+    if draw(st.booleans()):
         claim: dict[str, Any] = {}
         claim.update(_field(draw, ("claim_id", "claimId", "id"), _PLAIN_IDS, odd))
         for names in _FEATURES:
             claim.update(_field(draw, names, num, odd))
         claim.update(_field(draw, ("contradiction_flag", "contradictionFlag"),
                             st.one_of(st.none(), st.booleans()), odd))
+        if draw(st.booleans()):
+            claim.update(_field(draw, MEMORY_KIND_FIELDS, kind, 0.0))
         prem["claim"] = draw(_VALUE) if _odd(draw, odd) else claim
     if draw(st.booleans()):
         prem["note"] = draw(_VALUE if odd else _ASCII_VALUE)
@@ -154,9 +169,10 @@ def _call(draw: Any, odd: float) -> Any:
 
 
 @st.composite
-def _record(draw: Any, odd: float) -> dict[str, Any]:
+def _record(draw: Any, odd: float, kinds: bool = False) -> dict[str, Any]:
     """A decision record; ``odd``: how often a field read holds a value of any type (0:
-    never, and no byte >= 0x80 anywhere)."""
+    never, and no byte >= 0x80 anywhere); ``kinds``: the premises' memory kinds may be
+    anything (else null or absent)."""
     d = DECISION_ALIASES
     times = st.sampled_from(["2026-05-01T10:00:00Z", "2026-05-01T10:00:00+02:00",
                              "not a time", "", None])
@@ -174,7 +190,7 @@ def _record(draw: Any, odd: float) -> dict[str, Any]:
         rec["calibrator"] = draw(_VALUE) if _odd(draw, odd) else cal
     if draw(st.floats(0, 1)) < 0.9:
         rec["premises"] = draw(_VALUE) if _odd(draw, odd) else \
-            draw(st.lists(_premise(odd), max_size=4))
+            draw(st.lists(_premise(odd, kinds), max_size=4))
     for name in d["verifier_calls"]:
         if draw(st.booleans()):
             rec[name] = None if draw(st.floats(0, 1)) < 0.1 else \
@@ -201,17 +217,17 @@ def _dump(value: Any, sep: tuple[str, str]) -> str:
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data(), odd=st.sampled_from([0.0, 0.0, 0.01, 0.1]),
        sep=st.sampled_from([(",", ":"), (", ", ": "), (" ,\t", " :\r ")]),
-       block_bytes=st.sampled_from([256, 4096, 1 << 20]))
+       block_bytes=st.sampled_from([256, 4096, 1 << 20]), kinds=st.booleans())
 def test_reads_as_the_line_parser(data: Any, odd: float, sep: tuple[str, str],
-                                  block_bytes: int, tmp_path: Path,
+                                  block_bytes: int, kinds: bool, tmp_path: Path,
                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    records = data.draw(st.lists(_record(odd), min_size=1, max_size=40))
+    records = data.draw(st.lists(_record(odd, kinds), min_size=1, max_size=40))
     path = tmp_path / "d.jsonl"
     path.write_bytes("".join(_dump(r, sep) + "\n" for r in records).encode())
     slow, fast, taken = _read_both(path, monkeypatch, block_bytes)
     _assert_same_read(slow, fast)
-    if not odd:  # every field read of the type the schema says: every block is taken
-        assert taken and all(taken)
+    if not odd and not kinds:  # every field read of the type the schema says, every kind
+        assert taken and all(taken)  # null: every block is taken
 
 
 def test_a_canonical_log_is_taken_whole_and_reads_as_the_line_parser(
@@ -244,6 +260,93 @@ def test_a_canonical_log_is_taken_whole_and_reads_as_the_line_parser(
     _assert_same_read(slow, fast)
     assert len(taken) > 20 and all(taken)
     assert len(slow.signals) > 100
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory kinds: the contract's verdict on every path
+# ---------------------------------------------------------------------------------------------
+def _three_reads(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], bool]:
+    """The log read by the line parser, by pyarrow (the extraction refused) and by the
+    default read; and whether the extraction took its one block."""
+    slow, fast, taken = _read_both(path, monkeypatch, 1 << 20)
+    monkeypatch.setattr(_logextract, "extract_block", lambda *a: None)
+    arrow = read_uses(path, columnar=True)
+    return [slow, arrow, fast], taken == [True]
+
+
+def _kinds_of(log: Any) -> list[tuple[Any, Any]]:
+    """(kind, reason) per entry; both None everywhere when the columns are absent."""
+    e = log.entries
+    if "memory_kind" not in e.columns:
+        return [(None, None)] * len(e)
+    return [(None if pd.isna(k) else k, None if pd.isna(r) else r)
+            for k, r in zip(e["memory_kind"], e["kind_error"], strict=True)]
+
+
+@pytest.mark.parametrize("where", ["premise", "claim"])
+@pytest.mark.parametrize(("fields", "verdict"), [c[1:] for c in KIND_CASES], ids=KIND_IDS)
+def test_each_odd_kind_reads_as_the_contract_rule_says_on_every_path(
+        fields: dict[str, Any], verdict: tuple[str, Any], where: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A premise giving the corpus's kind fields (or its claim giving them), beside one
+    giving none: the line parser, pyarrow and the extraction give the corpus's verdict; the
+    kind columns exist only when a kind field is not null; the extraction takes the block
+    when every kind is null or a string it reads (else pyarrow or the line parser does)."""
+    prem: dict[str, Any] = {"id": "p0", "claim_id": "c0", "p": 0.5}
+    if where == "premise":
+        prem.update(fields)
+    else:
+        prem["claim"] = {"id": "c0", **fields}
+    rec = {"time": "2026-05-01T10:00:00Z", "action_id": "a1",
+           "premises": [prem, {"id": "p1", "claim_id": "c1"}]}
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps(rec, ensure_ascii=False) + "\n", encoding="utf-8")
+    reads, taken = _three_reads(path, monkeypatch)
+    got = [_kinds_of(r) for r in reads]
+    assert got[0] == got[1] == got[2]
+    pd.testing.assert_frame_equal(reads[1].wide(), reads[0].wide())
+    pd.testing.assert_frame_equal(reads[2].wide(), reads[0].wide())
+    (kind, reason), other = got[0]
+    assert other == (None, None)
+    tag, want = verdict
+    has_columns = "memory_kind" in reads[0].entries.columns
+    # the extraction takes kinds given as JSON strings of printable ASCII without escapes
+    plain = all(v is None or (isinstance(v, str) and v.isascii() and v.isprintable()
+                              and '"' not in v and "\\" not in v) for v in fields.values())
+    assert taken == plain
+    if tag == "none":
+        assert (kind, reason) == (None, None) and not has_columns
+        return
+    assert has_columns
+    if tag == "kind":
+        assert (kind, reason) == (want, None)
+    else:
+        prefix = "" if where == "premise" else r"claim\."
+        assert kind is None and re.search(after(prefix, want), reason), reason
+
+
+@pytest.mark.parametrize(("premise", "claim", "want"), [
+    ({"memory_kind": "event"}, {"memory_kind": 3}, ("event", None)),
+    ({"memoryKind": "event"}, {"memory_kind": "fact"}, ("event", None)),
+    ({"memory_kind": None}, {"memoryKind": "fact"}, ("fact", None)),
+    ({}, {"memory_kind": None, "memoryKind": None}, (None, None)),
+    ({"memory_kind": " event"}, {"memory_kind": "fact"},
+     (None, "memory_kind=' event' begins or ends with whitespace")),
+    ({"memory_kind": None}, {"memory_kind": "fact", "memoryKind": "event"},
+     (None, "claim.memory_kind='fact' and memoryKind='event' differ (give one)")),
+], ids=["own-beside-bad-claim", "own-beside-other-claim", "claim-under-null",
+        "all-null", "own-refused", "claim-refused"])
+def test_a_premise_s_own_kind_comes_before_its_claim_s(
+        premise: dict[str, Any], claim: dict[str, Any], want: tuple[Any, Any],
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The premise's own kind when it gives one (its claim's then unread, as a claim's
+    features are), else its claim's; a kind refused is refused where it stands."""
+    rec = {"time": "2026-05-01T10:00:00Z", "action_id": "a1",
+           "premises": [{"id": "p0", **premise, "claim": {"id": "c0", **claim}}]}
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps(rec) + "\n", encoding="utf-8")
+    reads, _ = _three_reads(path, monkeypatch)
+    assert [_kinds_of(r) for r in reads] == [[want]] * 3
 
 
 # ---------------------------------------------------------------------------------------------

@@ -32,21 +32,36 @@ def _action(*premises: Premise) -> CandidateAction:
     ({"memoryKind": "event"}, "event"),
     ({"memory_kind": "event", "memoryKind": "event"}, "event"),
     ({"memory_kind": None}, None),
+    ({"memory_kind": None, "memoryKind": "event"}, "event"),
     ({}, None),
-], ids=["snake", "camel", "both-agree", "null", "absent"])
+], ids=["snake", "camel", "both-agree", "null", "null-beside-a-kind", "absent"])
 def test_premise_reads_either_spelling(data: dict[str, Any], kind: str | None) -> None:
     assert _premise(**data).memory_kind == kind
 
 
 @pytest.mark.parametrize(("data", "message"), [
     ({"memory_kind": "event", "memoryKind": "fact"},
-     "premise 'p1' gives memory_kind='event' and memoryKind='fact'; give one"),
-    ({"memory_kind": 3}, "memory_kind=3 of premise 'p1' is not a string"),
-    ({"memoryKind": ["event"]}, "memory_kind=['event'] of premise 'p1' is not a string"),
-], ids=["disagree", "number", "list"])
+     "premise 'p1': memory_kind='event' and memoryKind='fact' differ (give one)"),
+    ({"memory_kind": 3}, "premise 'p1': memory_kind=3 is not a string (a memory kind is a "
+                         "name such as 'preference')"),
+    ({"memoryKind": ["event"]}, "premise 'p1': memoryKind=['event'] is not a string (a memory "
+                                "kind is a name such as 'preference')"),
+    ({"memoryKind": "event "}, "premise 'p1': memoryKind='event ' begins or ends with "
+                               "whitespace"),
+], ids=["disagree", "number", "list", "padded"])
 def test_premise_refuses_a_bad_kind(data: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         _premise(**data)
+
+
+@pytest.mark.parametrize(("kind", "message"), [
+    (3, "memory_kind=3 is not a string"),
+    ("  ", "memory_kind='  ' is blank"),
+    ("k" * 65, "has 65 characters, more than 64"),
+], ids=["number", "blank", "too-long"])
+def test_a_premise_built_directly_checks_its_kind(kind: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=f"^premise 'p1': .*{re.escape(message)}"):
+        Premise(id="p1", calibrated_violation_probability=0.1, memory_kind=kind)
 
 
 def test_probability_by_hand_for_each_kind() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pandas as pd
@@ -20,9 +20,19 @@ def _iso(second: int) -> str:
     return str(_T0 + np.timedelta64(int(second), "s")) + "Z"
 
 
-def write_messy(folder: Path, n_lines: int, *, seed: int = 5, files: int = 2
-                ) -> tuple[list[Path], Path]:
-    """``files`` decision logs of about ``n_lines`` lines in all, and one outcome CSV."""
+#: Memory kinds a premise of :func:`write_messy` gives with ``kinds``: kinds, null, and values
+#: the contract's rule refuses (another type, blank, padded, too long, both spellings
+#: differing are drawn below).
+_KINDS: Final = ("preference", "event", "fact", "\u4e8b\u4ef6", "\U0001F4C5" * 64, None, 3,
+                 True, "", "   ", " event", "event\u00a0", "k" * 65, {"a": 1}, ["event"])
+
+
+def write_messy(folder: Path, n_lines: int, *, seed: int = 5, files: int = 2,
+                kinds: bool = False) -> tuple[list[Path], Path]:
+    """``files`` decision logs of about ``n_lines`` lines in all, and one outcome CSV;
+    ``kinds``: premises also give memory kinds (their own or their claim's, either
+    spelling, some the rule refuses). Without it the logs are those written before kinds
+    were read, byte for byte."""
     rng = np.random.default_rng(seed)
     n_claims = max(20, n_lines // 6)
     n_actions = max(10, int(n_lines * 0.8))
@@ -64,6 +74,10 @@ def write_messy(folder: Path, n_lines: int, *, seed: int = 5, files: int = 2
                     pm["recency_hours"] = -1.0
                 elif w < 0.04:
                     pm["p"] = None
+                if kinds and (f == 0 or len(lines) > per_file // 4):
+                    # the last file: no kind in its first quarter (the compiled extraction
+                    # reads it), then kinds of JSON strings alone (it, or pyarrow, reads them)
+                    _add_kind(pm, rng, strings_only=f > 0)
                 prems.append(pm)
             rec: dict[str, Any] = {"time": _iso(t), "action_id": action, "tool_name": "tool",
                                    "premises": prems, "regime": "PROCEED" if rng.random() < 0.9
@@ -119,6 +133,28 @@ def write_messy(folder: Path, n_lines: int, *, seed: int = 5, files: int = 2
     out = folder / "outcomes.csv"
     frame.to_csv(out, index=False)
     return paths, out
+
+
+def _add_kind(pm: dict[str, Any], rng: np.random.Generator, strings_only: bool) -> None:
+    """A memory kind for premise ``pm``: none (a third), its own, its claim's, or both
+    spellings (sometimes differing); of :data:`_KINDS`, or those that are strings or null."""
+    u = rng.random()
+    pool = [k for k in _KINDS if k is None or isinstance(k, str)] if strings_only \
+        else list(_KINDS)
+    k = pool[int(rng.integers(0, len(pool)))]
+    if u < 0.33:
+        return
+    if u < 0.6:
+        pm["memory_kind"] = k
+    elif u < 0.75:
+        pm["memoryKind"] = k
+    elif u < 0.9:
+        claim: dict[str, Any] = {"id": pm.get("claim_id")}
+        claim["memoryKind" if rng.random() < 0.5 else "memory_kind"] = k
+        pm["claim"] = claim
+    else:
+        pm["memory_kind"] = k
+        pm["memoryKind"] = k if rng.random() < 0.7 else "other"
 
 
 def same_report_file(a: Path, b: Path) -> None:

@@ -4,16 +4,19 @@ calibrator as the gate evaluates them."""
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from kind_corpus import CASES, IDS, after
 
 from amv_calib.calibration import KindPlattCalibrator
 from amv_calib.contract import CLAIM_FEATURES
 from amv_calib.datasets import synth_episodes, synth_kind_claims
 from amv_calib.exceptions import DataContractError
-from amv_calib.tuning._episodes import episode_set
+from amv_calib.tuning._episodes import episode_set, read_episodes
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +52,8 @@ def test_no_kind_no_column() -> None:
 
 
 @pytest.mark.parametrize(("patch", "message"), [
-    ({"memory_kind": "  "}, r"memory_kind='  ' must be a non-blank string"),
-    ({"memory_kind": 3}, r"memory_kind=3 must be a non-blank string"),
+    ({"memory_kind": "  "}, r"memory_kind='  ' is blank"),
+    ({"memory_kind": 3}, r"memory_kind=3 is not a string"),
     ({"memory_kind": "a", "memoryKind": "b"}, r"memory_kind='a' and memoryKind='b' differ"),
 ], ids=["blank", "number", "disagree"])
 def test_bad_kinds_are_refused_naming_row_and_field(patch: dict[str, Any], message: str
@@ -59,6 +62,30 @@ def test_bad_kinds_are_refused_naming_row_and_field(patch: dict[str, Any], messa
     eps[1]["premises"][0].update(patch)
     with pytest.raises(DataContractError, match=r"episodes row 2: premises\[0\]\." + message):
         episode_set(eps)
+
+
+@pytest.mark.parametrize(("fields", "verdict"), [c[1:] for c in CASES], ids=IDS)
+def test_each_odd_kind_reads_as_the_contract_rule_says(fields: dict[str, Any],
+                                                      verdict: tuple[str, Any],
+                                                      tmp_path: Path) -> None:
+    # through the episodes file (JSON text), as the gate's inputs arrive
+    eps = copy.deepcopy(synth_episodes(2, seed=5))
+    eps[1]["premises"][1].update(fields)
+    path = tmp_path / "episodes.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in eps), encoding="utf-8")
+    what, expected = verdict
+    if what == "error":
+        with pytest.raises(DataContractError,
+                           match=after(r"episodes row 2: premises\[1\]\.", expected)):
+            read_episodes(path)
+        return
+    kinds = read_episodes(path).memory_kind
+    if what == "none":
+        assert kinds is None  # no premise gives a kind: no column
+    else:
+        assert kinds is not None
+        assert kinds[1, 1] == expected
+        assert [k for k in kinds.reshape(-1).tolist() if k is not None] == [expected]
 
 
 def test_without_kinds_probabilities_are_unchanged() -> None:

@@ -27,7 +27,8 @@ export {
 } from "./engine.js";
 export { JsonError, parseJson, writtenAsFloat, type Json } from "./json.js";
 export {
-  CheckedAction, CheckedClaim, CheckedPremise, CheckedVerifier, checkAction, checkClaim, checkPremise, checkVerifier,
+  CheckedAction, CheckedClaim, CheckedPremise, CheckedVerifier, checkAction, checkClaim, checkMemoryKind, checkPremise,
+  checkVerifier, premiseMemoryKind,
   type ActionInput, type CandidateAction, type MemoryClaim, type Premise, type Verifier, type VerifierInput,
 } from "./model.js";
 export { portableExp, portableLog, portableLog1p } from "./portableMath.js";

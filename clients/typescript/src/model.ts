@@ -8,6 +8,7 @@
  * constructors raise `ValueError`. `Gate.prepare` checks an action once for many decisions.
  */
 
+import { MAX_KIND_LENGTH } from "./calibrator.js";
 import { reprJson, reprStr, reprList } from "./pyfmt.js";
 
 export type DependencyType = "direct" | "transitive" | "joint";
@@ -207,8 +208,50 @@ const ACTION_KEYS = aliases(ACTION_FIELDS);
 const VERIFIER_KEYS = aliases(VERIFIER_FIELDS);
 /** Claim features a premise may carry beside its own fields (the episodes format). */
 const CLAIM_FEATURE_KEYS: ReadonlySet<string> = new Set<string>(CLAIM_FIELDS.slice(3).flat());
-/** The spellings of a premise's memory kind (read apart: both may be given if they agree). */
+/** The spellings of a premise's memory kind, in the order `premiseMemoryKind` checks them. */
 const KIND_KEYS = ["memory_kind", "memoryKind"] as const;
+/** A kind that is only Unicode White_Space, or that begins or ends with one (the Python
+ * contract's `KIND_WHITESPACE`: the same set). */
+const KIND_BLANK = /^\p{White_Space}*$/u;
+const KIND_PADDED = /^\p{White_Space}|\p{White_Space}$/u;
+
+/**
+ * `value` if it is a memory kind, else a `TypeError`/`RangeError` naming `field` and the value:
+ * a string of 1 to MAX_KIND_LENGTH code points, not blank, with no whitespace at either end.
+ * The rule of the Python contract (`amv_calib.contract.check_memory_kind`), with its messages.
+ */
+export function checkMemoryKind(value: unknown, field: string = "memory_kind"): string {
+  if (typeof value !== "string") {
+    throw new TypeError(`${field}=${reprJson(value)} is not a string (a memory kind is a name such as 'preference')`);
+  }
+  if (KIND_BLANK.test(value)) {
+    throw new RangeError(`${field}=${reprStr(value)} is blank (give null, or leave it out, when the kind is unknown)`);
+  }
+  if (KIND_PADDED.test(value)) throw new RangeError(`${field}=${reprStr(value)} begins or ends with whitespace`);
+  const points = [...value];
+  if (points.length > MAX_KIND_LENGTH) {
+    throw new RangeError(`${field}=${reprStr(points.slice(0, 40).join(""))}... has ${points.length} characters, more than ${MAX_KIND_LENGTH}`);
+  }
+  return value;
+}
+
+/**
+ * The memory kind a premise gives, or null: `memory_kind` or `memoryKind`, a null being absent
+ * (so null beside a kind gives the kind), both allowed when equal; each value given is checked
+ * by `checkMemoryKind`. The rule of the Python contract (`premise_memory_kind`).
+ */
+export function premiseMemoryKind(data: Readonly<Record<string, unknown>>): string | null {
+  const given: [string, string][] = [];
+  for (const key of KIND_KEYS) {
+    const v = data[key];
+    if (v !== undefined && v !== null) given.push([key, checkMemoryKind(v, key)]);
+  }
+  const [first, second] = given;
+  if (first !== undefined && second !== undefined && first[1] !== second[1]) {
+    throw new RangeError(`memory_kind=${reprStr(first[1])} and memoryKind=${reprStr(second[1])} differ (give one)`);
+  }
+  return first === undefined ? null : first[1];
+}
 /** What `keys` leaves to `checkPremise`: the flat claim features and the kind. */
 const PREMISE_SKIP: ReadonlySet<string> = new Set<string>([...CLAIM_FEATURE_KEYS, ...KIND_KEYS]);
 /** Ground-truth fields of an episode premise: a gate input may carry them, the gate never reads them. */
@@ -346,12 +389,13 @@ export function checkPremise(data: unknown): CheckedPremise {
   if (f[0] === undefined) throw new RangeError(`premise ${reprJson(data)} lacks 'id'`);
   const [rid, rcid, rdep, rtarget, rawP, rawClaim] = f;
   const id = text(rid, "id", "premise", null);
-  if (rawKind !== undefined && rawCamelKind !== undefined && rawKind !== rawCamelKind) {
-    throw new RangeError(`premise ${reprStr(id)} gives memory_kind=${reprJson(rawKind)} and memoryKind=${reprJson(rawCamelKind)}; give one`);
-  }
-  const kind = rawKind !== undefined ? rawKind : rawCamelKind;
-  if (kind !== undefined && kind !== null && typeof kind !== "string") {
-    throw new TypeError(`memory_kind=${reprJson(kind)} of premise ${reprStr(id)} is not a string`);
+  let kind: string | null;
+  try {
+    kind = premiseMemoryKind(data);
+  } catch (exc) {
+    if (exc instanceof TypeError) throw new TypeError(`premise ${reprStr(id)}: ${exc.message}`);
+    if (exc instanceof RangeError) throw new RangeError(`premise ${reprStr(id)}: ${exc.message}`);
+    throw exc;
   }
   let claimId = rcid === undefined ? "" : text(rcid, "claim_id", "premise", id);
   const target = rtarget === undefined ? "" : text(rtarget, "parameter_target", "premise", id);
@@ -379,7 +423,7 @@ export function checkPremise(data: unknown): CheckedPremise {
       throw new RangeError(`claim_id=${reprStr(claimId)} of premise ${reprStr(id)} differs from its claim's id=${reprStr(claim.id)}`);
     }
   }
-  return new CheckedPremise(id, claimId, dep, target, p, claim, kind === undefined ? null : kind);
+  return new CheckedPremise(id, claimId, dep, target, p, claim, kind);
 }
 
 /** Check an action given in camelCase or snake_case (premises as objects). */

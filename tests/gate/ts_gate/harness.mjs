@@ -15,6 +15,8 @@
 //   {"id", "kind": "math", "fn": "log" | "log1p" | "exp", "bits": ["16 hex digits", ...]}
 //       -> {"id", "bits": [...]} (the portable function of each double, given and answered
 //          by its bits: JSON holds no NaN, infinity or -0.0)
+//   {"id", "kind": "premise", "premise": {...}}
+//       -> {"id", "memory_kind": kind or null} or {"id", "error": message} (checkPremise)
 import { readFileSync } from "node:fs";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import * as path from "node:path";
@@ -106,6 +108,14 @@ async function answer(req) {
     const cal = gateLib.PortableCalibrator.fromDict(req.calibrator);
     const kinds = req.memory_kinds ?? [];
     return { id: req.id, p: req.features.map((f, i) => cal.predictOne(f, kinds[i] ?? null)) };
+  }
+  if (req.kind === "premise") {
+    try {
+      return { id: req.id, memory_kind: gateLib.checkPremise(req.premise).memoryKind };
+    } catch (exc) {
+      if (exc instanceof RangeError || exc instanceof TypeError) return { id: req.id, error: exc.message };
+      throw exc;
+    }
   }
   const gate = gateFor(req);
   try {

@@ -83,5 +83,6 @@ def run_harness(requests: Sequence[dict[str, Any]], *, env: dict[str, str] | Non
                           timeout=timeout, check=False, env={**os.environ, **(env or {})})
     if done.returncode != 0:
         raise RuntimeError(f"node failed ({done.returncode}): {done.stderr[-4000:]}")
-    out = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    # "\n" alone ends an answer: splitlines() would also cut at a U+2028 in a string
+    out = [json.loads(line) for line in done.stdout.split("\n") if line.strip()]
     return {a["id"]: a for a in out}
