@@ -64,7 +64,8 @@ from numpy.typing import NDArray
 
 from amv_calib.claims._codes import _cat_take, _factorize, _from_codes
 from amv_calib.claims._join import _collect_uses
-from amv_calib.claims._logread import _NAT, PathLike, _as_flag, read_uses
+from amv_calib.claims._logread import _NAT, PathLike, read_uses
+from amv_calib.claims._logvalues import _as_flag
 from amv_calib.claims._outcomes import _id_series, _read_table, _resolve
 from amv_calib.claims._times import _time_reasons, _time_series, us_to_datetime
 from amv_calib.contract import CLAIM_FEATURES, loads_strict, read_regular, require_regular

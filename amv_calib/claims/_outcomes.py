@@ -20,15 +20,8 @@ import pandas as pd
 
 from amv_calib.claims._arrow import BoolArray, FloatArray, IntArray, strip_ids
 from amv_calib.claims._codes import _from_codes, _is_str_dtype
-from amv_calib.claims._logread import (
-    _FALSE,
-    _NAT,
-    _TRUE,
-    PathLike,
-    _as_flag,
-    _as_id,
-    _json_object,
-)
+from amv_calib.claims._logread import _NAT, PathLike, _json_object
+from amv_calib.claims._logvalues import _FALSE, _TRUE, _as_flag, _as_id
 from amv_calib.claims._times import _time_reasons, _time_series, us_to_datetime
 from amv_calib.contract import (
     loads_strict,
