@@ -23,7 +23,7 @@ from amv_calib.contract import (
 
 #: The vocabulary, and kinds a gate input may carry that it does not hold.
 KINDS = ("event", "fact", "other", "preference")
-UNKNOWN_KINDS = ("opinion", "", "Event", "\U0001f600")
+UNKNOWN_KINDS = ("opinion", "x", "Event", "\U0001f600")
 
 _SHARED = (
     Term(column="model_confidence", transform="logit"),

@@ -217,7 +217,8 @@ def calibrate_batch(
     ------
     ValueError
         A shape mismatch, a feature out of the range a :class:`MemoryClaim` allows, or a
-        kind that is not a string, naming the array and the index.
+        kind the contract's rule refuses (:func:`~amv_calib.contract.check_memory_kind`,
+        as the scalar gate refuses it), naming the array and the index.
     """
     from amv_calib.contract import CLAIM_FEATURES
 
@@ -247,17 +248,8 @@ def calibrate_batch(
             if kinds.shape != (n, m):
                 raise ValueError(f"memory_kinds has shape {kinds.shape}, expected {(n, m)}")
             flat = kinds.reshape(-1)
-            try:
-                codes[:] = calibrator.kind_codes(flat).reshape(n, m)
-            except ValueError:
-                # name the slot, not the flat row (the error path only)
-                for at, v in enumerate(flat):
-                    try:
-                        calibrator.kind_codes([v])
-                    except ValueError:
-                        raise ValueError(f"memory_kinds[{at // m}, {at % m}]={v!r} is not a "
-                                         f"string") from None
-                raise
+            _check_kinds(flat, m)
+            codes[:] = calibrator.kind_codes(flat).reshape(n, m)
     from amv_calib.gate import _compiled
 
     cc = np.ascontiguousarray
@@ -265,6 +257,30 @@ def calibrate_batch(
 
 
 # -- input checks ---------------------------------------------------------------------------
+
+
+def _check_kinds(flat: NDArray[Any], m: int) -> None:
+    """Refuse the first kind of ``flat`` (slots of rows of ``m``) that the contract's rule
+    refuses, naming its slot; None and NaN are absent. Each distinct value is checked once."""
+    from amv_calib.contract import check_memory_kind
+
+    def absent(v: Any) -> bool:
+        return v is None or (isinstance(v, float) and v != v)
+
+    try:
+        for v in {v for v in flat.tolist() if not absent(v)}:
+            check_memory_kind(v)
+        return
+    except (TypeError, ValueError):  # unhashable or refused: find the first such slot
+        pass
+    for at, v in enumerate(flat.tolist()):
+        if not absent(v):
+            try:
+                check_memory_kind(v, f"memory_kinds[{at // m}, {at % m}]")
+            except ValueError as exc:
+                raise ValueError(str(exc)) from None
+
+
 
 
 def _as(name: str, value: ArrayLike, dtype: Any, shape: tuple[int, ...]) -> NDArray[Any]:

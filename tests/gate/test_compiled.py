@@ -482,8 +482,15 @@ def test_calibrated_batch_with_kinds_equals_the_scalar_gate(which: str, planner:
      r"features\[\.\.\., 0\] \(recency_hours\)\[0, 0\]=-1\.0 must be in \[0, inf\] and finite"),
     ({"memory_kinds": np.array([["event", 3]], dtype=object)},
      r"memory_kinds\[0, 1\]=3 is not a string"),
+    ({"memory_kinds": np.array([["event", [1]]], dtype=object)},
+     r"memory_kinds\[0, 1\]=\[1\] is not a string"),
+    # refused as the scalar gate refuses it (the contract's one rule), not evaluated as other
+    ({"memory_kinds": np.array([[" ", "event"]], dtype=object)},
+     r"memory_kinds\[0, 0\]=' ' is blank"),
+    ({"memory_kinds": np.array([["event", " fact"]], dtype=object)},
+     r"memory_kinds\[0, 1\]=' fact' begins or ends with whitespace"),
     ({"features": np.zeros((2, 3))}, r"features has shape \(2, 3\), expected \(n, m, 4\)"),
-], ids=["flag", "recency", "kind", "shape"])
+], ids=["flag", "recency", "kind", "unhashable-kind", "blank-kind", "padded-kind", "shape"])
 def test_calibrate_batch_names_a_bad_input(change: dict[str, Any], message: str) -> None:
     kw: dict[str, Any] = {"features": np.zeros((1, 2, 4)), "memory_kinds": None, **change}
     with pytest.raises(ValueError, match=message):

@@ -570,6 +570,18 @@ def _copy(artifacts: dict[str, Any], which: str, name: str) -> Path:
     return dst
 
 
+def _no_hint_copy(artifacts: dict[str, Any]) -> Path:
+    """The signed isotonic artifact with its signature's key hint removed (made once; two
+    tests read it, in either order)."""
+    d = Path(artifacts["root"]) / "refusals" / "no-hint" / Path(artifacts["refs"]["iso"][0]).name
+    if not d.exists():
+        d = _copy(artifacts, "iso", "no-hint")
+        bundle = json.loads((d / "model.sig").read_text())
+        del bundle["verificationMaterial"]["publicKey"]["hint"]
+        (d / "model.sig").write_text(json.dumps(bundle))
+    return d
+
+
 def _rewrite_manifest(folder: Path, edit: Any) -> None:
     path = folder / "manifest.json"
     m = json.loads(path.read_text())
@@ -602,10 +614,7 @@ def _refusal_scenarios(artifacts: dict[str, Any]) -> list[tuple[str, dict[str, A
         r"unsigned \(no model.sig\), and trusted keys are configured", keys=[pub])
     add("signed by another key", Path(artifacts["refs"]["iso"][0]),
         "signature does not verify with any trusted key", keys=[other])
-    d = _copy(artifacts, "iso", "no-hint")
-    bundle = json.loads((d / "model.sig").read_text())
-    del bundle["verificationMaterial"]["publicKey"]["hint"]
-    (d / "model.sig").write_text(json.dumps(bundle))
+    d = _no_hint_copy(artifacts)
     add("signed by another key, no key hint", d, "the signature does not verify with this key",
         keys=[other])
     add("trusted key file missing", Path(artifacts["refs"]["iso"][0]),
@@ -767,8 +776,8 @@ def test_bound_certificates_and_hintless_signatures_load(artifacts: dict[str, An
 
     _rewrite_manifest(d, edit)
     requests = [{"id": 0, "kind": "load", "ref": str(d), "trusted_keys": None, "env": None},
-                {"id": 1, "kind": "load", "ref": str(artifacts["refs"]["iso"][0]).replace(
-                    "models/iso", "refusals/no-hint"), "trusted_keys": [artifacts["public"]],
+                {"id": 1, "kind": "load", "ref": str(_no_hint_copy(artifacts)),
+                 "trusted_keys": [artifacts["public"]],
                  "env": None}]
     got = TS.run_harness(requests)
     assert got[0]["refusal"] is None, got[0]
