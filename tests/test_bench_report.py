@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,15 +10,12 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from repo_paths import load_module
 
 
 @pytest.fixture(scope="module")
 def report(repo_root: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_report", repo_root / "bench" / "report.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(repo_root / "bench" / "report.py", "bench_report")
 
 
 def test_the_page_is_regenerated_byte_for_byte(repo_root: Path, tmp_path: Path) -> None:

@@ -3,7 +3,6 @@ script in ``bench/`` takes ``--check``."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +10,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from repo_paths import REPO_ROOT
+from repo_paths import REPO_ROOT, load_module
 
 BENCH = REPO_ROOT / "bench"
 SCRIPTS = sorted(p.name for p in BENCH.glob("bench_*.py"))
@@ -19,12 +18,7 @@ SCRIPTS = sorted(p.name for p in BENCH.glob("bench_*.py"))
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_bench", BENCH / "_bench.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["_bench"] = mod  # its dataclasses resolve their annotations through it
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(BENCH / "_bench.py", "_bench")
 
 
 def test_sides_get_the_same_warm_up_and_rounds_alternating(bench: ModuleType) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from collections.abc import Callable
@@ -10,17 +9,13 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from repo_paths import REPO_ROOT
+from repo_paths import REPO_ROOT, load_module
 
 from amv_calib.gate import read_decision_log
 
 
 def _example(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "examples" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(REPO_ROOT / "examples" / f"{name}.py", name)
 
 
 def test_agent_loop_promotes_and_rolls_back_under_a_running_agent(tmp_path: Path) -> None:

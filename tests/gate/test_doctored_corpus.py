@@ -10,17 +10,15 @@ gate failing open.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from repo_paths import load_module
 
 from amv_calib.artifacts import keygen
 from amv_calib.contract import load_artifact
@@ -28,19 +26,9 @@ from amv_calib.contract._artifact import REASON_CODES, RULES, gate_from_artifact
 from amv_calib.exceptions import ArtifactError
 from amv_calib.gate import Gate
 
-
-def _module(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
-
-
 HERE = Path(__file__).resolve().parent
-TS = _module(HERE / "ts_gate" / "ts_harness.py", "ts_harness")
-DOCTORED = _module(HERE.parent / "artifacts" / "doctored.py", "doctored")
+TS = load_module(HERE / "ts_gate" / "ts_harness.py", "ts_harness")
+DOCTORED = load_module(HERE.parent / "artifacts" / "doctored.py", "doctored")
 KEYS_ENV = "AMV_CALIB_TRUSTED_KEYS"
 
 # slow: builds the Node package and loads some 850 versions in each language; make test runs

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib.util
 import json
 import math
 import os
@@ -41,7 +40,6 @@ import subprocess
 import time
 from collections import Counter
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 from unittest import mock
 
@@ -59,6 +57,7 @@ from kinded import (
     kinded_calibrator,
 )
 from portable_corpus import math_corpus
+from repo_paths import load_module
 
 import amv_calib.contract._artifact as _artifact_module
 from amv_calib.artifacts import export_artifact, keygen
@@ -69,17 +68,7 @@ from amv_calib.exceptions import ArtifactError
 from amv_calib.gate import CandidateAction, Gate, Verifier, read_decision_log
 from amv_calib.gate._batch import calibrate_batch, evaluate_batch
 
-
-def _module(folder: str, name: str) -> ModuleType:
-    path = Path(__file__).parent / folder / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-TS = _module("ts_gate", "ts_harness")
+TS = load_module(Path(__file__).parent / "ts_gate" / "ts_harness.py", "ts_harness")
 REPO = TS.REPO_ROOT
 SHIPPED = REPO / "models" / "amv-guard" / "v1"
 N_CASES = 10_400

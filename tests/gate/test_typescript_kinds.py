@@ -4,28 +4,17 @@ refusal of the premise) and the same message."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 from kind_corpus import CASES
+from repo_paths import load_module
 
 from amv_calib.gate import Premise
 
-
-def _module(folder: str, name: str) -> ModuleType:
-    path = Path(__file__).parent / folder / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-TS = _module("ts_gate", "ts_harness")
+TS = load_module(Path(__file__).parent / "ts_gate" / "ts_harness.py", "ts_harness")
 pytestmark = [pytest.mark.requires_node, pytest.mark.requires_npm]
 
 FEATURES = {"recencyHours": 12.0, "sourceTrustScore": 0.5, "modelConfidence": 0.75,

@@ -4,21 +4,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from repo_paths import REPO_ROOT
+from repo_paths import REPO_ROOT, load_module
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("monitor_acceptance",
-                                                  REPO_ROOT / "bench" / "monitor_acceptance.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(REPO_ROOT / "bench" / "monitor_acceptance.py", "monitor_acceptance")
 
 
 @pytest.mark.slow

@@ -6,15 +6,14 @@ skipped, read lines' values)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
+from repo_paths import load_module
 
 from amv_calib.claims import label_logs, write_label_folder
 from amv_calib.spark import write_label_spark
@@ -26,13 +25,8 @@ FOLDER_FILES = ("claims.parquet", "claims.unjoined.csv", "episodes.jsonl", "veri
 
 def _threats() -> Any:
     """tests/claims/test_reader_threats.py (the corpus: ODD and NEIGHBOURS)."""
-    path = Path(__file__).parents[1] / "claims" / "test_reader_threats.py"
-    spec = importlib.util.spec_from_file_location("reader_threats", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_module(Path(__file__).parents[1] / "claims" / "test_reader_threats.py",
+                       "reader_threats")
 
 
 def _odd_log(folder: Path) -> tuple[Path, Path, dict[int, tuple[str, str, float | None]]]:
