@@ -7,11 +7,15 @@ three kinds of outcome record, including conflicts and invalid ones."""
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 import pandas as pd
+
+from amv_calib.claims import label_logs, write_label_folder
+from amv_calib.spark import write_label_spark
 
 _T0 = np.datetime64("2026-12-01T00:00:00", "s")
 
@@ -162,3 +166,35 @@ def same_report_file(a: Path, b: Path) -> None:
     ra, rb = json.loads(a.read_text()), json.loads(b.read_text())
     assert {k: v for k, v in rb.items() if k != "out"} == \
         {k: v for k, v in ra.items() if k != "out"}
+
+
+#: The files of a label folder that one machine and Spark write byte for byte the same.
+FOLDER_FILES: Final = ("claims.parquet", "claims.unjoined.csv", "episodes.jsonl",
+                       "verifiers.json")
+
+
+def label_both(spark: Any, logs: Any, outcomes: Path, folder: Path, *,
+               min_verifier_calls: int, split_bytes: int) -> tuple[Any, Any]:
+    """Label ``logs`` with ``outcomes`` (corrupt lines skipped) on one machine into
+    ``folder / "local"`` and on Spark, in byte ranges of ``split_bytes``, into
+    ``folder / "spark"``; the one machine's labels and Spark's report."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the skipped lines
+        local = label_logs(logs, outcomes, on_corrupt="skip",
+                           min_verifier_calls=min_verifier_calls)
+    write_label_folder(local, folder / "local", [str(outcomes)])
+    _, report, _ = write_label_spark(logs, [outcomes], spark=spark, out=folder / "spark",
+                                     min_verifier_calls=min_verifier_calls,
+                                     on_corrupt="skip", split_bytes=split_bytes)
+    return local, report
+
+
+def same_folders(folder: Path, local_report: Any, spark_report: Any) -> None:
+    """``folder / "spark"`` holds :data:`FOLDER_FILES` byte for byte as ``folder /
+    "local"``, and the two join reports say the same."""
+    for name in FOLDER_FILES:  # the unjoined rows, outcome statuses, episodes, verifiers
+        assert (folder / "spark" / name).read_bytes() == \
+            (folder / "local" / name).read_bytes(), name
+    same_report_file(folder / "local" / "claims.join_report.json",
+                     folder / "spark" / "claims.join_report.json")
+    assert spark_report.to_dict() == local_report.to_dict()

@@ -20,13 +20,12 @@ from amv_calib.claims import label_logs, write_label_folder
 from amv_calib.exceptions import DataContractError
 from amv_calib.spark import label_claims_spark, label_logs_spark, write_label_spark
 
-from ._messy import same_report_file, write_messy
+from ._messy import same_folders, write_messy
 
 #: Every case of the join many times over (the rarest, conflicting signals, some 20 times):
 #: the equalities need the cases and many byte ranges, not the size (a Spark label's time
 #: here is mostly its fixed cost per stage)
 LINES = 60_000
-FOLDER_FILES = ("claims.parquet", "claims.unjoined.csv", "episodes.jsonl", "verifiers.json")
 
 
 @pytest.fixture(scope="module")
@@ -73,12 +72,7 @@ def test_same_claim_rows(both: tuple[Any, Any]) -> None:
 
 def test_same_files_report_and_unjoined_rows(both: tuple[Any, Any]) -> None:
     local, on_spark = both
-    for name in FOLDER_FILES:  # the unjoined rows, outcome statuses, episodes, verifiers
-        assert (on_spark.folder / "spark" / name).read_bytes() == \
-            (on_spark.folder / "local" / name).read_bytes(), name
-    same_report_file(on_spark.folder / "local" / "claims.join_report.json",
-                     on_spark.folder / "spark" / "claims.join_report.json")
-    assert on_spark.report.to_dict() == local.report.to_dict()
+    same_folders(on_spark.folder, local.report, on_spark.report)
     assert on_spark.episodes == local.episode_report
     assert on_spark.line["joined"] == local.report.joined
     assert on_spark.line["rows"] == len(local.claims)

@@ -12,12 +12,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from amv_calib.claims import label_claims, label_logs, write_label_folder
-from amv_calib.spark import label_claims_spark, write_label_spark
+from amv_calib.claims import label_claims
+from amv_calib.spark import label_claims_spark
 
-from ._messy import same_report_file, write_messy
-
-FOLDER_FILES = ("claims.parquet", "claims.unjoined.csv", "episodes.jsonl", "verifiers.json")
+from ._messy import label_both, same_folders, write_messy
 
 
 @pytest.fixture(scope="module")
@@ -25,14 +23,9 @@ def both(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     folder = tmp_path_factory.mktemp("kinds")
     logs, outcomes = write_messy(folder, 4000, seed=7, kinds=True)
     assert b"memory" not in logs[1].read_bytes()[:200_000]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the skipped lines
-        local = label_logs(logs, outcomes, on_corrupt="skip", min_verifier_calls=5)
-    write_label_folder(local, folder / "local", [str(outcomes)])
     # 64 KiB ranges: tens of tasks, the first of the last file with no kind at all
-    _, report, _ = write_label_spark(logs, [outcomes], spark=spark, out=folder / "spark",
-                                     min_verifier_calls=5, on_corrupt="skip",
-                                     split_bytes=64 << 10)
+    local, report = label_both(spark, logs, outcomes, folder, min_verifier_calls=5,
+                               split_bytes=64 << 10)
     return folder, logs, outcomes, local, report
 
 
@@ -51,12 +44,7 @@ def test_the_log_has_kinds_of_every_verdict(both: Any) -> None:
 
 def test_same_files_as_one_machine(both: Any) -> None:
     folder, _, _, local, report = both
-    for name in FOLDER_FILES:
-        assert (folder / "spark" / name).read_bytes() == \
-            (folder / "local" / name).read_bytes(), name
-    same_report_file(folder / "local" / "claims.join_report.json",
-                     folder / "spark" / "claims.join_report.json")
-    assert report.to_dict() == local.report.to_dict()
+    same_folders(folder, local.report, report)
     claims = pd.read_parquet(folder / "spark" / "claims.parquet")
     pd.testing.assert_frame_equal(claims, local.claims)
 

@@ -7,7 +7,6 @@ skipped, read lines' values)."""
 from __future__ import annotations
 
 import math
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +14,7 @@ import pandas as pd
 import pytest
 from repo_paths import load_module
 
-from amv_calib.claims import label_logs, write_label_folder
-from amv_calib.spark import write_label_spark
-
-from ._messy import same_report_file
-
-FOLDER_FILES = ("claims.parquet", "claims.unjoined.csv", "episodes.jsonl", "verifiers.json")
+from ._messy import label_both, same_folders
 
 
 def _threats() -> Any:
@@ -58,25 +52,15 @@ def _odd_log(folder: Path) -> tuple[Path, Path, dict[int, tuple[str, str, float 
 def both(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     folder = tmp_path_factory.mktemp("odd")
     log, outcomes, odd_at = _odd_log(folder)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the skipped lines
-        local = label_logs(log, outcomes, on_corrupt="skip", min_verifier_calls=1)
-    write_label_folder(local, folder / "local", [str(outcomes)])
     # 4 KiB ranges: about 60 tasks, odd lines and their neighbours cut at range ends
-    _, report, _ = write_label_spark(log, [outcomes], spark=spark, out=folder / "spark",
-                                     min_verifier_calls=1, on_corrupt="skip",
-                                     split_bytes=4 << 10)
+    local, report = label_both(spark, log, outcomes, folder, min_verifier_calls=1,
+                               split_bytes=4 << 10)
     return folder, local, report, odd_at
 
 
 def test_same_files_as_one_machine(both: Any) -> None:
     folder, local, report, _ = both
-    for name in FOLDER_FILES:
-        assert (folder / "spark" / name).read_bytes() == \
-            (folder / "local" / name).read_bytes(), name
-    same_report_file(folder / "local" / "claims.join_report.json",
-                     folder / "spark" / "claims.join_report.json")
-    assert report.to_dict() == local.report.to_dict()
+    same_folders(folder, local.report, report)
 
 
 def test_each_odd_line_gets_the_rules_verdict(both: Any) -> None:
