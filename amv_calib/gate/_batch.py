@@ -261,7 +261,8 @@ def calibrate_batch(
 
 def _check_kinds(flat: NDArray[Any], m: int) -> None:
     """Refuse the first kind of ``flat`` (slots of rows of ``m``) that the contract's rule
-    refuses, naming its slot; None and NaN are absent. Each distinct value is checked once."""
+    refuses (:class:`~amv_calib.contract.MemoryKindError`, a ``ValueError``), naming its
+    slot; None and NaN are absent. Each distinct value is checked once."""
     from amv_calib.contract import check_memory_kind
 
     def absent(v: Any) -> bool:
@@ -275,12 +276,7 @@ def _check_kinds(flat: NDArray[Any], m: int) -> None:
         pass
     for at, v in enumerate(flat.tolist()):
         if not absent(v):
-            try:
-                check_memory_kind(v, f"memory_kinds[{at // m}, {at % m}]")
-            except ValueError as exc:
-                raise ValueError(str(exc)) from None
-
-
+            check_memory_kind(v, f"memory_kinds[{at // m}, {at % m}]")
 
 
 def _as(name: str, value: ArrayLike, dtype: Any, shape: tuple[int, ...]) -> NDArray[Any]:
