@@ -1,0 +1,318 @@
+"""The label join written once, as SQL over named relations (DuckDB's dialect; Spark SQL by
+SQLGlot's transpiler).
+
+:func:`join_statements` gives the join's steps as ``(name, SELECT)`` pairs, in the order
+they must be created; each reads the input relations below or earlier steps. The rules are
+those of :mod:`amv_calib.claims._join` (its module docs); what SQL cannot state byte for
+byte in both engines stays in Python on the small tables the steps give: each use's summed
+log-likelihood ratio (a float sum in a fixed order, from ``answers``), the posterior and the
+claim rows (:func:`amv_calib.claims._noisy.label_rows`).
+
+Every key is an integer code, not a string: the caller numbers the ids once (a log read by
+:func:`~amv_calib.claims._logread.read_uses` holds them as categoricals, whose codes are
+the numbers), and equal codes mean equal ids wherever a step compares them. The steps are
+shaped by where a big log's rows are: most actions are logged once and most uses meet no
+outcome, so the join never groups the entries whole. Supersession (one use per action and
+premise, the last record's) is computed for the entries of actions logged in more than one
+record and of records that give a premise key twice; every other entry is a use of its own.
+The outcome stages read only the uses of the actions and claims that outcomes name.
+
+Input relations
+---------------
+``records``
+    One row per decision record: ``rec`` (BIGINT, its position over all files) and ``a``
+    (BIGINT, its action's code; NULL when the record has no ``action_id``).
+``entries``
+    One row per premise entry, in file and line order: ``eid`` (BIGINT, the entry's
+    position), ``rec``, ``pidx`` (INTEGER, position in the record), ``a`` (its record's),
+    ``pid`` (BIGINT, the premise id's code; NULL when absent), ``pc`` (BIGINT, the claim
+    id's code among the entries without premise id; NULL elsewhere and when absent), ``c``
+    (BIGINT, the claim id's code as the outcomes number it: a claim no outcome names may
+    share a code with another such claim; NULL when absent), ``t_us`` (BIGINT, the record's
+    time in UTC microseconds, NULL when missing or unparseable), ``recency_hours``,
+    ``source_trust_score``, ``model_confidence`` (DOUBLE, NULL or NaN when missing or of
+    the wrong type) and ``contradiction_flag`` (DOUBLE 0/1, NULL or NaN likewise).
+``signals``
+    One row per verifier signal, in log order: ``sid`` (BIGINT, its position), ``rec``,
+    ``pid`` (its premise id's code as the entries number it, NULL when absent), ``verifier``
+    (VARCHAR), ``confirmed`` (BOOLEAN), ``reliability`` (DOUBLE, as declared).
+``weights``
+    The usable reliabilities (finite, ``0.5 < r <= 1``) and their log-likelihood ratio
+    ``w = log(r) - log1p(-r)`` (DOUBLE): computed by the caller with numpy, so that both
+    engines use the same bits.
+``outcomes``
+    The valid outcome records: ``oid`` (BIGINT, position), ``a`` (the action's code, one
+    no record has for an action the log does not name) and ``c`` (the claim's code), at
+    least one not NULL, ``o_t`` (BIGINT, UTC microseconds), ``v`` (BOOLEAN).
+
+Steps a caller reads
+--------------------
+``superseded``
+    The entries that are not uses: ``eid`` and ``use_eid``, the entry of the later record
+    that names their use (uses are numbered in the order of their entries).
+``invalid_uses``
+    ``eid`` of each use that breaks the data contract (its fields, or its record gives one
+    premise key twice).
+``use_verdicts``
+    The valid uses an outcome's key names: ``eid``, ``label`` and ``reason`` (an index into
+    :data:`amv_calib.claims._join.UNJOINED_REASONS`, -1 for an outcome label; a use left
+    open is ``no_outcome_yet``, ``outcome_before_use`` or ``ambiguous_action_outcome`` here
+    and may still take a verifier label). Every other valid use is ``no_outcome_yet``.
+``answers``
+    The verifier answers counted, one row per (use, verifier, answer, reliability): ``eid``,
+    ``verifier``, ``confirmed``, ``reliability``, ``n`` (multiplicity: the most in any one
+    record), ``contrib`` (``n`` times the signed ``w``), ``first`` (the ``sid`` of its first
+    signal: the order of the sum).
+``outcome_state``
+    One row per outcome record: ``oid`` and ``status``, an index into
+    :data:`amv_calib.claims._outcomes.OUTCOME_STATUSES`.
+``signals_used``
+    The count of signals that found their premise (the rest are ignored).
+
+The claim-only stage takes, for each open use, the earliest outcome of its claim at or
+after the use. DuckDB states that as an ``ASOF JOIN``, Spark has none; the portable form
+here is a running minimum over the uses and outcome times of each claim, ordered by time
+descending (:data:`NEXT_OUTCOME`), which both engines run as one sort per claim.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: The dialects :func:`join_statements` writes.
+DIALECTS: Final = ("duckdb", "spark")
+
+_INF: Final = "CAST('Infinity' AS DOUBLE)"
+
+# The premise key of an entry: its premise id, else its claim id, else its position (three
+# kinds, never equal across: even, odd, negative).
+_PK: Final = ("CASE WHEN pid IS NOT NULL THEN 2 * pid WHEN pc IS NOT NULL THEN 2 * pc + 1 "
+              "ELSE -1 - pidx END")
+
+_FIELDS_OK: Final = f"""COALESCE(e.c IS NOT NULL AND e.t_us IS NOT NULL
+                AND e.recency_hours >= 0 AND e.recency_hours < {_INF}
+                AND e.source_trust_score >= 0 AND e.source_trust_score <= 1
+                AND e.model_confidence >= 0 AND e.model_confidence <= 1
+                AND e.contradiction_flag IS NOT NULL AND NOT isnan(e.contradiction_flag),
+                FALSE)"""
+
+# The steps, in DuckDB's dialect. Every construct is one SQLGlot transpiles to Spark SQL
+# (tests/claims/test_sql.py checks the transpiled text).
+_STEPS: Final[tuple[tuple[str, str], ...]] = (
+    # actions logged in more than one record (a record without action_id is an action of
+    # its own): a GROUP BY over the records, not the entries
+    ("multi_actions", """
+SELECT a FROM records WHERE a IS NOT NULL GROUP BY a HAVING COUNT(*) > 1"""),
+    # a record giving one premise key (id, else claim id) to two premises is refused whole
+    ("bad_records", f"""
+SELECT DISTINCT rec FROM (
+  SELECT rec FROM entries WHERE pid IS NOT NULL OR pc IS NOT NULL
+  GROUP BY rec, {_PK} HAVING COUNT(*) > 1) d"""),
+    # one use per (action, premise): the entry of the action's last record; searched among
+    # the entries of the actions above and of the records above alone
+    ("superseded", f"""
+SELECT eid, use_eid FROM (
+  SELECT eid, MAX(eid) OVER (PARTITION BY ak, pk) AS use_eid
+  FROM (SELECT eid, COALESCE(a, -1 - rec) AS ak, {_PK} AS pk FROM entries
+        WHERE a IN (SELECT a FROM multi_actions)
+           OR rec IN (SELECT rec FROM bad_records)) m) s
+WHERE eid < use_eid"""),
+    ("invalid_uses", f"""
+SELECT e.eid FROM entries e LEFT JOIN bad_records b ON b.rec = e.rec
+WHERE (b.rec IS NOT NULL OR NOT {_FIELDS_OK})
+  AND e.eid NOT IN (SELECT eid FROM superseded)"""),
+    # the valid uses an outcome's key names (the only ones the stages below can decide)
+    ("valid_uses", f"""
+SELECT e.eid, e.a, e.c, e.t_us FROM entries e LEFT JOIN bad_records b ON b.rec = e.rec
+WHERE (e.a IN (SELECT a FROM outcomes) OR e.c IN (SELECT c FROM outcomes WHERE a IS NULL))
+  AND b.rec IS NULL AND {_FIELDS_OK}
+  AND e.eid NOT IN (SELECT eid FROM superseded)"""),
+    # verifier signals: a usable reliability and a premise id of the record; a signal's use
+    # is that premise's (a record giving the id twice gives it to one use)
+    ("signal_hits", """
+SELECT DISTINCT s.sid, s.rec, s.verifier, s.confirmed, s.reliability,
+       CASE WHEN s.confirmed THEN -w.w ELSE w.w END AS sw, COALESCE(x.use_eid, e.eid) AS eid
+FROM signals s
+JOIN weights w ON w.reliability = s.reliability
+JOIN entries e ON e.rec = s.rec AND e.pid = s.pid
+LEFT JOIN superseded x ON x.eid = e.eid"""),
+    ("signals_used", "SELECT COUNT(*) AS n FROM signal_hits"),
+    # the multiset rule: each distinct answer counts as often as in any single record
+    ("answers", """
+SELECT eid, verifier, confirmed, reliability, MAX(n) AS n, MAX(n) * MIN(sw) AS contrib,
+       MIN(first) AS first
+FROM (SELECT eid, verifier, confirmed, reliability, rec, COUNT(*) AS n, MIN(sw) AS sw,
+             MIN(sid) AS first
+      FROM signal_hits GROUP BY eid, verifier, confirmed, reliability, rec) per_record
+GROUP BY eid, verifier, confirmed, reliability"""),
+    # 1. outcomes of a claim in an action
+    ("pairs1", """
+SELECT u.eid, o.oid, o.v, o.o_t >= u.t_us AS after
+FROM valid_uses u JOIN outcomes o ON o.a = u.a AND o.c = u.c"""),
+    ("decided1", """
+SELECT eid, n_any > n_after AS hb1,
+       n_after > 0 AND n_true > 0 AND n_true < n_after AS conflict1,
+       n_after > 0 AND n_true = n_after AS lab1,
+       n_after > 0 AND NOT (n_true > 0 AND n_true < n_after) AS ok1
+FROM (SELECT eid, SUM(CASE WHEN after THEN 1 ELSE 0 END) AS n_after,
+             SUM(CASE WHEN after AND v THEN 1 ELSE 0 END) AS n_true, COUNT(*) AS n_any
+      FROM pairs1 GROUP BY eid) c"""),
+    # 2. outcomes of an action, for the uses stage 1 left open; an action's uses counted
+    # (valid or not) for the actions these outcomes name
+    ("action_sizes", """
+SELECT e.a, COUNT(*) AS n_in_action FROM entries e
+WHERE e.a IN (SELECT a FROM outcomes WHERE c IS NULL)
+  AND e.eid NOT IN (SELECT eid FROM superseded)
+GROUP BY e.a"""),
+    ("pairs2", """
+SELECT u.eid, o.oid, o.v, o.o_t >= u.t_us AS after, s.n_in_action
+FROM valid_uses u JOIN outcomes o ON o.a = u.a AND o.c IS NULL
+JOIN action_sizes s ON s.a = u.a"""),
+    ("live2", """
+SELECT p.* FROM pairs2 p LEFT JOIN decided1 d ON d.eid = p.eid
+WHERE d.eid IS NULL OR NOT (d.ok1 OR d.conflict1)"""),
+    # an action outcome on a multi-premise action labels none of its premises, whatever it
+    # says (labelling them all "held" when it is false but none when it is true would keep
+    # a premise only when it held: selection on the label)
+    ("decided2", """
+SELECT eid, hb2, conflict2, lab2, decided AND NOT conflict2 AND n_in_action > 1 AS amb2,
+       decided AND NOT conflict2 AND n_in_action <= 1 AS ok2
+FROM (SELECT eid, n_in_action, n_any > n_after AS hb2, n_after > 0 AS decided,
+             n_after > 0 AND n_true > 0 AND n_true < n_after AS conflict2,
+             n_after > 0 AND n_true = n_after AS lab2
+      FROM (SELECT eid, MAX(n_in_action) AS n_in_action,
+                   SUM(CASE WHEN after THEN 1 ELSE 0 END) AS n_after,
+                   SUM(CASE WHEN after AND v THEN 1 ELSE 0 END) AS n_true,
+                   COUNT(*) AS n_any
+            FROM live2 GROUP BY eid) c) d"""),
+    # the uses the action stages touched (few beside the log's)
+    ("state12", """
+SELECT COALESCE(d1.eid, d2.eid) AS eid,
+       COALESCE(d1.hb1, FALSE) OR COALESCE(d2.hb2, FALSE) AS hb12,
+       COALESCE(d1.conflict1, FALSE) OR COALESCE(d2.conflict2, FALSE) AS conflict12,
+       COALESCE(d1.ok1, FALSE) OR COALESCE(d1.conflict1, FALSE) OR COALESCE(d2.ok2, FALSE)
+           OR COALESCE(d2.conflict2, FALSE) AS final12,
+       CASE WHEN COALESCE(d1.ok1, FALSE) THEN d1.lab1
+            WHEN COALESCE(d2.ok2, FALSE) THEN d2.lab2 ELSE FALSE END AS label12,
+       COALESCE(d2.amb2, FALSE) AS amb
+FROM decided1 d1 FULL OUTER JOIN decided2 d2 ON d2.eid = d1.eid"""),
+    # 3. outcomes of a claim: the earliest at or after the use decides
+    ("groups3", """
+SELECT c, o_t, COUNT(*) AS g_n, SUM(CASE WHEN v THEN 1 ELSE 0 END) AS g_true
+FROM outcomes WHERE a IS NULL GROUP BY c, o_t"""),
+    ("claim_first3", """
+SELECT c, MIN(o_t) AS first_t FROM groups3 GROUP BY c"""),
+    ("claim_uses3", """
+SELECT u.c, MIN(u.t_us) AS min_t FROM valid_uses u
+WHERE u.c IN (SELECT c FROM claim_first3) GROUP BY u.c"""),
+    ("open3", """
+SELECT u.eid, u.c, u.t_us FROM valid_uses u
+LEFT JOIN state12 s ON s.eid = u.eid
+WHERE u.c IN (SELECT c FROM claim_first3) AND NOT COALESCE(s.final12, FALSE)"""),
+    ("next3", "{next_outcome}"),
+    ("decided3", """
+SELECT n.eid, n.c, n.g_t, g.g_true > 0 AND g.g_true < g.g_n AS conflict3,
+       g.g_true = g.g_n AS lab3
+FROM next3 n JOIN groups3 g ON g.c = n.c AND g.o_t = n.g_t"""),
+    ("use_verdicts", """
+SELECT u.eid,
+       CASE WHEN COALESCE(s.final12, FALSE) THEN s.label12
+            ELSE COALESCE(d3.lab3, FALSE) END AS label,
+       CASE WHEN COALESCE(s.conflict12, FALSE) OR COALESCE(d3.conflict3, FALSE) THEN 3
+            WHEN COALESCE(s.final12, FALSE) OR d3.eid IS NOT NULL THEN -1
+            WHEN COALESCE(s.amb, FALSE) THEN 4
+            WHEN COALESCE(s.hb12, FALSE) OR COALESCE(f.first_t < u.t_us, FALSE) THEN 2
+            ELSE 1 END AS reason
+FROM valid_uses u LEFT JOIN state12 s ON s.eid = u.eid
+LEFT JOIN decided3 d3 ON d3.eid = u.eid
+LEFT JOIN claim_first3 f ON f.c = u.c"""),
+    # each outcome record's status
+    ("flags12", """
+SELECT p.oid, TRUE AS keymatch, MAX(p.after) AS earlier,
+       MAX(p.after AND COALESCE(d.ok1, FALSE)) AS used,
+       MAX(p.after AND COALESCE(d.conflict1, FALSE)) AS conflict, FALSE AS ambiguous
+FROM pairs1 p LEFT JOIN decided1 d ON d.eid = p.eid GROUP BY p.oid
+UNION ALL
+SELECT p.oid, TRUE, MAX(p.after),
+       MAX(p.after AND COALESCE(d.ok2, FALSE)), MAX(p.after AND COALESCE(d.conflict2, FALSE)),
+       MAX(p.after AND COALESCE(d.amb2, FALSE))
+FROM pairs2 p LEFT JOIN decided2 d ON d.eid = p.eid GROUP BY p.oid"""),
+    ("groups3_used", """
+SELECT g_t, c, MAX(NOT conflict3) AS used, MAX(conflict3) AS conflict
+FROM decided3 GROUP BY c, g_t"""),
+    ("flags3", """
+SELECT o.oid, u.min_t IS NOT NULL AS keymatch, COALESCE(u.min_t <= o.o_t, FALSE) AS earlier,
+       COALESCE(g.used, FALSE) AS used, COALESCE(g.conflict, FALSE) AS conflict,
+       FALSE AS ambiguous
+FROM outcomes o LEFT JOIN groups3_used g ON g.c = o.c AND g.g_t = o.o_t
+LEFT JOIN claim_uses3 u ON u.c = o.c
+WHERE o.a IS NULL"""),
+    ("outcome_state", """
+SELECT o.oid,
+       CASE WHEN COALESCE(f.used, FALSE) THEN 0
+            WHEN COALESCE(f.conflict, FALSE) THEN 1
+            WHEN COALESCE(f.ambiguous, FALSE) THEN 2
+            WHEN COALESCE(f.keymatch, FALSE) AND COALESCE(f.earlier, FALSE) THEN 3
+            WHEN COALESCE(f.keymatch, FALSE) THEN 4
+            ELSE 5 END AS status
+FROM outcomes o
+LEFT JOIN (SELECT * FROM flags12 UNION ALL SELECT * FROM flags3) f ON f.oid = o.oid"""),
+)
+
+#: The claim-only stage's search, portable: for each open use (``kind`` 1) the smallest
+#: outcome time of its claim at or after it, as a running minimum over the claim's uses and
+#: outcome times in descending time (an outcome before a use at the same time).
+NEXT_OUTCOME: Final = """
+SELECT eid, c, g_t FROM (
+  SELECT eid, c, kind,
+         MIN(CASE WHEN kind = 0 THEN t END) OVER (
+           PARTITION BY c ORDER BY t DESC, kind ASC
+           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS g_t
+  FROM (SELECT eid, c, t_us AS t, 1 AS kind FROM open3
+        UNION ALL
+        SELECT CAST(NULL AS BIGINT), c, o_t, 0 FROM groups3) both_sides
+) s WHERE kind = 1 AND g_t IS NOT NULL"""
+
+#: The same search as DuckDB's ``ASOF JOIN`` (measured against :data:`NEXT_OUTCOME`).
+NEXT_OUTCOME_ASOF: Final = """
+SELECT o.eid, o.c, g.o_t AS g_t
+FROM open3 o ASOF JOIN groups3 g ON g.c = o.c AND o.t_us <= g.o_t"""
+
+#: The steps a caller reads (the rest feed them).
+RESULTS: Final = ("superseded", "invalid_uses", "use_verdicts", "answers", "outcome_state",
+                  "signals_used")
+
+
+def join_statements(dialect: str = "duckdb", *, asof: bool = False
+                    ) -> list[tuple[str, str]]:
+    """The label join's steps as ``(name, SELECT statement)`` pairs, in order.
+
+    Parameters
+    ----------
+    dialect : {"duckdb", "spark"}, default "duckdb"
+        The SQL dialect of the statements (Spark's by SQLGlot from DuckDB's).
+    asof : bool, default False
+        DuckDB only: the claim-only stage's search as an ``ASOF JOIN``
+        (:data:`NEXT_OUTCOME_ASOF`) instead of the portable window (:data:`NEXT_OUTCOME`).
+
+    Returns
+    -------
+    list of (str, str)
+        Create each as a table or view in order, over the input relations the module docs
+        list.
+    """
+    if dialect not in DIALECTS:
+        raise ValueError(f"dialect={dialect!r}: expected one of {', '.join(DIALECTS)}")
+    if asof and dialect != "duckdb":
+        raise ValueError(f"asof=True: an ASOF JOIN is DuckDB's only, not {dialect}'s")
+    steps: list[tuple[str, str]] = []
+    for name, sql in _STEPS:
+        if name == "next3":
+            sql = NEXT_OUTCOME_ASOF if asof else NEXT_OUTCOME
+        steps.append((name, sql.strip()))
+    if dialect == "duckdb":
+        return steps
+    import sqlglot
+
+    return [(name, sqlglot.transpile(sql, read="duckdb", write=dialect)[0])
+            for name, sql in steps]
