@@ -66,7 +66,7 @@ def session(memory_limit: str | None = None) -> Iterator[duckdb.DuckDBPyConnecti
 #: The steps DuckDB runs as views (read once, or cheaper to run again than to store), by
 #: measurement on a million-line log; the rest are stored as tables.
 VIEWS: Final = frozenset({"signals_used", "live2", "claim_first3", "groups3_used", "flags3",
-                          "outcome_state", "invalid_uses", "use_verdicts"})
+                          "next3", "outcome_state", "invalid_uses", "use_verdicts"})
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ def encode(entries: pd.DataFrame, signals: pd.DataFrame, outcomes: pd.DataFrame
         "eid": entries["eid"].to_numpy(dtype=np.int64), "rec": rec,
         "pidx": entries["pidx"].to_numpy(dtype=np.int32), "a": _masked(e_a),
         "pid": _masked(e_p), "pc": _masked(_key_claims(entries["claim_id"], e_p)),
-        "c": _masked(e_c), "t_us": pd.array(entries["t_us"], dtype="Int64"),
+        "c": _masked(e_c), "t_us": entries["t_us"].astype("Int64").array,
         **{c: entries[c].to_numpy(dtype=np.float64)
            for c in ("recency_hours", "source_trust_score", "model_confidence",
                      "contradiction_flag")}})

@@ -103,10 +103,20 @@ _STEPS: Final[tuple[tuple[str, str], ...]] = (
     # its own): a GROUP BY over the records, not the entries
     ("multi_actions", """
 SELECT a FROM records WHERE a IS NOT NULL GROUP BY a HAVING COUNT(*) > 1"""),
-    # a record giving one premise key (id, else claim id) to two premises is refused whole
+    # a record giving one premise key (id, else claim id) to two premises is refused whole.
+    # First a candidate search by one aggregate per record: each key sets one bit of 62
+    # (its code modulo 62), and a record whose keys set fewer bits than it has keys may
+    # repeat one (a repeat always does; distinct keys rarely share a bit). Only the
+    # candidates' keys are then grouped, not every entry's.
     ("bad_records", f"""
 SELECT DISTINCT rec FROM (
-  SELECT rec FROM entries WHERE pid IS NOT NULL OR pc IS NOT NULL
+  SELECT rec FROM entries
+  WHERE rec IN (
+    SELECT rec FROM (SELECT rec, {_PK} AS pk FROM entries
+                     WHERE pid IS NOT NULL OR pc IS NOT NULL) k
+    GROUP BY rec
+    HAVING bit_count(BIT_OR(CAST(1 AS BIGINT) << (pk % 62))) < COUNT(*))
+    AND (pid IS NOT NULL OR pc IS NOT NULL)
   GROUP BY rec, {_PK} HAVING COUNT(*) > 1) d"""),
     # one use per (action, premise): the entry of the action's last record; searched among
     # the entries of the actions above and of the records above alone
@@ -147,16 +157,16 @@ FROM (SELECT eid, verifier, confirmed, reliability, rec, COUNT(*) AS n, MIN(sw) 
 GROUP BY eid, verifier, confirmed, reliability"""),
     # 1. outcomes of a claim in an action
     ("pairs1", """
-SELECT u.eid, o.oid, o.v, o.o_t >= u.t_us AS after
+SELECT u.eid, u.c, o.oid, o.v, o.o_t >= u.t_us AS after
 FROM valid_uses u JOIN outcomes o ON o.a = u.a AND o.c = u.c"""),
     ("decided1", """
-SELECT eid, n_any > n_after AS hb1,
+SELECT eid, c, n_any > n_after AS hb1,
        n_after > 0 AND n_true > 0 AND n_true < n_after AS conflict1,
        n_after > 0 AND n_true = n_after AS lab1,
        n_after > 0 AND NOT (n_true > 0 AND n_true < n_after) AS ok1
-FROM (SELECT eid, SUM(CASE WHEN after THEN 1 ELSE 0 END) AS n_after,
+FROM (SELECT eid, c, SUM(CASE WHEN after THEN 1 ELSE 0 END) AS n_after,
              SUM(CASE WHEN after AND v THEN 1 ELSE 0 END) AS n_true, COUNT(*) AS n_any
-      FROM pairs1 GROUP BY eid) c"""),
+      FROM pairs1 GROUP BY eid, c) n"""),
     # 2. outcomes of an action, for the uses stage 1 left open; an action's uses counted
     # (valid or not) for the actions these outcomes name
     ("action_sizes", """
@@ -165,7 +175,7 @@ WHERE e.a IN (SELECT a FROM outcomes WHERE c IS NULL)
   AND e.eid NOT IN (SELECT eid FROM superseded)
 GROUP BY e.a"""),
     ("pairs2", """
-SELECT u.eid, o.oid, o.v, o.o_t >= u.t_us AS after, s.n_in_action
+SELECT u.eid, u.c, o.oid, o.v, o.o_t >= u.t_us AS after, s.n_in_action
 FROM valid_uses u JOIN outcomes o ON o.a = u.a AND o.c IS NULL
 JOIN action_sizes s ON s.a = u.a"""),
     ("live2", """
@@ -175,19 +185,19 @@ WHERE d.eid IS NULL OR NOT (d.ok1 OR d.conflict1)"""),
     # says (labelling them all "held" when it is false but none when it is true would keep
     # a premise only when it held: selection on the label)
     ("decided2", """
-SELECT eid, hb2, conflict2, lab2, decided AND NOT conflict2 AND n_in_action > 1 AS amb2,
+SELECT eid, c, hb2, conflict2, lab2, decided AND NOT conflict2 AND n_in_action > 1 AS amb2,
        decided AND NOT conflict2 AND n_in_action <= 1 AS ok2
-FROM (SELECT eid, n_in_action, n_any > n_after AS hb2, n_after > 0 AS decided,
+FROM (SELECT eid, c, n_in_action, n_any > n_after AS hb2, n_after > 0 AS decided,
              n_after > 0 AND n_true > 0 AND n_true < n_after AS conflict2,
              n_after > 0 AND n_true = n_after AS lab2
-      FROM (SELECT eid, MAX(n_in_action) AS n_in_action,
+      FROM (SELECT eid, c, MAX(n_in_action) AS n_in_action,
                    SUM(CASE WHEN after THEN 1 ELSE 0 END) AS n_after,
                    SUM(CASE WHEN after AND v THEN 1 ELSE 0 END) AS n_true,
                    COUNT(*) AS n_any
-            FROM live2 GROUP BY eid) c) d"""),
+            FROM live2 GROUP BY eid, c) n) d"""),
     # the uses the action stages touched (few beside the log's)
     ("state12", """
-SELECT COALESCE(d1.eid, d2.eid) AS eid,
+SELECT COALESCE(d1.eid, d2.eid) AS eid, COALESCE(d1.c, d2.c) AS c,
        COALESCE(d1.hb1, FALSE) OR COALESCE(d2.hb2, FALSE) AS hb12,
        COALESCE(d1.conflict1, FALSE) OR COALESCE(d2.conflict2, FALSE) AS conflict12,
        COALESCE(d1.ok1, FALSE) OR COALESCE(d1.conflict1, FALSE) OR COALESCE(d2.ok2, FALSE)
@@ -205,27 +215,30 @@ SELECT c, MIN(o_t) AS first_t FROM groups3 GROUP BY c"""),
     ("claim_uses3", """
 SELECT u.c, MIN(u.t_us) AS min_t FROM valid_uses u
 WHERE u.c IN (SELECT c FROM claim_first3) GROUP BY u.c"""),
+    # the uses left open whose claim has a claim outcome (the rest keep their verdicts of
+    # stages 1 and 2)
     ("open3", """
 SELECT u.eid, u.c, u.t_us FROM valid_uses u
-LEFT JOIN state12 s ON s.eid = u.eid
-WHERE u.c IN (SELECT c FROM claim_first3) AND NOT COALESCE(s.final12, FALSE)"""),
+WHERE u.c IN (SELECT c FROM claim_first3)
+  AND u.eid NOT IN (SELECT eid FROM state12 WHERE final12)"""),
     ("next3", "{next_outcome}"),
-    ("decided3", """
-SELECT n.eid, n.c, n.g_t, g.g_true > 0 AND g.g_true < g.g_n AS conflict3,
-       g.g_true = g.g_n AS lab3
-FROM next3 n JOIN groups3 g ON g.c = n.c AND g.o_t = n.g_t"""),
-    ("use_verdicts", """
-SELECT u.eid,
-       CASE WHEN COALESCE(s.final12, FALSE) THEN s.label12
-            ELSE COALESCE(d3.lab3, FALSE) END AS label,
-       CASE WHEN COALESCE(s.conflict12, FALSE) OR COALESCE(d3.conflict3, FALSE) THEN 3
-            WHEN COALESCE(s.final12, FALSE) OR d3.eid IS NOT NULL THEN -1
+    ("verdicts3", """
+SELECT n.eid, n.c, n.g_t, COALESCE(g.g_true = g.g_n, FALSE) AS label,
+       CASE WHEN g.g_true > 0 AND g.g_true < g.g_n THEN 3
+            WHEN n.g_t IS NOT NULL THEN -1
             WHEN COALESCE(s.amb, FALSE) THEN 4
-            WHEN COALESCE(s.hb12, FALSE) OR COALESCE(f.first_t < u.t_us, FALSE) THEN 2
+            WHEN COALESCE(s.hb12, FALSE) OR f.first_t < n.t_us THEN 2
             ELSE 1 END AS reason
-FROM valid_uses u LEFT JOIN state12 s ON s.eid = u.eid
-LEFT JOIN decided3 d3 ON d3.eid = u.eid
-LEFT JOIN claim_first3 f ON f.c = u.c"""),
+FROM next3 n JOIN claim_first3 f ON f.c = n.c
+LEFT JOIN groups3 g ON g.c = n.c AND g.o_t = n.g_t
+LEFT JOIN state12 s ON s.eid = n.eid"""),
+    ("use_verdicts", """
+SELECT eid, label12 AS label,
+       CASE WHEN conflict12 THEN 3 WHEN final12 THEN -1 WHEN amb THEN 4 WHEN hb12 THEN 2
+            ELSE 1 END AS reason
+FROM state12 WHERE final12 OR c NOT IN (SELECT c FROM claim_first3)
+UNION ALL
+SELECT eid, label, reason FROM verdicts3"""),
     # each outcome record's status
     ("flags12", """
 SELECT p.oid, TRUE AS keymatch, MAX(p.after) AS earlier,
@@ -238,8 +251,8 @@ SELECT p.oid, TRUE, MAX(p.after),
        MAX(p.after AND COALESCE(d.amb2, FALSE))
 FROM pairs2 p LEFT JOIN decided2 d ON d.eid = p.eid GROUP BY p.oid"""),
     ("groups3_used", """
-SELECT g_t, c, MAX(NOT conflict3) AS used, MAX(conflict3) AS conflict
-FROM decided3 GROUP BY c, g_t"""),
+SELECT g_t, c, MAX(reason = -1) AS used, MAX(reason = 3) AS conflict
+FROM verdicts3 WHERE g_t IS NOT NULL GROUP BY c, g_t"""),
     ("flags3", """
 SELECT o.oid, u.min_t IS NOT NULL AS keymatch, COALESCE(u.min_t <= o.o_t, FALSE) AS earlier,
        COALESCE(g.used, FALSE) AS used, COALESCE(g.conflict, FALSE) AS conflict,
@@ -260,23 +273,24 @@ LEFT JOIN (SELECT * FROM flags12 UNION ALL SELECT * FROM flags3) f ON f.oid = o.
 )
 
 #: The claim-only stage's search, portable: for each open use (``kind`` 1) the smallest
-#: outcome time of its claim at or after it, as a running minimum over the claim's uses and
-#: outcome times in descending time (an outcome before a use at the same time).
+#: outcome time of its claim at or after it (NULL when there is none), as a running minimum
+#: over the claim's uses and outcome times in descending time (an outcome before a use at
+#: the same time).
 NEXT_OUTCOME: Final = """
-SELECT eid, c, g_t FROM (
-  SELECT eid, c, kind,
+SELECT eid, c, t AS t_us, g_t FROM (
+  SELECT eid, c, t, kind,
          MIN(CASE WHEN kind = 0 THEN t END) OVER (
            PARTITION BY c ORDER BY t DESC, kind ASC
            ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS g_t
   FROM (SELECT eid, c, t_us AS t, 1 AS kind FROM open3
         UNION ALL
         SELECT CAST(NULL AS BIGINT), c, o_t, 0 FROM groups3) both_sides
-) s WHERE kind = 1 AND g_t IS NOT NULL"""
+) s WHERE kind = 1"""
 
 #: The same search as DuckDB's ``ASOF JOIN`` (measured against :data:`NEXT_OUTCOME`).
 NEXT_OUTCOME_ASOF: Final = """
-SELECT o.eid, o.c, g.o_t AS g_t
-FROM open3 o ASOF JOIN groups3 g ON g.c = o.c AND o.t_us <= g.o_t"""
+SELECT o.eid, o.c, o.t_us, g.o_t AS g_t
+FROM open3 o ASOF LEFT JOIN groups3 g ON g.c = o.c AND o.t_us <= g.o_t"""
 
 #: The steps a caller reads (the rest feed them).
 RESULTS: Final = ("superseded", "invalid_uses", "use_verdicts", "answers", "outcome_state",
