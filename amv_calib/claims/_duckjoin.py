@@ -15,7 +15,7 @@ import pandas as pd
 
 from amv_calib.claims._arrow import BoolArray, IntArray
 from amv_calib.claims._codes import _codes_against, _codes_in, _factorize
-from amv_calib.claims._sql import join_statements
+from amv_calib.claims._sql import FEW, join_statements
 
 if TYPE_CHECKING:
     import duckdb
@@ -65,7 +65,7 @@ def session(memory_limit: str | None = None) -> Iterator[duckdb.DuckDBPyConnecti
 
 #: The steps DuckDB runs as views (read once, or cheaper to run again than to store), by
 #: measurement on a million-line log; the rest are stored as tables.
-VIEWS: Final = frozenset({"signals_used", "live2", "claim_first3", "groups3_used", "flags3",
+VIEWS: Final = frozenset({"signals_used", "live2", "groups3_used", "flags3", "next3_few",
                           "next3", "outcome_state", "invalid_uses", "use_verdicts"})
 
 
@@ -218,13 +218,15 @@ def _masked(codes: np.ndarray) -> Any:
 
 
 def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool = False,
-             timings: dict[str, float] | None = None) -> JoinState:
+             few: int = FEW, timings: dict[str, float] | None = None) -> JoinState:
     """Register ``rel`` (the input relations of :mod:`amv_calib.claims._sql`), create the
-    join's steps and read what it decided. ``timings``, when given, receives the seconds of
-    each step (a view's when it is read) and of reading the results (``fetch``)."""
+    join's steps and read what it decided (``asof``, ``few``: as
+    :func:`~amv_calib.claims._sql.join_statements` takes them). ``timings``, when given,
+    receives the seconds of each step (a view's when it is read) and of reading the results
+    (``fetch``)."""
     for name, table in rel.items():
         con.register(name, table)
-    for name, sql in join_statements("duckdb", asof=asof):
+    for name, sql in join_statements("duckdb", asof=asof, few=few):
         t0 = time.perf_counter()
         kind = "VIEW" if name in VIEWS else "TABLE"
         con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {sql}")

@@ -70,9 +70,11 @@ Steps a caller reads
     The count of signals that found their premise (the rest are ignored).
 
 The claim-only stage takes, for each open use, the earliest outcome of its claim at or
-after the use. DuckDB states that as an ``ASOF JOIN``, Spark has none; the portable form
-here is a running minimum over the uses and outcome times of each claim, ordered by time
-descending (:data:`NEXT_OUTCOME`), which both engines run as one sort per claim.
+after the use. For a claim with few outcome times (most claims) the use is joined to each
+and the smallest kept, a hash join and a GROUP BY; for the others the product would grow
+with the uses times the outcomes, and they are searched by a running minimum over the uses
+and outcome times of each claim, ordered by time descending (:data:`NEXT_OUTCOME`), which
+both engines run as one sort per claim (DuckDB also as an ``ASOF JOIN``, which Spark lacks).
 """
 
 from __future__ import annotations
@@ -83,6 +85,14 @@ from typing import Final
 DIALECTS: Final = ("duckdb", "spark")
 
 _INF: Final = "CAST('Infinity' AS DOUBLE)"
+
+#: The claims the claim-only stage joins to every outcome time by default: those with at
+#: most this many (a product of at most as many rows per use); the rest are searched by a
+#: sort per claim.
+FEW: Final = 8
+# where join_statements puts its ``few``
+_FEW: Final = "{few}"
+_MANY: Final = f"SELECT c FROM claim_first3 WHERE n_t > {_FEW}"
 
 # The premise key of an entry: its premise id, else its claim id, else its position (three
 # kinds, never equal across: even, odd, negative).
@@ -210,8 +220,9 @@ FROM decided1 d1 FULL OUTER JOIN decided2 d2 ON d2.eid = d1.eid"""),
     ("groups3", """
 SELECT c, o_t, COUNT(*) AS g_n, SUM(CASE WHEN v THEN 1 ELSE 0 END) AS g_true
 FROM outcomes WHERE a IS NULL GROUP BY c, o_t"""),
+    # per claim its first outcome time and its number of outcome times
     ("claim_first3", """
-SELECT c, MIN(o_t) AS first_t FROM groups3 GROUP BY c"""),
+SELECT c, MIN(o_t) AS first_t, COUNT(*) AS n_t FROM groups3 GROUP BY c"""),
     ("claim_uses3", """
 SELECT u.c, MIN(u.t_us) AS min_t FROM valid_uses u
 WHERE u.c IN (SELECT c FROM claim_first3) GROUP BY u.c"""),
@@ -221,6 +232,15 @@ WHERE u.c IN (SELECT c FROM claim_first3) GROUP BY u.c"""),
 SELECT u.eid, u.c, u.t_us FROM valid_uses u
 WHERE u.c IN (SELECT c FROM claim_first3)
   AND u.eid NOT IN (SELECT eid FROM state12 WHERE final12)"""),
+    # the search for a claim with few outcome times (most): the open uses joined to each
+    # of its times, the smallest at or after the use kept (at most ``few`` rows per use);
+    # for the rest, :data:`NEXT_OUTCOME` (a sort per claim, never a product of its uses
+    # and times)
+    ("next3_few", f"""
+SELECT o.eid, o.c, o.t_us, MIN(CASE WHEN g.o_t >= o.t_us THEN g.o_t END) AS g_t
+FROM open3 o JOIN groups3 g ON g.c = o.c
+WHERE o.c IN (SELECT c FROM claim_first3 WHERE n_t <= {_FEW})
+GROUP BY o.eid, o.c, o.t_us"""),
     ("next3", "{next_outcome}"),
     ("verdicts3", """
 SELECT n.eid, n.c, n.g_t, COALESCE(g.g_true = g.g_n, FALSE) AS label,
@@ -229,7 +249,8 @@ SELECT n.eid, n.c, n.g_t, COALESCE(g.g_true = g.g_n, FALSE) AS label,
             WHEN COALESCE(s.amb, FALSE) THEN 4
             WHEN COALESCE(s.hb12, FALSE) OR f.first_t < n.t_us THEN 2
             ELSE 1 END AS reason
-FROM next3 n JOIN claim_first3 f ON f.c = n.c
+FROM (SELECT * FROM next3_few UNION ALL SELECT * FROM next3) n
+JOIN claim_first3 f ON f.c = n.c
 LEFT JOIN groups3 g ON g.c = n.c AND g.o_t = n.g_t
 LEFT JOIN state12 s ON s.eid = n.eid"""),
     ("use_verdicts", """
@@ -272,32 +293,34 @@ FROM outcomes o
 LEFT JOIN (SELECT * FROM flags12 UNION ALL SELECT * FROM flags3) f ON f.oid = o.oid"""),
 )
 
-#: The claim-only stage's search, portable: for each open use (``kind`` 1) the smallest
+#: The claim-only stage's search for the claims with more than ``few`` outcome times
+#: (:func:`join_statements`), portable: for each open use (``kind`` 1) the smallest
 #: outcome time of its claim at or after it (NULL when there is none), as a running minimum
 #: over the claim's uses and outcome times in descending time (an outcome before a use at
 #: the same time).
-NEXT_OUTCOME: Final = """
+NEXT_OUTCOME: Final = f"""
 SELECT eid, c, t AS t_us, g_t FROM (
   SELECT eid, c, t, kind,
          MIN(CASE WHEN kind = 0 THEN t END) OVER (
            PARTITION BY c ORDER BY t DESC, kind ASC
            ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS g_t
-  FROM (SELECT eid, c, t_us AS t, 1 AS kind FROM open3
+  FROM (SELECT eid, c, t_us AS t, 1 AS kind FROM open3 WHERE c IN ({_MANY})
         UNION ALL
-        SELECT CAST(NULL AS BIGINT), c, o_t, 0 FROM groups3) both_sides
+        SELECT CAST(NULL AS BIGINT), c, o_t, 0 FROM groups3 WHERE c IN ({_MANY})) both_sides
 ) s WHERE kind = 1"""
 
 #: The same search as DuckDB's ``ASOF JOIN`` (measured against :data:`NEXT_OUTCOME`).
-NEXT_OUTCOME_ASOF: Final = """
+NEXT_OUTCOME_ASOF: Final = f"""
 SELECT o.eid, o.c, o.t_us, g.o_t AS g_t
-FROM open3 o ASOF LEFT JOIN groups3 g ON g.c = o.c AND o.t_us <= g.o_t"""
+FROM open3 o ASOF LEFT JOIN groups3 g ON g.c = o.c AND o.t_us <= g.o_t
+WHERE o.c IN ({_MANY})"""
 
 #: The steps a caller reads (the rest feed them).
 RESULTS: Final = ("superseded", "invalid_uses", "use_verdicts", "answers", "outcome_state",
                   "signals_used")
 
 
-def join_statements(dialect: str = "duckdb", *, asof: bool = False
+def join_statements(dialect: str = "duckdb", *, asof: bool = False, few: int = FEW
                     ) -> list[tuple[str, str]]:
     """The label join's steps as ``(name, SELECT statement)`` pairs, in order.
 
@@ -308,6 +331,9 @@ def join_statements(dialect: str = "duckdb", *, asof: bool = False
     asof : bool, default False
         DuckDB only: the claim-only stage's search as an ``ASOF JOIN``
         (:data:`NEXT_OUTCOME_ASOF`) instead of the portable window (:data:`NEXT_OUTCOME`).
+    few : int, default :data:`FEW`
+        The claim-only stage joins the uses of a claim with at most ``few`` outcome times
+        to each of them; the other claims' uses are searched as ``asof`` says.
 
     Returns
     -------
@@ -319,11 +345,13 @@ def join_statements(dialect: str = "duckdb", *, asof: bool = False
         raise ValueError(f"dialect={dialect!r}: expected one of {', '.join(DIALECTS)}")
     if asof and dialect != "duckdb":
         raise ValueError(f"asof=True: an ASOF JOIN is DuckDB's only, not {dialect}'s")
+    if not (isinstance(few, int) and few >= 0):
+        raise ValueError(f"few={few!r}: expected an integer, 0 or more")
     steps: list[tuple[str, str]] = []
     for name, sql in _STEPS:
         if name == "next3":
             sql = NEXT_OUTCOME_ASOF if asof else NEXT_OUTCOME
-        steps.append((name, sql.strip()))
+        steps.append((name, sql.replace(_FEW, str(few)).strip()))
     if dialect == "duckdb":
         return steps
     import sqlglot

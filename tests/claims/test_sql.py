@@ -5,6 +5,7 @@ ones, and the label outputs of the example logs as the array join wrote them."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -97,13 +98,19 @@ def test_hand_worked_case() -> None:
         S["used"], S["before_use"], S["no_matching_use"], S["ambiguous"]]
 
 
-@pytest.mark.parametrize("asof", [False, True], ids=["portable", "asof"])
-def test_example_logs_match_the_oracle(examples_dir: Path, asof: bool) -> None:
+# The claim-only stage's two searches: every claim's uses joined to its outcome times (the
+# default on small logs), or searched by a sort (few=0), portable or as an ASOF JOIN.
+_SEARCHES = [{}, {"few": 0}, {"few": 0, "asof": True}]
+_SEARCH_IDS = ["join", "sorted", "asof"]
+
+
+@pytest.mark.parametrize("search", _SEARCHES, ids=_SEARCH_IDS)
+def test_example_logs_match_the_oracle(examples_dir: Path, search: dict[str, Any]) -> None:
     """The example logs (as the reader gives them), decided by DuckDB and by the oracle."""
     logs = examples_dir / "logs"
     log, out_df, _ = read_with_outcomes([logs / "decisions.jsonl"], logs / "outcomes.csv",
                                         on_corrupt="raise")
-    got = dj.run_join(dj.connect(threads=2), dj.relations(log, out_df), asof=asof)
+    got = dj.run_join(dj.connect(threads=2), dj.relations(log, out_df), **search)
     e, sg = log.entries, log.signals
     rec = e["rec"].to_numpy()
     t = log.records["t_us"][rec]
@@ -221,16 +228,17 @@ def con() -> duckdb.DuckDBPyConnection:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("search", _SEARCHES, ids=_SEARCH_IDS)
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=_logs())
-def test_sql_join_equals_the_oracle(con: duckdb.DuckDBPyConnection,
+def test_sql_join_equals_the_oracle(con: duckdb.DuckDBPyConnection, search: dict[str, Any],
                                     case: tuple[list[dict[str, object]], ...]) -> None:
     entries, signals, outcomes = case
     want = oracle.join(entries, signals, outcomes)
     got = dj.run_join(con, dj.encode(_frame(entries, _ENTRY_TYPES),
                                      _frame(signals, _SIGNAL_TYPES),
-                                     _frame(outcomes, _OUTCOME_TYPES)))
+                                     _frame(outcomes, _OUTCOME_TYPES)), **search)
     assert got.eid.tolist() == want.use_eid
     assert got.reason.tolist() == want.reason
     decided = got.reason == -1
