@@ -148,8 +148,6 @@ def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
                             else log.spilled.read(c, 0, len(e)))
                 for c in ("recency_hours", "source_trust_score", "model_confidence",
                           "contradiction_flag")}
-    records = pa.table({"rec": pa.array(np.arange(r_a.size, dtype=np.int64)),
-                        "a": _ints(r_a)})
     entries = pa.table({
         "eid": pa.array(np.arange(len(e), dtype=np.int64)), "rec": pa.array(rec),
         "pidx": pa.array(e["pidx"].to_numpy().astype(np.int32)), "a": _ints(r_a[rec]),
@@ -169,7 +167,7 @@ def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
         "a": _ints(o_action), "c": _ints(o_claim),
         "o_t": pa.array(out_df["t_us"].to_numpy(dtype=np.int64)),
         "v": pa.array(out_df["violated"].to_numpy(dtype=bool))})
-    return {"records": records, "entries": entries, "signals": signals,
+    return {"entries": entries, "signals": signals,
             "weights": _weights(reliability), "outcomes": outcomes}
 
 
@@ -184,9 +182,6 @@ def encode(entries: pd.DataFrame, signals: pd.DataFrame, outcomes: pd.DataFrame
     e_c, o_c = _factorize(entries["claim_id"], outcomes["claim_id"])
     e_p, s_p = _factorize(entries["premise_id"], signals["premise_id"])
     rec = entries["rec"].to_numpy(dtype=np.int64)
-    n_rec = int(rec.max(initial=-1)) + 1
-    r_a = np.full(n_rec, -1, dtype=np.int64)
-    r_a[rec] = e_a
     ent = pd.DataFrame({
         "eid": entries["eid"].to_numpy(dtype=np.int64), "rec": rec,
         "pidx": entries["pidx"].to_numpy(dtype=np.int32), "a": _masked(e_a),
@@ -205,9 +200,7 @@ def encode(entries: pd.DataFrame, signals: pd.DataFrame, outcomes: pd.DataFrame
         "oid": outcomes["oid"].to_numpy(dtype=np.int64), "a": _masked(o_a),
         "c": _masked(o_c), "o_t": outcomes["o_t"].to_numpy(dtype=np.int64),
         "v": outcomes["v"].to_numpy(dtype=bool)})
-    return {"records": pd.DataFrame({"rec": np.arange(n_rec, dtype=np.int64),
-                                     "a": _masked(r_a)}),
-            "entries": ent, "signals": sig,
+    return {"entries": ent, "signals": sig,
             "weights": _weights(sig["reliability"].to_numpy()), "outcomes": out}
 
 

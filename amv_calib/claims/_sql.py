@@ -13,20 +13,20 @@ Every key is an integer code, not a string: the caller numbers the ids once (a l
 the numbers), and equal codes mean equal ids wherever a step compares them. The steps are
 shaped by where a big log's rows are: most actions are logged once and most uses meet no
 outcome, so the join never groups the entries whole. Supersession (one use per action and
-premise, the last record's) is computed for the entries of actions logged in more than one
-record and of records that give a premise key twice; every other entry is a use of its own.
+premise, the last record's) and the records that give a premise key twice are searched
+among the entries of the actions that give a key twice (few); every other entry is a use of
+its own.
 The outcome stages read only the uses of the actions and claims that outcomes name.
 
 Input relations
 ---------------
-``records``
-    One row per decision record: ``rec`` (BIGINT, its position over all files) and ``a``
-    (BIGINT, its action's code; NULL when the record has no ``action_id``).
 ``entries``
     One row per premise entry, in file and line order: ``eid`` (BIGINT, the entry's
-    position), ``rec``, ``pidx`` (INTEGER, position in the record), ``a`` (its record's),
-    ``pid`` (BIGINT, the premise id's code; NULL when absent), ``pc`` (BIGINT, the claim
-    id's code among the entries without premise id; NULL elsewhere and when absent), ``c``
+    position), ``rec`` (BIGINT, its record's position over all files), ``pidx`` (INTEGER,
+    position in the record), ``a`` (BIGINT, its record's action's code; NULL when the
+    record has no ``action_id``), ``pid`` (BIGINT, the premise id's code; NULL when
+    absent), ``pc`` (BIGINT, the claim id's code among the entries without premise id; NULL
+    elsewhere and when absent), ``c``
     (BIGINT, the claim id's code as the outcomes number it: a claim no outcome names may
     share a code with another such claim; NULL when absent), ``t_us`` (BIGINT, the record's
     time in UTC microseconds, NULL when missing or unparseable), ``recency_hours``,
@@ -109,33 +109,29 @@ _FIELDS_OK: Final = f"""COALESCE(e.c IS NOT NULL AND e.t_us IS NOT NULL
 # The steps, in DuckDB's dialect. Every construct is one SQLGlot transpiles to Spark SQL
 # (tests/claims/test_sql.py checks the transpiled text).
 _STEPS: Final[tuple[tuple[str, str], ...]] = (
-    # actions logged in more than one record (a record without action_id is an action of
-    # its own): a GROUP BY over the records, not the entries
-    ("multi_actions", """
-SELECT a FROM records WHERE a IS NOT NULL GROUP BY a HAVING COUNT(*) > 1"""),
-    # a record giving one premise key (id, else claim id) to two premises is refused whole.
-    # First a candidate search by one aggregate per record: each key sets one bit of 62
-    # (its code modulo 62), and a record whose keys set fewer bits than it has keys may
-    # repeat one (a repeat always does; distinct keys rarely share a bit). Only the
-    # candidates' keys are then grouped, not every entry's.
-    ("bad_records", f"""
+    # An entry is superseded, or its record refused, only when its action (a record without
+    # action_id is an action of its own) gives one premise key (id, else claim id, else
+    # position) to two entries. The actions that may are found by one aggregate per action,
+    # not a group per key: each key sets one bit of 61 (its code modulo 61), and an action
+    # whose keys set fewer bits than it has entries may repeat one (a repeat always does;
+    # distinct keys rarely share a bit). Only the candidates' entries are then grouped.
+    ("repeat_actions", f"""
+SELECT ak FROM (SELECT COALESCE(a, -1 - rec) AS ak, {_PK} AS pk FROM entries) k
+GROUP BY ak
+HAVING bit_count(BIT_OR(CAST(1 AS BIGINT) << CAST((pk % 61 + 61) % 61 AS INTEGER)))
+       < COUNT(*)"""),
+    ("repeat_entries", f"""
+SELECT eid, rec, ak, pk, pid IS NOT NULL OR pc IS NOT NULL AS named FROM (
+  SELECT eid, rec, pid, pc, COALESCE(a, -1 - rec) AS ak, {_PK} AS pk FROM entries) k
+WHERE ak IN (SELECT ak FROM repeat_actions)"""),
+    # a record giving one premise key (id, else claim id) to two premises is refused whole
+    ("bad_records", """
 SELECT DISTINCT rec FROM (
-  SELECT rec FROM entries
-  WHERE rec IN (
-    SELECT rec FROM (SELECT rec, {_PK} AS pk FROM entries
-                     WHERE pid IS NOT NULL OR pc IS NOT NULL) k
-    GROUP BY rec
-    HAVING bit_count(BIT_OR(CAST(1 AS BIGINT) << (pk % 62))) < COUNT(*))
-    AND (pid IS NOT NULL OR pc IS NOT NULL)
-  GROUP BY rec, {_PK} HAVING COUNT(*) > 1) d"""),
-    # one use per (action, premise): the entry of the action's last record; searched among
-    # the entries of the actions above and of the records above alone
-    ("superseded", f"""
+  SELECT rec FROM repeat_entries WHERE named GROUP BY rec, pk HAVING COUNT(*) > 1) d"""),
+    # one use per (action, premise): the entry of the action's last record
+    ("superseded", """
 SELECT eid, use_eid FROM (
-  SELECT eid, MAX(eid) OVER (PARTITION BY ak, pk) AS use_eid
-  FROM (SELECT eid, COALESCE(a, -1 - rec) AS ak, {_PK} AS pk FROM entries
-        WHERE a IN (SELECT a FROM multi_actions)
-           OR rec IN (SELECT rec FROM bad_records)) m) s
+  SELECT eid, MAX(eid) OVER (PARTITION BY ak, pk) AS use_eid FROM repeat_entries) s
 WHERE eid < use_eid"""),
     ("invalid_uses", f"""
 SELECT e.eid FROM entries e LEFT JOIN bad_records b ON b.rec = e.rec
