@@ -213,9 +213,12 @@ SELECT COALESCE(d1.eid, d2.eid) AS eid, COALESCE(d1.c, d2.c) AS c,
        COALESCE(d2.amb2, FALSE) AS amb
 FROM decided1 d1 FULL OUTER JOIN decided2 d2 ON d2.eid = d1.eid"""),
     # 3. outcomes of a claim: the earliest at or after the use decides
+    # per claim and outcome time: the outcomes, the violated ones and the claim's outcome
+    # time before (NULL for its first)
     ("groups3", """
-SELECT c, o_t, COUNT(*) AS g_n, SUM(CASE WHEN v THEN 1 ELSE 0 END) AS g_true
-FROM outcomes WHERE a IS NULL GROUP BY c, o_t"""),
+SELECT c, o_t, g_n, g_true, LAG(o_t) OVER (PARTITION BY c ORDER BY o_t) AS prev_t
+FROM (SELECT c, o_t, COUNT(*) AS g_n, SUM(CASE WHEN v THEN 1 ELSE 0 END) AS g_true
+      FROM outcomes WHERE a IS NULL GROUP BY c, o_t) g"""),
     # per claim its first outcome time and its number of outcome times
     ("claim_first3", """
 SELECT c, MIN(o_t) AS first_t, COUNT(*) AS n_t FROM groups3 GROUP BY c"""),
@@ -225,29 +228,31 @@ WHERE u.c IN (SELECT c FROM claim_first3) GROUP BY u.c"""),
     # the uses left open whose claim has a claim outcome (the rest keep their verdicts of
     # stages 1 and 2)
     ("open3", """
-SELECT u.eid, u.c, u.t_us FROM valid_uses u
-WHERE u.c IN (SELECT c FROM claim_first3)
-  AND u.eid NOT IN (SELECT eid FROM state12 WHERE final12)"""),
-    # the search for a claim with few outcome times (most): the open uses joined to each
-    # of its times, the smallest at or after the use kept (at most ``few`` rows per use);
-    # for the rest, :data:`NEXT_OUTCOME` (a sort per claim, never a product of its uses
-    # and times)
+SELECT u.eid, u.c, u.t_us, f.first_t, f.n_t
+FROM valid_uses u JOIN claim_first3 f ON f.c = u.c
+WHERE u.eid NOT IN (SELECT eid FROM state12 WHERE final12)"""),
+    # the search for a claim with few outcome times (most): the open use joined to the
+    # time at or after it whose time before is before it (the hash join meets at most
+    # ``few`` times per use); for the rest, :data:`NEXT_OUTCOME` (a sort per claim, never
+    # a product of its uses and times)
     ("next3_few", f"""
-SELECT o.eid, o.c, o.t_us, MIN(CASE WHEN g.o_t >= o.t_us THEN g.o_t END) AS g_t
-FROM open3 o JOIN groups3 g ON g.c = o.c
-WHERE o.c IN (SELECT c FROM claim_first3 WHERE n_t <= {_FEW})
-GROUP BY o.eid, o.c, o.t_us"""),
+SELECT o.eid, o.c, o.t_us, g.o_t AS g_t, g.g_n, g.g_true, o.first_t
+FROM open3 o LEFT JOIN groups3 g
+  ON g.c = o.c AND o.t_us <= g.o_t AND (g.prev_t IS NULL OR g.prev_t < o.t_us)
+WHERE o.n_t <= {_FEW}"""),
     ("next3", "{next_outcome}"),
     ("verdicts3", """
-SELECT n.eid, n.c, n.g_t, COALESCE(g.g_true = g.g_n, FALSE) AS label,
-       CASE WHEN g.g_true > 0 AND g.g_true < g.g_n THEN 3
+SELECT n.eid, n.c, n.g_t, COALESCE(n.g_true = n.g_n, FALSE) AS label,
+       CASE WHEN n.g_true > 0 AND n.g_true < n.g_n THEN 3
             WHEN n.g_t IS NOT NULL THEN -1
             WHEN COALESCE(s.amb, FALSE) THEN 4
-            WHEN COALESCE(s.hb12, FALSE) OR f.first_t < n.t_us THEN 2
+            WHEN COALESCE(s.hb12, FALSE) OR n.first_t < n.t_us THEN 2
             ELSE 1 END AS reason
-FROM (SELECT * FROM next3_few UNION ALL SELECT * FROM next3) n
-JOIN claim_first3 f ON f.c = n.c
-LEFT JOIN groups3 g ON g.c = n.c AND g.o_t = n.g_t
+FROM (SELECT * FROM next3_few
+      UNION ALL
+      SELECT m.eid, m.c, m.t_us, m.g_t, g.g_n, g.g_true, f.first_t
+      FROM next3 m JOIN claim_first3 f ON f.c = m.c
+      LEFT JOIN groups3 g ON g.c = m.c AND g.o_t = m.g_t) n
 LEFT JOIN state12 s ON s.eid = n.eid"""),
     ("use_verdicts", """
 SELECT eid, label12 AS label,
@@ -300,7 +305,7 @@ SELECT eid, c, t AS t_us, g_t FROM (
          MIN(CASE WHEN kind = 0 THEN t END) OVER (
            PARTITION BY c ORDER BY t DESC, kind ASC
            ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS g_t
-  FROM (SELECT eid, c, t_us AS t, 1 AS kind FROM open3 WHERE c IN ({_MANY})
+  FROM (SELECT eid, c, t_us AS t, 1 AS kind FROM open3 WHERE n_t > {_FEW}
         UNION ALL
         SELECT CAST(NULL AS BIGINT), c, o_t, 0 FROM groups3 WHERE c IN ({_MANY})) both_sides
 ) s WHERE kind = 1"""
@@ -309,7 +314,7 @@ SELECT eid, c, t AS t_us, g_t FROM (
 NEXT_OUTCOME_ASOF: Final = f"""
 SELECT o.eid, o.c, o.t_us, g.o_t AS g_t
 FROM open3 o ASOF LEFT JOIN groups3 g ON g.c = o.c AND o.t_us <= g.o_t
-WHERE o.c IN ({_MANY})"""
+WHERE o.n_t > {_FEW}"""
 
 #: The steps a caller reads (the rest feed them).
 RESULTS: Final = ("superseded", "invalid_uses", "use_verdicts", "answers", "outcome_state",
