@@ -6,7 +6,8 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -93,12 +94,18 @@ def _weights(reliability: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({"reliability": r, "w": w})
 
 
-def _ints(codes: np.ndarray) -> Any:
-    """Integer codes as an Arrow int64 array, -1 (missing) as null."""
+def _ints(codes: np.ndarray, missing: int | None = None) -> Any:
+    """Integers as an Arrow array of their width: codes, negative ones (missing) as null;
+    or, with ``missing``, any values, that one as null."""
     import pyarrow as pa
 
-    c = np.asarray(codes).astype(np.int64, copy=False)
-    return pa.array(c, mask=c < 0)
+    c = np.asarray(codes)
+    if c.dtype.kind != "i":
+        raise TypeError(f"codes: expected signed integers, not {c.dtype}")
+    null = (c.min() < 0) if missing is None else (c == missing).any()
+    if not (c.size and null):  # the array is the numpy buffer itself, no mask built
+        return pa.array(c)
+    return pa.array(c, mask=c < 0 if missing is None else c == missing)
 
 
 def _strings(values: Any) -> Any:
@@ -116,13 +123,30 @@ def _strings(values: Any) -> Any:
     return pa.array(values, type=pa.string(), from_pandas=True)
 
 
-def _key_claims(claim: Any, pid: np.ndarray) -> np.ndarray:
-    """``pc``: codes of the claim ids of the entries without premise id, -1 elsewhere."""
-    out = np.full(pid.size, -1, dtype=np.int64)
+def _key_claims(claim: Any, pid: np.ndarray) -> IntArray | None:
+    """``pc``: codes of the claim ids of the entries without premise id, -1 elsewhere; None
+    when every entry has a premise id (the common case: nothing built)."""
     na = np.flatnonzero(pid < 0)
-    if na.size:
-        (out[na],) = _factorize(pd.Series(pd.Series(claim, copy=False).array[na]))
+    if not na.size:
+        return None
+    out = np.full(pid.size, -1, dtype=np.int64)
+    (out[na],) = _factorize(pd.Series(pd.Series(claim, copy=False).array[na]))
     return out
+
+
+@dataclass(frozen=True)
+class Late:
+    """A relation that comes in two steps: ``early`` (None: none), the columns the join's
+    steps before :data:`READS_LATE` read, and ``whole``, called at the first of those
+    steps for the whole relation (it waits for what it is computed from)."""
+
+    early: Any | None
+    whole: Callable[[], Any]
+
+
+#: The first steps that read the entries' claim codes or the outcomes (the steps before
+#: them run while :func:`relations` computes those).
+READS_LATE: Final = frozenset({"invalid_uses", "valid_uses"})
 
 
 def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
@@ -130,29 +154,35 @@ def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
     :func:`~amv_calib.claims._logread.read_uses` and of :func:`load_outcomes`'s valid
     records, as Arrow tables (DuckDB scans them in place). The ids become the codes of
     the log's categoricals: only the entries' claim ids are hashed (against the outcomes'
-    claims, the few)."""
+    claims, the few), on a thread of their own while DuckDB runs the steps that need no
+    claim: the entries and the outcomes are :class:`Late`."""
     import pyarrow as pa
 
     from amv_calib.claims._logread import _NAT
 
     e = log.entries
+    # the longest step (Arrow's hashing holds no GIL), started first
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-sqljoin")
+    claims = pool.submit(_codes_against, out_df["claim_id"], e["claim_id"])
+    pool.shutdown(wait=False)
+    # the codes keep the width of the log's (no array of the entries' size copied to widen)
     rec = e["rec"].to_numpy().astype(np.int64, copy=False)
     actions = log.records["action_id"]
-    r_a = np.asarray(actions.codes, dtype=np.int64)
+    r_a = np.asarray(actions.codes)
     t_r = np.asarray(log.records["t_us"], dtype=np.int64)
     t = t_r[rec]
-    o_claim, e_claim = _codes_against(out_df["claim_id"], e["claim_id"])
-    o_action = _codes_in(actions.categories, out_df["action_id"])
-    pid = np.asarray(e["premise_id"].cat.codes, dtype=np.int64)
+    pid = np.asarray(e["premise_id"].cat.codes)
+    pc = _key_claims(e["claim_id"], pid)
     features = {c: pa.array(e[c].to_numpy(dtype=np.float64) if log.spilled is None
                             else log.spilled.read(c, 0, len(e)))
                 for c in ("recency_hours", "source_trust_score", "model_confidence",
                           "contradiction_flag")}
-    entries = pa.table({
+    early = pa.table({
         "eid": pa.array(np.arange(len(e), dtype=np.int64)), "rec": pa.array(rec),
-        "pidx": pa.array(e["pidx"].to_numpy().astype(np.int32)), "a": _ints(r_a[rec]),
-        "pid": _ints(pid), "pc": _ints(_key_claims(e["claim_id"], pid)),
-        "c": _ints(e_claim), "t_us": pa.array(t, mask=t == _NAT), **features})
+        "pidx": pa.array(e["pidx"].to_numpy().astype(np.int32, copy=False)),
+        "a": _ints(r_a[rec]),
+        "pid": _ints(pid), "pc": pa.nulls(len(e)) if pc is None else _ints(pc),
+        "t_us": _ints(t, missing=_NAT), **features})
     s = log.signals
     reliability = s["reliability"].to_numpy().astype(np.float64)
     signals = pa.table({
@@ -162,13 +192,20 @@ def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
         "verifier": _strings(s["verifier"]),
         "confirmed": pa.array(s["confirmed"].to_numpy().astype(bool)),
         "reliability": pa.array(reliability)})
-    outcomes = pa.table({
-        "oid": pa.array(np.arange(len(out_df), dtype=np.int64)),
-        "a": _ints(o_action), "c": _ints(o_claim),
-        "o_t": pa.array(out_df["t_us"].to_numpy(dtype=np.int64)),
-        "v": pa.array(out_df["violated"].to_numpy(dtype=bool))})
-    return {"entries": entries, "signals": signals,
-            "weights": _weights(reliability), "outcomes": outcomes}
+    o_action = _codes_in(actions.categories, out_df["action_id"])
+
+    def outcomes() -> Any:
+        return pa.table({
+            "oid": pa.array(np.arange(len(out_df), dtype=np.int64)),
+            "a": _ints(o_action), "c": _ints(claims.result()[0]),
+            "o_t": pa.array(out_df["t_us"].to_numpy(dtype=np.int64)),
+            "v": pa.array(out_df["violated"].to_numpy(dtype=bool))})
+
+    def entries() -> Any:
+        return early.append_column("c", _ints(claims.result()[1]))
+
+    return {"entries": Late(early, entries), "signals": signals,
+            "weights": _weights(reliability), "outcomes": Late(None, outcomes)}
 
 
 def encode(entries: pd.DataFrame, signals: pd.DataFrame, outcomes: pd.DataFrame
@@ -185,7 +222,9 @@ def encode(entries: pd.DataFrame, signals: pd.DataFrame, outcomes: pd.DataFrame
     ent = pd.DataFrame({
         "eid": entries["eid"].to_numpy(dtype=np.int64), "rec": rec,
         "pidx": entries["pidx"].to_numpy(dtype=np.int32), "a": _masked(e_a),
-        "pid": _masked(e_p), "pc": _masked(_key_claims(entries["claim_id"], e_p)),
+        "pid": _masked(e_p),
+        "pc": _masked(np.full(len(e_p), -1) if (pc := _key_claims(entries["claim_id"], e_p))
+                      is None else pc),
         "c": _masked(e_c), "t_us": entries["t_us"].astype("Int64").array,
         **{c: entries[c].to_numpy(dtype=np.float64)
            for c in ("recency_hours", "source_trust_score", "model_confidence",
@@ -217,16 +256,31 @@ def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool 
     :func:`~amv_calib.claims._sql.join_statements` takes them). ``timings``, when given,
     receives the seconds of each step (a view's when it is read) and of reading the results
     (``fetch``)."""
+    late: dict[str, Late] = {}
     for name, table in rel.items():
-        con.register(name, table)
+        if isinstance(table, Late):
+            late[name] = table
+            table = table.early
+        if table is not None:
+            con.register(name, table)
     for name, sql in join_statements("duckdb", asof=asof, few=few):
         t0 = time.perf_counter()
+        if late and name in READS_LATE:
+            for n, r in late.items():
+                con.register(n, r.whole())
+            late = {}
+            if timings is not None:
+                timings["late_relations"] = time.perf_counter() - t0
+                t0 = time.perf_counter()
         kind = "VIEW" if name in VIEWS else "TABLE"
         con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {sql}")
         if timings is not None:
             timings[name] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    n_entries = len(rel["entries"])
+    entries = rel["entries"]
+    if isinstance(entries, Late):
+        entries = entries.early
+    n_entries = len(entries) if entries is not None else 0
     sup = con.execute("SELECT eid, use_eid FROM superseded").fetchnumpy()
     s_eid = np.asarray(sup["eid"], dtype=np.int64)
     entry_use: IntArray | None = None

@@ -20,14 +20,17 @@ The outcome stages read only the uses of the actions and claims that outcomes na
 
 Input relations
 ---------------
+A code is an integer of any width (the steps compute in BIGINT), or NULL throughout a column
+of SQL's NULL type.
+
 ``entries``
     One row per premise entry, in file and line order: ``eid`` (BIGINT, the entry's
     position), ``rec`` (BIGINT, its record's position over all files), ``pidx`` (INTEGER,
-    position in the record), ``a`` (BIGINT, its record's action's code; NULL when the
-    record has no ``action_id``), ``pid`` (BIGINT, the premise id's code; NULL when
-    absent), ``pc`` (BIGINT, the claim id's code among the entries without premise id; NULL
+    position in the record), ``a`` (its record's action's code; NULL when the record has
+    no ``action_id``), ``pid`` (the premise id's code; NULL when absent), ``pc`` (the claim
+    id's code among the entries without premise id; NULL
     elsewhere and when absent), ``c``
-    (BIGINT, the claim id's code as the outcomes number it: a claim no outcome names may
+    (the claim id's code as the outcomes number it: a claim no outcome names may
     share a code with another such claim; NULL when absent), ``t_us`` (BIGINT, the record's
     time in UTC microseconds, NULL when missing or unparseable), ``recency_hours``,
     ``source_trust_score``, ``model_confidence`` (DOUBLE, NULL or NaN when missing or of
@@ -96,8 +99,8 @@ _MANY: Final = f"SELECT c FROM claim_first3 WHERE n_t > {_FEW}"
 
 # The premise key of an entry: its premise id, else its claim id, else its position (three
 # kinds, never equal across: even, odd, negative).
-_PK: Final = ("CASE WHEN pid IS NOT NULL THEN 2 * pid WHEN pc IS NOT NULL THEN 2 * pc + 1 "
-              "ELSE -1 - pidx END")
+_PK: Final = ("CASE WHEN pid IS NOT NULL THEN 2 * CAST(pid AS BIGINT) "
+              "WHEN pc IS NOT NULL THEN 2 * CAST(pc AS BIGINT) + 1 ELSE -1 - pidx END")
 
 _FIELDS_OK: Final = f"""COALESCE(e.c IS NOT NULL AND e.t_us IS NOT NULL
                 AND e.recency_hours >= 0 AND e.recency_hours < {_INF}
@@ -133,16 +136,6 @@ SELECT DISTINCT rec FROM (
 SELECT eid, use_eid FROM (
   SELECT eid, MAX(eid) OVER (PARTITION BY ak, pk) AS use_eid FROM repeat_entries) s
 WHERE eid < use_eid"""),
-    ("invalid_uses", f"""
-SELECT e.eid FROM entries e LEFT JOIN bad_records b ON b.rec = e.rec
-WHERE (b.rec IS NOT NULL OR NOT {_FIELDS_OK})
-  AND e.eid NOT IN (SELECT eid FROM superseded)"""),
-    # the valid uses an outcome's key names (the only ones the stages below can decide)
-    ("valid_uses", f"""
-SELECT e.eid, e.a, e.c, e.t_us FROM entries e LEFT JOIN bad_records b ON b.rec = e.rec
-WHERE (e.a IN (SELECT a FROM outcomes) OR e.c IN (SELECT c FROM outcomes WHERE a IS NULL))
-  AND b.rec IS NULL AND {_FIELDS_OK}
-  AND e.eid NOT IN (SELECT eid FROM superseded)"""),
     # verifier signals: a usable reliability and a premise id of the record; a signal's use
     # is that premise's (a record giving the id twice gives it to one use)
     ("signal_hits", """
@@ -161,6 +154,16 @@ FROM (SELECT eid, verifier, confirmed, reliability, rec, COUNT(*) AS n, MIN(sw) 
              MIN(sid) AS first
       FROM signal_hits GROUP BY eid, verifier, confirmed, reliability, rec) per_record
 GROUP BY eid, verifier, confirmed, reliability"""),
+    ("invalid_uses", f"""
+SELECT e.eid FROM entries e LEFT JOIN bad_records b ON b.rec = e.rec
+WHERE (b.rec IS NOT NULL OR NOT {_FIELDS_OK})
+  AND e.eid NOT IN (SELECT eid FROM superseded)"""),
+    # the valid uses an outcome's key names (the only ones the stages below can decide)
+    ("valid_uses", f"""
+SELECT e.eid, e.a, e.c, e.t_us FROM entries e LEFT JOIN bad_records b ON b.rec = e.rec
+WHERE (e.a IN (SELECT a FROM outcomes) OR e.c IN (SELECT c FROM outcomes WHERE a IS NULL))
+  AND b.rec IS NULL AND {_FIELDS_OK}
+  AND e.eid NOT IN (SELECT eid FROM superseded)"""),
     # 1. outcomes of a claim in an action
     ("pairs1", """
 SELECT u.eid, u.c, o.oid, o.v, o.o_t >= u.t_us AS after
