@@ -161,13 +161,14 @@ def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
     from amv_calib.claims._logread import _NAT
 
     e = log.entries
-    # the longest step (Arrow's hashing holds no GIL), started first
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-sqljoin")
+    # the longest steps (Arrow's hashing holds no GIL), started first
+    actions = log.records["action_id"]
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="amv-calib-sqljoin")
     claims = pool.submit(_codes_against, out_df["claim_id"], e["claim_id"])
+    o_action = pool.submit(_codes_in, actions.categories, out_df["action_id"])
     pool.shutdown(wait=False)
     # the codes keep the width of the log's (no array of the entries' size copied to widen)
     rec = e["rec"].to_numpy().astype(np.int64, copy=False)
-    actions = log.records["action_id"]
     r_a = np.asarray(actions.codes)
     t_r = np.asarray(log.records["t_us"], dtype=np.int64)
     t = t_r[rec]
@@ -192,12 +193,11 @@ def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
         "verifier": _strings(s["verifier"]),
         "confirmed": pa.array(s["confirmed"].to_numpy().astype(bool)),
         "reliability": pa.array(reliability)})
-    o_action = _codes_in(actions.categories, out_df["action_id"])
 
     def outcomes() -> Any:
         return pa.table({
             "oid": pa.array(np.arange(len(out_df), dtype=np.int64)),
-            "a": _ints(o_action), "c": _ints(claims.result()[0]),
+            "a": _ints(o_action.result()), "c": _ints(claims.result()[0]),
             "o_t": pa.array(out_df["t_us"].to_numpy(dtype=np.int64)),
             "v": pa.array(out_df["violated"].to_numpy(dtype=bool))})
 
@@ -305,7 +305,7 @@ def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool 
     if timings is not None:
         timings["invalid_uses"] = time.perf_counter() - t1
         t1 = time.perf_counter()
-    reason = np.where(valid, 1, 0).astype(np.int8)  # no_outcome_yet, invalid_use
+    reason = valid.astype(np.int8)  # 1 no_outcome_yet, 0 invalid_use
     label = np.zeros(n_uses, dtype=bool)
     st = con.execute("SELECT eid, label, reason FROM use_verdicts WHERE reason <> 1"
                      ).fetchnumpy()
