@@ -254,8 +254,8 @@ def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool 
     """Register ``rel`` (the input relations of :mod:`amv_calib.claims._sql`), create the
     join's steps and read what it decided (``asof``, ``few``: as
     :func:`~amv_calib.claims._sql.join_statements` takes them). ``timings``, when given,
-    receives the seconds of each step (a view's when it is read) and of reading the results
-    (``fetch``)."""
+    receives the seconds of each step (a view's when it is read), of reading the results
+    (``fetch``) and of its parts (``fetch.*``)."""
     late: dict[str, Late] = {}
     for name, table in rel.items():
         if isinstance(table, Late):
@@ -276,7 +276,16 @@ def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool 
         con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {sql}")
         if timings is not None:
             timings[name] = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t0 = last = time.perf_counter()
+
+    def lap(name: str) -> None:
+        # the seconds since the last lap, as ``fetch.name`` (the results read and set out)
+        nonlocal last
+        if timings is not None:
+            now = time.perf_counter()
+            timings[f"fetch.{name}"] = now - last
+            last = now
+
     entries = rel["entries"]
     if isinstance(entries, Late):
         entries = entries.early
@@ -299,12 +308,9 @@ def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool 
 
     n_uses = eid.size
     valid = np.ones(n_uses, dtype=bool)
-    if timings is not None:
-        t1 = time.perf_counter()
+    lap("superseded")
     valid[uses_of(con.execute("SELECT eid FROM invalid_uses").fetchnumpy()["eid"])] = False
-    if timings is not None:
-        timings["invalid_uses"] = time.perf_counter() - t1
-        t1 = time.perf_counter()
+    lap("invalid_uses")
     reason = valid.astype(np.int8)  # 1 no_outcome_yet, 0 invalid_use
     label = np.zeros(n_uses, dtype=bool)
     st = con.execute("SELECT eid, label, reason FROM use_verdicts WHERE reason <> 1"
@@ -312,13 +318,14 @@ def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool 
     at = uses_of(st["eid"])
     reason[at] = np.asarray(st["reason"], dtype=np.int8)
     label[at] = np.asarray(st["label"], dtype=bool)
-    if timings is not None:
-        timings["use_verdicts"] = time.perf_counter() - t1
+    lap("use_verdicts")
     answers = con.execute("SELECT * FROM answers ORDER BY first").df()
     answers.insert(0, "uid", uses_of(answers.pop("eid").to_numpy()))
+    lap("answers")
     status = con.execute("SELECT oid, status FROM outcome_state").fetchnumpy()
     o_status = np.empty(len(status["oid"]), dtype=np.int64)
     o_status[np.asarray(status["oid"], dtype=np.int64)] = status["status"]
+    lap("outcome_state")
     used = con.execute("SELECT n FROM signals_used").fetchall()
     if timings is not None:
         timings["fetch"] = time.perf_counter() - t0
