@@ -52,7 +52,8 @@ Steps a caller reads
 --------------------
 ``superseded``
     The entries that are not uses: ``eid`` and ``use_eid``, the entry of the later record
-    that names their use (uses are numbered in the order of their entries).
+    that names their use (uses are numbered in the order of their entries); ``in_rec``,
+    whether a later entry of the same record has its premise key.
 ``invalid_uses``
     ``eid`` of each use that breaks the data contract (its fields, or its record gives one
     premise key twice).
@@ -131,20 +132,24 @@ WHERE ak IN (SELECT ak FROM repeat_actions)"""),
     ("bad_records", """
 SELECT DISTINCT rec FROM (
   SELECT rec FROM repeat_entries WHERE named GROUP BY rec, pk HAVING COUNT(*) > 1) d"""),
-    # one use per (action, premise): the entry of the action's last record
+    # one use per (action, premise): the entry of the action's last record (``in_rec``: a
+    # later entry of the same record has the same key)
     ("superseded", """
-SELECT eid, use_eid FROM (
-  SELECT eid, MAX(eid) OVER (PARTITION BY ak, pk) AS use_eid FROM repeat_entries) s
+SELECT eid, use_eid, eid < rec_last AS in_rec FROM (
+  SELECT eid, MAX(eid) OVER (PARTITION BY ak, pk) AS use_eid,
+         MAX(eid) OVER (PARTITION BY rec, pk) AS rec_last FROM repeat_entries) s
 WHERE eid < use_eid"""),
     # verifier signals: a usable reliability and a premise id of the record; a signal's use
-    # is that premise's (a record giving the id twice gives it to one use)
+    # is that premise's (a record giving the id twice gives it to one use: the signal meets
+    # the last of its entries alone)
     ("signal_hits", """
-SELECT DISTINCT s.sid, s.rec, s.verifier, s.confirmed, s.reliability,
+SELECT s.sid, s.rec, s.verifier, s.confirmed, s.reliability,
        CASE WHEN s.confirmed THEN -w.w ELSE w.w END AS sw, COALESCE(x.use_eid, e.eid) AS eid
 FROM signals s
 JOIN weights w ON w.reliability = s.reliability
 JOIN entries e ON e.rec = s.rec AND e.pid = s.pid
-LEFT JOIN superseded x ON x.eid = e.eid"""),
+LEFT JOIN superseded x ON x.eid = e.eid
+WHERE NOT COALESCE(x.in_rec, FALSE)"""),
     ("signals_used", "SELECT COUNT(*) AS n FROM signal_hits"),
     # the multiset rule: each distinct answer counts as often as in any single record
     ("answers", """
