@@ -14,8 +14,10 @@ the fastest round of each side counts. A subprocess reads the log with ``read_us
   results read as numpy). It stops at the decisions: the Python tail the numpy side
   includes (soft labels, rows, report) is not in it.
 
-Peak memory is the most resident memory sampled every 2 ms while the side runs (the log
-held by both), and the most above the resident memory when it starts.
+CPU seconds are the side's user and system time over all its threads (the least of the
+rounds): on a shared machine they say what the side costs when the wall time says whom it
+waited for. Peak memory is the most resident memory sampled every 2 ms while the side runs
+(the log held by both), and the most above the resident memory when it starts.
 
 Run: ``.venv/bin/python bench/sqljoin_steps.py --data-dir DIR`` (``DIR`` holding
 ``decisions.jsonl`` and ``outcomes.csv``; without it, a log of ``--lines`` lines is made in
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -43,6 +46,12 @@ def _rss() -> int:
     """This process's resident bytes now."""
     with open("/proc/self/statm", encoding="ascii") as fh:
         return int(fh.read().split()[1]) * _PAGE
+
+
+def _cpu() -> float:
+    """This process's CPU seconds so far (user and system, every thread)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 class _Peak:
@@ -92,11 +101,11 @@ def _side(side: str, decisions: str, outcomes: str) -> dict[str, Any]:
     log = read_uses([decisions], on_corrupt="raise")
     timings: dict[str, float] = {}
     peak = _Peak()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu()
     run(log, outcomes, timings)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, _cpu() - c0
     peak.stop()
-    return {"seconds": seconds, "peak_mib": peak.peak / 2**20,
+    return {"seconds": seconds, "cpu_seconds": cpu, "peak_mib": peak.peak / 2**20,
             "peak_above_start_mib": (peak.peak - peak.start) / 2**20, "steps": timings}
 
 
@@ -131,11 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     best = {side: min(r, key=lambda x: x["seconds"]) for side, r in runs.items()}
     peak = {side: min(x["peak_mib"] for x in r) for side, r in runs.items()}
     n, s = best["numpy"], best["sql"]
-    print(f"{'side':<8}{'seconds':>10}{'peak MiB':>10}{'above start':>13}")
+    cpu = {side: min(x["cpu_seconds"] for x in r) for side, r in runs.items()}
+    print(f"{'side':<8}{'seconds':>10}{'cpu s':>8}{'peak MiB':>10}{'above start':>13}")
     for side, x in best.items():
-        print(f"{side:<8}{x['seconds']:>10.3f}{peak[side]:>10.0f}"
+        print(f"{side:<8}{x['seconds']:>10.3f}{cpu[side]:>8.3f}{peak[side]:>10.0f}"
               f"{x['peak_above_start_mib']:>13.0f}")
     print(f"sql / numpy: time {s['seconds'] / n['seconds']:.2f}x, "
+          f"cpu {cpu['sql'] / cpu['numpy']:.2f}x, "
           f"peak memory {peak['sql'] / peak['numpy']:.2f}x")
     print("SQL steps (fastest round), seconds:")
     for step, sec in sorted(s["steps"].items(), key=lambda kv: -kv[1]):
