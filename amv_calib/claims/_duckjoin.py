@@ -249,6 +249,14 @@ def _masked(codes: np.ndarray) -> Any:
     return pd.arrays.IntegerArray(np.where(c < 0, 0, c), c < 0)
 
 
+def _verifiers(signals: Any, sid: IntArray) -> Any:
+    """The verifiers of the signals ``sid`` (positions) of the ``signals`` relation: a
+    categorical from an Arrow table's dictionary column, else an array of the frame's."""
+    if isinstance(signals, pd.DataFrame):
+        return signals["verifier"].to_numpy()[sid]
+    return signals.column("verifier").take(sid).to_pandas().array
+
+
 def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool = False,
              few: int = FEW, timings: dict[str, float] | None = None) -> JoinState:
     """Register ``rel`` (the input relations of :mod:`amv_calib.claims._sql`), create the
@@ -319,8 +327,14 @@ def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool 
     reason[at] = np.asarray(st["reason"], dtype=np.int8)
     label[at] = np.asarray(st["label"], dtype=bool)
     lap("use_verdicts")
-    answers = con.execute("SELECT * FROM answers ORDER BY first").df()
-    answers.insert(0, "uid", uses_of(answers.pop("eid").to_numpy()))
+    # numbers alone read back; each answer's verifier is its first signal's (``first``)
+    ans = con.execute("SELECT eid, confirmed, reliability, n, contrib, first FROM answers "
+                      "ORDER BY first").fetchnumpy()
+    first = np.asarray(ans["first"], dtype=np.int64)
+    answers = pd.DataFrame({
+        "uid": uses_of(ans["eid"]), "verifier": _verifiers(rel["signals"], first),
+        **{c: np.asarray(ans[c]) for c in ("confirmed", "reliability", "n", "contrib")},
+        "first": first})
     lap("answers")
     status = con.execute("SELECT oid, status FROM outcome_state").fetchnumpy()
     o_status = np.empty(len(status["oid"]), dtype=np.int64)
