@@ -74,7 +74,8 @@ VIEWS: Final = frozenset({"signals_used", "live2", "groups3_used", "flags3", "ne
 class JoinState:
     """What the SQL join decided (:mod:`amv_calib.claims._sql`'s results, as numpy)."""
 
-    eid: IntArray  # the entry of each use, in use order
+    entry_of_use: IntArray | None  # the entry of each use, in use order (None: use i is
+    # entry i, every entry a use: the common case, no array of the entries' size built)
     valid: BoolArray
     final: BoolArray
     label: BoolArray
@@ -83,6 +84,13 @@ class JoinState:
     outcome_status: np.ndarray  # per outcome record (out_df order), OUTCOME_STATUSES index
     signals_used: int
     entry_use: IntArray | None  # per entry, the position of its use (None: the same)
+
+    @property
+    def eid(self) -> IntArray:
+        """The entry of each use, in use order."""
+        if self.entry_of_use is not None:
+            return self.entry_of_use
+        return np.arange(self.valid.size, dtype=np.int64)
 
 
 def _weights(reliability: np.ndarray) -> pd.DataFrame:
@@ -301,20 +309,20 @@ def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool 
     sup = con.execute("SELECT eid, use_eid FROM superseded").fetchnumpy()
     s_eid = np.asarray(sup["eid"], dtype=np.int64)
     entry_use: IntArray | None = None
+    eid: IntArray | None = None
+    n_uses = n_entries
     if s_eid.size:
         is_use = np.ones(n_entries, dtype=bool)
         is_use[s_eid] = False
         eid = np.flatnonzero(is_use)
+        n_uses = eid.size
         entry_use = np.cumsum(is_use) - 1
         entry_use[s_eid] = np.searchsorted(eid, np.asarray(sup["use_eid"], dtype=np.int64))
-    else:
-        eid = np.arange(n_entries, dtype=np.int64)
 
     def uses_of(col: Any) -> IntArray:
         e = np.asarray(col, dtype=np.int64)
-        return e if entry_use is None else np.searchsorted(eid, e)
+        return e if eid is None else np.searchsorted(eid, e)
 
-    n_uses = eid.size
     valid = np.ones(n_uses, dtype=bool)
     lap("superseded")
     valid[uses_of(con.execute("SELECT eid FROM invalid_uses").fetchnumpy()["eid"])] = False
@@ -344,6 +352,6 @@ def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool 
     if timings is not None:
         timings["fetch"] = time.perf_counter() - t0
     return JoinState(
-        eid=eid, valid=valid, final=(reason == -1) | (reason == 3), label=label,
+        entry_of_use=eid, valid=valid, final=(reason == -1) | (reason == 3), label=label,
         reason=reason, answers=answers, outcome_status=o_status,
         signals_used=int(used[0][0]), entry_use=entry_use)
