@@ -99,9 +99,10 @@ def test_hand_worked_case() -> None:
 
 
 # The claim-only stage's two searches: every claim's uses joined to its outcome times (the
-# default on small logs), or searched by a sort (few=0), portable or as an ASOF JOIN.
-_SEARCHES = [{}, {"few": 0}, {"few": 0, "asof": True}]
-_SEARCH_IDS = ["join", "sorted", "asof"]
+# default on small logs), or searched by a sort (few=0), portable or as an ASOF JOIN; and
+# both in one join (few=2: the claims with more outcome times sorted).
+_SEARCHES = [{}, {"few": 0}, {"few": 0, "asof": True}, {"few": 2}]
+_SEARCH_IDS = ["join", "sorted", "asof", "mixed"]
 
 
 @pytest.mark.parametrize("search", _SEARCHES, ids=_SEARCH_IDS)
