@@ -167,36 +167,42 @@ def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
     :func:`~amv_calib.claims._logread.read_uses` and of :func:`load_outcomes`'s valid
     records, as Arrow tables (DuckDB scans them in place). The ids become the codes of
     the log's categoricals: only the entries' claim ids are hashed (against the outcomes'
-    claims, the few), on a thread of their own while DuckDB runs the steps that need no
-    claim: the entries and the outcomes are :class:`Late`."""
+    claims, the few). That, the outcomes' action codes and the columns only the validity
+    checks read (times, features) are built on threads while DuckDB runs the steps before
+    :data:`READS_LATE`: the entries and the outcomes are :class:`Late`."""
     import pyarrow as pa
 
     from amv_calib.claims._logread import _NAT
 
     e = log.entries
-    # the longest steps (Arrow's hashing holds no GIL), started first
+    rec = e["rec"].to_numpy().astype(np.int64, copy=False)
+
+    def checked() -> dict[str, Any]:
+        # the columns only the validity checks read: the time and the features
+        t = np.asarray(log.records["t_us"], dtype=np.int64)[rec]
+        return {"t_us": _ints(t, missing=_NAT), **{
+            c: pa.array(e[c].to_numpy(dtype=np.float64) if log.spilled is None
+                        else log.spilled.read(c, 0, len(e)))
+            for c in ("recency_hours", "source_trust_score", "model_confidence",
+                      "contradiction_flag")}}
+
+    # what the steps before READS_LATE do not read is built on threads while they run
+    # (Arrow's hashing and numpy's gathers hold no GIL), the longest started first
     actions = log.records["action_id"]
-    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="amv-calib-sqljoin")
+    pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="amv-calib-sqljoin")
     claims = pool.submit(_codes_against, out_df["claim_id"], e["claim_id"])
     o_action = pool.submit(_codes_in, actions.categories, out_df["action_id"])
+    late_columns = pool.submit(checked)
     pool.shutdown(wait=False)
     # the codes keep the width of the log's (no array of the entries' size copied to widen)
-    rec = e["rec"].to_numpy().astype(np.int64, copy=False)
     r_a = np.asarray(actions.codes)
-    t_r = np.asarray(log.records["t_us"], dtype=np.int64)
-    t = t_r[rec]
     pid = np.asarray(e["premise_id"].cat.codes)
     pc = _key_claims(e["claim_id"], pid)
-    features = {c: pa.array(e[c].to_numpy(dtype=np.float64) if log.spilled is None
-                            else log.spilled.read(c, 0, len(e)))
-                for c in ("recency_hours", "source_trust_score", "model_confidence",
-                          "contradiction_flag")}
     early = pa.table({
         "eid": pa.array(_positions(len(e))), "rec": pa.array(rec),
         "pidx": pa.array(e["pidx"].to_numpy().astype(np.int32, copy=False)),
         "a": _ints(r_a[rec]),
-        "pid": _ints(pid), "pc": pa.nulls(len(e)) if pc is None else _ints(pc),
-        "t_us": _ints(t, missing=_NAT), **features})
+        "pid": _ints(pid), "pc": pa.nulls(len(e)) if pc is None else _ints(pc)})
     s = log.signals
     reliability = s["reliability"].to_numpy().astype(np.float64)
     signals = pa.table({
@@ -215,7 +221,10 @@ def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
             "v": pa.array(out_df["violated"].to_numpy(dtype=bool))})
 
     def entries() -> Any:
-        return early.append_column("c", _ints(claims.result()[1]))
+        whole = early.append_column("c", _ints(claims.result()[1]))
+        for name, col in late_columns.result().items():
+            whole = whole.append_column(name, col)
+        return whole
 
     return {"entries": Late(early, entries), "signals": signals,
             "weights": _weights(reliability), "outcomes": Late(None, outcomes)}
