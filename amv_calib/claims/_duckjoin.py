@@ -110,8 +110,8 @@ def _ints(codes: np.ndarray, missing: int | None = None) -> Any:
     c = np.asarray(codes)
     if c.dtype.kind != "i":
         raise TypeError(f"codes: expected signed integers, not {c.dtype}")
-    null = (c.min() < 0) if missing is None else (c == missing).any()
-    if not (c.size and null):  # the array is the numpy buffer itself, no mask built
+    null = c.size and ((c.min() < 0) if missing is None else (c == missing).any())
+    if not null:  # the array is the numpy buffer itself, no mask built
         return pa.array(c)
     return pa.array(c, mask=c < 0 if missing is None else c == missing)
 
@@ -129,6 +129,14 @@ def _strings(values: Any) -> Any:
             pa.array(np.maximum(codes, 0).astype(np.int32), mask=codes < 0),
             pa.array(np.asarray(values.categories, dtype=object), type=pa.string()))
     return pa.array(values, type=pa.string(), from_pandas=True)
+
+
+def _kind_bad(entries: pd.DataFrame) -> BoolArray:
+    """Per entry: whether its memory kind breaks the contract's rule (its ``kind_error``
+    set; all False when no premise gives a kind)."""
+    if "kind_error" not in entries.columns:
+        return np.zeros(len(entries), dtype=bool)
+    return np.asarray(entries["kind_error"].notna().to_numpy(), dtype=bool)
 
 
 def _positions(n: int) -> IntArray:
@@ -184,7 +192,7 @@ def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
             c: pa.array(e[c].to_numpy(dtype=np.float64) if log.spilled is None
                         else log.spilled.read(c, 0, len(e)))
             for c in ("recency_hours", "source_trust_score", "model_confidence",
-                      "contradiction_flag")}}
+                      "contradiction_flag")}, "kind_bad": pa.array(_kind_bad(e))}
 
     # what the steps before READS_LATE do not read is built on threads while they run
     # (Arrow's hashing and numpy's gathers hold no GIL), the longest started first
@@ -250,7 +258,7 @@ def encode(entries: pd.DataFrame, signals: pd.DataFrame, outcomes: pd.DataFrame
         "c": _masked(e_c), "t_us": entries["t_us"].astype("Int64").array,
         **{c: entries[c].to_numpy(dtype=np.float64)
            for c in ("recency_hours", "source_trust_score", "model_confidence",
-                     "contradiction_flag")}})
+                     "contradiction_flag")}, "kind_bad": _kind_bad(entries)})
     sig = pd.DataFrame({
         "sid": signals["sid"].to_numpy(dtype=np.int64),
         "rec": signals["rec"].to_numpy(dtype=np.int64), "pid": _masked(s_p),

@@ -34,7 +34,8 @@ of SQL's NULL type.
     share a code with another such claim; NULL when absent), ``t_us`` (BIGINT, the record's
     time in UTC microseconds, NULL when missing or unparseable), ``recency_hours``,
     ``source_trust_score``, ``model_confidence`` (DOUBLE, NULL or NaN when missing or of
-    the wrong type) and ``contradiction_flag`` (DOUBLE 0/1, NULL or NaN likewise).
+    the wrong type), ``contradiction_flag`` (DOUBLE 0/1, NULL or NaN likewise) and
+    ``kind_bad`` (BOOLEAN: the premise's memory kind breaks the contract's rule).
 ``signals``
     One row per verifier signal, in log order: ``sid`` (BIGINT, its position), ``rec``,
     ``pid`` (its premise id's code as the entries number it, NULL when absent), ``verifier``
@@ -107,7 +108,8 @@ _FIELDS_OK: Final = f"""COALESCE(e.c IS NOT NULL AND e.t_us IS NOT NULL
                 AND e.recency_hours >= 0 AND e.recency_hours < {_INF}
                 AND e.source_trust_score >= 0 AND e.source_trust_score <= 1
                 AND e.model_confidence >= 0 AND e.model_confidence <= 1
-                AND e.contradiction_flag IS NOT NULL AND NOT isnan(e.contradiction_flag),
+                AND e.contradiction_flag IS NOT NULL AND NOT isnan(e.contradiction_flag)
+                AND NOT e.kind_bad,
                 FALSE)"""
 
 # The steps, in DuckDB's dialect. Every construct is one SQLGlot transpiles to Spark SQL

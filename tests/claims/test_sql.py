@@ -98,6 +98,18 @@ def test_hand_worked_case() -> None:
         S["used"], S["before_use"], S["no_matching_use"], S["ambiguous"]]
 
 
+def test_a_memory_kind_the_rule_refuses_makes_the_use_invalid() -> None:
+    """A premise whose memory kind breaks the contract's rule (``kind_error`` set) is an
+    invalid use: no outcome labels it, and its claim's outcome finds no valid use."""
+    entries = _entries([(0, "a1", "p0", "c1", 10), (1, "a2", "p0", "c2", 10)])
+    entries["kind_error"] = pd.Categorical([None, "memory_kind='x' is not a kind"])
+    outcomes = _outcomes([(None, "c1", 20, True), (None, "c2", 20, True)])
+    st = dj.run_join(dj.connect(threads=1), dj.encode(entries, _NO_SIGNALS, outcomes))
+    assert st.valid.tolist() == [True, False]
+    assert st.reason.tolist() == [-1, R["invalid_use"]]
+    assert st.outcome_status.tolist() == [S["used"], S["no_matching_use"]]
+
+
 # The claim-only stage's two searches: every claim's uses joined to its outcome times (the
 # default on small logs), or searched by a sort (few=0), portable or as an ASOF JOIN; and
 # both in one join (few=2: the claims with more outcome times sorted).
