@@ -1,18 +1,18 @@
-"""The label join as SQL on DuckDB (:mod:`amv_calib.claims._sql`) beside the array join
-(:func:`amv_calib.claims._join._join`), on the same decision log and outcomes: wall time,
-peak memory and the SQL's seconds per step.
+"""The label join's SQL steps on DuckDB (:mod:`amv_calib.claims._sql`) beside the whole join
+(:func:`amv_calib.claims._join._join`: those steps and the Python tail), on the same
+decision log and outcomes: wall time, peak memory and the SQL's seconds per step.
 
 Each side runs in a subprocess of its own, the sides alternating, ``--rounds`` times each;
 the fastest round of each side counts. A subprocess reads the log with ``read_uses``
 (untimed), warms up on the example logs (imports, compiled loops), then times
 ``load_outcomes`` of the outcome file and the join:
 
-- **numpy**: ``_join`` (the decisions, the soft labels, the claim rows' positions and the
-  report);
+- **join**: ``_join`` (the SQL's decisions, the refused uses' reasons, the soft labels, the
+  claim rows' positions and the report);
 - **sql**: the input relations built from the log (``_duckjoin.relations``: the ids'
   codes, Arrow tables) and ``_duckjoin.run_join`` (a fresh connection, every step, the
-  results read as numpy). It stops at the decisions: the Python tail the numpy side
-  includes (soft labels, rows, report) is not in it.
+  results read as numpy). It stops at the decisions: the Python tail the join side
+  includes (reasons, soft labels, rows, report) is not in it.
 
 CPU seconds are the side's user and system time over all its threads (the least of the
 rounds): on a shared machine they say what the side costs when the wall time says whom it
@@ -82,7 +82,7 @@ def _side(side: str, decisions: str, outcomes: str) -> dict[str, Any]:
 
     def run(log: Any, out_path: str | Any, timings: dict[str, float] | None) -> None:
         out_df, out_invalid = load_outcomes([out_path])
-        if side == "numpy":
+        if side == "join":
             _join([decisions], log, out_df, out_invalid, "posterior")
             return
         t0 = time.perf_counter()
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--outcome-records", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", type=Path, help="also write the figures here (JSON)")
-    ap.add_argument("--side", choices=("numpy", "sql"), help=argparse.SUPPRESS)
+    ap.add_argument("--side", choices=("join", "sql"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="amv-calib-sqljoin-") as tmp:
         folder = args.data_dir
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.side:
             print(json.dumps(_side(args.side, decisions, outcomes)))
             return 0
-        runs: dict[str, list[dict[str, Any]]] = {"numpy": [], "sql": []}
+        runs: dict[str, list[dict[str, Any]]] = {"join": [], "sql": []}
         for _ in range(args.rounds):
             for side in runs:
                 done = subprocess.run(
@@ -139,15 +139,15 @@ def main(argv: list[str] | None = None) -> int:
                 runs[side].append(json.loads(done.stdout.splitlines()[-1]))
     best = {side: min(r, key=lambda x: x["seconds"]) for side, r in runs.items()}
     peak = {side: min(x["peak_mib"] for x in r) for side, r in runs.items()}
-    n, s = best["numpy"], best["sql"]
+    n, s = best["join"], best["sql"]
     cpu = {side: min(x["cpu_seconds"] for x in r) for side, r in runs.items()}
     print(f"{'side':<8}{'seconds':>10}{'cpu s':>8}{'peak MiB':>10}{'above start':>13}")
     for side, x in best.items():
         print(f"{side:<8}{x['seconds']:>10.3f}{cpu[side]:>8.3f}{peak[side]:>10.0f}"
               f"{x['peak_above_start_mib']:>13.0f}")
-    print(f"sql / numpy: time {s['seconds'] / n['seconds']:.2f}x, "
-          f"cpu {cpu['sql'] / cpu['numpy']:.2f}x, "
-          f"peak memory {peak['sql'] / peak['numpy']:.2f}x")
+    print(f"sql / join: time {s['seconds'] / n['seconds']:.2f}x, "
+          f"cpu {cpu['sql'] / cpu['join']:.2f}x, "
+          f"peak memory {peak['sql'] / peak['join']:.2f}x")
     print("SQL steps (fastest round), seconds:")
     for step, sec in sorted(s["steps"].items(), key=lambda kv: -kv[1]):
         print(f"  {step:<16}{sec:8.3f}")
