@@ -496,7 +496,7 @@ def _decision_uses(decisions: PathLike | Sequence[PathLike]) -> pd.DataFrame:
     """The uses of decision logs, in the layout of :func:`load_uses_table`."""
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
     log = read_uses(plist)
-    uses, _ = _collect_uses(log)
+    uses = _collect_uses(log)
     u = uses.u
     rec = u["rec"].to_numpy()
     recs = {c: pd.Series(log.records[c], copy=False) for c in ("action_id", "tool_name")}

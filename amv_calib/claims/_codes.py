@@ -1,5 +1,5 @@
 """Integer codes of id columns for the label join and the adapters: factorising, matching
-codes across tables, pairing keys, and categoricals built from codes."""
+codes across tables, and categoricals built from codes."""
 
 from __future__ import annotations
 
@@ -15,26 +15,6 @@ from amv_calib.claims._spill import SpilledColumns
 
 def _is_str_dtype(s: pd.Series) -> bool:
     return isinstance(s.dtype, pd.StringDtype) or str(s.dtype) in ("str", "string")
-
-
-def _pairs(u_key: IntArray, o_key: IntArray) -> tuple[IntArray, IntArray]:
-    """All (use, outcome) index pairs with equal keys, in use order, then outcome order;
-    negative keys never match."""
-    order = np.argsort(o_key, kind="stable")
-    ok = o_key[order]
-    if not ok.size:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    # the outcomes are few beside the uses: the uses with a match are found by one search,
-    # and only theirs are counted
-    lo = np.searchsorted(ok, u_key, side="left")
-    m = np.flatnonzero((ok[np.minimum(lo, ok.size - 1)] == u_key) & (u_key >= 0))
-    lo = lo[m]
-    cnt = np.searchsorted(ok, u_key[m], side="right") - lo
-    total = int(cnt.sum())
-    ui = np.repeat(m, cnt)
-    starts = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
-    oi = order[np.arange(total, dtype=np.int64) + starts]
-    return ui.astype(np.int64), oi
 
 
 def _arrow_chunks(s: Any) -> list[Any]:
@@ -181,14 +161,6 @@ def _floats_at(u: pd.DataFrame, name: str, which: IntArray, spilled: SpilledColu
     if spilled is None:
         return np.asarray(u[name].to_numpy()[which], dtype=np.float64)
     return spilled.take(name, which if entry_of_use is None else entry_of_use[which])
-
-
-def _sorted_unique(x: IntArray) -> IntArray:
-    """``np.unique`` by sorting (much faster than hashing for tens of millions of times)."""
-    v = np.sort(x, kind="stable")
-    if v.size:
-        v = v[np.concatenate([[True], v[1:] != v[:-1]])]
-    return v
 
 
 #: Codes held per use or entry through the join: int32 when they fit (:func:`_narrow`).

@@ -85,18 +85,14 @@ from amv_calib.claims._codes import (
     Codes,
     _cat_subset,
     _cat_take,
-    _codes_against,
-    _codes_in,
     _factorize,
     _floats_at,
     _narrow,
-    _pairs,
-    _sorted_unique,
     categorical,
 )
 from amv_calib.claims._logread import _NAT, LogEntries, PathLike, read_uses
-from amv_calib.claims._noisy import label_rows, posterior, uses_signal_llr
-from amv_calib.claims._outcomes import load_outcomes, outcome_report, outcome_status
+from amv_calib.claims._noisy import label_rows, posterior
+from amv_calib.claims._outcomes import load_outcomes, outcome_report
 from amv_calib.claims._spill import SpilledColumns
 from amv_calib.claims._times import _time_reasons, us_to_datetime
 from amv_calib.contract import CLAIM_FEATURES, LogReadStats
@@ -210,27 +206,14 @@ class JoinReport:
 # ---------------------------------------------------------------------------------------------
 @dataclass(kw_only=True)
 class _Uses:
-    """The uses of decision-log entries: one per (action, premise), the action's last entry."""
+    """The uses of decision-log entries (one per (action, premise), the action's last
+    entry) and the data contract's verdict on each, for the log adapters."""
 
     u: pd.DataFrame  # the entry that represents each use
     idx: IntArray | None  # position of that entry among the entries (None: use i is entry i)
-    action: Codes  # action code of each use (shared with the outcome codes)
-    pkey: Codes  # premise-key code of each use
     invalid: BoolArray
     detail_codes: NDArray[np.int32]  # into detail_categories; 0 = ""
     detail_categories: list[str]
-    entry_use: IntArray | None  # for every entry, the position of its use (None: the same)
-    entry_pkey: Codes  # premise-key code of every entry
-    n_entries: int
-    n_pkey_codes: int
-
-    def premise_ids(self, which: IntArray, *, categorical: bool = False) -> Any:
-        """:func:`_premise_ids` of some uses."""
-        return _premise_ids(self.u, which, categorical=categorical)
-
-    def use_of(self, entries: IntArray) -> IntArray:
-        """The position of the use of each of the ``entries``."""
-        return entries if self.entry_use is None else self.entry_use[entries]
 
 
 def _premise_ids(u: pd.DataFrame, which: IntArray, *, categorical: bool = False) -> Any:
@@ -250,26 +233,9 @@ def _premise_ids(u: pd.DataFrame, which: IntArray, *, categorical: bool = False)
     return pd.array(out.to_numpy(dtype=object), dtype="str")
 
 
-def _use_codes(log: LogEntries, other_action_ids: Any = None
-               ) -> tuple[IntArray, Codes, Codes, int, IntArray]:
-    """Per entry its use code (action x premise key), action code and premise-key code (the
-    last two :func:`_narrow`); the number of premise-key codes; and the action codes of
-    ``other_action_ids`` (outcome records) in the same code space (an unknown action gets a
-    code of its own)."""
-    entries = log.entries
-    actions = log.records["action_id"]
-    cats = actions.categories
-    other = pd.Series(pd.array([], dtype="str")) if other_action_ids is None else \
-        pd.Series(other_action_ids, copy=False)
-    o_action = _codes_in(cats, other)
-    e_action = actions.codes[entries["rec"].to_numpy()].astype(np.int64)
-    no_action = e_action < 0
-    if no_action.any():
-        # A record without action_id is an action of its own.
-        top = int(max(len(cats) - 1, o_action.max(initial=-1)))
-        e_action = e_action.copy()
-        e_action[no_action] = top + 1 + pd.factorize(entries["rec"].to_numpy()[no_action])[0]
-    # premise key: premise id, else claim id, else position
+def _premise_keys(entries: pd.DataFrame) -> tuple[Codes, int]:
+    """Per entry its premise-key code (premise id, else claim id, else position;
+    :func:`_narrow`) and the number of premise-key codes."""
     pk = entries["premise_id"].cat.codes.to_numpy().astype(np.int64)
     n_pid = len(entries["premise_id"].cat.categories)
     na = pk < 0
@@ -278,12 +244,24 @@ def _use_codes(log: LogEntries, other_action_ids: Any = None
         n_claim = int(claim_codes.max(initial=-1)) + 1
         fill = np.where(claim_codes >= 0, n_pid + claim_codes,
                         n_pid + n_claim + entries["pidx"].to_numpy()[na])
-        pk = pk.copy()
         pk[na] = fill
-    n_pk = int(pk.max(initial=-1)) + 1
+    return _narrow(pk), int(pk.max(initial=-1)) + 1
+
+
+def _use_codes(log: LogEntries) -> IntArray:
+    """Per entry its use code (action x premise key; a record without ``action_id`` is an
+    action of its own)."""
+    entries = log.entries
+    actions = log.records["action_id"]
+    e_action: IntArray = np.asarray(actions.codes, dtype=np.int64)[entries["rec"].to_numpy()]
+    no_action = e_action < 0
+    if no_action.any():
+        e_action[no_action] = len(actions.categories) + pd.factorize(
+            entries["rec"].to_numpy()[no_action])[0]
+    pk, n_pk = _premise_keys(entries)
     use_code = e_action * (n_pk + 1)
     use_code += pk  # in place: one array of the entries' size less at once
-    return use_code, _narrow(e_action), _narrow(pk), n_pk, o_action
+    return use_code
 
 
 def _superseded(use_code: IntArray) -> BoolArray:
@@ -304,41 +282,29 @@ def _superseded(use_code: IntArray) -> BoolArray:
 def use_entries(log: LogEntries) -> IntArray:
     """Positions in ``log.entries`` of the uses: one per (action, premise), the action's
     last record (the label join's rule)."""
-    return np.flatnonzero(~_superseded(_use_codes(log)[0]))
+    return np.flatnonzero(~_superseded(_use_codes(log)))
 
 
-def _collect_uses(log: LogEntries, other_action_ids: Any = None) -> tuple[_Uses, IntArray]:
-    """One use per (action, premise); the action codes of ``other_action_ids`` (outcome
-    records) in the same code space (an unknown action gets a code of its own)."""
+def _collect_uses(log: LogEntries) -> _Uses:
+    """One use per (action, premise), the action's last entry, and the data contract's
+    verdict on each (the log adapters' uses; the label join's are the SQL's)."""
     entries = log.entries
-    n = len(entries)
-    use_code, e_action, pk, n_pk, o_action = _use_codes(log, other_action_ids)
-    dup = _superseded(use_code)
+    dup = _superseded(_use_codes(log))
     idx: IntArray | None = None
-    entry_use: IntArray | None = None
+    u = entries
     if dup.any():
         idx = np.flatnonzero(~dup)
         u = entries.iloc[idx].reset_index(drop=True)
-        order = np.argsort(use_code[idx], kind="stable")
-        entry_use = order[np.searchsorted(use_code[idx][order], use_code)]
-        action, pkey = e_action[idx], pk[idx]
-    else:
-        # the common case (every action logged once): the entries are the uses, no copies
-        u = entries
-        action, pkey = e_action, pk
-    del use_code, dup, e_action
+    del dup
     no_time = (log.records["t_us"] == _NAT)[entries["rec"].to_numpy()]
-    # judged per entry (a record that repeats a premise id is invalid as a whole), as the
-    # Spark engine does, then taken for the uses
+    # judged per entry (a record that repeats a premise id is invalid as a whole), then
+    # taken for the uses
     invalid, detail_codes, detail_cats = invalid_detail(entries, no_time, log.bad_times,
                                                         log.spilled)
-    del no_time
     if idx is not None:
         invalid, detail_codes = invalid[idx], detail_codes[idx]
-    uses = _Uses(u=u, idx=idx, action=action, pkey=pkey, invalid=invalid,
-                 detail_codes=detail_codes, detail_categories=detail_cats,
-                 entry_use=entry_use, entry_pkey=pk, n_entries=n, n_pkey_codes=n_pk)
-    return uses, o_action
+    return _Uses(u=u, idx=idx, invalid=invalid, detail_codes=detail_codes,
+                 detail_categories=detail_cats)
 
 
 def _repeated_premises(u: pd.DataFrame) -> tuple[BoolArray, list[str]]:
@@ -571,180 +537,103 @@ def require_records(plist: Sequence[PathLike], log: LogEntries) -> None:
         raise DataContractError(f"no decision record to label in {seen or 'no file'}")
 
 
+@dataclass(kw_only=True)
+class _UseMap:
+    """What the episodes read of the uses the SQL join found
+    (:func:`~amv_calib.claims._episodes.build_episodes`)."""
+
+    u: pd.DataFrame  # the entry of each use
+    entry_use: IntArray | None  # for every entry, the position of its use (None: the same)
+    entry_pkey: Codes  # premise-key code of every entry
+    n_pkey_codes: int
+
+    def premise_ids(self, which: IntArray, *, categorical: bool = False) -> Any:
+        """:func:`_premise_ids` of some uses."""
+        return _premise_ids(self.u, which, categorical=categorical)
+
+    def use_of(self, entries: IntArray) -> IntArray:
+        """The position of the use of each of the ``entries``."""
+        return entries if self.entry_use is None else self.entry_use[entries]
+
+
+def _invalid_details(log: LogEntries, valid: BoolArray, entry_of_use: IntArray | None
+                     ) -> tuple[NDArray[np.int32], list[str]]:
+    """The first problem of each use the SQL join refused (:func:`invalid_detail`'s codes,
+    0 for the others, and its messages), judged over the entries of those uses' records
+    alone (a record's repeated premise key needs its every entry)."""
+    codes = np.zeros(valid.size, dtype=np.int32)
+    bad_uses = np.flatnonzero(~valid)
+    if not bad_uses.size:
+        return codes, [""]
+    entries = log.entries
+    e_bad = bad_uses if entry_of_use is None else entry_of_use[bad_uses]
+    rec = entries["rec"].to_numpy()
+    in_bad = np.zeros(int(rec.max(initial=-1)) + 1, dtype=bool)
+    in_bad[rec[e_bad]] = True
+    sub = np.flatnonzero(in_bad[rec])
+    del in_bad
+    frame: dict[str, Any] = {
+        "rec": rec[sub], "premise_id": _cat_subset(entries["premise_id"], sub),
+        "claim_id": entries["claim_id"].array[sub]}
+    for c in ("recency_hours", "source_trust_score", "model_confidence",
+              "contradiction_flag"):
+        frame[c] = _floats_at(entries, c, sub, log.spilled, None)
+    if "kind_error" in entries.columns:
+        frame["kind_error"] = _cat_subset(entries["kind_error"], sub)
+    no_time = (log.records["t_us"] == _NAT)[rec[sub]]
+    bad, detail, messages = invalid_detail(pd.DataFrame(frame, copy=False), no_time,
+                                           log.bad_times)
+    at = np.searchsorted(sub, e_bad)
+    if not bad[at].all():
+        raise RuntimeError("the SQL join refused a use that the data contract's checks accept "
+                           "(a bug: please report)")
+    codes[bad_uses] = detail[at]
+    return codes, messages
+
+
+def _signal_llr(answers: pd.DataFrame) -> tuple[IntArray, FloatArray]:
+    """The uses with signals (ascending) and the summed log-likelihood ratio of each one's
+    answers (NaN if +inf and -inf), summed in the order of ``answers`` (by first signal)."""
+    uu = answers["uid"].to_numpy().astype(np.int64)
+    contrib = answers["contrib"].to_numpy(dtype=np.float64)
+    sig_use, at = np.unique(uu, return_inverse=True)
+    pos_inf = np.bincount(at, weights=(contrib == np.inf), minlength=sig_use.size) > 0
+    neg_inf = np.bincount(at, weights=(contrib == -np.inf), minlength=sig_use.size) > 0
+    llr = np.bincount(at, weights=np.where(np.isfinite(contrib), contrib, 0.0),
+                      minlength=sig_use.size).astype(np.float64)
+    llr[pos_inf] = np.inf
+    llr[neg_inf] = -np.inf
+    llr[pos_inf & neg_inf] = np.nan
+    return sig_use.astype(np.int64), llr
+
+
 def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
           out_invalid: pd.DataFrame, soft_labels: str,
           collect: dict[str, Any] | None = None) -> JoinedUses:
-    """The join (module docs). ``collect``, when given, receives the per-use state the
-    episodes are built from (:mod:`amv_calib.claims._episodes`)."""
+    """The join (module docs): the uses decided by the SQL of :mod:`amv_calib.claims._sql`
+    on DuckDB; the refused uses' reasons, the verifier labels and the rows from what it
+    decided. ``collect``, when given, receives the per-use state the episodes are built
+    from (:mod:`amv_calib.claims._episodes`)."""
+    from amv_calib.claims import _duckjoin
+
     n_out = len(out_df)
-    # The claim ids' codes (of every entry: a use is an entry) are built on a thread while
-    # the uses are collected (Arrow's hashing holds no GIL): the join's one long step that
-    # depends on nothing else. Only equality of codes matters below, not their order, and
-    # only with an outcome's claim: the claims no outcome names share one code.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-join") as pool:
-        claim_codes = pool.submit(_codes_against, out_df["claim_id"], log.entries["claim_id"])
-        uses, o_action = _collect_uses(log, out_df["action_id"])
-        u, u_action, invalid = uses.u, uses.action, uses.invalid
-        # a use's time is its record's: taken for the uses a stage compares alone
-        u_rec, rec_t = u["rec"].to_numpy(), log.records["t_us"]
-        n_uses = len(u)
-        per_action = np.bincount(u_action)  # uses of each action code
-        sig_use, sig_llr, ignored_signals, answers = uses_signal_llr(log, uses)
-        has_sig = np.zeros(n_uses, dtype=bool)
-        has_sig[sig_use] = True
-        o_claim, e_claim = claim_codes.result()
-        del claim_codes  # the future holds its result
-        e_claim = _narrow(e_claim)
-    u_claim = e_claim if uses.idx is None else e_claim[uses.idx]
-    del e_claim
+    entries = log.entries
+    with _duckjoin.session() as con:
+        state = _duckjoin.run_join(con, _duckjoin.relations(log, out_df))
+    entry_of_use = state.entry_of_use  # None: use i is entry i
+    u = entries if entry_of_use is None else entries.iloc[entry_of_use].reset_index(drop=True)
+    n_uses = len(u)
+    valid, final, label = state.valid, state.final, state.label
+    detail_codes, detail_categories = _invalid_details(log, valid, entry_of_use)
+    reason = state.reason.copy()
+    sig_use, sig_llr = _signal_llr(state.answers)
+    ignored_signals = len(log.signals) - state.signals_used
 
-    # -- outcomes -------------------------------------------------------------------------------
-    o_t = out_df["t_us"].to_numpy(dtype=np.int64)
-    o_v = out_df["violated"].to_numpy(dtype=bool)
-    has_a = out_df["action_id"].notna().to_numpy()
-    has_c = o_claim >= 0
-    n_claim_codes = int(max(o_claim.max(initial=-1), u_claim.max(initial=-1))) + 2
-
-    valid = ~invalid
-    final = np.zeros(n_uses, dtype=bool)
-    label = np.zeros(n_uses, dtype=bool)
-    reason = np.full(n_uses, _JOINED, dtype=np.int8)
-    reason[invalid] = _INVALID
-    had_before = np.zeros(n_uses, dtype=bool)
-    ambiguous = np.zeros(n_uses, dtype=bool)
-    o_used = np.zeros(n_out, dtype=bool)
-    o_conflict = np.zeros(n_out, dtype=bool)
-    o_ambiguous = np.zeros(n_out, dtype=bool)
-    o_keymatch = np.zeros(n_out, dtype=bool)
-    o_has_earlier_use = np.zeros(n_out, dtype=bool)
-
-    n_action_codes = int(max(u_action.max(initial=-1), o_action.max(initial=-1))) + 1
-
-    def action_stage(o_mask: BoolArray, o_key: IntArray, u_claim: IntArray | None,
-                     single_premise_only: bool) -> None:
-        # o_key: the outcomes' keys (action, or action x claim when ``u_claim`` is given)
-        sel = np.flatnonzero(o_mask)
-        if not sel.size:
-            return
-        # Only the valid uses of an action these outcomes name can pair with one: the keys
-        # are built and searched for them alone (few beside a big log's uses).
-        named = np.zeros(n_action_codes, dtype=bool)
-        named[o_action[sel]] = True
-        cand = np.flatnonzero(valid & named[u_action])
-        key = u_action[cand].astype(np.int64)
-        if u_claim is not None:
-            c = u_claim[cand]
-            key = np.where(c >= 0, key * n_claim_codes + c, -1)
-        uj, oj = _pairs(key, o_key[sel])
-        ui, oi = cand[uj], sel[oj]
-        del cand, key, uj, oj
-        after = o_t[oi] >= rec_t[u_rec[ui]]
-        o_keymatch[oi] = True
-        o_has_earlier_use[oi[after]] = True
-        live = ~final[ui]
-        ui, oi, after = ui[live], oi[live], after[live]
-        if not ui.size:
-            return
-        # counted over the uses with a pair (few beside all uses): ``ui`` ascends
-        first = np.ones(ui.size, dtype=bool)
-        first[1:] = ui[1:] != ui[:-1]
-        uu = ui[first]  # the distinct uses
-        k = np.cumsum(first) - 1  # each pair's position in ``uu``
-        n_after = np.bincount(k[after], minlength=uu.size)
-        n_true = np.bincount(k[after], weights=o_v[oi[after]], minlength=uu.size)
-        n_any = np.bincount(k, minlength=uu.size)
-        had_before[uu[n_any > n_after]] = True
-        decided = n_after > 0
-        conflict = decided & (n_true > 0) & (n_true < n_after)
-        lab = decided & ~conflict & (n_true == n_after)
-        # An action outcome on a multi-premise action labels none of its premises, whatever
-        # it says: labelling them all "held" when it is false but none when it is true would
-        # keep a premise only when it held (selection on the label: stale rates read low).
-        amb = decided & ~conflict & (per_action[u_action[uu]] > 1) if single_premise_only \
-            else np.zeros(uu.size, dtype=bool)
-        ok = decided & ~conflict & ~amb
-        o_used[oi[after & ok[k]]] = True
-        o_conflict[oi[after & conflict[k]]] = True
-        o_ambiguous[oi[after & amb[k]]] = True
-        label[uu[ok]] = lab[ok]
-        final[uu[ok | conflict]] = True
-        reason[uu[conflict]] = _CONFLICT
-        ambiguous[uu[amb]] = True
-
-    # 1. action + claim; 2. action only.
-    ac_o = np.where(has_a & has_c, o_action * n_claim_codes + o_claim, -1)
-    action_stage(has_a & has_c, ac_o, u_claim, single_premise_only=False)
-    action_stage(has_a & ~has_c, o_action, None, single_premise_only=True)
-
-    # 3. claim only: the earliest outcome at or after the use decides. (A function, so
-    # that its large temporaries are freed before the output is built.)
-    def claim_stage(c_sel: IntArray, o_claim: IntArray, u_claim: Codes) -> None:
-        from amv_calib.claims._kernels import earliest_per_code
-
-        grp = pd.DataFrame({"c": o_claim[c_sel], "t": o_t[c_sel], "v": o_v[c_sel]})
-        agg = grp.groupby(["c", "t"], sort=True).agg(n=("v", "size"), n_true=("v", "sum"))
-        g_c = agg.index.get_level_values("c").to_numpy().astype(np.int64)
-        g_t = agg.index.get_level_values("t").to_numpy().astype(np.int64)
-        g_n = agg["n"].to_numpy()
-        g_true = agg["n_true"].to_numpy()
-        # Time ranks turn (claim, time) into one sortable int64 key. The outcomes' times
-        # alone are ranked (a use at ``t`` ranks at the count of outcome times before
-        # ``t``): an outcome ranks at or after a use exactly when its time is at or after
-        # the use's, and the ranks are searched in an array the size of the outcomes'.
-        uniq_t = _sorted_unique(g_t)
-        n_rank = uniq_t.size + 1
-        g_key = g_c * n_rank + np.searchsorted(uniq_t, g_t)
-        has_group = np.zeros(n_claim_codes, dtype=bool)  # its last code is no claim's: -1
-        has_group[g_c] = True
-        g_used = np.zeros(g_key.size, dtype=bool)
-        g_conf = np.zeros(g_key.size, dtype=bool)
-        # Only the open uses of a claim that has such an outcome can meet one: the rest are
-        # not searched (most uses of a big log with few outcomes). A slice of the uses at a
-        # time: a use's search depends on it alone, and the searches take several arrays
-        # the size of the candidates (most of a big log's uses can be).
-        for lo in range(0, n_uses, _STAGE_ROWS):
-            hi = min(lo + _STAGE_ROWS, n_uses)
-            open_c = valid[lo:hi] & ~final[lo:hi]
-            open_c &= has_group[u_claim[lo:hi]]
-            cand = lo + np.flatnonzero(open_c)
-            c_claim = u_claim[cand].astype(np.int64)
-            c_key = c_claim * n_rank + np.searchsorted(uniq_t, rec_t[u_rec[cand]])
-            pos = np.searchsorted(g_key, c_key, side="left")
-            hit = pos < g_key.size  # an outcome of the claim at or after the use
-            hit[hit] = g_c[pos[hit]] == c_claim[hit]
-            before = pos >= 1  # ... and one before it
-            before[before] = g_c[pos[before] - 1] == c_claim[before]
-            had_before[cand[before]] = True
-            cu = cand[hit]
-            gi = pos[hit]
-            conflict_c = (g_true[gi] > 0) & (g_true[gi] < g_n[gi])
-            label[cu[~conflict_c]] = g_true[gi[~conflict_c]] == g_n[gi[~conflict_c]]
-            final[cu] = True
-            reason[cu[conflict_c]] = _CONFLICT
-            g_used[gi[~conflict_c]] = True
-            g_conf[gi[conflict_c]] = True
-        o_g = np.searchsorted(g_key, o_claim[c_sel] * n_rank
-                              + np.searchsorted(uniq_t, o_t[c_sel]))
-        o_used[c_sel] |= g_used[o_g]
-        o_conflict[c_sel] |= g_conf[o_g]
-        min_t, seen = earliest_per_code(u_claim, rec_t, u_rec, valid, n_claim_codes)
-        oc = o_claim[c_sel]
-        o_keymatch[c_sel] |= seen[oc]
-        o_has_earlier_use[c_sel] |= seen[oc] & (min_t[oc] <= o_t[c_sel])
-
-    c_sel = np.flatnonzero(has_c & ~has_a)
-    if c_sel.size and n_uses:
-        claim_stage(c_sel, o_claim, u_claim)
-    del ac_o, u_claim, o_claim
-
-    # -- final reasons and verifier soft labels ------------------------------------------------
-    open_ = valid & ~final
-    reason[open_ & ambiguous] = _AMBIGUOUS
-    reason[open_ & ~ambiguous & had_before] = _BEFORE
-    reason[open_ & ~ambiguous & ~had_before] = _NO_OUTCOME
+    # -- verifier soft labels for the uses no outcome decides ----------------------------------
     soft = np.zeros(n_uses, dtype=bool)
     if soft_labels == "posterior":
-        soft = open_ & has_sig
+        soft[sig_use] = True
+        soft &= valid & ~final
         nan_llr = np.zeros(n_uses, dtype=bool)
         nan_llr[sig_use[np.isnan(sig_llr)]] = True
         bad_sig = soft & nan_llr
@@ -757,7 +646,6 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
 
     # q is read at the verifier-labelled uses alone (a few percent of a big log's)
     si = np.flatnonzero(soft)
-    entry_of_use = uses.idx  # None: use i is entry i
     q_soft = posterior(_floats_at(u, "p", si, log.spilled, entry_of_use),
                        sig_llr[np.searchsorted(sig_use, si)])  # soft uses have signals
     row_use, row_viol, row_weight, row_verifier = label_rows(hard, soft, label, q_soft)
@@ -765,27 +653,30 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     unjoined = np.concatenate([_narrow(lo + np.flatnonzero(~joined[lo:lo + _STAGE_ROWS]))
                                for lo in range(0, max(n_uses, 1), _STAGE_ROWS)])
     reasons = reason[unjoined]
-    status = outcome_status(o_used, o_conflict, o_ambiguous, o_keymatch, o_has_earlier_use)
-    counts, outcome_details = outcome_report(out_df, out_invalid, status)
+    counts, outcome_details = outcome_report(out_df, out_invalid, state.outcome_status)
     report = join_report(
-        plist, log.stats, n_entries=uses.n_entries, n_uses=n_uses, n_hard=int(hard.sum()),
+        plist, log.stats, n_entries=len(entries), n_uses=n_uses, n_hard=int(hard.sum()),
         n_soft=int(soft.sum()), reasons=reasons, n_outcomes=n_out + len(out_invalid),
         counts=counts, rows=row_use.size, soft_labels=soft_labels,
         ignored_signals=ignored_signals, unjoined_uses=pd.DataFrame(),
         outcome_details=outcome_details)
     if collect is not None:
-        collect.update(uses=uses, hard=hard, soft=soft, label=label, reason=reason,
-                       answers=answers)
-    # only the columns the outputs need: the rest of the log's frame (and the per-entry
-    # arrays of ``uses``) can go while the rows are written
+        pk, n_pk = _premise_keys(entries)
+        answers = state.answers.rename(columns={"uid": "u"})[
+            ["u", "verifier", "confirmed", "reliability", "n"]]
+        collect.update(uses=_UseMap(u=u, entry_use=state.entry_use, entry_pkey=pk,
+                                    n_pkey_codes=n_pk),
+                       hard=hard, soft=soft, label=label, reason=reason, answers=answers)
+    # only the columns the outputs need: the rest of the log's frame can go while the rows
+    # are written
     kept = [c for c in (*_OUTPUT_COLUMNS, "memory_kind")
             if c in u.columns and (log.spilled is None or c not in log.spilled.names)]
     u_out = pd.DataFrame({c: u[c] for c in kept}, copy=False)
     records = {c: pd.Series(log.records[c], copy=False) for c in _OUTPUT_RECORD_COLUMNS}
     return JoinedUses(u=u_out, records=records, spilled=log.spilled,
                       entry_of_use=entry_of_use,
-                      detail_codes=uses.detail_codes,
-                      detail_categories=uses.detail_categories, report=report,
+                      detail_codes=detail_codes,
+                      detail_categories=detail_categories, report=report,
                       file_names=[os.fspath(p) for p in plist],
                       row_use=row_use, row_violated=row_viol, row_weight=row_weight,
                       row_verifier=row_verifier, signal_uses=sig_use,

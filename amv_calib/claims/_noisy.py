@@ -9,25 +9,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
 from amv_calib.claims._arrow import BoolArray, FloatArray, IntArray
-from amv_calib.claims._logread import LogEntries
 from amv_calib.contract import CLAIM_FEATURES, sigmoid
 from amv_calib.exceptions import MissingColumnsError
-
-
-class _Uses(Protocol):
-    """What :func:`uses_signal_llr` reads of the join's uses."""
-
-    entry_pkey: NDArray[np.signedinteger[Any]]
-    n_pkey_codes: int
-
-    def use_of(self, entries: IntArray) -> IntArray: ...
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,74 +137,3 @@ def label_rows(hard: BoolArray, soft: BoolArray, label: BoolArray, q_soft: Float
     # distinct, and a soft use's rows were concatenated violated first (stable sort).
     order = np.argsort(idx, kind="stable")
     return idx[order], viol[order], weight[order], from_verifier[order]
-
-
-def uses_signal_llr(log: LogEntries, uses: _Uses
-                    ) -> tuple[IntArray, FloatArray, int, pd.DataFrame]:
-    """The uses with signals (ascending) and the summed log-likelihood ratio of each one's
-    signals (NaN if +inf and -inf); the number of signals ignored; and the answers counted,
-    one row per (use, verifier, answer, declared reliability) with its multiplicity ``n``."""
-    sig = log.signals
-    none = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-    answers = pd.DataFrame({"u": np.zeros(0, np.int64), "verifier": pd.array([], dtype="str"),
-                            "confirmed": np.zeros(0, bool), "reliability": np.zeros(0),
-                            "n": np.zeros(0, np.int64)})
-    if not len(sig):
-        return *none, 0, answers
-    r = sig["reliability"].to_numpy()
-    good = np.isfinite(r) & (r > 0.5) & (r <= 1.0)
-    ignored = int((~good).sum())
-    s = sig.loc[good].reset_index(drop=True)
-    # signal premise id -> premise-key code (premise ids are codes 0..n_pid-1)
-    pid_cats = log.entries["premise_id"].cat.categories
-    pk = pd.Index(pid_cats).get_indexer(pd.Index(s["premise_id"].astype("str")))
-    rec_e = log.entries["rec"].to_numpy()
-    s_rec = s["rec"].to_numpy()
-    # the entries of the records with signals (few of a big log's): only their keys are
-    # built and sorted
-    with_sig = np.zeros(int(max(rec_e.max(initial=-1), s_rec.max(initial=-1))) + 1, dtype=bool)
-    with_sig[s_rec] = True
-    near = np.flatnonzero(with_sig[rec_e])
-    del with_sig
-    key_near = rec_e[near] * (uses.n_pkey_codes + 1) + uses.entry_pkey[near]
-    o = np.argsort(key_near, kind="stable")
-    order = near[o]
-    key_sorted = key_near[o]
-    del key_near, o
-    key_s = np.where(pk >= 0, s["rec"].to_numpy() * (uses.n_pkey_codes + 1) + pk, -1)
-    pos = np.searchsorted(key_sorted, key_s)
-    inb = (pos < key_sorted.size) & (key_s >= 0)
-    hit = np.zeros(len(s), dtype=bool)
-    hit[inb] = key_sorted[pos[inb]] == key_s[inb]
-    ignored += int((~hit).sum())
-    if not hit.any():
-        return *none, ignored, answers
-    use = uses.use_of(order[pos[hit]])
-    rel = s["reliability"].to_numpy()[hit]
-    with np.errstate(divide="ignore"):
-        w = np.log(rel) - np.log1p(-rel)
-    frame = pd.DataFrame({
-        "u": use, "verifier": s["verifier"].to_numpy()[hit],
-        "confirmed": s["confirmed"].to_numpy()[hit], "reliability": rel,
-        "rec": s["rec"].to_numpy()[hit],
-        "w": np.where(s["confirmed"].to_numpy()[hit], -w, w),
-    })
-    # Multiset union over the records of an action: each distinct call counts as often as it
-    # appears in any single record, so logs that repeat earlier calls are not double counted.
-    per_rec = frame.groupby(["u", "verifier", "confirmed", "reliability", "rec"],
-                            sort=False).agg(n=("w", "size"), w=("w", "first"))
-    mult = per_rec.groupby(level=["u", "verifier", "confirmed", "reliability"],
-                           sort=False).agg(n=("n", "max"), w=("w", "first"))
-    contrib = mult["n"].to_numpy() * mult["w"].to_numpy()
-    uu = mult.index.get_level_values("u").to_numpy().astype(np.int64)
-    # summed per use with signals (a few percent of a big log's uses), in the rows' order
-    sig_use, at = np.unique(uu, return_inverse=True)
-    pos_inf = np.bincount(at, weights=(contrib == np.inf), minlength=sig_use.size) > 0
-    neg_inf = np.bincount(at, weights=(contrib == -np.inf), minlength=sig_use.size) > 0
-    llr = np.bincount(at, weights=np.where(np.isfinite(contrib), contrib, 0.0),
-                      minlength=sig_use.size).astype(np.float64)
-    llr[pos_inf] = np.inf
-    llr[neg_inf] = -np.inf
-    llr[pos_inf & neg_inf] = np.nan
-    answers = mult["n"].reset_index()
-    return sig_use.astype(np.int64), llr, ignored, answers

@@ -294,7 +294,7 @@ def _read_and_join(st: MonitorState, plist: Sequence[str], outcomes: Any,
     """Read the new lines, take back the pending entries that new outcomes or new records
     may decide, and join both with the outcomes by the label join's rules; returns the
     batch and, per pending partition, the rows taken back."""
-    from amv_calib.claims import LogEntries, join_logs, read_with_outcomes, use_entries
+    from amv_calib.claims import LogEntries, join_logs, read_with_outcomes
     from amv_calib.claims.engine import hash_strings
     from amv_calib.contract import LogReadStats
     from amv_calib.monitoring._state import hash_rows, is_in, unique_keys
@@ -363,11 +363,13 @@ def _read_and_join(st: MonitorState, plist: Sequence[str], outcomes: Any,
     # the claim rows only: the unjoined uses are counted in the report, not listed
     joined = join_logs(names, outcome_frame, soft_labels="off", log=batch_log)
     claims, report = joined.claims(), joined.report
+    # the entry of each use, as the join found them
+    use_pos = np.arange(report.uses_read, dtype=np.int64) if joined.entry_of_use is None \
+        else joined.entry_of_use
     del joined
     labelled = np.zeros(len(entries), dtype=bool)
     violated = np.zeros(len(entries), dtype=bool)
     is_use = np.zeros(len(entries), dtype=bool)
-    use_pos = use_entries(batch_log)
     is_use[use_pos] = True
     if len(claims):
         pos = use_pos[claims["use_id"].to_numpy()]

@@ -1092,43 +1092,6 @@ def test_read_uses_pauses_the_collector_and_restores_it(
         gc.enable()
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.integers(-2, 6), max_size=20), st.lists(st.integers(-2, 6), max_size=12))
-def test_pairs_are_every_equal_key_pair_in_use_then_outcome_order(
-        u_key: list[int], o_key: list[int]) -> None:
-    from amv_calib.claims._codes import _pairs
-
-    ui, oi = _pairs(np.array(u_key, dtype=np.int64), np.array(o_key, dtype=np.int64))
-    want = [(i, j) for i, k in enumerate(u_key) if k >= 0
-            for j, o in enumerate(o_key) if o == k]
-    assert list(zip(ui.tolist(), oi.tolist(), strict=True)) == want
-    assert ui.dtype == oi.dtype == np.int64
-
-
-@settings(max_examples=200, deadline=None)
-@given(rows=st.lists(st.tuples(st.integers(-1, 6), st.integers(-2**62, 2**62), st.booleans()),
-                     max_size=40))
-def test_earliest_per_code_is_the_plain_minimum(rows: list[tuple[int, int, bool]]) -> None:
-    # The claim stage's earliest valid use of each claim, against a plain-Python minimum
-    # (missing codes -1 and invalid positions never count).
-    from amv_calib.claims._kernels import earliest_per_code
-
-    n_codes = 8
-    want: dict[int, int] = {}
-    for c, t, ok in rows:
-        if ok and c >= 0:
-            want[c] = min(t, want.get(c, t))
-    codes = np.array([r[0] for r in rows], dtype=np.int32)  # the join's codes
-    # each position's time through an index (a use's time is its record's): reversed here
-    at = np.arange(len(rows), dtype=np.int64)[::-1].copy()
-    t = np.empty(len(rows), dtype=np.int64)
-    t[at] = [r[1] for r in rows]
-    valid = np.array([r[2] for r in rows], dtype=bool)
-    got, seen = earliest_per_code(codes, t, at, valid, n_codes)
-    assert seen.tolist() == [c in want for c in range(n_codes)]
-    assert got.tolist() == [want.get(c, np.iinfo(np.int64).max) for c in range(n_codes)]
-
-
 @settings(max_examples=200, deadline=None)
 @given(known=st.lists(st.one_of(st.none(), st.sampled_from(["c1", "c2", " c3", "é", ""])),
                       max_size=12),

@@ -1,0 +1,379 @@
+"""The label join (:mod:`amv_calib.claims._sql`) run by DuckDB, in process."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+import pandas as pd
+
+from amv_calib.claims._arrow import BoolArray, IntArray
+from amv_calib.claims._codes import _codes_against, _codes_in, _factorize
+from amv_calib.claims._sql import FEW, join_statements
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from amv_calib.claims._logread import LogEntries
+
+
+def _cores() -> int:
+    """The cores this process may run on (its affinity where the OS tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def connect(*, memory_limit: str | None = None, temp_directory: str | None = None,
+            threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection: ``threads`` (default: the cores this process may
+    use), ``memory_limit`` (DuckDB's default when None: 80% of the RAM) and
+    ``temp_directory`` (where it spills past the limit; None: DuckDB's, a ``.tmp`` folder
+    made in the working directory only when it spills)."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    con.execute(f"SET threads = {int(threads or _cores())}")
+    con.execute("SET enable_progress_bar = false")
+    # every result the join reads is put in order by numpy
+    con.execute("SET preserve_insertion_order = false")
+    if memory_limit is not None:
+        con.execute("SET memory_limit = ?", [memory_limit])
+    if temp_directory is not None:
+        con.execute("SET temp_directory = ?", [temp_directory])
+    return con
+
+
+@contextlib.contextmanager
+def session(memory_limit: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """:func:`connect` with its spill folder a fresh one under the system's temporary folder
+    (``TMPDIR``, as the decision log's spill file), removed with the connection."""
+    with tempfile.TemporaryDirectory(prefix="amv-calib-duckdb-") as tmp:
+        con = connect(memory_limit=memory_limit, temp_directory=tmp)
+        try:
+            yield con
+        finally:
+            con.close()
+
+
+#: The steps DuckDB runs as views (read once, or cheaper to run again than to store), by
+#: measurement on a million-line log; the rest are stored as tables.
+VIEWS: Final = frozenset({"signals_used", "live2", "groups3_used", "flags3", "next3_few",
+                          "next3", "outcome_state", "invalid_uses", "use_verdicts"})
+
+
+@dataclass(frozen=True)
+class JoinState:
+    """What the SQL join decided (:mod:`amv_calib.claims._sql`'s results, as numpy)."""
+
+    entry_of_use: IntArray | None  # the entry of each use, in use order (None: use i is
+    # entry i, every entry a use: the common case, no array of the entries' size built)
+    valid: BoolArray
+    final: BoolArray
+    label: BoolArray
+    reason: np.ndarray  # int8: -1 joined by an outcome, else an UNJOINED_REASONS index
+    answers: pd.DataFrame  # uid, verifier, confirmed, reliability, n, contrib, first
+    outcome_status: np.ndarray  # per outcome record (out_df order), OUTCOME_STATUSES index
+    signals_used: int
+    entry_use: IntArray | None  # per entry, the position of its use (None: the same)
+
+    @property
+    def eid(self) -> IntArray:
+        """The entry of each use, in use order."""
+        if self.entry_of_use is not None:
+            return self.entry_of_use
+        return np.arange(self.valid.size, dtype=np.int64)
+
+
+def _weights(reliability: np.ndarray) -> pd.DataFrame:
+    """The usable reliabilities and their log-likelihood ratios (the ``weights`` relation)."""
+    r = np.unique(reliability[np.isfinite(reliability)])
+    r = r[(r > 0.5) & (r <= 1.0)]
+    with np.errstate(divide="ignore"):
+        w = np.log(r) - np.log1p(-r)
+    return pd.DataFrame({"reliability": r, "w": w})
+
+
+def _ints(codes: np.ndarray, missing: int | None = None) -> Any:
+    """Integers as an Arrow array of their width: codes, negative ones (missing) as null;
+    or, with ``missing``, any values, that one as null."""
+    import pyarrow as pa
+
+    c = np.asarray(codes)
+    if c.dtype.kind != "i":
+        raise TypeError(f"codes: expected signed integers, not {c.dtype}")
+    null = c.size and ((c.min() < 0) if missing is None else (c == missing).any())
+    if not null:  # the array is the numpy buffer itself, no mask built
+        return pa.array(c)
+    return pa.array(c, mask=c < 0 if missing is None else c == missing)
+
+
+def _strings(values: Any) -> Any:
+    """A string column as Arrow (a categorical as a dictionary array: its codes and
+    categories, no string per row built)."""
+    import pyarrow as pa
+
+    if isinstance(values, pd.Series):
+        values = values.array
+    if isinstance(values, pd.Categorical):
+        codes = np.asarray(values.codes)
+        return pa.DictionaryArray.from_arrays(
+            pa.array(np.maximum(codes, 0).astype(np.int32), mask=codes < 0),
+            pa.array(np.asarray(values.categories, dtype=object), type=pa.string()))
+    return pa.array(values, type=pa.string(), from_pandas=True)
+
+
+def _kind_bad(entries: pd.DataFrame) -> BoolArray:
+    """Per entry: whether its memory kind breaks the contract's rule (its ``kind_error``
+    set; all False when no premise gives a kind)."""
+    if "kind_error" not in entries.columns:
+        return np.zeros(len(entries), dtype=bool)
+    return np.asarray(entries["kind_error"].notna().to_numpy(), dtype=bool)
+
+
+def _positions(n: int) -> IntArray:
+    """``0 .. n-1``, int32 when it fits (half the memory touched of int64)."""
+    return np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
+
+
+def _key_claims(claim: Any, pid: np.ndarray) -> IntArray | None:
+    """``pc``: codes of the claim ids of the entries without premise id, -1 elsewhere; None
+    when every entry has a premise id (the common case: nothing built)."""
+    na = np.flatnonzero(pid < 0)
+    if not na.size:
+        return None
+    out = np.full(pid.size, -1, dtype=np.int64)
+    (out[na],) = _factorize(pd.Series(pd.Series(claim, copy=False).array[na]))
+    return out
+
+
+@dataclass(frozen=True)
+class Late:
+    """A relation that comes in two steps: ``early`` (None: none), the columns the join's
+    steps before :data:`READS_LATE` read, and ``whole``, called at the first of those
+    steps for the whole relation (it waits for what it is computed from)."""
+
+    early: Any | None
+    whole: Callable[[], Any]
+
+
+#: The first steps that read the entries' claim codes or the outcomes (the steps before
+#: them run while :func:`relations` computes those).
+READS_LATE: Final = frozenset({"invalid_uses", "valid_uses"})
+
+
+def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
+    """The input relations of :mod:`amv_calib.claims._sql` of a log read by
+    :func:`~amv_calib.claims._logread.read_uses` and of :func:`load_outcomes`'s valid
+    records, as Arrow tables (DuckDB scans them in place). The ids become the codes of
+    the log's categoricals: only the entries' claim ids are hashed (against the outcomes'
+    claims, the few). That, the outcomes' action codes and the columns only the validity
+    checks read (times, features) are built on threads while DuckDB runs the steps before
+    :data:`READS_LATE`: the entries and the outcomes are :class:`Late`."""
+    import pyarrow as pa
+
+    from amv_calib.claims._logread import _NAT
+
+    e = log.entries
+    rec = e["rec"].to_numpy().astype(np.int64, copy=False)
+
+    def checked() -> dict[str, Any]:
+        # the columns only the validity checks read: the time and the features
+        t = np.asarray(log.records["t_us"], dtype=np.int64)[rec]
+        return {"t_us": _ints(t, missing=_NAT), **{
+            c: pa.array(e[c].to_numpy(dtype=np.float64) if log.spilled is None
+                        else log.spilled.read(c, 0, len(e)))
+            for c in ("recency_hours", "source_trust_score", "model_confidence",
+                      "contradiction_flag")}, "kind_bad": pa.array(_kind_bad(e))}
+
+    # what the steps before READS_LATE do not read is built on threads while they run
+    # (Arrow's hashing and numpy's gathers hold no GIL), the longest started first
+    actions = log.records["action_id"]
+    pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="amv-calib-sqljoin")
+    claims = pool.submit(_codes_against, out_df["claim_id"], e["claim_id"])
+    o_action = pool.submit(_codes_in, actions.categories, out_df["action_id"])
+    late_columns = pool.submit(checked)
+    pool.shutdown(wait=False)
+    # the codes keep the width of the log's (no array of the entries' size copied to widen)
+    r_a = np.asarray(actions.codes)
+    pid = np.asarray(e["premise_id"].cat.codes)
+    pc = _key_claims(e["claim_id"], pid)
+    early = pa.table({
+        "eid": pa.array(_positions(len(e))), "rec": pa.array(rec),
+        "pidx": pa.array(e["pidx"].to_numpy().astype(np.int32, copy=False)),
+        "a": _ints(r_a[rec]),
+        "pid": _ints(pid), "pc": pa.nulls(len(e)) if pc is None else _ints(pc)})
+    s = log.signals
+    reliability = s["reliability"].to_numpy().astype(np.float64)
+    signals = pa.table({
+        "sid": pa.array(np.arange(len(s), dtype=np.int64)),
+        "rec": pa.array(s["rec"].to_numpy().astype(np.int64)),
+        "pid": _ints(_codes_in(e["premise_id"].cat.categories, s["premise_id"])),
+        "verifier": _strings(s["verifier"]),
+        "confirmed": pa.array(s["confirmed"].to_numpy().astype(bool)),
+        "reliability": pa.array(reliability)})
+
+    def outcomes() -> Any:
+        return pa.table({
+            "oid": pa.array(np.arange(len(out_df), dtype=np.int64)),
+            "a": _ints(o_action.result()), "c": _ints(claims.result()[0]),
+            "o_t": pa.array(out_df["t_us"].to_numpy(dtype=np.int64)),
+            "v": pa.array(out_df["violated"].to_numpy(dtype=bool))})
+
+    def entries() -> Any:
+        whole = early.append_column("c", _ints(claims.result()[1]))
+        for name, col in late_columns.result().items():
+            whole = whole.append_column(name, col)
+        return whole
+
+    return {"entries": Late(early, entries), "signals": signals,
+            "weights": _weights(reliability), "outcomes": Late(None, outcomes)}
+
+
+def encode(entries: pd.DataFrame, signals: pd.DataFrame, outcomes: pd.DataFrame
+           ) -> dict[str, Any]:
+    """The input relations from frames that name the ids as strings: ``entries`` (``eid``,
+    ``rec``, ``pidx``, ``action_id``, ``premise_id``, ``claim_id``, ``t_us``, the four
+    features), ``signals`` (``sid``, ``rec``, ``premise_id``, ``verifier``, ``confirmed``,
+    ``reliability``) and ``outcomes`` (``oid``, ``action_id``, ``claim_id``, ``o_t``,
+    ``v``); every id numbered in one space per kind (tests and small inputs)."""
+    e_a, o_a = _factorize(entries["action_id"], outcomes["action_id"])
+    e_c, o_c = _factorize(entries["claim_id"], outcomes["claim_id"])
+    e_p, s_p = _factorize(entries["premise_id"], signals["premise_id"])
+    rec = entries["rec"].to_numpy(dtype=np.int64)
+    ent = pd.DataFrame({
+        "eid": entries["eid"].to_numpy(dtype=np.int64), "rec": rec,
+        "pidx": entries["pidx"].to_numpy(dtype=np.int32), "a": _masked(e_a),
+        "pid": _masked(e_p),
+        "pc": _masked(np.full(len(e_p), -1) if (pc := _key_claims(entries["claim_id"], e_p))
+                      is None else pc),
+        "c": _masked(e_c), "t_us": entries["t_us"].astype("Int64").array,
+        **{c: entries[c].to_numpy(dtype=np.float64)
+           for c in ("recency_hours", "source_trust_score", "model_confidence",
+                     "contradiction_flag")}, "kind_bad": _kind_bad(entries)})
+    sig = pd.DataFrame({
+        "sid": signals["sid"].to_numpy(dtype=np.int64),
+        "rec": signals["rec"].to_numpy(dtype=np.int64), "pid": _masked(s_p),
+        "verifier": signals["verifier"].astype(object),
+        "confirmed": signals["confirmed"].to_numpy(dtype=bool),
+        "reliability": signals["reliability"].to_numpy(dtype=np.float64)})
+    out = pd.DataFrame({
+        "oid": outcomes["oid"].to_numpy(dtype=np.int64), "a": _masked(o_a),
+        "c": _masked(o_c), "o_t": outcomes["o_t"].to_numpy(dtype=np.int64),
+        "v": outcomes["v"].to_numpy(dtype=bool)})
+    return {"entries": ent, "signals": sig,
+            "weights": _weights(sig["reliability"].to_numpy()), "outcomes": out}
+
+
+def _masked(codes: np.ndarray) -> Any:
+    """Codes as a nullable int64 column, -1 as missing."""
+    c = np.asarray(codes, dtype=np.int64)
+    return pd.arrays.IntegerArray(np.where(c < 0, 0, c), c < 0)
+
+
+def _verifiers(signals: Any, sid: IntArray) -> Any:
+    """The verifiers of the signals ``sid`` (positions) of the ``signals`` relation: a
+    categorical from an Arrow table's dictionary column, else an array of the frame's."""
+    if isinstance(signals, pd.DataFrame):
+        return signals["verifier"].to_numpy()[sid]
+    return signals.column("verifier").take(sid).to_pandas().array
+
+
+def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool = False,
+             few: int = FEW, timings: dict[str, float] | None = None) -> JoinState:
+    """Register ``rel`` (the input relations of :mod:`amv_calib.claims._sql`), create the
+    join's steps and read what it decided (``asof``, ``few``: as
+    :func:`~amv_calib.claims._sql.join_statements` takes them). ``timings``, when given,
+    receives the seconds of each step (a view's when it is read), of reading the results
+    (``fetch``) and of its parts (``fetch.*``)."""
+    late: dict[str, Late] = {}
+    for name, table in rel.items():
+        if isinstance(table, Late):
+            late[name] = table
+            table = table.early
+        if table is not None:
+            con.register(name, table)
+    for name, sql in join_statements("duckdb", asof=asof, few=few):
+        t0 = time.perf_counter()
+        if late and name in READS_LATE:
+            for n, r in late.items():
+                con.register(n, r.whole())
+            late = {}
+            if timings is not None:
+                timings["late_relations"] = time.perf_counter() - t0
+                t0 = time.perf_counter()
+        kind = "VIEW" if name in VIEWS else "TABLE"
+        con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {sql}")
+        if timings is not None:
+            timings[name] = time.perf_counter() - t0
+    t0 = last = time.perf_counter()
+
+    def lap(name: str) -> None:
+        # the seconds since the last lap, as ``fetch.name`` (the results read and set out)
+        nonlocal last
+        if timings is not None:
+            now = time.perf_counter()
+            timings[f"fetch.{name}"] = now - last
+            last = now
+
+    entries = rel["entries"]
+    if isinstance(entries, Late):
+        entries = entries.early
+    n_entries = len(entries) if entries is not None else 0
+    sup = con.execute("SELECT eid, use_eid FROM superseded").fetchnumpy()
+    s_eid = np.asarray(sup["eid"], dtype=np.int64)
+    entry_use: IntArray | None = None
+    eid: IntArray | None = None
+    n_uses = n_entries
+    if s_eid.size:
+        is_use = np.ones(n_entries, dtype=bool)
+        is_use[s_eid] = False
+        eid = np.flatnonzero(is_use)
+        n_uses = eid.size
+        entry_use = np.cumsum(is_use) - 1
+        entry_use[s_eid] = np.searchsorted(eid, np.asarray(sup["use_eid"], dtype=np.int64))
+
+    def uses_of(col: Any) -> IntArray:
+        e = np.asarray(col, dtype=np.int64)
+        return e if eid is None else np.searchsorted(eid, e)
+
+    valid = np.ones(n_uses, dtype=bool)
+    lap("superseded")
+    valid[uses_of(con.execute("SELECT eid FROM invalid_uses").fetchnumpy()["eid"])] = False
+    lap("invalid_uses")
+    reason = valid.astype(np.int8)  # 1 no_outcome_yet, 0 invalid_use
+    label = np.zeros(n_uses, dtype=bool)
+    st = con.execute("SELECT eid, label, reason FROM use_verdicts WHERE reason <> 1"
+                     ).fetchnumpy()
+    at = uses_of(st["eid"])
+    reason[at] = np.asarray(st["reason"], dtype=np.int8)
+    label[at] = np.asarray(st["label"], dtype=bool)
+    lap("use_verdicts")
+    # numbers alone read back; each answer's verifier is its first signal's (``first``)
+    ans = con.execute("SELECT eid, confirmed, reliability, n, contrib, first FROM answers "
+                      "ORDER BY first").fetchnumpy()
+    first = np.asarray(ans["first"], dtype=np.int64)
+    answers = pd.DataFrame({
+        "uid": uses_of(ans["eid"]), "verifier": _verifiers(rel["signals"], first),
+        **{c: np.asarray(ans[c]) for c in ("confirmed", "reliability", "n", "contrib")},
+        "first": first})
+    lap("answers")
+    status = con.execute("SELECT oid, status FROM outcome_state").fetchnumpy()
+    o_status = np.empty(len(status["oid"]), dtype=np.int64)
+    o_status[np.asarray(status["oid"], dtype=np.int64)] = status["status"]
+    lap("outcome_state")
+    used = con.execute("SELECT n FROM signals_used").fetchall()
+    if timings is not None:
+        timings["fetch"] = time.perf_counter() - t0
+    return JoinState(
+        entry_of_use=eid, valid=valid, final=(reason == -1) | (reason == 3), label=label,
+        reason=reason, answers=answers, outcome_status=o_status,
+        signals_used=int(used[0][0]), entry_use=entry_use)
