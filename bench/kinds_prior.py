@@ -11,6 +11,12 @@ With 5,000 claims the table also gives the ceiling of the shrinkage: the smalles
 oracle (no procedure that sees only the labels can choose better on these folds). When the
 ceiling is above the target, no choice of the pull towards this prior meets it.
 
+It gives the floor of the prior's form too: the prior's feature map fitted by Platt on
+``FLOOR_N`` claims of the world (their own seed), so with next to no estimation error, scored
+on the seed's claims. No calibrator of that form (any pull, any subset of its terms) is
+expected to score below it; fitted on the four fifths of 5,000 claims that a fold trains on,
+each free parameter adds about ``1 / (2 * 4,000)`` nats to it.
+
 The out-of-fold excess scores models fitted on four fifths of the claims against noisy labels;
 the table adds what ships, the champion refitted on all of them, scored by its expected excess
 over the oracle on ``FRESH`` new claims of the same world (cross-entropy against ``p_true``,
@@ -38,6 +44,8 @@ EXCESS_AT_MOST = 0.5
 PRIOR_CANDIDATES = ("prior", "platt_prior")
 #: Fresh claims (their own seed) on which the refitted champion's expected excess is measured.
 FRESH, FRESH_SEED = 100_000, 999
+#: Claims (their own seed) on which the floor's model, the prior's map, is fitted.
+FLOOR_N, FLOOR_SEED = 200_000, 998
 
 
 def hidden_kind_claims(world: Any, n: int, seed: int) -> Any:
@@ -113,6 +121,35 @@ def ceiling(claims: Any) -> dict[str, float]:
     return {"excess_rel": excess[best], "prior_penalty": best}
 
 
+def floor_model(world: Any) -> Any:
+    """The prior's feature map fitted by Platt on ``FLOOR_N`` claims of ``world``."""
+    from amv_calib.calibration import PlattCalibrator
+    from amv_calib.calibration._prior import load_prior
+    from amv_calib.contract import CLAIM_FEATURES
+
+    claims = hidden_kind_claims(world, FLOOR_N, FLOOR_SEED)
+    fmap = load_prior(PRIOR).calibrator.feature_map
+    return PlattCalibrator(feature_map=fmap).fit(claims[list(CLAIM_FEATURES)],
+                                                 claims["violated"])
+
+
+def floor_excess(model: Any, claims: Any) -> float:
+    """``model``'s log loss on ``claims`` above the oracle's, relative to the oracle's (as
+    the comparison computes its excess, on the same rows and labels)."""
+    from amv_calib.calibration._metrics import LOG_EPS
+    from amv_calib.contract import CLAIM_FEATURES
+
+    y = claims["violated"].to_numpy(dtype=float)
+
+    def loss(p: Any) -> Any:
+        p = np.clip(p, LOG_EPS, 1.0 - LOG_EPS)
+        return -(y * np.log(p) + (1.0 - y) * np.log1p(-p))
+
+    oracle = float(loss(claims["p_true"].to_numpy(dtype=float)).mean())
+    p = model.predict_proba(claims[list(CLAIM_FEATURES)])[:, 1]
+    return float(loss(p).mean()) / oracle - 1.0
+
+
 def part_prior(world: Any, n_boot: int, seeds: Sequence[int] = SEEDS
                ) -> tuple[list[Target], dict[str, Any]]:
     """One table per seed (both sizes, without and with the prior), a target per seed and
@@ -124,12 +161,14 @@ def part_prior(world: Any, n_boot: int, seeds: Sequence[int] = SEEDS
     report: dict[str, Any] = {}
     met = {n: 0 for n in SIZES}
     fresh = hidden_kind_claims(world, FRESH, FRESH_SEED)
+    floor = floor_model(world)
     for seed in seeds:
         print(f"## Prior: {PRIOR.relative_to(REPO)} on the five-kind world, kinds hidden, "
               f"seed {seed}")
         print("| claims | prior | champion | log loss | excess over oracle [95% CI] | "
-              "prior candidates' excess | ceiling: best fixed pull | refit on fresh claims |")
-        print("|---:|---|---|---:|---:|---|---|---:|")
+              "prior candidates' excess | ceiling: best fixed pull | floor: the prior's map, "
+              f"{FLOOR_N} labels | refit on fresh claims |")
+        print("|---:|---|---|---:|---:|---|---|---:|---:|")
         report[str(seed)] = {}
         for n in SIZES:
             claims = hidden_kind_claims(world, n, seed)
@@ -142,15 +181,17 @@ def part_prior(world: Any, n_boot: int, seeds: Sequence[int] = SEEDS
                 row["refit_excess_rel"] = refit_excess(result, fresh)
                 row["chosen"] = result.config.get("chosen_by_evidence", {})
                 got[label] = row
-                best = "-"
+                best = low = "-"
                 if prior and n == SIZES[0]:
                     row["ceiling"] = ceiling(claims)
                     best = (f"{100 * row['ceiling']['excess_rel']:.2f}% (pull "
                             f"{row['ceiling']['prior_penalty']:g})")
+                    row["floor_excess_rel"] = floor_excess(floor, claims)
+                    low = f"{100 * row['floor_excess_rel']:.2f}%"
                 print(f"| {n} | {label} | {row['name']} | {row['log_loss']:.4f} | "
                       f"{100 * row['excess_rel']:.2f}% [{row['excess_low']:.5f}, "
                       f"{row['excess_high']:.5f}] | "
-                      f"{_prior_rows(result) if prior else '-'} | {best} | "
+                      f"{_prior_rows(result) if prior else '-'} | {best} | {low} | "
                       f"{100 * row['refit_excess_rel']:.2f}% |")
             report[str(seed)][str(n)] = got
             if n == SIZES[0]:
@@ -167,6 +208,9 @@ def part_prior(world: Any, n_boot: int, seeds: Sequence[int] = SEEDS
             met[n] += int(target.met)
         print()
     counts = {str(n): {"met": met[n], "seeds": len(seeds)} for n in SIZES}
+    floors = [100 * report[str(s)][str(SIZES[0])]["with"]["floor_excess_rel"] for s in seeds]
+    print(f"floor of the prior's form on {SIZES[0]} claims: mean {np.mean(floors):.2f}% "
+          f"({min(floors):.2f}% to {max(floors):.2f}%), before any estimation cost")
     print(f"{SIZES[0]} claims: {met[SIZES[0]]} of {len(seeds)} seeds meet an excess <= "
           f"{EXCESS_AT_MOST}% with the prior; {SIZES[1]} claims: {met[SIZES[1]]} of "
           f"{len(seeds)} no worse than without")
