@@ -205,7 +205,14 @@ def write_csv(tables: Iterable[pa.Table], path: Path, *, header: bool = True) ->
                 if table.column_names != names:
                     raise ValueError(f"write_csv {path}: table {i} has the columns "
                                      f"{table.column_names}, the first {names}")
-                cols = [c.cast(t) for c, t in zip(table.columns, types, strict=True)]
+                cols = []
+                for name, col, typ in zip(names, table.columns, types, strict=True):
+                    try:
+                        cols.append(col.cast(typ))
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                        raise TypeError(f"write_csv {path}: column {name!r} of table {i} is "
+                                        f"{col.type}, not {typ} as in the first ({exc})"
+                                        ) from exc
                 yield from pa.table(cols, schema=schema).to_batches()
         except BaseException as exc:
             failed.append(exc)  # DuckDB wraps it: raised as it is below

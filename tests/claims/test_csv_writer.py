@@ -154,7 +154,9 @@ def test_empty_table_writes_only_its_header(tmp_path: Path) -> None:
     ([pa.table({"x": ["a"]}), pa.table({"y": ["a"]})], ValueError,
      r"table 1 has the columns \['y'\], the first \['x'\]"),
     ([pa.table({"a": ["a"], "": ["b"]})], ValueError, "column 1 has no name"),
-], ids=["float", "nanoseconds", "zone", "none", "other-columns", "empty-name"])
+    ([pa.table({"t": pa.array([0], pa.timestamp("us"))}), pa.table({"t": ["2026-12-01Z"]})],
+     TypeError, "column 't' of table 1 is string, not timestamp"),
+], ids=["float", "nanoseconds", "zone", "none", "other-columns", "empty-name", "other-type"])
 def test_refuses_what_it_cannot_write_as_pandas_does(
         tmp_path: Path, tables: list[pa.Table], error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
