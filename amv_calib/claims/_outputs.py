@@ -174,9 +174,9 @@ def write_csv(tables: Iterable[pa.Table], path: Path, *, header: bool = True) ->
     ----------
     tables : iterable of pyarrow.Table
         At least one (possibly empty), with the same column names (none empty, unless it is
-        the only one); columns of strings (or
-        dictionaries of strings), integers (without missing values: pandas would write
-        floats), UTC microsecond times or nulls. They are read one at a time.
+        the only one); columns of strings (or dictionaries of strings), integers (without
+        missing values: pandas would write floats), UTC microsecond times or nulls. They
+        are read one at a time.
     path : Path
         The file, replaced.
     header : bool, default True
@@ -193,7 +193,6 @@ def write_csv(tables: Iterable[pa.Table], path: Path, *, header: bool = True) ->
     types = [_plain_type(t, n) for n, t in zip(names, first.schema.types, strict=True)]
     # DuckDB reads the columns as c0, c1, ... (any name is then a plain identifier)
     schema = pa.schema([(f"c{i}", t) for i, t in enumerate(types)])
-
     if len(names) > 1 and "" in names:
         raise ValueError(f"write_csv {path}: column {names.index('')} has no name (DuckDB "
                          "names no column of a header by an empty field)")
