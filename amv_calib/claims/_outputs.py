@@ -13,19 +13,20 @@ or by hand) are replaced as before.
 
 from __future__ import annotations
 
+import csv
+import functools
+import io
+import itertools
 import json
 import os
 import warnings
-from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import pandas as pd
 
-from amv_calib.claims._csvtext import STAMP, csv_rows, is_text, on_values
 from amv_calib.contract import loads_strict
 from amv_calib.exceptions import ConfigError, DataContractError
 
@@ -108,6 +109,168 @@ def record_outputs(folder: str | os.PathLike[str], command: str, files: Iterable
 # ---------------------------------------------------------------------------------------------
 # CSV files for people
 # ---------------------------------------------------------------------------------------------
+#: How times are written (``date_format`` of ``to_csv``).
+STAMP: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
+#: The characters tried for :func:`_quote_triggers` (the ASCII controls, comma, quote).
+_CANDIDATES: Final = "".join(chr(c) for c in range(32)) + ',"\x7f'
+
+
+@functools.cache
+def _quote_triggers() -> str:
+    """The characters that make Python's csv writer quote a field, as pandas configures it
+    (``QUOTE_MINIMAL``, ``\\n`` line ends): asked of the csv module itself, because the
+    set has changed between Python versions (``\\r``, which DuckDB always quotes)."""
+    found = []
+    for ch in _CANDIDATES:
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerow([f"a{ch}b", "x"])
+        if buf.getvalue().startswith('"'):
+            found.append(ch)
+    return "".join(found)
+
+
+def _csv_field(text: str, alone: bool) -> str:
+    """``text`` as Python's csv writer writes a field (``alone``: the row's only field)."""
+    if alone and not text:
+        return '""'
+    if any(ch in text for ch in _quote_triggers()):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def _sql_field(ident: str, alone: bool) -> str:
+    """The SQL of :func:`_csv_field` of a text expression (NULL stays NULL: an empty field,
+    unless ``alone``)."""
+    needs = " OR ".join(f"contains({ident}, chr({ord(ch)}))" for ch in _quote_triggers())
+    text = f"CASE WHEN {needs} THEN '\"' || replace({ident}, '\"', '\"\"') || '\"' " \
+        f"ELSE {ident} END"
+    return f"CASE WHEN coalesce({ident}, '') = '' THEN '\"\"' ELSE {text} END" if alone \
+        else text
+
+
+def _plain_type(typ: Any, name: str) -> Any:
+    """The type a column is written from: large text, int64, naive microsecond UTC times."""
+    import pyarrow as pa
+
+    if is_text(typ) or pa.types.is_null(typ):
+        return pa.large_string()
+    if pa.types.is_integer(typ):
+        return pa.int64()
+    if pa.types.is_timestamp(typ) and typ.unit == "us" and typ.tz in (None, "UTC", "+00:00"):
+        return pa.timestamp("us")
+    raise TypeError(f"write_csv: column {name!r} has type {typ}; only strings, integers and "
+                    "UTC microsecond times are written here (pandas writes the rest)")
+
+
+def write_csv(tables: Iterable[pa.Table], path: Path, *, header: bool = True) -> None:
+    """Write consecutive tables to ``path`` as one CSV file, with DuckDB's CSV writer: the
+    bytes ``pandas.concat([t.to_pandas() for t in tables]).to_csv(path, index=False,
+    header=header, date_format=STAMP)`` writes (``tests/claims/test_csv_writer.py``).
+
+    Python's csv module (which ``to_csv`` writes through) and DuckDB quote different fields
+    (``\\r``, an empty string), so fields are quoted here in SQL and DuckDB quotes none.
+
+    Parameters
+    ----------
+    tables : iterable of pyarrow.Table
+        At least one (possibly empty), with the same column names (none empty, unless it is
+        the only one); columns of strings (or dictionaries of strings), integers (without
+        missing values: pandas would write floats), UTC microsecond times or nulls. They
+        are read one at a time.
+    path : Path
+        The file, replaced.
+    header : bool, default True
+        Start with a line of the column names.
+    """
+    import duckdb
+    import pyarrow as pa
+
+    parts = iter(tables)
+    first = next(parts, None)
+    if first is None:
+        raise ValueError(f"write_csv {path}: no tables (give at least one, possibly empty)")
+    names = first.column_names
+    types = [_plain_type(t, n) for n, t in zip(names, first.schema.types, strict=True)]
+    # DuckDB reads the columns as c0, c1, ... (any name is then a plain identifier)
+    schema = pa.schema([(f"c{i}", t) for i, t in enumerate(types)])
+    if len(names) > 1 and "" in names:
+        raise ValueError(f"write_csv {path}: column {names.index('')} has no name (DuckDB "
+                         "names no column of a header by an empty field)")
+    failed: list[BaseException] = []
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            for i, table in enumerate(itertools.chain([first], parts)):
+                if table.column_names != names:
+                    raise ValueError(f"write_csv {path}: table {i} has the columns "
+                                     f"{table.column_names}, the first {names}")
+                cols = []
+                for name, col, typ in zip(names, table.columns, types, strict=True):
+                    try:
+                        cols.append(col.cast(typ))
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                        raise TypeError(f"write_csv {path}: column {name!r} of table {i} is "
+                                        f"{col.type}, not {typ} as in the first ({exc})"
+                                        ) from exc
+                yield from pa.table(cols, schema=schema).to_batches()
+        except BaseException as exc:
+            failed.append(exc)  # DuckDB wraps it: raised as it is below
+            raise
+
+    alone = len(names) == 1
+    fields = []
+    for i, (name, typ) in enumerate(zip(names, types, strict=True)):
+        field = f"c{i}"
+        if pa.types.is_timestamp(typ):
+            field = f"strftime({field}, '{STAMP}')"
+            field = f"coalesce({field}, '\"\"')" if alone else field
+        elif not pa.types.is_integer(typ):
+            field = _sql_field(field, alone)
+        # the header line is the aliases, written as they are
+        alias = _csv_field(name, alone).replace('"', '""')
+        fields.append(f'{field} AS "{alias}"')
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute("SET preserve_insertion_order = true")  # rows in the order read
+        # the stream is read by one thread; a second only puts the rows back in order (by
+        # measurement on 2 M unjoined uses: slower, and more CPU time)
+        con.execute("SET threads = 1")
+        con.register("parts", pa.RecordBatchReader.from_batches(schema, batches()))
+        # DuckDB quotes no field: they are quoted above
+        con.execute(f"COPY (SELECT {', '.join(fields)} FROM parts) TO ? (FORMAT csv, "
+                    f"HEADER {str(header).lower()}, QUOTE '', NULLSTR '', NEW_LINE '\\n')",
+                    [str(path)])
+    except duckdb.Error:
+        if failed:
+            raise failed[0] from None
+        raise
+    finally:
+        con.close()
+
+
+def is_text(typ: Any) -> bool:
+    """Whether an Arrow type is text: a string, or a dictionary of strings."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    return bool(pa.types.is_string(typ) or pa.types.is_large_string(typ))
+
+
+def on_values(col: Any, fn: Callable[[Any], Any]) -> Any:
+    """``fn`` of a string column; of a dictionary column, ``fn`` of its values under the
+    same indices (each distinct value done once). Chunked columns chunk by chunk."""
+    import pyarrow as pa
+
+    if isinstance(col, pa.ChunkedArray):
+        chunks = [on_values(c, fn) for c in col.chunks]
+        return pa.chunked_array(chunks, type=chunks[0].type if chunks else None) \
+            if chunks else col
+    if pa.types.is_dictionary(col.type):
+        return pa.DictionaryArray.from_arrays(col.indices, fn(col.dictionary))
+    return fn(col)
+
+
 #: First characters that make a spreadsheet read a cell as a formula (OWASP, CSV injection).
 FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
 
@@ -334,34 +497,26 @@ def write_join_report(report: Any, out: Path, outcome_files: Sequence[str],
     outs = report.outcome_details
     names = list(outcome_files)
     # Written in parts (uses, then outcome records) so that a log with millions of
-    # unjoined uses is never materialised as one object table; Arrow formats the text
-    # (pandas' to_csv took most of label's time: _csvtext).
+    # unjoined uses is never materialised as one object table; DuckDB writes the text
+    # (pandas' to_csv took most of label's time).
     parts = _row_slices(report.unjoined_uses) if use_parts is None else use_parts
 
-    def use_rows(uses: pd.DataFrame, header: bool) -> bytes:
-        return csv_rows(_text_table(len(uses), {
-            "kind": "use", "file": uses["decision_file"], "line": uses["decision_line"],
-            "action_id": uses["action_id"], "premise_id": uses["premise_id"],
-            "claim_id": uses["claim_id"], "time": uses["time"], "reason": uses["reason"],
-            "detail": uses["detail"],
-        }), header=header)
-
-    # parts are formatted on two threads (Arrow's kernels hold no GIL), written in order
-    with open(unjoined_csv, "wb") as fh, \
-            ThreadPoolExecutor(max_workers=2, thread_name_prefix="amv-calib-csv") as pool:
-        pending: deque[Future[bytes]] = deque()
-        for i, uses in enumerate(parts):
-            pending.append(pool.submit(use_rows, uses, i == 0))
-            if len(pending) > 2:
-                fh.write(pending.popleft().result())
-        while pending:
-            fh.write(pending.popleft().result())
-        fh.write(csv_rows(_text_table(len(outs), {
+    def tables() -> Iterator[pa.Table]:
+        for uses in parts:
+            yield _text_table(len(uses), {
+                "kind": "use", "file": uses["decision_file"], "line": uses["decision_line"],
+                "action_id": uses["action_id"], "premise_id": uses["premise_id"],
+                "claim_id": uses["claim_id"], "time": uses["time"], "reason": uses["reason"],
+                "detail": uses["detail"],
+            })
+        yield _text_table(len(outs), {
             "kind": "outcome", "file": [names[int(s)] for s in outs["source"]],
             "line": outs["row"], "action_id": outs["action_id"], "premise_id": None,
             "claim_id": outs["claim_id"], "time": outs["time"], "reason": outs["status"],
             "detail": outs["detail"],
-        })))
+        })
+
+    write_csv(tables(), unjoined_csv)
     if use_parts is not None:
         report.unjoined_uses_file = str(unjoined_csv)
     line = {k: v for k, v in summary.items() if k != "decision_files"}
@@ -382,7 +537,7 @@ def _row_slices(frame: pd.DataFrame) -> Iterator[pd.DataFrame]:
 
 def _text_table(n: int, columns: Mapping[str, Any]) -> pa.Table:
     """A spreadsheet-safe (:func:`spreadsheet_safe`) Arrow table of ``n`` rows for
-    :func:`csv_rows`: a str value repeats, None is missing, a categorical column stays a
+    :func:`write_csv`: a str value repeats, None is missing, a categorical column stays a
     dictionary (each distinct value is made safe and formatted once) unless it has more
     values than rows."""
     import pyarrow as pa

@@ -88,7 +88,8 @@ def _unjoined_report(n: int) -> Any:
         "detail": pd.Categorical.from_codes(rng.integers(0, 2, n), ["", "why"]),
     })
     details = pd.DataFrame({"source": [0], "row": [1], "action_id": ["a1"], "claim_id": [None],
-                            "time": ["2026-12-01T00:00:00Z"], "status": ["used"],
+                            "time": pd.to_datetime(["2026-12-01T00:00:00Z"]).as_unit("us"),
+                            "status": ["used"],
                             "detail": [""]})
     return JoinReport(decision_files=[], premise_entries=n, repeated_entries=0, uses_read=n,
                       joined=0, joined_by_source={}, unjoined={}, outcomes_read=1,
@@ -115,7 +116,7 @@ def test_unjoined_uses_csv_in_slices_is_the_whole_table(
     }).to_csv(index=False, date_format="%Y-%m-%dT%H:%M:%S.%fZ")
     text = (tmp_path / "c.unjoined.csv").read_text(encoding="utf-8")
     assert text.startswith(expected)
-    assert text[len(expected):] == "outcome,o.csv,1,a1,,,2026-12-01T00:00:00Z,used,\n"
+    assert text[len(expected):] == "outcome,o.csv,1,a1,,,2026-12-01T00:00:00.000000Z,used,\n"
 
 
 @pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
