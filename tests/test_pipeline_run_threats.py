@@ -73,18 +73,24 @@ def test_second_run_of_a_pipeline_fails_at_once_naming_the_holder(small_pipeline
 def test_wait_takes_the_lock_when_the_holder_is_done(small_pipeline: Path) -> None:
     workdir = small_pipeline.parent / "work"
     workdir.mkdir(exist_ok=True)
+    # the holder keeps the lock until its stdin closes (not for a fixed time, which a loaded
+    # machine's start-up of the short run could outlast)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from amv_calib.locks import exclusive\n"
+        [sys.executable, "-c", "import sys; from amv_calib.locks import exclusive\n"
          "with exclusive(sys.argv[1], what='test'):\n"
-         "    print('held', flush=True); time.sleep(1.5)", str(workdir / ".lock")],
-        stdout=subprocess.PIPE, text=True)
+         "    print('held', flush=True); sys.stdin.read()", str(workdir / ".lock")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     short = _run(small_pipeline, "--wait", "0.2")
     assert short.wait(timeout=120) == 75
     assert "waited 0.2 s" in short.communicate()[1]
     patient = _run(small_pipeline, "--wait")
+    time.sleep(1.0)  # the patient run is waiting (or still starting): either way it must wait
+    assert patient.poll() is None
+    assert holder.stdin is not None
+    holder.stdin.close()
+    assert holder.wait(timeout=30) == 0
     assert patient.wait(timeout=300) == 0, patient.communicate()[1]
-    holder.wait(timeout=30)
 
 
 @pytest.mark.slow
