@@ -18,7 +18,7 @@ are views here too.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 import pandas as pd
@@ -101,35 +101,6 @@ def relations(spark: SparkSession, parsed: DataFrame, out_df: pd.DataFrame
     o = coded(coded(outcomes, "action_id", actions, "a"), "claim_id", claims, "c")
     return {"entries": entries, "signals": signals, "weights": weights,
             "outcomes": o.select("oid", "a", "c", "o_t", "v")}
-
-
-def spark_relation(spark: SparkSession, name: str, relation: Any) -> DataFrame:
-    """``relation`` (an input relation of this process as an Arrow table or a pandas frame,
-    as :mod:`amv_calib.claims._duckjoin` builds them) as a Spark frame of
-    :data:`RELATION_SCHEMAS`: through Arrow with the schema's types, so that a missing
-    value is a SQL NULL and a float NaN stays NaN, as DuckDB reads the same relation."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructType, _parse_datatype_string
-
-    spark_schema = _parse_datatype_string(RELATION_SCHEMAS[name])
-    assert isinstance(spark_schema, StructType)
-    schema = to_arrow_schema(spark_schema)
-    if isinstance(relation, pd.DataFrame):
-        columns = []
-        for f in schema:
-            col = relation[f.name]
-            if pd.api.types.is_float_dtype(col.dtype):  # NaN is a value here, not a NULL
-                columns.append(pa.array(col.to_numpy(dtype=np.float64), type=f.type))
-            else:
-                columns.append(pa.array(col.astype(object).where(col.notna(), None).tolist(),
-                                        type=f.type))
-        table = pa.Table.from_arrays(columns, schema=schema)
-    else:
-        table = pa.Table.from_arrays(
-            [relation.column(f.name).cast(f.type) if relation.column(f.name).type != pa.null()
-             else pa.nulls(relation.num_rows, f.type) for f in schema], schema=schema)
-    return spark.createDataFrame(table)
 
 
 def run_join_spark(spark: SparkSession, relations: Mapping[str, DataFrame], *, few: int = FEW

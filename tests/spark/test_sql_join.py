@@ -16,14 +16,43 @@ import pytest
 
 from amv_calib.claims import _duckjoin as dj
 from amv_calib.claims._join import read_with_outcomes
-from amv_calib.spark._sqlrun import run_join_spark, spark_relation
+from amv_calib.spark._sqlrun import RELATION_SCHEMAS, run_join_spark
+
+
+def _spark_relation(spark: Any, name: str, relation: Any) -> Any:
+    """``relation`` (an input relation of this process as an Arrow table or a pandas frame,
+    as DuckDB's caller builds them) as a Spark frame of ``RELATION_SCHEMAS``: through Arrow
+    with the schema's types, so that a missing value is a SQL NULL and a float NaN stays
+    NaN, as DuckDB reads the same relation."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    spark_schema = _parse_datatype_string(RELATION_SCHEMAS[name])
+    assert isinstance(spark_schema, StructType)
+    schema = to_arrow_schema(spark_schema)
+    if isinstance(relation, pd.DataFrame):
+        columns = []
+        for f in schema:
+            col = relation[f.name]
+            if pd.api.types.is_float_dtype(col.dtype):  # NaN is a value here, not a NULL
+                columns.append(pa.array(col.to_numpy(dtype=np.float64), type=f.type))
+            else:
+                columns.append(pa.array(col.astype(object).where(col.notna(), None).tolist(),
+                                        type=f.type))
+        table = pa.Table.from_arrays(columns, schema=schema)
+    else:
+        table = pa.Table.from_arrays(
+            [relation.column(f.name).cast(f.type) if relation.column(f.name).type != pa.null()
+             else pa.nulls(relation.num_rows, f.type) for f in schema], schema=schema)
+    return spark.createDataFrame(table)
 
 
 def _spark_state(spark: Any, rel: dict[str, Any], few: int = 8) -> dj.JoinState:
     """The relations run by Spark, its results read back as DuckDB's are
     (:func:`~amv_calib.claims._duckjoin.read_state`)."""
     local = {k: v.whole() if isinstance(v, dj.Late) else v for k, v in rel.items()}
-    results = run_join_spark(spark, {k: spark_relation(spark, k, v) for k, v in local.items()},
+    results = run_join_spark(spark, {k: _spark_relation(spark, k, v) for k, v in local.items()},
                              few=few)
     for name, frame in results.items():
         frame.createOrReplaceTempView(name)
