@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import numpy as np
 import pandas as pd
 
-from amv_calib.claims._join import verifier_labels
+from amv_calib.claims._join import _INVALID, _NO_OUTCOME, _signal_llr, verifier_labels
 from amv_calib.claims.engine import (
     UNJOINED_REASONS,
     JoinReport,
@@ -76,7 +76,6 @@ _log = logging.getLogger(__name__)
 
 #: Bytes of a decision log per Spark task (a Parquet log is split by row groups).
 DEFAULT_SPLIT_BYTES: Final = 64 << 20
-_INVALID, _NO_OUTCOME, _BEFORE, _CONFLICT, _AMBIGUOUS, _BAD_SIGNALS = range(6)
 
 
 # -- categories of the driver's frames ------------------------------------------------------
@@ -154,6 +153,23 @@ def _part_schemas() -> tuple[Any, Any]:
     return claims, uses
 
 
+def _llr(answers: Any) -> tuple[Any, Any]:
+    """Per use of a batch (``answers``: each use's answers, ``first`` and ``contrib``, by
+    first signal; null for none) whether it has answers, and their summed log-likelihood
+    ratio as one machine sums them (:func:`~amv_calib.claims._join._signal_llr`; 0 for
+    none)."""
+    import pyarrow.compute as pc
+
+    contrib = pc.list_flatten(answers).field("contrib").to_numpy(zero_copy_only=False)
+    uid = pc.list_parent_indices(answers).to_numpy(zero_copy_only=False)
+    sig_use, sig_llr = _signal_llr(pd.DataFrame({"uid": uid, "contrib": contrib}))
+    has_sig = np.zeros(len(answers), dtype=bool)
+    has_sig[sig_use] = True
+    llr = np.zeros(len(answers))
+    llr[sig_use] = sig_llr
+    return has_sig, llr
+
+
 class _PartWriter:
     """One task of the row stage: the uses of one range of ``eid`` in ``eid`` order (log
     order), turned into claim rows by the single-machine ``posterior`` and ``label_rows``
@@ -192,9 +208,9 @@ class _PartWriter:
 
         nan = float("nan")
         reason = arr("reason", _NO_OUTCOME, np.int8)  # the SQL join's
-        llr, p = arr("llr", nan, np.float64), arr("p", nan, np.float64)
-        has_sig = arr("has_sig", False, bool)
-        hard, soft = verifier_labels(reason, has_sig, has_sig & np.isnan(llr), self.soft_labels)
+        p = arr("p", nan, np.float64)
+        has_sig, llr = _llr(batch.column("answers"))
+        hard, soft = verifier_labels(reason, has_sig, np.isnan(llr), self.soft_labels)
         si = np.flatnonzero(soft)
         rows, viol, weight, from_verifier = label_rows(
             hard, soft, arr("label", False, bool), posterior(p[si], llr[si]))
@@ -448,25 +464,16 @@ def _label(
     _log.info("label on Spark: %d entries, %d uses, joined at %.1f s", n_entries, n_uses,
               time.perf_counter() - t0)
     # per use what the SQL decided: its reason (an UNJOINED_REASONS index, -1 joined by an
-    # outcome), label, and its answers' summed log-likelihood ratio, in the order of their
-    # first signals (the one machine's order, so the same bits)
-    inf = float("inf")
-    x = F.array_sort(F.collect_list(F.struct("first", "contrib")))
-    total = F.aggregate(x, F.lit(0.0), lambda acc, a: acc + F.when(
-        F.abs(a["contrib"]) == inf, F.lit(0.0)).otherwise(a["contrib"]))
-    pos = F.exists(x, lambda a: a["contrib"] == inf)
-    neg = F.exists(x, lambda a: a["contrib"] == -inf)
-    llr = joined["answers"].groupBy("eid").agg(
-        F.when(pos & neg, F.lit(float("nan"))).when(pos, F.lit(inf))
-        .when(neg, F.lit(-inf)).otherwise(total).alias("llr"))
+    # outcome), label, and its answers' contributions in the order of their first signals
+    # (summed by the executors as one machine sums them: :func:`_llr`)
+    answers = joined["answers"].groupBy("eid").agg(
+        F.array_sort(F.collect_list(F.struct("first", "contrib"))).alias("answers"))
     final = entries.select("eid").join(superseded, "eid", "left_anti") \
         .join(joined["invalid_uses"].withColumn("invalid", F.lit(True)), "eid", "left") \
-        .join(joined["use_verdicts"], "eid", "left").join(llr, "eid", "left").select(
+        .join(joined["use_verdicts"], "eid", "left").join(answers, "eid", "left").select(
             "eid", F.when(F.col("invalid"), _INVALID)
             .otherwise(F.coalesce(F.col("reason"), F.lit(_NO_OUTCOME))).alias("reason"),
-            F.coalesce(F.col("label"), F.lit(False)).alias("label"),
-            F.coalesce(F.col("llr"), F.lit(0.0)).alias("llr"),
-            F.col("llr").isNotNull().alias("has_sig")).persist()
+            F.coalesce(F.col("label"), F.lit(False)).alias("label"), "answers").persist()
     final.count()
 
     # -- the rows: every use with its wide columns, in eid (log) order by ranges of eid; each
@@ -618,9 +625,8 @@ def _episode_batch(batch: Any, files: list[str], min_calls: int,
     uses = _BatchUses(np.asarray(pk, dtype=np.int64),
                       st.field("pk_str").to_numpy(zero_copy_only=False))
     reason = st.field("reason").to_numpy(zero_copy_only=False).astype(np.int8)
-    has_sig = st.field("has_sig").to_numpy(zero_copy_only=False).astype(bool)
-    nan_llr = has_sig & np.isnan(floats(st.field("llr")))
-    hard, soft = verifier_labels(reason, has_sig, nan_llr, soft_labels)
+    has_sig, llr = _llr(st.field("answers"))
+    hard, soft = verifier_labels(reason, has_sig, np.isnan(llr), soft_labels)
     state: dict[str, Any] = {
         "uses": uses, "hard": hard, "soft": soft,
         "label": st.field("label").to_numpy(zero_copy_only=False).astype(bool),
@@ -724,7 +730,7 @@ def _episodes_and_verifiers(done: _Labelled, min_verifier_calls: int
         .withColumn("use", F.coalesce("use_eid", "eid")) \
         .join(final.withColumnRenamed("eid", "use"), "use") \
         .groupBy("rec").agg(F.array_sort(F.collect_list(F.struct(
-            "pidx", "reason", "label", "llr", "has_sig", "pk_kind", "pk_val", "pk_str")))
+            "pidx", "reason", "label", "answers", "pk_kind", "pk_val", "pk_str")))
             .alias("st"))
     eps = chosen.select("rec", "file", "line", "action_id", "tool_name", "theta", "kappa",
                         "n_premises", "has_verifiers", "premises", "offers") \
