@@ -5,22 +5,26 @@ What runs where (docs/scale.md):
 - **Spark executors**: reading the decision logs, by byte ranges (``split_bytes``) of each
   file, with the single-machine parser (:func:`amv_calib.claims.engine.read_chunks`: the
   same aliases, types, blank / torn / corrupt lines, line numbers) and the single-machine
-  data-contract check of each premise entry (``invalid_detail``); Parquet decision logs
+  message of each premise entry that breaks the data contract (``invalid_detail``);
+  Parquet decision logs
   (``.parquet``/``.pq``) are read by row groups, each row a record (line = row number).
   Every executor needs amv-calib installed.
-- **Spark SQL**: exploding the premises, one use per (action, premise) from the action's
-  last record, the verifier signals and their log-likelihood ratios (the multiset rule), the
-  three time-aware join stages against the outcome records, the status of each outcome
-  record, and the counts.
+- **Spark SQL**: the join, as one machine runs it on DuckDB: the statements of
+  :mod:`amv_calib.claims._sql` (:mod:`amv_calib.spark._sqlrun`) over its input relations,
+  built from the parsed records (each id an integer code) and the outcome records. They
+  decide the uses (one per action and premise), which break the data contract, the
+  verdict of each, the verifier answers (the multiset rule) and each outcome record's
+  status.
 - **The executors, for the results**: every use with its wide columns, range-partitioned
-  and sorted by entry id (log order); each task turns its joined uses into claim rows with
-  the single-machine ``posterior`` and ``label_rows`` and writes them, with its unjoined
+  and sorted by entry id (log order), with what the join decided; each task turns them into
+  claim rows with the single-machine code (the LLR sum of each use, ``verifier_labels``,
+  ``posterior``, ``label_rows``) and writes them, with its unjoined
   uses, as Parquet part files into a scratch folder (``scratch``: a location the driver
   reads too), and reports one line of counts.
 - **The driver**: the list of byte ranges and their line offsets (a few numbers per range),
   the outcome records (read and validated by :func:`amv_calib.claims.load_outcomes`; they are
   one per several decision lines, and their file formats stay the single-machine ones) and
-  their flags, the weight ``log(r / (1 - r))`` of each distinct declared reliability, the
+  their statuses, the weight ``log(r / (1 - r))`` of each distinct declared reliability, the
   categories (calibrators, regimes), the counts of each task (``use_id`` = the task's first
   use + the position in the task), and the report. :func:`write_label_spark` streams the
   part files, one batch at a time, into ``label``'s files (the same bytes);
@@ -34,9 +38,9 @@ What runs where (docs/scale.md):
 The driver never holds the parsed log (records, premise entries, signals) nor, writing the
 files, the claim rows or the unjoined uses.
 
-Floating point: the LLR of a use is summed in the single-machine order (signals in log
-order, each distinct answer at its first appearance), with the weights computed by numpy,
-so ``signal_llr`` and ``label_weight`` are equal bit for bit.
+Floating point: the LLR of a use is summed by the single-machine code in its order (each
+distinct answer at its first signal), with the weights computed by numpy, so
+``signal_llr`` and ``label_weight`` are equal bit for bit.
 """
 
 from __future__ import annotations
