@@ -6,7 +6,7 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -314,6 +314,19 @@ def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool 
         con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {sql}")
         if timings is not None:
             timings[name] = time.perf_counter() - t0
+    entries = rel["entries"]
+    if isinstance(entries, Late):
+        entries = entries.early
+    n_entries = len(entries) if entries is not None else 0
+    return read_state(lambda sql: con.execute(sql).fetchnumpy(), n_entries, rel["signals"],
+                      timings)
+
+
+def read_state(query: Callable[[str], Mapping[str, Any]], n_entries: int, signals: Any,
+               timings: dict[str, float] | None = None) -> JoinState:
+    """What the join decided, read from its results by ``query`` (a SELECT to its columns
+    as arrays: DuckDB's or Spark's) for a log of ``n_entries`` premise entries and the
+    ``signals`` relation (``timings``: as :func:`run_join`)."""
     t0 = last = time.perf_counter()
 
     def lap(name: str) -> None:
@@ -324,11 +337,7 @@ def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool 
             timings[f"fetch.{name}"] = now - last
             last = now
 
-    entries = rel["entries"]
-    if isinstance(entries, Late):
-        entries = entries.early
-    n_entries = len(entries) if entries is not None else 0
-    sup = con.execute("SELECT eid, use_eid FROM superseded").fetchnumpy()
+    sup = query("SELECT eid, use_eid FROM superseded")
     s_eid = np.asarray(sup["eid"], dtype=np.int64)
     entry_use: IntArray | None = None
     eid: IntArray | None = None
@@ -347,33 +356,32 @@ def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool 
 
     valid = np.ones(n_uses, dtype=bool)
     lap("superseded")
-    valid[uses_of(con.execute("SELECT eid FROM invalid_uses").fetchnumpy()["eid"])] = False
+    valid[uses_of(query("SELECT eid FROM invalid_uses")["eid"])] = False
     lap("invalid_uses")
     reason = valid.astype(np.int8)  # 1 no_outcome_yet, 0 invalid_use
     label = np.zeros(n_uses, dtype=bool)
-    st = con.execute("SELECT eid, label, reason FROM use_verdicts WHERE reason <> 1"
-                     ).fetchnumpy()
+    st = query("SELECT eid, label, reason FROM use_verdicts WHERE reason <> 1")
     at = uses_of(st["eid"])
     reason[at] = np.asarray(st["reason"], dtype=np.int8)
     label[at] = np.asarray(st["label"], dtype=bool)
     lap("use_verdicts")
     # numbers alone read back; each answer's verifier is its first signal's (``first``)
-    ans = con.execute("SELECT eid, confirmed, reliability, n, contrib, first FROM answers "
-                      "ORDER BY first").fetchnumpy()
+    ans = query("SELECT eid, confirmed, reliability, n, contrib, first FROM answers "
+                "ORDER BY first")
     first = np.asarray(ans["first"], dtype=np.int64)
     answers = pd.DataFrame({
-        "uid": uses_of(ans["eid"]), "verifier": _verifiers(rel["signals"], first),
+        "uid": uses_of(ans["eid"]), "verifier": _verifiers(signals, first),
         **{c: np.asarray(ans[c]) for c in ("confirmed", "reliability", "n", "contrib")},
         "first": first})
     lap("answers")
-    status = con.execute("SELECT oid, status FROM outcome_state").fetchnumpy()
+    status = query("SELECT oid, status FROM outcome_state")
     o_status = np.empty(len(status["oid"]), dtype=np.int64)
     o_status[np.asarray(status["oid"], dtype=np.int64)] = status["status"]
     lap("outcome_state")
-    used = con.execute("SELECT n FROM signals_used").fetchall()
+    used = query("SELECT n FROM signals_used")["n"]
     if timings is not None:
         timings["fetch"] = time.perf_counter() - t0
     return JoinState(
         entry_of_use=eid, valid=valid, final=(reason == -1) | (reason == 3), label=label,
         reason=reason, answers=answers, outcome_status=o_status,
-        signals_used=int(used[0][0]), entry_use=entry_use)
+        signals_used=int(used[0]), entry_use=entry_use)

@@ -607,6 +607,29 @@ def _signal_llr(answers: pd.DataFrame) -> tuple[IntArray, FloatArray]:
     return sig_use.astype(np.int64), llr
 
 
+def verifier_labels(reason: NDArray[np.int8], has_sig: BoolArray, nan_llr: BoolArray,
+                    soft_labels: str) -> tuple[BoolArray, BoolArray]:
+    """Which uses an outcome labels (``hard``) and which the verifiers do (``soft``), from
+    the SQL join's ``reason`` of each use (-1 joined by an outcome, else an
+    :data:`UNJOINED_REASONS` index), whether it has signals (``has_sig``) and whether
+    their summed log-likelihood ratio is NaN (``nan_llr``: +inf and -inf).
+
+    With ``soft_labels="posterior"`` a valid use no outcome decided that has signals is
+    verifier-labelled, unless its signals contradict (``conflicting_signals``); ``reason``
+    is updated in place (the labelled ones -1). Both engines decide the uses by this
+    function, one machine on all the uses at once, Spark on each batch of them.
+    """
+    hard = reason == _JOINED
+    if soft_labels != "posterior":
+        return hard, np.zeros(reason.size, dtype=bool)
+    soft = has_sig & (reason != _INVALID) & ~hard & (reason != _CONFLICT)
+    bad = soft & nan_llr
+    reason[bad] = _BAD_SIGNALS
+    soft &= ~bad
+    reason[soft] = _JOINED
+    return hard, soft
+
+
 def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
           out_invalid: pd.DataFrame, soft_labels: str,
           collect: dict[str, Any] | None = None) -> JoinedUses:
@@ -623,25 +646,17 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     entry_of_use = state.entry_of_use  # None: use i is entry i
     u = entries if entry_of_use is None else entries.iloc[entry_of_use].reset_index(drop=True)
     n_uses = len(u)
-    valid, final, label = state.valid, state.final, state.label
+    valid, label = state.valid, state.label
     detail_codes, detail_categories = _invalid_details(log, valid, entry_of_use)
     reason = state.reason.copy()
     sig_use, sig_llr = _signal_llr(state.answers)
     ignored_signals = len(log.signals) - state.signals_used
-
-    # -- verifier soft labels for the uses no outcome decides ----------------------------------
-    soft = np.zeros(n_uses, dtype=bool)
-    if soft_labels == "posterior":
-        soft[sig_use] = True
-        soft &= valid & ~final
-        nan_llr = np.zeros(n_uses, dtype=bool)
-        nan_llr[sig_use[np.isnan(sig_llr)]] = True
-        bad_sig = soft & nan_llr
-        del nan_llr
-        reason[bad_sig] = _BAD_SIGNALS
-        soft &= ~bad_sig
-        reason[soft] = _JOINED
-    hard = final & (reason == _JOINED)
+    has_sig = np.zeros(n_uses, dtype=bool)
+    has_sig[sig_use] = True
+    nan_llr = np.zeros(n_uses, dtype=bool)
+    nan_llr[sig_use[np.isnan(sig_llr)]] = True
+    hard, soft = verifier_labels(reason, has_sig, nan_llr, soft_labels)
+    del has_sig, nan_llr
     joined = hard | soft
 
     # q is read at the verifier-labelled uses alone (a few percent of a big log's)

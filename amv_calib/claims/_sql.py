@@ -264,11 +264,14 @@ FROM (SELECT * FROM next3_few
       FROM next3 m JOIN claim_first3 f ON f.c = m.c
       LEFT JOIN groups3 g ON g.c = m.c AND g.o_t = m.g_t) n
 LEFT JOIN state12 s ON s.eid = n.eid"""),
+    # (the claims without a claim outcome by a join, not ``NOT IN`` under ``OR``, which
+    # Spark plans as a nested loop over the two tables; c is never NULL on either side)
     ("use_verdicts", """
-SELECT eid, label12 AS label,
-       CASE WHEN conflict12 THEN 3 WHEN final12 THEN -1 WHEN amb THEN 4 WHEN hb12 THEN 2
-            ELSE 1 END AS reason
-FROM state12 WHERE final12 OR c NOT IN (SELECT c FROM claim_first3)
+SELECT s.eid, s.label12 AS label,
+       CASE WHEN s.conflict12 THEN 3 WHEN s.final12 THEN -1 WHEN s.amb THEN 4
+            WHEN s.hb12 THEN 2 ELSE 1 END AS reason
+FROM state12 s LEFT JOIN claim_first3 f ON f.c = s.c
+WHERE s.final12 OR f.c IS NULL
 UNION ALL
 SELECT eid, label, reason FROM verdicts3"""),
     # each outcome record's status

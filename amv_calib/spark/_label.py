@@ -5,22 +5,26 @@ What runs where (docs/scale.md):
 - **Spark executors**: reading the decision logs, by byte ranges (``split_bytes``) of each
   file, with the single-machine parser (:func:`amv_calib.claims.engine.read_chunks`: the
   same aliases, types, blank / torn / corrupt lines, line numbers) and the single-machine
-  data-contract check of each premise entry (``invalid_detail``); Parquet decision logs
+  message of each premise entry that breaks the data contract (``invalid_detail``);
+  Parquet decision logs
   (``.parquet``/``.pq``) are read by row groups, each row a record (line = row number).
   Every executor needs amv-calib installed.
-- **Spark SQL**: exploding the premises, one use per (action, premise) from the action's
-  last record, the verifier signals and their log-likelihood ratios (the multiset rule), the
-  three time-aware join stages against the outcome records, the status of each outcome
-  record, and the counts.
+- **Spark SQL**: the join, as one machine runs it on DuckDB: the statements of
+  :mod:`amv_calib.claims._sql` (:mod:`amv_calib.spark._sqlrun`) over its input relations,
+  built from the parsed records (each id an integer code) and the outcome records. They
+  decide the uses (one per action and premise), which break the data contract, the
+  verdict of each, the verifier answers (the multiset rule) and each outcome record's
+  status.
 - **The executors, for the results**: every use with its wide columns, range-partitioned
-  and sorted by entry id (log order); each task turns its joined uses into claim rows with
-  the single-machine ``posterior`` and ``label_rows`` and writes them, with its unjoined
+  and sorted by entry id (log order), with what the join decided; each task turns them into
+  claim rows with the single-machine code (the LLR sum of each use, ``verifier_labels``,
+  ``posterior``, ``label_rows``) and writes them, with its unjoined
   uses, as Parquet part files into a scratch folder (``scratch``: a location the driver
   reads too), and reports one line of counts.
 - **The driver**: the list of byte ranges and their line offsets (a few numbers per range),
   the outcome records (read and validated by :func:`amv_calib.claims.load_outcomes`; they are
   one per several decision lines, and their file formats stay the single-machine ones) and
-  their flags, the weight ``log(r / (1 - r))`` of each distinct declared reliability, the
+  their statuses, the weight ``log(r / (1 - r))`` of each distinct declared reliability, the
   categories (calibrators, regimes), the counts of each task (``use_id`` = the task's first
   use + the position in the task), and the report. :func:`write_label_spark` streams the
   part files, one batch at a time, into ``label``'s files (the same bytes);
@@ -34,9 +38,9 @@ What runs where (docs/scale.md):
 The driver never holds the parsed log (records, premise entries, signals) nor, writing the
 files, the claim rows or the unjoined uses.
 
-Floating point: the LLR of a use is summed in the single-machine order (signals in log
-order, each distinct answer at its first appearance), with the weights computed by numpy,
-so ``signal_llr`` and ``label_weight`` are equal bit for bit.
+Floating point: the LLR of a use is summed by the single-machine code in its order (each
+distinct answer at its first signal), with the weights computed by numpy, so
+``signal_llr`` and ``label_weight`` are equal bit for bit.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import numpy as np
 import pandas as pd
 
+from amv_calib.claims._join import _INVALID, _NO_OUTCOME, _signal_llr, verifier_labels
 from amv_calib.claims.engine import (
     UNJOINED_REASONS,
     JoinReport,
@@ -61,21 +66,12 @@ from amv_calib.claims.engine import (
     label_rows,
     load_outcomes,
     outcome_report,
-    outcome_status,
     posterior,
     us_to_datetime,
 )
 from amv_calib.exceptions import ConfigError, check_choice
 from amv_calib.spark._read import _FEATS, _batch, _expand, _filesystem, _read_logs
-from amv_calib.spark._sqljoin import (
-    _AKEY,
-    _UKEY,
-    _entries,
-    _join_stages,
-    _key_columns,
-    _signal_llr,
-    _uses,
-)
+from amv_calib.spark._sqlrun import relations, run_join_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -84,7 +80,6 @@ _log = logging.getLogger(__name__)
 
 #: Bytes of a decision log per Spark task (a Parquet log is split by row groups).
 DEFAULT_SPLIT_BYTES: Final = 64 << 20
-_INVALID, _NO_OUTCOME, _BEFORE, _CONFLICT, _AMBIGUOUS, _BAD_SIGNALS = range(6)
 
 
 # -- categories of the driver's frames ------------------------------------------------------
@@ -116,6 +111,23 @@ def _order_cat(values: Any) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype="str"))
 
 
+def _entries(parsed: DataFrame) -> DataFrame:
+    """One row per premise entry, with its record's columns and its premise key (kind, value,
+    and the string the outputs name it by: premise id, else claim id, else ``#position``)."""
+    from pyspark.sql import functions as F
+
+    cols = ("rec", "file", "line", "t_us", "action_id", "tool_name", "calibrator", "regime")
+    e = parsed.filter("kind = 0").select(*cols, F.explode("premises").alias("e")) \
+        .select(*cols, "e.*")
+    return e.withColumns({
+        "pk_kind": F.when(F.col("premise_id").isNotNull(), 0)
+        .when(F.col("claim_id").isNotNull(), 1).otherwise(2),
+        "pk_val": F.coalesce("premise_id", "claim_id", F.col("pidx").cast("string")),
+        "pk_str": F.coalesce("premise_id", "claim_id",
+                             F.concat(F.lit("#"), F.col("pidx").cast("string"))),
+    })
+
+
 # ---------------------------------------------------------------------------------------------
 # The claim rows and the unjoined uses: computed and written by the executors
 # ---------------------------------------------------------------------------------------------
@@ -145,12 +157,30 @@ def _part_schemas() -> tuple[Any, Any]:
     return claims, uses
 
 
+def _llr(answers: Any) -> tuple[Any, Any]:
+    """Per use of a batch (``answers``: each use's answers, ``first`` and ``contrib``, by
+    first signal; null for none) whether it has answers, and their summed log-likelihood
+    ratio as one machine sums them (:func:`~amv_calib.claims._join._signal_llr`; 0 for
+    none)."""
+    import pyarrow.compute as pc
+
+    contrib = pc.list_flatten(answers).field("contrib").to_numpy(zero_copy_only=False)
+    uid = pc.list_parent_indices(answers).to_numpy(zero_copy_only=False)
+    sig_use, sig_llr = _signal_llr(pd.DataFrame({"uid": uid, "contrib": contrib}))
+    has_sig = np.zeros(len(answers), dtype=bool)
+    has_sig[sig_use] = True
+    llr = np.zeros(len(answers))
+    llr[sig_use] = sig_llr
+    return has_sig, llr
+
+
 class _PartWriter:
     """One task of the row stage: the uses of one range of ``eid`` in ``eid`` order (log
     order), turned into claim rows by the single-machine ``posterior`` and ``label_rows``
     and written, with the unjoined uses, as two Parquet part files of the scratch folder."""
 
-    def __init__(self, folder: str, part: int, attempt: int) -> None:
+    def __init__(self, folder: str, part: int, attempt: int, soft_labels: str) -> None:
+        self.soft_labels = soft_labels
         self.fs, inner = _filesystem(folder)
         self.paths = {k: f"{inner}/{_part_name(k, part, attempt)}" for k in ("claims", "uses")}
         self.attempt = attempt
@@ -181,16 +211,14 @@ class _PartWriter:
             return pc.fill_null(batch.column(k), fill).to_numpy(zero_copy_only=False).astype(dtype)
 
         nan = float("nan")
-        reason = arr("reason", -1, np.int64)
-        joined = np.flatnonzero(reason == -1)
-        hard = arr("hard", False, bool)[joined]
-        llr, p = arr("llr", nan, np.float64), arr("p", nan, np.float64)
-        soft = joined[~hard]
-        idx, viol, weight, from_verifier = label_rows(
-            hard, ~hard, arr("label", False, bool)[joined], posterior(p[soft], llr[soft]))
-        rows = joined[idx]
+        reason = arr("reason", _NO_OUTCOME, np.int8)  # the SQL join's
+        p = arr("p", nan, np.float64)
+        has_sig, llr = _llr(batch.column("answers"))
+        hard, soft = verifier_labels(reason, has_sig, np.isnan(llr), self.soft_labels)
+        si = np.flatnonzero(soft)
+        rows, viol, weight, from_verifier = label_rows(
+            hard, soft, arr("label", False, bool), posterior(p[si], llr[si]))
         take = pa.array(rows, type=pa.int64())
-        has_sig = arr("has_sig", False, bool)
         self._write("claims", {
             "use": self.uses + rows, "violated": viol, "label_weight": weight,
             "from_verifier": from_verifier.astype(np.int8),
@@ -208,7 +236,7 @@ class _PartWriter:
         self.uses += batch.num_rows
         self.rows += rows.size
         self.hard += int(hard.sum())
-        self.soft += int((~hard).sum())
+        self.soft += int(soft.sum())
         self.reasons += np.bincount(reason[out], minlength=len(UNJOINED_REASONS))
 
     def close(self) -> dict[str, Any]:
@@ -224,7 +252,7 @@ def _part_name(kind: str, part: int, attempt: int) -> str:
     return f"{kind}-{part:05d}-{attempt}.parquet"
 
 
-def _parts_fn(folder: str) -> Any:
+def _parts_fn(folder: str, soft_labels: str) -> Any:
     """The mapInArrow function of the row stage (one :class:`_PartWriter` per task)."""
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType, _parse_datatype_string
@@ -239,7 +267,7 @@ def _parts_fn(folder: str) -> Any:
 
         ctx = TaskContext.get()
         writer = _PartWriter(folder, ctx.partitionId() if ctx is not None else 0,
-                             ctx.attemptNumber() if ctx is not None else 0)
+                             ctx.attemptNumber() if ctx is not None else 0, soft_labels)
         for batch in batches:
             if batch.num_rows:
                 writer.add(batch)
@@ -304,7 +332,9 @@ class _Labelled:
 
     def __init__(self, folder: str, summary: pd.DataFrame, report: JoinReport,
                  names: list[str], cal_cats: list[str], reg_cats: list[str],
-                 frames: dict[str, Any], kinds: bool = False) -> None:
+                 frames: dict[str, Any], kinds: bool = False,
+                 soft_labels: str = "posterior") -> None:
+        self.soft_labels = soft_labels
         self.folder = folder
         self.kinds = kinds  # the claim rows have ``memory_kind``
         self.summary = summary
@@ -430,35 +460,25 @@ def _label(
     _log.info("label on Spark: logs read in %.1f s", time.perf_counter() - t0)
     entries = _entries(parsed).persist()
     n_entries = entries.count()
-    uses = _uses(entries).persist()
-    n_uses = uses.count()
-    _log.info("label on Spark: %d entries, %d uses at %.1f s", n_entries, n_uses,
+    rel = relations(spark, parsed, out_df)
+    joined = run_join_spark(spark, rel)
+    superseded = joined["superseded"]
+    n_uses = n_entries - superseded.count()
+    ignored = rel["signals"].count() - int(joined["signals_used"].collect()[0][0])
+    _log.info("label on Spark: %d entries, %d uses, joined at %.1f s", n_entries, n_uses,
               time.perf_counter() - t0)
-    o_pdf = pd.DataFrame({
-        "oid": out_df["oid"].to_numpy(np.int64),
-        "claim_id": out_df["claim_id"].astype(object).where(out_df["claim_id"].notna(), None),
-        "action_id": out_df["action_id"].astype(object).where(out_df["action_id"].notna(),
-                                                              None),
-        "o_t": out_df["t_us"].to_numpy(np.int64),
-        "v": out_df["violated"].to_numpy(bool)})
-    o_sdf = spark.createDataFrame(o_pdf, "oid long, claim_id string, action_id string, "
-                                  "o_t long, v boolean")
-    llr, answers, ignored = _signal_llr(parsed, entries, spark)
-    final, flags = _join_stages(uses, o_sdf)
-    final = final.join(llr, list(_UKEY), "left").withColumns({
-        "has_sig": F.coalesce(F.col("has_sig"), F.lit(False)),
-        "llr": F.coalesce(F.col("llr"), F.lit(0.0))})
-    open_ = F.col("valid") & ~F.col("final")
-    maybe_soft = open_ & F.col("has_sig") & F.lit(soft_labels == "posterior")
-    reason = (F.when(~F.col("valid"), _INVALID).when(F.col("conflict"), _CONFLICT)
-              .when(F.col("final"), -1).when(maybe_soft & F.isnan("llr"), _BAD_SIGNALS)
-              .when(maybe_soft, -1).when(F.col("amb2"), _AMBIGUOUS)
-              .when(F.col("had_before"), _BEFORE).otherwise(_NO_OUTCOME))
-    final = final.withColumns({"reason": reason,
-                               "hard": F.col("final") & ~F.col("conflict") & F.col("valid")})
-    final = final.select("eid", *_UKEY, "reason", "hard", "label", "llr", "has_sig").persist()
+    # per use what the SQL decided: its reason (an UNJOINED_REASONS index, -1 joined by an
+    # outcome), label, and its answers' contributions in the order of their first signals
+    # (summed by the executors as one machine sums them: :func:`_llr`)
+    answers = joined["answers"].groupBy("eid").agg(
+        F.array_sort(F.collect_list(F.struct("first", "contrib"))).alias("answers"))
+    final = entries.select("eid").join(superseded, "eid", "left_anti") \
+        .join(joined["invalid_uses"].withColumn("invalid", F.lit(True)), "eid", "left") \
+        .join(joined["use_verdicts"], "eid", "left").join(answers, "eid", "left").select(
+            "eid", F.when(F.col("invalid"), _INVALID)
+            .otherwise(F.coalesce(F.col("reason"), F.lit(_NO_OUTCOME))).alias("reason"),
+            F.coalesce(F.col("label"), F.lit(False)).alias("label"), "answers").persist()
     final.count()
-    _log.info("label on Spark: joined at %.1f s", time.perf_counter() - t0)
 
     # -- the rows: every use with its wide columns, in eid (log) order by ranges of eid; each
     # task writes its claim rows and unjoined uses; the driver gets one summary per task ----
@@ -466,44 +486,36 @@ def _label(
     rows = entries.select("eid", "claim_id", "t_us", *_FEATS, "p", "memory_kind",
                           "action_id", "tool_name", "pk_str", "calibrator", "regime", "file",
                           "line", "detail") \
-        .join(final.select("eid", "reason", "hard", "label", "llr", "has_sig"), "eid")
+        .join(final, "eid")
     try:  # a failed label leaves no part files behind
         summary = rows.repartitionByRange("eid").sortWithinPartitions("eid") \
-            .mapInArrow(_parts_fn(folder), _PART_SUMMARY).toPandas() \
+            .mapInArrow(_parts_fn(folder, soft_labels), _PART_SUMMARY).toPandas() \
             .sort_values("part", ignore_index=True)
         if int(summary["uses"].sum()) != n_uses:
             raise AssertionError(f"the row stage wrote {int(summary['uses'].sum())} uses of "
                                  f"{n_uses}")
         _log.info("label on Spark: rows written at %.1f s", time.perf_counter() - t0)
-        flag_rows = flags.filter(F.col("used") | F.col("conflict") | F.col("ambiguous")
-                                 | F.col("keymatch")).toPandas()
         cal_cats = _first_seen(parsed, "calibrator")
         reg_cats = _first_seen(parsed, "regime")
 
         # -- the outcome records ----------------------------------------------------------------
-        n_out = len(out_df)
-        pos = pd.Index(out_df["oid"].to_numpy(np.int64)).get_indexer(
-            flag_rows["oid"].to_numpy(np.int64))
-        arrays = {}
-        for k in ("used", "conflict", "ambiguous", "keymatch", "earlier"):
-            a = np.zeros(n_out, dtype=bool)
-            a[pos] = flag_rows[k].to_numpy(bool)
-            arrays[k] = a
-        status = outcome_status(arrays["used"], arrays["conflict"], arrays["ambiguous"],
-                                 arrays["keymatch"], arrays["earlier"])
+        st = joined["outcome_state"].toArrow()
+        status = np.empty(len(out_df), dtype=np.int64)
+        status[st.column("oid").to_numpy()] = st.column("status").to_numpy()
         counts, outcome_details = outcome_report(out_df, out_invalid, status)
         reasons = np.sum(np.stack(summary["reasons"].map(np.asarray).to_list()), axis=0) \
             if len(summary) else np.zeros(len(UNJOINED_REASONS), dtype=np.int64)
         report = join_report(
             names, stats, n_entries=n_entries, n_uses=n_uses, n_hard=int(summary["hard"].sum()),
-            n_soft=int(summary["soft"].sum()), reasons=None, n_outcomes=n_out + len(out_invalid),
+            n_soft=int(summary["soft"].sum()), reasons=None,
+            n_outcomes=len(out_df) + len(out_invalid),
             counts=counts, rows=int(summary["rows"].sum()), soft_labels=soft_labels,
             ignored_signals=ignored, unjoined_uses=_use_frame(_empty_batch(_part_schemas()[1]),
                                                               names),
             outcome_details=outcome_details, unjoined_counts=[int(r) for r in reasons])
         return _Labelled(folder, summary, report, names, cal_cats, reg_cats, {
-            "parsed": parsed, "entries": entries, "final": final, "answers": answers,
-            "uses": uses}, kinds=kinds)
+            "parsed": parsed, "entries": entries, "final": final, **joined},
+            kinds=kinds, soft_labels=soft_labels)
     except BaseException:
         _remove_folder(folder)
         raise
@@ -579,7 +591,7 @@ class _BatchUses:
 
 
 def _episode_batch(batch: Any, files: list[str], min_calls: int,
-                   verifiers: dict[str, dict[str, Any]], schema: Any) -> Any:
+                   verifiers: dict[str, dict[str, Any]], soft_labels: str, schema: Any) -> Any:
     """The episodes of one batch of last records (``build_episodes``, the single-machine code)."""
     from types import SimpleNamespace
 
@@ -616,11 +628,13 @@ def _episode_batch(batch: Any, files: list[str], min_calls: int,
                       + ":" + st.field("pk_val").to_pandas().astype(str))[0]
     uses = _BatchUses(np.asarray(pk, dtype=np.int64),
                       st.field("pk_str").to_numpy(zero_copy_only=False))
+    reason = st.field("reason").to_numpy(zero_copy_only=False).astype(np.int8)
+    has_sig, llr = _llr(st.field("answers"))
+    hard, soft = verifier_labels(reason, has_sig, np.isnan(llr), soft_labels)
     state: dict[str, Any] = {
-        "uses": uses,
-        **{k: st.field(k).to_numpy(zero_copy_only=False).astype(bool)
-           for k in ("hard", "soft", "label")},
-        "reason": st.field("reason").to_numpy(zero_copy_only=False).astype(np.int64),
+        "uses": uses, "hard": hard, "soft": soft,
+        "label": st.field("label").to_numpy(zero_copy_only=False).astype(bool),
+        "reason": reason.astype(np.int64),
     }
     offers = batch.column("offers")
     of = pc.list_flatten(offers)
@@ -653,8 +667,8 @@ _EPISODE_SCHEMA: Final = ("kind byte, file int, line long, episode string, actio
                           "actions long, counts array<long>")
 
 
-def _episode_fn(files: list[str], min_calls: int, verifiers: dict[str, dict[str, Any]]
-                ) -> Any:
+def _episode_fn(files: list[str], min_calls: int, verifiers: dict[str, dict[str, Any]],
+                soft_labels: str) -> Any:
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType, _parse_datatype_string
 
@@ -665,7 +679,8 @@ def _episode_fn(files: list[str], min_calls: int, verifiers: dict[str, dict[str,
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
             if batch.num_rows:
-                yield from _episode_batch(batch, files, min_calls, verifiers, schema)
+                yield from _episode_batch(batch, files, min_calls, verifiers, soft_labels,
+                                          schema)
 
     return run
 
@@ -680,13 +695,13 @@ def _episodes_and_verifiers(done: _Labelled, min_verifier_calls: int
 
     from amv_calib.claims.engine import ACTION_REASONS, EpisodeReport, verifier_reliabilities
 
-    parsed, entries, final, answers = (done.frames[k] for k in ("parsed", "entries", "final",
-                                                               "answers"))
+    parsed, entries, final, answers, superseded = (done.frames[k] for k in (
+        "parsed", "entries", "final", "answers", "superseded"))
     names = done.names
-    final = final.withColumn("soft", (F.col("reason") == -1) & ~F.col("hard"))
 
     # -- verifier reliabilities: answer counts by verifier and label (Spark), the rest here --
-    counted = answers.join(final.select(*_UKEY, "hard", "label"), list(_UKEY)) \
+    counted = answers.join(final.select("eid", (F.col("reason") == -1).alias("hard"),
+                                        "label"), "eid") \
         .groupBy("verifier", "confirmed", "reliability", "hard", "label") \
         .agg(F.sum("n").alias("n")).toPandas()
     code = np.where(counted["hard"].to_numpy(bool),
@@ -695,8 +710,10 @@ def _episodes_and_verifiers(done: _Labelled, min_verifier_calls: int
                               "confirmed": counted["confirmed"].to_numpy(bool),
                               "reliability": counted["reliability"].to_numpy(np.float64),
                               "n": counted["n"].to_numpy(np.int64)})
-    records = parsed.filter("kind = 0").withColumns(_key_columns())
-    last = Window.partitionBy(*_AKEY).orderBy(F.desc("file"), F.desc("line"))
+    # an action's last record (a record without action id is an action of its own)
+    last = Window.partitionBy("action_id", F.when(F.col("action_id").isNull(), F.col("rec"))) \
+        .orderBy(F.desc("rec"))
+    records = parsed.filter("kind = 0")
     chosen = records.withColumn("_r", F.row_number().over(last)).filter("_r = 1").drop("_r")
     chosen = chosen.persist()
     done.frames["chosen"] = chosen
@@ -711,15 +728,19 @@ def _episodes_and_verifiers(done: _Labelled, min_verifier_calls: int
         min_verifier_calls=min_verifier_calls, declared_offers=declared)
 
     # -- episodes: each batch of last records through the single-machine rule ----------------
-    st = entries.join(chosen.select("file", "line"), ["file", "line"], "left_semi") \
-        .join(final.select(*_UKEY, "hard", "soft", "label", "reason"), list(_UKEY)) \
-        .groupBy("file", "line").agg(F.array_sort(F.collect_list(F.struct(
-            "pidx", "hard", "soft", "label", "reason", "pk_kind", "pk_val", "pk_str")))
+    # each entry of those records with what the join decided for its use
+    st = entries.join(chosen.select("rec"), "rec", "left_semi") \
+        .join(superseded.select("eid", "use_eid"), "eid", "left") \
+        .withColumn("use", F.coalesce("use_eid", "eid")) \
+        .join(final.withColumnRenamed("eid", "use"), "use") \
+        .groupBy("rec").agg(F.array_sort(F.collect_list(F.struct(
+            "pidx", "reason", "label", "answers", "pk_kind", "pk_val", "pk_str")))
             .alias("st"))
-    eps = chosen.select("file", "line", "action_id", "tool_name", "theta", "kappa",
+    eps = chosen.select("rec", "file", "line", "action_id", "tool_name", "theta", "kappa",
                         "n_premises", "has_verifiers", "premises", "offers") \
-        .join(st, ["file", "line"], "left") \
-        .mapInArrow(_episode_fn(names, min_verifier_calls, verifiers), _EPISODE_SCHEMA)
+        .join(st, "rec", "left") \
+        .mapInArrow(_episode_fn(names, min_verifier_calls, verifiers, done.soft_labels),
+                    _EPISODE_SCHEMA)
     got = eps.toArrow()
     kind = got.column("kind").to_numpy()
     rows = got.filter(pa.array(kind == 0)).sort_by([("file", "ascending"),

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
+from amv_calib.claims._duckjoin import _kind_bad
 from amv_calib.claims.engine import (
     MISSING_US,
     EntryAccumulator,
@@ -27,8 +28,9 @@ if TYPE_CHECKING:
 
 _READ_BYTES: Final = 16 << 20
 _PARQUET: Final = (".parquet", ".pq")
-#: An entry's id: its task in the high bits, its position in the task below (so ids follow
-#: the log order); the join keys its uses by it.
+#: The ids of a record (``rec``), an entry (``eid``) and a signal (``sid``): the task in the
+#: high bits, the position in the task below (so ids follow the log order, as the
+#: single-machine positions do, which is all the join reads of them).
 _EID_SHIFT: Final = 40
 
 _FEATS: Final = tuple(CLAIM_FEATURES)
@@ -178,13 +180,14 @@ def _parquet_chunks(path: str, group: int) -> Iterator[bytes]:
 # Parsing on the executors
 # ---------------------------------------------------------------------------------------------
 _PARSED_SCHEMA: Final = (
-    "kind byte, task int, file int, line long, t_us long, action_id string, "
+    "kind byte, task int, rec long, file int, line long, t_us long, action_id string, "
     "tool_name string, calibrator string, regime string, theta double, kappa double, "
     "n_premises int, has_verifiers boolean, "
     "premises array<struct<pidx:int, eid:long, premise_id:string, claim_id:string, "
     "recency_hours:double, source_trust_score:double, model_confidence:double, "
-    "contradiction_flag:double, p:double, memory_kind:string, detail:string>>, "
-    "signals array<struct<premise_id:string, verifier:string, confirmed:boolean, "
+    "contradiction_flag:double, p:double, memory_kind:string, kind_bad:boolean, "
+    "detail:string>>, "
+    "signals array<struct<sid:long, premise_id:string, verifier:string, confirmed:boolean, "
     "reliability:double>>, "
     "offers array<struct<id:string, resolves:array<string>, cost:double, reliability:double>>, "
     "lines long, records long, blank long, torn long, corrupt long, fragments long, "
@@ -231,6 +234,7 @@ def _parse_task(task: tuple[int, str, int, int], task_idx: int, first_line: int,
                                    "error": [str(exc)]})]
     r = acc.rec
     n_rec = acc.n_records
+    base = np.int64(task_idx) << _EID_SHIFT
 
     def nums(k: str, dtype: Any) -> Any:
         return np.concatenate(r[k]).astype(dtype) if r[k] else np.zeros(0, dtype)
@@ -238,6 +242,7 @@ def _parse_task(task: tuple[int, str, int, int], task_idx: int, first_line: int,
     rec_cols: dict[str, Any] = {
         "kind": pa.array(np.zeros(n_rec, np.int8)),
         "task": pa.array(np.full(n_rec, task_idx, np.int32)),
+        "rec": pa.array(base + np.arange(n_rec, dtype=np.int64)),
         "file": pa.array(nums("file", np.int32)),
         "line": pa.array(nums("line", np.int64)),
         "t_us": pa.array(nums("t_us", np.int64)),
@@ -262,17 +267,18 @@ def _parse_task(task: tuple[int, str, int, int], task_idx: int, first_line: int,
     detail = pa.compute.if_else(pa.array(invalid), detail, pa.scalar(None, pa.string()))
     rec_cols["premises"] = _nested(np.bincount(e_rec, minlength=n_rec), {
         "pidx": pa.array(entries["pidx"].to_numpy(np.int32)),
-        "eid": pa.array((np.int64(task_idx) << _EID_SHIFT)
-                        + np.arange(len(entries), dtype=np.int64)),
+        "eid": pa.array(base + np.arange(len(entries), dtype=np.int64)),
         "premise_id": pa.array(entries["premise_id"]).cast(pa.string())
         if len(entries) else pa.array([], pa.string()),
         "claim_id": pa.array(entries["claim_id"].array, type=pa.string()),
         **{k: pa.array(entries[k].to_numpy(np.float64)) for k in (*_FEATS, "p")},
         "memory_kind": pa.array(entries["memory_kind"]).cast(pa.string())
         if kinds and len(entries) else pa.nulls(len(entries), pa.string()),
+        "kind_bad": pa.array(_kind_bad(entries)),
         "detail": detail,
     })
     rec_cols["signals"] = _nested(np.bincount(signals["rec"].to_numpy(), minlength=n_rec), {
+        "sid": pa.array(base + np.arange(len(signals), dtype=np.int64)),
         "premise_id": pa.array(signals["premise_id"].array, type=pa.string()),
         "verifier": pa.array(signals["verifier"].array, type=pa.string()),
         "confirmed": pa.array(signals["confirmed"].to_numpy(bool)),
