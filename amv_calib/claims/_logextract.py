@@ -10,8 +10,10 @@ reads the verifier signals and, with ``offers``, the offered verifiers as the li
 does. Blocks are extracted on two threads (:func:`amv_calib.claims._logread.read_chunks`).
 
 It takes only what it can vouch for and returns None for anything else, so that the block
-goes to the line parser, which gives the same result: a line that is not a JSON object of
-ASCII bytes in strict JSON syntax, a blank line, a key holding an escape, a key given twice,
+goes to the line parser, which gives the same result: a line that is not a JSON object in
+strict JSON syntax, a byte >= 0x80 outside a string value or that does not begin a
+well-formed UTF-8 sequence, a blank line, a key holding an escape or a byte >= 0x80, a key
+given twice,
 nesting deeper than :data:`MAX_DEPTH`, a ``\\u`` escape of a surrogate in any string (a lone
 one is not Unicode text), a string value of a field it reads holding an escape, a value of a
 field it reads of another JSON type than it reads (strings: the ids, names, times, memory
@@ -258,7 +260,8 @@ def _ws(buf: Any, i: int, e: int) -> int:  # pragma: no cover - compiled
 @njit(cache=True, nogil=True, inline="always")
 def _string_end(buf: Any, i: int, e: int) -> Any:  # pragma: no cover - compiled
     """From the byte after an opening quote: (index of the closing quote or -1 if the
-    string is not strict JSON of ASCII bytes, whether it holds an escape)."""
+    string is not strict JSON of UTF-8 bytes, whether it holds an escape). A byte >= 0x80
+    must begin a well-formed UTF-8 sequence (:func:`_utf8_end`)."""
     escaped = False
     while i < e:
         c = buf[i]
@@ -290,8 +293,43 @@ def _string_end(buf: Any, i: int, e: int) -> Any:  # pragma: no cover - compiled
                 return -1, escaped
             i += 2
             continue
-        return -1, escaped  # a control byte or >= 0x80
+        if c < 128:  # a control byte
+            return -1, escaped
+        i = _utf8_end(buf, i, e)
+        if i < 0:
+            return -1, escaped
     return -1, escaped
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _utf8_end(buf: Any, i: int, e: int) -> int:  # pragma: no cover - compiled
+    """The index after the UTF-8 sequence starting at ``buf[i]`` (>= 0x80), or -1 if it is
+    not well-formed (The Unicode Standard, table 3-7: no overlong form, no surrogate, none
+    past U+10FFFF; what Python's strict decoder takes)."""
+    c = buf[i]
+    lo, hi = 0x80, 0xBF  # the second byte's range
+    if 0xC2 <= c <= 0xDF:
+        n = 1
+    elif 0xE0 <= c <= 0xEF:
+        n = 2
+        if c == 0xE0:
+            lo = 0xA0
+        elif c == 0xED:
+            hi = 0x9F
+    elif 0xF0 <= c <= 0xF4:
+        n = 3
+        if c == 0xF0:
+            lo = 0x90
+        elif c == 0xF4:
+            hi = 0x8F
+    else:
+        return -1
+    if i + n >= e or not lo <= buf[i + 1] <= hi:
+        return -1
+    for k in range(i + 2, i + n + 1):
+        if not 0x80 <= buf[k] <= 0xBF:
+            return -1
+    return i + n + 1
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -957,11 +995,12 @@ def _no_keys() -> _KeyTable:
 
 def strict_objects(block: bytes) -> bool:
     """Whether the walk vouches for every newline-terminated line of ``block`` as the line
-    parser's JSON object (module docstring: strict JSON of ASCII bytes, each key once, no
-    surrogate escape, nesting within :data:`MAX_DEPTH`): what a reader of another JSON-lines
-    file checks before it lets pyarrow read it (:mod:`amv_calib.claims._outcomes`)."""
+    parser's JSON object, and the block is ASCII (module docstring: strict JSON, each key
+    once, no surrogate escape, nesting within :data:`MAX_DEPTH`): what a reader of another
+    JSON-lines file checks before it lets pyarrow read it (:mod:`amv_calib.claims._outcomes`;
+    UTF-8 it leaves to the line parser, as before the walk judged it)."""
     starts, ends = line_bounds(block)
-    if len(block) >= 1 << 31 or not starts.size:
+    if len(block) >= 1 << 31 or not starts.size or not block.isascii():
         return False
     room = _Room(0, 0, 0, 0, 0)
     out = np.empty((_N_COLS, 0), dtype=np.uint8)

@@ -347,8 +347,9 @@ def test_each_odd_kind_reads_as_the_contract_rule_says_on_every_path(
     assert other == (None, None)
     tag, want = verdict
     has_columns = "memory_kind" in reads[0].entries.columns
-    # the extraction takes kinds given as JSON strings of printable ASCII without escapes
-    plain = all(v is None or (isinstance(v, str) and v.isascii() and v.isprintable()
+    # the extraction takes kinds given as JSON strings without escapes (json.dumps escapes
+    # a quote, a backslash and the control characters below U+0020), as UTF-8
+    plain = all(v is None or (isinstance(v, str) and min(map(ord, v), default=32) >= 32
                               and '"' not in v and "\\" not in v) for v in fields.values())
     assert taken == plain
     if tag == "none":
@@ -405,7 +406,14 @@ def test_a_premise_s_own_kind_comes_before_its_claim_s(
     b'{"premises": [{"id": "p0", "id": "p1"}]}',
     b'{"premises": [{"claim": {"id": "c", "id": "d"}}]}',
     b'{"a\\u0063tion_id": "a1"}',  # an escape in a key
-    '{"action_id": "caf\u00e9"}'.encode(),  # bytes >= 0x80: UTF-8 is the strict parser's
+    '{"caf\u00e9": 1}'.encode(),  # a key of bytes >= 0x80
+    '{"x": 1, "y": \u00e9}'.encode(),  # bytes >= 0x80 outside a string
+    b'{"action_id": "caf\xe9"}',  # not UTF-8
+    b'{"action_id": "\xc0\x80"}',  # an overlong form
+    b'{"action_id": "\xed\xa0\x80"}',  # a surrogate, as raw bytes
+    b'{"action_id": "\xf4\x90\x80\x80"}',  # past U+10FFFF
+    b'{"action_id": "\xe2\x82"}',  # cut short
+    b'\xef\xbb\xbf{"action_id": "a"}',  # a byte order mark: the line parser's
     b'{"x": "tab\there"}',  # a control byte in a string
     b'{"x": NaN}', b'{"x": 01}', b'{"x": 1.}', b'{"x": .5}', b'{"x": 1e}', b'{"x": +1}',
     b'{"x": tru}', b'{"x": nul}', b'{"x": [1,]}', b'{"x": 1,}', b'{"x" 1}', b'{x: 1}',
@@ -425,10 +433,11 @@ def test_refuses_what_it_cannot_vouch_for(line: bytes) -> None:
     b'{"a": ' + b'[' * (MAX_DEPTH - 2) + b']' * (MAX_DEPTH - 2) + b'}',
     b'{"x": {"k": 1}, "y": {"k": 1}, "z": [{"k": 1}, {"k": 1}]}',  # same keys, apart
     b'{"premises": [{"id": "p0", "claim": {"id": "c0"}}, {"id": "p1"}]}',
+    '{"action_id": "caf\u00e9 \u4e8b\u4ef6 \U0001f600 \u07ff \uffff", "x": "\u00e9"}'.encode(),
 ], ids=["empty", "escapes-in-values-not-read", "nulls-and-spaces", "null-and-empty-premises",
-        "deep-enough", "same-keys-in-other-objects", "nested-claims"])
+        "deep-enough", "same-keys-in-other-objects", "nested-claims", "utf-8"])
 def test_takes_strict_json_it_can_read(line: bytes) -> None:
-    assert strict_objects(line + b"\n")
+    assert strict_objects(line + b"\n") is line.isascii()  # UTF-8: the line parser's there
     assert _extract(line) is not None and _extract(line, offers=True) is not None
 
 
