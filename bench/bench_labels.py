@@ -5,9 +5,9 @@ Issue 9: join 10 M decision-log lines with 1 M outcome records on this machine a
 time and peak memory beside a plain pandas merge of the same data, in the same run.
 Issue 16: episodes may cost at most 1.3x the label join's time on the same data, same run.
 
-- **ours**: ``label --out claims.parquet``: ``amv_calib.claims.label_claims`` (pyarrow block
-  parsing of the log, the time-aware join by outcome kind, posterior soft labels, the full
-  accounting report) and the files it writes (``claims.parquet``, the join report and the
+- **ours**: ``label --out claims.parquet``: ``amv_calib.claims.label_claims`` (the compiled
+  extraction of the log's blocks, the time-aware join by outcome kind, posterior soft labels,
+  the full accounting report) and the files it writes (``claims.parquet``, the join report and the
   unjoined-records CSV); ``join_seconds`` is the join alone.
 - **episodes**: ``label --out DIR``: ``amv_calib.claims.label_logs`` (the same join, plus one
   episode per fully labelled action, each verifier's reliability) and every file of the

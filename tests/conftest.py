@@ -88,7 +88,7 @@ _LONG_FIRST = ("tests/spark/", "tests/monitoring/test_monitor.py",
                "tests/test_readme_recipes.py", "tests/tuning/test_certify_validity.py",
                "tests/claims/test_episodes.py", "tests/pipeline/test_pipeline.py",
                "tests/tracking/test_tracking.py", "tests/tracking/test_mlflow_server.py",
-               "tests/claims/test_keyscan.py", "tests/monitoring/test_sequential.py")
+               "tests/monitoring/test_sequential.py")
 
 
 def _start_rank(item: pytest.Item) -> int:

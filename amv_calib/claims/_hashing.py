@@ -166,8 +166,8 @@ def _fnv_kernel() -> Any:
     :func:`hash_strings` (numba is imported on first use)."""
     from numba import njit
 
-    from amv_calib.claims._keyscan import _FNV_OFFSET as basis
-    from amv_calib.claims._keyscan import _FNV_PRIME as prime
+    from amv_calib.claims._logextract import FNV_OFFSET as basis
+    from amv_calib.claims._logextract import FNV_PRIME as prime
 
     @njit(cache=True, nogil=True)
     def kernel(offsets: Any, data: Any, out: Any) -> None:  # pragma: no cover - compiled

@@ -1,7 +1,7 @@
 """Compiled loops of the label join (numba), where numpy has no fast whole-array form.
 
 Importing this module imports numba, which compiles a loop on its first call (and caches it
-beside the module, as :mod:`amv_calib.claims._keyscan` does).
+beside the module, as :mod:`amv_calib.claims._logextract` does).
 """
 
 from __future__ import annotations

@@ -1,28 +1,30 @@
-"""A compiled extraction of the fields the label join reads from decision-log lines.
+"""A compiled extraction of the fields the label join and the episodes read from decision-log
+lines: the fast reader of :mod:`amv_calib.claims._logread`, whose other reader is the line
+parser.
 
-pyarrow's JSON reader builds every field of its schema for every line (~85 ms of CPU a 16
-MiB block, ~55 % of a 10 M-line label), though the join reads a dozen; the verifier signals
-were then parsed again in Python. :func:`extract_block` walks a block's bytes once: it
-validates each line as strict JSON, refuses a key given twice in an object (the rule the key
-scan, :mod:`amv_calib.claims._keyscan`, enforces for pyarrow's path), copies the string
-values it reads to their columns and converts the numbers (exactly, by Clinger's fast path,
-else by the Arrow routine pyarrow's reader converts them with), and reads the verifier
-signals as the line parser does. Blocks are extracted on two threads
-(:func:`amv_calib.claims._logread.read_chunks`).
+:func:`extract_block` walks a block's bytes once: it validates each line as strict JSON,
+refuses a key given twice in an object (the contract's rule,
+:func:`amv_calib.contract.loads_strict`), copies the string values it reads to their columns
+and converts the numbers (exactly, by Clinger's fast path, else by Arrow's conversion), and
+reads the verifier signals and, with ``offers``, the offered verifiers as the line parser
+does. Blocks are extracted on two threads (:func:`amv_calib.claims._logread.read_chunks`).
 
 It takes only what it can vouch for and returns None for anything else, so that the block
-goes to the key scan and pyarrow (and from there, where pyarrow refuses it, to the line
-parser), which give the same result: a line that is not a JSON object of ASCII bytes in
-strict JSON syntax, a blank line, a key holding an escape, a key given twice, nesting
-deeper than the scan's limit, a ``\\u`` escape of a surrogate in any string (a lone one
-is not Unicode text), a string value of a field it reads holding an escape, a value
-of a field it reads of another JSON type than pyarrow's schema has
-(:func:`amv_calib.claims._logread._arrow_schema`), a number Arrow refuses (a memory kind is
-a string or null: the reader runs the contract's rule on the strings taken, as on
-pyarrow's). The episodes'
-offered verifiers are pyarrow's to read: a read with ``offers=True`` does not come here.
-``tests/claims/test_logextract.py`` holds the read equal to the line parser's on generated
-logs of every spelling and odd value.
+goes to the line parser, which gives the same result: a line that is not a JSON object in
+strict JSON syntax, a byte >= 0x80 outside a string value or that does not begin a
+well-formed UTF-8 sequence, a blank line, a key holding an escape or a byte >= 0x80, a key
+given twice,
+nesting deeper than :data:`MAX_DEPTH`, a ``\\u`` escape of a surrogate in any string (a lone
+one is not Unicode text), a string value of a field it reads holding an escape, a value of a
+field it reads of another JSON type than it reads (strings: the ids, names, times, memory
+kinds, an offered verifier's id and the premise ids it resolves, a call's verifier (or a
+boolean); numbers: theta, kappa, ``p``, the features, the reliabilities and costs; a
+boolean: the contradiction flag; objects: the calibrator, a premise, its claim, a call, an
+offered verifier; lists: the premises, the calls, the offered verifiers and what one
+resolves; null anywhere but in what an offered verifier resolves), a number Arrow refuses,
+or a cost or reliability that does not convert exactly (the reader runs the contract's rule
+on the memory kinds taken). ``tests/claims/test_logextract.py`` holds the read equal to the
+line parser's on generated logs of every spelling and odd value.
 
 Importing this module imports numba, which compiles the walk on first use (cached on disk).
 """
@@ -37,15 +39,28 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-# the scan's FNV-1a constants, and the bytes a string's walk must stop at
-from amv_calib.claims._keyscan import (
-    _FNV_OFFSET,
-    _FNV_PRIME,
-    _STRING_STOPS,
-    MAX_DEPTH,
-    MAX_OPEN_KEYS,
+from amv_calib.contract import (
+    DECISION_ALIASES,
+    MEMORY_KIND_FIELDS,
+    OFFERED_VERIFIER_ALIASES,
+    VERIFIER_CALL_ALIASES,
 )
-from amv_calib.contract import DECISION_ALIASES, MEMORY_KIND_FIELDS, VERIFIER_CALL_ALIASES
+
+#: Deeper nesting goes to the line parser (Python's own limit is near 1,000).
+MAX_DEPTH: Final = 64
+#: A line with more keys than this (of the keys not read) in objects open at once goes to
+#: the line parser. The table is never grown: a compiled function returning a new array on
+#: each key costs reference counting on every key.
+MAX_OPEN_KEYS: Final = 4096
+#: FNV-1a's constants (:func:`key_word_hash`; :mod:`amv_calib.claims._hashing` hashes
+#: strings with them too).
+FNV_OFFSET: Final = np.uint64(0xCBF29CE484222325)
+FNV_PRIME: Final = np.uint64(0x100000001B3)
+#: Bytes a string's walk must stop at: a quote, a backslash, a control byte or >= 0x80.
+_STRING_STOPS: Final = np.zeros(256, dtype=np.uint8)
+_STRING_STOPS[:32] = 1
+_STRING_STOPS[128:] = 1
+_STRING_STOPS[[34, 92]] = 1
 
 # What a key's value is for (a target), per kind of object holding it (a role).
 # Record columns: strings, then numbers.
@@ -62,37 +77,48 @@ _T_PREMISE = 19
 # A verifier call (an element of the calls), its fields, its signals and one signal (a
 # value under a premise id).
 _T_CALL, _T_CALL_VERIFIER, _T_CALL_RELIABILITY, _T_SIGNALS, _T_SIGNAL = 20, 21, 22, 23, 24
+# The offered verifiers (a record's list, read with ``offers``), one of them, its id, the
+# premise ids it resolves (the list and one of them), its cost and reliability.
+_T_OFFERS, _T_OFFER, _T_OFFER_ID, _T_RESOLVES, _T_RESOLVE = 25, 26, 27, 28, 29
+_T_COST, _T_OFFER_RELIABILITY = 30, 31
 # A memory kind: of a premise (``memory_kind``, ``memoryKind``), then of its claim (the
 # same), each kept apart (the contract's rule reads both spellings and where they stand).
-_T_KIND = 25
+_T_KIND = 32
 _N_KINDS: Final = 4
 _T_NONE = -1
 
-_ROLE_TOP, _ROLE_CALIBRATOR, _ROLE_PREMISE, _ROLE_CLAIM, _ROLE_CALL = 0, 1, 2, 3, 4
-_ROLE_PREMISES, _ROLE_CALLS, _ROLE_SIGNALS, _ROLE_OTHER = 5, 6, 7, 8
-_N_KEYED_ROLES: Final = 5
+_ROLE_TOP, _ROLE_CALIBRATOR, _ROLE_PREMISE, _ROLE_CLAIM, _ROLE_CALL, _ROLE_OFFER = range(6)
+_ROLE_PREMISES, _ROLE_CALLS, _ROLE_SIGNALS, _ROLE_OFFERS, _ROLE_RESOLVES = 6, 7, 8, 9, 10
+_ROLE_OTHER = 11
+_N_KEYED_ROLES: Final = 6
 #: The string columns: the record's, the entry's two ids, a call's verifier, a signal's
 #: premise id.
 _N_REC_STRINGS: Final = 6
 _COL_VERIFIER: Final = _N_REC_STRINGS + 2
 _COL_SIGNAL: Final = _N_REC_STRINGS + 3
-#: The string columns of the memory kinds (:data:`_N_KINDS`), after the signals'.
+#: The string columns of the memory kinds (:data:`_N_KINDS`), after the signals'; then an
+#: offered verifier's id and the premise ids it resolves.
 _COL_KIND: Final = _COL_SIGNAL + 1
+_COL_OFFER_ID: Final = _COL_KIND + _N_KINDS
+_COL_RESOLVE: Final = _COL_OFFER_ID + 1
+_N_COLS: Final = _COL_RESOLVE + 1
 #: The role of an object, and of an array, holding a value of target ``t``, at ``t + 1``
 #: (-1: the schema has no such container there). A call, a call's signals or a signal of
 #: another type is passed over, as the line parser passes it over.
 _OBJECT_ROLE: Final = np.full(_T_KIND + _N_KINDS + 1, -1, dtype=np.int64)
 _OBJECT_ROLE[[_T_NONE + 1, _T_PREMISE + 1, _T_CALIBRATOR + 1, _T_CLAIM + 1, _T_CALL + 1,
-              _T_SIGNALS + 1, _T_SIGNAL + 1]] = (
+              _T_SIGNALS + 1, _T_SIGNAL + 1, _T_OFFER + 1]] = (
     _ROLE_OTHER, _ROLE_PREMISE, _ROLE_CALIBRATOR, _ROLE_CLAIM, _ROLE_CALL, _ROLE_SIGNALS,
-    _ROLE_OTHER)
+    _ROLE_OTHER, _ROLE_OFFER)
 _ARRAY_ROLE: Final = np.full(_T_KIND + _N_KINDS + 1, -1, dtype=np.int64)
 _ARRAY_ROLE[[_T_NONE + 1, _T_PREMISES + 1, _T_CALLS + 1, _T_CALL + 1, _T_SIGNALS + 1,
-             _T_SIGNAL + 1]] = (
-    _ROLE_OTHER, _ROLE_PREMISES, _ROLE_CALLS, _ROLE_OTHER, _ROLE_OTHER, _ROLE_OTHER)
+             _T_SIGNAL + 1, _T_OFFERS + 1, _T_RESOLVES + 1]] = (
+    _ROLE_OTHER, _ROLE_PREMISES, _ROLE_CALLS, _ROLE_OTHER, _ROLE_OTHER, _ROLE_OTHER,
+    _ROLE_OFFERS, _ROLE_RESOLVES)
 #: The target of an array's elements, by the array's role.
 _ELEMENT: Final = np.full(_ROLE_OTHER + 1, _T_NONE, dtype=np.int64)
-_ELEMENT[[_ROLE_PREMISES, _ROLE_CALLS]] = (_T_PREMISE, _T_CALL)
+_ELEMENT[[_ROLE_PREMISES, _ROLE_CALLS, _ROLE_OFFERS, _ROLE_RESOLVES]] = (
+    _T_PREMISE, _T_CALL, _T_OFFER, _T_RESOLVE)
 
 #: Record string columns, in the order of :attr:`Extracted.record_strings`.
 RECORD_STRINGS: Final = ("action_id", "tool_name", "regime", "time", "calibrator_name",
@@ -105,16 +131,19 @@ ENTRY_NUMBERS: Final = ("p", "recency_hours", "source_trust_score", "model_confi
 
 def _keys() -> list[tuple[int, str, int, int]]:
     """(role, key, target, rank): the keys read, per kind of object. A column given under
-    several keys takes the value of the lowest rank that is not null, as pyarrow's path
-    coalesces its spellings (:func:`amv_calib.claims._logread._columnar_block`)."""
-    d, c = DECISION_ALIASES, VERIFIER_CALL_ALIASES
+    several keys takes the value of the lowest rank that is not null, as the contract picks
+    a field's spellings (:func:`amv_calib.contract.normalize_decision`)."""
+    d, c, o = DECISION_ALIASES, VERIFIER_CALL_ALIASES, OFFERED_VERIFIER_ALIASES
     # (role, spellings in rank order, target, rank of the first spelling)
     table: list[tuple[int, tuple[str, ...], int, int]] = [
         *((_ROLE_TOP, d[name], target, 0) for name, target in (
             ("action_id", _T_ACTION), ("tool_name", _T_TOOL), ("regime", _T_REGIME),
             ("time", _T_TIME), ("theta", _T_THETA), ("kappa", _T_KAPPA),
             ("premises", _T_PREMISES), ("calibrator", _T_CALIBRATOR),
-            ("verifier_calls", _T_CALLS))),
+            ("verifier_calls", _T_CALLS), ("verifiers", _T_OFFERS))),
+        *((_ROLE_OFFER, o[name], target, 0) for name, target in (
+            ("id", _T_OFFER_ID), ("resolves_premise_ids", _T_RESOLVES),
+            ("execution_cost", _T_COST), ("symmetric_reliability", _T_OFFER_RELIABILITY))),
         *((_ROLE_CALL, c[name], target, 0) for name, target in (
             ("verifier", _T_CALL_VERIFIER), ("reliability", _T_CALL_RELIABILITY),
             ("signals", _T_SIGNALS))),
@@ -143,12 +172,12 @@ def key_word_hash(key: bytes) -> int:
     """The walk's 64-bit hash of a key's raw bytes: FNV-1a over little-endian 8-byte words
     (the last one zero-padded; a key holds no zero byte), then a shift-xor. A word at a
     time: a byte at a time, the multiplications' chain took ~40 % of the walk."""
-    h = int(_FNV_OFFSET)
+    h = int(FNV_OFFSET)
     words = [key[k:k + 8] for k in range(0, len(key), 8)] or [b""]
     if len(key) % 8 == 0 and key:
         words.append(b"")
     for word in words:
-        h = ((h ^ int.from_bytes(word, "little")) * int(_FNV_PRIME)) & 0xFFFFFFFFFFFFFFFF
+        h = ((h ^ int.from_bytes(word, "little")) * int(FNV_PRIME)) & 0xFFFFFFFFFFFFFFFF
     return h ^ (h >> 29)
 
 
@@ -166,8 +195,8 @@ def _words(key: bytes) -> list[int]:
 class _KeyTable:
     """The keys read, as a direct-mapped table of their hashes: slot ``(h * mult) >>
     shift`` holds hash ``h``, its length and bytes (as :func:`_words`) and, per role,
-    its target and rank (-1: not read in that role). At most 128 slots: an object's keys
-    read are noted in two 64-bit masks."""
+    its target and rank (-1: not read in that role). :data:`_SLOTS` slots: an object's
+    keys read are noted in a 64-bit mask per 64 slots."""
 
     hashes: NDArray[np.uint64]
     length: NDArray[np.int64]
@@ -178,20 +207,24 @@ class _KeyTable:
     shift: np.uint64
 
 
+#: The key table's slots (a power of two, a multiple of 64).
+_SLOTS: Final = 256
+
+
 @functools.cache
 def _key_table() -> _KeyTable:
     keys = _keys()
     distinct = sorted({k for _, k, _, _ in keys})
     assert max(len(k) for k in distinct) <= 8 * _KEY_WORDS
     hashes = np.array([key_word_hash(k.encode()) for k in distinct], dtype=np.uint64)
-    size = 128  # the ~40 keys fall in distinct slots after a few hundred multipliers
+    size = _SLOTS  # the ~50 keys fall in distinct slots after a few hundred multipliers
     shift = np.uint64(64 - (size.bit_length() - 1))
     for k in range(1, 1 << 16):  # odd multipliers, in a fixed order
         mult = np.uint64((k * 0x9E3779B97F4A7C15 | 1) & 0xFFFFFFFFFFFFFFFF)
         if np.unique((hashes * mult) >> shift).size == hashes.size:
             break
     else:  # pragma: no cover - the keys are fixed; tests build the table
-        raise AssertionError("no collision-free slot table of 128 slots")
+        raise AssertionError(f"no collision-free slot table of {size} slots")
     slots = ((hashes * mult) >> shift).astype(np.int64)
     table = _KeyTable(hashes=np.zeros(size, dtype=np.uint64),
                       length=np.full(size, -1, dtype=np.int64),
@@ -227,7 +260,8 @@ def _ws(buf: Any, i: int, e: int) -> int:  # pragma: no cover - compiled
 @njit(cache=True, nogil=True, inline="always")
 def _string_end(buf: Any, i: int, e: int) -> Any:  # pragma: no cover - compiled
     """From the byte after an opening quote: (index of the closing quote or -1 if the
-    string is not strict JSON of ASCII bytes, whether it holds an escape)."""
+    string is not strict JSON of UTF-8 bytes, whether it holds an escape). A byte >= 0x80
+    must begin a well-formed UTF-8 sequence (:func:`_utf8_end`)."""
     escaped = False
     while i < e:
         c = buf[i]
@@ -259,8 +293,43 @@ def _string_end(buf: Any, i: int, e: int) -> Any:  # pragma: no cover - compiled
                 return -1, escaped
             i += 2
             continue
-        return -1, escaped  # a control byte or >= 0x80
+        if c < 128:  # a control byte
+            return -1, escaped
+        i = _utf8_end(buf, i, e)
+        if i < 0:
+            return -1, escaped
     return -1, escaped
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _utf8_end(buf: Any, i: int, e: int) -> int:  # pragma: no cover - compiled
+    """The index after the UTF-8 sequence starting at ``buf[i]`` (>= 0x80), or -1 if it is
+    not well-formed (The Unicode Standard, table 3-7: no overlong form, no surrogate, none
+    past U+10FFFF; what Python's strict decoder takes)."""
+    c = buf[i]
+    lo, hi = 0x80, 0xBF  # the second byte's range
+    if 0xC2 <= c <= 0xDF:
+        n = 1
+    elif 0xE0 <= c <= 0xEF:
+        n = 2
+        if c == 0xE0:
+            lo = 0xA0
+        elif c == 0xED:
+            hi = 0x9F
+    elif 0xF0 <= c <= 0xF4:
+        n = 3
+        if c == 0xF0:
+            lo = 0x90
+        elif c == 0xF4:
+            hi = 0x8F
+    else:
+        return -1
+    if i + n >= e or not lo <= buf[i + 1] <= hi:
+        return -1
+    for k in range(i + 2, i + n + 1):
+        if not 0x80 <= buf[k] <= 0xBF:
+            return -1
+    return i + n + 1
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -352,7 +421,10 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
         rec_spans: Any, rec_num: Any, n_prem: Any, ent_spans: Any, ent_num: Any, flag: Any,
         parents: Any, inexact: Any, out: Any, used: Any, calls_min: Any, call_line: Any,
         call_spelling: Any, call_rel: Any, ver_spans: Any, sig_call: Any, sig_conf: Any,
-        sig_spans: Any, counts: Any, kind_spans: Any) -> int:  # pragma: no cover - compiled
+        sig_spans: Any, counts: Any, kind_spans: Any, offers: bool, offers_min: Any,
+        offer_line: Any, offer_spelling: Any, offer_num: Any, offer_spans: Any,
+        resolves_min: Any, resolve_offer: Any, resolve_spelling: Any,
+        resolve_spans: Any) -> int:  # pragma: no cover - compiled
     """Walk every line; -1 if one is outside what this takes (module docstring), -2 if
     there are more premise entries than ``parents`` has room for, else their number.
 
@@ -363,7 +435,14 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
     (the list's rank), ``call_rel`` (reliability and rank; NaN where null) and
     ``ver_spans`` (its verifier). Per signal (a true or false under a premise id in a
     call's ``signals``; ``counts[1]``): ``sig_call``, ``sig_conf`` and ``sig_spans`` (the
-    premise id). Per premise entry:
+    premise id). With ``offers``, per line ``offers_min``, the lowest rank of a spelling of
+    the offered verifiers given as a list; per offered verifier (an object or null in such a
+    list; ``counts[2]``): ``offer_line``, ``offer_spelling`` (the list's rank),
+    ``offer_num`` (offers x 2 x (value, rank): the cost and the reliability; NaN where
+    null), ``offer_spans`` (its id) and ``resolves_min`` (the lowest rank of a spelling of
+    the premise ids it resolves given as a list); per premise id in such a list
+    (``counts[3]``): ``resolve_offer``, ``resolve_spelling`` and ``resolve_spans``. Per
+    premise entry:
     ``ent_spans`` (entries x 6 x 3) its ids and numbers, ``flag`` (entries x 2: value,
     rank) the contradiction flag, ``kind_spans`` (entries x 4 x 3) its memory kinds (a
     string each; any other value than null refuses the line), ``parents`` its line. A
@@ -372,9 +451,9 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
     :func:`_decimal` into ``rec_num`` and ``ent_num`` (``inexact`` per number column: some
     did not convert exactly).
 
-    A key given twice in an object is refused as the key scan refuses it, so that a block
-    this takes needs no scan: a key read is known by its bytes (a bit of the object's two
-    masks marks it), any other by its hash (a collision refuses a clean line)."""
+    A key given twice in an object is refused, as the line parser refuses it: a key read is
+    known by its bytes (a bit of the object's masks marks it), any other by its hash (a
+    collision refuses a clean line)."""
     true_ = np.array([116, 114, 117, 101], dtype=np.uint8)
     false_ = np.array([102, 97, 108, 115, 101], dtype=np.uint8)
     null_ = np.array([110, 117, 108, 108], dtype=np.uint8)
@@ -382,7 +461,7 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
     role = np.zeros(max_depth + 2, dtype=np.int64)
     frame = np.zeros(max_depth + 2, dtype=np.int64)  # first key index of each object
     keys = np.empty(max_keys, dtype=np.uint64)  # the hashes of keys not read
-    seen = np.zeros((max_depth + 2, 2), dtype=np.uint64)  # the keys read, by slot
+    seen = np.zeros((max_depth + 2, _SLOTS // 64), dtype=np.uint64)  # the keys read, by slot
     kw = np.zeros(_KEY_WORDS, dtype=np.uint64)  # a key's first words
 
     n_ent = 0
@@ -402,10 +481,11 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
         ent = -1
         nkeys = 0
         frame[0] = 0
-        seen[0, 0] = 0
-        seen[0, 1] = 0
+        seen[0, :] = 0
         open_call = -1  # the spelling of the verifier calls whose value is being read
         call = -1
+        open_offers = open_resolves = -1  # the same, of the offered verifiers, of a resolves
+        offer = -1
         key_a = key_b = 0  # a signal's premise id
         while True:
             i = _ws(buf, i, e)
@@ -419,7 +499,7 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                 elif c == 34:
                     # the key's hash, eight bytes at a time (key_word_hash), and its
                     # first words
-                    h = _FNV_OFFSET
+                    h = FNV_OFFSET
                     w = np.uint64(0)
                     sh = np.uint64(0)
                     nw = 0
@@ -433,7 +513,7 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                         w |= np.uint64(d) << sh
                         sh += np.uint64(8)
                         if sh == np.uint64(64):
-                            h = (h ^ w) * _FNV_PRIME
+                            h = (h ^ w) * FNV_PRIME
                             if nw < _KEY_WORDS:
                                 kw[nw] = w
                             nw += 1
@@ -442,7 +522,7 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                         j += 1
                     if j >= e or buf[j] != 34:  # an escape, a control byte, >= 0x80
                         return -1
-                    h = (h ^ w) * _FNV_PRIME
+                    h = (h ^ w) * FNV_PRIME
                     h ^= h >> np.uint64(29)
                     if nw < _KEY_WORDS:
                         kw[nw] = w
@@ -453,10 +533,10 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                             and words[slot, 0] == kw[0] and words[slot, 1] == kw[1]
                             and words[slot, 2] == kw[2] and words[slot, 3] == kw[3]):
                         bit = np.uint64(1) << np.uint64(slot & 63)
-                        half = slot >> 6
-                        if seen[depth, half] & bit:
+                        word = slot >> 6
+                        if seen[depth, word] & bit:
                             return -1
-                        seen[depth, half] |= bit
+                        seen[depth, word] |= bit
                         if role[depth] < _N_KEYED_ROLES:
                             tgt = target[slot, role[depth]]
                             rnk = rank[slot, role[depth]]
@@ -470,6 +550,11 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                         nkeys += 1
                     if tgt == _T_CALLS:
                         open_call = rnk
+                    elif tgt == _T_OFFERS:
+                        if offers:
+                            open_offers = rnk
+                        else:  # not read: any value
+                            tgt = _T_NONE
                     elif role[depth] == _ROLE_SIGNALS:
                         tgt = _T_SIGNAL
                         key_a = i + 1
@@ -505,7 +590,7 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                     typed = not (tgt == _T_NONE or tgt == _T_CALL or tgt == _T_SIGNALS
                                  or tgt == _T_SIGNAL)
                     if c == 123 or c == 91:
-                        if depth + 2 > max_depth:  # the key scan's depth counts from 1
+                        if depth + 2 > max_depth:  # the depth counts from 1, the line's object too
                             return -1
                         new_role = (_OBJECT_ROLE if c == 123 else _ARRAY_ROLE)[tgt + 1]
                         if new_role < 0:  # the schema has no such container here
@@ -525,12 +610,22 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                                 return -2
                             call_line[call] = line
                             call_spelling[call] = open_call
+                        elif new_role == _ROLE_OFFERS:
+                            offers_min[line] = min(offers_min[line], rnk)
+                        elif new_role == _ROLE_OFFER:
+                            offer = _take(counts, 2, offer_line.shape[0])
+                            if offer < 0:
+                                return -2
+                            offer_line[offer] = line
+                            offer_spelling[offer] = open_offers
+                        elif new_role == _ROLE_RESOLVES:
+                            resolves_min[offer] = min(resolves_min[offer], rnk)
+                            open_resolves = rnk
                         depth += 1
                         is_obj[depth] = c == 123
                         role[depth] = new_role
                         frame[depth] = nkeys
-                        seen[depth, 0] = 0
-                        seen[depth, 1] = 0
+                        seen[depth, :] = 0
                         i += 1
                         if c == 123:
                             state = _S_KEY_OR_END
@@ -546,6 +641,7 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                             if escaped or not (tgt <= _T_CAL_VERSION or tgt == _T_PREMISE_ID
                                                or tgt == _T_CLAIM_ID
                                                or tgt == _T_CALL_VERIFIER
+                                               or tgt == _T_OFFER_ID or tgt == _T_RESOLVE
                                                or tgt >= _T_KIND):
                                 return -1
                             if tgt >= _T_KIND:
@@ -556,6 +652,17 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                                       0, rnk)
                             elif tgt <= _T_CAL_VERSION:
                                 _copy(buf, i + 1, j, out, tgt, used, rec_spans, line, tgt, rnk)
+                            elif tgt == _T_OFFER_ID:
+                                _copy(buf, i + 1, j, out, _COL_OFFER_ID, used, offer_spans,
+                                      offer, 0, rnk)
+                            elif tgt == _T_RESOLVE:
+                                k = _take(counts, 3, resolve_offer.shape[0])
+                                if k < 0:
+                                    return -2
+                                resolve_offer[k] = offer
+                                resolve_spelling[k] = open_resolves
+                                _copy(buf, i + 1, j, out, _COL_RESOLVE, used, resolve_spans,
+                                      k, 0, 0)
                             else:
                                 _copy(buf, i + 1, j, out, tgt - _T_PREMISE_ID + _N_REC_STRINGS,
                                       used, ent_spans, ent, tgt - _T_PREMISE_ID, rnk)
@@ -585,6 +692,14 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                                     v, exact = _decimal(buf, i, j, tens)
                                     ent_num[ent, col - 2] = v
                                     inexact[col] |= not exact
+                            elif tgt == _T_COST or tgt == _T_OFFER_RELIABILITY:
+                                m = tgt - _T_COST
+                                if rnk < offer_num[offer, m, 1]:
+                                    v, exact = _decimal(buf, i, j, tens)
+                                    if not exact:  # seldom: the line parser's
+                                        return -1
+                                    offer_num[offer, m, 0] = v
+                                    offer_num[offer, m, 1] = rnk
                             else:
                                 return -1
                         i = j
@@ -618,6 +733,14 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                             parents[n_ent] = line
                             n_ent += 1
                             n_prem[line] += 1
+                        elif tgt == _T_OFFER:  # a null offered verifier: a row of nulls
+                            offer = _take(counts, 2, offer_line.shape[0])
+                            if offer < 0:
+                                return -2
+                            offer_line[offer] = line
+                            offer_spelling[offer] = open_offers
+                        elif tgt == _T_RESOLVE:  # the line parser reads no list holding one
+                            return -1
                         i = j
                     else:
                         return -1
@@ -754,10 +877,10 @@ class Extracted:
     :data:`RECORD_NUMBERS`) and number of premises; per premise entry its line
     (``parents``), ``premise_id`` and ``claim_id`` (Arrow strings), numbers
     (:data:`ENTRY_NUMBERS`) and contradiction flag (1.0, 0.0, NaN). Each column is the
-    first spelling that is not null, in the order pyarrow's path coalesces them; strings
-    as given (empty ones not yet nulls). ``signals``: the verifier signals as the line
-    parser reads them (``_signals_of``): ``rec`` (the line), ``premise_id`` and
-    ``verifier`` (Arrow strings), ``confirmed`` and ``reliability`` (numpy)."""
+    first spelling that is not null, as the contract picks them; strings as given (empty
+    ones not yet nulls). ``signals``: the verifier signals as the line parser reads them
+    (``_signals_of``): ``rec`` (the line), ``premise_id`` and ``verifier`` (Arrow strings),
+    ``confirmed`` and ``reliability`` (numpy)."""
 
     record_strings: dict[str, Any]
     record_numbers: dict[str, NDArray[np.float64]]
@@ -771,6 +894,13 @@ class Extracted:
     #: per entry its ``memory_kind``, ``memoryKind`` and its claim's (Arrow strings, as
     #: given; null where null or absent)
     kinds: list[Any]
+    #: per line, whether it lists offered verifiers (all False when not read)
+    has_verifiers: NDArray[np.bool_]
+    #: read with ``offers``: one row per offered verifier, as the line parser reads them:
+    #: ``rec`` (the line), ``id`` (Arrow strings, as given), ``resolves`` (an Arrow list of
+    #: strings, null where no list of strings is given), ``cost`` and ``reliability``
+    #: (numpy, NaN where null); else None
+    offers: dict[str, Any] | None = None
 
 
 def _spans(rows: int, cols: int) -> NDArray[np.int32]:
@@ -783,17 +913,105 @@ def _spans(rows: int, cols: int) -> NDArray[np.int32]:
 def _string_room(columns: int, size: int) -> NDArray[np.uint8] | None:
     """Room for ``columns`` string columns of at most ``size`` bytes each (a block's); the
     pages never written are never backed, but a system that commits memory strictly may
-    refuse the address space: then None, and the block goes to pyarrow."""
+    refuse the address space: then None, and the block goes to the line parser."""
     try:
         return np.empty((columns, size), dtype=np.uint8)
     except MemoryError:
         return None
 
 
-def extract_block(block: bytes, starts: NDArray[np.int64],
-                  ends: NDArray[np.int64]) -> Extracted | None:
+class _Room:
+    """The walk's tables (:func:`_extract`) for ``n`` lines: ``cap`` premise entries,
+    ``calls`` verifier calls and as many signals, ``offers`` offered verifiers and
+    ``resolves`` premise ids they resolve."""
+
+    def __init__(self, n: int, cap: int, calls: int, offers: int, resolves: int) -> None:
+        self.rec_spans = _spans(n, 8)
+        self.rec_num = np.full((n, len(RECORD_NUMBERS)), np.nan)
+        self.n_prem = np.zeros(n, dtype=np.int64)
+        self.ent_spans = _spans(cap, 6)
+        self.ent_num = np.full((cap, len(ENTRY_NUMBERS)), np.nan)
+        self.flag = np.full((cap, 2), -1, dtype=np.int8)
+        self.flag[:, 1] = _NO_RANK
+        self.parents = np.empty(cap, dtype=np.int64)
+        self.inexact = np.zeros(len(RECORD_NUMBERS) + len(ENTRY_NUMBERS), dtype=np.bool_)
+        self.used = np.zeros(_N_COLS, dtype=np.int64)
+        self.calls_min = np.full(n, _NO_RANK, dtype=np.int64)
+        self.call_line = np.empty(calls, dtype=np.int64)
+        self.call_spelling = np.empty(calls, dtype=np.int64)
+        self.call_rel = np.full((calls, 2), np.nan)
+        self.call_rel[:, 1] = _NO_RANK
+        self.ver_spans = _spans(calls, 1)
+        self.sig_call = np.empty(calls, dtype=np.int64)
+        self.sig_conf = np.empty(calls, dtype=np.bool_)
+        self.sig_spans = _spans(calls, 1)
+        self.counts = np.zeros(4, dtype=np.int64)
+        self.kind_spans = _spans(cap, _N_KINDS)
+        self.offers_min = np.full(n if offers else 0, _NO_RANK, dtype=np.int64)
+        self.offer_line = np.empty(offers, dtype=np.int64)
+        self.offer_spelling = np.empty(offers, dtype=np.int64)
+        self.offer_num = np.full((offers, 2, 2), np.nan)
+        self.offer_num[:, :, 1] = _NO_RANK
+        self.offer_spans = _spans(offers, 1)
+        self.resolves_min = np.full(offers, _NO_RANK, dtype=np.int64)
+        self.resolve_offer = np.empty(resolves, dtype=np.int64)
+        self.resolve_spelling = np.empty(resolves, dtype=np.int64)
+        self.resolve_spans = _spans(resolves, 1)
+
+    def walk(self, buf: NDArray[np.uint8], starts: NDArray[np.int64],
+             ends: NDArray[np.int64], t: _KeyTable, offers: bool,
+             out: NDArray[np.uint8]) -> int:
+        """:func:`_extract` on these tables."""
+        r = self
+        return int(_extract(
+            buf, starts, ends, t.hashes, t.length, t.words, t.target, t.rank, t.mult,
+            t.shift, MAX_DEPTH, MAX_OPEN_KEYS, _EXACT_TENS, r.rec_spans, r.rec_num, r.n_prem,
+            r.ent_spans, r.ent_num, r.flag, r.parents, r.inexact, out, r.used, r.calls_min,
+            r.call_line, r.call_spelling, r.call_rel, r.ver_spans, r.sig_call, r.sig_conf,
+            r.sig_spans, r.counts, r.kind_spans, offers, r.offers_min, r.offer_line,
+            r.offer_spelling, r.offer_num, r.offer_spans, r.resolves_min, r.resolve_offer,
+            r.resolve_spelling, r.resolve_spans))
+
+
+def line_bounds(block: bytes) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Start and end (the newline's offset) of each newline-terminated line of ``block``."""
+    buf = np.frombuffer(block, dtype=np.uint8)
+    ends = np.flatnonzero(buf == 10).astype(np.int64)
+    starts = np.empty_like(ends)
+    if ends.size:
+        starts[0] = 0
+        starts[1:] = ends[:-1] + 1
+    return starts, ends
+
+
+@functools.cache
+def _no_keys() -> _KeyTable:
+    """A key table that reads no key: the walk then only judges the lines."""
+    t = _key_table()
+    return _KeyTable(hashes=np.zeros_like(t.hashes), length=np.full_like(t.length, -1),
+                     words=np.zeros_like(t.words), target=np.full_like(t.target, _T_NONE),
+                     rank=np.zeros_like(t.rank), mult=t.mult, shift=t.shift)
+
+
+def strict_objects(block: bytes) -> bool:
+    """Whether the walk vouches for every newline-terminated line of ``block`` as the line
+    parser's JSON object, and the block is ASCII (module docstring: strict JSON, each key
+    once, no surrogate escape, nesting within :data:`MAX_DEPTH`): what a reader of another
+    JSON-lines file checks before it lets pyarrow read it (:mod:`amv_calib.claims._outcomes`;
+    UTF-8 it leaves to the line parser, as before the walk judged it)."""
+    starts, ends = line_bounds(block)
+    if len(block) >= 1 << 31 or not starts.size or not block.isascii():
+        return False
+    room = _Room(0, 0, 0, 0, 0)
+    out = np.empty((_N_COLS, 0), dtype=np.uint8)
+    return room.walk(np.frombuffer(block, dtype=np.uint8), starts, ends, _no_keys(), False,
+                     out) >= 0
+
+
+def extract_block(block: bytes, starts: NDArray[np.int64], ends: NDArray[np.int64],
+                  offers: bool = False) -> Extracted | None:
     """The columns of the lines ``block[starts[i]:ends[i]]``, or None if a line is outside
-    what this takes (module docstring)."""
+    what this takes (module docstring); with ``offers``, the offered verifiers too."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -802,81 +1020,92 @@ def extract_block(block: bytes, starts: NDArray[np.int64],
     buf = np.frombuffer(block, dtype=np.uint8)
     n = starts.size
     t = _key_table()
-    # room for four premises and a verifier call and signal a line, then (seldom) for as
-    # many as the block could hold: each is at least two bytes and a separator
-    out = _string_room(_COL_KIND + _N_KINDS, len(block))
+    out = _string_room(_N_COLS, len(block))
     if out is None:
         return None
-    for cap, small in ((4 * n + 64, n + 64), (len(block) // 3 + 1, len(block) // 3 + 1)):
-        rec_spans = _spans(n, 8)
-        ent_spans = _spans(cap, 6)
-        flag = np.full((cap, 2), -1, dtype=np.int8)
-        flag[:, 1] = _NO_RANK
-        parents = np.empty(cap, dtype=np.int64)
-        n_prem = np.zeros(n, dtype=np.int64)
-        rec_num = np.full((n, len(RECORD_NUMBERS)), np.nan)
-        ent_num = np.full((cap, len(ENTRY_NUMBERS)), np.nan)
-        inexact = np.zeros(len(RECORD_NUMBERS) + len(ENTRY_NUMBERS), dtype=np.bool_)
-        used = np.zeros(_COL_KIND + _N_KINDS, dtype=np.int64)
-        kind_spans = _spans(cap, _N_KINDS)
-        calls_min = np.full(n, _NO_RANK, dtype=np.int64)
-        call_line = np.empty(small, dtype=np.int64)
-        call_spelling = np.empty(small, dtype=np.int64)
-        call_rel = np.full((small, 2), np.nan)
-        call_rel[:, 1] = _NO_RANK
-        ver_spans = _spans(small, 1)
-        sig_call = np.empty(small, dtype=np.int64)
-        sig_conf = np.empty(small, dtype=np.bool_)
-        sig_spans = _spans(small, 1)
-        counts = np.zeros(2, dtype=np.int64)
-        n_ent = _extract(buf, starts, ends, t.hashes, t.length, t.words, t.target, t.rank,
-                         t.mult, t.shift, MAX_DEPTH, MAX_OPEN_KEYS, _EXACT_TENS, rec_spans,
-                         rec_num, n_prem, ent_spans, ent_num, flag, parents, inexact, out,
-                         used, calls_min, call_line, call_spelling, call_rel, ver_spans,
-                         sig_call, sig_conf, sig_spans, counts, kind_spans)
+    # room for four premises, a verifier call and signal, two offered verifiers and four
+    # premise ids they resolve a line, then (seldom) for as many as the block could hold:
+    # each is at least two bytes and a separator
+    most = len(block) // 3 + 1
+    for cap, calls, n_off, n_res in ((4 * n + 64, n + 64, 2 * n + 64, 4 * n + 64),
+                                     (most, most, most, most)):
+        r = _Room(n, cap, calls, n_off if offers else 0, n_res if offers else 0)
+        n_ent = r.walk(buf, starts, ends, t, offers, out)
         if n_ent != -2:
             break
     if n_ent < 0:
         return None
-    ent_spans = ent_spans[:n_ent]
-    kind_spans = kind_spans[:n_ent]
+    ent_spans = r.ent_spans[:n_ent]
+    kind_spans = r.kind_spans[:n_ent]
     rec_numbers = {}
     for k, name in enumerate(RECORD_NUMBERS):
-        arr = _numbers(buf, rec_spans, len(RECORD_STRINGS) + k) if inexact[k] \
-            else rec_num[:, k].copy()
+        arr = _numbers(buf, r.rec_spans, len(RECORD_STRINGS) + k) if r.inexact[k] \
+            else r.rec_num[:, k].copy()
         if arr is None:
             return None
         rec_numbers[name] = arr
     ent_numbers = {}
     for k, name in enumerate(ENTRY_NUMBERS):
-        arr = _numbers(buf, ent_spans, 2 + k) if inexact[len(RECORD_NUMBERS) + k] \
-            else ent_num[:n_ent, k].copy()
+        arr = _numbers(buf, ent_spans, 2 + k) if r.inexact[len(RECORD_NUMBERS) + k] \
+            else r.ent_num[:n_ent, k].copy()
         if arr is None:
             return None
         ent_numbers[name] = arr
     # the signals of the calls the line parser reads: the first spelling given as a list
-    n_calls, n_sigs = (int(x) for x in counts)
-    of = sig_call[:n_sigs]
-    keep = np.flatnonzero(call_spelling[of] == calls_min[call_line[of]])
+    n_calls, n_sigs = (int(x) for x in r.counts[:2])
+    of = r.sig_call[:n_sigs]
+    keep = np.flatnonzero(r.call_spelling[of] == r.calls_min[r.call_line[of]])
     of = of[keep]
-    verifiers = pc.fill_null(_copied(out[_COL_VERIFIER], int(used[_COL_VERIFIER]),
-                                     ver_spans[:n_calls], 0), "")
+    verifiers = pc.fill_null(_copied(out[_COL_VERIFIER], int(r.used[_COL_VERIFIER]),
+                                     r.ver_spans[:n_calls], 0), "")
     signals = {
-        "rec": call_line[of],
-        "premise_id": _copied(out[_COL_SIGNAL], int(used[_COL_SIGNAL]), sig_spans[:n_sigs],
-                              0).take(pa.array(keep)),
+        "rec": r.call_line[of],
+        "premise_id": _copied(out[_COL_SIGNAL], int(r.used[_COL_SIGNAL]),
+                              r.sig_spans[:n_sigs], 0).take(pa.array(keep)),
         "verifier": verifiers.take(pa.array(of)),
-        "confirmed": sig_conf[:n_sigs][keep],
-        "reliability": call_rel[of, 0],
+        "confirmed": r.sig_conf[:n_sigs][keep],
+        "reliability": r.call_rel[of, 0],
     }
-    f = flag[:n_ent, 0]
+    f = r.flag[:n_ent, 0]
     return Extracted(
-        record_strings={name: _copied(out[k], int(used[k]), rec_spans, k)
+        record_strings={name: _copied(out[k], int(r.used[k]), r.rec_spans, k)
                         for k, name in enumerate(RECORD_STRINGS)},
-        record_numbers=rec_numbers, n_premises=n_prem, parents=parents[:n_ent].copy(),
-        premise_id=_copied(out[_N_REC_STRINGS], int(used[_N_REC_STRINGS]), ent_spans, 0),
-        claim_id=_copied(out[_N_REC_STRINGS + 1], int(used[_N_REC_STRINGS + 1]), ent_spans, 1),
+        record_numbers=rec_numbers, n_premises=r.n_prem, parents=r.parents[:n_ent].copy(),
+        premise_id=_copied(out[_N_REC_STRINGS], int(r.used[_N_REC_STRINGS]), ent_spans, 0),
+        claim_id=_copied(out[_N_REC_STRINGS + 1], int(r.used[_N_REC_STRINGS + 1]),
+                         ent_spans, 1),
         entry_numbers=ent_numbers,
         contradiction_flag=np.where(f < 0, np.nan, f.astype(np.float64)), signals=signals,
-        kinds=[_copied(out[_COL_KIND + k], int(used[_COL_KIND + k]), kind_spans, k)
-               for k in range(_N_KINDS)])
+        kinds=[_copied(out[_COL_KIND + k], int(r.used[_COL_KIND + k]), kind_spans, k)
+               for k in range(_N_KINDS)],
+        has_verifiers=r.offers_min < _NO_RANK if offers else np.zeros(n, dtype=bool),
+        offers=_offers(r, out) if offers else None)
+
+
+def _offers(r: _Room, out: NDArray[np.uint8]) -> dict[str, Any]:
+    """The offered verifiers the line parser reads (:attr:`Extracted.offers`): those of the
+    first spelling given as a list, each with the premise ids of its first spelling given
+    as a list."""
+    import pyarrow as pa
+
+    n_off, n_res = (int(x) for x in r.counts[2:])
+    line = r.offer_line[:n_off]
+    kept = np.flatnonzero(r.offer_spelling[:n_off] == r.offers_min[line])
+    of = r.resolve_offer[:n_res]
+    taken = np.zeros(n_off, dtype=bool)
+    taken[kept] = True
+    first = r.resolves_min[:n_off]
+    res = np.flatnonzero((r.resolve_spelling[:n_res] == first[of]) & taken[of])
+    offsets = np.zeros(kept.size + 1, dtype=np.int32)
+    np.cumsum(np.bincount(of[res], minlength=n_off)[kept], out=offsets[1:])
+    premise_ids = _copied(out[_COL_RESOLVE], int(r.used[_COL_RESOLVE]),
+                          r.resolve_spans[:n_res], 0).take(pa.array(res))
+    return {
+        "rec": line[kept],
+        "id": _copied(out[_COL_OFFER_ID], int(r.used[_COL_OFFER_ID]),
+                      r.offer_spans[:n_off], 0).take(pa.array(kept)),
+        "resolves": pa.ListArray.from_arrays(pa.array(offsets), premise_ids,
+                                             mask=pa.array(first[kept] == _NO_RANK)),
+        "cost": r.offer_num[kept, 0, 0],
+        "reliability": r.offer_num[kept, 1, 0],
+    }

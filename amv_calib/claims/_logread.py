@@ -4,8 +4,8 @@
 record, the verifier signals and the offered verifiers); :func:`read_chunks` parses
 consecutive bytes of one log (what the Spark engine runs on each split). A block is read by
 the compiled extraction (:mod:`amv_calib.claims._logextract`) where it can vouch for every
-line, else parsed with pyarrow where pyarrow takes it, else line by line: the same result
-each way. The label join (:mod:`amv_calib.claims._join`) and the log adapters read logs
+line, else line by line by the strict line parser: the same result either way. The label
+join (:mod:`amv_calib.claims._join`) and the log adapters read logs
 through this module.
 """
 
@@ -15,8 +15,6 @@ import collections
 import contextlib
 import functools
 import gc
-import json
-import math
 import os
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,19 +27,8 @@ from numpy.typing import NDArray
 
 from amv_calib.claims._arrow import IntArray, strip_ids
 from amv_calib.claims._hashing import factorize_strings
-from amv_calib.claims._logschema import (
-    _FEATURE_ALIASES,
-    _OFFER_COLUMNS,
-    _arrow_schema,
-    _child,
-    _coalesce,
-    _narrow_type,
-    _no_empty,
-    _number_column,
-    _offers_table,
-    _schema_names,
-)
 from amv_calib.claims._logvalues import (
+    _OFFER_COLUMNS,
     _PREMISE_READERS,
     _REC_NUM,
     _REC_STR,
@@ -49,6 +36,9 @@ from amv_calib.claims._logvalues import (
     _as_float,
     _as_id,
     _kind_columns,
+    _no_empty,
+    _number_column,
+    _offers_table,
     _signals_of,
     entry_kind,
 )
@@ -56,10 +46,7 @@ from amv_calib.claims._spill import SpilledColumns
 from amv_calib.claims._times import MISSING_US, parse_timestamps
 from amv_calib.contract import (
     CLAIM_FEATURES,
-    DECISION_ALIASES,
-    OFFERED_VERIFIER_ALIASES,
     LogReadStats,
-    decision_verifier_calls,
     loads_line,
     normalize_decision,
     open_regular,
@@ -78,9 +65,6 @@ _PEEK_BYTES: Final = 64 << 10
 #: takes ~8x the time its records take to add (a 10 M-line log's read: one thread 25.7 s,
 #: two 18.1 s).
 _PARSE_THREADS: Final = 2
-#: pyarrow parses a block in pieces of this size, on its thread pool (the pieces end at
-#: line ends; the table has one chunk per piece).
-_PARSE_BYTES: Final = 2 << 20
 
 #: A time that is missing or did not parse, among int64 microseconds.
 _NAT: Final = MISSING_US
@@ -465,194 +449,33 @@ def _python_records(recs: Sequence[tuple[int, Mapping[str, Any]]], file_idx: int
 
 @dataclass(frozen=True)
 class _Parsed:
-    """What :func:`_parse_block` found in a block: its number of lines, its columns as the
-    compiled extraction took them or else pyarrow's table of it (both None if the block
-    needs the line parser), and the key scan of its lines (None for an extracted block)."""
+    """What :func:`_parse_block` found in a block: its number of lines and its columns as
+    the compiled extraction took them (None if the block needs the line parser)."""
 
     n_lines: int
-    table: Any
-    scan: Any
-    extracted: Any = None
+    extracted: Any
 
 
 def _parse_block(block: bytes, offers: bool) -> _Parsed:
-    """The parse of a block of complete lines (``block`` ends with a newline) that holds no
-    GIL for long (the compiled extraction; else the compiled key scan and pyarrow's JSON
-    reader): run on a thread while the previous block's records are taken apart
-    (:func:`read_chunks`)."""
-    import pyarrow as pa
-    import pyarrow.json as pj
+    """The compiled extraction of a block of complete lines (``block`` ends with a
+    newline), which holds no GIL: run on a thread while the previous block's records are
+    taken apart (:func:`read_chunks`)."""
+    from amv_calib.claims._logextract import extract_block, line_bounds
 
-    from amv_calib.claims._keyscan import line_bounds, scan_block
-    from amv_calib.claims._logextract import extract_block
-
-    if not offers:  # the offered verifiers are pyarrow's to read
-        starts, ends = line_bounds(block)
-        ext = extract_block(block, starts, ends)
-        if ext is not None:
-            return _Parsed(n_lines=starts.size, table=None, scan=None, extracted=ext)
-    scan = scan_block(block, None, _CALL_KEYS, _schema_names(offers))
-    n_lines = scan.starts.size
-    try:
-        table = pj.read_json(
-            pa.BufferReader(block),
-            read_options=pj.ReadOptions(block_size=_PARSE_BYTES),
-            parse_options=pj.ParseOptions(explicit_schema=_arrow_schema(offers, scan.present),
-                                          unexpected_field_behavior="ignore"),
-        )
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return _Parsed(n_lines=n_lines, table=None, scan=None)
-    if table.num_rows != n_lines:  # blank lines: the line parser numbers them exactly
-        return _Parsed(n_lines=n_lines, table=None, scan=None)
-    return _Parsed(n_lines=n_lines, table=table.combine_chunks(), scan=scan)
+    starts, ends = line_bounds(block)
+    return _Parsed(n_lines=starts.size, extracted=extract_block(block, starts, ends, offers))
 
 
-@dataclass(frozen=True)
-class _BlockColumns:
-    """A block's columns as the reader takes them, each field's spellings coalesced and
-    empty strings not yet nulls: per record the string fields (Arrow), ``theta`` and
-    ``kappa`` (NaN where null), whether it has offered verifiers, its number of premises
-    (``lens``); per premise entry its record (``parents``), ids (Arrow) and numbers
-    (``numbers``: ``p`` and the four features, NaN where null) and memory kinds
-    (:data:`KIND_COLUMNS`, or None); the offered verifiers
-    (:func:`_offers_table`'s columns); the verifier signals (as
-    :attr:`_logextract.Extracted.signals`, or lists)."""
-
-    strings: dict[str, Any]
-    theta: NDArray[np.float64]
-    kappa: NDArray[np.float64]
-    has_verifiers: NDArray[np.bool_]
-    lens: IntArray
-    parents: IntArray
-    premise_id: Any
-    claim_id: Any
-    numbers: dict[str, NDArray[np.float64]]
-    offers: Any
-    signals: dict[str, Any]
-    kinds: tuple[Any, Any] | None = None  # KIND_COLUMNS, None: no entry gives a kind
-
-
-def _extracted_columns(ext: Any) -> _BlockColumns:
-    """The columns of a block the compiled extraction took (:mod:`_logextract`)."""
-    n = ext.n_premises.size
-    return _BlockColumns(
-        strings=ext.record_strings, theta=ext.record_numbers["theta"],
-        kappa=ext.record_numbers["kappa"], has_verifiers=np.zeros(n, dtype=bool),
-        lens=ext.n_premises, parents=ext.parents, premise_id=ext.premise_id,
-        claim_id=ext.claim_id,
-        numbers={**ext.entry_numbers, "contradiction_flag": ext.contradiction_flag},
-        offers=_offers_table({k: [] for k in _OFFER_COLUMNS}), signals=ext.signals,
-        kinds=_kind_columns(ext.kinds))
-
-
-def _table_columns(block: bytes, parsed: _Parsed, want_offers: bool) -> _BlockColumns | None:
-    """The columns of a block pyarrow parsed; None if a line the key scan suspects is not
-    a JSON object to the strict parser (the block needs the line parser)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    table = parsed.table
-    n_lines = parsed.n_lines
-    present = parsed.scan.present
-    full = _arrow_schema(want_offers)
-
-    def top(name: str) -> Any:
-        if table.schema.get_field_index(name) < 0:  # no record of the block has it
-            return pa.nulls(n_lines, _narrow_type(full.field(name).type, present))
-        column = table.column(name)
-        return column.chunk(0) if column.num_chunks else pa.nulls(0, column.type)
-
-    col = {name: top(name) for name in full.names}
-    premise_t = full.field("premises").type.value_type
-    claim_t = premise_t.field("claim").type
-    premises = col["premises"]
-    lens = pc.fill_null(pc.list_value_length(premises), 0).to_numpy(zero_copy_only=False)
-    cal = col["calibrator"]
-    cal_t = full.field("calibrator").type
-    strings = {
-        "action_id": _coalesce(col["action_id"], col["actionId"]),
-        "tool_name": _coalesce(col["tool_name"], col["toolName"]),
-        "regime": col["regime"],
-        "time": _coalesce(col["time"], col["timestamp"], col["ts"], col["decidedAt"],
-                          col["decided_at"]),
-        "calibrator_name": _child(cal, cal_t, "name", present),
-        "calibrator_version": _child(cal, cal_t, "version", present),
-    }
-    flat = pc.list_flatten(premises)
-    claim = _child(flat, premise_t, "claim", present)
-
-    def f(n: str) -> Any:
-        return _child(flat, premise_t, n, present)
-
-    def c(n: str) -> Any:
-        return _child(claim, claim_t, n, present)
-
-    numbers = {"p": _coalesce(f("p"), f("calibratedViolationProbability"),
-                              f("calibrated_violation_probability")
-                              ).to_numpy(zero_copy_only=False)}
-    for snake, camel in _FEATURE_ALIASES:
-        arr = _coalesce(f(snake), f(camel), c(snake), c(camel))
-        numbers[snake] = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)
-    has_verifiers = np.zeros(n_lines, dtype=bool)
-    offers_table = _offers_table({k: [] for k in _OFFER_COLUMNS})
-    if want_offers:
-        offers = _coalesce(*(col[n] for n in DECISION_ALIASES["verifiers"]))
-        has_verifiers = pc.is_valid(offers).to_numpy(zero_copy_only=False)
-        of = pc.list_flatten(offers)
-
-        offered_t = full.field(DECISION_ALIASES["verifiers"][0]).type.value_type
-
-        def o(key: str) -> Any:
-            return _coalesce(*(_child(of, offered_t, n, present)
-                               for n in OFFERED_VERIFIER_ALIASES[key]))
-
-        offers_table = pa.table({
-            "rec": pc.list_parent_indices(offers).cast(pa.int64()),
-            "id": _no_empty(o("id")),
-            "resolves": o("resolves_premise_ids"),
-            "cost": pc.fill_null(o("execution_cost"), math.nan),
-            "reliability": pc.fill_null(o("symmetric_reliability"), math.nan),
-        })
-    calls = pc.add(pc.fill_null(pc.list_value_length(col["verifier_calls"]), 0),
-                   pc.fill_null(pc.list_value_length(col["verifierCalls"]), 0))
-    signals = _parsed_signals(block, parsed.scan, calls.to_numpy(zero_copy_only=False) > 0)
-    if signals is None:
-        return None
-    return _BlockColumns(
-        strings=strings,
-        theta=pc.fill_null(_coalesce(*(col[n] for n in DECISION_ALIASES["theta"])),
-                           math.nan).to_numpy(zero_copy_only=False),
-        kappa=pc.fill_null(_coalesce(*(col[n] for n in DECISION_ALIASES["kappa"])),
-                           math.nan).to_numpy(zero_copy_only=False),
-        has_verifiers=has_verifiers,
-        lens=lens.astype(np.int64),
-        parents=pc.list_parent_indices(premises).to_numpy(zero_copy_only=False
-                                                          ).astype(np.int64),
-        premise_id=_coalesce(f("id"), f("premise_id"), f("premiseId")),
-        claim_id=_coalesce(f("claim_id"), f("claimId"), c("claim_id"), c("claimId"),
-                           c("id")),
-        numbers=numbers, offers=offers_table, signals=signals,
-        kinds=_kind_columns([f("memory_kind"), f("memoryKind"), c("memory_kind"),
-                             c("memoryKind")]))
-
-
-def _columnar_block(block: bytes, parsed: _Parsed, file_idx: int, first_line: int,
+def _columnar_block(parsed: _Parsed, file_idx: int, first_line: int,
                     acc: EntryAccumulator) -> bool:
-    """Add a block of complete lines parsed by the compiled extraction or pyarrow
-    (``parsed``); False if it needs the line parser."""
+    """Add a block of complete lines the compiled extraction took (``parsed``); False if
+    it needs the line parser."""
     import pyarrow.compute as pc
 
-    if parsed.extracted is not None:
-        cols = _extracted_columns(parsed.extracted)
-    elif parsed.table is not None:
-        table_cols = _table_columns(block, parsed, acc.want_offers)
-        if table_cols is None:
-            return False
-        cols = table_cols
-    else:
+    ext = parsed.extracted
+    if ext is None:
         return False
-    n_lines = parsed.n_lines
-    s = cols.strings
+    s = ext.record_strings
     version = _no_empty(s["calibrator_version"])
     name = _no_empty(s["calibrator_name"])
     rec_str = {
@@ -662,80 +485,28 @@ def _columnar_block(block: bytes, parsed: _Parsed, file_idx: int, first_line: in
                                  pc.binary_join_element_wise(name, version, "@"), name),
         "regime": _no_empty(s["regime"]),
     }
-    lens = cols.lens
+    lens = ext.n_premises
     total = int(lens.sum())
     ent: dict[str, Any] = {
-        "rec": cols.parents,
+        "rec": ext.parents,
         "pidx": np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens),
-        "premise_id": _no_empty(cols.premise_id),
-        "claim_id": _no_empty(cols.claim_id),
-        **cols.numbers,
-        "kinds": cols.kinds,
+        "premise_id": _no_empty(ext.premise_id),
+        "claim_id": _no_empty(ext.claim_id),
+        **ext.entry_numbers, "contradiction_flag": ext.contradiction_flag,
+        "kinds": _kind_columns(ext.kinds),
     }
-    rec_num = {"theta": cols.theta, "kappa": cols.kappa, "has_verifiers": cols.has_verifiers}
-    sig = cols.signals
+    rec_num = {**ext.record_numbers, "has_verifiers": ext.has_verifiers}
+    offers = ext.offers if ext.offers is not None else {k: [] for k in _OFFER_COLUMNS}
+    if ext.offers is not None:
+        offers = {**offers, "id": _no_empty(offers["id"])}
+    sig = ext.signals
     base = acc.n_records
-    acc.add_block(file_idx, np.arange(first_line, first_line + n_lines, dtype=np.int64),
-                  rec_str, s["time"], lens, ent, rec_num, cols.offers)
+    acc.add_block(file_idx, np.arange(first_line, first_line + parsed.n_lines, dtype=np.int64),
+                  rec_str, s["time"], lens, ent, rec_num, _offers_table(offers))
     if len(sig["rec"]):
         acc.add_signals(sig["rec"], sig["premise_id"], sig["verifier"], sig["confirmed"],
                         sig["reliability"], base)
     return True
-
-
-def _parsed_signals(block: bytes, scan: Any,
-                    has_calls: NDArray[np.bool_]) -> dict[str, list[Any]] | None:
-    """The verifier signals of a block pyarrow parsed (as :func:`_signals_of` gives them),
-    its suspect lines checked by the strict parser; None if one is not a JSON object.
-
-    pyarrow refuses a key given twice only in the fields of the schema: a line giving any
-    key twice must go to the line parser (as corrupt) whatever block it is in. The compiled
-    scan finds the lines that could (and those the strict parser must judge for another
-    reason); only they, and the lines with verifier calls, are parsed again, strictly.
-    Signals sit in objects with free-form keys (premise ids): they are read from that
-    parse. (The compiled extraction takes no block with such a line, and reads the signals
-    itself.)"""
-    sig: dict[str, list[Any]] = {k: [] for k in ("rec", "premise_id", "verifier",
-                                                 "confirmed", "reliability")}
-    suspect = scan.suspect
-    starts, ends = scan.starts.tolist(), scan.ends.tolist()
-    try:
-        # the scan vouches for these lines (no key twice): their verifier calls alone are
-        # read, by the C parser
-        vouched = _calls_only(block, scan, np.flatnonzero(has_calls & ~suspect))
-        for row in np.flatnonzero(suspect | has_calls).tolist():
-            obj = _json_object(block[starts[row]:ends[row]]) if suspect[row] \
-                else vouched[row]
-            if has_calls[row]:
-                _signals_of(decision_verifier_calls(obj), row, sig)
-    except (ValueError, RecursionError):
-        return None
-    return sig
-
-
-#: The spellings of a record's verifier calls, as raw keys for the scan.
-_CALL_KEYS: Final = tuple(k.encode() for k in DECISION_ALIASES["verifier_calls"])
-
-
-def _calls_only(block: bytes, scan: Any, rows: IntArray) -> dict[int, dict[str, Any]]:
-    """The verifier calls of lines the scan passed, each as a record holding only them
-    (``decision_verifier_calls`` picks from it what it picks from the whole record); the
-    values of a block are parsed together, in one call of the C parser."""
-    found: list[tuple[int, str]] = []
-    raws: list[bytes] = []
-    for j, key in enumerate(_CALL_KEYS):
-        for row, raw in zip(rows.tolist(), scan.values(block, rows, j, key), strict=True):
-            if raw is not None:
-                found.append((row, key.decode()))
-                raws.append(raw)
-    out: dict[int, dict[str, Any]] = {}
-    for (row, name), value in zip(found, json.loads(b"[" + b",".join(raws) + b"]"),
-                                  strict=True):
-        out.setdefault(row, {})[name] = value
-    for row in rows.tolist():
-        if row not in out:  # a hash that matched another key: read the whole line
-            out[row] = json.loads(block[scan.starts[row]:scan.ends[row]])
-    return out
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
@@ -859,9 +630,8 @@ def read_chunks(chunks: Iterable[bytes], name: str, file_idx: int, first_line: i
     with it (:mod:`amv_calib.spark._label`).
 
     With ``columnar``, the next blocks are parsed on :data:`_PARSE_THREADS` threads (the
-    compiled extraction, pyarrow and the key scan hold no GIL) while this one's records
-    are taken apart in Python; blocks are added in order, so the result does not depend
-    on it.
+    compiled extraction holds no GIL) while this one's records are taken apart in Python;
+    blocks are added in order, so the result does not depend on it.
     """
     st = LogReadStats()
     records_before = acc.n_records
@@ -870,7 +640,7 @@ def read_chunks(chunks: Iterable[bytes], name: str, file_idx: int, first_line: i
     def add(block: bytes, parsed: _Parsed | None) -> None:
         nonlocal next_line
         n = block.count(b"\n") if parsed is None else parsed.n_lines
-        if parsed is None or not _columnar_block(block, parsed, file_idx, next_line, acc):
+        if parsed is None or not _columnar_block(parsed, file_idx, next_line, acc):
             recs = _parse_lines(block, next_line, st, name, on_corrupt)
             if recs:
                 _python_records(recs, file_idx, acc)
@@ -919,12 +689,10 @@ def read_uses(
     on_corrupt : {"raise", "skip"}, default "raise"
         As in :func:`amv_calib.contract.read_decision_log`.
     columnar : bool, default True
-        Read blocks of well-formed lines column by column (several times faster): by the
-        compiled extraction, or ``pyarrow.json`` for a block it does not take (bytes >=
-        0x80, escapes in the values read, offered verifiers); a block whose values do not
-        fit the expected types (numbers as times, camelCase objects given as strings,
-        blank lines, a corrupt line) falls back to the line parser, which gives the same
-        result.
+        Read blocks of well-formed lines column by column (several times faster), by the
+        compiled extraction; a block it does not vouch for (bytes >= 0x80, escapes in the
+        values read, values of other types than it reads, blank lines, a corrupt line)
+        falls back to the line parser, which gives the same result.
     offers : bool, default False
         Also read each record's offered verifiers (``LogEntries.offers``), which the
         episodes need, and the records' ``theta``, ``kappa`` and ``has_verifiers``;

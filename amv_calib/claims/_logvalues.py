@@ -1,6 +1,6 @@
 """The plain-Python reading of a decision record's values: the line parser's rules for ids,
-numbers, flags and memory kinds (the reader of a block that
-neither the compiled extraction nor pyarrow takes, :mod:`amv_calib.claims._logread`).
+numbers, flags and memory kinds (the reader of a block that the compiled extraction does not
+take, :mod:`amv_calib.claims._logread`), and the column helpers both readers share.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any, Final
 
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from amv_calib.contract import premise_memory_kind
 
@@ -19,6 +20,45 @@ _FALSE: Final = frozenset({"false", "f", "no", "n", "0", "0.0"})
 
 _REC_STR: Final = ("action_id", "tool_name", "calibrator", "regime")
 _REC_NUM: Final = ("theta", "kappa", "has_verifiers")
+_OFFER_COLUMNS: Final = ("rec", "id", "resolves", "cost", "reliability")
+
+
+def _offers_table(cols: Mapping[str, Any]) -> Any:
+    """The offered verifiers of a block as a pyarrow table (columns :data:`_OFFER_COLUMNS`):
+    ``rec`` and ``id`` (ints, strings), ``resolves`` (lists of strings), ``cost`` and
+    ``reliability`` (floats; sequences or Arrow arrays)."""
+    import pyarrow as pa
+
+    def column(values: Any, typ: Any) -> Any:
+        return values if isinstance(values, pa.Array) else pa.array(values, type=typ)
+
+    return pa.table({
+        "rec": pa.array(np.asarray(cols["rec"], dtype=np.int64), type=pa.int64()),
+        "id": column(cols["id"], pa.string()),
+        "resolves": column(cols["resolves"], pa.list_(pa.string())),
+        "cost": pa.array(np.asarray(cols["cost"], dtype=np.float64), type=pa.float64()),
+        "reliability": pa.array(np.asarray(cols["reliability"], dtype=np.float64),
+                                type=pa.float64()),
+    })
+
+
+def _no_empty(arr: Any) -> Any:
+    """Empty strings as nulls, as the line parser reads them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    empty = pc.fill_null(pc.equal(arr, ""), False)
+    return pc.if_else(empty, pa.scalar(None, pa.string()), arr)
+
+
+def _number_column(values: Any) -> NDArray[np.float64]:
+    """``values`` (a sequence or array of floats) as float64, every zero ``+0.0``.
+
+    ``-0`` is one value on both read paths: the compiled extraction reads the text ``-0``
+    as ``-0.0``, Python's ``json`` as the integer 0; adding ``+0.0`` maps ``-0.0`` to
+    ``0.0`` (IEEE 754) and leaves every other value as it is."""
+    out: NDArray[np.float64] = np.asarray(values, dtype=np.float64) + 0.0
+    return out
 
 
 def _as_id(v: Any) -> str | None:

@@ -144,14 +144,6 @@ def _read_csv_table(raw: bytes, name: str, sep: str
     return pd.DataFrame(records, columns=header), bad
 
 
-def _is_utf8(raw: bytes) -> bool:
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 def _undecodable(fields: Sequence[str]) -> bool:
     """Whether text decoded with ``surrogateescape`` held bytes that are not UTF-8."""
     try:
@@ -162,11 +154,12 @@ def _undecodable(fields: Sequence[str]) -> bool:
     return False
 
 
-def _suspect_lines(raw: bytes) -> bool:
-    """Whether a line of ``raw`` (whole lines) is one the strict parser must judge."""
-    from amv_calib.claims._keyscan import suspect_lines
+def _vouched(raw: bytes) -> bool:
+    """Whether the decision-log walk vouches for every line of ``raw`` (whole lines) as a
+    JSON object the strict parser reads alike (ASCII, no blank line: ``strict_objects``)."""
+    from amv_calib.claims._logextract import strict_objects
 
-    return bool(suspect_lines(raw, raw.count(b"\n")).any())
+    return strict_objects(raw)
 
 
 def _read_jsonl_table(raw: bytes, name: str) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
@@ -187,10 +180,9 @@ def _read_jsonl_table(raw: bytes, name: str) -> tuple[pd.DataFrame, list[tuple[i
             kept.append(r if isinstance(r, dict) and odd is None else {})
         return pd.DataFrame.from_records(kept), refused
     # pyarrow's JSON reader takes bad UTF-8 into its strings, and NaN/Inf literals and keys
-    # given twice, which the line parser refuses: a file with such a line (the key scan's
-    # suspects) is read line by line, so that a line's verdict never depends on the others
-    if raw.endswith(b"\n") and b"\n\n" not in raw and not raw.startswith(b"\n") \
-            and _is_utf8(raw) and not _suspect_lines(raw):
+    # given twice, which the line parser refuses: a file with a line the walk does not
+    # vouch for is read line by line, so that a line's verdict never depends on the others
+    if raw.endswith(b"\n") and _vouched(raw):
         try:
             return pj.read_json(pa.BufferReader(raw)).to_pandas(), []
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):

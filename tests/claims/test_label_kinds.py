@@ -103,8 +103,8 @@ def test_kinds_reach_the_claim_rows_and_refused_kinds_are_invalid_uses(
 @pytest.mark.parametrize("ending", ["parquet", "csv", "jsonl"])
 def test_the_line_parser_and_the_columnar_read_write_the_same_bytes(
         tmp_path: Path, ending: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cases whose kinds are strings or null: pyarrow reads the log (the line parser
-    is not called), the line parser reads it alike."""
+    """The cases whose kinds are strings or null: the compiled extraction reads the log
+    (the line parser is not called), the line parser reads it alike."""
     import amv_calib.claims._logread as logread
 
     def textual(prem: dict[str, Any]) -> bool:

@@ -1,5 +1,5 @@
-"""The compiled extraction of decision-log blocks against pyarrow's parse and the line parser:
-whatever it takes, it reads as they do; whatever it cannot vouch for, it refuses."""
+"""The compiled extraction of decision-log blocks against the line parser: whatever it takes,
+it reads as the line parser does; whatever it cannot vouch for, it refuses."""
 
 from __future__ import annotations
 
@@ -12,40 +12,47 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from kind_corpus import CASES as KIND_CASES
 from kind_corpus import IDS as KIND_IDS
 from kind_corpus import after
 
 from amv_calib.claims import _logextract, read_uses
-from amv_calib.claims._keyscan import MAX_DEPTH, line_bounds, suspect_lines
-from amv_calib.contract import DECISION_ALIASES, MEMORY_KIND_FIELDS, VERIFIER_CALL_ALIASES
+from amv_calib.claims._logextract import MAX_DEPTH, MAX_OPEN_KEYS, line_bounds, strict_objects
+from amv_calib.contract import (
+    DECISION_ALIASES,
+    MEMORY_KIND_FIELDS,
+    OFFERED_VERIFIER_ALIASES,
+    PREMISE_ALIASES,
+    VERIFIER_CALL_ALIASES,
+    loads_strict,
+)
 
 
-def _extract(*lines: bytes) -> Any:
+def _extract(*lines: bytes, offers: bool = False) -> Any:
     block = b"".join(line + b"\n" for line in lines)
-    return _logextract.extract_block(block, *line_bounds(block))
+    return _logextract.extract_block(block, *line_bounds(block), offers)
 
 
-def _read_both(path: Path, monkeypatch: pytest.MonkeyPatch,
-               block_bytes: int) -> tuple[Any, Any, list[bool]]:
+def _read_both(path: Path, monkeypatch: pytest.MonkeyPatch, block_bytes: int,
+               offers: bool = False) -> tuple[Any, Any, list[bool]]:
     """The log read by the line parser and by blocks of ``block_bytes``; and, per block,
     whether the extraction took it."""
     import amv_calib.claims._logread as logread
 
-    slow = read_uses(path, columnar=False)
+    slow = read_uses(path, columnar=False, offers=offers)
     taken: list[bool] = []
     extract = _logextract.extract_block
 
-    def spy(block: bytes, starts: Any, ends: Any) -> Any:
-        out = extract(block, starts, ends)
+    def spy(block: bytes, starts: Any, ends: Any, offers: bool = False) -> Any:
+        out = extract(block, starts, ends, offers)
         taken.append(out is not None)
         return out
 
     monkeypatch.setattr(_logextract, "extract_block", spy)
     monkeypatch.setattr(logread, "_BLOCK_BYTES", block_bytes)
-    fast = read_uses(path, columnar=True)
+    fast = read_uses(path, columnar=True, offers=offers)
     return slow, fast, taken
 
 
@@ -54,6 +61,9 @@ def _assert_same_read(slow: Any, fast: Any) -> None:
     pd.testing.assert_frame_equal(fast.signals, slow.signals)
     for k, v in slow.records.items():
         assert pd.Series(np.asarray(fast.records[k])).equals(pd.Series(np.asarray(v))), k
+    assert fast.records.keys() == slow.records.keys()
+    assert fast.offers.schema == slow.offers.schema
+    pd.testing.assert_frame_equal(fast.offers.to_pandas(), slow.offers.to_pandas())
     assert [s.to_dict() for s in fast.stats] == [s.to_dict() for s in slow.stats]
 
 
@@ -169,6 +179,25 @@ def _call(draw: Any, odd: float) -> Any:
 
 
 @st.composite
+def _offer(draw: Any, odd: float) -> Any:
+    """An offered verifier: usually an object of any spellings (the premise ids it
+    resolves, its cost and reliability), sometimes null or anything else."""
+    if draw(st.floats(0, 1)) < 0.05:
+        return draw(st.sampled_from([None, 3, "v", [1]] if odd else [None]))
+    o = OFFERED_VERIFIER_ALIASES
+    num = st.one_of(st.none(), (_NUMBER_TEXTS if odd else st.sampled_from(
+        ["0.2", "0.9", "1", "0", "-0", "0.05"])).map(_Raw))
+    offer: dict[str, Any] = {}
+    offer.update(_field(draw, o["id"], st.sampled_from(["v", "cache-api", "", None]), odd))
+    offer.update(_field(draw, o["resolves_premise_ids"], st.one_of(
+        st.none(), st.lists(_PLAIN_IDS, max_size=3)), odd))
+    offer.update(_field(draw, o["execution_cost"], num, odd))
+    offer.update(_field(draw, o["symmetric_reliability"], num, odd))
+    keys = draw(st.permutations(list(offer)))
+    return {k: offer[k] for k in keys}
+
+
+@st.composite
 def _record(draw: Any, odd: float, kinds: bool = False) -> dict[str, Any]:
     """A decision record; ``odd``: how often a field read holds a value of any type (0:
     never, and no byte >= 0x80 anywhere); ``kinds``: the premises' memory kinds may be
@@ -195,6 +224,11 @@ def _record(draw: Any, odd: float, kinds: bool = False) -> dict[str, Any]:
         if draw(st.booleans()):
             rec[name] = None if draw(st.floats(0, 1)) < 0.1 else \
                 [draw(_call(odd)) for _ in range(draw(st.integers(0, 3)))]
+    for name in d["verifiers"]:
+        if draw(st.floats(0, 1)) < 0.4:
+            rec[name] = None if draw(st.floats(0, 1)) < 0.1 else \
+                draw(_VALUE) if _odd(draw, odd) else \
+                [draw(_offer(odd)) for _ in range(draw(st.integers(0, 3)))]
     if draw(st.booleans()):
         junk = _VALUE if odd else _ASCII_VALUE
         rec["planner"] = {"nested": [draw(junk), {"premises": draw(junk)}]}
@@ -217,14 +251,15 @@ def _dump(value: Any, sep: tuple[str, str]) -> str:
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data(), odd=st.sampled_from([0.0, 0.0, 0.01, 0.1]),
        sep=st.sampled_from([(",", ":"), (", ", ": "), (" ,\t", " :\r ")]),
-       block_bytes=st.sampled_from([256, 4096, 1 << 20]), kinds=st.booleans())
+       block_bytes=st.sampled_from([256, 4096, 1 << 20]), kinds=st.booleans(),
+       offers=st.booleans())
 def test_reads_as_the_line_parser(data: Any, odd: float, sep: tuple[str, str],
-                                  block_bytes: int, kinds: bool, tmp_path: Path,
+                                  block_bytes: int, kinds: bool, offers: bool, tmp_path: Path,
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     records = data.draw(st.lists(_record(odd, kinds), min_size=1, max_size=40))
     path = tmp_path / "d.jsonl"
     path.write_bytes("".join(_dump(r, sep) + "\n" for r in records).encode())
-    slow, fast, taken = _read_both(path, monkeypatch, block_bytes)
+    slow, fast, taken = _read_both(path, monkeypatch, block_bytes, offers)
     _assert_same_read(slow, fast)
     if not odd and not kinds:  # every field read of the type the schema says, every kind
         assert taken and all(taken)  # null: every block is taken
@@ -249,29 +284,32 @@ def test_a_canonical_log_is_taken_whole_and_reads_as_the_line_parser(
                                "action_id": f"a{i}", "tool_name": "bank_transfer",
                                "theta": 120.0, "kappa": 4.0, "premises": prems,
                                "calibrator": {"name": "g", "version": "3"},
-                               "regime": "PROCEED", "verifiers": [{"id": "v"}]}
+                               "regime": "PROCEED",
+                               "verifiers": [{"id": "v", "resolves_premise_ids": ["p0"],
+                                              "execution_cost": 0.2,
+                                              "symmetric_reliability": 0.9}]}
         if prems and rng.random() < 0.2:
             rec["verifier_calls"] = [{"verifier": "v", "reliability": 0.9, "cost": 0.1,
                                       "signals": {prems[0]["id"]: bool(rng.random() < 0.5)}}]
         lines.append(encode_record(rec))
     path = tmp_path / "d.jsonl"
     path.write_bytes(b"".join(lines))
-    slow, fast, taken = _read_both(path, monkeypatch, 16 << 10)
-    _assert_same_read(slow, fast)
-    assert len(taken) > 20 and all(taken)
-    assert len(slow.signals) > 100
+    for offers in (False, True):
+        slow, fast, taken = _read_both(path, monkeypatch, 16 << 10, offers)
+        _assert_same_read(slow, fast)
+        assert len(taken) > 20 and all(taken)
+        assert len(slow.signals) > 100
+        assert fast.offers.num_rows == (2000 if offers else 0)
 
 
 # ---------------------------------------------------------------------------------------------
 # Memory kinds: the contract's verdict on every path
 # ---------------------------------------------------------------------------------------------
-def _three_reads(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], bool]:
-    """The log read by the line parser, by pyarrow (the extraction refused) and by the
-    default read; and whether the extraction took its one block."""
+def _two_reads(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], bool]:
+    """The log read by the line parser and by the default read; and whether the extraction
+    took its one block."""
     slow, fast, taken = _read_both(path, monkeypatch, 1 << 20)
-    monkeypatch.setattr(_logextract, "extract_block", lambda *a: None)
-    arrow = read_uses(path, columnar=True)
-    return [slow, arrow, fast], taken == [True]
+    return [slow, fast], taken == [True]
 
 
 def _kinds_of(log: Any) -> list[tuple[Any, Any]]:
@@ -289,9 +327,9 @@ def test_each_odd_kind_reads_as_the_contract_rule_says_on_every_path(
         fields: dict[str, Any], verdict: tuple[str, Any], where: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A premise giving the corpus's kind fields (or its claim giving them), beside one
-    giving none: the line parser, pyarrow and the extraction give the corpus's verdict; the
-    kind columns exist only when a kind field is not null; the extraction takes the block
-    when every kind is null or a string it reads (else pyarrow or the line parser does)."""
+    giving none: the line parser and the extraction give the corpus's verdict; the kind
+    columns exist only when a kind field is not null; the extraction takes the block when
+    every kind is null or a string it reads (else the line parser does)."""
     prem: dict[str, Any] = {"id": "p0", "claim_id": "c0", "p": 0.5}
     if where == "premise":
         prem.update(fields)
@@ -301,17 +339,17 @@ def test_each_odd_kind_reads_as_the_contract_rule_says_on_every_path(
            "premises": [prem, {"id": "p1", "claim_id": "c1"}]}
     path = tmp_path / "d.jsonl"
     path.write_text(json.dumps(rec, ensure_ascii=False) + "\n", encoding="utf-8")
-    reads, taken = _three_reads(path, monkeypatch)
+    reads, taken = _two_reads(path, monkeypatch)
     got = [_kinds_of(r) for r in reads]
-    assert got[0] == got[1] == got[2]
+    assert got[0] == got[1]
     pd.testing.assert_frame_equal(reads[1].wide(), reads[0].wide())
-    pd.testing.assert_frame_equal(reads[2].wide(), reads[0].wide())
     (kind, reason), other = got[0]
     assert other == (None, None)
     tag, want = verdict
     has_columns = "memory_kind" in reads[0].entries.columns
-    # the extraction takes kinds given as JSON strings of printable ASCII without escapes
-    plain = all(v is None or (isinstance(v, str) and v.isascii() and v.isprintable()
+    # the extraction takes kinds given as JSON strings without escapes (json.dumps escapes
+    # a quote, a backslash and the control characters below U+0020), as UTF-8
+    plain = all(v is None or (isinstance(v, str) and min(map(ord, v), default=32) >= 32
                               and '"' not in v and "\\" not in v) for v in fields.values())
     assert taken == plain
     if tag == "none":
@@ -345,8 +383,8 @@ def test_a_premise_s_own_kind_comes_before_its_claim_s(
            "premises": [{"id": "p0", **premise, "claim": {"id": "c0", **claim}}]}
     path = tmp_path / "d.jsonl"
     path.write_text(json.dumps(rec) + "\n", encoding="utf-8")
-    reads, _ = _three_reads(path, monkeypatch)
-    assert [_kinds_of(r) for r in reads] == [[want]] * 3
+    reads, _ = _two_reads(path, monkeypatch)
+    assert [_kinds_of(r) for r in reads] == [[want]] * 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,7 +406,14 @@ def test_a_premise_s_own_kind_comes_before_its_claim_s(
     b'{"premises": [{"id": "p0", "id": "p1"}]}',
     b'{"premises": [{"claim": {"id": "c", "id": "d"}}]}',
     b'{"a\\u0063tion_id": "a1"}',  # an escape in a key
-    '{"action_id": "caf\u00e9"}'.encode(),  # bytes >= 0x80: UTF-8 is the strict parser's
+    '{"caf\u00e9": 1}'.encode(),  # a key of bytes >= 0x80
+    '{"x": 1, "y": \u00e9}'.encode(),  # bytes >= 0x80 outside a string
+    b'{"action_id": "caf\xe9"}',  # not UTF-8
+    b'{"action_id": "\xc0\x80"}',  # an overlong form
+    b'{"action_id": "\xed\xa0\x80"}',  # a surrogate, as raw bytes
+    b'{"action_id": "\xf4\x90\x80\x80"}',  # past U+10FFFF
+    b'{"action_id": "\xe2\x82"}',  # cut short
+    b'\xef\xbb\xbf{"action_id": "a"}',  # a byte order mark: the line parser's
     b'{"x": "tab\there"}',  # a control byte in a string
     b'{"x": NaN}', b'{"x": 01}', b'{"x": 1.}', b'{"x": .5}', b'{"x": 1e}', b'{"x": +1}',
     b'{"x": tru}', b'{"x": nul}', b'{"x": [1,]}', b'{"x": 1,}', b'{"x" 1}', b'{x: 1}',
@@ -388,11 +433,12 @@ def test_refuses_what_it_cannot_vouch_for(line: bytes) -> None:
     b'{"a": ' + b'[' * (MAX_DEPTH - 2) + b']' * (MAX_DEPTH - 2) + b'}',
     b'{"x": {"k": 1}, "y": {"k": 1}, "z": [{"k": 1}, {"k": 1}]}',  # same keys, apart
     b'{"premises": [{"id": "p0", "claim": {"id": "c0"}}, {"id": "p1"}]}',
+    '{"action_id": "caf\u00e9 \u4e8b\u4ef6 \U0001f600 \u07ff \uffff", "x": "\u00e9"}'.encode(),
 ], ids=["empty", "escapes-in-values-not-read", "nulls-and-spaces", "null-and-empty-premises",
-        "deep-enough", "same-keys-in-other-objects", "nested-claims"])
+        "deep-enough", "same-keys-in-other-objects", "nested-claims", "utf-8"])
 def test_takes_strict_json_it_can_read(line: bytes) -> None:
-    assert suspect_lines(line + b"\n", 1).tolist() == [False]
-    assert _extract(line) is not None
+    assert strict_objects(line + b"\n") is line.isascii()  # UTF-8: the line parser's there
+    assert _extract(line) is not None and _extract(line, offers=True) is not None
 
 
 def test_takes_the_first_spelling_that_is_not_null() -> None:
@@ -459,10 +505,10 @@ def test_many_premises_a_line_are_given_room() -> None:
     assert sig(ext)["verifier"] == [f"v{i}" for i in range(100) for _ in range(2)]
 
 
-def test_a_block_without_room_goes_to_pyarrow(tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where the system refuses the string columns' address space, the block is read as
-    pyarrow reads it: the same result, no error."""
+def test_a_block_without_room_goes_to_the_line_parser(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the system refuses the string columns' address space, the block is read by
+    the line parser: the same result, no error."""
     line = b'{"action_id": "a", "premises": [{"id": "p0", "claim_id": "c", "p": 0.5}]}\n'
     path = tmp_path / "d.jsonl"
     path.write_bytes(line * 50)
@@ -511,20 +557,34 @@ def test_the_fast_conversion_takes_exactly_what_it_can(text: str, exact: bool) -
         assert _bits(value) == _bits(float(text))
 
 
-def test_reads_every_field_pyarrow_reads() -> None:
-    """A field added to pyarrow's schema (the join reads it) must be read here too, or the
-    extraction would take blocks and leave it null."""
-    from amv_calib.claims._logschema import _schema_names
-
-    read = {key for _, key, _, _ in _logextract._keys()}
-    assert set(_schema_names(False)) <= read
+def test_reads_every_spelling_the_line_parser_reads() -> None:
+    """A spelling added to the contract (the line parser reads it) must be read here too,
+    or the extraction would take blocks and leave its field null."""
+    x = _logextract
+    read: dict[int, set[str]] = {}
+    for role, key, _, _ in x._keys():
+        read.setdefault(role, set()).add(key)
+    d = DECISION_ALIASES
+    top = ("time", "action_id", "tool_name", "theta", "kappa", "premises", "calibrator",
+           "regime", "verifier_calls", "verifiers")
+    assert {n for f in top for n in d[f]} <= read[x._ROLE_TOP]
+    premise = {n for f, names in PREMISE_ALIASES.items() if f != "memory_kind_evaluated_as"
+               for n in names}
+    assert premise | {"claim"} <= read[x._ROLE_PREMISE]
+    assert premise - {"id", "premise_id", "premiseId", "p", "calibratedViolationProbability",
+                      "calibrated_violation_probability"} <= read[x._ROLE_CLAIM]
+    v = VERIFIER_CALL_ALIASES
+    assert {n for f in ("verifier", "signals", "reliability") for n in v[f]} \
+        <= read[x._ROLE_CALL]
+    assert {n for names in OFFERED_VERIFIER_ALIASES.values() for n in names} \
+        <= read[x._ROLE_OFFER]
 
 
 def test_key_hashes_agree_with_the_compiled_walk() -> None:
     """Every key read is found by the walk (its hash and words as the table has them): a
     line giving each spelling once yields a value for each."""
     table = _logextract._key_table()
-    assert table.hashes.size == 128
+    assert table.hashes.size == _logextract._SLOTS
     assert len({int(h) for h in table.hashes if h}) == sum(table.length >= 0)
     x = _logextract
     for role, key, target, _ in x._keys():
@@ -540,3 +600,176 @@ def test_key_hashes_agree_with_the_compiled_walk() -> None:
         assert ext.record_strings["time"].to_pylist() == ["t"], n
     # a key that is not read, however like one it is, is not taken for it
     assert _extract(b'{"timex": "t", "tim": "u"}').record_strings["time"].to_pylist() == [None]
+
+
+# ---------------------------------------------------------------------------------------------
+# The offered verifiers (read with offers): as the line parser reads them
+# ---------------------------------------------------------------------------------------------
+def _offers_of(*lines: bytes) -> list[dict[str, Any]]:
+    ext = _extract(*lines, offers=True)
+    return [dict(zip(ext.offers, row, strict=True)) for row in zip(
+        ext.offers["rec"].tolist(), ext.offers["id"].to_pylist(),
+        ext.offers["resolves"].to_pylist(), ext.offers["cost"].tolist(),
+        ext.offers["reliability"].tolist(), strict=True)]
+
+
+def test_reads_offers_of_the_first_spelling_given_as_a_list() -> None:
+    """The offered verifiers of the first spelling given as a list (null passes to the next
+    one; an empty list is a list); per verifier, each field's first spelling not null; a
+    null verifier, a row of nulls."""
+    got = _offers_of(
+        b'{"offeredVerifiers": [{"id": "x"}], "verifiers": [{"cost": 0.5, "verifierId": "w", '
+        b'"executionCost": 0.25, "id": null, "reliability": 0.8, '
+        b'"resolvesPremiseIds": ["p9"], "resolves_premise_ids": ["p0", "p1"]}, null, '
+        b'{"resolves_premise_ids": null, "resolvesPremiseIds": [], "symmetricReliability": 1}]}',
+        b'{"verifiers": null, "offered_verifiers": [{"id": ""}], "offeredVerifiers": null}',
+        b'{"offered_verifiers": [{"id": "z"}], "offeredVerifiers": []}',
+        b'{"premises": []}')
+    nan = float("nan")
+    want = [{"rec": 0, "id": "w", "resolves": ["p0", "p1"], "cost": 0.25, "reliability": 0.8},
+            {"rec": 0, "id": None, "resolves": None, "cost": nan, "reliability": nan},
+            {"rec": 0, "id": None, "resolves": [], "cost": nan, "reliability": 1.0},
+            {"rec": 1, "id": "", "resolves": None, "cost": nan, "reliability": nan}]
+    assert str(got) == str(want)  # NaN compares equal as text
+    ext = _extract(b'{"verifiers": []}', b'{"verifiers": null}', b'{}', offers=True)
+    assert ext.has_verifiers.tolist() == [True, False, False]
+    assert _extract(b'{"verifiers": []}').has_verifiers.tolist() == [False]
+    assert _extract(b'{"verifiers": []}').offers is None
+
+
+def test_offers_read_as_the_line_parser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hand cases above, a block of them, read by the line parser and by the extraction:
+    the same records and offers (empty ids as nulls)."""
+    lines = [b'{"offeredVerifiers": [{"id": "x"}], "verifiers": [{"cost": 0.5, "verifierId": '
+             b'"w", "executionCost": 0.25, "reliability": 0.8, "resolvesPremiseIds": ["p9"], '
+             b'"resolves_premise_ids": ["p0", "p1"]}, null, {"resolvesPremiseIds": []}]}',
+             b'{"verifiers": null, "offered_verifiers": [{"id": "", "cost": -0}]}',
+             b'{"verifiers": []}', b'{"premises": [{"id": "p0"}]}']
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    slow, fast, taken = _read_both(path, monkeypatch, 1 << 20, offers=True)
+    _assert_same_read(slow, fast)
+    assert taken == [True]
+    assert fast.offers.column("id").to_pylist() == ["w", None, None, None]
+    assert fast.records["has_verifiers"].tolist() == [True, True, True, False]
+
+
+@pytest.mark.parametrize("line", [
+    b'{"verifiers": {"id": "v"}}',  # an object where a list is read
+    b'{"verifiers": "v"}',
+    b'{"verifiers": ["v"]}',  # a verifier that is a string
+    b'{"verifiers": [[]]}',
+    b'{"verifiers": [{"id": 3}]}',  # a number where a string is read
+    b'{"verifiers": [{"id": "v\\u0030"}]}',  # an escape in a value read
+    b'{"verifiers": [{"resolves_premise_ids": "p0"}]}',
+    b'{"verifiers": [{"resolves_premise_ids": ["p0", 1]}]}',
+    b'{"verifiers": [{"resolves_premise_ids": ["p0", null]}]}',  # the line parser: no list
+    b'{"verifiers": [{"resolves_premise_ids": [["p0"]]}]}',
+    b'{"verifiers": [{"execution_cost": "0.2"}]}',
+    b'{"verifiers": [{"cost": true}]}',
+    b'{"verifiers": [{"symmetric_reliability": {}}]}',
+    b'{"verifiers": [{"execution_cost": 1e400}]}',  # not converted exactly
+    b'{"verifiers": [{"id": "a", "id": "b"}]}',
+], ids=lambda b: b.decode()[:50])
+def test_refuses_offers_it_cannot_vouch_for(line: bytes) -> None:
+    """With offers, a value of another type than read sends the block to the line parser;
+    without, the offers are not read and the line is taken (but a key given twice)."""
+    assert _extract(b'{"verifiers": []}', line, offers=True) is None
+    if b'"id": "a", "id"' not in line:
+        assert _extract(b'{"verifiers": []}', line) is not None
+
+
+def test_many_offers_a_line_are_given_room() -> None:
+    offers = ", ".join(f'{{"id": "v{i}", "resolves_premise_ids": ["p{i}", "q", "r", "s", "t"]}}'
+                       for i in range(50))
+    ext = _extract(f'{{"verifiers": [{offers}]}}'.encode(), b'{"verifiers": [null]}',
+                   offers=True)
+    assert ext.offers["id"].to_pylist() == [f"v{i}" for i in range(50)] + [None]
+    assert ext.offers["resolves"].to_pylist() == [
+        [f"p{i}", "q", "r", "s", "t"] for i in range(50)] + [None]
+    assert ext.offers["rec"].tolist() == [0] * 50 + [1]
+
+
+# ---------------------------------------------------------------------------------------------
+# The walk alone (strict_objects): the check another JSON-lines reader makes
+# ---------------------------------------------------------------------------------------------
+def _strict_ok(line: bytes) -> bool:
+    try:
+        return isinstance(loads_strict(line), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+@pytest.mark.parametrize(("line", "vouched"), [
+    (b'{"a": 1, "b": {"a": 2}, "c": [{"a": 1}, {"a": 2}]}', True),
+    (b'{"a": 1, "a": 2}', False),
+    (b'{"x": {"k": 1, "k": 2}}', False),
+    (b'{"x": [{"k": 1, "j": {"k": 1}, "k": 3}]}', False),
+    (b'{"a": 1, "\\u0061": 2}', False),  # the same key, escaped
+    (b'{"s": "a \\" quoted \\\\ value", "t": "\\u00e9"}', True),  # escapes in values
+    (b'{"s": "\\ud83d\\ude00"}', False),  # a surrogate escape: the line parser judges it
+    ('{"s": "caf\u00e9"}'.encode(), False),  # non-ASCII: the line parser judges UTF-8
+    (b'{"s": "\xff"}', False),  # not UTF-8
+    (b'{"s": "tab\there"}', False),  # a raw control byte in a string
+    (b'{"x": NaN}', False), (b'{"x": Infinity}', False),
+    (b'[1, 2]', False),  # not an object
+    (b'', False), (b'  ', False),  # blank
+    (b'  {"a": {}}  ', True),
+    (b'{"a": ' + b'[' * MAX_DEPTH + b']' * MAX_DEPTH + b'}', False),
+    (b'{"a": ' + b'[' * (MAX_DEPTH - 2) + b']' * (MAX_DEPTH - 2) + b'}', True),
+    (b'{"": 1, "b": ""}', True),
+    (("{" + ", ".join(f'"k{i}": 1' for i in range(MAX_OPEN_KEYS + 1)) + "}").encode(), False),
+    (("{" + ", ".join(f'"k{i}": 1' for i in range(MAX_OPEN_KEYS)) + "}").encode(), True),
+    # more keys than the table holds, but never open at once: each object's keys are freed
+    (('{"a": [' + ", ".join(f'{{"k{i}": 1, "j": 2}}' for i in range(MAX_OPEN_KEYS))
+      + "]}").encode(), True),
+    # keys the extraction reads, of any type: the walk alone reads none
+    (b'{"action_id": 5, "premises": {"p": "x"}, "verifiers": 1, "time": []}', True),
+], ids=["nested-same-names", "top-level-twice", "nested-twice", "in-a-list-twice",
+        "escaped-key", "escapes-in-values", "surrogate-escape", "non-ascii", "bad-utf8",
+        "control-byte", "nan", "infinity", "array", "empty", "spaces-only", "spaces",
+        "too-deep", "deep-enough", "empty-key", "too-many-open-keys",
+        "open-keys-at-the-limit", "many-keys-in-closed-objects", "read-keys-any-type"])
+def test_strict_objects_hand_cases(line: bytes, vouched: bool) -> None:
+    assert strict_objects(line + b"\n") is vouched
+    assert strict_objects(b'{"a": 1}\n' + line + b"\n" + b'{"b": 2}\n') is vouched
+    if vouched:
+        assert _strict_ok(line)
+
+
+_KEYS = st.sampled_from(["a", "b", "id", "p", "claim_id", "", "x y", "\\u0061", "é"])
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-5, 5),
+                     st.floats(allow_nan=False, allow_infinity=False),
+                     st.text(max_size=4))
+
+
+def _render(v: Any) -> str:
+    """JSON text of ``v``, where an object is a list of pairs (so keys can repeat) and a
+    key is written as given (so it can be escaped)."""
+    if isinstance(v, tuple) and v and v[0] == "obj":
+        return "{" + ", ".join(f'"{k}": {_render(x)}' for k, x in v[1]) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_render(x) for x in v) + "]"
+    return json.dumps(v)
+
+
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(st.just("obj"), st.lists(st.tuples(_KEYS, inner), max_size=4))),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_KEYS, _VALUES), max_size=6))
+def test_a_vouched_line_is_one_the_strict_parser_accepts(pairs: list[tuple[str, Any]]) -> None:
+    """Whatever the walk vouches for, the strict parser takes as an object; whatever it
+    refuses (a key twice, say), the walk never vouches for."""
+    line = _render(("obj", pairs)).encode("utf-8")
+    vouched = strict_objects(line + b"\n")
+    if vouched:
+        assert _strict_ok(line), line
+    if not _strict_ok(line):
+        assert not vouched, line
+    assume(vouched)

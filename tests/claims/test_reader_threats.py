@@ -1,8 +1,8 @@
 """Threats to the data readers: one verdict for one line, whatever its neighbours; one bad
 row never stops the run.
 
-The decision-log read parses a block by one of several paths (a compiled extraction,
-pyarrow with a key scan, a line parser), chosen by what the other lines of the block hold.
+The decision-log read parses a block by one of two paths (a compiled extraction, a line
+parser), chosen by what the other lines of the block hold.
 The corpus below places each odd line beside each kind of neighbour and asserts that the
 odd line gets the same verdict (read, skipped as corrupt, or the read refused naming it)
 and the same values in every placement, read column by column or line by line, with and
@@ -78,27 +78,32 @@ ODD: list[tuple[str, bytes, str, float | None]] = [
     ("NUL in a string", _line("a\x00b"), "corrupt", None),
     ("CRLF", _line() + b"\r", "read", 5.0),
 ]
-#: Neighbours: a clean line, one with a verifier call, one that sends the block to the line
-#: parser (a time given as a number), one with bytes >= 0x80 (the compiled extraction passes
-#: the block to pyarrow and the key scan), a corrupt line.
+#: Neighbours: a clean line, one with a verifier call, one with offered verifiers, one that
+#: sends the block to the line parser (a time given as a number), one with bytes >= 0x80
+#: (the same), a corrupt line.
 NEIGHBOURS: dict[str, bytes | None] = {
     "alone": None,
     "clean": _line("n"),
-    "pyarrow": _line("n", extra=(
+    "verifier call": _line("n", extra=(
         ',"verifier_calls":[{"verifier":"v","reliability":0.9,"signals":{"p0":true}}]')),
+    "offered verifiers": _line("n", extra=(
+        ',"verifiers":[{"id":"v","resolves_premise_ids":["p0"],"execution_cost":0.2,'
+        '"symmetric_reliability":0.9}]')),
     "line parser": _line("n", time="1767225600"),
     "non-ASCII": _line("n\u00e9"),
     "corrupt": b'{"time":',
 }
 
 
-def _verdict(path: Path, on_corrupt: str, columnar: bool, odd_line: int) -> Any:
+def _verdict(path: Path, on_corrupt: str, columnar: bool, odd_line: int,
+             offers: bool = False) -> Any:
     """What the read makes of line ``odd_line``: its values if read, ``corrupt`` if skipped
     (or the read refused naming it); None if a neighbour stopped the read first."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            r = read_uses(path, on_corrupt=on_corrupt, columnar=columnar)  # type: ignore[arg-type]
+            r = read_uses(path, on_corrupt=on_corrupt,  # type: ignore[arg-type]
+                          columnar=columnar, offers=offers)
         except DataContractError as exc:
             named = re.search(r"line (\d+)", str(exc))
             assert named is not None, str(exc)
@@ -128,13 +133,15 @@ def test_one_verdict_for_one_line_whatever_its_neighbours(
         for block_bytes in (1 << 20, len(lines[0]) + 1):  # one block; a block a line
             monkeypatch.setattr(logread, "_BLOCK_BYTES", block_bytes)
             for on_corrupt in ("skip", "raise"):
-                for columnar in (True, False):
-                    got = _verdict(path, on_corrupt, columnar, odd_line)
+                # the line parser reads the offered verifiers or not alike; the compiled
+                # extraction reads them with offers
+                for columnar, offers in ((True, False), (True, True), (False, False)):
+                    got = _verdict(path, on_corrupt, columnar, odd_line, offers)
                     if got is None:  # the corrupt neighbour, read first, stopped it
                         assert nb_name == "corrupt" and on_corrupt == "raise"
                         continue
                     seen.setdefault(got, []).append(
-                        f"{nb_name}/{block_bytes}/{on_corrupt}/{columnar}")
+                        f"{nb_name}/{block_bytes}/{on_corrupt}/{columnar}/{offers}")
     assert len(seen) == 1, seen
     (got,) = seen
     if verdict == "corrupt":
