@@ -25,6 +25,17 @@ from typing import Any
 import pytest
 from repo_paths import REPO_ROOT
 
+# One BLAS thread per test process (unless the environment says otherwise): ``make test``
+# runs two workers on two cores, where OpenBLAS's own threads oversubscribe the cores and
+# spin while they wait (about 30% more CPU in the calibration fits, twice as much under
+# load). Set before the workers and the tests' subprocesses start, so they inherit it; this
+# process loaded numpy already (a plugin imports it), so its pool is limited as well.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+if os.environ["OPENBLAS_NUM_THREADS"] == "1":
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+
 sys.path.insert(0, str(REPO_ROOT / "tests" / "gate" / "seed_engine"))
 #: Runs the seed document's TypeScript engine under node (``tests/gate/seed_engine/``).
 SEED_HARNESS: ModuleType = importlib.import_module("seed_harness")

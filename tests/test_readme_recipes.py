@@ -6,7 +6,8 @@ Each ```bash block runs in its own ``bash -e`` in the copy, so a failing command
 test with the block and its output. Two substitutions, printed when they happen:
 
 - ``mlflow ui ... --port 5000`` serves until stopped: it runs in the background on a free port
-  until it answers HTTP, then it is stopped;
+  until it answers HTTP, then it is stopped (with one server worker, ``MLFLOW_WORKERS=1``, not
+  its default four: one answers as well, and four cost three more imports of the server);
 - ``AMV_CALIB_MODELS_DIR`` points at the copy's ``models/`` (unless a block sets it), because
   the installed package (an editable install of this checkout) would otherwise look in this
   checkout's.
@@ -63,8 +64,10 @@ def _serve_until_up(command: str, cwd: Path, env: dict[str, str]) -> None:
     """Run a blocking ``mlflow ui`` command on a free port until it answers, then stop it."""
     port = _free_port()
     command = re.sub(r"--port \d+", f"--port {port}", command)
-    print(f"substituted: running `{command.strip()}` until it answers, then stopping it")
-    proc = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=cwd, env=env,
+    print(f"substituted: running `{command.strip()}` with MLFLOW_WORKERS=1 until it answers, "
+          f"then stopping it")
+    proc = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=cwd,
+                            env={**env, "MLFLOW_WORKERS": "1"},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:

@@ -33,7 +33,10 @@ def test_demo_prints_what_ships(tmp_path: Path, repo_root: Path) -> None:
     env = {k: v for k, v in os.environ.items()
            if k not in ("MLFLOW_TRACKING_URI", "AMV_CALIB_MODELS_DIR", "AMV_CALIB_TRUSTED_KEYS")}
     env["PYTHONPATH"] = str(repo_root)
-    proc = subprocess.run([sys.executable, "-m", "amv_calib.cli", "run",
+    # -P: the package is this checkout's (PYTHONPATH), not the copy's that ``-m`` would put
+    # first: the same source, but the copy has no numba cache, and compiling the gate's
+    # kernels afresh was most of the run's CPU (a clone's `make demo` compiles them once)
+    proc = subprocess.run([sys.executable, "-P", "-m", "amv_calib.cli", "run",
                            "pipelines/retrain.toml"], cwd=copy, env=env, capture_output=True,
                           text=True, timeout=1800, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
