@@ -93,7 +93,7 @@ class JoinState:
         return np.arange(self.valid.size, dtype=np.int64)
 
 
-def _weights(reliability: np.ndarray) -> pd.DataFrame:
+def signal_weights(reliability: np.ndarray) -> pd.DataFrame:
     """The usable reliabilities and their log-likelihood ratios (the ``weights`` relation)."""
     r = np.unique(reliability[np.isfinite(reliability)])
     r = r[(r > 0.5) & (r <= 1.0)]
@@ -131,7 +131,7 @@ def _strings(values: Any) -> Any:
     return pa.array(values, type=pa.string(), from_pandas=True)
 
 
-def _kind_bad(entries: pd.DataFrame) -> BoolArray:
+def kind_bad(entries: pd.DataFrame) -> BoolArray:
     """Per entry: whether its memory kind breaks the contract's rule (its ``kind_error``
     set; all False when no premise gives a kind)."""
     if "kind_error" not in entries.columns:
@@ -192,7 +192,7 @@ def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
             c: pa.array(e[c].to_numpy(dtype=np.float64) if log.spilled is None
                         else log.spilled.read(c, 0, len(e)))
             for c in ("recency_hours", "source_trust_score", "model_confidence",
-                      "contradiction_flag")}, "kind_bad": pa.array(_kind_bad(e))}
+                      "contradiction_flag")}, "kind_bad": pa.array(kind_bad(e))}
 
     # what the steps before READS_LATE do not read is built on threads while they run
     # (Arrow's hashing and numpy's gathers hold no GIL), the longest started first
@@ -235,7 +235,7 @@ def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
         return whole
 
     return {"entries": Late(early, entries), "signals": signals,
-            "weights": _weights(reliability), "outcomes": Late(None, outcomes)}
+            "weights": signal_weights(reliability), "outcomes": Late(None, outcomes)}
 
 
 def encode(entries: pd.DataFrame, signals: pd.DataFrame, outcomes: pd.DataFrame
@@ -258,7 +258,7 @@ def encode(entries: pd.DataFrame, signals: pd.DataFrame, outcomes: pd.DataFrame
         "c": _masked(e_c), "t_us": entries["t_us"].astype("Int64").array,
         **{c: entries[c].to_numpy(dtype=np.float64)
            for c in ("recency_hours", "source_trust_score", "model_confidence",
-                     "contradiction_flag")}, "kind_bad": _kind_bad(entries)})
+                     "contradiction_flag")}, "kind_bad": kind_bad(entries)})
     sig = pd.DataFrame({
         "sid": signals["sid"].to_numpy(dtype=np.int64),
         "rec": signals["rec"].to_numpy(dtype=np.int64), "pid": _masked(s_p),
@@ -270,7 +270,7 @@ def encode(entries: pd.DataFrame, signals: pd.DataFrame, outcomes: pd.DataFrame
         "c": _masked(o_c), "o_t": outcomes["o_t"].to_numpy(dtype=np.int64),
         "v": outcomes["v"].to_numpy(dtype=bool)})
     return {"entries": ent, "signals": sig,
-            "weights": _weights(sig["reliability"].to_numpy()), "outcomes": out}
+            "weights": signal_weights(sig["reliability"].to_numpy()), "outcomes": out}
 
 
 def _masked(codes: np.ndarray) -> Any:

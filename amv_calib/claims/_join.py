@@ -591,7 +591,7 @@ def _invalid_details(log: LogEntries, valid: BoolArray, entry_of_use: IntArray |
     return codes, messages
 
 
-def _signal_llr(answers: pd.DataFrame) -> tuple[IntArray, FloatArray]:
+def llr_per_use(answers: pd.DataFrame) -> tuple[IntArray, FloatArray]:
     """The uses with signals (ascending) and the summed log-likelihood ratio of each one's
     answers (NaN if +inf and -inf), summed in the order of ``answers`` (by first signal)."""
     uu = answers["uid"].to_numpy().astype(np.int64)
@@ -649,7 +649,7 @@ def _join(plist: list[PathLike], log: LogEntries, out_df: pd.DataFrame,
     valid, label = state.valid, state.label
     detail_codes, detail_categories = _invalid_details(log, valid, entry_of_use)
     reason = state.reason.copy()
-    sig_use, sig_llr = _signal_llr(state.answers)
+    sig_use, sig_llr = llr_per_use(state.answers)
     ignored_signals = len(log.signals) - state.signals_used
     has_sig = np.zeros(n_uses, dtype=bool)
     has_sig[sig_use] = True

@@ -55,8 +55,9 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import numpy as np
 import pandas as pd
 
-from amv_calib.claims._join import _INVALID, _NO_OUTCOME, _signal_llr, verifier_labels
 from amv_calib.claims.engine import (
+    INVALID_CODE,
+    NO_OUTCOME_CODE,
     UNJOINED_REASONS,
     JoinReport,
     PathLike,
@@ -64,10 +65,12 @@ from amv_calib.claims.engine import (
     categorical,
     join_report,
     label_rows,
+    llr_per_use,
     load_outcomes,
     outcome_report,
     posterior,
     us_to_datetime,
+    verifier_labels,
 )
 from amv_calib.exceptions import ConfigError, check_choice
 from amv_calib.spark._read import _FEATS, _batch, _expand, _filesystem, _read_logs
@@ -160,13 +163,13 @@ def _part_schemas() -> tuple[Any, Any]:
 def _llr(answers: Any) -> tuple[Any, Any]:
     """Per use of a batch (``answers``: each use's answers, ``first`` and ``contrib``, by
     first signal; null for none) whether it has answers, and their summed log-likelihood
-    ratio as one machine sums them (:func:`~amv_calib.claims._join._signal_llr`; 0 for
+    ratio as one machine sums them (:func:`~amv_calib.claims.engine.llr_per_use`; 0 for
     none)."""
     import pyarrow.compute as pc
 
     contrib = pc.list_flatten(answers).field("contrib").to_numpy(zero_copy_only=False)
     uid = pc.list_parent_indices(answers).to_numpy(zero_copy_only=False)
-    sig_use, sig_llr = _signal_llr(pd.DataFrame({"uid": uid, "contrib": contrib}))
+    sig_use, sig_llr = llr_per_use(pd.DataFrame({"uid": uid, "contrib": contrib}))
     has_sig = np.zeros(len(answers), dtype=bool)
     has_sig[sig_use] = True
     llr = np.zeros(len(answers))
@@ -211,7 +214,7 @@ class _PartWriter:
             return pc.fill_null(batch.column(k), fill).to_numpy(zero_copy_only=False).astype(dtype)
 
         nan = float("nan")
-        reason = arr("reason", _NO_OUTCOME, np.int8)  # the SQL join's
+        reason = arr("reason", NO_OUTCOME_CODE, np.int8)  # the SQL join's
         p = arr("p", nan, np.float64)
         has_sig, llr = _llr(batch.column("answers"))
         hard, soft = verifier_labels(reason, has_sig, np.isnan(llr), self.soft_labels)
@@ -475,8 +478,8 @@ def _label(
     final = entries.select("eid").join(superseded, "eid", "left_anti") \
         .join(joined["invalid_uses"].withColumn("invalid", F.lit(True)), "eid", "left") \
         .join(joined["use_verdicts"], "eid", "left").join(answers, "eid", "left").select(
-            "eid", F.when(F.col("invalid"), _INVALID)
-            .otherwise(F.coalesce(F.col("reason"), F.lit(_NO_OUTCOME))).alias("reason"),
+            "eid", F.when(F.col("invalid"), INVALID_CODE)
+            .otherwise(F.coalesce(F.col("reason"), F.lit(NO_OUTCOME_CODE))).alias("reason"),
             F.coalesce(F.col("label"), F.lit(False)).alias("label"), "answers").persist()
     final.count()
 

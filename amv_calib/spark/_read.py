@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
-from amv_calib.claims._duckjoin import _kind_bad
 from amv_calib.claims.engine import (
     MISSING_US,
     EntryAccumulator,
     invalid_detail,
+    kind_bad,
     read_chunks,
 )
 from amv_calib.contract import CLAIM_FEATURES
@@ -274,7 +274,7 @@ def _parse_task(task: tuple[int, str, int, int], task_idx: int, first_line: int,
         **{k: pa.array(entries[k].to_numpy(np.float64)) for k in (*_FEATS, "p")},
         "memory_kind": pa.array(entries["memory_kind"]).cast(pa.string())
         if kinds and len(entries) else pa.nulls(len(entries), pa.string()),
-        "kind_bad": pa.array(_kind_bad(entries)),
+        "kind_bad": pa.array(kind_bad(entries)),
         "detail": detail,
     })
     rec_cols["signals"] = _nested(np.bincount(signals["rec"].to_numpy(), minlength=n_rec), {

@@ -23,9 +23,14 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 import pandas as pd
 
-from amv_calib.claims._duckjoin import VIEWS, _weights
-from amv_calib.claims._sql import FEW, RESULTS, join_statements
-from amv_calib.claims._times import MISSING_US
+from amv_calib.claims.engine import (
+    FEW,
+    MISSING_US,
+    RESULTS,
+    VIEWS,
+    join_statements,
+    signal_weights,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -97,7 +102,7 @@ def relations(spark: SparkSession, parsed: DataFrame, out_df: pd.DataFrame
         "sid", "rec", "pid", "verifier", "confirmed", "reliability")
     distinct_r = np.array([r[0] for r in signals.select("reliability").distinct().collect()
                            if r[0] is not None], dtype=np.float64)
-    weights = spark.createDataFrame(_weights(distinct_r), RELATION_SCHEMAS["weights"])
+    weights = spark.createDataFrame(signal_weights(distinct_r), RELATION_SCHEMAS["weights"])
     o = coded(coded(outcomes, "action_id", actions, "a"), "claim_id", claims, "c")
     return {"entries": entries, "signals": signals, "weights": weights,
             "outcomes": o.select("oid", "a", "c", "o_t", "v")}
