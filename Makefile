@@ -42,9 +42,9 @@ ts:
 	set -e; cd $(TS); npm ci --no-audit --no-fund; npm run build; npm test; \
 	cd examples/agents-guardrail; npm ci --no-audit --no-fund; npm test
 
-# Two workers, one test file each at a time (module fixtures are built once); tests/conftest.py
-# starts the longest files (Spark, then the others of more than ~20 s) first. TEST_WORKERS=0
-# runs in one process.
+# Two workers, one test file each at a time (module fixtures are built once; the Spark files
+# go to one worker, in one session); tests/conftest.py starts the longest files (Spark, then
+# the others of more than ~20 s) first. TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 
 test: $(STAMP) lint typecheck ts

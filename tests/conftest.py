@@ -91,10 +91,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(f"CI is set, so this test must run, but it needs {'; '.join(missing)}",
                     pytrace=False)
     pytest.skip(f"needs {'; '.join(missing)}")
-#: The files that take longest (the Spark files: a session and jobs of tens of seconds;
-#: then the others of more than ~20 s, longest first, as measured from a fresh clone): run
-#: first, so that under ``make test``'s two workers (pytest-xdist, one file per worker at a
-#: time) no long file starts last and both workers finish about together.
+#: The files that take longest (the Spark files, one unit for one worker: a session and
+#: jobs of tens of seconds; then the others of more than ~20 s, longest first, as measured
+#: from a fresh clone): run first, so that under ``make test``'s two workers (pytest-xdist,
+#: one file per worker at a time) no long file starts last and both workers finish about
+#: together.
 _LONG_FIRST = ("tests/spark/", "tests/monitoring/test_monitor.py",
                "tests/test_readme_recipes.py", "tests/tuning/test_certify_validity.py",
                "tests/claims/test_episodes.py", "tests/pipeline/test_pipeline.py",
@@ -105,6 +106,23 @@ _LONG_FIRST = ("tests/spark/", "tests/monitoring/test_monitor.py",
 def _start_rank(item: pytest.Item) -> int:
     return next((i for i, prefix in enumerate(_LONG_FIRST) if item.nodeid.startswith(prefix)),
                 len(_LONG_FIRST))
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadfile``, the Spark files as one unit: one worker runs them all, in
+    one Spark session (each session's first label pays seconds of the JVM's start-up and
+    compilation), while the other runs the rest."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class _SparkTogether(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/spark/" if nodeid.startswith("tests/spark/") else \
+                super()._split_scope(nodeid)
+
+    return _SparkTogether(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

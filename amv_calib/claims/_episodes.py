@@ -533,13 +533,18 @@ def build_episodes(files: list[str], log: Any, state: Mapping[str, Any], min_ver
 
 
 def write_episodes_jsonl(lines: Any, path: PathLike) -> None:
-    """Write episode lines (a pyarrow string array) as JSONL, one per line."""
+    """Write episode lines (a pyarrow string array, or an iterable of them in order) as
+    JSONL, one per line."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    parts = [lines] if isinstance(lines, (pa.Array, pa.ChunkedArray)) else lines
     with open(path, "wb") as fh:
-        if len(lines):
-            whole = pc.binary_join(pa.LargeListArray.from_arrays(
-                pa.array([0, len(lines)], type=pa.int64()), lines.cast(pa.large_string())),
-                pa.scalar("\n", pa.large_string()))[0].as_py()
-            fh.write(whole.encode("utf-8") + b"\n")
+        for part in parts:
+            if isinstance(part, pa.ChunkedArray):
+                part = part.combine_chunks()
+            if len(part):
+                whole = pc.binary_join(pa.LargeListArray.from_arrays(
+                    pa.array([0, len(part)], type=pa.int64()), part.cast(pa.large_string())),
+                    pa.scalar("\n", pa.large_string()))[0].as_py()
+                fh.write(whole.encode("utf-8") + b"\n")

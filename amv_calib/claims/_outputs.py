@@ -565,7 +565,8 @@ def _text_table(n: int, columns: Mapping[str, Any]) -> pa.Table:
 def write_label_folder(result: Any, folder: str | os.PathLike[str],
                        outcome_files: Sequence[str], *,
                        claim_parts: Iterable[pd.DataFrame] | None = None,
-                       use_parts: Iterable[pd.DataFrame] | None = None) -> dict[str, Any]:
+                       use_parts: Iterable[pd.DataFrame] | None = None,
+                       episode_parts: Iterable[Any] | None = None) -> dict[str, Any]:
     """Write what ``label --out DIR`` writes (:data:`LABEL_FOLDER_FILES`) from a
     :class:`~amv_calib.claims.LogLabels`; return the summary line. The caller claims the
     folder first (:func:`claim_outputs`).
@@ -582,6 +583,8 @@ def write_label_folder(result: Any, folder: str | os.PathLike[str],
         The claim rows and the unjoined uses in consecutive parts, instead of
         ``result.claims`` and ``result.report.unjoined_uses`` (an engine that does not hold
         them: :func:`write_claims_table`, :func:`write_join_report`); the same bytes.
+    episode_parts : iterable of pyarrow string arrays, optional
+        The episode lines in consecutive parts, instead of ``result.episodes``.
     """
     from amv_calib.claims._episodes import write_episodes_jsonl
 
@@ -589,7 +592,8 @@ def write_label_folder(result: Any, folder: str | os.PathLike[str],
     where.mkdir(parents=True, exist_ok=True)
     claims = where / "claims.parquet"
     write_claims_table(result.claims if claim_parts is None else claim_parts, claims)
-    write_episodes_jsonl(result.episodes, where / "episodes.jsonl")
+    write_episodes_jsonl(result.episodes if episode_parts is None else episode_parts,
+                         where / "episodes.jsonl")
     ep = result.episode_report.to_dict()
     flagged = sorted(v for v, r in result.verifiers.items() if r["declared_outside_interval"])
     (where / "verifiers.json").write_text(json.dumps({

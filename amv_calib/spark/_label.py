@@ -30,13 +30,14 @@ What runs where (docs/scale.md):
   part files, one batch at a time, into ``label``'s files (the same bytes);
   :func:`label_claims_spark` and :func:`label_logs_spark` read them back into memory.
   Episodes: the per-action rule runs on the executors (``build_episodes`` of
-  :mod:`amv_calib.claims.engine` on each group of actions, the same code) and the driver
-  collects the episode lines; the verifier reliabilities are computed by the driver from
+  :mod:`amv_calib.claims.engine` on each group of actions, the same code), and the
+  episode lines, sorted by file and line, are written as part files that the driver
+  streams (one part at a time); the verifier reliabilities are computed by the driver from
   per-verifier answer counts that Spark aggregates
   (:func:`~amv_calib.claims.verifier_reliabilities`, the same code).
 
 The driver never holds the parsed log (records, premise entries, signals) nor, writing the
-files, the claim rows or the unjoined uses.
+files, the claim rows, the unjoined uses or the episodes.
 
 Floating point: the LLR of a use is summed by the single-machine code in its order (each
 distinct answer at its first signal), with the weights computed by numpy, so
@@ -279,6 +280,44 @@ def _parts_fn(folder: str, soft_labels: str) -> Any:
     return run
 
 
+#: What each task of the episode stage reports: its part, attempt and episodes written.
+_EPISODE_PART_SUMMARY: Final = "part int, attempt int, rows long"
+
+
+def _episode_parts_fn(folder: str) -> Any:
+    """The mapInArrow function that writes one task's episodes (``episode``, ``action``; a
+    range of (file, line), sorted) as a Parquet part file of the scratch folder."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    spark_schema = _parse_datatype_string(_EPISODE_PART_SUMMARY)
+    assert isinstance(spark_schema, StructType)
+    schema = to_arrow_schema(spark_schema)
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        part = ctx.partitionId() if ctx is not None else 0
+        attempt = ctx.attemptNumber() if ctx is not None else 0
+        fs, inner = _filesystem(folder)
+        cols = pa.schema([("episode", pa.string()), ("action", pa.string())])
+        rows = 0
+        with pq.ParquetWriter(f"{inner}/{_part_name('episodes', part, attempt)}", cols,
+                              filesystem=fs) as writer:
+            for batch in batches:
+                if batch.num_rows:
+                    writer.write_table(pa.table([batch.column("episode"),
+                                                 batch.column("action")], schema=cols))
+                    rows += batch.num_rows
+        yield pa.RecordBatch.from_pydict({"part": [part], "attempt": [attempt],
+                                          "rows": [rows]}, schema=schema)
+
+    return run
+
+
 def _claim_frame(batch: Any, first_use: int, names: list[str], cal_cats: list[str],
                  reg_cats: list[str], kinds: bool) -> pd.DataFrame:
     """Claim rows of a part file as the single-machine ``label_claims`` builds them
@@ -345,6 +384,7 @@ class _Labelled:
         self.names = names
         self.cats = (cal_cats, reg_cats)
         self.frames = frames
+        self.episode_summary = pd.DataFrame({"part": [], "attempt": [], "rows": []})
 
     def _batches(self, kind: str) -> Iterator[tuple[int, Any]]:
         """(first use of the part, batch) of every part file of ``kind``, in log order; one
@@ -362,6 +402,20 @@ class _Labelled:
                         yield first, batch
             first += int(n_uses)
         yield first, _empty_batch(_part_schemas()[0 if kind == "claims" else 1])
+
+    def episode_parts(self) -> Iterator[Any]:
+        """The episode parts (``episode``, ``action``: pyarrow tables), in log order, written
+        by :func:`_episodes_and_verifiers`."""
+        import pyarrow.parquet as pq
+
+        fs, inner = _filesystem(self.folder)
+        for part, attempt, rows in zip(self.episode_summary["part"],
+                                       self.episode_summary["attempt"],
+                                       self.episode_summary["rows"], strict=True):
+            if rows:
+                with fs.open_input_file(f"{inner}/{_part_name('episodes', int(part), int(attempt))}"
+                                        ) as fh:
+                    yield pq.read_table(fh)
 
     def claim_parts(self) -> Iterator[pd.DataFrame]:
         """The claim rows, in order, one part at a time (the last one empty)."""
@@ -689,10 +743,11 @@ def _episode_fn(files: list[str], min_calls: int, verifiers: dict[str, dict[str,
 
 
 def _episodes_and_verifiers(done: _Labelled, min_verifier_calls: int
-                            ) -> tuple[Any, Any, dict[str, dict[str, Any]], list[str | None]]:
-    """The episodes (a string array, one JSON line each, in log order), their report, the
-    verifier reliabilities and each episode's action, from a join run with the offers."""
-    import pyarrow as pa
+                            ) -> tuple[Any, dict[str, dict[str, Any]]]:
+    """The episodes' report and the verifier reliabilities, from a join run with the offers;
+    the episodes themselves are part files of the scratch folder, in log order
+    (:meth:`_Labelled.episode_parts`): the driver never holds them all."""
+    from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -744,22 +799,26 @@ def _episodes_and_verifiers(done: _Labelled, min_verifier_calls: int
         .join(st, "rec", "left") \
         .mapInArrow(_episode_fn(names, min_verifier_calls, verifiers, done.soft_labels),
                     _EPISODE_SCHEMA)
-    got = eps.toArrow()
-    kind = got.column("kind").to_numpy()
-    rows = got.filter(pa.array(kind == 0)).sort_by([("file", "ascending"),
-                                                    ("line", "ascending")])
-    tallies = got.filter(pa.array(kind == 1))
+    eps = eps.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        tallies = eps.filter("kind = 1").select("actions", "counts").toPandas()
+        done.episode_summary = eps.filter("kind = 0") \
+            .select("file", "line", "episode", "action") \
+            .repartitionByRange("file", "line").sortWithinPartitions("file", "line") \
+            .mapInArrow(_episode_parts_fn(done.folder), _EPISODE_PART_SUMMARY).toPandas() \
+            .sort_values("part", ignore_index=True)
+    finally:
+        eps.unpersist()
     unlabelled = np.zeros(len(ACTION_REASONS), dtype=np.int64)
-    for c in tallies.column("counts").to_pylist():
+    for c in tallies["counts"]:
         unlabelled += np.asarray(c, dtype=np.int64)
     ep_report = EpisodeReport(
-        actions_read=int(np.sum(tallies.column("actions").to_numpy())),
-        episodes=rows.num_rows,
+        actions_read=int(tallies["actions"].sum()),
+        episodes=int(done.episode_summary["rows"].sum()),
         unlabelled={r: int(unlabelled[i]) for i, r in enumerate(ACTION_REASONS)},
         min_verifier_calls=min_verifier_calls)
     ep_report.check()
-    return (rows.column("episode").combine_chunks(), ep_report, verifiers,
-            rows.column("action").to_pylist())
+    return ep_report, verifiers
 
 
 def _check_min_calls(min_verifier_calls: int) -> None:
@@ -792,6 +851,8 @@ def label_logs_spark(
     min_verifier_calls : int, default 200
         As in :func:`~amv_calib.claims.label_logs`.
     """
+    import pyarrow as pa
+
     from amv_calib.claims.engine import LogLabels
 
     _check_min_calls(min_verifier_calls)
@@ -800,8 +861,11 @@ def label_logs_spark(
                   offers=True, scratch=scratch)
     try:
         claims, report = done.held()
-        episodes, ep_report, verifiers, actions = _episodes_and_verifiers(
-            done, min_verifier_calls)
+        ep_report, verifiers = _episodes_and_verifiers(done, min_verifier_calls)
+        held = pa.concat_tables([*done.episode_parts(), pa.table(
+            {"episode": pa.array([], pa.string()), "action": pa.array([], pa.string())})])
+        episodes = held.column("episode").combine_chunks()
+        actions = held.column("action").to_pylist()
     finally:
         done.close()
     return LogLabels(claims=claims, report=report, episodes=episodes,
@@ -876,12 +940,13 @@ def write_label_spark(
             line = write_join_report(done.report, target, files, use_parts=done.use_parts())
             ep_report = None
         else:
-            episodes, ep_report, verifiers, _ = _episodes_and_verifiers(done,
-                                                                        min_verifier_calls)
-            result = LogLabels(claims=pd.DataFrame(), report=done.report, episodes=episodes,
+            ep_report, verifiers = _episodes_and_verifiers(done, min_verifier_calls)
+            result = LogLabels(claims=pd.DataFrame(), report=done.report, episodes=None,
                                episode_report=ep_report, verifiers=verifiers)
-            line = write_label_folder(result, target, files, claim_parts=done.claim_parts(),
-                                      use_parts=done.use_parts())
+            line = write_label_folder(
+                result, target, files, claim_parts=done.claim_parts(),
+                use_parts=done.use_parts(),
+                episode_parts=(t.column("episode") for t in done.episode_parts()))
     finally:
         done.close()
     _log.info("label on Spark: files written in %.1f s", time.perf_counter() - t0)

@@ -11,7 +11,7 @@ import pytest
 
 from amv_calib.spark import spark_session
 
-from ._jvm import JVM_CONF
+from ._jvm import SESSION_CONF
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -24,9 +24,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """A ``local[2]`` session: UI off, bound to 127.0.0.1, two shuffle partitions, the JVM
-    flags of ``_jvm.py``."""
+    """A ``local[2]`` session: UI off, bound to 127.0.0.1, two shuffle partitions, the
+    settings of ``_jvm.py`` (among them a small cap on what the driver collects)."""
     session = spark_session("local[2]", app_name="amv-calib-tests", driver_memory="2g",
-                            shuffle_partitions=2, conf=JVM_CONF)
+                            shuffle_partitions=2, conf=SESSION_CONF)
     yield session
     session.stop()

@@ -1,14 +1,11 @@
 """The Spark label through the CLI and the streaming writer, on a generated log with every
 case (tests/spark/_messy.py): ``label --engine spark`` writes the single-machine files to the
-byte (a folder, and the table outputs .parquet and .jsonl with the scratch folder emptied),
-and the driver collects no per-use rows (a session whose result cap is smaller than them
-labels the log). Apart from tests/spark/test_label.py so that the two halves can run on two
-test workers."""
+byte (a folder and a .jsonl table, the scratch folder emptied each time), and the driver
+collects no per-use rows (the tests' session, whose result cap is smaller than them, labels
+the log)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -16,8 +13,9 @@ from typing import Any
 import pytest
 
 from amv_calib.cli import main
+from amv_calib.spark import write_label_spark
 
-from ._jvm import JVM_OPTIONS
+from ._jvm import RESULT_CAP
 from ._messy import same_report_file, write_messy
 
 LINES = 80_000
@@ -46,20 +44,22 @@ def test_cli_label_engine_spark_writes_the_same_files(
         warnings.simplefilter("ignore")
         assert main([*args, "--out", str(tmp_path / "local")]) == 0
         assert main([*args, "--out", str(tmp_path / "spark"), "--engine", "spark",
-                     "--spark-master", "local[2]"]) == 0
+                     "--spark-master", "local[2]",
+                     "--spark-scratch", str(tmp_path / "scratch")]) == 0
     capsys.readouterr()
     for name in ("claims.parquet", "claims.unjoined.csv", "episodes.jsonl", "verifiers.json"):
         assert (tmp_path / "spark" / name).read_bytes() == (tmp_path / "local" / name) \
             .read_bytes(), name
     same_report_file(tmp_path / "local" / "claims.join_report.json",
                      tmp_path / "spark" / "claims.join_report.json")
+    assert list((tmp_path / "scratch").iterdir()) == []  # the part files are removed
 
 
-
-@pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])
 def test_streamed_table_is_the_single_machine_table(
         data: tuple[list[Path], Path], spark: Any, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str], suffix: str) -> None:
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # a table output other than Parquet (the folder above holds claims.parquet)
+    suffix = ".jsonl"
     logs, outcomes = data
     small = _head(logs[1], 4000, tmp_path / "d.jsonl")
     args = ["label", "--decisions", str(small), "--outcomes", str(outcomes), "--skip-corrupt"]
@@ -78,46 +78,26 @@ def test_streamed_table_is_the_single_machine_table(
     assert list((tmp_path / "scratch").iterdir()) == []  # the part files are removed
 
 
-_CAPPED = f"""
-import sys, warnings
-from amv_calib.spark import spark_session, write_label_spark
-log, outcomes, out = sys.argv[1:]
-spark = spark_session("local[2]", app_name="amv-calib-capped", driver_memory="1g",
-                      shuffle_partitions=4, conf={{"spark.driver.maxResultSize": "1m",
-                      "spark.driver.extraJavaOptions": "{JVM_OPTIONS}"}})
-try:
-    spark.range(1_000_000).toPandas()
-    print("COLLECTED")
-except Exception as exc:
-    print("CAPPED" if "maxResultSize" in str(exc) else f"OTHER {{exc}}")
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    write_label_spark([log], [outcomes], spark=spark, out=out, on_corrupt="skip")
-spark.stop()
-print("LABELLED")
-"""
-
-
 def test_the_driver_collects_no_per_use_rows(
-        data: tuple[list[Path], Path], tmp_path: Path,
+        data: tuple[list[Path], Path], spark: Any, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    # A session of its own (the result cap is fixed when a session starts) whose driver may
-    # collect 1 MiB per job: collecting 1 M longs fails there, and the label of a log whose
-    # claim rows and unjoined uses are many times that succeeds, writing the same files.
+    # The tests' session lets the driver collect RESULT_CAP per job (tests/spark/_jvm.py):
+    # collecting 1 M longs fails there, and the label of a log whose claim rows and unjoined
+    # uses are several times the cap succeeds, writing the same files.
+    with pytest.raises(Exception, match="maxResultSize"):
+        spark.range(1_000_000).toPandas()
     logs, outcomes = data
     small = _head(logs[0], 40_000, tmp_path / "d.jsonl")
     out = tmp_path / "spark" / "claims.parquet"
-    proc = subprocess.run([sys.executable, "-c", _CAPPED, str(small), str(outcomes), str(out)],
-                          capture_output=True, text=True, check=False, timeout=600)
-    assert proc.stdout.split() == ["CAPPED", "LABELLED"], proc.stderr[-3000:]
-    args = ["label", "--decisions", str(small), "--outcomes", str(outcomes), "--skip-corrupt",
-            "--out", str(tmp_path / "local" / "claims.parquet")]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert main(args) == 0
+        write_label_spark([small], [outcomes], spark=spark, out=out, on_corrupt="skip")
+        assert main(["label", "--decisions", str(small), "--outcomes", str(outcomes),
+                     "--skip-corrupt", "--out", str(tmp_path / "local" / "claims.parquet")]) == 0
     capsys.readouterr()
     rows = tmp_path / "spark" / "claims.unjoined.csv"
-    assert out.stat().st_size + rows.stat().st_size > 4 << 20  # what would have been collected
+    cap = int(RESULT_CAP.removesuffix("m")) << 20
+    assert out.stat().st_size + rows.stat().st_size > 2 * cap  # what would have been collected
     for name in ("claims.parquet", "claims.unjoined.csv"):
         assert (tmp_path / "spark" / name).read_bytes() == \
             (tmp_path / "local" / name).read_bytes(), name
