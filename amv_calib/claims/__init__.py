@@ -45,7 +45,6 @@ from amv_calib.claims._ingest import (
 )
 from amv_calib.claims._ingest_columns import LABEL_COLUMNS
 from amv_calib.claims._join import (
-    UNJOINED_REASONS,
     JoinedUses,
     JoinReport,
     SoftLabels,
@@ -71,6 +70,7 @@ from amv_calib.claims._outputs import (
     write_label_folder,
     write_label_table,
 )
+from amv_calib.claims._sql import UNJOINED_REASONS
 from amv_calib.claims._times import ParsedTimestamps, parse_timestamps
 from amv_calib.settings import LabelOptions
 

@@ -16,7 +16,14 @@ import pandas as pd
 
 from amv_calib.claims._arrow import BoolArray, IntArray
 from amv_calib.claims._codes import _codes_against, _codes_in, _factorize
-from amv_calib.claims._sql import FEW, join_statements
+from amv_calib.claims._sql import (
+    CONFLICTING_OUTCOMES,
+    FEW,
+    INVALID_USE,
+    JOINED,
+    NO_OUTCOME_YET,
+    join_statements,
+)
 
 if TYPE_CHECKING:
     import duckdb
@@ -358,9 +365,9 @@ def read_state(query: Callable[[str], Mapping[str, Any]], n_entries: int, signal
     lap("superseded")
     valid[uses_of(query("SELECT eid FROM invalid_uses")["eid"])] = False
     lap("invalid_uses")
-    reason = valid.astype(np.int8)  # 1 no_outcome_yet, 0 invalid_use
+    reason = np.where(valid, NO_OUTCOME_YET, INVALID_USE).astype(np.int8)
     label = np.zeros(n_uses, dtype=bool)
-    st = query("SELECT eid, label, reason FROM use_verdicts WHERE reason <> 1")
+    st = query(f"SELECT eid, label, reason FROM use_verdicts WHERE reason <> {NO_OUTCOME_YET}")
     at = uses_of(st["eid"])
     reason[at] = np.asarray(st["reason"], dtype=np.int8)
     label[at] = np.asarray(st["label"], dtype=bool)
@@ -382,6 +389,7 @@ def read_state(query: Callable[[str], Mapping[str, Any]], n_entries: int, signal
     if timings is not None:
         timings["fetch"] = time.perf_counter() - t0
     return JoinState(
-        entry_of_use=eid, valid=valid, final=(reason == -1) | (reason == 3), label=label,
+        entry_of_use=eid, valid=valid,
+        final=(reason == JOINED) | (reason == CONFLICTING_OUTCOMES), label=label,
         reason=reason, answers=answers, outcome_status=o_status,
         signals_used=int(used[0]), entry_use=entry_use)

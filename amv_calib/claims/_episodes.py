@@ -60,7 +60,6 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from amv_calib.claims._join import (
-    UNJOINED_REASONS,
     JoinedUses,
     JoinReport,
     SoftLabels,
@@ -69,6 +68,7 @@ from amv_calib.claims._join import (
 )
 from amv_calib.claims._logread import PathLike, read_uses
 from amv_calib.claims._outcomes import load_outcomes
+from amv_calib.claims._sql import UNJOINED_REASONS
 from amv_calib.exceptions import check_choice
 from amv_calib.settings import LabelOptions
 

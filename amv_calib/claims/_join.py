@@ -94,23 +94,23 @@ from amv_calib.claims._logread import _NAT, LogEntries, PathLike, read_uses
 from amv_calib.claims._noisy import label_rows, posterior
 from amv_calib.claims._outcomes import load_outcomes, outcome_report
 from amv_calib.claims._spill import SpilledColumns
+from amv_calib.claims._sql import (
+    CONFLICTING_OUTCOMES,
+    CONFLICTING_SIGNALS,
+    INVALID_USE,
+    JOINED,
+    UNJOINED_REASONS,
+)
 from amv_calib.claims._times import _time_reasons, us_to_datetime
 from amv_calib.contract import CLAIM_FEATURES, LogReadStats
 from amv_calib.exceptions import DataContractError, check_choice
 
 SoftLabels = Literal["posterior", "off"]
 
-#: Why a use did not become a training row.
-UNJOINED_REASONS: Final = (
-    "invalid_use",
-    "no_outcome_yet",
-    "outcome_before_use",
-    "conflicting_outcomes",
-    "ambiguous_action_outcome",
-    "conflicting_signals",
-)
-_INVALID, _NO_OUTCOME, _BEFORE, _CONFLICT, _AMBIGUOUS, _BAD_SIGNALS = range(6)
-_JOINED: Final = -1
+#: The error when the SQL join refuses a use that the data contract's checks accept: the
+#: refusal would have no reason to give.
+UNCHECKED_REFUSAL: Final = ("the SQL join refused a use that the data contract's checks "
+                            "accept (a bug: please report)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -585,8 +585,7 @@ def _invalid_details(log: LogEntries, valid: BoolArray, entry_of_use: IntArray |
                                            log.bad_times)
     at = np.searchsorted(sub, e_bad)
     if not bad[at].all():
-        raise RuntimeError("the SQL join refused a use that the data contract's checks accept "
-                           "(a bug: please report)")
+        raise RuntimeError(UNCHECKED_REFUSAL)
     codes[bad_uses] = detail[at]
     return codes, messages
 
@@ -619,14 +618,14 @@ def verifier_labels(reason: NDArray[np.int8], has_sig: BoolArray, nan_llr: BoolA
     is updated in place (the labelled ones -1). Both engines decide the uses by this
     function, one machine on all the uses at once, Spark on each batch of them.
     """
-    hard = reason == _JOINED
+    hard = reason == JOINED
     if soft_labels != "posterior":
         return hard, np.zeros(reason.size, dtype=bool)
-    soft = has_sig & (reason != _INVALID) & ~hard & (reason != _CONFLICT)
+    soft = has_sig & (reason != INVALID_USE) & ~hard & (reason != CONFLICTING_OUTCOMES)
     bad = soft & nan_llr
-    reason[bad] = _BAD_SIGNALS
+    reason[bad] = CONFLICTING_SIGNALS
     soft &= ~bad
-    reason[soft] = _JOINED
+    reason[soft] = JOINED
     return hard, soft
 
 

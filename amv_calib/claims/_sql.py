@@ -60,7 +60,7 @@ Steps a caller reads
     premise key twice).
 ``use_verdicts``
     The valid uses an outcome's key names: ``eid``, ``label`` and ``reason`` (an index into
-    :data:`amv_calib.claims._join.UNJOINED_REASONS`, -1 for an outcome label; a use left
+    :data:`UNJOINED_REASONS`, :data:`JOINED` for an outcome label; a use left
     open is ``no_outcome_yet``, ``outcome_before_use`` or ``ambiguous_action_outcome`` here
     and may still take a verifier label). Every other valid use is ``no_outcome_yet``.
 ``answers``
@@ -88,6 +88,20 @@ from typing import Final
 
 #: The dialects :func:`join_statements` writes.
 DIALECTS: Final = ("duckdb", "spark")
+
+#: Why a use did not become a training row. A use's ``reason`` in the steps' results is an
+#: index into it, or :data:`JOINED` for a use an outcome labels.
+UNJOINED_REASONS: Final = (
+    "invalid_use",
+    "no_outcome_yet",
+    "outcome_before_use",
+    "conflicting_outcomes",
+    "ambiguous_action_outcome",
+    "conflicting_signals",
+)
+(INVALID_USE, NO_OUTCOME_YET, OUTCOME_BEFORE_USE, CONFLICTING_OUTCOMES,
+ AMBIGUOUS_ACTION_OUTCOME, CONFLICTING_SIGNALS) = range(len(UNJOINED_REASONS))
+JOINED: Final = -1
 
 _INF: Final = "CAST('Infinity' AS DOUBLE)"
 
@@ -251,13 +265,13 @@ FROM open3 o LEFT JOIN groups3 g
   ON g.c = o.c AND o.t_us <= g.o_t AND (g.prev_t IS NULL OR g.prev_t < o.t_us)
 WHERE o.n_t <= {_FEW}"""),
     ("next3", "{next_outcome}"),
-    ("verdicts3", """
+    ("verdicts3", f"""
 SELECT n.eid, n.c, n.g_t, COALESCE(n.g_true = n.g_n, FALSE) AS label,
-       CASE WHEN n.g_true > 0 AND n.g_true < n.g_n THEN 3
-            WHEN n.g_t IS NOT NULL THEN -1
-            WHEN COALESCE(s.amb, FALSE) THEN 4
-            WHEN COALESCE(s.hb12, FALSE) OR n.first_t < n.t_us THEN 2
-            ELSE 1 END AS reason
+       CASE WHEN n.g_true > 0 AND n.g_true < n.g_n THEN {CONFLICTING_OUTCOMES}
+            WHEN n.g_t IS NOT NULL THEN {JOINED}
+            WHEN COALESCE(s.amb, FALSE) THEN {AMBIGUOUS_ACTION_OUTCOME}
+            WHEN COALESCE(s.hb12, FALSE) OR n.first_t < n.t_us THEN {OUTCOME_BEFORE_USE}
+            ELSE {NO_OUTCOME_YET} END AS reason
 FROM (SELECT * FROM next3_few
       UNION ALL
       SELECT m.eid, m.c, m.t_us, m.g_t, g.g_n, g.g_true, f.first_t
@@ -266,10 +280,11 @@ FROM (SELECT * FROM next3_few
 LEFT JOIN state12 s ON s.eid = n.eid"""),
     # (the claims without a claim outcome by a join, not ``NOT IN`` under ``OR``, which
     # Spark plans as a nested loop over the two tables; c is never NULL on either side)
-    ("use_verdicts", """
+    ("use_verdicts", f"""
 SELECT s.eid, s.label12 AS label,
-       CASE WHEN s.conflict12 THEN 3 WHEN s.final12 THEN -1 WHEN s.amb THEN 4
-            WHEN s.hb12 THEN 2 ELSE 1 END AS reason
+       CASE WHEN s.conflict12 THEN {CONFLICTING_OUTCOMES} WHEN s.final12 THEN {JOINED}
+            WHEN s.amb THEN {AMBIGUOUS_ACTION_OUTCOME} WHEN s.hb12 THEN {OUTCOME_BEFORE_USE}
+            ELSE {NO_OUTCOME_YET} END AS reason
 FROM state12 s LEFT JOIN claim_first3 f ON f.c = s.c
 WHERE s.final12 OR f.c IS NULL
 UNION ALL
@@ -285,8 +300,8 @@ SELECT p.oid, TRUE, MAX(p.after),
        MAX(p.after AND COALESCE(d.ok2, FALSE)), MAX(p.after AND COALESCE(d.conflict2, FALSE)),
        MAX(p.after AND COALESCE(d.amb2, FALSE))
 FROM pairs2 p LEFT JOIN decided2 d ON d.eid = p.eid GROUP BY p.oid"""),
-    ("groups3_used", """
-SELECT g_t, c, MAX(reason = -1) AS used, MAX(reason = 3) AS conflict
+    ("groups3_used", f"""
+SELECT g_t, c, MAX(reason = {JOINED}) AS used, MAX(reason = {CONFLICTING_OUTCOMES}) AS conflict
 FROM verdicts3 WHERE g_t IS NOT NULL GROUP BY c, g_t"""),
     ("flags3", """
 SELECT o.oid, u.min_t IS NOT NULL AS keymatch, COALESCE(u.min_t <= o.o_t, FALSE) AS earlier,

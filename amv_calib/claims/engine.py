@@ -10,8 +10,6 @@ functions. :mod:`amv_calib.monitoring` matches keys by the same string hashes
 
 from __future__ import annotations
 
-from typing import Final
-
 from amv_calib.claims._codes import categorical
 from amv_calib.claims._duckjoin import VIEWS, kind_bad, signal_weights
 from amv_calib.claims._episodes import (
@@ -23,9 +21,7 @@ from amv_calib.claims._episodes import (
 )
 from amv_calib.claims._hashing import GOLDEN, hash_strings, mix64, sort_keys
 from amv_calib.claims._join import (
-    _INVALID,
-    _NO_OUTCOME,
-    UNJOINED_REASONS,
+    UNCHECKED_REFUSAL,
     JoinReport,
     SoftLabels,
     invalid_detail,
@@ -36,19 +32,24 @@ from amv_calib.claims._join import (
 from amv_calib.claims._logread import EntryAccumulator, PathLike, read_chunks
 from amv_calib.claims._noisy import label_rows, posterior
 from amv_calib.claims._outcomes import load_outcomes, outcome_report, outcome_status
-from amv_calib.claims._sql import FEW, RESULTS, join_statements
+from amv_calib.claims._sql import (
+    FEW,
+    INVALID_USE,
+    JOINED,
+    NO_OUTCOME_YET,
+    RESULTS,
+    UNJOINED_REASONS,
+    join_statements,
+)
 from amv_calib.claims._times import MISSING_US, us_to_datetime
-
-#: The reason codes of a use the SQL join refuses (breaks the data contract) and of one it
-#: finds no outcome for, as the join's result columns carry them.
-INVALID_CODE: Final = _INVALID
-NO_OUTCOME_CODE: Final = _NO_OUTCOME
 
 __all__ = [
     "FEW",
-    "INVALID_CODE",
-    "NO_OUTCOME_CODE",
+    "INVALID_USE",
+    "JOINED",
+    "NO_OUTCOME_YET",
     "RESULTS",
+    "UNCHECKED_REFUSAL",
     "VIEWS",
     "join_statements",
     "kind_bad",

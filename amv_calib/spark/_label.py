@@ -57,8 +57,10 @@ import numpy as np
 import pandas as pd
 
 from amv_calib.claims.engine import (
-    INVALID_CODE,
-    NO_OUTCOME_CODE,
+    INVALID_USE,
+    JOINED,
+    NO_OUTCOME_YET,
+    UNCHECKED_REFUSAL,
     UNJOINED_REASONS,
     JoinReport,
     PathLike,
@@ -215,7 +217,12 @@ class _PartWriter:
             return pc.fill_null(batch.column(k), fill).to_numpy(zero_copy_only=False).astype(dtype)
 
         nan = float("nan")
-        reason = arr("reason", NO_OUTCOME_CODE, np.int8)  # the SQL join's
+        reason = arr("reason", NO_OUTCOME_YET, np.int8)  # the SQL join's
+        # each use the SQL refused has the message of the contract's checks (the executors'
+        # parse), as on one machine
+        refused = pa.array(reason == INVALID_USE)
+        if batch.column("detail").filter(refused).null_count:
+            raise RuntimeError(UNCHECKED_REFUSAL)
         p = arr("p", nan, np.float64)
         has_sig, llr = _llr(batch.column("answers"))
         hard, soft = verifier_labels(reason, has_sig, np.isnan(llr), self.soft_labels)
@@ -231,7 +238,7 @@ class _PartWriter:
             **{k: pc.take(batch.column(k), take) for k in ("claim_id", "t_us", "memory_kind",
                                                    "action_id", "tool_name", "pk_str",
                                                    "calibrator", "regime", "file", "line")}})
-        out = np.flatnonzero(reason != -1)
+        out = np.flatnonzero(reason != JOINED)
         self._write("uses", {
             "reason": reason[out].astype(np.int8),
             **{k: pc.take(batch.column(k), pa.array(out, type=pa.int64()))
@@ -532,8 +539,8 @@ def _label(
     final = entries.select("eid").join(superseded, "eid", "left_anti") \
         .join(joined["invalid_uses"].withColumn("invalid", F.lit(True)), "eid", "left") \
         .join(joined["use_verdicts"], "eid", "left").join(answers, "eid", "left").select(
-            "eid", F.when(F.col("invalid"), INVALID_CODE)
-            .otherwise(F.coalesce(F.col("reason"), F.lit(NO_OUTCOME_CODE))).alias("reason"),
+            "eid", F.when(F.col("invalid"), INVALID_USE)
+            .otherwise(F.coalesce(F.col("reason"), F.lit(NO_OUTCOME_YET))).alias("reason"),
             F.coalesce(F.col("label"), F.lit(False)).alias("label"), "answers").persist()
     final.count()
 
@@ -758,7 +765,7 @@ def _episodes_and_verifiers(done: _Labelled, min_verifier_calls: int
     names = done.names
 
     # -- verifier reliabilities: answer counts by verifier and label (Spark), the rest here --
-    counted = answers.join(final.select("eid", (F.col("reason") == -1).alias("hard"),
+    counted = answers.join(final.select("eid", (F.col("reason") == JOINED).alias("hard"),
                                         "label"), "eid") \
         .groupBy("verifier", "confirmed", "reliability", "hard", "label") \
         .agg(F.sum("n").alias("n")).toPandas()

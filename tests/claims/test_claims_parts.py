@@ -71,7 +71,7 @@ def test_an_empty_table_in_parts(tmp_path: Path, suffix: str) -> None:
 
 def _unjoined_report(n: int) -> Any:
     from amv_calib.claims import JoinReport
-    from amv_calib.claims._join import UNJOINED_REASONS
+    from amv_calib.claims._sql import UNJOINED_REASONS
 
     rng = np.random.default_rng(3)
     actions = pd.Index([f"a{i}" for i in range(n)], dtype="str")  # one category per action

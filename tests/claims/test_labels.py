@@ -21,15 +21,11 @@ from sklearn.metrics import log_loss
 from amv_calib import cli
 from amv_calib.calibration._calibrators import PlattCalibrator
 from amv_calib.claims._ingest import load_claims
-from amv_calib.claims._join import (
-    UNJOINED_REASONS,
-    join_logs,
-    label_claims,
-    read_with_outcomes,
-)
+from amv_calib.claims._join import join_logs, label_claims, read_with_outcomes
 from amv_calib.claims._logread import read_uses
 from amv_calib.claims._noisy import fit_noisy_labels
 from amv_calib.claims._outcomes import OUTCOME_STATUSES, load_outcomes
+from amv_calib.claims._sql import UNJOINED_REASONS
 from amv_calib.contract import DecisionLogWarning, encode_record
 from amv_calib.contract._features import SEED_FEATURE_MAP, PortableCalibrator, seed_prior_calibrator
 from amv_calib.datasets._synth import synth_claims

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amv_calib.claims import _duckjoin as dj
-from amv_calib.claims._join import UNJOINED_REASONS, read_with_outcomes
+from amv_calib.claims._join import read_with_outcomes
 from amv_calib.claims._logread import _NAT
 from amv_calib.claims._outcomes import OUTCOME_STATUSES
-from amv_calib.claims._sql import join_statements
+from amv_calib.claims._sql import UNJOINED_REASONS, join_statements
 
 R = {r: i for i, r in enumerate(UNJOINED_REASONS)}
 S = {s: i for i, s in enumerate(OUTCOME_STATUSES)}

@@ -8,6 +8,7 @@ tests/spark/test_label_cli.py."""
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -205,3 +206,27 @@ def test_action_outcomes_label_only_one_premise_actions(tmp_path: Path, spark: A
     assert rep.joined == 2 and rep.unjoined["ambiguous_action_outcome"] == 4
     assert rep.outcomes["used"] == 2 and rep.outcomes["ambiguous"] == 2
     rep.check()
+
+
+def test_a_refusal_the_checks_do_not_share_is_an_error(tmp_path: Path, spark: Any,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # The SQL join decides which uses break the data contract; the message of each comes
+    # from the contract's checks. Were the two ever to disagree (here: a join that refuses
+    # every use), both engines stop with the same error rather than write a refusal without
+    # a reason.
+    import amv_calib.claims._duckjoin as duckjoin
+    import amv_calib.spark._sqlrun as sqlrun
+    from amv_calib.claims._sql import join_statements
+    from amv_calib.claims.engine import UNCHECKED_REFUSAL
+
+    def refusing(*args: Any, **kwargs: Any) -> list[tuple[str, str]]:
+        return [(name, "SELECT eid FROM entries" if name == "invalid_uses" else sql)
+                for name, sql in join_statements(*args, **kwargs)]
+
+    monkeypatch.setattr(duckjoin, "join_statements", refusing)
+    monkeypatch.setattr(sqlrun, "join_statements", refusing)
+    log = _small_log(tmp_path)
+    with pytest.raises(RuntimeError, match=re.escape(UNCHECKED_REFUSAL)):
+        label_logs(log, on_corrupt="skip")
+    with pytest.raises(Exception, match=re.escape(UNCHECKED_REFUSAL)):
+        label_claims_spark(log, spark=spark, on_corrupt="skip")
