@@ -414,6 +414,18 @@ def _take(counts: Any, k: int, room: int) -> int:  # pragma: no cover - compiled
     return at
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _open_item(counts: Any, k: int, owner: Any, spelling: Any, of: int,
+               spelled: int) -> int:  # pragma: no cover - compiled
+    """The next row of table ``k`` (:func:`_take`), with its owner (``of``: the line or the
+    offer it belongs to) and the spelling of the key that opened it; -1 if it is full."""
+    at = _take(counts, k, owner.shape[0])
+    if at >= 0:
+        owner[at] = of
+        spelling[at] = spelled
+    return at
+
+
 @njit(cache=True, nogil=True)
 def _extract(  # noqa: C901 - one state machine, compiled whole
         buf: Any, starts: Any, ends: Any, hashes: Any, length: Any, words: Any, target: Any,
@@ -605,19 +617,17 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                         elif new_role == _ROLE_CALLS:
                             calls_min[line] = min(calls_min[line], rnk)
                         elif new_role == _ROLE_CALL:
-                            call = _take(counts, 0, call_line.shape[0])
+                            call = _open_item(counts, 0, call_line, call_spelling, line,
+                                              open_call)
                             if call < 0:
                                 return -2
-                            call_line[call] = line
-                            call_spelling[call] = open_call
                         elif new_role == _ROLE_OFFERS:
                             offers_min[line] = min(offers_min[line], rnk)
                         elif new_role == _ROLE_OFFER:
-                            offer = _take(counts, 2, offer_line.shape[0])
+                            offer = _open_item(counts, 2, offer_line, offer_spelling, line,
+                                               open_offers)
                             if offer < 0:
                                 return -2
-                            offer_line[offer] = line
-                            offer_spelling[offer] = open_offers
                         elif new_role == _ROLE_RESOLVES:
                             resolves_min[offer] = min(resolves_min[offer], rnk)
                             open_resolves = rnk
@@ -656,11 +666,10 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                                 _copy(buf, i + 1, j, out, _COL_OFFER_ID, used, offer_spans,
                                       offer, 0, rnk)
                             elif tgt == _T_RESOLVE:
-                                k = _take(counts, 3, resolve_offer.shape[0])
+                                k = _open_item(counts, 3, resolve_offer, resolve_spelling,
+                                               offer, open_resolves)
                                 if k < 0:
                                     return -2
-                                resolve_offer[k] = offer
-                                resolve_spelling[k] = open_resolves
                                 _copy(buf, i + 1, j, out, _COL_RESOLVE, used, resolve_spans,
                                       k, 0, 0)
                             else:
@@ -734,11 +743,10 @@ def _extract(  # noqa: C901 - one state machine, compiled whole
                             n_ent += 1
                             n_prem[line] += 1
                         elif tgt == _T_OFFER:  # a null offered verifier: a row of nulls
-                            offer = _take(counts, 2, offer_line.shape[0])
+                            offer = _open_item(counts, 2, offer_line, offer_spelling, line,
+                                               open_offers)
                             if offer < 0:
                                 return -2
-                            offer_line[offer] = line
-                            offer_spelling[offer] = open_offers
                         elif tgt == _T_RESOLVE:  # the line parser reads no list holding one
                             return -1
                         i = j
