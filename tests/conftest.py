@@ -91,12 +91,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(f"CI is set, so this test must run, but it needs {'; '.join(missing)}",
                     pytrace=False)
     pytest.skip(f"needs {'; '.join(missing)}")
+#: The Spark test files' folder (one scheduling unit: :func:`pytest_xdist_make_scheduler`).
+_SPARK = "tests/spark/"
 #: The files that take longest (the Spark files, one unit for one worker: a session and
 #: jobs of tens of seconds; then the others of more than ~20 s, longest first, as measured
 #: from a fresh clone): run first, so that under ``make test``'s two workers (pytest-xdist,
 #: one file per worker at a time) no long file starts last and both workers finish about
 #: together.
-_LONG_FIRST = ("tests/spark/", "tests/monitoring/test_monitor.py",
+_LONG_FIRST = (_SPARK, "tests/monitoring/test_monitor.py",
                "tests/test_readme_recipes.py", "tests/tuning/test_certify_validity.py",
                "tests/claims/test_episodes.py", "tests/pipeline/test_pipeline.py",
                "tests/tracking/test_tracking.py", "tests/tracking/test_mlflow_server.py",
@@ -119,7 +121,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class _SparkTogether(LoadFileScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            return "tests/spark/" if nodeid.startswith("tests/spark/") else \
+            return _SPARK if nodeid.startswith(_SPARK) else \
                 super()._split_scope(nodeid)
 
     return _SparkTogether(config, log)

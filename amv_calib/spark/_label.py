@@ -76,7 +76,14 @@ from amv_calib.claims.engine import (
     verifier_labels,
 )
 from amv_calib.exceptions import ConfigError, check_choice
-from amv_calib.spark._read import _FEATS, _batch, _expand, _filesystem, _read_logs
+from amv_calib.spark._read import (
+    _FEATS,
+    _arrow_schema,
+    _batch,
+    _expand,
+    _filesystem,
+    _read_logs,
+)
 from amv_calib.spark._sqlrun import relations, run_join_spark
 
 if TYPE_CHECKING:
@@ -259,26 +266,26 @@ class _PartWriter:
                 "hard": [self.hard], "soft": [self.soft], "reasons": [self.reasons.tolist()]}
 
 
+def _task_attempt() -> tuple[int, int]:
+    """The running task's partition and attempt (0, 0 outside a task): a part file's name."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return (ctx.partitionId(), ctx.attemptNumber()) if ctx is not None else (0, 0)
+
+
 def _part_name(kind: str, part: int, attempt: int) -> str:
     return f"{kind}-{part:05d}-{attempt}.parquet"
 
 
 def _parts_fn(folder: str, soft_labels: str) -> Any:
     """The mapInArrow function of the row stage (one :class:`_PartWriter` per task)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructType, _parse_datatype_string
-
-    spark_schema = _parse_datatype_string(_PART_SUMMARY)
-    assert isinstance(spark_schema, StructType)
-    schema = to_arrow_schema(spark_schema)
+    schema = _arrow_schema(_PART_SUMMARY)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
-        from pyspark import TaskContext
 
-        ctx = TaskContext.get()
-        writer = _PartWriter(folder, ctx.partitionId() if ctx is not None else 0,
-                             ctx.attemptNumber() if ctx is not None else 0, soft_labels)
+        writer = _PartWriter(folder, *_task_attempt(), soft_labels)
         for batch in batches:
             if batch.num_rows:
                 writer.add(batch)
@@ -294,21 +301,13 @@ _EPISODE_PART_SUMMARY: Final = "part int, attempt int, rows long"
 def _episode_parts_fn(folder: str) -> Any:
     """The mapInArrow function that writes one task's episodes (``episode``, ``action``; a
     range of (file, line), sorted) as a Parquet part file of the scratch folder."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructType, _parse_datatype_string
-
-    spark_schema = _parse_datatype_string(_EPISODE_PART_SUMMARY)
-    assert isinstance(spark_schema, StructType)
-    schema = to_arrow_schema(spark_schema)
+    schema = _arrow_schema(_EPISODE_PART_SUMMARY)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
         import pyarrow.parquet as pq
-        from pyspark import TaskContext
 
-        ctx = TaskContext.get()
-        part = ctx.partitionId() if ctx is not None else 0
-        attempt = ctx.attemptNumber() if ctx is not None else 0
+        part, attempt = _task_attempt()
         fs, inner = _filesystem(folder)
         cols = pa.schema([("episode", pa.string()), ("action", pa.string())])
         rows = 0
@@ -420,8 +419,8 @@ class _Labelled:
                                        self.episode_summary["attempt"],
                                        self.episode_summary["rows"], strict=True):
             if rows:
-                with fs.open_input_file(f"{inner}/{_part_name('episodes', int(part), int(attempt))}"
-                                        ) as fh:
+                name = _part_name("episodes", int(part), int(attempt))
+                with fs.open_input_file(f"{inner}/{name}") as fh:
                     yield pq.read_table(fh)
 
     def claim_parts(self) -> Iterator[pd.DataFrame]:
@@ -733,12 +732,7 @@ _EPISODE_SCHEMA: Final = ("kind byte, file int, line long, episode string, actio
 
 def _episode_fn(files: list[str], min_calls: int, verifiers: dict[str, dict[str, Any]],
                 soft_labels: str) -> Any:
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructType, _parse_datatype_string
-
-    spark_schema = _parse_datatype_string(_EPISODE_SCHEMA)
-    assert isinstance(spark_schema, StructType)
-    schema = to_arrow_schema(spark_schema)
+    schema = _arrow_schema(_EPISODE_SCHEMA)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:

@@ -304,6 +304,16 @@ def _parse_task(task: tuple[int, str, int, int], task_idx: int, first_line: int,
     return [_batch(schema, n_rec, rec_cols), stats]
 
 
+def _arrow_schema(ddl: str) -> Any:
+    """The Arrow schema of a Spark DDL schema string (a mapInArrow function's output)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    spark_schema = _parse_datatype_string(ddl)
+    assert isinstance(spark_schema, StructType)
+    return to_arrow_schema(spark_schema)
+
+
 def _batch(schema: Any, n: int, cols: dict[str, Any]) -> Any:
     """A RecordBatch of ``schema`` from some of its columns (the others null)."""
     import pyarrow as pa
@@ -319,13 +329,7 @@ def _batch(schema: Any, n: int, cols: dict[str, Any]) -> Any:
 def _parse_fn(tasks: list[tuple[int, str, int, int]], first_lines: list[int],
               on_corrupt: str, columnar: bool, offers: bool) -> Any:
     """The mapInArrow function: each input row is a task index (``spark.range``)."""
-
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructType, _parse_datatype_string
-
-    spark_schema = _parse_datatype_string(_PARSED_SCHEMA)
-    assert isinstance(spark_schema, StructType)
-    schema = to_arrow_schema(spark_schema)
+    schema = _arrow_schema(_PARSED_SCHEMA)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
