@@ -380,8 +380,7 @@ class _Labelled:
 
     def __init__(self, folder: str, summary: pd.DataFrame, report: JoinReport,
                  names: list[str], cal_cats: list[str], reg_cats: list[str],
-                 frames: dict[str, Any], kinds: bool = False,
-                 soft_labels: str = "posterior") -> None:
+                 frames: dict[str, Any], *, kinds: bool, soft_labels: str) -> None:
         self.soft_labels = soft_labels
         self.folder = folder
         self.kinds = kinds  # the claim rows have ``memory_kind``
