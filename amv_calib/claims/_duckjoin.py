@@ -7,7 +7,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -22,6 +22,7 @@ from amv_calib.claims._sql import (
     INVALID_USE,
     JOINED,
     NO_OUTCOME_YET,
+    VALUES_OK,
     join_statements,
 )
 
@@ -74,7 +75,7 @@ def session(memory_limit: str | None = None) -> Iterator[duckdb.DuckDBPyConnecti
 #: The steps DuckDB runs as views (read once, or cheaper to run again than to store), by
 #: measurement on a million-line log; the rest are stored as tables.
 VIEWS: Final = frozenset({"signals_used", "live2", "groups3_used", "flags3", "next3_few",
-                          "next3", "outcome_state", "invalid_uses", "use_verdicts"})
+                          "next3", "outcome_state", "use_verdicts"})
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,39 @@ def kind_bad(entries: pd.DataFrame) -> BoolArray:
     return np.asarray(entries["kind_error"].notna().to_numpy(), dtype=bool)
 
 
+#: The entry columns :data:`~amv_calib.claims._sql.VALUES_OK` reads beside ``kind_bad``.
+VALUE_COLUMNS: Final = ("recency_hours", "source_trust_score", "model_confidence",
+                        "contradiction_flag")
+
+#: Entries whose values :func:`values_ok` checks at once (about 40 MB of columns).
+CHECK_ROWS: Final = 1 << 20
+
+
+def values_ok(n: int, column: Callable[[str, int, int], np.ndarray], bad_kind: BoolArray
+              ) -> BoolArray:
+    """:data:`~amv_calib.claims._sql.VALUES_OK` for ``n`` entries, evaluated by DuckDB
+    window by window over ``column(name, lo, hi)`` (rows ``lo:hi`` of a
+    :data:`VALUE_COLUMNS` column as float64) and ``bad_kind`` (:func:`kind_bad`'s): the
+    features are never held whole, nor read by the join's steps."""
+    import duckdb
+    import pyarrow as pa
+
+    out = np.empty(n, dtype=bool)
+    con = duckdb.connect(":memory:")  # its own: the caller's may be running the join
+    try:
+        con.execute("SET threads = 1")
+        for lo in range(0, n, CHECK_ROWS):
+            hi = min(lo + CHECK_ROWS, n)
+            con.register("vals", pa.table({
+                **{c: pa.array(np.asarray(column(c, lo, hi), dtype=np.float64))
+                   for c in VALUE_COLUMNS}, "kind_bad": pa.array(bad_kind[lo:hi])}))
+            out[lo:hi] = con.execute(f"SELECT {VALUES_OK} AS ok FROM vals").fetchnumpy()["ok"]
+            con.unregister("vals")
+    finally:
+        con.close()
+    return out
+
+
 def _positions(n: int) -> IntArray:
     """``0 .. n-1``, int32 when it fits (half the memory touched of int64)."""
     return np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
@@ -165,8 +199,8 @@ def _key_claims(claim: Any, pid: np.ndarray) -> IntArray | None:
 @dataclass(frozen=True)
 class Late:
     """A relation that comes in two steps: ``early`` (None: none), the columns the join's
-    steps before :data:`READS_LATE` read, and ``whole``, called at the first of those
-    steps for the whole relation (it waits for what it is computed from)."""
+    steps before :data:`READS_LATE` read, and ``whole``, called once, at the first of
+    those steps, for the whole relation (it waits for what it is computed from)."""
 
     early: Any | None
     whole: Callable[[], Any]
@@ -175,6 +209,12 @@ class Late:
 #: The first steps that read the entries' claim codes or the outcomes (the steps before
 #: them run while :func:`relations` computes those).
 READS_LATE: Final = frozenset({"invalid_uses", "valid_uses"})
+
+#: The last step that reads the entries' late columns (their claim codes, time, features and
+#: kind check): after it :func:`run_join` registers the entries' ``early`` columns alone, and
+#: the late ones (about 50 bytes an entry) are freed before the outcome stages run. A later
+#: step that read one would fail to bind, not read stale data.
+LAST_READS_LATE: Final = "valid_uses"
 
 
 def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
@@ -192,23 +232,35 @@ def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
     e = log.entries
     rec = e["rec"].to_numpy().astype(np.int64, copy=False)
 
+    def column(name: str, lo: int, hi: int) -> np.ndarray:
+        if log.spilled is not None:
+            return log.spilled.read(name, lo, hi)
+        return e[name].to_numpy(dtype=np.float64)[lo:hi]
+
     def checked() -> dict[str, Any]:
-        # the columns only the validity checks read: the time and the features
+        # the columns only the validity checks read: the time and the values' verdict
         t = np.asarray(log.records["t_us"], dtype=np.int64)[rec]
-        return {"t_us": _ints(t, missing=_NAT), **{
-            c: pa.array(e[c].to_numpy(dtype=np.float64) if log.spilled is None
-                        else log.spilled.read(c, 0, len(e)))
-            for c in ("recency_hours", "source_trust_score", "model_confidence",
-                      "contradiction_flag")}, "kind_bad": pa.array(kind_bad(e))}
+        return {"t_us": _ints(t, missing=_NAT),
+                "values_ok": pa.array(values_ok(len(e), column, kind_bad(e)))}
 
     # what the steps before READS_LATE do not read is built on threads while they run
     # (Arrow's hashing and numpy's gathers hold no GIL), the longest started first
     actions = log.records["action_id"]
     pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="amv-calib-sqljoin")
-    claims = pool.submit(_codes_against, out_df["claim_id"], e["claim_id"])
-    o_action = pool.submit(_codes_in, actions.categories, out_df["action_id"])
-    late_columns = pool.submit(checked)
+    # taken out (popped) by the one call of each Late's ``whole``, so that nothing here
+    # holds the late columns once run_join lets them go
+    pending: dict[str, Future[Any]] = {
+        "claims": pool.submit(_codes_against, out_df["claim_id"], e["claim_id"]),
+        "o_action": pool.submit(_codes_in, actions.categories, out_df["action_id"]),
+        "checked": pool.submit(checked)}
     pool.shutdown(wait=False)
+    claim_codes: dict[str, Any] = {}
+
+    def claims(side: str) -> Any:
+        # the outcomes' ("o") or the entries' ("e") claim codes, each given once
+        if not claim_codes:
+            claim_codes["o"], claim_codes["e"] = pending.pop("claims").result()
+        return _ints(claim_codes.pop(side))
     # the codes keep the width of the log's (no array of the entries' size copied to widen)
     r_a = np.asarray(actions.codes)
     pid = np.asarray(e["premise_id"].cat.codes)
@@ -231,13 +283,13 @@ def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
     def outcomes() -> Any:
         return pa.table({
             "oid": pa.array(np.arange(len(out_df), dtype=np.int64)),
-            "a": _ints(o_action.result()), "c": _ints(claims.result()[0]),
+            "a": _ints(pending.pop("o_action").result()), "c": claims("o"),
             "o_t": pa.array(out_df["t_us"].to_numpy(dtype=np.int64)),
             "v": pa.array(out_df["violated"].to_numpy(dtype=bool))})
 
     def entries() -> Any:
-        whole = early.append_column("c", _ints(claims.result()[1]))
-        for name, col in late_columns.result().items():
+        whole = early.append_column("c", claims("e"))
+        for name, col in pending.pop("checked").result().items():
             whole = whole.append_column(name, col)
         return whole
 
@@ -263,9 +315,9 @@ def encode(entries: pd.DataFrame, signals: pd.DataFrame, outcomes: pd.DataFrame
         "pc": _masked(np.full(len(e_p), -1) if (pc := _key_claims(entries["claim_id"], e_p))
                       is None else pc),
         "c": _masked(e_c), "t_us": entries["t_us"].astype("Int64").array,
-        **{c: entries[c].to_numpy(dtype=np.float64)
-           for c in ("recency_hours", "source_trust_score", "model_confidence",
-                     "contradiction_flag")}, "kind_bad": kind_bad(entries)})
+        "values_ok": values_ok(len(entries),
+                               lambda c, lo, hi: entries[c].to_numpy(dtype=np.float64)[lo:hi],
+                               kind_bad(entries))})
     sig = pd.DataFrame({
         "sid": signals["sid"].to_numpy(dtype=np.int64),
         "rec": signals["rec"].to_numpy(dtype=np.int64), "pid": _masked(s_p),
@@ -319,6 +371,9 @@ def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool 
                 t0 = time.perf_counter()
         kind = "VIEW" if name in VIEWS else "TABLE"
         con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {sql}")
+        if name == LAST_READS_LATE and isinstance(rel["entries"], Late):
+            con.unregister("entries")  # the late columns go with their last reference
+            con.register("entries", rel["entries"].early)
         if timings is not None:
             timings[name] = time.perf_counter() - t0
     entries = rel["entries"]

@@ -32,10 +32,10 @@ of SQL's NULL type.
     elsewhere and when absent), ``c``
     (the claim id's code as the outcomes number it: a claim no outcome names may
     share a code with another such claim; NULL when absent), ``t_us`` (BIGINT, the record's
-    time in UTC microseconds, NULL when missing or unparseable), ``recency_hours``,
-    ``source_trust_score``, ``model_confidence`` (DOUBLE, NULL or NaN when missing or of
-    the wrong type), ``contradiction_flag`` (DOUBLE 0/1, NULL or NaN likewise) and
-    ``kind_bad`` (BOOLEAN: the premise's memory kind breaks the contract's rule).
+    time in UTC microseconds, NULL when missing or unparseable) and ``values_ok``
+    (BOOLEAN: :data:`VALUES_OK` over the entry's own values, which the caller evaluates
+    by :func:`values_ok_expression` where it holds them, so that no step reads the
+    features).
 ``signals``
     One row per verifier signal, in log order: ``sid`` (BIGINT, its position), ``rec``,
     ``pid`` (its premise id's code as the entries number it, NULL when absent), ``verifier``
@@ -118,13 +118,18 @@ _MANY: Final = f"SELECT c FROM claim_first3 WHERE n_t > {_FEW}"
 _PK: Final = ("CASE WHEN pid IS NOT NULL THEN 2 * CAST(pid AS BIGINT) "
               "WHEN pc IS NOT NULL THEN 2 * CAST(pc AS BIGINT) + 1 ELSE -1 - pidx END")
 
-_FIELDS_OK: Final = f"""COALESCE(e.c IS NOT NULL AND e.t_us IS NOT NULL
-                AND e.recency_hours >= 0 AND e.recency_hours < {_INF}
-                AND e.source_trust_score >= 0 AND e.source_trust_score <= 1
-                AND e.model_confidence >= 0 AND e.model_confidence <= 1
-                AND e.contradiction_flag IS NOT NULL AND NOT isnan(e.contradiction_flag)
-                AND NOT e.kind_bad,
-                FALSE)"""
+#: A premise entry's own values keep the data contract, over the columns
+#: ``recency_hours``, ``source_trust_score``, ``model_confidence`` (DOUBLE, NULL or NaN when
+#: missing or of the wrong type), ``contradiction_flag`` (DOUBLE 0/1, NULL or NaN likewise)
+#: and ``kind_bad`` (BOOLEAN: the premise's memory kind breaks the contract's rule).
+VALUES_OK: Final = f"""COALESCE(recency_hours >= 0 AND recency_hours < {_INF}
+         AND source_trust_score >= 0 AND source_trust_score <= 1
+         AND model_confidence >= 0 AND model_confidence <= 1
+         AND contradiction_flag IS NOT NULL AND NOT isnan(contradiction_flag)
+         AND NOT kind_bad,
+         FALSE)"""
+
+_FIELDS_OK: Final = "COALESCE(e.c IS NOT NULL AND e.t_us IS NOT NULL AND e.values_ok, FALSE)"
 
 # The steps, in DuckDB's dialect. Every construct is one SQLGlot transpiles to Spark SQL
 # (tests/claims/test_sql.py checks the transpiled text).
@@ -347,6 +352,18 @@ WHERE o.n_t > {_FEW}"""
 #: The steps a caller reads (the rest feed them).
 RESULTS: Final = ("superseded", "invalid_uses", "use_verdicts", "answers", "outcome_state",
                   "signals_used")
+
+
+def values_ok_expression(dialect: str = "duckdb") -> str:
+    """:data:`VALUES_OK` in ``dialect`` (one of :data:`DIALECTS`), the expression that
+    gives the ``values_ok`` column of the ``entries`` relation."""
+    if dialect not in DIALECTS:
+        raise ValueError(f"dialect={dialect!r}: expected one of {', '.join(DIALECTS)}")
+    if dialect == "duckdb":
+        return VALUES_OK
+    import sqlglot
+
+    return sqlglot.transpile(VALUES_OK, read="duckdb", write=dialect)[0]
 
 
 def join_statements(dialect: str = "duckdb", *, asof: bool = False, few: int = FEW

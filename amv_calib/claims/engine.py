@@ -40,6 +40,7 @@ from amv_calib.claims._sql import (
     RESULTS,
     UNJOINED_REASONS,
     join_statements,
+    values_ok_expression,
 )
 from amv_calib.claims._times import MISSING_US, us_to_datetime
 
@@ -55,6 +56,7 @@ __all__ = [
     "kind_bad",
     "llr_per_use",
     "signal_weights",
+    "values_ok_expression",
     "verifier_labels",
     "ACTION_REASONS",
     "GOLDEN",

@@ -30,6 +30,7 @@ from amv_calib.claims.engine import (
     VIEWS,
     join_statements,
     signal_weights,
+    values_ok_expression,
 )
 
 if TYPE_CHECKING:
@@ -38,8 +39,7 @@ if TYPE_CHECKING:
 #: The Spark schema of each input relation (the module docs of :mod:`amv_calib.claims._sql`).
 RELATION_SCHEMAS: Final[dict[str, str]] = {
     "entries": ("eid long, rec long, pidx int, a long, pid long, pc long, c long, t_us long, "
-                "recency_hours double, source_trust_score double, model_confidence double, "
-                "contradiction_flag double, kind_bad boolean"),
+                "values_ok boolean"),
     "signals": ("sid long, rec long, pid long, verifier string, confirmed boolean, "
                 "reliability double"),
     "weights": "reliability double, w double",
@@ -96,8 +96,7 @@ def relations(spark: SparkSession, parsed: DataFrame, out_df: pd.DataFrame
         F.coalesce(F.col("eid"), F.lit(0)).alias("eid"), "rec", "pidx", "a", "pid",
         F.when(F.col("pid").isNull(), F.col("c")).alias("pc"), "c",
         F.when(F.col("t_us") != MISSING_US, F.col("t_us")).alias("t_us"),
-        "recency_hours", "source_trust_score", "model_confidence", "contradiction_flag",
-        "kind_bad")
+        F.expr(values_ok_expression("spark")).alias("values_ok"))
     s = recs.select("rec", F.explode("signals").alias("s")).select("rec", "s.*")
     signals = coded(s, "premise_id", premises, "pid").select(
         "sid", "rec", "pid", "verifier", "confirmed", "reliability")

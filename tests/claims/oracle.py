@@ -56,6 +56,20 @@ def _fields_ok(e: dict[str, Any]) -> bool:
             and not math.isnan(cf))
 
 
+#: Odd values of a claim feature: out of range, NaN, infinite, missing.
+ODD_FEATURES = [1.0, 0.0, -1.0, 1.5, math.nan, math.inf, None]
+
+
+def odd_values() -> list[dict[str, Any]]:
+    """Every combination of :data:`ODD_FEATURES` over the four features, with and without
+    a memory kind that breaks the contract (``kind_bad``)."""
+    import itertools
+
+    names = ("recency_hours", "source_trust_score", "model_confidence", "contradiction_flag")
+    return [{**dict(zip(names, v, strict=True)), "kind_bad": k}
+            for *v, k in itertools.product(*[ODD_FEATURES] * 4, [False, True])]
+
+
 def join(entries: list[dict[str, Any]], signals: list[dict[str, Any]],
          outcomes: list[dict[str, Any]]) -> Verdicts:
     """The verdicts of the label join (module docs of :mod:`amv_calib.claims._join`)."""

@@ -19,7 +19,12 @@ from amv_calib.claims import _duckjoin as dj
 from amv_calib.claims._join import read_with_outcomes
 from amv_calib.claims._logread import _NAT
 from amv_calib.claims._outcomes import OUTCOME_STATUSES
-from amv_calib.claims._sql import UNJOINED_REASONS, join_statements
+from amv_calib.claims._sql import (
+    UNJOINED_REASONS,
+    VALUES_OK,
+    join_statements,
+    values_ok_expression,
+)
 
 R = {r: i for i, r in enumerate(UNJOINED_REASONS)}
 S = {s: i for i, s in enumerate(OUTCOME_STATUSES)}
@@ -164,7 +169,9 @@ def test_spark_dialect_is_transpiled() -> None:
     assert [n for n, _ in steps] == [n for n, _ in join_statements("duckdb")]
     spark = dict(steps)
     # DuckDB's constructs in Spark's spelling
-    assert "CAST('Infinity' AS DOUBLE)" in spark["valid_uses"]
+    assert "CAST('Infinity' AS DOUBLE)" in values_ok_expression("spark")
+    assert "ISNAN(contradiction_flag)" in values_ok_expression("spark")
+    assert values_ok_expression("duckdb") == VALUES_OK
     assert "ASOF" not in spark["next3"] and "ROWS BETWEEN" in spark["next3"]
 
 
@@ -178,7 +185,6 @@ def test_join_statements_refuses(dialect: str, asof: bool, match: str) -> None:
 
 
 # -- the oracle -------------------------------------------------------------------------------
-_ODD_FEATURES = [1.0, 0.0, -1.0, 1.5, float("nan"), float("inf"), None]
 
 
 @st.composite
@@ -198,8 +204,8 @@ def _logs(draw: st.DrawFn) -> tuple[list[dict[str, object]], list[dict[str, obje
                 "eid": len(entries), "rec": rec, "pidx": pidx, "action_id": action,
                 "premise_id": draw(st.sampled_from([None, "p0", "p1", "p2"])),
                 "claim_id": draw(st.sampled_from([None, "c0", "c1", "c2"])), "t_us": t,
-                "recency_hours": draw(st.sampled_from(_ODD_FEATURES)) if bad else 2.0,
-                "source_trust_score": draw(st.sampled_from(_ODD_FEATURES)) if bad else 0.5,
+                "recency_hours": draw(st.sampled_from(oracle.ODD_FEATURES)) if bad else 2.0,
+                "source_trust_score": draw(st.sampled_from(oracle.ODD_FEATURES)) if bad else 0.5,
                 "model_confidence": 0.5,
                 "contradiction_flag": draw(st.sampled_from([0.0, 1.0, float("nan"), None]))
                 if bad else 0.0})
@@ -262,3 +268,17 @@ def test_sql_join_equals_the_oracle(con: duckdb.DuckDBPyConnection, search: dict
     assert {(int(e), v, bool(c), float(r)): int(n) for e, v, c, r, n in zip(
         eids, a["verifier"], a["confirmed"], a["reliability"], a["n"], strict=True)
     } == want.answers
+
+
+
+def test_values_ok_is_the_oracles_rule_across_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    # windows of 7 rows: the verdicts are set out in order across 686 window edges
+    monkeypatch.setattr(dj, "CHECK_ROWS", 7)
+    rows = oracle.odd_values()
+    df = pd.DataFrame(rows).astype({c: "float64" for c in dj.VALUE_COLUMNS})
+    got = dj.values_ok(len(df), lambda c, lo, hi: df[c].to_numpy()[lo:hi],
+                       df["kind_bad"].to_numpy())
+    want = [oracle._fields_ok({**r, "claim_id": "c", "t_us": 0}) and not r["kind_bad"]
+            for r in rows]
+    assert got.tolist() == want
+    assert 0 < sum(want) < len(want)

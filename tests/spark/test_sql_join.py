@@ -146,3 +146,25 @@ def test_spark_decides_a_random_log_as_duckdb_and_the_oracle(spark: Any, few: in
     assert got.label[decided].tolist() == np.asarray(want.label)[decided].tolist()
     assert got.outcome_status.tolist() == want.status
     _same(got, dj.run_join(dj.connect(threads=1), rel, few=few))
+
+
+
+def test_spark_checks_the_values_as_duckdb(spark: Any) -> None:
+    # the entries' values_ok column: Spark's transpiled expression over the odd values
+    # (NaN a value, None a NULL) against DuckDB's windows
+    import pyarrow as pa
+
+    from amv_calib.claims.engine import values_ok_expression
+
+    rows = _oracle().odd_values()
+    frame = pd.DataFrame(rows).astype({c: "float64" for c in dj.VALUE_COLUMNS})
+    want = dj.values_ok(len(frame), lambda c, lo, hi: frame[c].to_numpy()[lo:hi],
+                        frame["kind_bad"].to_numpy())
+    table = pa.table({"i": np.arange(len(rows)),
+                      **{c: pa.array([r[c] for r in rows], pa.float64())
+                         for c in (*dj.VALUE_COLUMNS, "kind_bad")}})
+    got = spark.createDataFrame(table.cast(table.schema.set(
+        len(dj.VALUE_COLUMNS) + 1, pa.field("kind_bad", pa.bool_())))).selectExpr(
+        "i", f"{values_ok_expression('spark')} AS ok")
+    assert [r.ok for r in got.orderBy("i").collect()] == want.tolist()
+    assert 0 < want.sum() < want.size
