@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -22,6 +23,7 @@ from amv_calib.claims._sql import (
     INVALID_USE,
     JOINED,
     NO_OUTCOME_YET,
+    RESULTS,
     VALUES_OK,
     join_statements,
 )
@@ -200,15 +202,22 @@ def _key_claims(claim: Any, pid: np.ndarray) -> IntArray | None:
 class Late:
     """A relation that comes in two steps: ``early`` (None: none), the columns the join's
     steps before :data:`READS_LATE` read, and ``whole``, called once, at the first of
-    those steps, for the whole relation (it waits for what it is computed from)."""
+    those steps, for the whole relation (it waits for what it is computed from, and starts
+    it if ``start`` has not)."""
 
     early: Any | None
     whole: Callable[[], Any]
+    start: Callable[[], None] = lambda: None  # begins building ``whole`` (on threads)
 
 
 #: The first steps that read the entries' claim codes or the outcomes (the steps before
 #: them run while :func:`relations` computes those).
 READS_LATE: Final = frozenset({"invalid_uses", "valid_uses"})
+
+#: The step after which the late relations start being built (:attr:`Late.start`): the
+#: first, the aggregate over every entry, whose hash table is the join's largest, runs alone
+#: (10 M lines: a peak 240 MB lower; the builds still end before :data:`READS_LATE`).
+STARTS_LATE: Final = "repeat_actions"
 
 #: The last step that reads the entries' late columns (their claim codes, time, features and
 #: kind check): after it :func:`run_join` registers the entries' ``early`` columns alone, and
@@ -246,21 +255,31 @@ def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
     # what the steps before READS_LATE do not read is built on threads while they run
     # (Arrow's hashing and numpy's gathers hold no GIL), the longest started first
     actions = log.records["action_id"]
-    pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="amv-calib-sqljoin")
     # taken out (popped) by the one call of each Late's ``whole``, so that nothing here
     # holds the late columns once run_join lets them go
-    pending: dict[str, Future[Any]] = {
-        "claims": pool.submit(_codes_against, out_df["claim_id"], e["claim_id"]),
-        "o_action": pool.submit(_codes_in, actions.categories, out_df["action_id"]),
-        "checked": pool.submit(checked)}
-    pool.shutdown(wait=False)
+    pending: dict[str, Future[Any]] = {}
+    started: list[bool] = []
+
+    def start() -> None:
+        if started:
+            return
+        started.append(True)
+        pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="amv-calib-sqljoin")
+        pending.update(
+            claims=pool.submit(_codes_against, out_df["claim_id"], e["claim_id"]),
+            o_action=pool.submit(_codes_in, actions.categories, out_df["action_id"]),
+            checked=pool.submit(checked))
+        pool.shutdown(wait=False)
+
     claim_codes: dict[str, Any] = {}
 
     def claims(side: str) -> Any:
         # the outcomes' ("o") or the entries' ("e") claim codes, each given once
         if not claim_codes:
+            start()
             claim_codes["o"], claim_codes["e"] = pending.pop("claims").result()
         return _ints(claim_codes.pop(side))
+
     # the codes keep the width of the log's (no array of the entries' size copied to widen)
     r_a = np.asarray(actions.codes)
     pid = np.asarray(e["premise_id"].cat.codes)
@@ -281,6 +300,7 @@ def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
         "reliability": pa.array(reliability)})
 
     def outcomes() -> Any:
+        start()
         return pa.table({
             "oid": pa.array(np.arange(len(out_df), dtype=np.int64)),
             "a": _ints(pending.pop("o_action").result()), "c": claims("o"),
@@ -288,13 +308,14 @@ def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
             "v": pa.array(out_df["violated"].to_numpy(dtype=bool))})
 
     def entries() -> Any:
+        start()
         whole = early.append_column("c", claims("e"))
         for name, col in pending.pop("checked").result().items():
             whole = whole.append_column(name, col)
         return whole
 
-    return {"entries": Late(early, entries), "signals": signals,
-            "weights": signal_weights(reliability), "outcomes": Late(None, outcomes)}
+    return {"entries": Late(early, entries, start), "signals": signals,
+            "weights": signal_weights(reliability), "outcomes": Late(None, outcomes, start)}
 
 
 def encode(entries: pd.DataFrame, signals: pd.DataFrame, outcomes: pd.DataFrame
@@ -346,6 +367,34 @@ def _verifiers(signals: Any, sid: IntArray) -> Any:
     return signals.column("verifier").take(sid).to_pandas().array
 
 
+def released_after(steps: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """For each of the join's ``steps`` (``(name, SELECT)``, in order), the stored steps
+    (tables: not :data:`VIEWS`) that no later step nor reading the results needs once it is
+    created: a table is read by the steps whose statement names it, and through a view by
+    whatever reads the view. The results (:data:`~amv_calib.claims._sql.RESULTS`) and what
+    the views among them read are kept."""
+    names = [n for n, _ in steps]
+    direct = {n: {m for m in names[:i] if re.search(rf"\b{m}\b", sql)}
+              for i, (n, sql) in enumerate(steps)}
+
+    def reads(n: str) -> set[str]:
+        # what creating (a table) or reading (a view) step n reads, views seen through
+        out: set[str] = set()
+        for m in direct[n]:
+            out |= {m} | (reads(m) if m in VIEWS else set())
+        return out
+
+    kept: set[str] = set()
+    for n in RESULTS:
+        kept |= {n} | (reads(n) if n in VIEWS else set())
+    last = {m: n for n in names if n not in VIEWS for m in reads(n)}
+    released: dict[str, list[str]] = {n: [] for n in names}
+    for m, n in last.items():
+        if m not in VIEWS and m not in kept:
+            released[n].append(m)
+    return released
+
+
 def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool = False,
              few: int = FEW, timings: dict[str, float] | None = None) -> JoinState:
     """Register ``rel`` (the input relations of :mod:`amv_calib.claims._sql`), create the
@@ -360,7 +409,9 @@ def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool 
             table = table.early
         if table is not None:
             con.register(name, table)
-    for name, sql in join_statements("duckdb", asof=asof, few=few):
+    steps = join_statements("duckdb", asof=asof, few=few)
+    released = released_after(steps)
+    for name, sql in steps:
         t0 = time.perf_counter()
         if late and name in READS_LATE:
             for n, r in late.items():
@@ -371,9 +422,14 @@ def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool 
                 t0 = time.perf_counter()
         kind = "VIEW" if name in VIEWS else "TABLE"
         con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {sql}")
+        if name == STARTS_LATE:
+            for r in late.values():
+                r.start()
         if name == LAST_READS_LATE and isinstance(rel["entries"], Late):
             con.unregister("entries")  # the late columns go with their last reference
             con.register("entries", rel["entries"].early)
+        for done in released[name]:  # its memory back before the next steps take theirs
+            con.execute(f"DROP TABLE {done}")
         if timings is not None:
             timings[name] = time.perf_counter() - t0
     entries = rel["entries"]
