@@ -7,7 +7,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -367,14 +367,15 @@ def _verifiers(signals: Any, sid: IntArray) -> Any:
     return signals.column("verifier").take(sid).to_pandas().array
 
 
-def released_after(steps: list[tuple[str, str]]) -> dict[str, list[str]]:
+def released_after(steps: list[tuple[str, str]], inputs: Sequence[str] = ()
+                   ) -> dict[str, list[str]]:
     """For each of the join's ``steps`` (``(name, SELECT)``, in order), the stored steps
-    (tables: not :data:`VIEWS`) that no later step nor reading the results needs once it is
-    created: a table is read by the steps whose statement names it, and through a view by
-    whatever reads the view. The results (:data:`~amv_calib.claims._sql.RESULTS`) and what
-    the views among them read are kept."""
+    (tables: not :data:`VIEWS`) and the ``inputs`` (input relations) that no later step nor
+    reading the results needs once it is created: a relation is read by the steps whose
+    statement names it, and through a view by whatever reads the view. The results
+    (:data:`~amv_calib.claims._sql.RESULTS`) and what the views among them read are kept."""
     names = [n for n, _ in steps]
-    direct = {n: {m for m in names[:i] if re.search(rf"\b{m}\b", sql)}
+    direct = {n: {m for m in [*inputs, *names[:i]] if re.search(rf"\b{m}\b", sql)}
               for i, (n, sql) in enumerate(steps)}
 
     def reads(n: str) -> set[str]:
@@ -401,7 +402,16 @@ def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool 
     join's steps and read what it decided (``asof``, ``few``: as
     :func:`~amv_calib.claims._sql.join_statements` takes them). ``timings``, when given,
     receives the seconds of each step (a view's when it is read), of reading the results
-    (``fetch``) and of its parts (``fetch.*``)."""
+    (``fetch``) and of its parts (``fetch.*``).
+
+    ``rel`` is consumed: an input relation leaves it (and DuckDB) after the last step that
+    reads it, so that its memory goes before the results are read."""
+    entries = rel["entries"]
+    if isinstance(entries, Late):
+        entries = entries.early
+    n_entries = len(entries) if entries is not None else 0
+    signals = rel["signals"]  # the answers' verifiers are read from it
+    del entries
     late: dict[str, Late] = {}
     for name, table in rel.items():
         if isinstance(table, Late):
@@ -410,7 +420,7 @@ def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool 
         if table is not None:
             con.register(name, table)
     steps = join_statements("duckdb", asof=asof, few=few)
-    released = released_after(steps)
+    released = released_after(steps, inputs=list(rel))
     for name, sql in steps:
         t0 = time.perf_counter()
         if late and name in READS_LATE:
@@ -429,15 +439,14 @@ def run_join(con: duckdb.DuckDBPyConnection, rel: dict[str, Any], *, asof: bool 
             con.unregister("entries")  # the late columns go with their last reference
             con.register("entries", rel["entries"].early)
         for done in released[name]:  # its memory back before the next steps take theirs
-            con.execute(f"DROP TABLE {done}")
+            if done in rel:
+                con.unregister(done)
+                del rel[done]
+            else:
+                con.execute(f"DROP TABLE {done}")
         if timings is not None:
             timings[name] = time.perf_counter() - t0
-    entries = rel["entries"]
-    if isinstance(entries, Late):
-        entries = entries.early
-    n_entries = len(entries) if entries is not None else 0
-    return read_state(lambda sql: con.execute(sql).fetchnumpy(), n_entries, rel["signals"],
-                      timings)
+    return read_state(lambda sql: con.execute(sql).fetchnumpy(), n_entries, signals, timings)
 
 
 def read_state(query: Callable[[str], Mapping[str, Any]], n_entries: int, signals: Any,
@@ -465,7 +474,8 @@ def read_state(query: Callable[[str], Mapping[str, Any]], n_entries: int, signal
         is_use[s_eid] = False
         eid = np.flatnonzero(is_use)
         n_uses = eid.size
-        entry_use = np.cumsum(is_use) - 1
+        entry_use = np.cumsum(is_use, dtype=np.int64)
+        entry_use -= 1  # in place: no second array of the entries' size
         entry_use[s_eid] = np.searchsorted(eid, np.asarray(sup["use_eid"], dtype=np.int64))
 
     def uses_of(col: Any) -> IntArray:
@@ -476,7 +486,8 @@ def read_state(query: Callable[[str], Mapping[str, Any]], n_entries: int, signal
     lap("superseded")
     valid[uses_of(query("SELECT eid FROM invalid_uses")["eid"])] = False
     lap("invalid_uses")
-    reason = np.where(valid, NO_OUTCOME_YET, INVALID_USE).astype(np.int8)
+    reason = np.full(n_uses, NO_OUTCOME_YET, dtype=np.int8)  # (np.where would make int64)
+    reason[~valid] = INVALID_USE
     label = np.zeros(n_uses, dtype=bool)
     st = query(f"SELECT eid, label, reason FROM use_verdicts WHERE reason <> {NO_OUTCOME_YET}")
     at = uses_of(st["eid"])

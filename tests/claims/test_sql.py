@@ -285,19 +285,20 @@ def test_values_ok_is_the_oracles_rule_across_windows(monkeypatch: pytest.Monkey
 
 
 @pytest.mark.parametrize(("results", "want"), [
-    (("r",), {"t3": ["t1"], "r": ["t2", "t3"], "t5": ["t1_used"]}),
+    (("r",), {"t3": ["src", "t1"], "r": ["t2", "t3"], "t5": ["t1_used"]}),
     (("r", "w"), {"t3": ["t1"], "r": ["t2"], "t5": ["t1_used"]}),
 ], ids=["tables-results", "a-view-among-the-results"])
 def test_a_stored_step_is_released_after_its_last_reader(
         monkeypatch: pytest.MonkeyPatch, results: tuple[str, ...],
         want: dict[str, list[str]]) -> None:
     # hand-worked: v (a view) reads t2 and is read by r, so t2 lives until r; w (a view)
-    # kept as a result keeps t3; t1_used is not t1
+    # kept as a result keeps t3 and the input src it reads; t1_used is not t1
     monkeypatch.setattr(dj, "VIEWS", frozenset({"v", "w"}))
     monkeypatch.setattr(dj, "RESULTS", results)
-    steps = [("t1", "SELECT 1 AS x"), ("t1_used", "SELECT 2 AS x"), ("t2", "SELECT * FROM t1"),
-             ("v", "SELECT * FROM t2"), ("t3", "SELECT * FROM t1"),
-             ("r", "SELECT * FROM t3 JOIN v USING (x)"), ("w", "SELECT * FROM t3"),
+    steps = [("t1", "SELECT x FROM src"), ("t1_used", "SELECT 2 AS x"),
+             ("t2", "SELECT * FROM t1"), ("v", "SELECT * FROM t2"),
+             ("t3", "SELECT * FROM t1 JOIN src USING (x)"),
+             ("r", "SELECT * FROM t3 JOIN v USING (x)"), ("w", "SELECT * FROM t3, src"),
              ("t5", "SELECT * FROM t1_used")]
-    got = {n: sorted(r) for n, r in dj.released_after(steps).items() if r}
+    got = {n: sorted(r) for n, r in dj.released_after(steps, inputs=["src"]).items() if r}
     assert got == want
