@@ -30,7 +30,8 @@ side counts. Peak memory is that process's ``ru_maxrss``. The writer's append la
 ``write`` + ``flush`` of the same lines.
 
 Run: ``.venv/bin/python bench/bench_labels.py [--quick] [--check] [--lines N] [--outcomes M]``.
-Numbers go to ``bench/results/labels.json``. The full run writes a ~4 GB log to a
+Numbers go to ``bench/results/labels.json`` (the page's 1 M-line run; the full size is kept
+as ``--out bench/results/labels_10m.json``). The full run writes a ~7 GB log to a
 temporary folder (``--data-dir`` to choose it) and takes several minutes.
 """
 

@@ -36,6 +36,14 @@ TOPICS: dict[str, str] = {
     "mlflow": "tracking (trial metrics) and the MLflow pyfunc",
 }
 
+#: Results files of a benchmark run at another size than its topic's file: the topic whose
+#: script wrote it, and what the size is for.
+OTHER_SIZES: dict[str, tuple[str, str]] = {
+    "labels_10m": ("labels", "the same at its full size, 10 M decision lines x 1 M outcomes "
+                   "(`--out bench/results/labels_10m.json`): the absolute time and memory "
+                   "targets"),
+}
+
 HEAD = """\
 # Benchmarks
 
@@ -132,8 +140,8 @@ def _run_line(run: dict[str, Any] | None) -> str:
 
 
 def _section(topic: str, results: dict[str, Any] | None) -> list[str]:
-    what = TOPICS.get(topic, "")
-    script = f"bench_{topic}.py"
+    of, what = OTHER_SIZES.get(topic, (topic, TOPICS.get(topic, "")))
+    script = f"bench_{of}.py"
     lines = [f"## {topic}", "", f"[`bench/{script}`](../bench/{script}): {what}." if what
              else f"[`bench/{script}`](../bench/{script}).", ""]
     if results is None:
