@@ -9,9 +9,9 @@ Issue 16: episodes may cost at most 1.3x the label join's time on the same data,
   extraction of the log's blocks, the time-aware join by outcome kind, posterior soft labels,
   the full accounting report) and the files it writes (``claims.parquet``, the join report and the
   unjoined-records CSV); ``join_seconds`` is the join alone.
-- **episodes**: ``label --out DIR``: ``amv_calib.claims.label_logs`` (the same join, plus one
-  episode per fully labelled action, each verifier's reliability) and every file of the
-  folder (``write_label_folder``).
+- **episodes**: ``label --out DIR``: ``amv_calib.claims.label_logs_parts`` (the same join,
+  plus one episode per fully labelled action, each verifier's reliability) and every file of
+  the folder (``write_label_folder``, the rows written part by part), as its stage runs them.
 - **duckdb**: the same read in an embedded analytical engine (DuckDB, two threads):
   ``read_json`` with the premises as a typed list of structs, ``unnest``, ``read_csv`` of the
   outcomes, an ``ASOF JOIN`` of each use to the next outcome of its claim, the rows written
@@ -179,18 +179,21 @@ def child_ours(log: str, outcomes: str) -> dict[str, Any]:
 
 
 def child_episodes(log: str, outcomes: str) -> dict[str, Any]:
+    """``label --out DIR``: what its stage runs for a folder (the rows written part by part,
+    never held as whole tables)."""
     import tempfile
     import warnings
 
-    from amv_calib.claims import label_logs, write_label_folder
+    from amv_calib.claims import label_logs_parts, write_label_folder
 
     t0 = time.perf_counter()
     with warnings.catch_warnings(), tempfile.TemporaryDirectory() as tmp:
         warnings.simplefilter("ignore")
-        res = label_logs(log, outcomes)
-        write_label_folder(res, tmp, [outcomes])  # what label --out DIR writes
+        joined, res = label_logs_parts(log, outcomes)
+        write_label_folder(res, tmp, [outcomes], claim_parts=joined.claim_parts(),
+                           use_parts=joined.unjoined_parts())
     seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "peak_mib": _peak_mib(), "rows": len(res.claims),
+    return {"seconds": seconds, "peak_mib": _peak_mib(), "rows": joined.report.rows,
             "episodes": res.episode_report.to_dict(),
             "verifiers": {k: {"labelled": v["labelled"], "reliability": v["reliability"]}
                           for k, v in res.verifiers.items()}}
