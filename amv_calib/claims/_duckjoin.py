@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import tempfile
@@ -27,6 +28,7 @@ from amv_calib.claims._sql import (
     VALUES_OK,
     join_statements,
 )
+from amv_calib.contract import CLAIM_FEATURES
 
 if TYPE_CHECKING:
     import duckdb
@@ -149,10 +151,6 @@ def kind_bad(entries: pd.DataFrame) -> BoolArray:
     return np.asarray(entries["kind_error"].notna().to_numpy(), dtype=bool)
 
 
-#: The entry columns :data:`~amv_calib.claims._sql.VALUES_OK` reads beside ``kind_bad``.
-VALUE_COLUMNS: Final = ("recency_hours", "source_trust_score", "model_confidence",
-                        "contradiction_flag")
-
 #: Entries whose values :func:`values_ok` checks at once (about 40 MB of columns).
 CHECK_ROWS: Final = 1 << 20
 
@@ -160,9 +158,9 @@ CHECK_ROWS: Final = 1 << 20
 def values_ok(n: int, column: Callable[[str, int, int], np.ndarray], bad_kind: BoolArray
               ) -> BoolArray:
     """:data:`~amv_calib.claims._sql.VALUES_OK` for ``n`` entries, evaluated by DuckDB
-    window by window over ``column(name, lo, hi)`` (rows ``lo:hi`` of a
-    :data:`VALUE_COLUMNS` column as float64) and ``bad_kind`` (:func:`kind_bad`'s): the
-    features are never held whole, nor read by the join's steps."""
+    window by window over ``column(name, lo, hi)`` (rows ``lo:hi`` of a claim feature,
+    :data:`~amv_calib.contract.CLAIM_FEATURES`, as float64) and ``bad_kind``
+    (:func:`kind_bad`'s): the features are never held whole, nor read by the join's steps."""
     import duckdb
     import pyarrow as pa
 
@@ -174,7 +172,7 @@ def values_ok(n: int, column: Callable[[str, int, int], np.ndarray], bad_kind: B
             hi = min(lo + CHECK_ROWS, n)
             con.register("vals", pa.table({
                 **{c: pa.array(np.asarray(column(c, lo, hi), dtype=np.float64))
-                   for c in VALUE_COLUMNS}, "kind_bad": pa.array(bad_kind[lo:hi])}))
+                   for c in CLAIM_FEATURES}, "kind_bad": pa.array(bad_kind[lo:hi])}))
             out[lo:hi] = con.execute(f"SELECT {VALUES_OK} AS ok FROM vals").fetchnumpy()["ok"]
             con.unregister("vals")
     finally:
@@ -258,12 +256,9 @@ def relations(log: LogEntries, out_df: pd.DataFrame) -> dict[str, Any]:
     # taken out (popped) by the one call of each Late's ``whole``, so that nothing here
     # holds the late columns once run_join lets them go
     pending: dict[str, Future[Any]] = {}
-    started: list[bool] = []
 
+    @functools.cache  # once, whoever asks first
     def start() -> None:
-        if started:
-            return
-        started.append(True)
         pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="amv-calib-sqljoin")
         pending.update(
             claims=pool.submit(_codes_against, out_df["claim_id"], e["claim_id"]),

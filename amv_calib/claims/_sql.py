@@ -357,13 +357,22 @@ RESULTS: Final = ("superseded", "invalid_uses", "use_verdicts", "answers", "outc
 def values_ok_expression(dialect: str = "duckdb") -> str:
     """:data:`VALUES_OK` in ``dialect`` (one of :data:`DIALECTS`), the expression that
     gives the ``values_ok`` column of the ``entries`` relation."""
+    return _in_dialect(VALUES_OK, dialect)
+
+
+def _check_dialect(dialect: str) -> None:
     if dialect not in DIALECTS:
         raise ValueError(f"dialect={dialect!r}: expected one of {', '.join(DIALECTS)}")
+
+
+def _in_dialect(sql: str, dialect: str) -> str:
+    """``sql`` (DuckDB's dialect) in ``dialect``, one of :data:`DIALECTS`."""
+    _check_dialect(dialect)
     if dialect == "duckdb":
-        return VALUES_OK
+        return sql
     import sqlglot
 
-    return sqlglot.transpile(VALUES_OK, read="duckdb", write=dialect)[0]
+    return str(sqlglot.transpile(sql, read="duckdb", write=dialect)[0])
 
 
 def join_statements(dialect: str = "duckdb", *, asof: bool = False, few: int = FEW
@@ -387,8 +396,7 @@ def join_statements(dialect: str = "duckdb", *, asof: bool = False, few: int = F
         Create each as a table or view in order, over the input relations the module docs
         list.
     """
-    if dialect not in DIALECTS:
-        raise ValueError(f"dialect={dialect!r}: expected one of {', '.join(DIALECTS)}")
+    _check_dialect(dialect)
     if asof and dialect != "duckdb":
         raise ValueError(f"asof=True: an ASOF JOIN is DuckDB's only, not {dialect}'s")
     if not (isinstance(few, int) and few >= 0):
@@ -398,9 +406,4 @@ def join_statements(dialect: str = "duckdb", *, asof: bool = False, few: int = F
         if name == "next3":
             sql = NEXT_OUTCOME_ASOF if asof else NEXT_OUTCOME
         steps.append((name, sql.replace(_FEW, str(few)).strip()))
-    if dialect == "duckdb":
-        return steps
-    import sqlglot
-
-    return [(name, sqlglot.transpile(sql, read="duckdb", write=dialect)[0])
-            for name, sql in steps]
+    return [(name, _in_dialect(sql, dialect)) for name, sql in steps]

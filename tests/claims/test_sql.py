@@ -25,6 +25,7 @@ from amv_calib.claims._sql import (
     join_statements,
     values_ok_expression,
 )
+from amv_calib.contract import CLAIM_FEATURES
 
 R = {r: i for i, r in enumerate(UNJOINED_REASONS)}
 S = {s: i for i, s in enumerate(OUTCOME_STATUSES)}
@@ -275,7 +276,7 @@ def test_values_ok_is_the_oracles_rule_across_windows(monkeypatch: pytest.Monkey
     # windows of 7 rows: the verdicts are set out in order across 686 window edges
     monkeypatch.setattr(dj, "CHECK_ROWS", 7)
     rows = oracle.odd_values()
-    df = pd.DataFrame(rows).astype({c: "float64" for c in dj.VALUE_COLUMNS})
+    df = pd.DataFrame(rows).astype({c: "float64" for c in CLAIM_FEATURES})
     got = dj.values_ok(len(df), lambda c, lo, hi: df[c].to_numpy()[lo:hi],
                        df["kind_bad"].to_numpy())
     want = [oracle._fields_ok({**r, "claim_id": "c", "t_us": 0}) and not r["kind_bad"]

@@ -16,6 +16,7 @@ import pytest
 
 from amv_calib.claims import _duckjoin as dj
 from amv_calib.claims._join import read_with_outcomes
+from amv_calib.contract import CLAIM_FEATURES
 from amv_calib.spark._sqlrun import RELATION_SCHEMAS, run_join_spark
 
 
@@ -157,14 +158,14 @@ def test_spark_checks_the_values_as_duckdb(spark: Any) -> None:
     from amv_calib.claims.engine import values_ok_expression
 
     rows = _oracle().odd_values()
-    frame = pd.DataFrame(rows).astype({c: "float64" for c in dj.VALUE_COLUMNS})
+    frame = pd.DataFrame(rows).astype({c: "float64" for c in CLAIM_FEATURES})
     want = dj.values_ok(len(frame), lambda c, lo, hi: frame[c].to_numpy()[lo:hi],
                         frame["kind_bad"].to_numpy())
     table = pa.table({"i": np.arange(len(rows)),
                       **{c: pa.array([r[c] for r in rows], pa.float64())
-                         for c in (*dj.VALUE_COLUMNS, "kind_bad")}})
+                         for c in (*CLAIM_FEATURES, "kind_bad")}})
     got = spark.createDataFrame(table.cast(table.schema.set(
-        len(dj.VALUE_COLUMNS) + 1, pa.field("kind_bad", pa.bool_())))).selectExpr(
+        len(CLAIM_FEATURES) + 1, pa.field("kind_bad", pa.bool_())))).selectExpr(
         "i", f"{values_ok_expression('spark')} AS ok")
     assert [r.ok for r in got.orderBy("i").collect()] == want.tolist()
     assert 0 < want.sum() < want.size
