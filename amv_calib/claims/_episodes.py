@@ -59,15 +59,18 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from amv_calib.claims._codes import _floats_at
 from amv_calib.claims._join import (
+    SPILL_BYTES,
     JoinedUses,
     JoinReport,
     SoftLabels,
     _join,
+    _log_bytes,
+    read_with_outcomes,
     require_records,
 )
-from amv_calib.claims._logread import PathLike, read_uses
-from amv_calib.claims._outcomes import load_outcomes
+from amv_calib.claims._logread import PathLike
 from amv_calib.claims._sql import UNJOINED_REASONS
 from amv_calib.exceptions import check_choice
 from amv_calib.settings import LabelOptions
@@ -282,9 +285,11 @@ def label_logs_parts(
         raise ValueError(f"min_verifier_calls={min_verifier_calls!r} must be an int >= 0")
     check_choice("soft_labels", soft_labels, ("posterior", "off"))
     plist = [decisions] if isinstance(decisions, (str, os.PathLike)) else list(decisions)
-    log = read_uses(plist, on_corrupt=on_corrupt, columnar=columnar, offers=True)
+    # as join_logs reads: a big log's features and p wait in a temporary file
+    log, out_df, out_invalid = read_with_outcomes(plist, outcomes, on_corrupt=on_corrupt,
+                                                  columnar=columnar, offers=True,
+                                                  spill=_log_bytes(plist) >= SPILL_BYTES)
     require_records(plist, log)
-    out_df, out_invalid = load_outcomes([] if outcomes is None else outcomes)
     state: dict[str, Any] = {}
     joined = _join(plist, log, out_df, out_invalid, soft_labels, collect=state)
     episodes, ep_report, verifiers, actions = build_episodes(
@@ -349,6 +354,16 @@ def _kind_fields(entries: pd.DataFrame, which: NDArray[np.int64]) -> Any:
     return pc.if_else(pc.is_valid(kinds), _concat(',"memory_kind":', _quoted(kinds)), "")
 
 
+def _values_at(col: pd.Categorical, rows: NDArray[np.int64]) -> NDArray[np.object_]:
+    """``col[rows]`` as objects (None where missing), made from those rows' categories alone
+    (a log's action ids are about as many as its records)."""
+    codes = np.asarray(col.codes[rows], dtype=np.int64)
+    out = np.full(codes.size, None, dtype=object)
+    have = codes >= 0
+    out[have] = col.categories.take(codes[have]).to_numpy(dtype=object)
+    return out
+
+
 def _grouped(items: Any, counts: NDArray[np.int64], sep: str = ",") -> Any:
     """``items`` (in group order) joined by ``sep`` within consecutive groups of ``counts``."""
     import pyarrow as pa
@@ -358,6 +373,104 @@ def _grouped(items: Any, counts: NDArray[np.int64], sep: str = ",") -> Any:
     lists = pa.LargeListArray.from_arrays(pa.array(offsets, type=pa.int64()),
                                           items.cast(pa.large_string()))
     return pc.binary_join(lists, pa.scalar(sep, pa.large_string())).cast(pa.string())
+
+
+#: Premise entries whose actions are checked at once (:func:`_action_checks`): the per-entry
+#: arrays of the checks are a window's, not the whole log's (twenty of 25 M entries each
+#: held 3.6 GB beside the join at 10 M lines).
+_CHECK_ROWS: Final = 1 << 20
+
+
+def _record_windows(e_rec: NDArray[np.int64], o_rec: NDArray[np.int64], n_rec: int,
+                    rows: int) -> list[tuple[slice, slice]]:
+    """Consecutive windows of whole records, of about ``rows`` entries each: the span of
+    each in the entries and in the offers (both in record order)."""
+    if e_rec.size > 1 and bool((e_rec[1:] < e_rec[:-1]).any()) \
+            or o_rec.size > 1 and bool((o_rec[1:] < o_rec[:-1]).any()):
+        raise RuntimeError("premise entries and offered verifiers must come in record order")
+    cuts = np.unique(np.concatenate([[0], e_rec[::rows], [n_rec]]).astype(np.int64))
+    e_at, o_at = np.searchsorted(e_rec, cuts), np.searchsorted(o_rec, cuts)
+    return [(slice(int(e_at[i]), int(e_at[i + 1])), slice(int(o_at[i]), int(o_at[i + 1])))
+            for i in range(cuts.size - 1)]
+
+
+@dataclass
+class _Checks:
+    """What :func:`_action_checks` found, per candidate action."""
+
+    twice: NDArray[np.bool_]  # a premise key given twice
+    bad_verifier: NDArray[np.bool_]  # an offered verifier refused
+    worst: NDArray[np.int64]  # the first premise reason (``_LABELLED``: all hard-labelled)
+    declared: dict[str, dict[float, int]]  # offers per verifier id and declared reliability
+
+
+def _action_checks(log: Any, state: Mapping[str, Any], pos: NDArray[np.int64], n_act: int,
+                   rows: int = _CHECK_ROWS) -> _Checks:
+    """The premise and verifier checks of the candidate actions (``pos``: the action of each
+    record, -1 for a record that is not an action's last), window by window of records:
+    every check reads one action's entries and offers, and an action is one record."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    uses = state["uses"]
+    hard, soft, reason = state["hard"], state["soft"], state["reason"]
+    entries, offers = log.entries, log.offers
+    e_rec = np.asarray(entries["rec"].to_numpy(), dtype=np.int64)
+    o_rec = np.asarray(offers.column("rec").to_numpy(), dtype=np.int64)
+    pid_codes = entries["premise_id"].cat.codes.to_numpy()
+    n_pid = len(entries["premise_id"].cat.categories) + 1
+    pid_index = pd.Index(entries["premise_id"].cat.categories)
+    n_pk = uses.n_pkey_codes + 1
+    out = _Checks(twice=np.zeros(n_act, dtype=bool), bad_verifier=np.zeros(n_act, dtype=bool),
+                  worst=np.full(n_act, _LABELLED, dtype=np.int64), declared={})
+    for es, os_ in _record_windows(e_rec, o_rec, int(pos.size), rows):
+        ent = es.start + np.flatnonzero(pos[e_rec[es]] >= 0)
+        e_act = pos[e_rec[ent]]
+        key = e_act * n_pk + uses.entry_pkey[ent]
+        out.twice[e_act[pd.Series(key).duplicated(keep=False).to_numpy()]] = True
+        # the first premise reason of each action
+        e_use = uses.use_of(ent)
+        prem_why = np.where(hard[e_use], _LABELLED,
+                            np.where(soft[e_use], _SOFT_ONLY,
+                                     _PREMISE_CODE[np.clip(reason[e_use], 0, None)]))
+        np.minimum.at(out.worst, e_act, prem_why)
+        # offered verifiers
+        orows = os_.start + np.flatnonzero(pos[o_rec[os_]] >= 0)
+        if not orows.size:
+            continue
+        off = offers.take(pa.array(orows, type=pa.int64()))
+        o_act = pos[o_rec[orows]]
+        o_id = off.column("id").combine_chunks()
+        o_cost = off.column("cost").to_numpy()
+        o_rel = off.column("reliability").to_numpy()
+        resolves = off.column("resolves").combine_chunks()
+        with np.errstate(invalid="ignore"):
+            o_bad = (pc.is_null(o_id).to_numpy(zero_copy_only=False)
+                     | pc.is_null(resolves).to_numpy(zero_copy_only=False)
+                     | ~(np.isfinite(o_cost) & (o_cost >= 0))
+                     | ~(np.isfinite(o_rel) & (o_rel > 0.5) & (o_rel <= 1.0)))
+        ids = pd.Series(o_id.to_pandas(), dtype="str")
+        id_codes = pd.factorize(ids)[0].astype(np.int64)
+        o_bad |= pd.Series(o_act * (int(id_codes.max(initial=-1)) + 2) + id_codes
+                           ).duplicated(keep=False).to_numpy()
+        # every premise a verifier resolves must be one of the action's premise ids
+        flat = pc.list_flatten(resolves)
+        parent = pc.list_parent_indices(resolves).to_numpy(zero_copy_only=False) \
+            .astype(np.int64)
+        r_code = pid_index.get_indexer(pd.Index(flat.to_pandas(), dtype="str")) \
+            if len(flat) else np.zeros(0, np.int64)
+        known = np.isin(o_act[parent] * n_pid + r_code,
+                        e_act * n_pid + pid_codes[ent].astype(np.int64)) & (r_code >= 0)
+        o_bad[parent[~known]] = True
+        out.bad_verifier[o_act[o_bad]] = True
+        counts = pd.DataFrame({"v": ids, "r": o_rel}).dropna().groupby(["v", "r"]).size()
+        for k, n in counts.items():
+            vid, r = cast(tuple[Any, Any], k)
+            seen = out.declared.setdefault(str(vid), {})
+            seen[float(r)] = seen.get(float(r), 0) + int(n)
+    # the declared values in the order one pass over every offer gives them
+    out.declared = {v: dict(sorted(by_r.items())) for v, by_r in sorted(out.declared.items())}
+    return out
 
 
 def build_episodes(files: list[str], log: Any, state: Mapping[str, Any], min_verifier_calls: int,
@@ -371,7 +484,7 @@ def build_episodes(files: list[str], log: Any, state: Mapping[str, Any], min_ver
     import pyarrow.compute as pc
 
     uses = state["uses"]
-    hard, soft, label, reason = state["hard"], state["soft"], state["label"], state["reason"]
+    hard, label = state["hard"], state["label"]
     recs = log.records
     n_rec = int(recs["n"].size)
     rec_idx = np.arange(n_rec, dtype=np.int64)
@@ -382,9 +495,13 @@ def build_episodes(files: list[str], log: Any, state: Mapping[str, Any], min_ver
     last = np.full(len(recs["action_id"].categories), -1, dtype=np.int64)
     np.maximum.at(last, acodes[named], rec_idx[named])
     chosen = np.sort(np.concatenate([last[last >= 0], rec_idx[~named]]))
+    del acodes, named, last, rec_idx
     n_act = int(chosen.size)
     pos = np.full(n_rec, -1, dtype=np.int64)
     pos[chosen] = np.arange(n_act)
+    checks = _action_checks(log, state, pos, n_act, _CHECK_ROWS)
+
+    # -- each action's reason, the first that applies ------------------------------------------
     why = np.full(n_act, _LABELLED, dtype=np.int64)
 
     def mark(mask: NDArray[np.bool_], code: int) -> None:
@@ -396,126 +513,79 @@ def build_episodes(files: list[str], log: Any, state: Mapping[str, Any], min_ver
     with np.errstate(invalid="ignore"):
         mark(~(np.isfinite(theta) & (theta > 0) & np.isfinite(kappa) & (kappa > 0)),
              _BAD_ACTION)
-
-    # -- their premise entries -------------------------------------------------------------------
-    entries = log.entries
-    e_rec = entries["rec"].to_numpy()
-    ent = np.flatnonzero(pos[e_rec] >= 0)
-    e_act = pos[e_rec[ent]]
-    n_pk = uses.n_pkey_codes + 1
-    pkey = uses.entry_pkey[ent]
-    twice = pd.Series(e_act * n_pk + pkey).duplicated(keep=False).to_numpy()
-    dup_act = np.zeros(n_act, dtype=bool)
-    dup_act[e_act[twice]] = True
-    mark(dup_act, _BAD_ACTION)
+    mark(checks.twice, _BAD_ACTION)
     mark(~recs["has_verifiers"][chosen], _NO_VERIFIERS)
-
-    # -- offered verifiers -----------------------------------------------------------------------
-    offers = log.offers
-    o_rec = offers.column("rec").to_numpy()
-    orows = np.flatnonzero(pos[o_rec] >= 0) if o_rec.size else np.zeros(0, np.int64)
-    off = offers.take(pa.array(orows, type=pa.int64()))
-    o_act = pos[o_rec[orows]]
-    o_id = off.column("id").combine_chunks() if off.num_rows else pa.array([], pa.string())
-    o_cost = off.column("cost").to_numpy()
-    o_rel = off.column("reliability").to_numpy()
-    resolves = off.column("resolves").combine_chunks() if off.num_rows \
-        else pa.array([], pa.list_(pa.string()))
-    with np.errstate(invalid="ignore"):
-        o_bad = (pc.is_null(o_id).to_numpy(zero_copy_only=False)
-                 | pc.is_null(resolves).to_numpy(zero_copy_only=False)
-                 | ~(np.isfinite(o_cost) & (o_cost >= 0))
-                 | ~(np.isfinite(o_rel) & (o_rel > 0.5) & (o_rel <= 1.0)))
-    id_codes = pd.factorize(pd.Series(o_id.to_pandas(), dtype="str"))[0].astype(np.int64)
-    o_bad |= pd.Series(o_act * (int(id_codes.max(initial=-1)) + 2) + id_codes
-                       ).duplicated(keep=False).to_numpy()
-    # every premise a verifier resolves must be one of the action's premise ids
-    flat = pc.list_flatten(resolves)
-    parent = pc.list_parent_indices(resolves).to_numpy(zero_copy_only=False).astype(np.int64)
-    pid_cats = entries["premise_id"].cat.categories
-    r_code = pd.Index(pid_cats).get_indexer(pd.Index(flat.to_pandas(), dtype="str")) \
-        if len(flat) else np.zeros(0, np.int64)
-    e_pid = entries["premise_id"].cat.codes.to_numpy()[ent].astype(np.int64)
-    known = np.isin(o_act[parent] * (len(pid_cats) + 1) + r_code,
-                    e_act * (len(pid_cats) + 1) + e_pid) & (r_code >= 0)
-    o_bad[parent[~known]] = True
-    bad_act = np.zeros(n_act, dtype=bool)
-    bad_act[o_act[o_bad]] = True
-    mark(bad_act, _BAD_VERIFIER)
-
-    # -- labels of the premises ------------------------------------------------------------------
-    e_use = uses.use_of(ent)
-    prem_why = np.where(hard[e_use], _LABELLED,
-                        np.where(soft[e_use], _SOFT_ONLY,
-                                 _PREMISE_CODE[np.clip(reason[e_use], 0, None)]))
-    worst = np.full(n_act, _LABELLED, dtype=np.int64)
-    np.minimum.at(worst, e_act, prem_why)
-    why = np.where(why == _LABELLED, worst, why)
+    mark(checks.bad_verifier, _BAD_VERIFIER)
+    why = np.where(why == _LABELLED, checks.worst, why)
     ok = why == _LABELLED
     report = EpisodeReport(
         actions_read=n_act, episodes=int(ok.sum()),
         unlabelled={r: int((why == i).sum()) for i, r in enumerate(ACTION_REASONS)},
         min_verifier_calls=min_verifier_calls)
     report.check()
-
-    # -- verifier reliabilities ------------------------------------------------------------------
-    declared_offers: dict[str, dict[float, int]] = {}
-    if off.num_rows:
-        counts = (pd.DataFrame({"v": o_id.to_pandas(), "r": o_rel})
-                  .dropna().groupby(["v", "r"], sort=True).size())
-        for key, k in counts.items():
-            vid, r = cast(tuple[Any, Any], key)
-            declared_offers.setdefault(str(vid), {})[float(r)] = int(k)
     if verifiers is None:
         verifiers = verifier_reliabilities(state["answers"], hard, label,
                                            min_verifier_calls=min_verifier_calls,
-                                           declared_offers=declared_offers)
+                                           declared_offers=checks.declared)
+
+    # -- the episodes' entries and offers ------------------------------------------------------
+    entries, offers = log.entries, log.offers
+    crec = chosen[ok]
+    ok_rec = np.zeros(n_rec, dtype=bool)
+    ok_rec[crec] = True
+    e_rec = entries["rec"].to_numpy()
+    pe = np.flatnonzero(ok_rec[e_rec])
+    pe_act = pos[e_rec[pe]]
+    pu = uses.use_of(pe)
+    o_rec = offers.column("rec").to_numpy()
+    vrows = np.flatnonzero(ok_rec[o_rec]) if o_rec.size else np.zeros(0, np.int64)
+    del ok_rec
+    off = offers.take(pa.array(vrows, type=pa.int64()))
+    v_act = pos[o_rec[vrows]]
+    o_cost = off.column("cost").to_numpy()
+    o_rel = off.column("reliability").to_numpy()
+    resolves = off.column("resolves").combine_chunks() if off.num_rows \
+        else pa.array([], pa.list_(pa.string()))
 
     # -- the episode lines -----------------------------------------------------------------------
-    e_ok = ok[e_act]
-    pe = ent[e_ok]
-    pu = e_use[e_ok]
-    feat = {c: entries[c].to_numpy()[pe] for c in ("recency_hours", "source_trust_score",
-                                                   "model_confidence")}
+    spilled = getattr(log, "spilled", None)
+
+    def floats(name: str) -> NDArray[np.float64]:
+        return _floats_at(entries, name, pe, spilled, None)
+
     premise_json = _concat(
         '{"id":', _quoted(pa.array(uses.premise_ids(pu), type=pa.string())),
         ',"claim_id":', _quoted(pa.array(entries["claim_id"].array[pe], type=pa.string())),
-        ',"recency_hours":', _numbers(feat["recency_hours"]),
-        ',"source_trust_score":', _numbers(feat["source_trust_score"]),
-        ',"model_confidence":', _numbers(feat["model_confidence"]),
-        ',"contradiction_flag":', _bools(entries["contradiction_flag"].to_numpy()[pe] > 0.5),
+        ',"recency_hours":', _numbers(floats("recency_hours")),
+        ',"source_trust_score":', _numbers(floats("source_trust_score")),
+        ',"model_confidence":', _numbers(floats("model_confidence")),
+        ',"contradiction_flag":', _bools(floats("contradiction_flag") > 0.5),
         _kind_fields(entries, pe), ',"violated":', _bools(label[pu]), "}")
     okpos = np.cumsum(ok) - 1
     n_ok = int(ok.sum())
-    premises = _grouped(premise_json, np.bincount(okpos[e_act[e_ok]], minlength=n_ok))
-    v_ok = ok[o_act]
-    vrows = np.flatnonzero(v_ok)
-    vres = resolves.take(pa.array(vrows, type=pa.int64()))
-    res_json = _grouped(_quoted(pc.list_flatten(vres)),
-                        pc.list_value_length(vres).to_numpy(zero_copy_only=False)
+    premises = _grouped(premise_json, np.bincount(okpos[pe_act], minlength=n_ok))
+    res_json = _grouped(_quoted(pc.list_flatten(resolves)),
+                        pc.list_value_length(resolves).to_numpy(zero_copy_only=False)
                         .astype(np.int64))
-    vids = o_id.take(pa.array(vrows, type=pa.int64()))
-    rel = o_rel[vrows].copy()
+    vids = off.column("id").combine_chunks() if off.num_rows else pa.array([], pa.string())
+    rel = o_rel.copy()
     for vid, rep in verifiers.items():
         if rep["used_in_episodes"] == "estimate":
             rel[pc.equal(vids, vid).to_numpy(zero_copy_only=False)] = rep["reliability_used"]
     verifier_json = _concat('{"id":', _quoted(vids), ',"resolves_premise_ids":[', res_json,
-                            '],"execution_cost":', _numbers(o_cost[vrows]),
+                            '],"execution_cost":', _numbers(o_cost),
                             ',"symmetric_reliability":', _numbers(rel), "}")
-    verifiers_list = _grouped(verifier_json, np.bincount(okpos[o_act[vrows]], minlength=n_ok))
-    crec = chosen[ok]
+    verifiers_list = _grouped(verifier_json, np.bincount(okpos[v_act], minlength=n_ok))
     if isinstance(state, dict):
         state["records"] = crec
-    action = recs["action_id"][crec]
-    tool = recs["tool_name"][crec]
     files_q = [json.dumps(f, ensure_ascii=False) for f in files]
     line = recs["line"][crec]
     file_idx = recs["file"][crec]
-    instance = np.asarray(action.astype(object), dtype=object)
+    instance = _values_at(recs["action_id"], crec)
     unnamed = pd.isna(instance)
     instance[unnamed] = [f"{files[int(f)]}:{int(n)}" for f, n in
                          zip(file_idx[unnamed], line[unnamed], strict=True)]
-    family = np.asarray(tool.astype(object), dtype=object)
+    family = _values_at(recs["tool_name"], crec)
     family[pd.isna(family)] = "logged"
     lines = _concat(
         '{"instance_id":', _quoted(pa.array(instance.tolist(), type=pa.string())),

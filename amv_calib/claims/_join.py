@@ -514,6 +514,7 @@ def read_with_outcomes(
     columnar: bool = True,
     spans: Sequence[tuple[int, int, int] | None] | None = None,
     spill: bool = False,
+    offers: bool = False,
 ) -> tuple[LogEntries, pd.DataFrame, pd.DataFrame]:
     """:func:`read_uses` of the logs and :func:`load_outcomes` of the outcomes, the outcomes
     loaded on a thread while the logs are read (Arrow's CSV reader holds no GIL, and the
@@ -522,7 +523,7 @@ def read_with_outcomes(
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-outcomes") as pool:
         loading = pool.submit(load_outcomes, [] if outcomes is None else outcomes)
         log = read_uses(list(decisions), on_corrupt=on_corrupt, columnar=columnar,
-                        spans=spans, spill=spill)
+                        spans=spans, spill=spill, offers=offers)
         out_df, out_invalid = loading.result()
     return log, out_df, out_invalid
 

@@ -9,7 +9,7 @@ import json
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from repo_paths import REPO_ROOT
@@ -184,7 +184,9 @@ def _rec(action: str, premises: list[dict[str, Any]], **extra: Any) -> dict[str,
     return rec
 
 
-@pytest.mark.parametrize(("record", "outcomes", "reason"), [
+ONE_REASON: Final = [pytest.param(*case, id=name) for name, case in zip(
+    ["episode", "no-premises", "no-theta", "zero-kappa", "old-log", "unknown-premise",
+     "reliability-0.4", "one-premise-unlabelled", "ambiguous", "verifier-only"], [
     (_rec("a", ["p1"]), [("a", "a-p1", False)], None),
     (_rec("a", []), [], "no_premises"),
     (_rec("a", ["p1"], theta=None), [("a", "a-p1", False)], "invalid_action"),
@@ -202,8 +204,10 @@ def _rec(action: str, premises: list[dict[str, Any]], **extra: Any) -> dict[str,
     (_rec("a", ["p1"], verifier_calls=[{"verifier": "v", "signals": {"p1": True},
                                         "cost": 0.1, "reliability": 0.9}]),
      [], "verifier_label_only"),
-], ids=["episode", "no-premises", "no-theta", "zero-kappa", "old-log", "unknown-premise",
-        "reliability-0.4", "one-premise-unlabelled", "ambiguous", "verifier-only"])
+], strict=True)]
+
+
+@pytest.mark.parametrize(("record", "outcomes", "reason"), ONE_REASON)
 def test_each_action_lands_in_one_place(tmp_path: Path, record: dict[str, Any],
                                         outcomes: list[tuple[str, str, bool]],
                                         reason: str | None) -> None:
@@ -222,6 +226,58 @@ def test_each_action_lands_in_one_place(tmp_path: Path, record: dict[str, Any],
         assert ep["verifiers"][0]["symmetric_reliability"] == 0.9  # declared: < 200 answers
     else:
         assert (res.episode_report.episodes, got) == (0, {reason: 1})
+
+
+def _mixed_log(tmp_path: Path) -> tuple[Path, Path]:
+    """One log of every hand-made case (each its own action and claims), an action whose
+    last record comes ten records after its first, a premise id and a verifier id given
+    twice: the actions' checks see every kind of neighbour."""
+    recs: list[dict[str, Any]] = []
+    outcomes: list[tuple[str, str, bool]] = []
+    for i, param in enumerate(ONE_REASON):
+        record, outs, _ = param.values
+        a = f"a{i}"
+        rec = json.loads(json.dumps(record).replace('"a-', f'"{a}-'))
+        rec["action_id"] = a
+        recs.append(rec)
+        outcomes += [(a if x == "a" else x, c.replace("a-", f"{a}-", 1), v)
+                     for x, c, v in outs]
+    twice = _rec("dup", ["p1", "p1"])
+    offers = [{"id": "v", "resolves_premise_ids": ["p1"], "execution_cost": 0.1,
+               "symmetric_reliability": 0.9}] * 2
+    recs[3:3] = [_rec("late", ["p1"], theta=None), twice, _rec("offers", ["p1"],
+                                                               verifiers=offers)]
+    recs.append(_rec("late", ["p1"]))
+    outcomes += [("dup", "dup-p1", False), ("offers", "offers-p1", True),
+                 ("late", "late-p1", True)]
+    log, out = tmp_path / "d.jsonl", tmp_path / "o.csv"
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    out.write_text("action_id,claim_id,time,violated\n" + "".join(
+        f"{a},{c},2026-12-02T00:00:00Z,{str(v).lower()}\n" for a, c, v in outcomes),
+        encoding="utf-8")
+    return log, out
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 5], ids=lambda r: f"{r}-entry-windows")
+def test_actions_are_checked_alike_in_any_window(tmp_path: Path, rows: int,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # the checks run window by window of records: any cut gives every action the verdict
+    # (and the episode) of one window over the whole log, and the spilled read the same
+    import amv_calib.claims._episodes as ep
+
+    log, out = _mixed_log(tmp_path)
+    whole = label_logs([log], out)
+    unlabelled = {k: v for k, v in whole.episode_report.unlabelled.items() if v}
+    assert (whole.episode_report.episodes, unlabelled) == (2, {
+        "no_premises": 1, "invalid_action": 3, "verifiers_not_logged": 1,
+        "invalid_verifier": 3, "no_outcome_yet": 1, "ambiguous_action_outcome": 1,
+        "verifier_label_only": 1})
+    monkeypatch.setattr(ep, "_CHECK_ROWS", rows)
+    monkeypatch.setattr(ep, "SPILL_BYTES", 0)
+    cut = label_logs([log], out)
+    assert cut.episode_report == whole.episode_report
+    assert cut.episodes.to_pylist() == whole.episodes.to_pylist()
+    assert cut.verifiers == whole.verifiers
 
 
 # -- the CLI and the shipped example logs --------------------------------------------------------
