@@ -1145,3 +1145,21 @@ def test_join_with_spilled_features_equals_join_in_memory(
     assert (spilled_claims["label_source"] == "verifier").any()
     assert spilled_report.unjoined.get("invalid_use", 0) > 0
     assert spilled_report.repeated_entries > 0
+
+
+@pytest.mark.parametrize("limit", ["16MB", "64MB"])
+def test_join_under_the_engines_memory_limit_equals_the_default(
+        limit: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # DuckDB's share of the join's memory is capped (past it, its tables spill): the
+    # tables do not depend on the cap, and the session runs under the one set
+    import amv_calib.claims._duckjoin as duckjoin
+
+    log, outcomes = EXAMPLES / "logs" / "decisions.jsonl", EXAMPLES / "logs" / "outcomes.csv"
+    claims, report = label_claims(log, outcomes)
+    monkeypatch.setattr(duckjoin, "JOIN_MEMORY_LIMIT", limit)
+    with duckjoin.session() as con:
+        row = con.execute("SELECT current_setting('memory_limit')").fetchone()
+    assert row is not None and row[0] == {"16MB": "15.2 MiB", "64MB": "61.0 MiB"}[limit]
+    capped, capped_report = label_claims(log, outcomes)
+    pd.testing.assert_frame_equal(capped, claims)
+    assert capped_report.to_dict() == report.to_dict()
