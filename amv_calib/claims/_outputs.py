@@ -13,6 +13,7 @@ or by hand) are replaced as before.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import io
@@ -21,6 +22,7 @@ import json
 import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -343,10 +345,7 @@ def write_claims_table(claims: pd.DataFrame | Iterable[pd.DataFrame], out: Path)
     out : Path
         The file; its ending chooses the format.
     """
-    suffix = out.suffix.lower()
-    if suffix not in TABLE_SUFFIXES:
-        raise unknown_table_ending(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    suffix = _claims_target(out)
     if not isinstance(claims, pd.DataFrame):
         _write_claim_parts(claims, out, suffix)
     elif suffix in (".parquet", ".pq"):
@@ -355,6 +354,15 @@ def write_claims_table(claims: pd.DataFrame | Iterable[pd.DataFrame], out: Path)
         spreadsheet_safe_frame(claims).to_csv(out, index=False, date_format=STAMP)
     else:
         claims.to_json(out, orient="records", lines=True, date_format="iso", date_unit="us")
+
+
+def _claims_target(out: Path) -> str:
+    """The claims file's ending, checked, with its folder made."""
+    suffix = out.suffix.lower()
+    if suffix not in TABLE_SUFFIXES:
+        raise unknown_table_ending(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return suffix
 
 
 def _write_claim_parts(parts: Iterable[pd.DataFrame], out: Path, suffix: str) -> None:
@@ -450,9 +458,23 @@ def write_label_table(joined: JoinedUses, out: Path,
     outcome_files : sequence of str
         The outcome files (named in the report and the unjoined CSV).
     """
-    write_claims_table(joined.claim_parts(), out)
-    return write_join_report(joined.report, out, outcome_files,
-                             use_parts=joined.unjoined_parts())
+    with _claims_written_beside(joined.claim_parts(), out):
+        return write_join_report(joined.report, out, outcome_files,
+                                 use_parts=joined.unjoined_parts())
+
+
+@contextlib.contextmanager
+def _claims_written_beside(claims: pd.DataFrame | Iterable[pd.DataFrame],
+                           out: Path) -> Iterator[None]:
+    """:func:`write_claims_table` of ``claims`` on a thread while the body writes the other
+    files; its error, if any, is raised after theirs. The Parquet writer and DuckDB's CSV
+    writer (one thread) each leave most of a core idle: on a 2 M-line log the two files took
+    3.4-3.5 s at once, 4.1-4.8 s one after the other."""
+    _claims_target(out)  # a bad ending or folder fails before any file is written
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amv-calib-claims") as pool:
+        done = pool.submit(write_claims_table, claims, out)
+        yield
+        done.result()
 
 
 def unknown_table_ending(out: Path) -> DataContractError:
@@ -591,17 +613,18 @@ def write_label_folder(result: Any, folder: str | os.PathLike[str],
     where = Path(folder)
     where.mkdir(parents=True, exist_ok=True)
     claims = where / "claims.parquet"
-    write_claims_table(result.claims if claim_parts is None else claim_parts, claims)
-    write_episodes_jsonl(result.episodes if episode_parts is None else episode_parts,
-                         where / "episodes.jsonl")
-    ep = result.episode_report.to_dict()
-    flagged = sorted(v for v, r in result.verifiers.items() if r["declared_outside_interval"])
-    (where / "verifiers.json").write_text(json.dumps({
-        "min_verifier_calls": result.episode_report.min_verifier_calls,
-        "prior": "Beta(1, 1)", "interval": "equal-tailed 95%",
-        "verifiers": result.verifiers}, indent=2) + "\n", encoding="utf-8")
-    line = write_join_report(result.report, claims, outcome_files, extra={
-        "episodes": ep, "verifiers_flagged": flagged}, use_parts=use_parts)
+    with _claims_written_beside(result.claims if claim_parts is None else claim_parts, claims):
+        write_episodes_jsonl(result.episodes if episode_parts is None else episode_parts,
+                             where / "episodes.jsonl")
+        ep = result.episode_report.to_dict()
+        flagged = sorted(v for v, r in result.verifiers.items()
+                         if r["declared_outside_interval"])
+        (where / "verifiers.json").write_text(json.dumps({
+            "min_verifier_calls": result.episode_report.min_verifier_calls,
+            "prior": "Beta(1, 1)", "interval": "equal-tailed 95%",
+            "verifiers": result.verifiers}, indent=2) + "\n", encoding="utf-8")
+        line = write_join_report(result.report, claims, outcome_files, extra={
+            "episodes": ep, "verifiers_flagged": flagged}, use_parts=use_parts)
     line.update(episodes_file=str(where / "episodes.jsonl"),
                 verifiers_file=str(where / "verifiers.json"))
     record_outputs(where, "label", LABEL_FOLDER_FILES)
