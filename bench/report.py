@@ -42,6 +42,9 @@ OTHER_SIZES: dict[str, tuple[str, str]] = {
     "labels_10m": ("labels", "the same at its full size, 10 M decision lines x 1 M outcomes "
                    "(`--out bench/results/labels_10m.json`): the absolute time and memory "
                    "targets"),
+    "spark_label_10m": ("spark", "the label alone at 10 M decision lines, one machine and "
+                        "Spark `local[2]` (`--lines 10000000 --sides label label_spark --out "
+                        "bench/results/spark_label_10m.json`): the same files byte for byte"),
 }
 
 HEAD = """\
